@@ -1,0 +1,39 @@
+// The reference interpreter: the semantic oracle. Simple and obviously right, not fast.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ir/diagnostic.h"
+#include "ir/ir.h"
+
+namespace perfdojo::ir {
+
+/// A buffer's contents, row-major (C order). Values are held as double but always rounded to
+/// the declared element type on every store, so f32 buffers hold exact f32 values.
+struct Tensor {
+  DType dtype = DType::kF32;
+  std::vector<int64_t> shape;
+  std::vector<double> data;
+};
+
+/// Buffer name -> contents.
+using TensorMap = std::map<std::string, Tensor>;
+
+/// Deterministic input data: the values depend only on (seed, buffer name, shape, dtype, range),
+/// so two programs that declare the same input receive the same values.
+Tensor make_input(const BufferDecl& decl, uint64_t seed);
+/// make_input for every input buffer of `p`.
+TensorMap make_inputs(const Program& p, uint64_t seed);
+
+/// Runs a checked program on `inputs` (every input buffer must be present with its shape).
+/// Returns every buffer (inputs, outputs and temporaries) after execution.
+Result<TensorMap> interpret(const Program& p, const TensorMap& inputs);
+
+/// Largest elementwise error between two tensors: max |a-b| / max(1, |a|, |b|);
+/// NaN in exactly one of them, or a shape mismatch, gives +infinity.
+double max_relative_error(const Tensor& a, const Tensor& b);
+
+}  // namespace perfdojo::ir

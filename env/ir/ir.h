@@ -1,0 +1,174 @@
+// The PerfDojo IR: an immutable tree of scopes (loops) and statements over declared buffers.
+//
+// Values are immutable and shared: a transformation builds a new Program that points at every
+// subtree it did not change (copy-on-write by construction). Source locations ride along for
+// diagnostics but never take part in equality or hashing.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace perfdojo::ir {
+
+/// Where a token came from; line and col are 1-based, 0 when the node was synthesised.
+struct SourceLoc {
+  std::string file;
+  int line = 0;
+  int col = 0;
+};
+
+/// Element type of a buffer.
+enum class DType { kF32, kF64, kI32 };
+/// What a buffer is for: read-only input, result, or scratch.
+enum class Role { kInput, kOutput, kTemp };
+
+/// Affine function of scope iterators: sum_k coeffs[k] * {k} + constant.
+struct Affine {
+  std::vector<int64_t> coeffs;  ///< coeffs[k] multiplies the depth-k iterator; no trailing zeros.
+  int64_t constant = 0;
+
+  /// The iterator {depth}.
+  static Affine iter(int depth);
+  /// A constant.
+  static Affine constant_of(int64_t c);
+  /// Coefficient of {depth} (0 beyond the stored range).
+  int64_t coeff(int depth) const;
+  /// Drops trailing zero coefficients so equal functions compare equal.
+  void normalise();
+  /// Highest depth with a non-zero coefficient, or -1 for a constant.
+  int max_depth() const;
+  bool operator==(const Affine&) const = default;
+};
+
+/// A buffer element reference: name[index_0, ..., index_{r-1}].
+struct Access {
+  std::string buffer;
+  std::vector<Affine> index;
+  SourceLoc loc;
+  bool operator==(const Access& o) const { return buffer == o.buffer && index == o.index; }
+};
+
+/// Expression node kinds.
+enum class ExprKind { kConst, kLoad, kUnary, kBinary, kSelect };
+/// Unary operators and functions; casts convert between element types.
+enum class UnOp { kNeg, kExp, kLog, kSqrt, kRsqrt, kTanh, kAbs, kCastF32, kCastF64, kCastI32 };
+/// Binary operators; kMax/kMin are the two-argument functions max(a, b) / min(a, b).
+enum class BinOp { kAdd, kSub, kMul, kDiv, kMax, kMin };
+/// Comparison of a select's condition.
+enum class CmpOp { kLt, kLe, kGt, kGe, kEq, kNe };
+
+struct Expr;
+/// Shared immutable expression.
+using ExprPtr = std::shared_ptr<const Expr>;
+
+/// An expression tree node. For kSelect, args = {cond_lhs, cond_rhs, if_true, if_false}.
+struct Expr {
+  ExprKind kind = ExprKind::kConst;
+  double value = 0;  ///< kConst
+  Access access;     ///< kLoad
+  UnOp un = UnOp::kNeg;
+  BinOp bin = BinOp::kAdd;
+  CmpOp cmp = CmpOp::kLt;
+  std::vector<ExprPtr> args;
+  SourceLoc loc;
+
+  static ExprPtr constant(double v);
+  static ExprPtr load(Access a);
+  static ExprPtr unary(UnOp op, ExprPtr a);
+  static ExprPtr binary(BinOp op, ExprPtr a, ExprPtr b);
+  static ExprPtr select(CmpOp op, ExprPtr l, ExprPtr r, ExprPtr t, ExprPtr f);
+};
+
+/// How a statement combines its value with the target: plain store or a reduction.
+enum class Reduce { kNone, kAdd, kMul, kMax, kMin };
+
+/// `lhs = rhs`, `lhs += rhs`, `lhs *= rhs`, `lhs = max(rhs)`, `lhs = min(rhs)`.
+struct Stmt {
+  Access lhs;
+  Reduce op = Reduce::kNone;
+  ExprPtr rhs;
+  SourceLoc loc;
+};
+
+/// Scheduling annotation of a scope; it changes how a backend runs it, never what it computes.
+enum class Annot { kNone, kVector, kParallel, kUnroll, kGpuBlock, kGpuThread };
+
+struct Node;
+/// Shared immutable tree node.
+using NodePtr = std::shared_ptr<const Node>;
+
+/// A scope (a loop of `extent` iterations over its body) or a statement.
+struct Node {
+  bool is_scope = false;
+  // Scope fields.
+  int64_t extent = 0;
+  std::string extent_name;  ///< size name the extent was written with, "" for a literal
+  Annot annot = Annot::kNone;
+  std::vector<NodePtr> body;
+  // Statement field.
+  Stmt stmt;
+  SourceLoc loc;
+
+  static NodePtr scope(int64_t extent, std::string extent_name, Annot annot,
+                       std::vector<NodePtr> body, SourceLoc loc = {});
+  static NodePtr statement(Stmt s);
+};
+
+/// `NAME = VALUE` in a file's header.
+struct SizeDecl {
+  std::string name;
+  int64_t value = 0;
+  SourceLoc loc;
+};
+
+/// `input|output|temp NAME: TYPE[DIMS] [= INIT] [in [LO, HI]]`.
+struct BufferDecl {
+  std::string name;
+  Role role = Role::kTemp;
+  DType dtype = DType::kF32;
+  std::vector<int64_t> shape;
+  std::vector<std::string> shape_names;  ///< per dim: size name used, "" for a literal
+  std::optional<double> init;            ///< value every element holds before the body runs
+  std::optional<std::pair<double, double>> range;  ///< input value range for generated data
+  SourceLoc loc;
+
+  /// Number of elements.
+  int64_t elements() const;
+};
+
+/// A whole kernel: declarations plus the body.
+struct Program {
+  std::string doc;  ///< leading comment lines, without '#'; not part of equality
+  std::vector<SizeDecl> sizes;
+  std::vector<BufferDecl> buffers;
+  std::vector<NodePtr> body;
+
+  /// The declaration of `name`, or nullptr.
+  const BufferDecl* find_buffer(const std::string& name) const;
+  /// The size named `name`, or nullptr.
+  const SizeDecl* find_size(const std::string& name) const;
+};
+
+/// Structural equality: declarations and tree, ignoring source locations and doc comments.
+bool structurally_equal(const Program& a, const Program& b);
+/// Structural equality of two subtrees.
+bool structurally_equal(const Node& a, const Node& b);
+/// Structural equality of two expressions.
+bool structurally_equal(const Expr& a, const Expr& b);
+/// A hash stable across runs and platforms, consistent with structurally_equal.
+uint64_t structural_hash(const Program& p);
+
+/// Size in bytes of one element.
+int dtype_bytes(DType t);
+/// "f32", "f64", "i32".
+const char* dtype_name(DType t);
+/// "input", "output", "temp".
+const char* role_name(Role r);
+/// Annotation keyword as written after ':' ("vec", "par", "unroll", ...), "" for kNone.
+const char* annot_name(Annot a);
+
+}  // namespace perfdojo::ir
