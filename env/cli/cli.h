@@ -1,0 +1,55 @@
+// Shared plumbing of the `perfdojo` subcommands: argument parsing and output conventions.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "ir/diagnostic.h"
+
+namespace perfdojo::cli {
+
+/// Exit codes: 0 success, 1 the input is invalid (or a check failed), 2 usage error.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitInvalid = 1;
+inline constexpr int kExitUsage = 2;
+
+/// Parsed command line of one subcommand.
+struct Args {
+  std::vector<std::string> positional;
+  std::map<std::string, std::string> values;  ///< --name VALUE
+  std::set<std::string> flags;                ///< --name
+  std::vector<std::string> repeated_trace;    ///< reserved for list-valued options
+  bool json = false;
+
+  bool has(const std::string& f) const { return flags.count(f) || values.count(f); }
+  std::string get(const std::string& name, const std::string& fallback = "") const {
+    auto it = values.find(name);
+    return it == values.end() ? fallback : it->second;
+  }
+};
+
+/// One subcommand: which options take a value, which are switches, and the handler.
+struct Command {
+  std::string name;
+  std::string usage;    ///< e.g. "check FILE"
+  std::string summary;  ///< one line
+  std::set<std::string> value_options;
+  std::set<std::string> switch_options;
+  std::function<int(const Args&)> run;
+};
+
+/// Prints diagnostics to stderr, or as a JSON object on stdout when `json`.
+int report_errors(const std::vector<ir::Diagnostic>& errors, bool json, const std::string& file);
+/// JSON array of diagnostics: [{"file","line","col","message"}].
+std::string diagnostics_json(const std::vector<ir::Diagnostic>& errors);
+/// A usage error (exit 2): message to stderr, or {"ok":false,"error":...} with --json.
+int usage_error(const std::string& message, bool json);
+
+/// Subcommands of the IR module (check, fmt, kernels, run).
+std::vector<Command> ir_commands();
+
+}  // namespace perfdojo::cli

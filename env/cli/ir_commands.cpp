@@ -1,0 +1,172 @@
+// `perfdojo check | fmt | kernels | run`: the IR's own subcommands.
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "cli/cli.h"
+#include "ir/interp.h"
+#include "ir/parse.h"
+#include "ir/print.h"
+#include "util/json.h"
+#include "util/npy.h"
+
+namespace perfdojo::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using util::JsonArray;
+using util::JsonObject;
+
+std::string kernel_dir(const Args& a) {
+  if (a.values.count("dir")) return a.get("dir");
+  if (const char* env = std::getenv("PERFDOJO_KERNELS")) return env;
+  return PERFDOJO_KERNEL_DIR;
+}
+
+int count_nodes(const std::vector<ir::NodePtr>& body, bool scopes) {
+  int n = 0;
+  for (const auto& c : body) {
+    if (c->is_scope) n += (scopes ? 1 : 0) + count_nodes(c->body, scopes);
+    else n += scopes ? 0 : 1;
+  }
+  return n;
+}
+
+int cmd_check(const Args& a) {
+  if (a.positional.size() != 1) return usage_error("check takes exactly one FILE", a.json);
+  const std::string& file = a.positional[0];
+  auto r = ir::load_file(file);
+  if (!r.ok()) return report_errors(r.errors(), a.json, file);
+  int stmts = count_nodes(r->body, false), scopes = count_nodes(r->body, true);
+  if (a.json) {
+    std::cout << JsonObject()
+                     .add("ok", true)
+                     .add("file", file)
+                     .add("statements", stmts)
+                     .add("scopes", scopes)
+                     .add("hash", ir::structural_hash(*r))
+                     .str()
+              << "\n";
+  } else {
+    std::cout << file << ": ok (" << stmts << " statements, " << scopes << " scopes)\n";
+  }
+  return kExitOk;
+}
+
+int cmd_fmt(const Args& a) {
+  if (a.positional.size() != 1) return usage_error("fmt takes exactly one FILE", a.json);
+  const std::string& file = a.positional[0];
+  auto r = ir::load_file(file);
+  if (!r.ok()) return report_errors(r.errors(), a.json, file);
+  std::string text = ir::print_program(*r);
+  if (a.json) {
+    std::cout << JsonObject().add("ok", true).add("file", file).add("text", text).str() << "\n";
+  } else {
+    std::cout << text;
+  }
+  return kExitOk;
+}
+
+int cmd_kernels(const Args& a) {
+  std::string dir = kernel_dir(a);
+  std::error_code ec;
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (e.path().extension() == ".pdj") files.push_back(e.path());
+  if (ec) return usage_error("cannot list kernel folder '" + dir + "': " + ec.message(), a.json);
+  std::sort(files.begin(), files.end());
+  JsonArray arr;
+  for (const auto& f : files) {
+    auto r = ir::load_file(f.string());
+    std::string name = f.stem().string();
+    std::string desc = r.ok() ? r->doc.substr(0, r->doc.find('\n')) : "(invalid: " + r.errors()[0].str() + ")";
+    if (a.json) {
+      arr.raw(JsonObject()
+                  .add("name", name)
+                  .add("uri", "perfdojo://suite/" + name)
+                  .add("path", f.string())
+                  .add("valid", r.ok())
+                  .add("description", desc)
+                  .str());
+    } else {
+      std::cout << name << std::string(name.size() < 22 ? 22 - name.size() : 1, ' ') << desc
+                << "\n";
+    }
+  }
+  if (a.json) std::cout << JsonObject().add("ok", true).raw("kernels", arr.str()).str() << "\n";
+  return kExitOk;
+}
+
+int cmd_run(const Args& a) {
+  if (a.positional.size() != 1) return usage_error("run takes exactly one FILE", a.json);
+  const std::string& file = a.positional[0];
+  uint64_t seed = 0;
+  try {
+    size_t used = 0;
+    std::string s = a.get("seed", "0");
+    seed = std::stoull(s, &used);
+    if (used != s.size()) throw std::invalid_argument(s);
+  } catch (const std::exception&) {
+    return usage_error("--seed needs a non-negative integer, found '" + a.get("seed") + "'", a.json);
+  }
+  auto r = ir::load_file(file);
+  if (!r.ok()) return report_errors(r.errors(), a.json, file);
+  auto result = ir::interpret(*r, ir::make_inputs(*r, seed));
+  if (!result.ok()) return report_errors(result.errors(), a.json, file);
+  std::string out_dir = a.get("out");
+  if (!out_dir.empty()) {
+    std::error_code ec;
+    fs::create_directories(out_dir, ec);
+    if (ec) return usage_error("cannot create '" + out_dir + "': " + ec.message(), a.json);
+  }
+  JsonArray outs;
+  for (const auto& b : r->buffers) {
+    if (b.role != ir::Role::kOutput) continue;
+    const ir::Tensor& t = result->at(b.name);
+    double sum = 0, lo = INFINITY, hi = -INFINITY;
+    for (double v : t.data) {
+      sum += v;
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
+    }
+    std::string path;
+    if (!out_dir.empty()) {
+      path = (fs::path(out_dir) / (b.name + ".npy")).string();
+      if (auto err = util::write_npy(path, t); !err.empty()) return usage_error(err, a.json);
+    }
+    JsonArray shape;
+    for (auto d : t.shape) shape.add(d);
+    if (a.json) {
+      JsonObject o;
+      o.add("name", b.name).add("dtype", ir::dtype_name(b.dtype)).raw("shape", shape.str());
+      o.add("sum", sum).add("min", lo).add("max", hi);
+      if (!path.empty()) o.add("file", path);
+      outs.raw(o.str());
+    } else {
+      std::cout << b.name << ": " << ir::dtype_name(b.dtype) << shape.str() << " sum=" << sum
+                << " min=" << lo << " max=" << hi << (path.empty() ? "" : "  -> " + path) << "\n";
+    }
+  }
+  if (a.json)
+    std::cout << JsonObject().add("ok", true).add("file", file).add("seed", seed).raw("outputs", outs.str()).str()
+              << "\n";
+  return kExitOk;
+}
+
+}  // namespace
+
+std::vector<Command> ir_commands() {
+  return {
+      {"check", "check FILE", "parse and check a kernel; errors as file:line:col", {}, {}, cmd_check},
+      {"fmt", "fmt FILE", "print a kernel in canonical form", {}, {}, cmd_fmt},
+      {"kernels", "kernels [--dir DIR]", "list the shipped kernel suite", {"dir"}, {}, cmd_kernels},
+      {"run", "run FILE [--seed S] [--out DIR]",
+       "interpret a kernel on seeded inputs; --out writes each output as DIR/<name>.npy",
+       {"seed", "out"}, {}, cmd_run},
+  };
+}
+
+}  // namespace perfdojo::cli

@@ -1,0 +1,116 @@
+// `perfdojo`: the command line. Each subcommand lives with its module; this file dispatches.
+#include <iostream>
+
+#include "cli/cli.h"
+#include "util/json.h"
+
+namespace perfdojo::cli {
+
+std::string diagnostics_json(const std::vector<ir::Diagnostic>& errors) {
+  util::JsonArray arr;
+  for (const auto& d : errors) {
+    arr.raw(util::JsonObject()
+                .add("file", d.loc.file)
+                .add("line", d.loc.line)
+                .add("col", d.loc.col)
+                .add("message", d.message)
+                .add("text", d.str())
+                .str());
+  }
+  return arr.str();
+}
+
+int report_errors(const std::vector<ir::Diagnostic>& errors, bool json, const std::string& file) {
+  if (json) {
+    std::cout << util::JsonObject().add("ok", false).add("file", file).raw("errors", diagnostics_json(errors)).str()
+              << "\n";
+  } else {
+    for (const auto& d : errors) std::cerr << d.str() << "\n";
+  }
+  return kExitInvalid;
+}
+
+int usage_error(const std::string& message, bool json) {
+  if (json) {
+    std::cout << util::JsonObject().add("ok", false).add("error", message).str() << "\n";
+  } else {
+    std::cerr << "perfdojo: " << message << "\n";
+  }
+  return kExitUsage;
+}
+
+namespace {
+
+std::vector<Command> all_commands() {
+  std::vector<Command> cmds = ir_commands();
+  return cmds;
+}
+
+void print_usage(const std::vector<Command>& cmds) {
+  std::cout << "usage: perfdojo COMMAND [ARGS] [--json]\n\ncommands:\n";
+  for (const auto& c : cmds) {
+    std::cout << "  " << c.usage << "\n      " << c.summary << "\n";
+  }
+  std::cout << "\nEvery command accepts --json (machine-readable output on stdout).\n"
+               "Exit codes: 0 ok, 1 invalid input, 2 usage error.\n";
+}
+
+}  // namespace
+}  // namespace perfdojo::cli
+
+int main(int argc, char** argv) {
+  using namespace perfdojo::cli;
+  auto cmds = all_commands();
+  std::vector<std::string> argv_s(argv + 1, argv + argc);
+  bool json = false;
+  for (const auto& s : argv_s) json = json || s == "--json";
+  if (argv_s.empty() || argv_s[0] == "help" || argv_s[0] == "--help" || argv_s[0] == "-h") {
+    print_usage(cmds);
+    return argv_s.empty() ? kExitUsage : kExitOk;
+  }
+  const Command* cmd = nullptr;
+  for (const auto& c : cmds)
+    if (c.name == argv_s[0]) cmd = &c;
+  if (!cmd) return usage_error("unknown command '" + argv_s[0] + "' (try 'perfdojo help')", json);
+  Args args;
+  for (size_t i = 1; i < argv_s.size(); ++i) {
+    const std::string& s = argv_s[i];
+    if (s == "--json") {
+      args.json = true;
+    } else if (s == "--help" || s == "-h") {
+      std::cout << "usage: perfdojo " << cmd->usage << " [--json]\n  " << cmd->summary << "\n";
+      return kExitOk;
+    } else if (s.rfind("--", 0) == 0 && s.size() > 2) {
+      std::string name = s.substr(2), value;
+      bool has_inline = false;
+      if (auto eq = name.find('='); eq != std::string::npos) {
+        value = name.substr(eq + 1);
+        name = name.substr(0, eq);
+        has_inline = true;
+      }
+      if (cmd->value_options.count(name)) {
+        if (!has_inline) {
+          if (i + 1 >= argv_s.size())
+            return usage_error("option --" + name + " needs a value", json);
+          value = argv_s[++i];
+        }
+        args.values[name] = value;
+      } else if (cmd->switch_options.count(name) && !has_inline) {
+        args.flags.insert(name);
+      } else {
+        return usage_error("unknown option --" + name + " for '" + cmd->name + "' (usage: perfdojo " +
+                               cmd->usage + ")",
+                           json);
+      }
+    } else {
+      args.positional.push_back(s);
+    }
+  }
+  try {
+    return cmd->run(args);
+  } catch (const std::exception& e) {
+    // Our bug, not the user's: say so rather than abort.
+    std::cerr << "perfdojo: internal error: " << e.what() << "\n";
+    return 3;
+  }
+}

@@ -1,0 +1,161 @@
+#include "ir/check.h"
+
+#include <optional>
+#include <set>
+
+#include "ir/print.h"
+
+namespace perfdojo::ir {
+namespace {
+
+class Checker {
+ public:
+  explicit Checker(const Program& p) : p_(p) {}
+
+  std::vector<Diagnostic> run() {
+    std::set<std::string> names;
+    for (const auto& s : p_.sizes) {
+      if (!names.insert(s.name).second) error(s.loc, "'" + s.name + "' is declared twice");
+      if (s.value <= 0) error(s.loc, "size '" + s.name + "' must be positive");
+    }
+    for (const auto& b : p_.buffers) {
+      if (!names.insert(b.name).second) error(b.loc, "'" + b.name + "' is declared twice");
+      if (b.shape.empty()) error(b.loc, "buffer '" + b.name + "' needs at least one dimension");
+      for (auto d : b.shape)
+        if (d <= 0) error(b.loc, "buffer '" + b.name + "' has a non-positive dimension");
+      if (b.role == Role::kInput && b.init)
+        error(b.loc, "input '" + b.name + "' cannot have an initial value");
+    }
+    if (p_.body.empty()) error({}, "the kernel has no statements");
+    body(p_.body);
+    return std::move(errors_);
+  }
+
+ private:
+  void error(const SourceLoc& loc, std::string msg) { errors_.push_back({loc, std::move(msg)}); }
+
+  void body(const std::vector<NodePtr>& nodes) {
+    for (const auto& n : nodes) {
+      if (!n->is_scope) {
+        stmt(n->stmt);
+        continue;
+      }
+      if (n->extent <= 0) error(n->loc, "scope extent must be positive");
+      if (n->body.empty()) error(n->loc, "scope has an empty body");
+      extents_.push_back(n->extent);
+      body(n->body);
+      extents_.pop_back();
+    }
+  }
+
+  // Checks an access; returns its buffer's declaration when it exists.
+  const BufferDecl* access(const Access& a) {
+    const BufferDecl* b = p_.find_buffer(a.buffer);
+    if (!b) {
+      if (p_.find_size(a.buffer))
+        error(a.loc, "'" + a.buffer + "' is a size, not a buffer");
+      else
+        error(a.loc, "undeclared buffer '" + a.buffer + "'");
+      return nullptr;
+    }
+    if (a.index.size() != b->shape.size()) {
+      error(a.loc, "'" + a.buffer + "' has rank " + std::to_string(b->shape.size()) +
+                       " but is indexed with " + std::to_string(a.index.size()) + " index(es)");
+      return b;
+    }
+    for (size_t i = 0; i < a.index.size(); ++i) {
+      const Affine& ix = a.index[i];
+      int64_t lo = ix.constant, hi = ix.constant;
+      bool in_scope = true;
+      for (int k = 0; k < static_cast<int>(ix.coeffs.size()); ++k) {
+        int64_t c = ix.coeffs[k];
+        if (c == 0) continue;
+        if (k >= static_cast<int>(extents_.size())) {
+          error(a.loc, "iterator {" + std::to_string(k) + "} in '" + print_access(a) +
+                           "' is out of range: the statement is inside " +
+                           std::to_string(extents_.size()) + " scope(s)");
+          in_scope = false;
+          break;
+        }
+        int64_t span = c * (extents_[k] - 1);
+        (span < 0 ? lo : hi) += span;
+      }
+      if (in_scope && (lo < 0 || hi >= b->shape[i])) {
+        error(a.loc, "index " + std::to_string(i) + " of '" + print_access(a) + "' ranges over [" +
+                         std::to_string(lo) + ", " + std::to_string(hi) +
+                         "] but the dimension has extent " + std::to_string(b->shape[i]) +
+                         " (valid 0.." + std::to_string(b->shape[i] - 1) + ")");
+      }
+    }
+    return b;
+  }
+
+  // The element type of `e`, or nullopt for a bare literal (which adapts to its context).
+  std::optional<DType> type_of(const Expr& e, const SourceLoc& where) {
+    switch (e.kind) {
+      case ExprKind::kConst: return std::nullopt;
+      case ExprKind::kLoad: {
+        const BufferDecl* b = access(e.access);
+        if (b) return b->dtype;
+        return std::nullopt;
+      }
+      case ExprKind::kUnary: {
+        auto t = type_of(*e.args[0], where);
+        switch (e.un) {
+          case UnOp::kCastF32: return DType::kF32;
+          case UnOp::kCastF64: return DType::kF64;
+          case UnOp::kCastI32: return DType::kI32;
+          case UnOp::kNeg:
+          case UnOp::kAbs: return t;
+          default:
+            if (t == DType::kI32)
+              error(where, "'" + print_expr(e) + "' applies a floating-point function to i32; "
+                           "convert first with f32(...)");
+            return t;
+        }
+      }
+      case ExprKind::kBinary: {
+        auto a = type_of(*e.args[0], where), b = type_of(*e.args[1], where);
+        return unify(a, b, e, where);
+      }
+      case ExprKind::kSelect: {
+        auto l = type_of(*e.args[0], where), r = type_of(*e.args[1], where);
+        unify(l, r, e, where);
+        auto t = type_of(*e.args[2], where), f = type_of(*e.args[3], where);
+        return unify(t, f, e, where);
+      }
+    }
+    return std::nullopt;
+  }
+
+  std::optional<DType> unify(std::optional<DType> a, std::optional<DType> b, const Expr& e,
+                             const SourceLoc& where) {
+    if (a && b && *a != *b) {
+      error(where, std::string("type mismatch in '") + print_expr(e) + "': " + dtype_name(*a) +
+                       " and " + dtype_name(*b) + "; convert explicitly with f32/f64/i32(...)");
+    }
+    return a ? a : b;
+  }
+
+  void stmt(const Stmt& s) {
+    const BufferDecl* target = access(s.lhs);
+    if (target && target->role == Role::kInput)
+      error(s.lhs.loc, "cannot write to input '" + target->name + "'");
+    auto t = type_of(*s.rhs, s.loc);
+    if (target && t && *t != target->dtype) {
+      error(s.loc, std::string("type mismatch: '") + target->name + "' is " +
+                       dtype_name(target->dtype) + " but the value is " + dtype_name(*t) +
+                       "; convert explicitly with " + dtype_name(target->dtype) + "(...)");
+    }
+  }
+
+  const Program& p_;
+  std::vector<int64_t> extents_;
+  std::vector<Diagnostic> errors_;
+};
+
+}  // namespace
+
+std::vector<Diagnostic> check_program(const Program& p) { return Checker(p).run(); }
+
+}  // namespace perfdojo::ir

@@ -1,0 +1,307 @@
+#include "ir/ir.h"
+
+#include <bit>
+#include <cstring>
+
+namespace perfdojo::ir {
+
+Affine Affine::iter(int depth) {
+  Affine a;
+  a.coeffs.assign(depth + 1, 0);
+  a.coeffs[depth] = 1;
+  return a;
+}
+
+Affine Affine::constant_of(int64_t c) {
+  Affine a;
+  a.constant = c;
+  return a;
+}
+
+int64_t Affine::coeff(int depth) const {
+  return depth >= 0 && depth < static_cast<int>(coeffs.size()) ? coeffs[depth] : 0;
+}
+
+void Affine::normalise() {
+  while (!coeffs.empty() && coeffs.back() == 0) coeffs.pop_back();
+}
+
+int Affine::max_depth() const {
+  for (int k = static_cast<int>(coeffs.size()) - 1; k >= 0; --k)
+    if (coeffs[k] != 0) return k;
+  return -1;
+}
+
+ExprPtr Expr::constant(double v) {
+  auto e = std::make_shared<Expr>();
+  e->kind = ExprKind::kConst;
+  e->value = v;
+  return e;
+}
+
+ExprPtr Expr::load(Access a) {
+  auto e = std::make_shared<Expr>();
+  e->kind = ExprKind::kLoad;
+  e->loc = a.loc;
+  e->access = std::move(a);
+  return e;
+}
+
+ExprPtr Expr::unary(UnOp op, ExprPtr a) {
+  // Negated literals are literals: keeps print/parse a round trip.
+  if (op == UnOp::kNeg && a->kind == ExprKind::kConst) return constant(-a->value);
+  auto e = std::make_shared<Expr>();
+  e->kind = ExprKind::kUnary;
+  e->un = op;
+  e->args = {std::move(a)};
+  return e;
+}
+
+ExprPtr Expr::binary(BinOp op, ExprPtr a, ExprPtr b) {
+  auto e = std::make_shared<Expr>();
+  e->kind = ExprKind::kBinary;
+  e->bin = op;
+  e->args = {std::move(a), std::move(b)};
+  return e;
+}
+
+ExprPtr Expr::select(CmpOp op, ExprPtr l, ExprPtr r, ExprPtr t, ExprPtr f) {
+  auto e = std::make_shared<Expr>();
+  e->kind = ExprKind::kSelect;
+  e->cmp = op;
+  e->args = {std::move(l), std::move(r), std::move(t), std::move(f)};
+  return e;
+}
+
+NodePtr Node::scope(int64_t extent, std::string extent_name, Annot annot,
+                    std::vector<NodePtr> body, SourceLoc loc) {
+  auto n = std::make_shared<Node>();
+  n->is_scope = true;
+  n->extent = extent;
+  n->extent_name = std::move(extent_name);
+  n->annot = annot;
+  n->body = std::move(body);
+  n->loc = std::move(loc);
+  return n;
+}
+
+NodePtr Node::statement(Stmt s) {
+  auto n = std::make_shared<Node>();
+  n->loc = s.loc;
+  n->stmt = std::move(s);
+  return n;
+}
+
+int64_t BufferDecl::elements() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+const BufferDecl* Program::find_buffer(const std::string& name) const {
+  for (const auto& b : buffers)
+    if (b.name == name) return &b;
+  return nullptr;
+}
+
+const SizeDecl* Program::find_size(const std::string& name) const {
+  for (const auto& s : sizes)
+    if (s.name == name) return &s;
+  return nullptr;
+}
+
+namespace {
+
+bool same_double(double a, double b) {
+  return std::bit_cast<uint64_t>(a) == std::bit_cast<uint64_t>(b) || (a != a && b != b);
+}
+
+bool same_stmt(const Stmt& a, const Stmt& b) {
+  return a.lhs == b.lhs && a.op == b.op && structurally_equal(*a.rhs, *b.rhs);
+}
+
+bool same_decl(const BufferDecl& a, const BufferDecl& b) {
+  auto same_opt = [](const std::optional<double>& x, const std::optional<double>& y) {
+    return x.has_value() == y.has_value() && (!x || same_double(*x, *y));
+  };
+  bool same_range = a.range.has_value() == b.range.has_value() &&
+                    (!a.range || (same_double(a.range->first, b.range->first) &&
+                                  same_double(a.range->second, b.range->second)));
+  return a.name == b.name && a.role == b.role && a.dtype == b.dtype && a.shape == b.shape &&
+         a.shape_names == b.shape_names && same_opt(a.init, b.init) && same_range;
+}
+
+bool same_body(const std::vector<NodePtr>& a, const std::vector<NodePtr>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i] != b[i] && !structurally_equal(*a[i], *b[i])) return false;
+  return true;
+}
+
+// FNV-1a over a canonical byte stream: stable across runs and platforms.
+class Hasher {
+ public:
+  void bytes(const void* p, size_t n) {
+    const auto* c = static_cast<const unsigned char*>(p);
+    for (size_t i = 0; i < n; ++i) h_ = (h_ ^ c[i]) * 0x100000001b3ULL;
+  }
+  void u64(uint64_t v) {
+    for (int i = 0; i < 8; ++i) {
+      unsigned char c = static_cast<unsigned char>(v >> (8 * i));
+      bytes(&c, 1);
+    }
+  }
+  void i64(int64_t v) { u64(static_cast<uint64_t>(v)); }
+  void f64(double v) { u64(v != v ? 0x7ff8000000000000ULL : std::bit_cast<uint64_t>(v)); }
+  void str(const std::string& s) {
+    u64(s.size());
+    bytes(s.data(), s.size());
+  }
+  void affine(const Affine& a) {
+    u64(a.coeffs.size());
+    for (auto c : a.coeffs) i64(c);
+    i64(a.constant);
+  }
+  void access(const Access& a) {
+    str(a.buffer);
+    u64(a.index.size());
+    for (const auto& i : a.index) affine(i);
+  }
+  void expr(const Expr& e) {
+    u64(static_cast<uint64_t>(e.kind));
+    switch (e.kind) {
+      case ExprKind::kConst: f64(e.value); break;
+      case ExprKind::kLoad: access(e.access); break;
+      case ExprKind::kUnary: u64(static_cast<uint64_t>(e.un)); break;
+      case ExprKind::kBinary: u64(static_cast<uint64_t>(e.bin)); break;
+      case ExprKind::kSelect: u64(static_cast<uint64_t>(e.cmp)); break;
+    }
+    for (const auto& a : e.args) expr(*a);
+  }
+  void node(const Node& n) {
+    u64(n.is_scope);
+    if (n.is_scope) {
+      i64(n.extent);
+      str(n.extent_name);
+      u64(static_cast<uint64_t>(n.annot));
+      u64(n.body.size());
+      for (const auto& c : n.body) node(*c);
+    } else {
+      access(n.stmt.lhs);
+      u64(static_cast<uint64_t>(n.stmt.op));
+      expr(*n.stmt.rhs);
+    }
+  }
+  uint64_t value() const { return h_; }
+
+ private:
+  uint64_t h_ = 0xcbf29ce484222325ULL;
+};
+
+}  // namespace
+
+bool structurally_equal(const Expr& a, const Expr& b) {
+  if (&a == &b) return true;
+  if (a.kind != b.kind || a.args.size() != b.args.size()) return false;
+  switch (a.kind) {
+    case ExprKind::kConst:
+      if (!same_double(a.value, b.value)) return false;
+      break;
+    case ExprKind::kLoad:
+      if (!(a.access == b.access)) return false;
+      break;
+    case ExprKind::kUnary:
+      if (a.un != b.un) return false;
+      break;
+    case ExprKind::kBinary:
+      if (a.bin != b.bin) return false;
+      break;
+    case ExprKind::kSelect:
+      if (a.cmp != b.cmp) return false;
+      break;
+  }
+  for (size_t i = 0; i < a.args.size(); ++i)
+    if (!structurally_equal(*a.args[i], *b.args[i])) return false;
+  return true;
+}
+
+bool structurally_equal(const Node& a, const Node& b) {
+  if (&a == &b) return true;
+  if (a.is_scope != b.is_scope) return false;
+  if (!a.is_scope) return same_stmt(a.stmt, b.stmt);
+  return a.extent == b.extent && a.extent_name == b.extent_name && a.annot == b.annot &&
+         same_body(a.body, b.body);
+}
+
+bool structurally_equal(const Program& a, const Program& b) {
+  if (a.sizes.size() != b.sizes.size() || a.buffers.size() != b.buffers.size()) return false;
+  for (size_t i = 0; i < a.sizes.size(); ++i)
+    if (a.sizes[i].name != b.sizes[i].name || a.sizes[i].value != b.sizes[i].value) return false;
+  for (size_t i = 0; i < a.buffers.size(); ++i)
+    if (!same_decl(a.buffers[i], b.buffers[i])) return false;
+  return same_body(a.body, b.body);
+}
+
+uint64_t structural_hash(const Program& p) {
+  Hasher h;
+  h.u64(p.sizes.size());
+  for (const auto& s : p.sizes) {
+    h.str(s.name);
+    h.i64(s.value);
+  }
+  h.u64(p.buffers.size());
+  for (const auto& b : p.buffers) {
+    h.str(b.name);
+    h.u64(static_cast<uint64_t>(b.role));
+    h.u64(static_cast<uint64_t>(b.dtype));
+    h.u64(b.shape.size());
+    for (size_t i = 0; i < b.shape.size(); ++i) {
+      h.i64(b.shape[i]);
+      h.str(b.shape_names[i]);
+    }
+    h.u64(b.init.has_value());
+    if (b.init) h.f64(*b.init);
+    h.u64(b.range.has_value());
+    if (b.range) {
+      h.f64(b.range->first);
+      h.f64(b.range->second);
+    }
+  }
+  h.u64(p.body.size());
+  for (const auto& n : p.body) h.node(*n);
+  return h.value();
+}
+
+int dtype_bytes(DType t) { return t == DType::kF64 ? 8 : 4; }
+
+const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::kF32: return "f32";
+    case DType::kF64: return "f64";
+    case DType::kI32: return "i32";
+  }
+  return "?";
+}
+
+const char* role_name(Role r) {
+  switch (r) {
+    case Role::kInput: return "input";
+    case Role::kOutput: return "output";
+    case Role::kTemp: return "temp";
+  }
+  return "?";
+}
+
+const char* annot_name(Annot a) {
+  switch (a) {
+    case Annot::kNone: return "";
+    case Annot::kVector: return "vec";
+    case Annot::kParallel: return "par";
+    case Annot::kUnroll: return "unroll";
+    case Annot::kGpuBlock: return "gpu_block";
+    case Annot::kGpuThread: return "gpu_thread";
+  }
+  return "";
+}
+
+}  // namespace perfdojo::ir

@@ -1,0 +1,674 @@
+#include "ir/parse.h"
+
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <memory>
+#include <set>
+#include <sstream>
+
+#include "ir/check.h"
+
+namespace perfdojo::ir {
+namespace {
+
+enum class Tok {
+  kIdent, kInt, kFloat, kBar, kLBracket, kRBracket, kLBrace, kRBrace, kLParen, kRParen,
+  kComma, kColon, kAssign, kPlusAssign, kMulAssign, kPlus, kMinus, kStar, kSlash, kQuestion,
+  kLt, kLe, kGt, kGe, kEq, kNe, kEnd, kBad
+};
+
+struct Token {
+  Tok kind = Tok::kEnd;
+  std::string text;
+  int col = 0;
+};
+
+/// A syntax error inside one line; caught per line so later lines still get checked.
+struct LineError {
+  int col;
+  std::string message;
+};
+
+std::string describe(const Token& t) {
+  if (t.kind == Tok::kEnd) return "end of line";
+  return "'" + t.text + "'";
+}
+
+std::vector<Token> lex_line(std::string_view line) {
+  std::vector<Token> toks;
+  size_t i = 0;
+  auto push = [&](Tok k, size_t len) {
+    toks.push_back({k, std::string(line.substr(i, len)), static_cast<int>(i) + 1});
+    i += len;
+  };
+  while (i < line.size()) {
+    char c = line[i];
+    if (c == '#') break;
+    if (c == ' ' || c == '\t' || c == '\r') {
+      ++i;
+      continue;
+    }
+    if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
+      size_t j = i;
+      while (j < line.size() &&
+             (std::isalnum(static_cast<unsigned char>(line[j])) || line[j] == '_'))
+        ++j;
+      push(Tok::kIdent, j - i);
+      continue;
+    }
+    if (std::isdigit(static_cast<unsigned char>(c)) ||
+        (c == '.' && i + 1 < line.size() && std::isdigit(static_cast<unsigned char>(line[i + 1])))) {
+      size_t j = i;
+      bool is_float = false;
+      while (j < line.size() && std::isdigit(static_cast<unsigned char>(line[j]))) ++j;
+      if (j < line.size() && line[j] == '.') {
+        is_float = true;
+        ++j;
+        while (j < line.size() && std::isdigit(static_cast<unsigned char>(line[j]))) ++j;
+      }
+      if (j < line.size() && (line[j] == 'e' || line[j] == 'E')) {
+        size_t k = j + 1;
+        if (k < line.size() && (line[k] == '+' || line[k] == '-')) ++k;
+        if (k < line.size() && std::isdigit(static_cast<unsigned char>(line[k]))) {
+          is_float = true;
+          j = k;
+          while (j < line.size() && std::isdigit(static_cast<unsigned char>(line[j]))) ++j;
+        }
+      }
+      push(is_float ? Tok::kFloat : Tok::kInt, j - i);
+      continue;
+    }
+    auto two = line.substr(i, 2);
+    if (two == "+=") { push(Tok::kPlusAssign, 2); continue; }
+    if (two == "*=") { push(Tok::kMulAssign, 2); continue; }
+    if (two == "<=") { push(Tok::kLe, 2); continue; }
+    if (two == ">=") { push(Tok::kGe, 2); continue; }
+    if (two == "==") { push(Tok::kEq, 2); continue; }
+    if (two == "!=") { push(Tok::kNe, 2); continue; }
+    switch (c) {
+      case '|': push(Tok::kBar, 1); break;
+      case '[': push(Tok::kLBracket, 1); break;
+      case ']': push(Tok::kRBracket, 1); break;
+      case '{': push(Tok::kLBrace, 1); break;
+      case '}': push(Tok::kRBrace, 1); break;
+      case '(': push(Tok::kLParen, 1); break;
+      case ')': push(Tok::kRParen, 1); break;
+      case ',': push(Tok::kComma, 1); break;
+      case ':': push(Tok::kColon, 1); break;
+      case '=': push(Tok::kAssign, 1); break;
+      case '+': push(Tok::kPlus, 1); break;
+      case '-': push(Tok::kMinus, 1); break;
+      case '*': push(Tok::kStar, 1); break;
+      case '/': push(Tok::kSlash, 1); break;
+      case '?': push(Tok::kQuestion, 1); break;
+      case '<': push(Tok::kLt, 1); break;
+      case '>': push(Tok::kGt, 1); break;
+      default: {
+        // One bad character (possibly a multi-byte UTF-8 sequence) becomes one token.
+        size_t len = 1;
+        while (i + len < line.size() && (static_cast<unsigned char>(line[i + len]) & 0xC0) == 0x80)
+          ++len;
+        push(Tok::kBad, len);
+      }
+    }
+  }
+  toks.push_back({Tok::kEnd, "", static_cast<int>(line.size()) + 1});
+  return toks;
+}
+
+const std::set<std::string>& reserved() {
+  static const std::set<std::string> kWords = {"input", "output", "temp", "f32",  "f64",
+                                               "i32",   "in",     "exp",  "log",  "sqrt",
+                                               "rsqrt", "tanh",   "abs",  "max",  "min", "inf"};
+  return kWords;
+}
+
+// Mutable tree used while parsing; frozen into immutable Nodes at the end.
+struct Building {
+  bool is_scope = false;
+  int64_t extent = 0;
+  std::string extent_name;
+  Annot annot = Annot::kNone;
+  std::vector<std::unique_ptr<Building>> body;
+  Stmt stmt;
+  SourceLoc loc;
+};
+
+NodePtr freeze(const Building& b) {
+  if (!b.is_scope) return Node::statement(b.stmt);
+  std::vector<NodePtr> body;
+  body.reserve(b.body.size());
+  for (const auto& c : b.body) body.push_back(freeze(*c));
+  return Node::scope(b.extent, b.extent_name, b.annot, std::move(body), b.loc);
+}
+
+class LineParser {
+ public:
+  LineParser(std::vector<Token> toks, const Program& prog, std::string file, int line)
+      : toks_(std::move(toks)), prog_(prog), file_(std::move(file)), line_(line) {}
+
+  const Token& peek(size_t ahead = 0) const {
+    return toks_[std::min(pos_ + ahead, toks_.size() - 1)];
+  }
+  Token next() {
+    Token t = peek();
+    if (pos_ < toks_.size() - 1) ++pos_;
+    return t;
+  }
+  bool accept(Tok k) {
+    if (peek().kind != k) return false;
+    next();
+    return true;
+  }
+  [[noreturn]] void fail(const Token& t, const std::string& msg) const {
+    throw LineError{t.col, msg};
+  }
+  Token expect(Tok k, const std::string& what) {
+    if (peek().kind != k) fail(peek(), "expected " + what + ", found " + describe(peek()));
+    return next();
+  }
+  SourceLoc loc(const Token& t) const { return {file_, line_, t.col}; }
+
+  int64_t parse_int(const Token& t) const {
+    int64_t v = 0;
+    auto r = std::from_chars(t.text.data(), t.text.data() + t.text.size(), v);
+    if (r.ec != std::errc() || r.ptr != t.text.data() + t.text.size())
+      fail(t, "integer " + describe(t) + " is out of range");
+    return v;
+  }
+
+  // number = ["-"] (INT | FLOAT | "inf")
+  double parse_number(const std::string& what) {
+    bool neg = accept(Tok::kMinus);
+    Token t = next();
+    double v = 0;
+    if (t.kind == Tok::kInt || t.kind == Tok::kFloat) {
+      auto r = std::from_chars(t.text.data(), t.text.data() + t.text.size(), v);
+      if (r.ec != std::errc() || r.ptr != t.text.data() + t.text.size())
+        fail(t, "number " + describe(t) + " is out of range");
+    } else if (t.kind == Tok::kIdent && t.text == "inf") {
+      v = std::numeric_limits<double>::infinity();
+    } else {
+      fail(t, "expected " + what + ", found " + describe(t));
+    }
+    return neg ? -v : v;
+  }
+
+  // A size name or a positive integer; `what` names the role in messages.
+  std::pair<int64_t, std::string> parse_extent(const std::string& what) {
+    Token t = next();
+    if (t.kind == Tok::kInt) {
+      int64_t v = parse_int(t);
+      if (v <= 0) fail(t, what + " must be positive, found " + describe(t));
+      return {v, ""};
+    }
+    if (t.kind == Tok::kIdent) {
+      if (const SizeDecl* s = prog_.find_size(t.text)) return {s->value, s->name};
+      if (prog_.find_buffer(t.text))
+        fail(t, "'" + t.text + "' is a buffer, not a size; expected " + what);
+      fail(t, "unknown size '" + t.text + "'; expected " + what + " (a declared size or an integer)");
+    }
+    fail(t, "expected " + what + " (a size name or an integer), found " + describe(t));
+  }
+
+  // --- declarations ---------------------------------------------------------------------------
+
+  SizeDecl parse_size_decl() {
+    Token name = next();
+    check_new_name(name);
+    next();  // '='
+    Token v = expect(Tok::kInt, "an integer size");
+    int64_t value = parse_int(v);
+    if (value <= 0) fail(v, "size '" + name.text + "' must be positive, found " + describe(v));
+    expect_end();
+    return {name.text, value, loc(name)};
+  }
+
+  BufferDecl parse_buffer_decl() {
+    Token role = next();
+    BufferDecl b;
+    b.role = role.text == "input" ? Role::kInput : role.text == "output" ? Role::kOutput : Role::kTemp;
+    Token name = expect(Tok::kIdent, "a buffer name after '" + role.text + "'");
+    check_new_name(name);
+    b.name = name.text;
+    b.loc = loc(name);
+    expect(Tok::kColon, "':' after the buffer name");
+    Token ty = expect(Tok::kIdent, "an element type (f32, f64 or i32)");
+    if (ty.text == "f32") b.dtype = DType::kF32;
+    else if (ty.text == "f64") b.dtype = DType::kF64;
+    else if (ty.text == "i32") b.dtype = DType::kI32;
+    else fail(ty, "unknown element type " + describe(ty) + "; expected f32, f64 or i32");
+    expect(Tok::kLBracket, "'[' and the buffer's dimensions");
+    do {
+      auto [v, n] = parse_extent("a dimension");
+      b.shape.push_back(v);
+      b.shape_names.push_back(n);
+    } while (accept(Tok::kComma));
+    expect(Tok::kRBracket, "',' or ']' in the dimension list");
+    if (peek().kind == Tok::kAssign) {
+      Token eq = next();
+      if (b.role == Role::kInput) fail(eq, "an input cannot have an initial value; its data is given");
+      b.init = parse_number("an initial value");
+    }
+    if (peek().kind == Tok::kIdent && peek().text == "in") {
+      Token in = next();
+      if (b.role != Role::kInput) fail(in, "only inputs take a value range 'in [LO, HI]'");
+      expect(Tok::kLBracket, "'[' to start the value range");
+      double lo = parse_number("the range's lower bound");
+      expect(Tok::kComma, "',' between the range's bounds");
+      double hi = parse_number("the range's upper bound");
+      Token close = expect(Tok::kRBracket, "']' to close the value range");
+      if (!(lo < hi) || std::isinf(lo) || std::isinf(hi))
+        fail(close, "the value range must be finite with LO < HI");
+      b.range = {lo, hi};
+    }
+    expect_end();
+    return b;
+  }
+
+  void check_new_name(const Token& t) const {
+    if (reserved().count(t.text)) fail(t, "'" + t.text + "' is a reserved word and cannot name a size or buffer");
+    if (prog_.find_size(t.text) || prog_.find_buffer(t.text))
+      fail(t, "'" + t.text + "' is already declared");
+  }
+
+  void expect_end() {
+    if (peek().kind != Tok::kEnd) fail(peek(), "unexpected " + describe(peek()) + ", expected end of line");
+  }
+
+  // --- index expressions ----------------------------------------------------------------------
+
+  Affine parse_index() {
+    Affine a = parse_iterm();
+    while (peek().kind == Tok::kPlus || peek().kind == Tok::kMinus) {
+      bool minus = next().kind == Tok::kMinus;
+      Affine b = parse_iterm();
+      add_into(a, b, minus ? -1 : 1);
+    }
+    a.normalise();
+    return a;
+  }
+
+  static void add_into(Affine& a, const Affine& b, int64_t scale) {
+    if (a.coeffs.size() < b.coeffs.size()) a.coeffs.resize(b.coeffs.size(), 0);
+    for (size_t k = 0; k < b.coeffs.size(); ++k) a.coeffs[k] += scale * b.coeffs[k];
+    a.constant += scale * b.constant;
+  }
+
+  Affine parse_iterm() {
+    bool neg = accept(Tok::kMinus);
+    Affine a = parse_ifactor();
+    while (peek().kind == Tok::kStar) {
+      Token star = next();
+      Affine b = parse_ifactor();
+      bool a_const = a.max_depth() < 0, b_const = b.max_depth() < 0;
+      if (!a_const && !b_const)
+        fail(star, "index expressions must be affine: one side of '*' must be a constant");
+      if (a_const) std::swap(a, b);
+      for (auto& c : a.coeffs) c *= b.constant;
+      a.constant *= b.constant;
+    }
+    if (neg) {
+      for (auto& c : a.coeffs) c = -c;
+      a.constant = -a.constant;
+    }
+    return a;
+  }
+
+  Affine parse_ifactor() {
+    Token t = next();
+    switch (t.kind) {
+      case Tok::kInt: return Affine::constant_of(parse_int(t));
+      case Tok::kIdent: {
+        if (const SizeDecl* s = prog_.find_size(t.text)) return Affine::constant_of(s->value);
+        fail(t, "unknown size '" + t.text + "' in an index expression");
+      }
+      case Tok::kLBrace: {
+        Token d = expect(Tok::kInt, "an iterator depth inside '{}'");
+        int64_t depth = parse_int(d);
+        if (depth > 64) fail(d, "iterator depth " + describe(d) + " is too deep (at most 64)");
+        expect(Tok::kRBrace, "'}' after the iterator depth");
+        if (depth >= depth_)
+          fail(d, "iterator {" + d.text + "} is out of range: the statement is inside " +
+                      std::to_string(depth_) + " scope(s), so {0}.." +
+                      (depth_ > 0 ? "{" + std::to_string(depth_ - 1) + "}" : "(none)") +
+                      " are available");
+        return Affine::iter(static_cast<int>(depth));
+      }
+      case Tok::kLParen: {
+        Affine a = parse_index();
+        expect(Tok::kRParen, "')' to close the index subexpression");
+        return a;
+      }
+      default:
+        fail(t, "expected an index term ({k}, an integer or a size), found " + describe(t));
+    }
+  }
+
+  Access parse_access() {
+    Token name = next();
+    Access a;
+    a.buffer = name.text;
+    a.loc = loc(name);
+    expect(Tok::kLBracket, "'[' after buffer '" + name.text + "'");
+    if (peek().kind == Tok::kRBracket) fail(peek(), "expected an index, found ']' (buffers have rank 1 or more)");
+    do {
+      a.index.push_back(parse_index());
+    } while (accept(Tok::kComma));
+    expect(Tok::kRBracket, "',' or ']' in the index list of '" + name.text + "'");
+    return a;
+  }
+
+  // --- value expressions ----------------------------------------------------------------------
+
+  std::optional<CmpOp> cmp_op(Tok k) const {
+    switch (k) {
+      case Tok::kLt: return CmpOp::kLt;
+      case Tok::kLe: return CmpOp::kLe;
+      case Tok::kGt: return CmpOp::kGt;
+      case Tok::kGe: return CmpOp::kGe;
+      case Tok::kEq: return CmpOp::kEq;
+      case Tok::kNe: return CmpOp::kNe;
+      default: return std::nullopt;
+    }
+  }
+
+  ExprPtr parse_expr() {
+    ExprPtr l = parse_sum();
+    auto op = cmp_op(peek().kind);
+    if (!op) {
+      if (peek().kind == Tok::kQuestion)
+        fail(peek(), "a select needs a comparison before '?', e.g. 'a > 0 ? a : 0'");
+      return l;
+    }
+    next();
+    ExprPtr r = parse_sum();
+    expect(Tok::kQuestion, "'?' after the comparison (comparisons only appear in 'c ? a : b')");
+    ExprPtr t = parse_expr();
+    expect(Tok::kColon, "':' between the branches of the select");
+    ExprPtr f = parse_expr();
+    return Expr::select(*op, l, r, t, f);
+  }
+
+  ExprPtr parse_sum() {
+    ExprPtr a = parse_product();
+    while (peek().kind == Tok::kPlus || peek().kind == Tok::kMinus) {
+      BinOp op = next().kind == Tok::kPlus ? BinOp::kAdd : BinOp::kSub;
+      a = Expr::binary(op, a, parse_product());
+    }
+    return a;
+  }
+
+  ExprPtr parse_product() {
+    ExprPtr a = parse_unary();
+    while (peek().kind == Tok::kStar || peek().kind == Tok::kSlash) {
+      BinOp op = next().kind == Tok::kStar ? BinOp::kMul : BinOp::kDiv;
+      a = Expr::binary(op, a, parse_unary());
+    }
+    return a;
+  }
+
+  ExprPtr parse_unary() {
+    if (accept(Tok::kMinus)) {
+      if (++unary_depth_ > 200) fail(peek(), "expression nests too deeply");
+      ExprPtr e = Expr::unary(UnOp::kNeg, parse_unary());
+      --unary_depth_;
+      return e;
+    }
+    return parse_primary();
+  }
+
+  ExprPtr parse_primary() {
+    if (++nesting_ > 200) fail(peek(), "expression nests too deeply");
+    ExprPtr e = parse_primary_inner();
+    --nesting_;
+    return e;
+  }
+
+  ExprPtr parse_primary_inner() {
+    const Token& t = peek();
+    if (t.kind == Tok::kInt || t.kind == Tok::kFloat) return Expr::constant(parse_number("a number"));
+    if (t.kind == Tok::kLParen) {
+      next();
+      ExprPtr e = parse_expr();
+      expect(Tok::kRParen, "')' to close the parenthesis");
+      return e;
+    }
+    if (t.kind != Tok::kIdent) fail(t, "expected a value (number, buffer access, function call or '('), found " + describe(t));
+    if (t.text == "inf") return Expr::constant(parse_number("a number"));
+    if (peek(1).kind == Tok::kLBracket) {
+      ExprPtr e = Expr::load(parse_access());
+      return e;
+    }
+    if (peek(1).kind == Tok::kLParen) return parse_call(false).first;
+    if (prog_.find_size(t.text))
+      fail(t, "size '" + t.text + "' cannot be used as a value; only buffer elements and numbers can");
+    if (prog_.find_buffer(t.text)) fail(peek(1), "expected '[' after buffer '" + t.text + "'");
+    fail(t, "unknown name '" + t.text + "'; expected a buffer access, a number or a function call");
+  }
+
+  // Returns the call and, for a one-argument max/min allowed as a reduction, which one.
+  std::pair<ExprPtr, std::optional<Reduce>> parse_call(bool reduction_ok) {
+    Token name = next();
+    next();  // '('
+    std::vector<ExprPtr> args;
+    if (peek().kind != Tok::kRParen) {
+      do {
+        args.push_back(parse_expr());
+      } while (accept(Tok::kComma));
+    }
+    Token close = expect(Tok::kRParen, "',' or ')' in the call of '" + name.text + "'");
+    static const std::pair<const char*, UnOp> kUnary[] = {
+        {"exp", UnOp::kExp},   {"log", UnOp::kLog},     {"sqrt", UnOp::kSqrt},
+        {"rsqrt", UnOp::kRsqrt}, {"tanh", UnOp::kTanh}, {"abs", UnOp::kAbs},
+        {"f32", UnOp::kCastF32}, {"f64", UnOp::kCastF64}, {"i32", UnOp::kCastI32}};
+    for (const auto& [fname, op] : kUnary) {
+      if (name.text == fname) {
+        if (args.size() != 1)
+          fail(name, "'" + name.text + "' takes 1 argument, found " + std::to_string(args.size()));
+        return {Expr::unary(op, args[0]), std::nullopt};
+      }
+    }
+    if (name.text == "max" || name.text == "min") {
+      bool is_max = name.text == "max";
+      if (args.size() == 2)
+        return {Expr::binary(is_max ? BinOp::kMax : BinOp::kMin, args[0], args[1]), std::nullopt};
+      if (args.size() == 1 && reduction_ok)
+        return {args[0], is_max ? Reduce::kMax : Reduce::kMin};
+      if (args.size() == 1)
+        fail(name, "one-argument '" + name.text + "(e)' is a reduction and must be the whole "
+                   "right-hand side ('t[..] = " + name.text + "(e)'); use '" + name.text +
+                   "(a, b)' for the function");
+      fail(name, "'" + name.text + "' takes 2 arguments, found " + std::to_string(args.size()));
+    }
+    (void)close;
+    fail(name, "unknown function '" + name.text +
+                   "'; expected exp, log, sqrt, rsqrt, tanh, abs, max, min, f32, f64 or i32");
+  }
+
+  Stmt parse_stmt() {
+    Stmt s;
+    s.lhs = parse_access();
+    s.loc = s.lhs.loc;
+    Token op = next();
+    if (op.kind == Tok::kPlusAssign) {
+      s.op = Reduce::kAdd;
+    } else if (op.kind == Tok::kMulAssign) {
+      s.op = Reduce::kMul;
+    } else if (op.kind != Tok::kAssign) {
+      fail(op, "expected '=', '+=' or '*=' after the target, found " + describe(op));
+    }
+    if (op.kind == Tok::kAssign && peek().kind == Tok::kIdent &&
+        (peek().text == "max" || peek().text == "min") && peek(1).kind == Tok::kLParen) {
+      size_t save = pos_;
+      auto [e, red] = parse_call(true);
+      if (red && peek().kind == Tok::kEnd) {
+        s.op = *red;
+        s.rhs = e;
+        return s;
+      }
+      if (red) {
+        fail(toks_[save], "one-argument '" + toks_[save].text +
+                              "(e)' is a reduction and must be the whole right-hand side");
+      }
+      pos_ = save;  // an ordinary two-argument max/min starting a longer expression
+    }
+    s.rhs = parse_expr();
+    expect_end();
+    return s;
+  }
+
+  size_t pos_ = 0;
+  int64_t depth_ = 0;  ///< scopes enclosing the statement being parsed
+
+ private:
+  std::vector<Token> toks_;
+  const Program& prog_;
+  std::string file_;
+  int line_;
+  int nesting_ = 0;
+  int unary_depth_ = 0;
+};
+
+}  // namespace
+
+Result<Program> parse_program(std::string_view text, std::string_view file_view) {
+  std::string file(file_view);
+  Program prog;
+  std::vector<Diagnostic> errors;
+  std::vector<std::unique_ptr<Building>> top;
+  std::vector<Building*> open;  // the scopes a '|' can continue, outermost first
+  bool in_doc = true, in_body = false;
+  std::vector<std::string> doc_lines;
+  int line_no = 0;
+  size_t start = 0;
+  constexpr size_t kMaxErrors = 50;
+  while (start <= text.size() && errors.size() < kMaxErrors) {
+    size_t end = text.find('\n', start);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view line = text.substr(start, end - start);
+    ++line_no;
+    bool last = end == text.size();
+    start = end + 1;
+    auto toks = lex_line(line);
+    if (toks.size() == 1) {  // blank or comment-only
+      if (in_doc) {
+        size_t h = line.find_first_not_of(" \t\r");
+        if (h != std::string_view::npos && line[h] == '#') {
+          std::string_view c = line.substr(h + 1);
+          if (!c.empty() && c[0] == ' ') c.remove_prefix(1);
+          while (!c.empty() && (c.back() == '\r' || c.back() == ' ')) c.remove_suffix(1);
+          doc_lines.emplace_back(c);
+        } else if (!doc_lines.empty()) {
+          in_doc = false;
+        }
+      }
+      if (last) break;
+      continue;
+    }
+    in_doc = false;
+    LineParser lp(std::move(toks), prog, file, line_no);
+    try {
+      const Token& first = lp.peek();
+      if (first.kind == Tok::kBad) lp.fail(first, "unexpected character " + describe(first));
+      bool is_buffer_decl = first.kind == Tok::kIdent &&
+                            (first.text == "input" || first.text == "output" || first.text == "temp") &&
+                            lp.peek(1).kind == Tok::kIdent;
+      bool is_size_decl = first.kind == Tok::kIdent && lp.peek(1).kind == Tok::kAssign &&
+                          lp.peek(2).kind != Tok::kIdent && lp.peek(2).kind != Tok::kLParen;
+      if (is_buffer_decl || is_size_decl) {
+        if (in_body) lp.fail(first, "declarations must come before the first statement");
+        if (is_size_decl) prog.sizes.push_back(lp.parse_size_decl());
+        else prog.buffers.push_back(lp.parse_buffer_decl());
+      } else {
+        in_body = true;
+        size_t bars = 0;
+        Token first_bar = lp.peek();
+        while (lp.peek().kind == Tok::kBar) {
+          Token bar = lp.next();
+          if (++bars > open.size())
+            lp.fail(bar, "too many '|': only " + std::to_string(open.size()) +
+                             " enclosing scope(s) are open here");
+        }
+        std::vector<std::unique_ptr<Building>> new_scopes;
+        while (!(lp.peek().kind == Tok::kIdent && lp.peek(1).kind == Tok::kLBracket)) {
+          Token t = lp.peek();
+          if (t.kind == Tok::kEnd) lp.fail(t, "expected a statement ('name[index] = value') after the scopes");
+          if (t.kind != Tok::kIdent && t.kind != Tok::kInt)
+            lp.fail(t, "expected a scope extent or a statement, found " + describe(t));
+          auto b = std::make_unique<Building>();
+          b->is_scope = true;
+          b->loc = lp.loc(t);
+          std::tie(b->extent, b->extent_name) = lp.parse_extent("a scope extent");
+          if (lp.accept(Tok::kColon)) {
+            Token a = lp.expect(Tok::kIdent, "an annotation after ':'");
+            static const std::pair<const char*, Annot> kAnnots[] = {
+                {"vec", Annot::kVector},        {"par", Annot::kParallel},
+                {"unroll", Annot::kUnroll},     {"gpu_block", Annot::kGpuBlock},
+                {"gpu_thread", Annot::kGpuThread}};
+            bool found = false;
+            for (const auto& [n, v] : kAnnots)
+              if (a.text == n) b->annot = v, found = true;
+            if (!found)
+              lp.fail(a, "unknown scope annotation " + describe(a) +
+                             "; expected vec, par, unroll, gpu_block or gpu_thread");
+          }
+          new_scopes.push_back(std::move(b));
+        }
+        if (new_scopes.size() + bars > 64) lp.fail(first_bar, "scopes nest too deeply (at most 64)");
+        auto stmt = std::make_unique<Building>();
+        lp.depth_ = static_cast<int64_t>(bars + new_scopes.size());
+        stmt->stmt = lp.parse_stmt();
+        // The line parsed: attach it.
+        open.resize(bars);
+        auto* list = open.empty() ? &top : &open.back()->body;
+        for (auto& s : new_scopes) {
+          Building* raw = s.get();
+          list->push_back(std::move(s));
+          open.push_back(raw);
+          list = &raw->body;
+        }
+        list->push_back(std::move(stmt));
+      }
+    } catch (const LineError& e) {
+      errors.push_back({{file, line_no, e.col}, e.message});
+    }
+    if (last) break;
+  }
+  if (errors.size() >= kMaxErrors)
+    errors.push_back({{file, line_no, 1}, "too many errors; giving up"});
+  if (!errors.empty()) return errors;
+  if (top.empty()) return std::vector<Diagnostic>{{{file, line_no, 1}, "the kernel has no statements"}};
+  for (const auto& b : top) prog.body.push_back(freeze(*b));
+  for (size_t i = 0; i < doc_lines.size(); ++i) prog.doc += (i ? "\n" : "") + doc_lines[i];
+  return prog;
+}
+
+Result<Program> parse_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::vector<Diagnostic>{{{path, 0, 0}, "cannot read file"}};
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_program(ss.str(), path);
+}
+
+Result<Program> load_program(std::string_view text, std::string_view file) {
+  auto r = parse_program(text, file);
+  if (!r.ok()) return r;
+  auto errors = check_program(r.value());
+  if (!errors.empty()) return errors;
+  return r;
+}
+
+Result<Program> load_file(const std::string& path) {
+  auto r = parse_file(path);
+  if (!r.ok()) return r;
+  auto errors = check_program(r.value());
+  if (!errors.empty()) return errors;
+  return r;
+}
+
+}  // namespace perfdojo::ir

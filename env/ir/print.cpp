@@ -1,0 +1,220 @@
+#include "ir/print.h"
+
+#include <charconv>
+#include <cmath>
+
+namespace perfdojo::ir {
+namespace {
+
+// Precedence levels, loosest first; a subexpression is parenthesised when it binds looser than
+// its position requires.
+constexpr int kPrecSelect = 0;
+constexpr int kPrecSum = 1;
+constexpr int kPrecProduct = 2;
+constexpr int kPrecUnary = 3;
+
+const char* unary_name(UnOp op) {
+  switch (op) {
+    case UnOp::kNeg: return "-";
+    case UnOp::kExp: return "exp";
+    case UnOp::kLog: return "log";
+    case UnOp::kSqrt: return "sqrt";
+    case UnOp::kRsqrt: return "rsqrt";
+    case UnOp::kTanh: return "tanh";
+    case UnOp::kAbs: return "abs";
+    case UnOp::kCastF32: return "f32";
+    case UnOp::kCastF64: return "f64";
+    case UnOp::kCastI32: return "i32";
+  }
+  return "?";
+}
+
+const char* cmp_name(CmpOp op) {
+  switch (op) {
+    case CmpOp::kLt: return "<";
+    case CmpOp::kLe: return "<=";
+    case CmpOp::kGt: return ">";
+    case CmpOp::kGe: return ">=";
+    case CmpOp::kEq: return "==";
+    case CmpOp::kNe: return "!=";
+  }
+  return "?";
+}
+
+void print_expr_to(const Expr& e, int min_prec, std::string& out) {
+  int prec = 4;
+  std::string s;
+  switch (e.kind) {
+    case ExprKind::kConst:
+      s = print_number(e.value);
+      prec = kPrecUnary;
+      break;
+    case ExprKind::kLoad:
+      s = print_access(e.access);
+      break;
+    case ExprKind::kUnary:
+      if (e.un == UnOp::kNeg) {
+        s = "-";
+        print_expr_to(*e.args[0], kPrecUnary, s);
+        prec = kPrecUnary;
+      } else {
+        s = std::string(unary_name(e.un)) + "(";
+        print_expr_to(*e.args[0], kPrecSelect, s);
+        s += ")";
+      }
+      break;
+    case ExprKind::kBinary:
+      if (e.bin == BinOp::kMax || e.bin == BinOp::kMin) {
+        s = e.bin == BinOp::kMax ? "max(" : "min(";
+        print_expr_to(*e.args[0], kPrecSelect, s);
+        s += ", ";
+        print_expr_to(*e.args[1], kPrecSelect, s);
+        s += ")";
+      } else {
+        bool sum = e.bin == BinOp::kAdd || e.bin == BinOp::kSub;
+        prec = sum ? kPrecSum : kPrecProduct;
+        const char* op = e.bin == BinOp::kAdd   ? " + "
+                         : e.bin == BinOp::kSub ? " - "
+                         : e.bin == BinOp::kMul ? " * "
+                                                : " / ";
+        print_expr_to(*e.args[0], prec, s);
+        s += op;
+        print_expr_to(*e.args[1], prec + 1, s);
+      }
+      break;
+    case ExprKind::kSelect:
+      prec = kPrecSelect;
+      print_expr_to(*e.args[0], kPrecSum, s);
+      s += std::string(" ") + cmp_name(e.cmp) + " ";
+      print_expr_to(*e.args[1], kPrecSum, s);
+      s += " ? ";
+      print_expr_to(*e.args[2], kPrecSelect, s);
+      s += " : ";
+      print_expr_to(*e.args[3], kPrecSelect, s);
+      break;
+  }
+  if (prec < min_prec) {
+    out += "(" + s + ")";
+  } else {
+    out += s;
+  }
+}
+
+std::string scope_token(const Node& n) {
+  std::string s = n.extent_name.empty() ? std::to_string(n.extent) : n.extent_name;
+  if (n.annot != Annot::kNone) s += std::string(":") + annot_name(n.annot);
+  return s;
+}
+
+// Prints `body` whose enclosing scopes number `depth`; the first line also opens `pending`
+// (scopes not yet written on any line).
+void print_body(const std::vector<NodePtr>& body, int depth, std::vector<std::string> pending,
+                std::string& out) {
+  for (const auto& child : body) {
+    if (child->is_scope) {
+      auto inner = pending;
+      inner.push_back(scope_token(*child));
+      print_body(child->body, depth + 1, std::move(inner), out);
+    } else {
+      int bars = depth - static_cast<int>(pending.size());
+      for (int i = 0; i < bars; ++i) out += "| ";
+      for (const auto& tok : pending) out += tok + " ";
+      out += print_stmt(child->stmt);
+      out += "\n";
+    }
+    pending.clear();
+  }
+}
+
+std::string dims(const BufferDecl& b) {
+  std::string s = "[";
+  for (size_t i = 0; i < b.shape.size(); ++i) {
+    if (i) s += ", ";
+    s += b.shape_names[i].empty() ? std::to_string(b.shape[i]) : b.shape_names[i];
+  }
+  return s + "]";
+}
+
+}  // namespace
+
+std::string print_number(double v) {
+  if (std::isinf(v)) return v < 0 ? "-inf" : "inf";
+  if (std::isnan(v)) return "nan";
+  char buf[64];
+  auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
+}
+
+std::string print_affine(const Affine& a) {
+  std::string s;
+  for (int k = 0; k < static_cast<int>(a.coeffs.size()); ++k) {
+    int64_t c = a.coeffs[k];
+    if (c == 0) continue;
+    if (c < 0) {
+      s += "-";
+    } else if (!s.empty()) {
+      s += "+";
+    }
+    s += "{" + std::to_string(k) + "}";
+    if (c != 1 && c != -1) s += "*" + std::to_string(c < 0 ? -c : c);
+  }
+  if (a.constant != 0 || s.empty()) {
+    if (a.constant >= 0 && !s.empty()) s += "+";
+    s += std::to_string(a.constant);
+  }
+  return s;
+}
+
+std::string print_access(const Access& a) {
+  std::string s = a.buffer + "[";
+  for (size_t i = 0; i < a.index.size(); ++i) {
+    if (i) s += ",";
+    s += print_affine(a.index[i]);
+  }
+  return s + "]";
+}
+
+std::string print_expr(const Expr& e) {
+  std::string s;
+  print_expr_to(e, kPrecSelect, s);
+  return s;
+}
+
+std::string print_stmt(const Stmt& st) {
+  std::string s = print_access(st.lhs);
+  switch (st.op) {
+    case Reduce::kNone: return s + " = " + print_expr(*st.rhs);
+    case Reduce::kAdd: return s + " += " + print_expr(*st.rhs);
+    case Reduce::kMul: return s + " *= " + print_expr(*st.rhs);
+    case Reduce::kMax: return s + " = max(" + print_expr(*st.rhs) + ")";
+    case Reduce::kMin: return s + " = min(" + print_expr(*st.rhs) + ")";
+  }
+  return s;
+}
+
+std::string print_program(const Program& p) {
+  std::string out;
+  if (!p.doc.empty()) {
+    size_t start = 0;
+    while (start <= p.doc.size()) {
+      size_t end = p.doc.find('\n', start);
+      if (end == std::string::npos) end = p.doc.size();
+      std::string line = p.doc.substr(start, end - start);
+      out += line.empty() ? "#\n" : "# " + line + "\n";
+      start = end + 1;
+    }
+  }
+  for (const auto& s : p.sizes) out += s.name + " = " + std::to_string(s.value) + "\n";
+  for (const auto& b : p.buffers) {
+    out += std::string(role_name(b.role)) + " " + b.name + ": " + dtype_name(b.dtype) + dims(b);
+    if (b.init) out += " = " + print_number(*b.init);
+    if (b.range)
+      out += " in [" + print_number(b.range->first) + ", " + print_number(b.range->second) + "]";
+    out += "\n";
+  }
+  out += "\n";
+  print_body(p.body, 0, {}, out);
+  return out;
+}
+
+}  // namespace perfdojo::ir
