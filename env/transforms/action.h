@@ -1,0 +1,132 @@
+// Actions: one transformation applied at one location with one parameter.
+//
+// The kind list is declared once (PERFDOJO_TRANSFORM_KINDS) and drives the enum, the names and
+// the registry, so ids are stable: new kinds are appended, never renumbered.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ir/diagnostic.h"
+#include "ir/ir.h"
+
+namespace perfdojo::transforms {
+
+// X(enum name, text name, location kind, parameter kind)
+#define PERFDOJO_TRANSFORM_KINDS(X)                                  \
+  X(kTileScope, "tile_scope", kScope, kFactor)                       \
+  X(kJoinNested, "join_nested", kScope, kNone)                       \
+  X(kSwapScopes, "swap_scopes", kScope, kNone)                       \
+  X(kJoinScopes, "join_scopes", kScope, kNone)                       \
+  X(kSplitScope, "split_scope", kScope, kIndex)                      \
+  X(kMoveStatement, "move_statement", kNode, kNone)                  \
+  X(kVectorize, "vectorize", kScope, kWidth)                         \
+  X(kUnroll, "unroll", kScope, kFactor)                              \
+  X(kParallelize, "parallelize", kScope, kNone)                      \
+  X(kCreateTemporary, "create_temporary", kScopeBuffer, kNone)       \
+  X(kReuseBuffers, "reuse_buffers", kBufferPair, kNone)              \
+  X(kShrinkBuffer, "shrink_buffer", kBuffer, kIndex)                 \
+  X(kInlineTemporary, "inline_temporary", kBuffer, kNone)            \
+  X(kHoist, "hoist", kNode, kNone)                                   \
+  X(kSwapBufferDims, "swap_buffer_dims", kBuffer, kIndex)
+
+/// Every transformation, in registry order (the order is part of the action space: append only).
+enum class Kind {
+#define PERFDOJO_X(e, n, l, p) e,
+  PERFDOJO_TRANSFORM_KINDS(PERFDOJO_X)
+#undef PERFDOJO_X
+};
+
+/// Number of kinds.
+inline constexpr int kNumKinds = 0
+#define PERFDOJO_X(e, n, l, p) +1
+    PERFDOJO_TRANSFORM_KINDS(PERFDOJO_X)
+#undef PERFDOJO_X
+    ;
+
+/// What an action's location names.
+enum class LocKind { kScope, kNode, kBuffer, kBufferPair, kScopeBuffer };
+/// What an action's parameter means.
+enum class ParamKind { kNone, kFactor, kWidth, kIndex };
+
+/// The action's text name, e.g. "tile_scope".
+const char* kind_name(Kind k);
+/// Location kind of a transformation.
+LocKind loc_kind(Kind k);
+/// Parameter kind of a transformation.
+ParamKind param_kind(Kind k);
+
+/// A path from the program body to a node: body[p0].body[p1]... Stable for a given program.
+using Path = std::vector<int>;
+
+/// One transformation at one location with one parameter.
+struct Action {
+  Kind kind = Kind::kTileScope;
+  Path path;            ///< scope or node, for kScope/kNode/kScopeBuffer locations
+  std::string buffer;   ///< for buffer locations
+  std::string buffer2;  ///< the second buffer of kBufferPair
+  int64_t param = 0;    ///< factor, width or index; 0 when unused
+  bool operator==(const Action&) const = default;
+};
+
+/// Why an action may not be applied; kOk means it may.
+enum class Reason {
+  kOk,
+  kNoSuchLocation,       ///< the path or buffer does not exist
+  kNotAScope,            ///< the location is a statement but a scope is needed
+  kBadParameter,         ///< the parameter is outside its documented set
+  kNotDivisible,         ///< the factor does not divide the extent
+  kAnnotated,            ///< a scope involved already carries an annotation
+  kNotPerfectlyNested,   ///< the scope must have exactly one child, itself a scope
+  kIndexNotMergeable,    ///< join_nested: an index does not use the two iterators as one
+  kNoNextSibling,        ///< nothing follows the location in its scope
+  kExtentMismatch,       ///< join_scopes: the two scopes differ in extent
+  kDependence,           ///< a data dependence would be reversed or broken
+  kNotInnermost,         ///< vectorize: the scope contains other scopes
+  kNonContiguous,        ///< vectorize: an access is neither unit-stride nor invariant
+  kUnsupportedByTarget,  ///< the target lacks the capability (e.g. no threads)
+  kNestedParallel,       ///< parallelize: an enclosing scope is already parallel
+  kNotATemporary,        ///< the buffer is an input or an output
+  kLifetimesOverlap,     ///< reuse_buffers: both buffers are live at once
+  kShapeMismatch,        ///< reuse_buffers: types or shapes differ
+  kHasInitialValue,      ///< the buffer's declared initial value would be lost
+  kNotInvariant,         ///< hoist: the statement depends on the scope's iterator
+  kIrregularAccess,      ///< accesses of the buffer are not of the form the transformation needs
+  kNothingToDo,          ///< the action would leave the program unchanged
+};
+
+/// A legality verdict: the reason plus the buffer and scope involved (for the message).
+struct Legality {
+  Reason reason = Reason::kOk;
+  std::string buffer;  ///< buffer involved, if any
+  Path where;          ///< scope or node involved, if any
+  bool ok() const { return reason == Reason::kOk; }
+};
+
+/// Short stable identifier of a reason ("dependence", "not_divisible", ...).
+const char* reason_name(Reason r);
+/// A sentence explaining the verdict for `a` (rendered only when asked; search loops skip it).
+std::string explain(const Action& a, const Legality& l);
+
+/// What the hardware target offers to the action space.
+struct Target {
+  std::string name = "x86_avx512";
+  std::vector<int> vector_widths = {16, 8};  ///< f32 lanes: AVX-512 then AVX2
+  bool parallel = true;                      ///< parallel scopes can run on threads
+};
+
+/// "0.2.1"
+std::string print_path(const Path& p);
+/// One line: "tile_scope 0.1 32", "reuse_buffers x e", "create_temporary 0.0 C".
+std::string print_action(const Action& a);
+/// Parses print_action's text; errors name the column of the offending token.
+ir::Result<Action> parse_action(std::string_view text, std::string_view file = "<action>",
+                                int line = 1);
+/// Parses a trace: one action per line, '#' comments and blank lines ignored.
+ir::Result<std::vector<Action>> parse_trace(std::string_view text, std::string_view file = "<trace>");
+/// Prints a trace, one action per line.
+std::string print_trace(const std::vector<Action>& trace);
+
+}  // namespace perfdojo::transforms

@@ -1,0 +1,286 @@
+#include "transforms/analysis.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace perfdojo::transforms {
+
+using ir::Access;
+using ir::Affine;
+using ir::Expr;
+using ir::ExprPtr;
+using ir::Node;
+using ir::NodePtr;
+using ir::Program;
+
+const Node* node_at(const Program& p, const Path& path) {
+  const std::vector<NodePtr>* list = &p.body;
+  const Node* n = nullptr;
+  for (int i : path) {
+    if (!list || i < 0 || i >= static_cast<int>(list->size())) return nullptr;
+    n = (*list)[i].get();
+    list = n->is_scope ? &n->body : nullptr;
+  }
+  return n;
+}
+
+std::vector<const Node*> enclosing_scopes(const Program& p, const Path& path) {
+  std::vector<const Node*> out;
+  const std::vector<NodePtr>* list = &p.body;
+  for (size_t k = 0; k + 1 < path.size(); ++k) {
+    const Node* n = (*list)[path[k]].get();
+    out.push_back(n);
+    list = &n->body;
+  }
+  return out;
+}
+
+std::vector<int64_t> enclosing_extents(const Program& p, const Path& path) {
+  std::vector<int64_t> out;
+  for (const Node* n : enclosing_scopes(p, path)) out.push_back(n->extent);
+  return out;
+}
+
+namespace {
+
+std::vector<NodePtr> rebuild(const std::vector<NodePtr>& list, const Path& path, size_t depth,
+                             const std::function<std::vector<NodePtr>(const std::vector<NodePtr>&, int)>& edit) {
+  if (depth + 1 == path.size()) return edit(list, path[depth]);
+  std::vector<NodePtr> out = list;
+  const Node& n = *list[path[depth]];
+  out[path[depth]] = Node::scope(n.extent, n.extent_name, n.annot, rebuild(n.body, path, depth + 1, edit), n.loc);
+  return out;
+}
+
+}  // namespace
+
+Program replace_in_parent(const Program& p, const Path& path,
+                          const std::function<std::vector<NodePtr>(const std::vector<NodePtr>&, int)>& edit) {
+  Program q = p;
+  q.body = rebuild(p.body, path, 0, edit);
+  return q;
+}
+
+Program replace_node(const Program& p, const Path& path, std::vector<NodePtr> nodes) {
+  return replace_in_parent(p, path, [&](const std::vector<NodePtr>& list, int i) {
+    std::vector<NodePtr> out(list.begin(), list.begin() + i);
+    out.insert(out.end(), nodes.begin(), nodes.end());
+    out.insert(out.end(), list.begin() + i + 1, list.end());
+    return out;
+  });
+}
+
+ExprPtr map_accesses(const ExprPtr& e, const std::function<Access(const Access&)>& f) {
+  switch (e->kind) {
+    case ir::ExprKind::kConst: return e;
+    case ir::ExprKind::kLoad: return Expr::load(f(e->access));
+    default: {
+      auto c = std::make_shared<Expr>(*e);
+      for (auto& a : c->args) a = map_accesses(a, f);
+      return c;
+    }
+  }
+}
+
+NodePtr map_accesses(const NodePtr& n, const std::function<Access(const Access&)>& f) {
+  if (!n->is_scope) {
+    ir::Stmt s = n->stmt;
+    s.lhs = f(s.lhs);
+    s.rhs = map_accesses(s.rhs, f);
+    return Node::statement(std::move(s));
+  }
+  std::vector<NodePtr> body;
+  body.reserve(n->body.size());
+  for (const auto& c : n->body) body.push_back(map_accesses(c, f));
+  return Node::scope(n->extent, n->extent_name, n->annot, std::move(body), n->loc);
+}
+
+NodePtr map_indices(const NodePtr& n, const std::function<Affine(const Affine&)>& f) {
+  return map_accesses(n, [&](const Access& a) {
+    Access b = a;
+    for (auto& ix : b.index) {
+      ix = f(ix);
+      ix.normalise();
+    }
+    return b;
+  });
+}
+
+namespace {
+
+void collect_expr(const Expr& e, const ir::Stmt& s, const std::vector<int64_t>& ext,
+                  std::vector<AccessSite>& out) {
+  if (e.kind == ir::ExprKind::kLoad) out.push_back({&e.access, false, false, &s, ext});
+  for (const auto& a : e.args) collect_expr(*a, s, ext, out);
+}
+
+void collect(const NodePtr& n, std::vector<int64_t>& ext, std::vector<AccessSite>& out) {
+  if (n->is_scope) {
+    ext.push_back(n->extent);
+    for (const auto& c : n->body) collect(c, ext, out);
+    ext.pop_back();
+    return;
+  }
+  out.push_back({&n->stmt.lhs, true, n->stmt.op != ir::Reduce::kNone, &n->stmt, ext});
+  collect_expr(*n->stmt.rhs, n->stmt, ext, out);
+}
+
+struct Range {
+  int64_t lo = 0, hi = 0;
+};
+
+// Range of c*x for x in [0, e-1].
+Range span(int64_t c, int64_t e) {
+  int64_t v = c * (e - 1);
+  return {std::min<int64_t>(0, v), std::max<int64_t>(0, v)};
+}
+
+}  // namespace
+
+std::vector<AccessSite> collect_accesses(const std::vector<NodePtr>& nodes,
+                                         const std::vector<int64_t>& outer) {
+  std::vector<AccessSite> out;
+  std::vector<int64_t> ext = outer;
+  for (const auto& n : nodes) collect(n, ext, out);
+  return out;
+}
+
+std::vector<AccessSite> collect_accesses(const NodePtr& node, const std::vector<int64_t>& outer) {
+  return collect_accesses(std::vector<NodePtr>{node}, outer);
+}
+
+bool may_overlap(const AccessSite& a, const AccessSite& b, const std::vector<Dir>& dirs) {
+  const auto& ia = a.access->index;
+  const auto& ib = b.access->index;
+  if (ia.size() != ib.size()) return true;  // malformed; be conservative
+  const int paired = static_cast<int>(dirs.size());
+  // An impossible direction (i < j over a single iteration) means no instance pair exists.
+  for (int k = 0; k < paired; ++k) {
+    int64_t e = std::min(a.extents[k], b.extents[k]);
+    if ((dirs[k] == Dir::kLt || dirs[k] == Dir::kGt) && e < 2) return false;
+  }
+  for (size_t d = 0; d < ia.size(); ++d) {
+    const Affine& fa = ia[d];
+    const Affine& fb = ib[d];
+    // f(i) - g(j) = sum a_k i_k - sum b_k j_k + (ca - cb); is 0 reachable?
+    int64_t lo = fa.constant - fb.constant, hi = lo;
+    int64_t g = 0;
+    int na = static_cast<int>(a.extents.size()), nb = static_cast<int>(b.extents.size());
+    int n = std::max(na, nb);
+    for (int k = 0; k < n; ++k) {
+      int64_t ca = k < na ? fa.coeff(k) : 0, cb = k < nb ? fb.coeff(k) : 0;
+      if (ca == 0 && cb == 0) continue;
+      if (k < paired) {
+        int64_t e = std::min(a.extents[k], b.extents[k]);
+        switch (dirs[k]) {
+          case Dir::kEq: {
+            Range r = span(ca - cb, e);
+            lo += r.lo, hi += r.hi;
+            g = std::gcd(g, ca - cb);
+            continue;
+          }
+          case Dir::kLt:
+          case Dir::kGt: {
+            // Extremes of ca*i - cb*j over the triangle i<j (or i>j) are at its vertices.
+            int64_t pts[3][2] = {{0, 1}, {0, e - 1}, {e - 2, e - 1}};
+            int64_t mn = INT64_MAX, mx = INT64_MIN;
+            for (auto& pt : pts) {
+              int64_t i = pt[0], j = pt[1];
+              if (dirs[k] == Dir::kGt) std::swap(i, j);
+              int64_t v = ca * i - cb * j;
+              mn = std::min(mn, v), mx = std::max(mx, v);
+            }
+            lo += mn, hi += mx;
+            g = std::gcd(g, std::gcd(ca, cb));
+            continue;
+          }
+          case Dir::kAny: break;
+        }
+      }
+      if (k < na && ca != 0) {
+        Range r = span(ca, a.extents[k]);
+        lo += r.lo, hi += r.hi;
+      }
+      if (k < nb && cb != 0) {
+        Range r = span(-cb, b.extents[k]);
+        lo += r.lo, hi += r.hi;
+      }
+      g = std::gcd(g, std::gcd(ca, cb));
+    }
+    if (lo > 0 || hi < 0) return false;
+    int64_t c = fb.constant - fa.constant;
+    if (g != 0 && c % g != 0) return false;
+    if (g == 0 && c != 0) return false;
+  }
+  return true;
+}
+
+bool may_depend(const AccessSite& a, const AccessSite& b, const std::vector<Dir>& dirs) {
+  if (!a.write && !b.write) return false;
+  if (a.access->buffer != b.access->buffer) return false;
+  return may_overlap(a, b, dirs);
+}
+
+std::optional<std::string> find_dependence(const std::vector<AccessSite>& from,
+                                           const std::vector<AccessSite>& to,
+                                           const std::vector<Dir>& dirs) {
+  for (const auto& a : from)
+    for (const auto& b : to)
+      if (may_depend(a, b, dirs)) return a.access->buffer;
+  return std::nullopt;
+}
+
+int count_statements(const NodePtr& n) {
+  if (!n->is_scope) return 1;
+  int c = 0;
+  for (const auto& ch : n->body) c += count_statements(ch);
+  return c;
+}
+
+namespace {
+bool expr_uses(const Expr& e, const std::string& b) {
+  if (e.kind == ir::ExprKind::kLoad && e.access.buffer == b) return true;
+  for (const auto& a : e.args)
+    if (expr_uses(*a, b)) return true;
+  return false;
+}
+
+void paths_rec(const std::vector<NodePtr>& list, Path& cur, bool scopes_only, std::vector<Path>& out) {
+  for (int i = 0; i < static_cast<int>(list.size()); ++i) {
+    cur.push_back(i);
+    if (list[i]->is_scope || !scopes_only) out.push_back(cur);
+    if (list[i]->is_scope) paths_rec(list[i]->body, cur, scopes_only, out);
+    cur.pop_back();
+  }
+}
+}  // namespace
+
+bool uses_buffer(const NodePtr& n, const std::string& buffer) {
+  if (!n->is_scope) return n->stmt.lhs.buffer == buffer || expr_uses(*n->stmt.rhs, buffer);
+  for (const auto& c : n->body)
+    if (uses_buffer(c, buffer)) return true;
+  return false;
+}
+
+std::vector<Path> scope_paths(const Program& p) {
+  std::vector<Path> out;
+  Path cur;
+  paths_rec(p.body, cur, true, out);
+  return out;
+}
+
+std::vector<Path> node_paths(const Program& p) {
+  std::vector<Path> out;
+  Path cur;
+  paths_rec(p.body, cur, false, out);
+  return out;
+}
+
+std::string fresh_buffer_name(const Program& p, const std::string& base) {
+  for (int i = 0;; ++i) {
+    std::string n = base + std::to_string(i);
+    if (!p.find_buffer(n) && !p.find_size(n)) return n;
+  }
+}
+
+}  // namespace perfdojo::transforms

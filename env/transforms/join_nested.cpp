@@ -1,0 +1,46 @@
+#include "transforms/join_nested.h"
+
+#include "transforms/analysis.h"
+
+namespace perfdojo::transforms {
+namespace {
+
+bool perfect_pair(const ir::Node* s) { return s->body.size() == 1 && s->body[0]->is_scope; }
+
+}  // namespace
+
+Legality check_join_nested(const ir::Program& p, const Action& a, const Target&) {
+  const ir::Node* s = nullptr;
+  if (auto l = scope_location(p, a.path, &s); !l.ok()) return l;
+  if (!perfect_pair(s)) return {Reason::kNotPerfectlyNested, "", a.path};
+  const ir::Node& t = *s->body[0];
+  if (s->annot != ir::Annot::kNone || t.annot != ir::Annot::kNone) return {Reason::kAnnotated, "", a.path};
+  int d = static_cast<int>(a.path.size()) - 1;
+  for (const auto& site : collect_accesses(t.body, {}))
+    for (const auto& ix : site.access->index)
+      if (ix.coeff(d) != ix.coeff(d + 1) * t.extent) return {Reason::kIndexNotMergeable, site.access->buffer, a.path};
+  return {};
+}
+
+ir::Program apply_join_nested(const ir::Program& p, const Action& a, const Target&) {
+  const ir::Node* s = node_at(p, a.path);
+  const ir::Node& t = *s->body[0];
+  int d = static_cast<int>(a.path.size()) - 1;
+  auto merge = [d](const ir::Affine& x) {
+    ir::Affine y;
+    y.constant = x.constant;
+    int n = static_cast<int>(x.coeffs.size());
+    y.coeffs.assign(std::max(n - 1, 0), 0);
+    for (int k = 0; k < n; ++k) {
+      if (k < d) y.coeffs[k] = x.coeffs[k];
+      else if (k == d + 1) y.coeffs[d] = x.coeffs[k];
+      else if (k > d + 1) y.coeffs[k - 1] = x.coeffs[k];
+    }
+    return y;
+  };
+  std::vector<ir::NodePtr> body;
+  for (const auto& c : t.body) body.push_back(map_indices(c, merge));
+  return replace_node(p, a.path, {ir::Node::scope(s->extent * t.extent, "", ir::Annot::kNone, std::move(body), s->loc)});
+}
+
+}  // namespace perfdojo::transforms

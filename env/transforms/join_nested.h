@@ -1,0 +1,13 @@
+// join_nested PATH: merge a scope with its only child scope into one scope of the product extent, when every index uses the two iterators only as outer*inner_extent + inner.
+#pragma once
+
+#include "transforms/transform.h"
+
+namespace perfdojo::transforms {
+
+/// Legality of `join_nested` (no change is made).
+Legality check_join_nested(const ir::Program& p, const Action& a, const Target& t);
+/// Applies a legal `join_nested`.
+ir::Program apply_join_nested(const ir::Program& p, const Action& a, const Target& t);
+
+}  // namespace perfdojo::transforms

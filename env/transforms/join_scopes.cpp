@@ -1,0 +1,41 @@
+#include "transforms/join_scopes.h"
+
+#include "transforms/analysis.h"
+
+namespace perfdojo::transforms {
+
+Legality check_join_scopes(const ir::Program& p, const Action& a, const Target&) {
+  const ir::Node* s = nullptr;
+  if (auto l = scope_location(p, a.path, &s); !l.ok()) return l;
+  Path next = a.path;
+  ++next.back();
+  const ir::Node* s2 = node_at(p, next);
+  if (!s2 || !s2->is_scope) return {Reason::kNoNextSibling, "", a.path};
+  if (s->extent != s2->extent) return {Reason::kExtentMismatch, "", a.path};
+  if (s->annot != s2->annot) return {Reason::kAnnotated, "", a.path};
+  int d = static_cast<int>(a.path.size()) - 1;
+  auto outer = enclosing_extents(p, a.path);
+  outer.push_back(s->extent);
+  auto first = collect_accesses(s->body, outer);
+  auto second = collect_accesses(s2->body, outer);
+  // After fusion, iteration y of the second runs before iteration x > y of the first.
+  std::vector<Dir> dirs(d, Dir::kEq);
+  dirs.push_back(Dir::kGt);
+  if (auto b = find_dependence(first, second, dirs)) return {Reason::kDependence, *b, a.path};
+  return {};
+}
+
+ir::Program apply_join_scopes(const ir::Program& p, const Action& a, const Target&) {
+  return replace_in_parent(p, a.path, [](const std::vector<ir::NodePtr>& list, int i) {
+    const ir::Node& s = *list[i];
+    const ir::Node& s2 = *list[i + 1];
+    std::vector<ir::NodePtr> body = s.body;
+    body.insert(body.end(), s2.body.begin(), s2.body.end());
+    std::vector<ir::NodePtr> out(list.begin(), list.begin() + i);
+    out.push_back(ir::Node::scope(s.extent, s.extent_name, s.annot, std::move(body), s.loc));
+    out.insert(out.end(), list.begin() + i + 2, list.end());
+    return out;
+  });
+}
+
+}  // namespace perfdojo::transforms

@@ -1,0 +1,42 @@
+#include "transforms/parallelize.h"
+
+#include "transforms/analysis.h"
+
+namespace perfdojo::transforms {
+namespace {
+
+bool contains_parallel(const ir::Node& n) {
+  if (!n.is_scope) return false;
+  if (n.annot == ir::Annot::kParallel) return true;
+  for (const auto& c : n.body)
+    if (contains_parallel(*c)) return true;
+  return false;
+}
+
+}  // namespace
+
+Legality check_parallelize(const ir::Program& p, const Action& a, const Target& t) {
+  const ir::Node* s = nullptr;
+  if (auto l = scope_location(p, a.path, &s); !l.ok()) return l;
+  if (!t.parallel) return {Reason::kUnsupportedByTarget, "", a.path};
+  if (s->annot != ir::Annot::kNone) return {Reason::kAnnotated, "", a.path};
+  if (s->extent < 2) return {Reason::kNothingToDo, "", a.path};
+  for (const ir::Node* e : enclosing_scopes(p, a.path))
+    if (e->annot == ir::Annot::kParallel) return {Reason::kNestedParallel, "", a.path};
+  if (contains_parallel(*s)) return {Reason::kNestedParallel, "", a.path};
+  int d = static_cast<int>(a.path.size()) - 1;
+  auto outer = enclosing_extents(p, a.path);
+  outer.push_back(s->extent);
+  auto sites = collect_accesses(s->body, outer);
+  std::vector<Dir> dirs(d, Dir::kEq);
+  dirs.push_back(Dir::kLt);
+  if (auto b = find_dependence(sites, sites, dirs)) return {Reason::kDependence, *b, a.path};
+  return {};
+}
+
+ir::Program apply_parallelize(const ir::Program& p, const Action& a, const Target&) {
+  const ir::Node* s = node_at(p, a.path);
+  return replace_node(p, a.path, {ir::Node::scope(s->extent, s->extent_name, ir::Annot::kParallel, s->body, s->loc)});
+}
+
+}  // namespace perfdojo::transforms

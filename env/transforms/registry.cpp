@@ -1,0 +1,132 @@
+#include "transforms/registry.h"
+
+#include "transforms/analysis.h"
+#include "transforms/create_temporary.h"
+#include "transforms/hoist.h"
+#include "transforms/inline_temporary.h"
+#include "transforms/join_nested.h"
+#include "transforms/join_scopes.h"
+#include "transforms/move_statement.h"
+#include "transforms/parallelize.h"
+#include "transforms/reuse_buffers.h"
+#include "transforms/shrink_buffer.h"
+#include "transforms/split_scope.h"
+#include "transforms/swap_buffer_dims.h"
+#include "transforms/swap_scopes.h"
+#include "transforms/tile_scope.h"
+#include "transforms/unroll.h"
+#include "transforms/vectorize.h"
+
+namespace perfdojo::transforms {
+
+const std::vector<TransformInfo>& registry() {
+  static const std::vector<TransformInfo> kTable = {
+      {Kind::kTileScope, check_tile_scope, apply_tile_scope},
+      {Kind::kJoinNested, check_join_nested, apply_join_nested},
+      {Kind::kSwapScopes, check_swap_scopes, apply_swap_scopes},
+      {Kind::kJoinScopes, check_join_scopes, apply_join_scopes},
+      {Kind::kSplitScope, check_split_scope, apply_split_scope},
+      {Kind::kMoveStatement, check_move_statement, apply_move_statement},
+      {Kind::kVectorize, check_vectorize, apply_vectorize},
+      {Kind::kUnroll, check_unroll, apply_unroll},
+      {Kind::kParallelize, check_parallelize, apply_parallelize},
+      {Kind::kCreateTemporary, check_create_temporary, apply_create_temporary},
+      {Kind::kReuseBuffers, check_reuse_buffers, apply_reuse_buffers},
+      {Kind::kShrinkBuffer, check_shrink_buffer, apply_shrink_buffer},
+      {Kind::kInlineTemporary, check_inline_temporary, apply_inline_temporary},
+      {Kind::kHoist, check_hoist, apply_hoist},
+      {Kind::kSwapBufferDims, check_swap_buffer_dims, apply_swap_buffer_dims},
+  };
+  return kTable;
+}
+
+Legality check(const ir::Program& p, const Action& a, const Target& t) {
+  int k = static_cast<int>(a.kind);
+  if (k < 0 || k >= kNumKinds) return {Reason::kNoSuchLocation, "", {}};
+  if (param_kind(a.kind) == ParamKind::kNone && a.param != 0) return {Reason::kBadParameter, "", a.path};
+  return registry()[k].check(p, a, t);
+}
+
+ir::Result<ir::Program> apply(const ir::Program& p, const Action& a, const Target& t) {
+  Legality l = check(p, a, t);
+  if (!l.ok()) return std::vector<ir::Diagnostic>{{{}, explain(a, l) + " [" + reason_name(l.reason) + "]"}};
+  return registry()[static_cast<int>(a.kind)].apply(p, a, t);
+}
+
+ir::Result<ir::Program> replay(const ir::Program& p, const std::vector<Action>& trace, const Target& t) {
+  ir::Program cur = p;
+  for (size_t i = 0; i < trace.size(); ++i) {
+    auto r = apply(cur, trace[i], t);
+    if (!r.ok()) {
+      auto d = r.errors()[0];
+      d.loc.line = static_cast<int>(i) + 1;
+      d.loc.col = 1;
+      return std::vector<ir::Diagnostic>{d};
+    }
+    cur = std::move(r).value();
+  }
+  return cur;
+}
+
+const std::vector<int64_t>& param_values(ParamKind k, const Target& t) {
+  static const std::vector<int64_t> kNone = {0};
+  static const std::vector<int64_t> kFactors = {2, 3, 4, 7, 8, 16, 32, 64, 128, 256};
+  static const std::vector<int64_t> kIndices = {0, 1, 2, 3, 4, 5, 6, 7};
+  static thread_local std::vector<int64_t> widths;
+  switch (k) {
+    case ParamKind::kNone: return kNone;
+    case ParamKind::kFactor: return kFactors;
+    case ParamKind::kIndex: return kIndices;
+    case ParamKind::kWidth:
+      widths.assign(t.vector_widths.begin(), t.vector_widths.end());
+      return widths;
+  }
+  return kNone;
+}
+
+std::vector<Candidate> enumerate(const ir::Program& p, const Target& t) {
+  std::vector<Candidate> out;
+  auto scopes = scope_paths(p);
+  auto nodes = node_paths(p);
+  std::vector<std::string> bufs;
+  for (const auto& b : p.buffers) bufs.push_back(b.name);
+  for (int k = 0; k < kNumKinds; ++k) {
+    Kind kind = static_cast<Kind>(k);
+    const auto& params = param_values(param_kind(kind), t);
+    auto emit = [&](Action a) {
+      for (int64_t v : params) {
+        a.param = v;
+        out.push_back({a, check(p, a, t)});
+      }
+    };
+    switch (loc_kind(kind)) {
+      case LocKind::kScope:
+        for (const auto& s : scopes) emit({kind, s, "", "", 0});
+        break;
+      case LocKind::kNode:
+        for (const auto& n : nodes) emit({kind, n, "", "", 0});
+        break;
+      case LocKind::kBuffer:
+        for (const auto& b : bufs) emit({kind, {}, b, "", 0});
+        break;
+      case LocKind::kBufferPair:
+        for (size_t i = 0; i < bufs.size(); ++i)
+          for (size_t j = i + 1; j < bufs.size(); ++j) emit({kind, {}, bufs[i], bufs[j], 0});
+        break;
+      case LocKind::kScopeBuffer:
+        for (const auto& s : scopes)
+          for (const auto& b : bufs) emit({kind, s, b, "", 0});
+        break;
+    }
+  }
+  return out;
+}
+
+std::vector<Action> legal_actions(const ir::Program& p, const Target& t) {
+  std::vector<Action> out;
+  for (auto& c : enumerate(p, t))
+    if (c.legality.ok()) out.push_back(std::move(c.action));
+  return out;
+}
+
+}  // namespace perfdojo::transforms

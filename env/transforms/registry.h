@@ -1,0 +1,45 @@
+// The action registry: one table row per transformation (stable id, name, location and
+// parameter kinds, check, apply), and the operations built on it.
+#pragma once
+
+#include <vector>
+
+#include "ir/diagnostic.h"
+#include "ir/ir.h"
+#include "transforms/action.h"
+#include "transforms/transform.h"
+
+namespace perfdojo::transforms {
+
+/// One registry row.
+struct TransformInfo {
+  Kind kind;
+  CheckFn check;
+  ApplyFn apply;
+};
+
+/// The table, indexed by Kind.
+const std::vector<TransformInfo>& registry();
+
+/// Legality of `a` on `p`; never throws, never changes `p`.
+Legality check(const ir::Program& p, const Action& a, const Target& t);
+/// Applies `a` when legal; an illegal action is refused with the explanation as a diagnostic.
+ir::Result<ir::Program> apply(const ir::Program& p, const Action& a, const Target& t);
+/// Replays a trace from `p`; stops at the first illegal action, naming its line.
+ir::Result<ir::Program> replay(const ir::Program& p, const std::vector<Action>& trace, const Target& t);
+
+/// The fixed parameter values tried for each parameter kind (documented in docs/actions.md).
+const std::vector<int64_t>& param_values(ParamKind k, const Target& t);
+
+/// An action together with its verdict.
+struct Candidate {
+  Action action;
+  Legality legality;
+};
+
+/// Every candidate action on `p` (every kind x location x parameter value) with legality.
+std::vector<Candidate> enumerate(const ir::Program& p, const Target& t);
+/// Only the legal ones.
+std::vector<Action> legal_actions(const ir::Program& p, const Target& t);
+
+}  // namespace perfdojo::transforms

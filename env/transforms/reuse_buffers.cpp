@@ -1,0 +1,12 @@
+#include "transforms/reuse_buffers.h"
+
+namespace perfdojo::transforms {
+
+// Not implemented yet: always refused, so no action of this kind is ever legal.
+Legality check_reuse_buffers(const ir::Program&, const Action& a, const Target&) {
+  return {Reason::kUnsupportedByTarget, a.buffer, a.path};
+}
+
+ir::Program apply_reuse_buffers(const ir::Program& p, const Action&, const Target&) { return p; }
+
+}  // namespace perfdojo::transforms

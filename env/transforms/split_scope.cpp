@@ -1,0 +1,35 @@
+#include "transforms/split_scope.h"
+
+#include "transforms/analysis.h"
+
+namespace perfdojo::transforms {
+
+Legality check_split_scope(const ir::Program& p, const Action& a, const Target&) {
+  const ir::Node* s = nullptr;
+  if (auto l = scope_location(p, a.path, &s); !l.ok()) return l;
+  if (s->body.size() < 2) return {Reason::kNothingToDo, "", a.path};
+  if (a.param < 1 || a.param >= static_cast<int64_t>(s->body.size())) return {Reason::kBadParameter, "", a.path};
+  int d = static_cast<int>(a.path.size()) - 1;
+  auto outer = enclosing_extents(p, a.path);
+  outer.push_back(s->extent);
+  std::vector<ir::NodePtr> head(s->body.begin(), s->body.begin() + a.param);
+  std::vector<ir::NodePtr> tail(s->body.begin() + a.param, s->body.end());
+  auto first = collect_accesses(head, outer);
+  auto second = collect_accesses(tail, outer);
+  // Before fission the tail of iteration y ran before the head of iteration x > y.
+  std::vector<Dir> dirs(d, Dir::kEq);
+  dirs.push_back(Dir::kGt);
+  if (auto b = find_dependence(first, second, dirs)) return {Reason::kDependence, *b, a.path};
+  return {};
+}
+
+ir::Program apply_split_scope(const ir::Program& p, const Action& a, const Target&) {
+  const ir::Node* s = node_at(p, a.path);
+  std::vector<ir::NodePtr> head(s->body.begin(), s->body.begin() + a.param);
+  std::vector<ir::NodePtr> tail(s->body.begin() + a.param, s->body.end());
+  return replace_node(p, a.path,
+                      {ir::Node::scope(s->extent, s->extent_name, s->annot, std::move(head), s->loc),
+                       ir::Node::scope(s->extent, s->extent_name, s->annot, std::move(tail), s->loc)});
+}
+
+}  // namespace perfdojo::transforms

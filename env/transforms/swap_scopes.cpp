@@ -1,0 +1,42 @@
+#include "transforms/swap_scopes.h"
+
+#include "transforms/analysis.h"
+
+namespace perfdojo::transforms {
+
+Legality check_swap_scopes(const ir::Program& p, const Action& a, const Target&) {
+  const ir::Node* s = nullptr;
+  if (auto l = scope_location(p, a.path, &s); !l.ok()) return l;
+  if (s->body.size() != 1 || !s->body[0]->is_scope) return {Reason::kNotPerfectlyNested, "", a.path};
+  const ir::Node& t = *s->body[0];
+  // Vector scopes must stay innermost; other annotations travel with their scope.
+  if (s->annot == ir::Annot::kVector || t.annot == ir::Annot::kVector) return {Reason::kAnnotated, "", a.path};
+  int d = static_cast<int>(a.path.size()) - 1;
+  auto outer = enclosing_extents(p, a.path);
+  outer.push_back(s->extent);
+  outer.push_back(t.extent);
+  auto sites = collect_accesses(t.body, outer);
+  std::vector<Dir> dirs(d, Dir::kEq);
+  dirs.push_back(Dir::kLt);
+  dirs.push_back(Dir::kGt);
+  if (auto b = find_dependence(sites, sites, dirs)) return {Reason::kDependence, *b, a.path};
+  return {};
+}
+
+ir::Program apply_swap_scopes(const ir::Program& p, const Action& a, const Target&) {
+  const ir::Node* s = node_at(p, a.path);
+  const ir::Node& t = *s->body[0];
+  int d = static_cast<int>(a.path.size()) - 1;
+  auto swap = [d](const ir::Affine& x) {
+    ir::Affine y = x;
+    if (static_cast<int>(y.coeffs.size()) < d + 2) y.coeffs.resize(d + 2, 0);
+    std::swap(y.coeffs[d], y.coeffs[d + 1]);
+    return y;
+  };
+  std::vector<ir::NodePtr> body;
+  for (const auto& c : t.body) body.push_back(map_indices(c, swap));
+  auto inner = ir::Node::scope(s->extent, s->extent_name, s->annot, std::move(body), s->loc);
+  return replace_node(p, a.path, {ir::Node::scope(t.extent, t.extent_name, t.annot, {inner}, t.loc)});
+}
+
+}  // namespace perfdojo::transforms

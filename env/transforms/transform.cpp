@@ -1,0 +1,38 @@
+#include "transforms/transform.h"
+
+#include "transforms/analysis.h"
+
+namespace perfdojo::transforms {
+
+Legality scope_location(const ir::Program& p, const Path& path, const ir::Node** scope) {
+  const ir::Node* n = node_at(p, path);
+  if (!n) return {Reason::kNoSuchLocation, "", path};
+  if (!n->is_scope) return {Reason::kNotAScope, "", path};
+  *scope = n;
+  return {};
+}
+
+ir::Affine tile_index(const ir::Affine& a, int d, int64_t f) {
+  ir::Affine b;
+  b.constant = a.constant;
+  int n = static_cast<int>(a.coeffs.size());
+  if (n <= d) return a;
+  b.coeffs.assign(n + 1, 0);
+  for (int k = 0; k < d; ++k) b.coeffs[k] = a.coeffs[k];
+  b.coeffs[d] = a.coeffs[d] * f;
+  b.coeffs[d + 1] = a.coeffs[d];
+  for (int k = d + 1; k < n; ++k) b.coeffs[k + 1] = a.coeffs[k];
+  b.normalise();
+  return b;
+}
+
+ir::NodePtr tile_node(const ir::Node& s, int d, int64_t f, ir::Annot inner_annot) {
+  std::vector<ir::NodePtr> body;
+  body.reserve(s.body.size());
+  for (const auto& c : s.body)
+    body.push_back(map_indices(c, [&](const ir::Affine& a) { return tile_index(a, d, f); }));
+  auto inner = ir::Node::scope(f, "", inner_annot, std::move(body), s.loc);
+  return ir::Node::scope(s.extent / f, "", s.annot, {inner}, s.loc);
+}
+
+}  // namespace perfdojo::transforms

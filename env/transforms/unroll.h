@@ -1,0 +1,13 @@
+// unroll PATH F: mark a scope unrolled (tiling by F first when F is below the extent). Never changes semantics.
+#pragma once
+
+#include "transforms/transform.h"
+
+namespace perfdojo::transforms {
+
+/// Legality of `unroll` (no change is made).
+Legality check_unroll(const ir::Program& p, const Action& a, const Target& t);
+/// Applies a legal `unroll`.
+ir::Program apply_unroll(const ir::Program& p, const Action& a, const Target& t);
+
+}  // namespace perfdojo::transforms

@@ -1,0 +1,61 @@
+#include "transforms/vectorize.h"
+
+#include <algorithm>
+
+#include "transforms/analysis.h"
+
+namespace perfdojo::transforms {
+namespace {
+
+bool invariant_in(const ir::Access& a, int d) {
+  for (const auto& ix : a.index)
+    if (ix.coeff(d) != 0) return false;
+  return true;
+}
+
+}  // namespace
+
+Legality check_vectorize(const ir::Program& p, const Action& a, const Target& t) {
+  const ir::Node* s = nullptr;
+  if (auto l = scope_location(p, a.path, &s); !l.ok()) return l;
+  if (std::find(t.vector_widths.begin(), t.vector_widths.end(), a.param) == t.vector_widths.end())
+    return {Reason::kUnsupportedByTarget, "", a.path};
+  if (s->annot != ir::Annot::kNone) return {Reason::kAnnotated, "", a.path};
+  for (const auto& c : s->body)
+    if (c->is_scope) return {Reason::kNotInnermost, "", a.path};
+  if (s->extent % a.param != 0) return {Reason::kNotDivisible, "", a.path};
+  int d = static_cast<int>(a.path.size()) - 1;
+  auto outer = enclosing_extents(p, a.path);
+  outer.push_back(s->extent);
+  auto sites = collect_accesses(s->body, outer);
+  for (const auto& site : sites) {
+    const auto& ix = site.access->index;
+    for (size_t k = 0; k + 1 < ix.size(); ++k)
+      if (ix[k].coeff(d) != 0) return {Reason::kNonContiguous, site.access->buffer, a.path};
+    int64_t c = ix.back().coeff(d);
+    if (c != 0 && c != 1) return {Reason::kNonContiguous, site.access->buffer, a.path};
+  }
+  std::vector<Dir> dirs(d, Dir::kEq);
+  dirs.push_back(Dir::kLt);
+  for (const auto& x : sites) {
+    for (const auto& y : sites) {
+      if (!may_depend(x, y, dirs)) continue;
+      // A reduction into a target invariant in the lanes is a horizontal reduction: allowed
+      // (it reassociates), provided nothing else in the scope touches the target.
+      bool own_reduction = x.stmt == y.stmt && x.access == y.access && x.reduction &&
+                           invariant_in(*x.access, d);
+      if (!own_reduction) return {Reason::kDependence, x.access->buffer, a.path};
+    }
+  }
+  return {};
+}
+
+ir::Program apply_vectorize(const ir::Program& p, const Action& a, const Target&) {
+  const ir::Node* s = node_at(p, a.path);
+  int d = static_cast<int>(a.path.size()) - 1;
+  if (s->extent == a.param)
+    return replace_node(p, a.path, {ir::Node::scope(s->extent, s->extent_name, ir::Annot::kVector, s->body, s->loc)});
+  return replace_node(p, a.path, {tile_node(*s, d, a.param, ir::Annot::kVector)});
+}
+
+}  // namespace perfdojo::transforms

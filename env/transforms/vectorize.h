@@ -1,0 +1,13 @@
+// vectorize PATH W: run an innermost scope W lanes at a time (tiling by W first when the extent is a multiple of W). Accesses must be unit-stride or invariant; reductions into invariant targets are allowed (they reassociate).
+#pragma once
+
+#include "transforms/transform.h"
+
+namespace perfdojo::transforms {
+
+/// Legality of `vectorize` (no change is made).
+Legality check_vectorize(const ir::Program& p, const Action& a, const Target& t);
+/// Applies a legal `vectorize`.
+ir::Program apply_vectorize(const ir::Program& p, const Action& a, const Target& t);
+
+}  // namespace perfdojo::transforms
