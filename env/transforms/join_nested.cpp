@@ -30,12 +30,13 @@ ir::Program apply_join_nested(const ir::Program& p, const Action& a, const Targe
     ir::Affine y;
     y.constant = x.constant;
     int n = static_cast<int>(x.coeffs.size());
-    y.coeffs.assign(std::max(n - 1, 0), 0);
+    y.coeffs.assign(std::max(n, d + 1), 0);
     for (int k = 0; k < n; ++k) {
       if (k < d) y.coeffs[k] = x.coeffs[k];
       else if (k == d + 1) y.coeffs[d] = x.coeffs[k];
       else if (k > d + 1) y.coeffs[k - 1] = x.coeffs[k];
     }
+    y.normalise();
     return y;
   };
   std::vector<ir::NodePtr> body;

@@ -84,8 +84,8 @@ const std::vector<int64_t>& param_values(ParamKind k, const Target& t) {
   return kNone;
 }
 
-std::vector<Candidate> enumerate(const ir::Program& p, const Target& t) {
-  std::vector<Candidate> out;
+std::vector<Action> candidate_actions(const ir::Program& p, const Target& t) {
+  std::vector<Action> out;
   auto scopes = scope_paths(p);
   auto nodes = node_paths(p);
   std::vector<std::string> bufs;
@@ -96,7 +96,7 @@ std::vector<Candidate> enumerate(const ir::Program& p, const Target& t) {
     auto emit = [&](Action a) {
       for (int64_t v : params) {
         a.param = v;
-        out.push_back({a, check(p, a, t)});
+        out.push_back(a);
       }
     };
     switch (loc_kind(kind)) {
@@ -118,6 +118,15 @@ std::vector<Candidate> enumerate(const ir::Program& p, const Target& t) {
           for (const auto& b : bufs) emit({kind, s, b, "", 0});
         break;
     }
+  }
+  return out;
+}
+
+std::vector<Candidate> enumerate(const ir::Program& p, const Target& t) {
+  std::vector<Candidate> out;
+  for (auto& a : candidate_actions(p, t)) {
+    Legality l = check(p, a, t);
+    out.push_back({std::move(a), std::move(l)});
   }
   return out;
 }

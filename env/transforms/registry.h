@@ -37,7 +37,10 @@ struct Candidate {
   Legality legality;
 };
 
-/// Every candidate action on `p` (every kind x location x parameter value) with legality.
+/// Every candidate action on `p` (every kind x location x parameter value), unchecked, in the
+/// canonical order: kinds in registry order, then locations, then parameter values.
+std::vector<Action> candidate_actions(const ir::Program& p, const Target& t);
+/// Every candidate action on `p` with its legality.
 std::vector<Candidate> enumerate(const ir::Program& p, const Target& t);
 /// Only the legal ones.
 std::vector<Action> legal_actions(const ir::Program& p, const Target& t);

@@ -1,0 +1,82 @@
+// The shipped kernel suite at sizes small enough for the reference interpreter, with the same
+// bodies: only the `NAME = VALUE` size lines are replaced.
+#pragma once
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "ir/parse.h"
+
+namespace perfdojo::testing {
+
+/// Small sizes per kernel; sizes not listed keep their value.
+inline const std::map<std::string, std::map<std::string, int>>& small_sizes() {
+  static const std::map<std::string, std::map<std::string, int>> kSizes = {
+      {"attention", {{"L", 8}, {"D", 4}}},
+      {"avgpool", {{"N", 1}, {"C", 2}, {"H", 4}, {"W", 4}, {"HI", 8}, {"WI", 8}}},
+      {"batchnorm-inference", {{"N", 2}, {"C", 3}, {"H", 4}, {"W", 4}}},
+      {"bias-gelu", {{"M", 4}, {"N", 16}}},
+      {"bias-relu", {{"M", 4}, {"N", 16}}},
+      {"bmm", {{"BATCH", 2}, {"M", 4}, {"N", 8}, {"K", 4}}},
+      {"conv2d-3x3", {{"N", 1}, {"C", 2}, {"K", 4}, {"H", 4}, {"W", 4}, {"HI", 6}, {"WI", 6}}},
+      {"conv2d-3x3-s2", {{"N", 1}, {"C", 2}, {"K", 4}, {"H", 4}, {"W", 4}, {"HI", 9}, {"WI", 9}}},
+      {"depthwise-conv", {{"N", 1}, {"C", 4}, {"H", 4}, {"W", 4}, {"HI", 6}, {"WI", 6}}},
+      {"gemv", {{"M", 8}, {"K", 16}}},
+      {"global-sum", {{"N", 64}}},
+      {"layernorm", {{"R", 4}, {"N", 16}}},
+      {"matmul-1024", {{"M", 8}, {"N", 16}, {"K", 8}}},
+      {"matmul-256", {{"M", 8}, {"N", 16}, {"K", 8}}},
+      {"matmul-skinny", {{"M", 16}, {"N", 8}, {"K", 4}}},
+      {"matmul-tall-k", {{"M", 4}, {"N", 4}, {"K", 32}}},
+      {"maxpool", {{"N", 1}, {"C", 2}, {"H", 4}, {"W", 4}, {"HI", 8}, {"WI", 8}}},
+      {"mlp", {{"M", 4}, {"K", 8}, {"N", 16}}},
+      {"rmsnorm", {{"R", 4}, {"N", 16}}},
+      {"rowsum", {{"M", 8}, {"N", 16}}},
+      {"softmax", {{"B", 4}, {"N", 16}}},
+      {"transpose", {{"M", 8}, {"N", 16}}},
+  };
+  return kSizes;
+}
+
+/// Names of the suite's kernels (file stems), sorted.
+inline std::vector<std::string> suite_kernel_names() {
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(PERFDOJO_KERNEL_DIR))
+    if (e.path().extension() == ".pdj") names.push_back(e.path().stem().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+/// The kernel's text with its size lines replaced by the small sizes.
+inline std::string scaled_kernel_text(const std::string& name) {
+  std::ifstream in(std::string(PERFDOJO_KERNEL_DIR) + "/" + name + ".pdj");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto it = small_sizes().find(name);
+  std::string out, line;
+  std::istringstream lines(ss.str());
+  while (std::getline(lines, line)) {
+    if (it != small_sizes().end()) {
+      auto eq = line.find(" = ");
+      if (eq != std::string::npos && line.find('[') == std::string::npos && line[0] != '#' &&
+          line.rfind("temp", 0) != 0 && line.rfind("output", 0) != 0) {
+        auto s = it->second.find(line.substr(0, eq));
+        if (s != it->second.end()) line = s->first + " = " + std::to_string(s->second);
+      }
+    }
+    out += line + "\n";
+  }
+  return out;
+}
+
+/// The scaled kernel, loaded and checked.
+inline ir::Result<ir::Program> load_scaled_kernel(const std::string& name) {
+  return ir::load_program(scaled_kernel_text(name), name + ".pdj");
+}
+
+}  // namespace perfdojo::testing

@@ -1,0 +1,117 @@
+// The product's promise: any sequence of legal actions computes what the original computed.
+//
+// For every kernel of the suite (at interpreter-friendly sizes) this runs many seeded random
+// trajectories of legal actions and compares the final program's outputs with the original's on
+// the same seeded inputs. The interpreter executes every scope in order (annotations included),
+// and every transformation keeps each element's sequence of operations, so the comparison is
+// exact: compiled code may reassociate vectorised reductions, the interpreter never does.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <random>
+
+#include "ir/check.h"
+#include "ir/interp.h"
+#include "ir/parse.h"
+#include "ir/print.h"
+#include "support/scaled_kernels.h"
+#include "transforms/registry.h"
+
+using namespace perfdojo;
+using transforms::Action;
+
+namespace {
+
+int env_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v ? std::atoi(v) : fallback;
+}
+
+// A random legal action: pick a kind uniformly among those with candidates, then a candidate of
+// that kind, and keep the first legal one (the mask's verdict, one check at a time).
+std::optional<Action> random_legal_action(const ir::Program& p, const transforms::Target& t,
+                                          std::mt19937_64& rng) {
+  auto cands = transforms::candidate_actions(p, t);
+  std::vector<std::vector<Action>> by_kind(transforms::kNumKinds);
+  for (auto& a : cands) by_kind[static_cast<int>(a.kind)].push_back(std::move(a));
+  std::vector<int> kinds;
+  for (int k = 0; k < transforms::kNumKinds; ++k)
+    if (!by_kind[k].empty()) kinds.push_back(k);
+  while (!kinds.empty()) {
+    size_t ki = std::uniform_int_distribution<size_t>(0, kinds.size() - 1)(rng);
+    auto& pool = by_kind[kinds[ki]];
+    std::shuffle(pool.begin(), pool.end(), rng);
+    for (const auto& a : pool)
+      if (transforms::check(p, a, t).ok()) return a;
+    kinds.erase(kinds.begin() + static_cast<long>(ki));
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+TEST_CASE("random legal trajectories never change what a suite kernel computes") {
+  const int trajectories = env_int("PERFDOJO_GUARD_TRAJECTORIES", 200);
+  const int max_steps = env_int("PERFDOJO_GUARD_STEPS", 30);
+  const transforms::Target target;
+  int total_steps = 0;
+  std::vector<int> kind_counts(transforms::kNumKinds, 0);
+  for (const auto& name : testing::suite_kernel_names()) {
+    auto loaded = testing::load_scaled_kernel(name);
+    REQUIRE_MESSAGE(loaded.ok(), name << ": " << loaded.error_text());
+    const ir::Program& original = loaded.value();
+    auto inputs = ir::make_inputs(original, 1234);
+    auto expected = ir::interpret(original, inputs);
+    REQUIRE(expected.ok());
+    for (int t = 0; t < trajectories; ++t) {
+      const uint64_t seed = std::hash<std::string>{}(name) ^ (0x9e3779b97f4a7c15ULL * (t + 1));
+      std::mt19937_64 rng(seed);
+      const int steps = std::uniform_int_distribution<int>(1, max_steps)(rng);
+      ir::Program cur = original;
+      std::vector<Action> trace;
+      for (int s = 0; s < steps; ++s) {
+        auto a = random_legal_action(cur, target, rng);
+        if (!a) break;
+        auto next = transforms::apply(cur, *a, target);
+        REQUIRE_MESSAGE(next.ok(), name << ": a legal action was refused: " << next.error_text());
+        cur = std::move(next).value();
+        trace.push_back(*a);
+        ++kind_counts[static_cast<int>(a->kind)];
+      }
+      total_steps += static_cast<int>(trace.size());
+      auto repro = [&] {
+        return "kernel " + name + ", trajectory seed " + std::to_string(seed) + ", trace:\n" +
+               transforms::print_trace(trace) + "result:\n" + ir::print_program(cur);
+      };
+      auto errors = ir::check_program(cur);
+      REQUIRE_MESSAGE(errors.empty(), "the result no longer checks: " << errors[0].str() << "\n" << repro());
+      auto got = ir::interpret(cur, inputs);
+      REQUIRE_MESSAGE(got.ok(), repro());
+      for (const auto& b : original.buffers) {
+        if (b.role != ir::Role::kOutput) continue;
+        double err = ir::max_relative_error(expected->at(b.name), got->at(b.name));
+        REQUIRE_MESSAGE(err == 0, "output '" << b.name << "' differs (max relative error " << err
+                                              << ")\n" << repro());
+      }
+      // Replaying the printed trace from the original gives the same program.
+      auto parsed = transforms::parse_trace(transforms::print_trace(trace));
+      REQUIRE(parsed.ok());
+      auto replayed = transforms::replay(original, parsed.value(), target);
+      REQUIRE_MESSAGE(replayed.ok(), repro());
+      REQUIRE_MESSAGE(ir::structurally_equal(replayed.value(), cur), repro());
+      // And the result survives a print/parse round trip.
+      auto reparsed = ir::load_program(ir::print_program(cur));
+      REQUIRE_MESSAGE(reparsed.ok(), reparsed.error_text() << "\n" << repro());
+      REQUIRE_MESSAGE(ir::structurally_equal(reparsed.value(), cur), repro());
+    }
+  }
+  MESSAGE("steps taken: " << total_steps);
+  CHECK(total_steps > trajectories);
+  // The guard is only meaningful if the trajectories exercise the loop transformations.
+  for (auto k : {transforms::Kind::kTileScope, transforms::Kind::kSwapScopes,
+                 transforms::Kind::kJoinScopes, transforms::Kind::kVectorize,
+                 transforms::Kind::kParallelize, transforms::Kind::kUnroll}) {
+    CHECK_MESSAGE(kind_counts[static_cast<int>(k)] > 0, transforms::kind_name(k) << " never ran");
+  }
+}
