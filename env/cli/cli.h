@@ -51,5 +51,7 @@ int usage_error(const std::string& message, bool json);
 
 /// Subcommands of the IR module (check, fmt, kernels, run).
 std::vector<Command> ir_commands();
+/// Subcommands of the transforms module (actions, apply).
+std::vector<Command> transform_commands();
 
 }  // namespace perfdojo::cli

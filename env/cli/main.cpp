@@ -43,6 +43,7 @@ namespace {
 
 std::vector<Command> all_commands() {
   std::vector<Command> cmds = ir_commands();
+  for (auto& c : transform_commands()) cmds.push_back(std::move(c));
   return cmds;
 }
 

@@ -131,6 +131,13 @@ std::string explain(const Action& a, const Legality& l) {
   return what;
 }
 
+std::optional<Target> target_by_name(std::string_view name) {
+  if (name == "x86_avx512") return Target{"x86_avx512", {16, 8}, true};
+  if (name == "x86_avx2") return Target{"x86_avx2", {8}, true};
+  if (name == "x86_64") return Target{"x86_64", {}, true};
+  return std::nullopt;
+}
+
 std::string print_path(const Path& p) {
   std::string s;
   for (size_t i = 0; i < p.size(); ++i) s += (i ? "." : "") + std::to_string(p[i]);

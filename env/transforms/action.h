@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -116,6 +117,10 @@ struct Target {
   std::vector<int> vector_widths = {16, 8};  ///< f32 lanes: AVX-512 then AVX2
   bool parallel = true;                      ///< parallel scopes can run on threads
 };
+
+/// The presets: "x86_avx512" (16 and 8 lanes), "x86_avx2" (8), "x86_64" (no vectors);
+/// nullopt for an unknown name.
+std::optional<Target> target_by_name(std::string_view name);
 
 /// "0.2.1"
 std::string print_path(const Path& p);

@@ -1,0 +1,118 @@
+// `perfdojo actions | apply`: the action space from the command line.
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "cli/cli.h"
+#include "ir/parse.h"
+#include "ir/print.h"
+#include "transforms/registry.h"
+#include "util/json.h"
+
+namespace perfdojo::cli {
+namespace {
+
+using util::JsonArray;
+using util::JsonObject;
+
+std::optional<transforms::Target> target_of(const Args& a) {
+  return transforms::target_by_name(a.get("target", "x86_avx512"));
+}
+
+int cmd_actions(const Args& a) {
+  if (a.positional.size() != 1) return usage_error("actions takes exactly one FILE", a.json);
+  auto target = target_of(a);
+  if (!target) return usage_error("unknown --target '" + a.get("target") + "' (x86_avx512, x86_avx2, x86_64)", a.json);
+  auto r = ir::load_file(a.positional[0]);
+  if (!r.ok()) return report_errors(r.errors(), a.json, a.positional[0]);
+  bool legal_only = a.has("legal-only");
+  JsonArray arr;
+  int legal = 0, total = 0;
+  for (const auto& c : transforms::enumerate(*r, *target)) {
+    ++total;
+    legal += c.legality.ok();
+    if (legal_only && !c.legality.ok()) continue;
+    std::string text = transforms::print_action(c.action);
+    if (a.json) {
+      JsonObject o;
+      o.add("action", text).add("legal", c.legality.ok()).add("reason", transforms::reason_name(c.legality.reason));
+      if (!c.legality.ok()) o.add("explanation", transforms::explain(c.action, c.legality));
+      arr.raw(o.str());
+    } else if (c.legality.ok()) {
+      std::cout << text << "\n";
+    } else {
+      std::cout << text << "    # illegal: " << transforms::reason_name(c.legality.reason) << "\n";
+    }
+  }
+  if (a.json) {
+    std::cout << JsonObject().add("ok", true).add("file", a.positional[0]).add("candidates", total)
+                     .add("legal", legal).raw("actions", arr.str()).str() << "\n";
+  }
+  return kExitOk;
+}
+
+int cmd_apply(const Args& a) {
+  if (a.positional.empty()) return usage_error("apply takes a FILE and actions", a.json);
+  auto target = target_of(a);
+  if (!target) return usage_error("unknown --target '" + a.get("target") + "' (x86_avx512, x86_avx2, x86_64)", a.json);
+  const std::string& file = a.positional[0];
+  auto r = ir::load_file(file);
+  if (!r.ok()) return report_errors(r.errors(), a.json, file);
+  std::vector<transforms::Action> trace;
+  if (a.values.count("trace")) {
+    std::ifstream in(a.get("trace"));
+    if (!in) return usage_error("cannot read trace '" + a.get("trace") + "'", a.json);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    auto t = transforms::parse_trace(ss.str(), a.get("trace"));
+    if (!t.ok()) return report_errors(t.errors(), a.json, a.get("trace"));
+    trace = t.value();
+  }
+  for (size_t i = 1; i < a.positional.size(); ++i) {
+    auto act = transforms::parse_action(a.positional[i], "<argument " + std::to_string(i) + ">");
+    if (!act.ok()) return report_errors(act.errors(), a.json, file);
+    trace.push_back(act.value());
+  }
+  ir::Program cur = r.value();
+  for (size_t i = 0; i < trace.size(); ++i) {
+    auto l = transforms::check(cur, trace[i], *target);
+    if (!l.ok()) {
+      std::string msg = "action " + std::to_string(i + 1) + " refused: " + transforms::explain(trace[i], l);
+      if (a.json) {
+        std::cout << JsonObject().add("ok", false).add("error", msg).add("action", transforms::print_action(trace[i]))
+                         .add("index", static_cast<int64_t>(i)).add("reason", transforms::reason_name(l.reason)).str()
+                  << "\n";
+      } else {
+        std::cerr << "perfdojo: " << msg << " [" << transforms::reason_name(l.reason) << "]\n";
+      }
+      return kExitUsage;
+    }
+    cur = transforms::apply(cur, trace[i], *target).value();
+  }
+  std::string text = ir::print_program(cur);
+  if (a.json) {
+    JsonArray t;
+    for (const auto& act : trace) t.add(transforms::print_action(act));
+    std::cout << JsonObject().add("ok", true).add("text", text).raw("trace", t.str())
+                     .add("hash", ir::structural_hash(cur)).str() << "\n";
+  } else {
+    std::cout << text;
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+std::vector<Command> transform_commands() {
+  return {
+      {"actions", "actions FILE [--legal-only] [--target T]",
+       "list every candidate action with its legality (the text 'apply' accepts)",
+       {"target"}, {"legal-only"}, cmd_actions},
+      {"apply", "apply FILE [ACTION ...] [--trace FILE] [--target T]",
+       "apply actions (each one quoted argument, e.g. \"tile_scope 0 4\") and print the new IR; "
+       "an illegal action is refused with its reason (exit 2)",
+       {"trace", "target"}, {}, cmd_apply},
+  };
+}
+
+}  // namespace perfdojo::cli

@@ -1,0 +1,278 @@
+#include "transforms/action_space.h"
+
+#include <algorithm>
+
+#include "transforms/analysis.h"
+
+namespace perfdojo::transforms {
+
+FlatActionSpace::FlatActionSpace(FlatSpaceConfig config, Target target)
+    : config_(config), target_(std::move(target)) {
+  for (int k = 0; k < kNumKinds; ++k) {
+    offsets_.push_back(size_);
+    Kind kind = static_cast<Kind>(k);
+    size_ += slots(kind) * static_cast<int>(param_values(param_kind(kind), target_).size());
+  }
+}
+
+int FlatActionSpace::slots(Kind k) const {
+  const int b = config_.max_buffers;
+  switch (loc_kind(k)) {
+    case LocKind::kScope: return config_.max_scopes;
+    case LocKind::kNode: return config_.max_nodes;
+    case LocKind::kBuffer: return b;
+    case LocKind::kBufferPair: return b * (b - 1) / 2;
+    case LocKind::kScopeBuffer: return config_.max_scopes * b;
+  }
+  return 0;
+}
+
+namespace {
+
+// Pair slot s <-> (i, j), i < j, enumerated row by row.
+std::pair<int, int> pair_of(int s, int n) {
+  for (int i = 0; i < n; ++i) {
+    int row = n - 1 - i;
+    if (s < row) return {i, i + 1 + s};
+    s -= row;
+  }
+  return {-1, -1};
+}
+
+int slot_of_pair(int i, int j, int n) { return i * (2 * n - i - 1) / 2 + (j - i - 1); }
+
+int buffer_index(const ir::Program& p, const std::string& name) {
+  for (size_t i = 0; i < p.buffers.size(); ++i)
+    if (p.buffers[i].name == name) return static_cast<int>(i);
+  return -1;
+}
+
+int path_index(const std::vector<Path>& paths, const Path& p) {
+  auto it = std::find(paths.begin(), paths.end(), p);
+  return it == paths.end() ? -1 : static_cast<int>(it - paths.begin());
+}
+
+}  // namespace
+
+std::optional<Action> FlatActionSpace::decode(const ir::Program& p, int index) const {
+  if (index < 0 || index >= size_) return std::nullopt;
+  int k = static_cast<int>(std::upper_bound(offsets_.begin(), offsets_.end(), index) - offsets_.begin()) - 1;
+  Kind kind = static_cast<Kind>(k);
+  const auto& params = param_values(param_kind(kind), target_);
+  int local = index - offsets_[k];
+  int slot = local / static_cast<int>(params.size());
+  Action a;
+  a.kind = kind;
+  a.param = params[local % params.size()];
+  const int nb = config_.max_buffers;
+  auto buffer = [&](int i) -> const ir::BufferDecl* {
+    return i < static_cast<int>(p.buffers.size()) ? &p.buffers[i] : nullptr;
+  };
+  switch (loc_kind(kind)) {
+    case LocKind::kScope: {
+      auto paths = scope_paths(p);
+      if (slot >= static_cast<int>(paths.size())) return std::nullopt;
+      a.path = paths[slot];
+      break;
+    }
+    case LocKind::kNode: {
+      auto paths = node_paths(p);
+      if (slot >= static_cast<int>(paths.size())) return std::nullopt;
+      a.path = paths[slot];
+      break;
+    }
+    case LocKind::kBuffer:
+      if (!buffer(slot)) return std::nullopt;
+      a.buffer = buffer(slot)->name;
+      break;
+    case LocKind::kBufferPair: {
+      auto [i, j] = pair_of(slot, nb);
+      if (i < 0 || !buffer(i) || !buffer(j)) return std::nullopt;
+      a.buffer = buffer(i)->name;
+      a.buffer2 = buffer(j)->name;
+      break;
+    }
+    case LocKind::kScopeBuffer: {
+      auto paths = scope_paths(p);
+      int s = slot / nb, b = slot % nb;
+      if (s >= static_cast<int>(paths.size()) || !buffer(b)) return std::nullopt;
+      a.path = paths[s];
+      a.buffer = buffer(b)->name;
+      break;
+    }
+  }
+  return a;
+}
+
+int FlatActionSpace::encode(const ir::Program& p, const Action& a) const {
+  int k = static_cast<int>(a.kind);
+  const auto& params = param_values(param_kind(a.kind), target_);
+  auto pit = std::find(params.begin(), params.end(), a.param);
+  if (pit == params.end()) return -1;
+  int pi = static_cast<int>(pit - params.begin());
+  const int nb = config_.max_buffers;
+  int slot = -1;
+  switch (loc_kind(a.kind)) {
+    case LocKind::kScope: slot = path_index(scope_paths(p), a.path); break;
+    case LocKind::kNode: slot = path_index(node_paths(p), a.path); break;
+    case LocKind::kBuffer: slot = buffer_index(p, a.buffer); break;
+    case LocKind::kBufferPair: {
+      int i = buffer_index(p, a.buffer), j = buffer_index(p, a.buffer2);
+      if (i >= 0 && j > i && j < nb) slot = slot_of_pair(i, j, nb);
+      break;
+    }
+    case LocKind::kScopeBuffer: {
+      int s = path_index(scope_paths(p), a.path), b = buffer_index(p, a.buffer);
+      if (s >= 0 && b >= 0 && s < config_.max_scopes && b < nb) slot = s * nb + b;
+      break;
+    }
+  }
+  if (slot < 0 || slot >= slots(a.kind)) return -1;
+  return offsets_[k] + slot * static_cast<int>(params.size()) + pi;
+}
+
+std::vector<uint8_t> FlatActionSpace::mask(const ir::Program& p) const {
+  std::vector<uint8_t> m(size_, 0);
+  auto scopes = scope_paths(p);
+  auto nodes = node_paths(p);
+  const int nb = std::min<int>(config_.max_buffers, static_cast<int>(p.buffers.size()));
+  const int ns = std::min<int>(config_.max_scopes, static_cast<int>(scopes.size()));
+  const int nn = std::min<int>(config_.max_nodes, static_cast<int>(nodes.size()));
+  for (int k = 0; k < kNumKinds; ++k) {
+    Kind kind = static_cast<Kind>(k);
+    const auto& params = param_values(param_kind(kind), target_);
+    const int np = static_cast<int>(params.size());
+    auto fill = [&](int slot, Action a) {
+      for (int pi = 0; pi < np; ++pi) {
+        a.param = params[pi];
+        if (check(p, a, target_).ok()) m[offsets_[k] + slot * np + pi] = 1;
+      }
+    };
+    switch (loc_kind(kind)) {
+      case LocKind::kScope:
+        for (int s = 0; s < ns; ++s) fill(s, {kind, scopes[s], "", "", 0});
+        break;
+      case LocKind::kNode:
+        for (int s = 0; s < nn; ++s) fill(s, {kind, nodes[s], "", "", 0});
+        break;
+      case LocKind::kBuffer:
+        for (int b = 0; b < nb; ++b) fill(b, {kind, {}, p.buffers[b].name, "", 0});
+        break;
+      case LocKind::kBufferPair:
+        for (int i = 0; i < nb; ++i)
+          for (int j = i + 1; j < nb; ++j)
+            fill(slot_of_pair(i, j, config_.max_buffers), {kind, {}, p.buffers[i].name, p.buffers[j].name, 0});
+        break;
+      case LocKind::kScopeBuffer:
+        for (int s = 0; s < ns; ++s)
+          for (int b = 0; b < nb; ++b) fill(s * config_.max_buffers + b, {kind, scopes[s], p.buffers[b].name, "", 0});
+        break;
+    }
+  }
+  return m;
+}
+
+std::string FlatActionSpace::describe(int index) const {
+  if (index < 0 || index >= size_) return "invalid";
+  int k = static_cast<int>(std::upper_bound(offsets_.begin(), offsets_.end(), index) - offsets_.begin()) - 1;
+  Kind kind = static_cast<Kind>(k);
+  const auto& params = param_values(param_kind(kind), target_);
+  int local = index - offsets_[k];
+  int slot = local / static_cast<int>(params.size());
+  std::string s = std::string(kind_name(kind)) + "[";
+  switch (loc_kind(kind)) {
+    case LocKind::kScope: s += "scope " + std::to_string(slot); break;
+    case LocKind::kNode: s += "node " + std::to_string(slot); break;
+    case LocKind::kBuffer: s += "buffer " + std::to_string(slot); break;
+    case LocKind::kBufferPair: {
+      auto [i, j] = pair_of(slot, config_.max_buffers);
+      s += "buffers " + std::to_string(i) + "," + std::to_string(j);
+      break;
+    }
+    case LocKind::kScopeBuffer:
+      s += "scope " + std::to_string(slot / config_.max_buffers) + ", buffer " +
+           std::to_string(slot % config_.max_buffers);
+      break;
+  }
+  s += "]";
+  if (param_kind(kind) != ParamKind::kNone) s += "[" + std::to_string(params[local % params.size()]) + "]";
+  return s;
+}
+
+CursorActionSpace::CursorActionSpace(Target target) : target_(std::move(target)) {
+  for (auto m : {CursorMove::kUp, CursorMove::kDown, CursorMove::kOut, CursorMove::kIn})
+    actions_.push_back({true, m, Kind::kTileScope, 0});
+  auto add = [&](Kind k, int64_t p) { actions_.push_back({false, CursorMove::kUp, k, p}); };
+  for (int64_t f : {2, 4, 8, 16, 32}) add(Kind::kTileScope, f);
+  add(Kind::kSwapScopes, 0);
+  add(Kind::kJoinNested, 0);
+  add(Kind::kJoinScopes, 0);
+  add(Kind::kSplitScope, 1);
+  for (int w : target_.vector_widths) add(Kind::kVectorize, w);
+  add(Kind::kUnroll, 4);
+  add(Kind::kUnroll, 8);
+  add(Kind::kParallelize, 0);
+}
+
+std::string CursorActionSpace::describe(int i) const {
+  const CursorAction& a = actions_.at(i);
+  if (a.is_move) {
+    static const char* kNames[] = {"up", "down", "out", "in"};
+    return kNames[static_cast<int>(a.move)];
+  }
+  std::string s = kind_name(a.kind);
+  if (param_kind(a.kind) != ParamKind::kNone) s += " " + std::to_string(a.param);
+  return s;
+}
+
+std::optional<Action> CursorActionSpace::to_action(const ir::Program& p, int cursor, int i) const {
+  const CursorAction& c = actions_.at(i);
+  if (c.is_move) return std::nullopt;
+  auto scopes = scope_paths(p);
+  if (cursor < 0 || cursor >= static_cast<int>(scopes.size())) return std::nullopt;
+  return Action{c.kind, scopes[cursor], "", "", c.param};
+}
+
+int CursorActionSpace::moved(const ir::Program& p, int cursor, int i) const {
+  const CursorAction& c = actions_.at(i);
+  auto scopes = scope_paths(p);
+  const int n = static_cast<int>(scopes.size());
+  if (!c.is_move || cursor < 0 || cursor >= n) return cursor;
+  const Path& cur = scopes[cursor];
+  switch (c.move) {
+    case CursorMove::kUp: return cursor > 0 ? cursor - 1 : cursor;
+    case CursorMove::kDown: return cursor + 1 < n ? cursor + 1 : cursor;
+    case CursorMove::kOut: {
+      if (cur.size() < 2) return cursor;
+      Path parent(cur.begin(), cur.end() - 1);
+      return path_index(scopes, parent);
+    }
+    case CursorMove::kIn: {
+      // The next scope in pre-order is the first child scope when it lies below the cursor.
+      if (cursor + 1 < n && scopes[cursor + 1].size() == cur.size() + 1 &&
+          std::equal(cur.begin(), cur.end(), scopes[cursor + 1].begin()))
+        return cursor + 1;
+      return cursor;
+    }
+  }
+  return cursor;
+}
+
+std::vector<uint8_t> CursorActionSpace::mask(const ir::Program& p, int cursor) const {
+  std::vector<uint8_t> m(actions_.size(), 0);
+  for (int i = 0; i < size(); ++i) {
+    if (actions_[i].is_move) {
+      m[i] = moved(p, cursor, i) != cursor;
+    } else if (auto a = to_action(p, cursor, i)) {
+      m[i] = check(p, *a, target_).ok();
+    }
+  }
+  return m;
+}
+
+int CursorActionSpace::clamp(const ir::Program& p, int cursor) {
+  int n = static_cast<int>(scope_paths(p).size());
+  return std::clamp(cursor, 0, std::max(n - 1, 0));
+}
+
+}  // namespace perfdojo::transforms

@@ -1,0 +1,89 @@
+// The two action spaces an agent sees: a flat Discrete space of fixed size with its mask, and a
+// small cursor space in the LoopTune style. Both are views over the registry (docs/actions.md).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ir/ir.h"
+#include "transforms/action.h"
+#include "transforms/registry.h"
+
+namespace perfdojo::transforms {
+
+/// Sizes of the flat space's location slots: locations beyond them are not addressable.
+struct FlatSpaceConfig {
+  int max_scopes = 24;   ///< scopes, in pre-order
+  int max_nodes = 32;    ///< statements and scopes, in pre-order
+  int max_buffers = 16;  ///< buffers, in declaration order
+};
+
+/// Flat space: index = offset(kind) + slot * |params(kind)| + param_index. Fixed for a given
+/// config and target, so an index means the same (kind, slot, parameter) on every program.
+class FlatActionSpace {
+ public:
+  FlatActionSpace(FlatSpaceConfig config, Target target);
+
+  /// Number of actions N.
+  int size() const { return size_; }
+  /// The action an index denotes on `p`, or nullopt when the slot is empty on this program.
+  std::optional<Action> decode(const ir::Program& p, int index) const;
+  /// The index of `a` on `p`, or -1 when its location has no slot.
+  int encode(const ir::Program& p, const Action& a) const;
+  /// 1 where the action exists and is legal, else 0.
+  std::vector<uint8_t> mask(const ir::Program& p) const;
+  /// Human-readable name of index i's (kind, slot, parameter), e.g. "tile_scope[scope 3][8]".
+  std::string describe(int index) const;
+  /// First index of a kind's block.
+  int offset(Kind k) const { return offsets_[static_cast<int>(k)]; }
+  const Target& target() const { return target_; }
+  const FlatSpaceConfig& config() const { return config_; }
+
+ private:
+  int slots(Kind k) const;
+  FlatSpaceConfig config_;
+  Target target_;
+  std::vector<int> offsets_;
+  int size_ = 0;
+};
+
+/// Cursor space moves: the cursor names one scope (pre-order index) and actions either move it
+/// or apply a transformation at it with a fixed parameter.
+enum class CursorMove { kUp, kDown, kOut, kIn };
+
+/// One cursor-space action: a move, or (kind, parameter) applied at the cursor.
+struct CursorAction {
+  bool is_move = true;
+  CursorMove move = CursorMove::kUp;
+  Kind kind = Kind::kTileScope;
+  int64_t param = 0;
+};
+
+/// The LoopTune-style space: 4 moves plus a short list of transformations at the cursor.
+class CursorActionSpace {
+ public:
+  explicit CursorActionSpace(Target target);
+
+  /// Number of actions.
+  int size() const { return static_cast<int>(actions_.size()); }
+  /// The i-th action.
+  const CursorAction& at(int i) const { return actions_[i]; }
+  /// Name of action i ("up", "tile_scope 8", ...).
+  std::string describe(int i) const;
+  /// The registry action that action i means at `cursor` on `p` (nullopt for moves).
+  std::optional<Action> to_action(const ir::Program& p, int cursor, int i) const;
+  /// Cursor after move action i; unchanged when the move is impossible.
+  int moved(const ir::Program& p, int cursor, int i) const;
+  /// 1 where action i is possible (a move that goes somewhere, a legal transformation).
+  std::vector<uint8_t> mask(const ir::Program& p, int cursor) const;
+  /// Keeps a cursor valid on `p` after a transformation changed the tree.
+  static int clamp(const ir::Program& p, int cursor);
+
+ private:
+  Target target_;
+  std::vector<CursorAction> actions_;
+};
+
+}  // namespace perfdojo::transforms
