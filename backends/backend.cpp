@@ -1,0 +1,76 @@
+#include "backends/backend.h"
+
+#include <functional>
+
+#include "backends/cost_model.h"
+#include "backends/interpreter_backend.h"
+#include "backends/x86_backend.h"
+
+namespace perfdojo::backends {
+namespace {
+
+using Factory = std::function<std::unique_ptr<Backend>(const BackendConfig&)>;
+
+// The registry: one row per backend name, in the order `backend_names` lists them.
+const std::vector<std::pair<std::string, Factory>>& registry() {
+  static const std::vector<std::pair<std::string, Factory>> kTable = {
+      {"x86_avx512", [](const BackendConfig& c) { return make_x86_backend(X86Isa::kAvx512, c); }},
+      {"x86_avx2", [](const BackendConfig& c) { return make_x86_backend(X86Isa::kAvx2, c); }},
+      {"x86_64", [](const BackendConfig& c) { return make_x86_backend(X86Isa::kPortable, c); }},
+      {"cost_model", [](const BackendConfig& c) { return make_cost_model_backend(c); }},
+      {"interpreter", [](const BackendConfig& c) { return make_interpreter_backend(c); }},
+  };
+  return kTable;
+}
+
+double expr_flops(const ir::Expr& e) {
+  double n = 0;
+  switch (e.kind) {
+    case ir::ExprKind::kConst:
+    case ir::ExprKind::kLoad: break;
+    case ir::ExprKind::kUnary:
+      n = (e.un == ir::UnOp::kCastF32 || e.un == ir::UnOp::kCastF64 || e.un == ir::UnOp::kCastI32) ? 0 : 1;
+      break;
+    case ir::ExprKind::kBinary:
+    case ir::ExprKind::kSelect: n = 1; break;
+  }
+  for (const auto& a : e.args) n += expr_flops(*a);
+  return n;
+}
+
+double body_flops(const std::vector<ir::NodePtr>& body) {
+  double n = 0;
+  for (const auto& c : body) {
+    if (c->is_scope) {
+      n += static_cast<double>(c->extent) * body_flops(c->body);
+    } else {
+      n += expr_flops(*c->stmt.rhs) + (c->stmt.op == ir::Reduce::kNone ? 0 : 1);
+    }
+  }
+  return n;
+}
+
+}  // namespace
+
+std::vector<std::string> backend_names() {
+  std::vector<std::string> out;
+  for (const auto& [n, f] : registry()) out.push_back(n);
+  return out;
+}
+
+std::unique_ptr<Backend> make_backend(const std::string& name, const BackendConfig& config) {
+  for (const auto& [n, f] : registry())
+    if (n == name) return f(config);
+  return nullptr;
+}
+
+double flop_count(const ir::Program& p) { return body_flops(p.body); }
+
+double compulsory_bytes(const ir::Program& p) {
+  double b = 0;
+  for (const auto& d : p.buffers)
+    if (d.role != ir::Role::kTemp) b += static_cast<double>(d.elements()) * ir::dtype_bytes(d.dtype);
+  return b;
+}
+
+}  // namespace perfdojo::backends

@@ -1,0 +1,92 @@
+// Hardware backends behind one narrow interface. A backend turns a program into a time (real
+// or estimated); failures are data (an error field), never exceptions.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ir/ir.h"
+
+namespace perfdojo::backends {
+
+/// Whether a backend can run here, and if not, why ("the CPU lacks avx512f").
+struct Availability {
+  bool ok = true;
+  std::string why;
+};
+
+/// What the action space reads from a backend.
+struct Capabilities {
+  std::vector<int> vector_widths;  ///< f32 lanes, widest first; empty: no vector code
+  bool parallel = false;           ///< parallel scopes run on threads
+  int threads = 1;                 ///< threads a parallel scope may use
+};
+
+/// Knobs of one measurement.
+struct MeasureOptions {
+  uint64_t seed = 0;               ///< input data seed (ir::make_inputs)
+  bool verify = true;              ///< check outputs against the interpreter before timing
+  double time_budget_s = 1.0;      ///< stop repeating after this much timed run time
+  int min_reps = 3;                ///< at least this many timed runs
+  int max_reps = 50;               ///< at most this many
+  double target_spread = 0.02;     ///< stop early once (p75-p25)/median falls below this
+  bool flush_cache = false;        ///< evict caches between timed runs
+  double timeout_s = 10.0;         ///< a run longer than this is killed and reported
+};
+
+/// The outcome of measuring (or estimating) a program. `error` set means no time is valid.
+struct Measurement {
+  std::optional<std::string> error;  ///< compile error, crash, timeout, wrong result...
+  double median_s = 0;               ///< the time that counts (estimate for the cost model)
+  double min_s = 0;
+  double spread = 0;                 ///< (p75 - p25) / median of the timed runs
+  int reps = 0;
+  bool verified = false;             ///< outputs matched the interpreter
+  double max_rel_error = 0;          ///< against the interpreter, when verified
+  double compile_s = 0;              ///< compile latency (0 on a cache hit)
+  bool cached = false;               ///< served from the result cache
+  std::string flags;                 ///< compiler and flags used, recorded with every result
+  bool ok() const { return !error; }
+};
+
+/// Construction settings shared by all backends (each reads what it needs).
+struct BackendConfig {
+  std::string compiler = "cc";       ///< C compiler for generated code
+  std::string cache_dir;             ///< on-disk result cache; "" disables it
+  std::string machine_profile;       ///< cost model's calibrated profile file; "" = built-in
+  std::map<std::string, std::string> extra;
+};
+
+/// A backend instance. Instances are independent: a crash inside one never touches another.
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  /// Registry name, e.g. "x86_avx512".
+  virtual std::string name() const = 0;
+  /// Whether it can run here.
+  virtual Availability available() const = 0;
+  /// Capabilities the action space adapts to.
+  virtual Capabilities capabilities() const = 0;
+  /// Whether times are reproducible bit for bit (cost model, interpreter).
+  virtual bool deterministic() const = 0;
+  /// Time (or estimate) of `p`. Never throws.
+  virtual Measurement measure(const ir::Program& p, const MeasureOptions& options) = 0;
+  /// A fresh, independent instance with the same configuration (for env.fork()).
+  virtual std::unique_ptr<Backend> clone() const = 0;
+};
+
+/// Names of every registered backend.
+std::vector<std::string> backend_names();
+/// A backend by name, or nullptr for an unknown name.
+std::unique_ptr<Backend> make_backend(const std::string& name, const BackendConfig& config = {});
+
+/// Floating-point operations of one run of `p` (each +,-,*,/,max,min and function counts one).
+double flop_count(const ir::Program& p);
+/// Bytes of compulsory traffic: every input read once and every output written once.
+double compulsory_bytes(const ir::Program& p);
+
+}  // namespace perfdojo::backends
