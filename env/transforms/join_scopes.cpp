@@ -22,6 +22,12 @@ Legality check_join_scopes(const ir::Program& p, const Action& a, const Target&)
   std::vector<Dir> dirs(d, Dir::kEq);
   dirs.push_back(Dir::kGt);
   if (auto b = find_dependence(first, second, dirs)) return {Reason::kDependence, *b, a.path};
+  // Two parallel scopes fuse into one parallel scope: it must not carry a dependence from the
+  // first body to the second either (iteration x of the first feeding iteration y > x).
+  if (s->annot == ir::Annot::kParallel) {
+    dirs.back() = Dir::kLt;
+    if (auto b = find_dependence(first, second, dirs)) return {Reason::kDependence, *b, a.path};
+  }
   return {};
 }
 

@@ -20,6 +20,19 @@ Legality check_swap_scopes(const ir::Program& p, const Action& a, const Target&)
   dirs.push_back(Dir::kLt);
   dirs.push_back(Dir::kGt);
   if (auto b = find_dependence(sites, sites, dirs)) return {Reason::kDependence, *b, a.path};
+  // A parallel scope must stay free of carried dependences at its new depth.
+  if (t.annot == ir::Annot::kParallel) {  // moves out: it must not carry any dependence
+    std::vector<Dir> out_dirs(d, Dir::kEq);
+    out_dirs.push_back(Dir::kAny);
+    out_dirs.push_back(Dir::kLt);
+    if (auto b = find_dependence(sites, sites, out_dirs)) return {Reason::kDependence, *b, a.path};
+  }
+  if (s->annot == ir::Annot::kParallel) {  // moves in: none carried within one outer iteration
+    std::vector<Dir> in_dirs(d, Dir::kEq);
+    in_dirs.push_back(Dir::kLt);
+    in_dirs.push_back(Dir::kEq);
+    if (auto b = find_dependence(sites, sites, in_dirs)) return {Reason::kDependence, *b, a.path};
+  }
   return {};
 }
 

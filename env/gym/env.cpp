@@ -1,0 +1,339 @@
+#include "gym/env.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "gym/dataset.h"
+#include "transforms/registry.h"
+
+namespace perfdojo::env {
+
+const std::vector<std::string>& reward_spaces() {
+  static const std::vector<std::string> kSpaces = {"log_speedup_step", "relative_step", "log_speedup_total"};
+  return kSpaces;
+}
+
+namespace {
+
+transforms::Target target_for(const backends::Backend& b) {
+  auto caps = b.capabilities();
+  return transforms::Target{b.name(), caps.vector_widths, caps.parallel};
+}
+
+std::vector<ir::Diagnostic> config_error(const std::string& m) { return {{{"config", 0, 0}, m}}; }
+
+}  // namespace
+
+Env::Env(EnvConfig config)
+    : config_(std::move(config)),
+      backend_(backends::make_backend(config_.backend, config_.backend_config)),
+      target_(target_for(*backend_)),
+      flat_(config_.flat, target_),
+      cursor_space_(target_) {}
+
+ir::Result<std::unique_ptr<Env>> Env::make(const EnvConfig& config) {
+  auto names = backends::backend_names();
+  if (std::find(names.begin(), names.end(), config.backend) == names.end()) {
+    std::string all;
+    for (const auto& n : names) all += (all.empty() ? "" : ", ") + n;
+    return config_error("unknown backend '" + config.backend + "'; expected one of " + all);
+  }
+  if (auto b = backends::make_backend(config.backend, config.backend_config); !b->available().ok)
+    return config_error("backend '" + config.backend + "' is not available here: " + b->available().why);
+  const auto& rs = reward_spaces();
+  if (std::find(rs.begin(), rs.end(), config.reward_space) == rs.end())
+    return config_error("unknown reward space '" + config.reward_space +
+                        "'; expected log_speedup_step, relative_step or log_speedup_total");
+  if (config.action_space != "flat" && config.action_space != "cursor")
+    return config_error("unknown action space '" + config.action_space + "'; expected flat or cursor");
+  for (const auto& s : config.observation_spaces)
+    if (!find_observation_space(s))
+      return config_error("unknown observation space '" + s + "'; expected ir_text, features, tokens or graph");
+  if (config.max_episode_steps < 1) return config_error("max_episode_steps must be at least 1");
+  if (config.flat.max_scopes < 1 || config.flat.max_nodes < 1 || config.flat.max_buffers < 2)
+    return config_error("flat action space slots must be positive (max_buffers at least 2)");
+  auto program = load_benchmark(config.benchmark);
+  if (!program.ok()) return program.errors();
+  std::unique_ptr<Env> env(new Env(config));
+  env->benchmark_ = config.benchmark;
+  env->original_ = env->program_ = program.value();
+  return env;
+}
+
+double Env::time_of(const ir::Program& p, std::optional<std::string>* error) {
+  uint64_t h = ir::structural_hash(p);
+  if (auto it = time_cache_.find(h); it != time_cache_.end()) return it->second;
+  backends::MeasureOptions o = config_.measure;
+  o.seed = config_.seed;
+  backends::Measurement m = backend_->measure(p, o);
+  if (!m.ok()) {
+    *error = m.error;
+    return 0;
+  }
+  if (static_cast<int>(time_cache_.size()) >= config_.time_cache_entries) time_cache_.clear();
+  time_cache_[h] = m.median_s;
+  return m.median_s;
+}
+
+double Env::reward(double prev, double now) const {
+  if (prev <= 0 || now <= 0) return 0;
+  if (config_.reward_space == "relative_step") return (prev - now) / prev;
+  if (config_.reward_space == "log_speedup_total") return std::log(initial_time_ / now);
+  return std::log(prev / now);
+}
+
+std::pair<Observation, Info> Env::reset(std::optional<uint64_t> seed, const ResetOptions& options) {
+  if (seed) config_.seed = *seed;
+  Info info;
+  if (options.benchmark && *options.benchmark != benchmark_) {
+    auto p = load_benchmark(*options.benchmark);
+    if (!p.ok()) {
+      // Keep the previous benchmark: a bad option must not lose the env's state.
+      info = make_info();
+      info.error = p.error_text();
+      return {observe_now(), info};
+    }
+    benchmark_ = *options.benchmark;
+    original_ = p.value();
+    time_cache_.clear();
+  } else if (benchmark_.rfind("perfdojo://gen/", 0) == 0 && seed && benchmark_.find("?seed=") == std::string::npos) {
+    // A generator without an explicit seed draws its instance from the reset seed.
+    auto p = load_benchmark(benchmark_ + "?seed=" + std::to_string(*seed));
+    if (p.ok()) original_ = p.value();
+  }
+  program_ = original_;
+  cursor_ = 0;
+  steps_ = 0;
+  trace_.clear();
+  best_trace_.clear();
+  rewards_.clear();
+  std::optional<std::string> error;
+  initial_time_ = time_ = best_time_ = time_of(program_, &error);
+  done_ = error.has_value();
+  info = make_info();
+  info.error = error;
+  return {observe_now(), info};
+}
+
+std::optional<transforms::Action> Env::decode(int action) const {
+  if (config_.action_space == "flat") return flat_.decode(program_, action);
+  if (action < 0 || action >= cursor_space_.size()) return std::nullopt;
+  return cursor_space_.to_action(program_, cursor_, action);
+}
+
+ActionSpec Env::action_spec() const {
+  int n = config_.action_space == "flat" ? flat_.size() : cursor_space_.size();
+  return {config_.action_space, n + 1, n};
+}
+
+std::vector<ObservationSpaceInfo> Env::observation_spec() const {
+  std::vector<ObservationSpaceInfo> out;
+  for (const auto& s : config_.observation_spaces) {
+    ObservationSpaceInfo info = *find_observation_space(s);
+    out.push_back(info);
+  }
+  return out;
+}
+
+std::vector<uint8_t> Env::action_mask() const {
+  std::vector<uint8_t> m =
+      config_.action_space == "flat" ? flat_.mask(program_) : cursor_space_.mask(program_, cursor_);
+  m.push_back(1);  // stop is always allowed
+  return m;
+}
+
+Observation Env::observe_now() const { return observe(program_, config_.observation_spaces, cursor_); }
+
+Info Env::make_info() const {
+  Info i;
+  i.benchmark = benchmark_;
+  i.step = steps_;
+  i.legality = "ok";
+  i.time_s = time_;
+  i.initial_time_s = initial_time_;
+  i.best_time_s = best_time_;
+  i.best_trace = best_trace_;
+  i.action_mask = action_mask();
+  i.cursor = config_.action_space == "cursor" ? cursor_ : -1;
+  return i;
+}
+
+StepResult Env::finish_step(double r, Info info) {
+  rewards_.push_back(r);
+  StepResult res;
+  res.reward = r;
+  res.truncated = !done_ && steps_ >= config_.max_episode_steps;
+  res.terminated = done_;
+  if (res.truncated) done_ = true;
+  Info full = make_info();
+  full.action = info.action;
+  full.illegal_action = info.illegal_action;
+  full.legality = info.legality;
+  full.legality_message = info.legality_message;
+  full.action_had_no_effect = info.action_had_no_effect;
+  full.error = info.error;
+  res.info = std::move(full);
+  res.observation = observe_now();
+  return res;
+}
+
+StepResult Env::step_action(const transforms::Action& a) {
+  Info info;
+  info.action = transforms::print_action(a);
+  if (done_) {
+    info.error = "the episode is over; call reset()";
+    info.action_had_no_effect = true;
+    StepResult r;
+    r.terminated = true;
+    r.observation = observe_now();
+    Info full = make_info();
+    full.error = info.error;
+    full.action = info.action;
+    full.action_had_no_effect = true;
+    r.info = std::move(full);
+    return r;
+  }
+  ++steps_;
+  transforms::Legality l = transforms::check(program_, a, target_);
+  if (!l.ok()) {
+    info.illegal_action = true;
+    info.action_had_no_effect = true;
+    info.legality = transforms::reason_name(l.reason);
+    info.legality_message = transforms::explain(a, l);
+    return finish_step(config_.illegal_action_penalty, info);
+  }
+  auto next = transforms::apply(program_, a, target_);
+  ir::Program candidate = std::move(next).value();
+  std::optional<std::string> error;
+  double t = time_of(candidate, &error);
+  if (error) {
+    // The kernel failed (crash, timeout, wrong result): keep the last good program, end cleanly.
+    info.error = "backend failure on '" + info.action + "': " + *error;
+    done_ = true;
+    return finish_step(config_.illegal_action_penalty, info);
+  }
+  info.action_had_no_effect = ir::structurally_equal(candidate, program_);
+  double prev = time_;
+  program_ = std::move(candidate);
+  time_ = t;
+  if (trace_.size() < 100000) trace_.push_back(a);
+  if (t < best_time_) {
+    best_time_ = t;
+    best_trace_ = trace_;
+  }
+  if (config_.action_space == "cursor") cursor_ = transforms::CursorActionSpace::clamp(program_, cursor_);
+  return finish_step(reward(prev, t), info);
+}
+
+StepResult Env::step(int action) {
+  const ActionSpec spec = action_spec();
+  if (!done_ && action == spec.stop) {
+    ++steps_;
+    done_ = true;
+    Info info;
+    info.action = "stop";
+    info.action_had_no_effect = true;
+    return finish_step(0, info);
+  }
+  if (!done_ && config_.action_space == "cursor" && action >= 0 && action < cursor_space_.size() &&
+      cursor_space_.at(action).is_move) {
+    ++steps_;
+    Info info;
+    info.action = cursor_space_.describe(action);
+    int moved = cursor_space_.moved(program_, cursor_, action);
+    info.action_had_no_effect = moved == cursor_;
+    if (moved == cursor_) {
+      info.illegal_action = true;
+      info.legality = "no_such_location";
+      info.legality_message = "the cursor cannot move " + info.action + " from scope " + std::to_string(cursor_);
+      return finish_step(config_.illegal_action_penalty, info);
+    }
+    cursor_ = moved;
+    return finish_step(0, info);
+  }
+  auto a = done_ ? std::optional<transforms::Action>(transforms::Action{}) : decode(action);
+  if (!a) {
+    ++steps_;
+    Info info;
+    info.illegal_action = true;
+    info.action_had_no_effect = true;
+    info.legality = "no_such_location";
+    info.legality_message = action < 0 || action >= spec.n
+                                ? "action " + std::to_string(action) + " is out of range [0, " + std::to_string(spec.n) + ")"
+                                : "action " + std::to_string(action) + " (" +
+                                      (config_.action_space == "flat" ? flat_.describe(action) : cursor_space_.describe(action)) +
+                                      ") names a location this program does not have";
+    return finish_step(config_.illegal_action_penalty, info);
+  }
+  return step_action(*a);
+}
+
+StepResult Env::step(const std::vector<int>& actions) {
+  StepResult last;
+  double total = 0;
+  bool any = false;
+  for (int a : actions) {
+    last = step(a);
+    total += last.reward;
+    any = true;
+    if (last.terminated || last.truncated) break;
+  }
+  if (!any) {
+    last.observation = observe_now();
+    last.info = make_info();
+    last.terminated = done_;
+  }
+  last.reward = total;
+  return last;
+}
+
+EpisodeState Env::state() const {
+  EpisodeState s;
+  s.benchmark = benchmark_;
+  s.backend = config_.backend;
+  s.reward_space = config_.reward_space;
+  s.seed = config_.seed;
+  for (const auto& a : trace_) s.trace.push_back(transforms::print_action(a));
+  s.rewards = rewards_;
+  s.initial_time_s = initial_time_;
+  s.final_time_s = time_;
+  return s;
+}
+
+ir::Result<bool> Env::restore(const EpisodeState& s) {
+  // Parse everything first: a bad state must leave the env as it was.
+  std::vector<transforms::Action> actions;
+  for (size_t i = 0; i < s.trace.size(); ++i) {
+    auto a = transforms::parse_action(s.trace[i], "<state trace>", static_cast<int>(i) + 1);
+    if (!a.ok()) return a.errors();
+    actions.push_back(a.value());
+  }
+  auto p = load_benchmark(s.benchmark);
+  if (!p.ok()) return p.errors();
+  auto replayed = transforms::replay(p.value(), actions, target_);
+  if (!replayed.ok()) return replayed.errors();
+  reset(s.seed, ResetOptions{s.benchmark});
+  for (const auto& a : actions) step_action(a);
+  rewards_ = s.rewards;
+  return true;
+}
+
+std::unique_ptr<Env> Env::fork() const {
+  std::unique_ptr<Env> e(new Env(config_));
+  e->time_cache_ = time_cache_;
+  e->benchmark_ = benchmark_;
+  e->original_ = original_;
+  e->program_ = program_;
+  e->cursor_ = cursor_;
+  e->steps_ = steps_;
+  e->done_ = done_;
+  e->initial_time_ = initial_time_;
+  e->time_ = time_;
+  e->best_time_ = best_time_;
+  e->trace_ = trace_;
+  e->best_trace_ = best_trace_;
+  e->rewards_ = rewards_;
+  return e;
+}
+
+}  // namespace perfdojo::env

@@ -1,0 +1,153 @@
+// perfdojo-env: the Gymnasium contract in C++. Spec first (EnvConfig, observation and action
+// specs), then reset and step. Nothing here throws on bad input: illegal actions, out-of-range
+// indices and backend failures become data in Info.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"
+#include "gym/observation.h"
+#include "gym/state.h"
+#include "ir/diagnostic.h"
+#include "ir/ir.h"
+#include "transforms/action_space.h"
+
+namespace perfdojo::env {
+
+/// Everything that defines an environment. Defaults give a deterministic, instant env.
+struct EnvConfig {
+  std::string benchmark = "perfdojo://suite/softmax";  ///< URI or .pdj path (dataset.h)
+  std::string backend = "cost_model";                   ///< backends::backend_names()
+  backends::BackendConfig backend_config;
+  backends::MeasureOptions measure;
+  std::vector<std::string> observation_spaces = {"features"};  ///< ir_text features tokens graph
+  std::string reward_space = "log_speedup_step";  ///< or relative_step, log_speedup_total
+  std::string action_space = "flat";              ///< or "cursor"
+  transforms::FlatSpaceConfig flat;
+  int max_episode_steps = 30;       ///< truncation limit
+  uint64_t seed = 0;                ///< default reset seed (input data, generators)
+  double illegal_action_penalty = -0.1;  ///< reward of an illegal or out-of-range action
+  int time_cache_entries = 4096;    ///< program times remembered per env (bounded)
+};
+
+/// Names of the reward spaces.
+const std::vector<std::string>& reward_spaces();
+
+/// The action space as a Gymnasium Discrete(n); the last index is the explicit stop action.
+struct ActionSpec {
+  std::string kind;  ///< "flat" or "cursor"
+  int n = 0;         ///< number of actions including stop
+  int stop = 0;      ///< index of the stop action (n - 1)
+};
+
+/// Per-step diagnostics (Gymnasium's info dict).
+struct Info {
+  std::string benchmark;
+  int step = 0;                           ///< steps taken in this episode
+  std::string action;                     ///< the action's text ("" for stop or invalid index)
+  bool illegal_action = false;            ///< refused: program unchanged, penalty given
+  std::string legality = "ok";            ///< reason name ("ok" when legal)
+  std::string legality_message;           ///< the explanation, when refused
+  bool action_had_no_effect = false;      ///< the program did not change
+  double time_s = 0;                      ///< time of the current program
+  double initial_time_s = 0;              ///< time of the episode's starting program
+  double best_time_s = 0;                 ///< best time seen this episode
+  std::vector<transforms::Action> best_trace;  ///< actions that reached the best program
+  std::vector<uint8_t> action_mask;       ///< 1 = legal, including the stop action
+  std::optional<std::string> error;       ///< backend failure or misuse; episode ended
+  int cursor = -1;                        ///< cursor space: the cursor's scope index
+};
+
+/// Gymnasium's step 5-tuple.
+struct StepResult {
+  Observation observation;
+  double reward = 0;
+  bool terminated = false;
+  bool truncated = false;
+  Info info;
+};
+
+/// Options for reset.
+struct ResetOptions {
+  std::optional<std::string> benchmark;  ///< switch benchmark for this and later episodes
+};
+
+/// One environment. Not thread-safe; use one per thread (VectorEnv does).
+class Env {
+ public:
+  /// Builds an env, or says precisely what is wrong with the config.
+  static ir::Result<std::unique_ptr<Env>> make(const EnvConfig& config);
+
+  /// Starts an episode. `seed` (when given) becomes the env's seed.
+  std::pair<Observation, Info> reset(std::optional<uint64_t> seed = std::nullopt,
+                                     const ResetOptions& options = {});
+  /// Applies one action index.
+  StepResult step(int action);
+  /// Applies several in order (one round trip); stops at the end of the episode. The reward is
+  /// the sum of the step rewards, the observation and info those of the last step taken.
+  StepResult step(const std::vector<int>& actions);
+  /// Applies an action given as a registry action (text interface); illegal ones are refused.
+  StepResult step_action(const transforms::Action& action);
+
+  /// Legal actions of the current state (1 = legal), stop included.
+  std::vector<uint8_t> action_mask() const;
+  /// The action space.
+  ActionSpec action_spec() const;
+  /// The observation spaces this env fills.
+  std::vector<ObservationSpaceInfo> observation_spec() const;
+  /// The registry action an index means now (nullopt: stop, a move, empty slot, out of range).
+  std::optional<transforms::Action> decode(int action) const;
+
+  /// The current program.
+  const ir::Program& program() const { return program_; }
+  /// The configuration.
+  const EnvConfig& config() const { return config_; }
+  /// Whether rewards are reproducible bit for bit (deterministic backend).
+  bool deterministic() const { return backend_->deterministic(); }
+
+  /// The episode so far, enough to restore or validate it.
+  EpisodeState state() const;
+  /// Restores an episode: resets to its benchmark and seed and replays its trace.
+  ir::Result<bool> restore(const EpisodeState& s);
+  /// An independent env in the same state, with its own backend instance.
+  std::unique_ptr<Env> fork() const;
+
+ private:
+  explicit Env(EnvConfig config);
+  double time_of(const ir::Program& p, std::optional<std::string>* error);
+  double reward(double prev, double now) const;
+  Info make_info() const;
+  Observation observe_now() const;
+  StepResult finish_step(double reward, Info info);
+
+  EnvConfig config_;
+  std::unique_ptr<backends::Backend> backend_;
+  transforms::Target target_;
+  transforms::FlatActionSpace flat_;
+  transforms::CursorActionSpace cursor_space_;
+  std::map<uint64_t, double> time_cache_;  // structural hash -> time (bounded)
+  std::string benchmark_;
+  ir::Program original_, program_;
+  int cursor_ = 0;
+  int steps_ = 0;
+  bool done_ = true;
+  double initial_time_ = 0, time_ = 0, best_time_ = 0;
+  std::vector<transforms::Action> trace_, best_trace_;
+  std::vector<double> rewards_;
+};
+
+}  // namespace perfdojo::env
+
+namespace perfdojo::env {
+
+/// Replays `s` from its benchmark: every action must be legal, the final time must reproduce
+/// (deterministic backends), and the final program must interpret equal to the original on
+/// seeded inputs — on a copy with sizes scaled down when the kernel is too large to interpret.
+Validation validate(const EpisodeState& s, const EnvConfig& base);
+
+}  // namespace perfdojo::env

@@ -1,0 +1,293 @@
+#include "gym/observation.h"
+
+#include <cmath>
+#include <functional>
+#include <map>
+
+#include "ir/print.h"
+
+namespace perfdojo::env {
+namespace {
+
+float log2p(double v) { return static_cast<float>(std::log2(1.0 + std::max(0.0, v))); }
+
+struct ScopeInfo {
+  const ir::Node* node;
+  int depth;
+};
+
+void scopes_preorder(const std::vector<ir::NodePtr>& body, int depth, std::vector<ScopeInfo>& out) {
+  for (const auto& c : body) {
+    if (!c->is_scope) continue;
+    out.push_back({c.get(), depth});
+    scopes_preorder(c->body, depth + 1, out);
+  }
+}
+
+void expr_loads(const ir::Expr& e, std::vector<const ir::Access*>& out) {
+  if (e.kind == ir::ExprKind::kLoad) out.push_back(&e.access);
+  for (const auto& a : e.args) expr_loads(*a, out);
+}
+
+// Every access (target first) in a subtree.
+void subtree_accesses(const ir::Node& n, std::vector<const ir::Access*>& out) {
+  if (!n.is_scope) {
+    out.push_back(&n.stmt.lhs);
+    expr_loads(*n.stmt.rhs, out);
+    return;
+  }
+  for (const auto& c : n.body) subtree_accesses(*c, out);
+}
+
+int count_stmts(const ir::Node& n) {
+  if (!n.is_scope) return 1;
+  int c = 0;
+  for (const auto& ch : n.body) c += count_stmts(*ch);
+  return c;
+}
+
+double flops(const std::vector<ir::NodePtr>& body) {
+  double f = 0;
+  for (const auto& c : body) f += c->is_scope ? c->extent * flops(c->body) : 1.0;
+  return f;
+}
+
+// Fixed vocabulary: punctuation and words first, then {k}, number buckets, name slots.
+const std::vector<std::string>& words() {
+  static const std::vector<std::string> kWords = {
+      "<pad>", "<unk>", "\n", "|", "[", "]", "{", "}", "(", ")", ",", ":", "=", "+=", "*=", "+",
+      "-", "*", "/", "?", "<", "<=", ">", ">=", "==", "!=", "input", "output", "temp", "f32",
+      "f64", "i32", "in", "exp", "log", "sqrt", "rsqrt", "tanh", "abs", "max", "min", "inf",
+      "vec", "par", "unroll", "gpu_block", "gpu_thread", "<float>"};
+  return kWords;
+}
+constexpr int kIterTokens = 64;   // {0}..{63}
+constexpr int kIntBuckets = 24;   // integers by log2 bucket
+constexpr int kNameSlots = 32;    // buffers and sizes by declaration order
+
+}  // namespace
+
+int token_vocabulary_size() {
+  return static_cast<int>(words().size()) + kIterTokens + kIntBuckets + kNameSlots;
+}
+
+const std::vector<ObservationSpaceInfo>& observation_spaces() {
+  static const std::vector<ObservationSpaceInfo> kSpaces = {
+      {"ir_text", "str", {}, true, false},
+      {"features", "float32", {kFeatureSize}, true, false},
+      {"tokens", "int32", {kMaxTokens}, true, false},
+      {"graph", "graph", {}, true, false},
+  };
+  return kSpaces;
+}
+
+const ObservationSpaceInfo* find_observation_space(const std::string& name) {
+  for (const auto& s : observation_spaces())
+    if (s.name == name) return &s;
+  return nullptr;
+}
+
+std::vector<float> features(const ir::Program& p, int cursor) {
+  std::vector<float> f(kFeatureSize, 0.0f);
+  std::vector<ScopeInfo> scopes;
+  scopes_preorder(p.body, 0, scopes);
+  int max_depth = 0, stmts = 0, temps = 0;
+  for (const auto& s : scopes) max_depth = std::max(max_depth, s.depth + 1);
+  for (const auto& n : p.body) stmts += count_stmts(*n);
+  double in_bytes = 0;
+  for (const auto& b : p.buffers) {
+    temps += b.role == ir::Role::kTemp;
+    if (b.role != ir::Role::kTemp) in_bytes += static_cast<double>(b.elements()) * ir::dtype_bytes(b.dtype);
+  }
+  double work = flops(p.body);
+  // Global block.
+  f[0] = log2p(work);
+  f[1] = log2p(in_bytes);
+  f[2] = log2p(work / std::max(1.0, in_bytes));
+  f[3] = static_cast<float>(stmts);
+  f[4] = static_cast<float>(scopes.size());
+  f[5] = static_cast<float>(max_depth);
+  f[6] = static_cast<float>(p.buffers.size());
+  f[7] = static_cast<float>(temps);
+  f[8] = static_cast<float>(scopes.size() > kFeatureScopes);  // some scopes not shown
+  f[9] = cursor >= 0 ? static_cast<float>(cursor) / kFeatureScopes : -1.0f;
+  // Per-scope block.
+  for (int i = 0; i < std::min<int>(kFeatureScopes, static_cast<int>(scopes.size())); ++i) {
+    const ir::Node& s = *scopes[i].node;
+    float* row = &f[kGlobalFeatures + i * kScopeFeatures];
+    bool innermost = true;
+    for (const auto& c : s.body) innermost = innermost && !c->is_scope;
+    std::vector<const ir::Access*> acc;
+    subtree_accesses(s, acc);
+    int d = scopes[i].depth;
+    int zero = 0, unit = 0, strided = 0;
+    for (const ir::Access* a : acc) {
+      int64_t c = a->index.empty() ? 0 : a->index.back().coeff(d);
+      bool other_dims = false;
+      for (size_t k = 0; k + 1 < a->index.size(); ++k) other_dims = other_dims || a->index[k].coeff(d) != 0;
+      if (c == 0 && !other_dims) ++zero;
+      else if (c == 1 && !other_dims) ++unit;
+      else ++strided;
+    }
+    float n = std::max<float>(1.0f, static_cast<float>(acc.size()));
+    row[0] = 1.0f;  // slot used
+    row[1] = static_cast<float>(d);
+    row[2] = log2p(static_cast<double>(s.extent));
+    row[3] = s.annot == ir::Annot::kVector;
+    row[4] = s.annot == ir::Annot::kParallel;
+    row[5] = s.annot == ir::Annot::kUnroll;
+    row[6] = innermost;
+    row[7] = static_cast<float>(s.body.size());
+    row[8] = zero / n;     // accesses invariant in this scope's iterator
+    row[9] = unit / n;     // unit-stride in the last dimension
+    row[10] = strided / n; // anything else (strided, non-last dimension)
+    row[11] = i == cursor;
+  }
+  // Per-buffer block.
+  for (int i = 0; i < std::min<int>(kFeatureBuffers, static_cast<int>(p.buffers.size())); ++i) {
+    const auto& b = p.buffers[i];
+    float* row = &f[kGlobalFeatures + kFeatureScopes * kScopeFeatures + i * kBufferFeatures];
+    row[0] = b.role == ir::Role::kInput;
+    row[1] = b.role == ir::Role::kOutput;
+    row[2] = b.role == ir::Role::kTemp;
+    row[3] = log2p(static_cast<double>(b.elements()));
+    row[4] = static_cast<float>(b.shape.size());
+    row[5] = b.init.has_value();
+  }
+  return f;
+}
+
+std::vector<int32_t> tokens(const ir::Program& p) {
+  const auto& w = words();
+  static const std::map<std::string, int> kIndex = [] {
+    std::map<std::string, int> m;
+    for (size_t i = 0; i < words().size(); ++i) m[words()[i]] = static_cast<int>(i);
+    return m;
+  }();
+  const int iter_base = static_cast<int>(w.size());
+  const int int_base = iter_base + kIterTokens;
+  const int name_base = int_base + kIntBuckets;
+  std::map<std::string, int> names;
+  for (const auto& s : p.sizes) names.emplace(s.name, static_cast<int>(names.size()));
+  for (const auto& b : p.buffers) names.emplace(b.name, static_cast<int>(names.size()));
+  std::string text = ir::print_program(ir::Program{{}, p.sizes, p.buffers, p.body});
+  std::vector<int32_t> out;
+  out.reserve(kMaxTokens);
+  auto push = [&](int t) {
+    if (static_cast<int>(out.size()) < kMaxTokens) out.push_back(t);
+  };
+  size_t i = 0;
+  while (i < text.size() && static_cast<int>(out.size()) < kMaxTokens) {
+    char c = text[i];
+    if (c == ' ') {
+      ++i;
+      continue;
+    }
+    if (c == '{') {
+      size_t j = text.find('}', i);
+      int k = std::atoi(text.substr(i + 1, j - i - 1).c_str());
+      push(k < kIterTokens ? iter_base + k : 1);
+      i = j + 1;
+      continue;
+    }
+    if (std::isdigit(static_cast<unsigned char>(c))) {
+      size_t j = i;
+      bool is_float = false;
+      while (j < text.size() && (std::isalnum(static_cast<unsigned char>(text[j])) || text[j] == '.' ||
+                                 ((text[j] == '-' || text[j] == '+') && (text[j - 1] == 'e')))) {
+        is_float = is_float || !std::isdigit(static_cast<unsigned char>(text[j]));
+        ++j;
+      }
+      if (is_float) {
+        push(kIndex.at("<float>"));
+      } else {
+        double v = std::atof(text.substr(i, j - i).c_str());
+        push(int_base + std::min(kIntBuckets - 1, static_cast<int>(std::log2(1.0 + v))));
+      }
+      i = j;
+      continue;
+    }
+    if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
+      size_t j = i;
+      while (j < text.size() && (std::isalnum(static_cast<unsigned char>(text[j])) || text[j] == '_')) ++j;
+      std::string word = text.substr(i, j - i);
+      if (auto it = kIndex.find(word); it != kIndex.end()) push(it->second);
+      else if (auto n = names.find(word); n != names.end()) push(n->second < kNameSlots ? name_base + n->second : 1);
+      else push(1);
+      i = j;
+      continue;
+    }
+    std::string two = text.substr(i, 2);
+    if (auto it = kIndex.find(two); two.size() == 2 && it != kIndex.end()) {
+      push(it->second);
+      i += 2;
+      continue;
+    }
+    auto it = kIndex.find(std::string(1, c));
+    push(it == kIndex.end() ? 1 : it->second);
+    ++i;
+  }
+  out.resize(kMaxTokens, 0);
+  return out;
+}
+
+Graph graph(const ir::Program& p) {
+  Graph g;
+  std::map<std::string, int> buffer_node;
+  auto add_node = [&](std::initializer_list<float> feats) {
+    std::vector<float> row(feats);
+    row.resize(kGraphNodeFeatures, 0.0f);
+    g.node_features.insert(g.node_features.end(), row.begin(), row.end());
+    return g.num_nodes++;
+  };
+  auto edge = [&](int s, int d, int t) {
+    g.edge_src.push_back(s);
+    g.edge_dst.push_back(d);
+    g.edge_type.push_back(t);
+  };
+  // Features: [is_scope, is_stmt, is_buffer, log2 extent/elements, depth, vec, par, unroll,
+  //            reduction op (0 none, 1..4), input, output, temp]
+  for (const auto& b : p.buffers) {
+    buffer_node[b.name] = add_node({0, 0, 1, log2p(static_cast<double>(b.elements())), 0, 0, 0, 0, 0,
+                                    b.role == ir::Role::kInput ? 1.0f : 0.0f,
+                                    b.role == ir::Role::kOutput ? 1.0f : 0.0f,
+                                    b.role == ir::Role::kTemp ? 1.0f : 0.0f});
+  }
+  std::function<void(const std::vector<ir::NodePtr>&, int, int)> walk = [&](const std::vector<ir::NodePtr>& body,
+                                                                           int parent, int depth) {
+    int prev = -1;
+    for (const auto& c : body) {
+      int id;
+      if (c->is_scope) {
+        id = add_node({1, 0, 0, log2p(static_cast<double>(c->extent)), static_cast<float>(depth),
+                       c->annot == ir::Annot::kVector ? 1.0f : 0.0f, c->annot == ir::Annot::kParallel ? 1.0f : 0.0f,
+                       c->annot == ir::Annot::kUnroll ? 1.0f : 0.0f});
+        walk(c->body, id, depth + 1);
+      } else {
+        id = add_node({0, 1, 0, 0, static_cast<float>(depth), 0, 0, 0, static_cast<float>(c->stmt.op)});
+        edge(id, buffer_node[c->stmt.lhs.buffer], kEdgeWrite);
+        std::vector<const ir::Access*> loads;
+        expr_loads(*c->stmt.rhs, loads);
+        for (const ir::Access* a : loads) edge(id, buffer_node[a->buffer], kEdgeRead);
+      }
+      if (parent >= 0) edge(parent, id, kEdgeChild);
+      if (prev >= 0) edge(prev, id, kEdgeNext);
+      prev = id;
+    }
+  };
+  walk(p.body, -1, 0);
+  return g;
+}
+
+Observation observe(const ir::Program& p, const std::vector<std::string>& spaces, int cursor) {
+  Observation o;
+  for (const auto& s : spaces) {
+    if (s == "ir_text") o.ir_text = ir::print_program(p);
+    else if (s == "features") o.features = features(p, cursor);
+    else if (s == "tokens") o.tokens = tokens(p);
+    else if (s == "graph") o.graph = graph(p);
+  }
+  return o;
+}
+
+}  // namespace perfdojo::env

@@ -1,0 +1,73 @@
+// Observation spaces over the IR. Each space declares whether it is deterministic and whether it
+// depends on the platform (none of these do: they read the IR alone). Layouts: docs/env.md.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/ir.h"
+
+namespace perfdojo::env {
+
+/// Static description of one observation space.
+struct ObservationSpaceInfo {
+  std::string name;        ///< "ir_text", "features", "tokens", "graph"
+  std::string dtype;       ///< "str", "float32", "int32", "graph"
+  std::vector<int> shape;  ///< fixed shape, empty for variable-size spaces
+  bool deterministic = true;
+  bool platform_dependent = false;
+};
+
+/// The loop tree as a graph: nodes are scopes, statements and buffers.
+struct Graph {
+  std::vector<float> node_features;  ///< num_nodes x kGraphNodeFeatures, row-major
+  std::vector<int32_t> edge_src, edge_dst, edge_type;  ///< edge_type: kEdge* below
+  int num_nodes = 0;
+};
+
+/// Graph edge kinds.
+inline constexpr int kEdgeChild = 0;  ///< scope -> child (scope or statement)
+inline constexpr int kEdgeNext = 1;   ///< node -> next sibling
+inline constexpr int kEdgeRead = 2;   ///< statement -> buffer it reads
+inline constexpr int kEdgeWrite = 3;  ///< statement -> buffer it writes
+/// Features per graph node.
+inline constexpr int kGraphNodeFeatures = 12;
+
+/// Sizes of the fixed-size feature vector.
+inline constexpr int kFeatureScopes = 24;
+inline constexpr int kFeatureBuffers = 16;
+inline constexpr int kGlobalFeatures = 10;
+inline constexpr int kScopeFeatures = 12;
+inline constexpr int kBufferFeatures = 6;
+/// Length of the feature vector.
+inline constexpr int kFeatureSize =
+    kGlobalFeatures + kFeatureScopes * kScopeFeatures + kFeatureBuffers * kBufferFeatures;
+/// Token sequence length (padded with 0, truncated beyond).
+inline constexpr int kMaxTokens = 1024;
+/// Vocabulary size of the token space.
+int token_vocabulary_size();
+
+/// Everything a step can observe; only the requested spaces are filled.
+struct Observation {
+  std::string ir_text;
+  std::vector<float> features;
+  std::vector<int32_t> tokens;
+  Graph graph;
+};
+
+/// Descriptions of every observation space.
+const std::vector<ObservationSpaceInfo>& observation_spaces();
+/// The description of `name`, or nullptr.
+const ObservationSpaceInfo* find_observation_space(const std::string& name);
+
+/// The fixed-size feature vector; `cursor` is the cursor space's scope index or -1.
+std::vector<float> features(const ir::Program& p, int cursor);
+/// Token ids of the canonical IR text (fixed vocabulary; buffer and size names by slot).
+std::vector<int32_t> tokens(const ir::Program& p);
+/// The loop-tree graph.
+Graph graph(const ir::Program& p);
+/// Fills `spaces` of an observation.
+Observation observe(const ir::Program& p, const std::vector<std::string>& spaces, int cursor);
+
+}  // namespace perfdojo::env

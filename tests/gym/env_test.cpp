@@ -1,0 +1,356 @@
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "gym/dataset.h"
+#include "gym/env.h"
+#include "gym/vector_env.h"
+#include "ir/print.h"
+#include "transforms/registry.h"
+
+using namespace perfdojo;
+using env::Env;
+using env::EnvConfig;
+
+namespace {
+
+EnvConfig small_config(const std::string& benchmark = "perfdojo://gen/softmax?seed=3") {
+  EnvConfig c;
+  c.benchmark = benchmark;
+  c.observation_spaces = {"features", "ir_text"};
+  c.max_episode_steps = 12;
+  return c;
+}
+
+std::unique_ptr<Env> make(const EnvConfig& c) {
+  auto e = Env::make(c);
+  REQUIRE_MESSAGE(e.ok(), e.error_text());
+  return std::move(e).value();
+}
+
+// The first legal non-stop action of the current state.
+int first_legal(Env& e) {
+  auto m = e.action_mask();
+  for (int i = 0; i + 1 < static_cast<int>(m.size()); ++i)
+    if (m[i]) return i;
+  return -1;
+}
+
+int first_illegal_existing(Env& e) {
+  auto m = e.action_mask();
+  for (int i = 0; i + 1 < static_cast<int>(m.size()); ++i)
+    if (!m[i] && e.decode(i)) return i;
+  return -1;
+}
+
+std::string temp_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / ("perfdojo_env_test_" + name)).string();
+}
+
+}  // namespace
+
+TEST_CASE("a bad config is refused with a message naming the problem") {
+  EnvConfig c = small_config();
+  c.backend = "nonesuch";
+  auto e = Env::make(c);
+  REQUIRE_FALSE(e.ok());
+  CHECK(e.error_text().find("unknown backend 'nonesuch'") != std::string::npos);
+  c = small_config();
+  c.reward_space = "speed";
+  CHECK(Env::make(c).error_text().find("unknown reward space") != std::string::npos);
+  c = small_config();
+  c.observation_spaces = {"pixels"};
+  CHECK(Env::make(c).error_text().find("unknown observation space 'pixels'") != std::string::npos);
+  c = small_config("perfdojo://suite/nonesuch");
+  CHECK(Env::make(c).error_text().find("no kernel 'nonesuch'") != std::string::npos);
+}
+
+TEST_CASE("reset returns the declared observation spaces and a full mask") {
+  auto e = make(small_config());
+  auto [obs, info] = e->reset(7);
+  CHECK(obs.features.size() == env::kFeatureSize);
+  CHECK(obs.ir_text.find("max(") != std::string::npos);
+  CHECK(obs.tokens.empty());  // not requested
+  CHECK(info.action_mask.size() == static_cast<size_t>(e->action_spec().n));
+  CHECK(info.action_mask.back() == 1);  // stop
+  CHECK(info.time_s > 0);
+  CHECK(info.time_s == info.initial_time_s);
+  CHECK_FALSE(info.error);
+}
+
+TEST_CASE("an illegal action is refused with its reason and a penalty, the program unchanged") {
+  auto c = small_config();
+  c.illegal_action_penalty = -0.5;
+  auto e = make(c);
+  e->reset(1);
+  int bad = first_illegal_existing(*e);
+  REQUIRE(bad >= 0);
+  uint64_t before = ir::structural_hash(e->program());
+  auto r = e->step(bad);
+  CHECK(r.reward == -0.5);
+  CHECK(r.info.illegal_action);
+  CHECK(r.info.action_had_no_effect);
+  CHECK(r.info.legality != "ok");
+  CHECK_FALSE(r.info.legality_message.empty());
+  CHECK_FALSE(r.terminated);
+  CHECK(ir::structural_hash(e->program()) == before);
+}
+
+TEST_CASE("an out-of-range action never throws and says it is out of range") {
+  auto e = make(small_config());
+  e->reset(1);
+  for (int a : {-1, e->action_spec().n, 1 << 30}) {
+    auto r = e->step(a);
+    CHECK(r.info.illegal_action);
+    CHECK(r.info.legality_message.find("out of range") != std::string::npos);
+  }
+}
+
+TEST_CASE("a legal action changes the program and rewards the change in time") {
+  auto e = make(small_config());
+  auto [obs, info] = e->reset(1);
+  int a = first_legal(*e);
+  REQUIRE(a >= 0);
+  auto r = e->step(a);
+  CHECK_FALSE(r.info.illegal_action);
+  CHECK(r.info.legality == "ok");
+  CHECK(std::isfinite(r.reward));
+  CHECK(r.reward == doctest::Approx(std::log(info.time_s / r.info.time_s)));
+}
+
+TEST_CASE("the stop action terminates and the step limit truncates") {
+  auto e = make(small_config());
+  e->reset(1);
+  auto r = e->step(e->action_spec().stop);
+  CHECK(r.terminated);
+  CHECK_FALSE(r.truncated);
+  auto after = e->step(0);
+  CHECK(after.terminated);
+  CHECK(after.info.error.has_value());  // stepping a finished episode is reported, not thrown
+  e->reset(1);
+  env::StepResult last;
+  for (int i = 0; i < e->config().max_episode_steps; ++i) last = e->step(-1);
+  CHECK(last.truncated);
+  CHECK_FALSE(last.terminated);
+}
+
+TEST_CASE("a list of actions is one round trip with the summed reward") {
+  auto e1 = make(small_config());
+  auto e2 = make(small_config());
+  e1->reset(2);
+  e2->reset(2);
+  std::vector<int> actions;
+  double sum = 0;
+  for (int i = 0; i < 4; ++i) {
+    int a = first_legal(*e1);
+    actions.push_back(a);
+    sum += e1->step(a).reward;
+  }
+  auto r = e2->step(actions);
+  CHECK(r.reward == doctest::Approx(sum));
+  CHECK(ir::structurally_equal(e1->program(), e2->program()));
+}
+
+TEST_CASE("with the cost model the same seed and actions give bit-identical results") {
+  auto run = [](uint64_t seed) {
+    auto e = make(small_config());
+    e->reset(seed);
+    std::mt19937 rng(seed);
+    std::vector<double> out;
+    for (int i = 0; i < 10; ++i) {
+      auto m = e->action_mask();
+      std::vector<int> legal;
+      for (int j = 0; j < static_cast<int>(m.size()); ++j)
+        if (m[j]) legal.push_back(j);
+      auto r = e->step(legal[rng() % legal.size()]);
+      out.push_back(r.reward);
+      out.insert(out.end(), r.observation.features.begin(), r.observation.features.end());
+      if (r.terminated || r.truncated) break;
+    }
+    return out;
+  };
+  REQUIRE(make(small_config())->deterministic());
+  CHECK(run(5) == run(5));
+}
+
+TEST_CASE("save and restore an episode in binary and json") {
+  auto e = make(small_config());
+  e->reset(4);
+  for (int i = 0; i < 3; ++i) e->step(first_legal(*e));
+  auto s = e->state();
+  REQUIRE(s.trace.size() == 3);
+  for (std::string fmt : {"binary", "json"}) {
+    std::string path = temp_path("state." + fmt);
+    REQUIRE(env::save_state(s, path, fmt).empty());
+    auto loaded = env::load_state(path, fmt);
+    REQUIRE_MESSAGE(loaded.ok(), loaded.error_text());
+    CHECK(loaded->trace == s.trace);
+    CHECK(loaded->rewards == s.rewards);
+    auto other = make(small_config());
+    REQUIRE(other->restore(loaded.value()).ok());
+    CHECK(ir::structurally_equal(other->program(), e->program()));
+    std::filesystem::remove(path);
+  }
+}
+
+TEST_CASE("a corrupt or truncated state file is refused, never a crash") {
+  auto e = make(small_config());
+  e->reset(4);
+  e->step(first_legal(*e));
+  std::string path = temp_path("corrupt.bin");
+  REQUIRE(env::save_state(e->state(), path, "binary").empty());
+  std::string bytes;
+  {
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  std::mt19937 rng(1);
+  for (int i = 0; i < 300; ++i) {
+    std::string b = bytes;
+    if (i % 3 == 0) b.resize(rng() % b.size());
+    else b[rng() % b.size()] = static_cast<char>(rng());
+    { std::ofstream out(path, std::ios::binary); out << b; }
+    auto r = env::load_state(path, "binary");
+    if (r.ok()) {
+      // A flip that still parses must at least restore cleanly or be refused.
+      auto other = make(small_config());
+      (void)other->restore(r.value());
+    }
+  }
+  { std::ofstream out(path); out << "{\"format\": \"nope\"}"; }
+  CHECK_FALSE(env::load_state(path, "json").ok());
+  { std::ofstream out(path); out << "\x01\x02"; }
+  CHECK(env::load_state(path, "binary").error_text().find("bad magic") != std::string::npos);
+  std::filesystem::remove(path);
+}
+
+TEST_CASE("a state whose trace names an illegal action does not restore and loses nothing") {
+  auto e = make(small_config());
+  e->reset(4);
+  e->step(first_legal(*e));
+  uint64_t before = ir::structural_hash(e->program());
+  env::EpisodeState s = e->state();
+  s.trace.push_back("tile_scope 9.9.9 4");
+  CHECK_FALSE(e->restore(s).ok());
+  CHECK(ir::structural_hash(e->program()) == before);
+}
+
+TEST_CASE("fork gives an independent env in the same state") {
+  auto e = make(small_config());
+  e->reset(3);
+  e->step(first_legal(*e));
+  auto f = e->fork();
+  CHECK(ir::structurally_equal(f->program(), e->program()));
+  f->step(first_legal(*f));
+  CHECK_FALSE(ir::structurally_equal(f->program(), e->program()));
+  e.reset();  // the parent goes away; the fork lives on
+  auto r = f->step(first_legal(*f));
+  CHECK_FALSE(r.info.error);
+}
+
+TEST_CASE("validate replays a state, reproduces its time and proves the semantics") {
+  auto e = make(small_config("perfdojo://suite/matmul-256"));
+  e->reset(0);
+  for (int i = 0; i < 5; ++i) e->step(first_legal(*e));
+  auto v = env::validate(e->state(), small_config());
+  CHECK_MESSAGE(v.ok, v.message);
+  CHECK(v.trace_legal);
+  CHECK(v.reward_reproduced);
+  CHECK(v.semantics_checked);
+  CHECK(v.semantics_equal);
+  auto s = e->state();
+  s.final_time_s *= 2;
+  CHECK_FALSE(env::validate(s, small_config()).reward_reproduced);
+}
+
+TEST_CASE("benchmark URIs: suite, generators, files, and precise errors") {
+  CHECK(env::suite_uris().size() >= 18);
+  CHECK(env::test_split().size() + env::train_split().size() == env::suite_uris().size());
+  auto a = env::load_benchmark("perfdojo://gen/matmul?seed=7");
+  auto b = env::load_benchmark("perfdojo://gen/matmul?seed=7");
+  REQUIRE(a.ok());
+  CHECK(ir::structurally_equal(a.value(), b.value()));
+  for (const auto& f : env::generator_families())
+    for (int s = 0; s < 5; ++s) {
+      auto g = env::load_benchmark("perfdojo://gen/" + f + "?seed=" + std::to_string(s));
+      CHECK_MESSAGE(g.ok(), f << ": " << g.error_text());
+    }
+  CHECK(env::load_benchmark("perfdojo://gen/fft?seed=1").error_text().find("unknown generator family") != std::string::npos);
+  CHECK(env::load_benchmark("perfdojo://gen/matmul?seed=x").error_text().find("seed") != std::string::npos);
+  CHECK(env::load_benchmark("perfdojo://suite/../etc").error_text().find("expected") != std::string::npos);
+  CHECK(env::load_benchmark("http://x").error_text().find("scheme") != std::string::npos);
+}
+
+TEST_CASE("the cursor action space moves a cursor and applies at it") {
+  auto c = small_config();
+  c.action_space = "cursor";
+  auto e = make(c);
+  auto [obs, info] = e->reset(1);
+  CHECK(info.cursor == 0);
+  auto r = e->step(1);  // down
+  CHECK(r.info.cursor == 1);
+  CHECK_FALSE(r.info.illegal_action);
+  auto up = e->step(0);
+  CHECK(up.info.cursor == 0);
+  auto again = e->step(0);  // cannot go further up
+  CHECK(again.info.illegal_action);
+}
+
+TEST_CASE("observation spaces: tokens and graph have their declared shapes") {
+  auto c = small_config();
+  c.observation_spaces = {"tokens", "graph"};
+  auto e = make(c);
+  auto [obs, info] = e->reset(0);
+  CHECK(obs.tokens.size() == env::kMaxTokens);
+  for (int t : obs.tokens) CHECK((t >= 0 && t < env::token_vocabulary_size()));
+  CHECK(obs.graph.num_nodes > 0);
+  CHECK(obs.graph.node_features.size() == static_cast<size_t>(obs.graph.num_nodes * env::kGraphNodeFeatures));
+  CHECK(obs.graph.edge_src.size() == obs.graph.edge_dst.size());
+  for (int s : obs.graph.edge_src) CHECK(s < obs.graph.num_nodes);
+}
+
+TEST_CASE("vector env: same-step auto-reset never drops an action") {
+  auto c = small_config();
+  c.max_episode_steps = 3;
+  auto v = env::VectorEnv::make(c, 4);
+  REQUIRE(v.ok());
+  auto& ve = *v.value();
+  ve.reset(10);
+  int ends = 0;
+  for (int t = 0; t < 7; ++t) {
+    std::vector<int> actions;
+    for (int i = 0; i < ve.size(); ++i) actions.push_back(first_legal(ve.at(i)));
+    auto out = ve.step(actions);
+    for (auto& o : out) {
+      CHECK_FALSE(o.autoreset_ignored_action);
+      CHECK_FALSE(o.result.info.error);
+      if (o.result.truncated) {
+        ++ends;
+        CHECK(o.final_observation.has_value());
+        CHECK(o.result.info.step == 0);  // already reset
+      }
+    }
+  }
+  CHECK(ends == 8);  // 4 envs x 2 episodes of 3 steps in 7 steps
+}
+
+TEST_CASE("vector env: next-step auto-reset reports the ignored action") {
+  auto c = small_config();
+  c.max_episode_steps = 2;
+  auto v = env::VectorEnv::make(c, 2, env::AutoReset::kNextStep);
+  REQUIRE(v.ok());
+  auto& ve = *v.value();
+  ve.reset(0);
+  std::vector<int> a(2, -1);
+  ve.step(a);
+  auto second = ve.step(a);
+  CHECK(second[0].result.truncated);
+  auto third = ve.step(a);
+  CHECK(third[0].autoreset_ignored_action);
+  CHECK(third[0].result.info.step == 0);
+  auto wrong = ve.step({1});
+  CHECK(wrong[0].result.info.error.has_value());
+}
