@@ -1,12 +1,348 @@
-#include <doctest/doctest.h>
-
+// The parser: golden diagnostics for malformed files, error recovery, and the shapes it builds.
+//
+// Each tests/data/errors/NAME.pdj holds one malformed kernel; NAME.expected holds the complete
+// diagnostic text load_file must produce for it, with the path shortened to the file name
+// (`NAME.pdj:LINE:COL: error: MESSAGE`, one line per diagnostic).
 #include "ir/parse.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "doctest/doctest.h"
+#include "ir/ir.h"
 #include "ir/print.h"
 
+namespace {
+
+namespace fs = std::filesystem;
 using namespace perfdojo::ir;
 
-TEST_CASE("the brief's matmul line parses") {
-  auto r = load_program("M = 4\nN = 3\nK = 2\ninput A: f32[M, K]\ninput B: f32[K, N]\noutput C: f32[M, N] = 0\n\nM N K C[{0},{1}] += A[{0},{2}] * B[{2},{1}]\n");
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  REQUIRE_MESSAGE(in.good(), "cannot read " << path.string());
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+fs::path errors_dir() { return fs::path(PERFDOJO_TEST_DATA_DIR) / "errors"; }
+
+std::vector<fs::path> files_with_extension(const fs::path& dir, const std::string& ext) {
+  std::vector<fs::path> out;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().extension() == ext) out.push_back(e.path());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+/// The diagnostics as the user sees them, with every path shortened to its file name.
+std::string error_text_with_file_names(const std::vector<Diagnostic>& errors) {
+  std::string s;
+  for (Diagnostic d : errors) {
+    d.loc.file = fs::path(d.loc.file).filename().string();
+    if (!s.empty()) s += '\n';
+    s += d.str();
+  }
+  return s;
+}
+
+std::string without_trailing_newlines(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
+  return s;
+}
+
+const char* const kHeader =
+    "N = 4\n"
+    "input x: f32[N]\n"
+    "output y: f32[N]\n"
+    "\n";
+
+}  // namespace
+
+TEST_CASE("every malformed file in tests/data/errors is rejected with exactly its expected text") {
+  const auto inputs = files_with_extension(errors_dir(), ".pdj");
+  REQUIRE(inputs.size() >= 20);
+  for (const auto& input : inputs) {
+    const fs::path expected_path = fs::path(input).replace_extension(".expected");
+    INFO("golden file ", input.filename().string());
+    REQUIRE_MESSAGE(fs::exists(expected_path), "missing " << expected_path.filename().string());
+    auto r = load_file(input.string());
+    REQUIRE_FALSE(r.ok());
+    CHECK(error_text_with_file_names(r.errors()) ==
+          without_trailing_newlines(read_text(expected_path)));
+  }
+}
+
+TEST_CASE("every expectation in tests/data/errors belongs to an input file") {
+  for (const auto& expected : files_with_extension(errors_dir(), ".expected")) {
+    INFO("expectation ", expected.filename().string());
+    CHECK(fs::exists(fs::path(expected).replace_extension(".pdj")));
+  }
+}
+
+TEST_CASE("every golden diagnostic names its file, a line and a column, and says error") {
+  for (const auto& expected : files_with_extension(errors_dir(), ".expected")) {
+    const std::string text = without_trailing_newlines(read_text(expected));
+    const std::string prefix =
+        fs::path(expected).replace_extension(".pdj").filename().string() + ":";
+    std::istringstream lines(text);
+    std::string line;
+    int count = 0;
+    while (std::getline(lines, line)) {
+      INFO(expected.filename().string(), ": ", line);
+      ++count;
+      REQUIRE(line.rfind(prefix, 0) == 0);
+      int ln = 0, col = 0;
+      char rest[16] = {};
+      REQUIRE(std::sscanf(line.c_str() + prefix.size(), "%d:%d: %7s", &ln, &col, rest) == 3);
+      CHECK(ln > 0);
+      CHECK(col > 0);
+      CHECK(std::string(rest) == "error:");
+    }
+    CHECK(count >= 1);
+  }
+}
+
+TEST_CASE("syntax errors on several lines are all reported, in line order") {
+  const std::string text = std::string(kHeader) +
+                           "N y[{0}] = x[{0}] +\n"     // line 5: missing operand
+                           "N y[{0}] = x[{0}]\n"       // line 6: fine
+                           "N y[{0}] = sigmoid(1)\n"   // line 7: unknown function
+                           "N:simd y[{0}] = x[{0}]\n"  // line 8: unknown annotation
+                           "N y[{0}] = x[{0}]]\n";     // line 9: trailing ']'
+  auto r = load_program(text, "k.pdj");
+  REQUIRE_FALSE(r.ok());
+  const auto& e = r.errors();
+  REQUIRE(e.size() == 4);
+  CHECK(e[0].loc.line == 5);
+  CHECK(e[1].loc.line == 7);
+  CHECK(e[2].loc.line == 8);
+  CHECK(e[3].loc.line == 9);
+  CHECK(e[1].message.find("sigmoid") != std::string::npos);
+  CHECK(e[2].message.find("simd") != std::string::npos);
+  for (const auto& d : e) CHECK(d.loc.file == "k.pdj");
+}
+
+TEST_CASE("checker errors on several lines are all reported, in line order") {
+  const std::string text = std::string(kHeader) +
+                           "N y[{0}] = q[{0}]\n"    // line 5: undeclared buffer
+                           "N y[{0}] = x[{0}]\n"    // line 6: fine
+                           "N y[{0}] = x[{0}+1]\n"  // line 7: out of bounds
+                           "N x[{0}] = y[{0}]\n";   // line 8: writes an input
+  auto r = load_program(text, "k.pdj");
+  REQUIRE_FALSE(r.ok());
+  const auto& e = r.errors();
+  REQUIRE(e.size() == 3);
+  CHECK(e[0].loc.line == 5);
+  CHECK(e[1].loc.line == 7);
+  CHECK(e[2].loc.line == 8);
+}
+
+TEST_CASE("one bad line does not hide a later declaration error") {
+  const std::string text =
+      "N = 4\n"
+      "input x: f32[M]\n"      // line 2: unknown size
+      "output y: f32[N] = \n"  // line 3: missing value
+      "\n"
+      "N y[{0}] = 1\n";
+  auto r = parse_program(text);
+  REQUIRE_FALSE(r.ok());
+  REQUIRE(r.errors().size() == 2);
+  CHECK(r.errors()[0].loc.line == 2);
+  CHECK(r.errors()[1].loc.line == 3);
+  CHECK(r.errors()[1].loc.col == 20);
+}
+
+TEST_CASE("the parser gives up after 50 errors and says so") {
+  std::string text = kHeader;
+  for (int i = 0; i < 80; ++i) text += "N y[{0}] = @\n";
+  auto r = parse_program(text);
+  REQUIRE_FALSE(r.ok());
+  REQUIRE(r.errors().size() == 51);
+  CHECK(r.errors()[49].loc.line == 54);
+  CHECK(r.errors().back().message == "too many errors; giving up");
+}
+
+TEST_CASE("an unreadable file is a diagnostic naming the path, not a crash") {
+  const std::string path = (errors_dir() / "no-such-file.pdj").string();
+  auto r = load_file(path);
+  REQUIRE_FALSE(r.ok());
+  REQUIRE(r.errors().size() == 1);
+  CHECK(r.error_text() == path + ": error: cannot read file");
+}
+
+TEST_CASE("the docs' softmax example nests its statements as its bars say") {
+  const std::string text =
+      "# softmax over the rows of s\n"
+      "B = 64\n"
+      "N = 1024\n"
+      "input s: f32[B, N]\n"
+      "output d: f32[B, N]\n"
+      "temp m: f32[B] = -inf\n"
+      "temp x: f32[B, N]\n"
+      "temp e: f32[B, N]\n"
+      "temp a: f32[B] = 0\n"
+      "temp i: f32[B]\n"
+      "\n"
+      "B N m[{0}] = max(s[{0},{1}])\n"
+      "| N x[{0},{1}] = s[{0},{1}] - m[{0}]\n"
+      "| | e[{0},{1}] = exp(x[{0},{1}])\n"
+      "| | a[{0}] += e[{0},{1}]\n"
+      "B i[{0}] = 1 / a[{0}]\n"
+      "| N d[{0},{1}] = e[{0},{1}] * i[{0}]\n";
+  auto r = load_program(text);
   REQUIRE_MESSAGE(r.ok(), r.error_text());
-  CHECK(print_program(*r).find("M N K C[{0},{1}] += A[{0},{2}] * B[{2},{1}]") != std::string::npos);
+  const Program& p = *r;
+  CHECK(p.doc == "softmax over the rows of s");
+  REQUIRE(p.body.size() == 2);
+  // First B scope: [N{max}, N{x, e, a}].
+  const Node& b0 = *p.body[0];
+  REQUIRE(b0.is_scope);
+  CHECK(b0.extent == 64);
+  CHECK(b0.extent_name == "B");
+  REQUIRE(b0.body.size() == 2);
+  REQUIRE(b0.body[0]->is_scope);
+  REQUIRE(b0.body[0]->body.size() == 1);
+  CHECK(b0.body[0]->body[0]->stmt.op == Reduce::kMax);
+  CHECK(b0.body[0]->body[0]->stmt.lhs.buffer == "m");
+  const Node& n1 = *b0.body[1];
+  REQUIRE(n1.is_scope);
+  CHECK(n1.extent == 1024);
+  REQUIRE(n1.body.size() == 3);
+  CHECK(n1.body[0]->stmt.lhs.buffer == "x");
+  CHECK(n1.body[1]->stmt.lhs.buffer == "e");
+  CHECK(n1.body[2]->stmt.lhs.buffer == "a");
+  CHECK(n1.body[2]->stmt.op == Reduce::kAdd);
+  // Second B scope: [i, N{d}].
+  const Node& b1 = *p.body[1];
+  REQUIRE(b1.body.size() == 2);
+  CHECK_FALSE(b1.body[0]->is_scope);
+  CHECK(b1.body[0]->stmt.lhs.buffer == "i");
+  REQUIRE(b1.body[1]->is_scope);
+  CHECK(b1.body[1]->body[0]->stmt.lhs.buffer == "d");
+}
+
+TEST_CASE("a bar continues the innermost open scopes, so fewer bars close the inner ones") {
+  const std::string text =
+      "N = 4\n"
+      "output y: f32[N, N]\n"
+      "\n"
+      "N N y[{0},{1}] = 1\n"
+      "| y[{0},0] = 2\n"       // inside the outer scope only
+      "| N y[{0},{1}] = 3\n";  // a new inner scope, sibling of the first
+  auto r = load_program(text);
+  REQUIRE_MESSAGE(r.ok(), r.error_text());
+  REQUIRE(r->body.size() == 1);
+  const Node& outer = *r->body[0];
+  REQUIRE(outer.body.size() == 3);
+  CHECK(outer.body[0]->is_scope);
+  CHECK_FALSE(outer.body[1]->is_scope);
+  CHECK(outer.body[2]->is_scope);
+  CHECK(outer.body[0] != outer.body[2]);
+}
+
+TEST_CASE("an index is folded into one affine function of the iterators") {
+  const std::string text =
+      "N = 8\n"
+      "input x: f32[128]\n"
+      "output y: f32[N, N]\n"
+      "\n"
+      "N N y[{0},{1}] = x[2*({0}+{1})*3 - {1} + N - 8 + (({0}))]\n";
+  auto r = load_program(text);
+  REQUIRE_MESSAGE(r.ok(), r.error_text());
+  const Affine& ix = r->body[0]->body[0]->body[0]->stmt.rhs->access.index[0];
+  CHECK(ix.coeffs == std::vector<int64_t>{7, 5});
+  CHECK(ix.constant == 0);
+}
+
+TEST_CASE("a scope token may be a literal extent with an annotation") {
+  auto r = load_program("output y: f32[8]\n\n2:par 4:vec y[{0}*4+{1}] = 1\n");
+  REQUIRE_MESSAGE(r.ok(), r.error_text());
+  const Node& outer = *r->body[0];
+  CHECK(outer.extent == 2);
+  CHECK(outer.extent_name.empty());
+  CHECK(outer.annot == Annot::kParallel);
+  CHECK(outer.body[0]->extent == 4);
+  CHECK(outer.body[0]->annot == Annot::kVector);
+}
+
+TEST_CASE("only the leading comment lines become the kernel's description") {
+  const std::string text =
+      "\n"
+      "# first line\n"
+      "#   indented second line  \n"
+      "#\n"
+      "\n"
+      "# not part of the description\n"
+      "N = 4  # trailing comment\n"
+      "output y: f32[N]\n"
+      "\n"
+      "N y[{0}] = 1  # another\n";
+  auto r = load_program(text);
+  REQUIRE_MESSAGE(r.ok(), r.error_text());
+  CHECK(r->doc == "first line\n  indented second line\n");
+}
+
+TEST_CASE("CRLF line endings and tabs parse like LF and spaces") {
+  const std::string lf = std::string(kHeader) + "N y[{0}] = x[{0}] * 2\n";
+  const std::string crlf =
+      "N = 4\r\ninput x:\tf32[N]\r\noutput y: f32[N]\r\n\r\nN\ty[{0}] = x[{0}]\t*\t2\r\n";
+  auto a = load_program(lf), b = load_program(crlf);
+  REQUIRE_MESSAGE(a.ok(), a.error_text());
+  REQUIRE_MESSAGE(b.ok(), b.error_text());
+  CHECK(structurally_equal(*a, *b));
+}
+
+TEST_CASE("a file without a trailing newline parses its last line") {
+  auto r = load_program(std::string(kHeader) + "N y[{0}] = x[{0}]");
+  REQUIRE_MESSAGE(r.ok(), r.error_text());
+  CHECK(r->body.size() == 1);
+}
+
+TEST_CASE("one-argument max and min are reductions, two-argument ones are functions") {
+  const std::string text = std::string(kHeader) +
+                           "N y[{0}] = max(x[{0}])\n"
+                           "N y[{0}] = min(x[{0}])\n"
+                           "N y[{0}] = max(x[{0}], 0)\n"
+                           "N y[{0}] = max(x[{0}], 0) + 1\n";
+  auto r = load_program(text);
+  REQUIRE_MESSAGE(r.ok(), r.error_text());
+  REQUIRE(r->body.size() == 4);
+  CHECK(r->body[0]->body[0]->stmt.op == Reduce::kMax);
+  CHECK(r->body[1]->body[0]->stmt.op == Reduce::kMin);
+  const Stmt& two = r->body[2]->body[0]->stmt;
+  CHECK(two.op == Reduce::kNone);
+  CHECK(two.rhs->kind == ExprKind::kBinary);
+  CHECK(two.rhs->bin == BinOp::kMax);
+  CHECK(r->body[3]->body[0]->stmt.rhs->bin == BinOp::kAdd);
+}
+
+TEST_CASE("the select binds loosest and nests to the right") {
+  auto r = load_program(std::string(kHeader) +
+                        "N y[{0}] = x[{0}] > 0 ? x[{0}] + 1 : x[{0}] < -1 ? -1 : 0\n");
+  REQUIRE_MESSAGE(r.ok(), r.error_text());
+  const Expr& e = *r->body[0]->body[0]->stmt.rhs;
+  REQUIRE(e.kind == ExprKind::kSelect);
+  CHECK(e.cmp == CmpOp::kGt);
+  CHECK(e.args[2]->kind == ExprKind::kBinary);
+  REQUIRE(e.args[3]->kind == ExprKind::kSelect);
+  CHECK(e.args[3]->cmp == CmpOp::kLt);
+}
+
+TEST_CASE("columns of errors count from 1 at the line's first byte") {
+  // The '@' is the 14th byte of its line.
+  auto r = parse_program(std::string(kHeader) + "N y[{0}] = 1 @\n");
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.errors()[0].loc.line == 5);
+  CHECK(r.errors()[0].loc.col == 14);
+  // At the very start of a line.
+  auto s = parse_program(std::string(kHeader) + "@ y[{0}] = 1\n");
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.errors()[0].loc.col == 1);
+  CHECK(s.errors()[0].message == "unexpected character '@'");
 }
