@@ -107,6 +107,7 @@ int cmd_run(const Args& a) {
   try {
     size_t used = 0;
     std::string s = a.get("seed", "0");
+    if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos) throw std::invalid_argument(s);
     seed = std::stoull(s, &used);
     if (used != s.size()) throw std::invalid_argument(s);
   } catch (const std::exception&) {

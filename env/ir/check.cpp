@@ -8,6 +8,9 @@
 namespace perfdojo::ir {
 namespace {
 
+// Largest buffer the tools accept: keeps element counts and offsets far from overflow.
+constexpr int64_t kMaxElements = int64_t{1} << 34;
+
 class Checker {
  public:
   explicit Checker(const Program& p) : p_(p) {}
@@ -21,8 +24,15 @@ class Checker {
     for (const auto& b : p_.buffers) {
       if (!names.insert(b.name).second) error(b.loc, "'" + b.name + "' is declared twice");
       if (b.shape.empty()) error(b.loc, "buffer '" + b.name + "' needs at least one dimension");
-      for (auto d : b.shape)
+      int64_t elements = 1;
+      bool too_large = false;
+      for (auto d : b.shape) {
         if (d <= 0) error(b.loc, "buffer '" + b.name + "' has a non-positive dimension");
+        if (d > 0 && (d > kMaxElements || elements > kMaxElements / d)) too_large = true;
+        else if (d > 0) elements *= d;
+      }
+      if (too_large)
+        error(b.loc, "buffer '" + b.name + "' is too large (more than 2^34 elements)");
       if (b.role == Role::kInput && b.init)
         error(b.loc, "input '" + b.name + "' cannot have an initial value");
     }
@@ -77,8 +87,13 @@ class Checker {
           in_scope = false;
           break;
         }
-        int64_t span = c * (extents_[k] - 1);
-        (span < 0 ? lo : hi) += span;
+        int64_t span = 0;
+        if (__builtin_mul_overflow(c, extents_[k] - 1, &span) ||
+            __builtin_add_overflow(span < 0 ? lo : hi, span, span < 0 ? &lo : &hi)) {
+          error(a.loc, "index " + std::to_string(i) + " of '" + print_access(a) + "' overflows");
+          in_scope = false;
+          break;
+        }
       }
       if (in_scope && (lo < 0 || hi >= b->shape[i])) {
         error(a.loc, "index " + std::to_string(i) + " of '" + print_access(a) + "' ranges over [" +

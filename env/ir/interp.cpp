@@ -28,6 +28,8 @@ double round_to(DType t, double v) {
     case DType::kF64: return v;
     case DType::kI32: {
       if (std::isnan(v)) return 0;
+      // Infinities saturate: `= -inf` is the identity of an i32 max reduction.
+      if (std::isinf(v)) return v < 0 ? -2147483648.0 : 2147483647.0;
       double c = std::trunc(v);
       // Wrap like two's complement so overflow is defined, not UB.
       if (c >= -2147483648.0 && c <= 2147483647.0) return c;
@@ -113,7 +115,9 @@ class Interpreter {
   template <class T>
   T eval(const Expr& e) {
     switch (e.kind) {
-      case ExprKind::kConst: return static_cast<T>(e.value);
+      case ExprKind::kConst:
+        if constexpr (std::is_integral_v<T>) return static_cast<T>(round_to(DType::kI32, e.value));
+        else return static_cast<T>(e.value);
       case ExprKind::kLoad: return static_cast<T>(element(e.access));
       case ExprKind::kUnary: {
         if (e.un == UnOp::kCastF32 || e.un == UnOp::kCastF64 || e.un == UnOp::kCastI32) {
@@ -125,8 +129,12 @@ class Interpreter {
         }
         T a = eval<T>(*e.args[0]);
         switch (e.un) {
-          case UnOp::kNeg: return static_cast<T>(-a);
-          case UnOp::kAbs: return a < 0 ? static_cast<T>(-a) : a;
+          case UnOp::kNeg:
+            if constexpr (std::is_integral_v<T>) return static_cast<T>(static_cast<uint32_t>(-static_cast<int64_t>(a)));
+            else return static_cast<T>(-a);
+          case UnOp::kAbs:
+            if constexpr (std::is_integral_v<T>) return a < 0 ? static_cast<T>(static_cast<uint32_t>(-static_cast<int64_t>(a))) : a;
+            else return a < 0 ? static_cast<T>(-a) : a;
           case UnOp::kExp: return static_cast<T>(std::exp(a));
           case UnOp::kLog: return static_cast<T>(std::log(a));
           case UnOp::kSqrt: return static_cast<T>(std::sqrt(a));

@@ -220,9 +220,13 @@ class LineParser {
     Token name = next();
     check_new_name(name);
     next();  // '='
+    Token start = peek();
+    bool negative = start.kind == Tok::kMinus;
+    if (negative) next();
     Token v = expect(Tok::kInt, "an integer size");
-    int64_t value = parse_int(v);
-    if (value <= 0) fail(v, "size '" + name.text + "' must be positive, found " + describe(v));
+    int64_t value = negative ? -parse_int(v) : parse_int(v);
+    if (value <= 0)
+      fail(start, "size '" + name.text + "' must be positive, found '" + (negative ? "-" : "") + v.text + "'");
     expect_end();
     return {name.text, value, loc(name)};
   }
@@ -284,18 +288,29 @@ class LineParser {
   Affine parse_index() {
     Affine a = parse_iterm();
     while (peek().kind == Tok::kPlus || peek().kind == Tok::kMinus) {
-      bool minus = next().kind == Tok::kMinus;
+      Token op = next();
+      bool minus = op.kind == Tok::kMinus;
       Affine b = parse_iterm();
-      add_into(a, b, minus ? -1 : 1);
+      add_into(a, b, minus ? -1 : 1, op);
     }
     a.normalise();
     return a;
   }
 
-  static void add_into(Affine& a, const Affine& b, int64_t scale) {
+  // Index arithmetic stays within +-2^40: far beyond any real buffer, and far from overflow in
+  // the bounds arithmetic of the checker and the interpreter.
+  static constexpr int64_t kMaxIndexValue = int64_t{1} << 40;
+
+  int64_t checked(const Token& at, int64_t v) const {
+    if (v > kMaxIndexValue || v < -kMaxIndexValue)
+      fail(at, "index arithmetic is out of range (magnitudes above 2^40)");
+    return v;
+  }
+
+  void add_into(Affine& a, const Affine& b, int64_t scale, const Token& at) const {
     if (a.coeffs.size() < b.coeffs.size()) a.coeffs.resize(b.coeffs.size(), 0);
-    for (size_t k = 0; k < b.coeffs.size(); ++k) a.coeffs[k] += scale * b.coeffs[k];
-    a.constant += scale * b.constant;
+    for (size_t k = 0; k < b.coeffs.size(); ++k) a.coeffs[k] = checked(at, a.coeffs[k] + scale * b.coeffs[k]);
+    a.constant = checked(at, a.constant + scale * b.constant);
   }
 
   Affine parse_iterm() {
@@ -308,8 +323,8 @@ class LineParser {
       if (!a_const && !b_const)
         fail(star, "index expressions must be affine: one side of '*' must be a constant");
       if (a_const) std::swap(a, b);
-      for (auto& c : a.coeffs) c *= b.constant;
-      a.constant *= b.constant;
+      for (auto& c : a.coeffs) c = checked(star, c * b.constant);
+      a.constant = checked(star, a.constant * b.constant);
     }
     if (neg) {
       for (auto& c : a.coeffs) c = -c;
@@ -321,7 +336,7 @@ class LineParser {
   Affine parse_ifactor() {
     Token t = next();
     switch (t.kind) {
-      case Tok::kInt: return Affine::constant_of(parse_int(t));
+      case Tok::kInt: return Affine::constant_of(checked(t, parse_int(t)));
       case Tok::kIdent: {
         if (const SizeDecl* s = prog_.find_size(t.text)) return Affine::constant_of(s->value);
         fail(t, "unknown size '" + t.text + "' in an index expression");
@@ -339,8 +354,10 @@ class LineParser {
         return Affine::iter(static_cast<int>(depth));
       }
       case Tok::kLParen: {
+        if (++nesting_ > kMaxNesting) fail(t, "index expression nests too deeply");
         Affine a = parse_index();
         expect(Tok::kRParen, "')' to close the index subexpression");
+        --nesting_;
         return a;
       }
       default:
@@ -377,6 +394,19 @@ class LineParser {
   }
 
   ExprPtr parse_expr() {
+    if (++nesting_ > kMaxNesting) fail(peek(), "expression nests too deeply");
+    ExprPtr e = parse_expr_inner();
+    --nesting_;
+    return e;
+  }
+
+  // Counts operators: every later pass recurses over the tree, so its size is bounded here.
+  void count_node(const Token& at) {
+    if (++nodes_ > kMaxNodes)
+      fail(at, "expression is too long (more than " + std::to_string(kMaxNodes) + " operations)");
+  }
+
+  ExprPtr parse_expr_inner() {
     ExprPtr l = parse_sum();
     auto op = cmp_op(peek().kind);
     if (!op) {
@@ -396,6 +426,7 @@ class LineParser {
   ExprPtr parse_sum() {
     ExprPtr a = parse_product();
     while (peek().kind == Tok::kPlus || peek().kind == Tok::kMinus) {
+      count_node(peek());
       BinOp op = next().kind == Tok::kPlus ? BinOp::kAdd : BinOp::kSub;
       a = Expr::binary(op, a, parse_product());
     }
@@ -405,6 +436,7 @@ class LineParser {
   ExprPtr parse_product() {
     ExprPtr a = parse_unary();
     while (peek().kind == Tok::kStar || peek().kind == Tok::kSlash) {
+      count_node(peek());
       BinOp op = next().kind == Tok::kStar ? BinOp::kMul : BinOp::kDiv;
       a = Expr::binary(op, a, parse_unary());
     }
@@ -413,7 +445,7 @@ class LineParser {
 
   ExprPtr parse_unary() {
     if (accept(Tok::kMinus)) {
-      if (++unary_depth_ > 200) fail(peek(), "expression nests too deeply");
+      if (++unary_depth_ > kMaxNesting) fail(peek(), "expression nests too deeply");
       ExprPtr e = Expr::unary(UnOp::kNeg, parse_unary());
       --unary_depth_;
       return e;
@@ -422,7 +454,8 @@ class LineParser {
   }
 
   ExprPtr parse_primary() {
-    if (++nesting_ > 200) fail(peek(), "expression nests too deeply");
+    count_node(peek());
+    if (++nesting_ > kMaxNesting) fail(peek(), "expression nests too deeply");
     ExprPtr e = parse_primary_inner();
     --nesting_;
     return e;
@@ -531,6 +564,9 @@ class LineParser {
   int line_;
   int nesting_ = 0;
   int unary_depth_ = 0;
+  int nodes_ = 0;
+  static constexpr int kMaxNesting = 200;
+  static constexpr int kMaxNodes = 4096;
 };
 
 }  // namespace
@@ -574,11 +610,11 @@ Result<Program> parse_program(std::string_view text, std::string_view file_view)
     try {
       const Token& first = lp.peek();
       if (first.kind == Tok::kBad) lp.fail(first, "unexpected character " + describe(first));
+      // Reserved words never name sizes, so these keywords always start a declaration; and a
+      // body line always has an access, so `NAME =` always starts a size declaration.
       bool is_buffer_decl = first.kind == Tok::kIdent &&
-                            (first.text == "input" || first.text == "output" || first.text == "temp") &&
-                            lp.peek(1).kind == Tok::kIdent;
-      bool is_size_decl = first.kind == Tok::kIdent && lp.peek(1).kind == Tok::kAssign &&
-                          lp.peek(2).kind != Tok::kIdent && lp.peek(2).kind != Tok::kLParen;
+                            (first.text == "input" || first.text == "output" || first.text == "temp");
+      bool is_size_decl = first.kind == Tok::kIdent && lp.peek(1).kind == Tok::kAssign;
       if (is_buffer_decl || is_size_decl) {
         if (in_body) lp.fail(first, "declarations must come before the first statement");
         if (is_size_decl) prog.sizes.push_back(lp.parse_size_decl());

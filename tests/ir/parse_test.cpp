@@ -346,3 +346,35 @@ TEST_CASE("columns of errors count from 1 at the line's first byte") {
   CHECK(s.errors()[0].loc.col == 1);
   CHECK(s.errors()[0].message == "unexpected character '@'");
 }
+
+// Inputs that once overflowed the parser's stack or the checker's arithmetic: each must be a
+// precise diagnostic.
+TEST_CASE("pathological nesting, long expressions and huge numbers are diagnosed, not crashed on") {
+  const std::string head = "output y: f32[4]\n\n";
+  auto expect_error = [&](const std::string& body, const std::string& needle) {
+    auto r = load_program(head + body, "p.pdj");
+    REQUIRE_FALSE(r.ok());
+    CHECK_MESSAGE(r.error_text().find(needle) != std::string::npos, r.error_text());
+  };
+  expect_error("1 y[" + std::string(10000, '(') + "0" + std::string(10000, ')') + "] = 1\n", "nests too deeply");
+  std::string sel;
+  for (int i = 0; i < 60000; ++i) sel += "1<2?1:";
+  expect_error("1 y[0] = " + sel + "1\n", "nests too deeply");
+  std::string sum;
+  for (int i = 0; i < 50000; ++i) sum += "y[0]+";
+  expect_error("1 y[0] = " + sum + "1\n", "too long");
+  expect_error("2 y[{0}*9223372036854775807+1] = 1\n", "out of range");
+  expect_error("1 y[-{0}*9223372036854775807-{0}] = 1\n", "out of range");
+  auto big = load_program("temp t: f32[4294967296, 4294967296]\noutput y: f32[1]\n\n1 t[0,0] = 1\n| y[0] = t[0,0]\n", "p.pdj");
+  REQUIRE_FALSE(big.ok());
+  CHECK(big.error_text().find("too large") != std::string::npos);
+}
+
+TEST_CASE("declaration mistakes point at the token that is wrong") {
+  auto a = load_program("N = x\n", "d.pdj");
+  CHECK(a.error_text().find("d.pdj:1:5: error: expected an integer size, found 'x'") != std::string::npos);
+  auto b = load_program("input: f32[4]\n", "d.pdj");
+  CHECK(b.error_text().find("d.pdj:1:6: error: expected a buffer name after 'input'") != std::string::npos);
+  auto c = load_program("N = -4\n", "d.pdj");
+  CHECK(c.error_text().find("must be positive") != std::string::npos);
+}

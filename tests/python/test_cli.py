@@ -194,14 +194,9 @@ def test_an_unknown_command_with_json_reports_the_error_as_json():
         ["check", "FILE", "FILE"],
         ["run", "FILE", "--seed"],
         ["run", "FILE", "--seed", "abc"],
-        pytest.param(
-            ["run", "FILE", "--seed", "-1"],
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="KNOWN BUG: std::stoull accepts '-1' and wraps it to 2^64-1; "
-                "remove this mark once --seed rejects negative numbers",
-            ),
-        ),
+        ["run", "FILE", "--seed", "-1"],
+        ["run", "FILE", "--seed", " 5"],
+        ["run", "FILE", "--out", "--json"],
     ],
 )
 def test_bad_arguments_are_usage_errors_with_exit_2(tiny, args):
