@@ -1,12 +1,204 @@
 #include "transforms/create_temporary.h"
 
-namespace perfdojo::transforms {
+#include <algorithm>
 
-// Not implemented yet: always refused, so no action of this kind is ever legal.
-Legality check_create_temporary(const ir::Program&, const Action& a, const Target&) {
-  return {Reason::kUnsupportedByTarget, a.buffer, a.path};
+#include "transforms/analysis.h"
+
+namespace perfdojo::transforms {
+namespace {
+
+bool is_shared_storage_annot(ir::Annot a) {
+  return a == ir::Annot::kParallel || a == ir::Annot::kGpuBlock || a == ir::Annot::kGpuThread;
 }
 
-ir::Program apply_create_temporary(const ir::Program& p, const Action&, const Target&) { return p; }
+// One statement inside S that touches the buffer, with the scopes enclosing it inside S.
+struct Use {
+  const ir::Stmt* stmt;
+  std::vector<const ir::Node*> scopes;  ///< scopes between S (excluded) and the statement
+  bool reads = false;                   ///< the buffer is loaded, or the target of a reduction
+  bool writes = false;
+};
+
+void load_indices(const ir::Expr& e, const std::string& buf, std::vector<const ir::Access*>& out) {
+  if (e.kind == ir::ExprKind::kLoad && e.access.buffer == buf) out.push_back(&e.access);
+  for (const auto& a : e.args) load_indices(*a, buf, out);
+}
+
+void gather(const std::vector<ir::NodePtr>& body, const std::string& buf,
+            std::vector<const ir::Node*>& scopes, std::vector<Use>& uses,
+            std::vector<const ir::Access*>& accesses) {
+  for (const auto& n : body) {
+    if (n->is_scope) {
+      scopes.push_back(n.get());
+      gather(n->body, buf, scopes, uses, accesses);
+      scopes.pop_back();
+      continue;
+    }
+    Use u{&n->stmt, scopes};
+    size_t before = accesses.size();
+    load_indices(*n->stmt.rhs, buf, accesses);
+    u.reads = accesses.size() > before;
+    if (n->stmt.lhs.buffer == buf) {
+      accesses.push_back(&n->stmt.lhs);
+      u.writes = true;
+      if (n->stmt.op != ir::Reduce::kNone) u.reads = true;
+    }
+    if (u.reads || u.writes) uses.push_back(std::move(u));
+  }
+}
+
+// Everything apply needs, established by the check.
+struct Plan {
+  const ir::Node* scope = nullptr;
+  int depth = 0;
+  const ir::BufferDecl* decl = nullptr;
+  std::vector<ir::Affine> index;   ///< the one index every access of the buffer uses
+  std::vector<int> inner;          ///< iterators of `index` deeper than `depth`, increasing
+  std::vector<int64_t> extents;    ///< temporary dimensions, one per `inner`
+  std::vector<std::string> names;  ///< size names of those extents ("" when not one name)
+  bool copy_in = true;
+  bool copy_out = false;
+};
+
+Legality make_plan(const ir::Program& p, const Action& a, Plan& plan) {
+  const ir::Node* s = nullptr;
+  if (auto l = scope_location(p, a.path, &s); !l.ok()) return l;
+  plan.scope = s;
+  plan.depth = static_cast<int>(a.path.size()) - 1;
+  plan.decl = p.find_buffer(a.buffer);
+  if (!plan.decl) return {Reason::kNoSuchLocation, a.buffer, a.path};
+  if (s->annot != ir::Annot::kNone && s->annot != ir::Annot::kUnroll)
+    return {Reason::kAnnotated, a.buffer, a.path};
+  for (const ir::Node* e : enclosing_scopes(p, a.path))
+    if (is_shared_storage_annot(e->annot)) return {Reason::kAnnotated, a.buffer, a.path};
+
+  std::vector<const ir::Node*> scopes;
+  std::vector<Use> uses;
+  std::vector<const ir::Access*> accesses;
+  gather(s->body, a.buffer, scopes, uses, accesses);
+  if (accesses.empty()) return {Reason::kNothingToDo, a.buffer, a.path};
+  plan.index = accesses[0]->index;
+  for (const ir::Access* x : accesses)
+    if (x->index != plan.index) return {Reason::kIrregularAccess, a.buffer, a.path};
+
+  // Injectivity: each inner iterator in exactly one dimension, at most one per dimension.
+  const int d = plan.depth;
+  std::vector<int> dim_of;
+  for (size_t m = 0; m < plan.index.size(); ++m) {
+    int found = 0;
+    for (int k = d + 1; k < static_cast<int>(plan.index[m].coeffs.size()); ++k) {
+      if (plan.index[m].coeff(k) == 0) continue;
+      if (++found > 1) return {Reason::kIrregularAccess, a.buffer, a.path};
+      if (std::find(plan.inner.begin(), plan.inner.end(), k) != plan.inner.end())
+        return {Reason::kIrregularAccess, a.buffer, a.path};
+      plan.inner.push_back(k);
+    }
+  }
+  std::sort(plan.inner.begin(), plan.inner.end());
+
+  // Extents: the largest scope at each inner depth holding an access. Every access uses every
+  // inner iterator, so each use lies inside a scope at each of those depths.
+  for (int k : plan.inner) {
+    int64_t ext = 0;
+    std::string name;
+    bool one_name = true;
+    for (const Use& u : uses) {
+      const ir::Node* sc = u.scopes[k - d - 1];
+      if (ext != 0 && (sc->extent != ext || sc->extent_name != name)) one_name = false;
+      if (sc->extent > ext) ext = sc->extent, name = sc->extent_name;
+    }
+    plan.extents.push_back(ext);
+    plan.names.push_back(one_name ? name : "");
+  }
+
+  bool any_read = false, any_write = false, covered = false;
+  for (const Use& u : uses) {
+    any_read |= u.reads;
+    any_write |= u.writes;
+    if (u.writes && !u.reads) {
+      bool full = true;
+      for (size_t m = 0; m < plan.inner.size(); ++m)
+        full &= u.scopes[plan.inner[m] - d - 1]->extent == plan.extents[m];
+      covered |= full;
+    }
+  }
+  plan.copy_out = any_write;
+  plan.copy_in = any_read || !covered || plan.decl->role == ir::Role::kInput;
+  return {};
+}
+
+// `index` with inner iterator inner[m] moved to depth d+1+m (the copy nest's iterators).
+std::vector<ir::Affine> renumbered(const Plan& plan) {
+  std::vector<ir::Affine> out;
+  for (const ir::Affine& x : plan.index) {
+    ir::Affine y;
+    y.constant = x.constant;
+    y.coeffs.assign(plan.depth + 1 + plan.inner.size(), 0);
+    for (int k = 0; k <= plan.depth; ++k) y.coeffs[k] = x.coeff(k);
+    for (size_t m = 0; m < plan.inner.size(); ++m)
+      y.coeffs[plan.depth + 1 + m] = x.coeff(plan.inner[m]);
+    y.normalise();
+    out.push_back(std::move(y));
+  }
+  return out;
+}
+
+// The temporary's index: the iterators at `depths`, or [0] for a scalar.
+std::vector<ir::Affine> temp_index(const std::vector<int>& depths) {
+  if (depths.empty()) return {ir::Affine::constant_of(0)};
+  std::vector<ir::Affine> out;
+  for (int k : depths) out.push_back(ir::Affine::iter(k));
+  return out;
+}
+
+// `dst = src` wrapped in one scope per temporary dimension.
+ir::NodePtr copy_nest(const Plan& plan, ir::Access dst, ir::Access src) {
+  ir::Stmt st;
+  st.lhs = std::move(dst);
+  st.rhs = ir::Expr::load(std::move(src));
+  ir::NodePtr n = ir::Node::statement(std::move(st));
+  for (int m = static_cast<int>(plan.extents.size()) - 1; m >= 0; --m)
+    n = ir::Node::scope(plan.extents[m], plan.names[m], ir::Annot::kNone, {n});
+  return n;
+}
+
+}  // namespace
+
+Legality check_create_temporary(const ir::Program& p, const Action& a, const Target&) {
+  Plan plan;
+  return make_plan(p, a, plan);
+}
+
+ir::Program apply_create_temporary(const ir::Program& p, const Action& a, const Target&) {
+  Plan plan;
+  make_plan(p, a, plan);
+  const std::string tmp = fresh_buffer_name(p, a.buffer + "_t");
+  const ir::Node& s = *plan.scope;
+
+  std::vector<int> copy_depths;
+  for (size_t m = 0; m < plan.inner.size(); ++m)
+    copy_depths.push_back(plan.depth + 1 + static_cast<int>(m));
+  const ir::Access tmp_copy{tmp, temp_index(copy_depths), {}};
+  const ir::Access buf_copy{a.buffer, renumbered(plan), {}};
+  const ir::Access tmp_use{tmp, temp_index(plan.inner), {}};
+
+  std::vector<ir::NodePtr> body;
+  if (plan.copy_in) body.push_back(copy_nest(plan, tmp_copy, buf_copy));
+  for (const auto& c : s.body)
+    body.push_back(
+        map_accesses(c, [&](const ir::Access& x) { return x.buffer == a.buffer ? tmp_use : x; }));
+  if (plan.copy_out) body.push_back(copy_nest(plan, buf_copy, tmp_copy));
+
+  ir::Program q = replace_node(
+      p, a.path, {ir::Node::scope(s.extent, s.extent_name, s.annot, std::move(body), s.loc)});
+  ir::BufferDecl decl;
+  decl.name = tmp;
+  decl.role = ir::Role::kTemp;
+  decl.dtype = plan.decl->dtype;
+  decl.shape = plan.extents.empty() ? std::vector<int64_t>{1} : plan.extents;
+  decl.shape_names = plan.extents.empty() ? std::vector<std::string>{""} : plan.names;
+  q.buffers.push_back(std::move(decl));
+  return q;
+}
 
 }  // namespace perfdojo::transforms

@@ -1,12 +1,84 @@
 #include "transforms/hoist.h"
 
-namespace perfdojo::transforms {
+#include <set>
 
-// Not implemented yet: always refused, so no action of this kind is ever legal.
-Legality check_hoist(const ir::Program&, const Action& a, const Target&) {
-  return {Reason::kUnsupportedByTarget, a.buffer, a.path};
+#include "transforms/analysis.h"
+
+namespace perfdojo::transforms {
+namespace {
+
+void read_buffers(const ir::Expr& e, std::set<std::string>& out) {
+  if (e.kind == ir::ExprKind::kLoad) out.insert(e.access.buffer);
+  for (const auto& a : e.args) read_buffers(*a, out);
 }
 
-ir::Program apply_hoist(const ir::Program& p, const Action&, const Target&) { return p; }
+void buffers_of(const ir::Node& n, std::set<std::string>& reads, std::set<std::string>& writes) {
+  if (!n.is_scope) {
+    writes.insert(n.stmt.lhs.buffer);
+    if (n.stmt.op != ir::Reduce::kNone) reads.insert(n.stmt.lhs.buffer);
+    read_buffers(*n.stmt.rhs, reads);
+    return;
+  }
+  for (const auto& c : n.body) buffers_of(*c, reads, writes);
+}
+
+bool uses_depth_or_deeper(const ir::Access& x, int d) {
+  for (const auto& ix : x.index)
+    if (ix.max_depth() >= d) return true;
+  return false;
+}
+
+bool expr_uses_depth_or_deeper(const ir::Expr& e, int d) {
+  if (e.kind == ir::ExprKind::kLoad && uses_depth_or_deeper(e.access, d)) return true;
+  for (const auto& a : e.args)
+    if (expr_uses_depth_or_deeper(*a, d)) return true;
+  return false;
+}
+
+}  // namespace
+
+Legality check_hoist(const ir::Program& p, const Action& a, const Target&) {
+  const ir::Node* n = node_at(p, a.path);
+  if (!n) return {Reason::kNoSuchLocation, "", a.path};
+  if (n->is_scope || a.path.size() < 2) return {Reason::kBadParameter, "", a.path};
+  const Path parent(a.path.begin(), a.path.end() - 1);
+  const ir::Node* s = node_at(p, parent);
+  const int i = a.path.back();
+  const int last = static_cast<int>(s->body.size()) - 1;
+  if (i != 0 && i != last) return {Reason::kBadParameter, "", a.path};
+
+  const ir::Stmt& st = n->stmt;
+  const int d = static_cast<int>(parent.size()) - 1;
+  if (st.op != ir::Reduce::kNone) return {Reason::kNotInvariant, st.lhs.buffer, a.path};
+  if (uses_depth_or_deeper(st.lhs, d) || expr_uses_depth_or_deeper(*st.rhs, d))
+    return {Reason::kNotInvariant, st.lhs.buffer, a.path};
+  std::set<std::string> reads;
+  read_buffers(*st.rhs, reads);
+  if (reads.count(st.lhs.buffer)) return {Reason::kDependence, st.lhs.buffer, a.path};
+
+  std::set<std::string> other_reads, other_writes;
+  for (int j = 0; j <= last; ++j)
+    if (j != i) buffers_of(*s->body[j], other_reads, other_writes);
+  if (other_writes.count(st.lhs.buffer)) return {Reason::kDependence, st.lhs.buffer, a.path};
+  for (const std::string& b : reads)
+    if (other_writes.count(b)) return {Reason::kDependence, b, a.path};
+  if (i != 0 && other_reads.count(st.lhs.buffer))
+    return {Reason::kDependence, st.lhs.buffer, a.path};
+  return {};
+}
+
+ir::Program apply_hoist(const ir::Program& p, const Action& a, const Target&) {
+  const Path parent(a.path.begin(), a.path.end() - 1);
+  const ir::Node* s = node_at(p, parent);
+  const int i = a.path.back();
+  const ir::NodePtr moved = s->body[i];
+  if (s->body.size() == 1) return replace_node(p, parent, {moved});
+  std::vector<ir::NodePtr> rest = s->body;
+  rest.erase(rest.begin() + i);
+  ir::NodePtr shrunk =
+      ir::Node::scope(s->extent, s->extent_name, s->annot, std::move(rest), s->loc);
+  if (i == 0) return replace_node(p, parent, {moved, shrunk});
+  return replace_node(p, parent, {shrunk, moved});
+}
 
 }  // namespace perfdojo::transforms

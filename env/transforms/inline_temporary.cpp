@@ -1,12 +1,169 @@
 #include "transforms/inline_temporary.h"
 
-namespace perfdojo::transforms {
+#include <algorithm>
+#include <set>
 
-// Not implemented yet: always refused, so no action of this kind is ever legal.
-Legality check_inline_temporary(const ir::Program&, const Action& a, const Target&) {
-  return {Reason::kUnsupportedByTarget, a.buffer, a.path};
+#include "transforms/analysis.h"
+
+namespace perfdojo::transforms {
+namespace {
+
+void loads(const ir::Expr& e, const std::string& buf, std::vector<const ir::Access*>& out) {
+  if (e.kind == ir::ExprKind::kLoad && e.access.buffer == buf) out.push_back(&e.access);
+  for (const auto& a : e.args) loads(*a, buf, out);
 }
 
-ir::Program apply_inline_temporary(const ir::Program& p, const Action&, const Target&) { return p; }
+void read_buffers(const ir::Expr& e, std::set<std::string>& out) {
+  if (e.kind == ir::ExprKind::kLoad) out.insert(e.access.buffer);
+  for (const auto& a : e.args) read_buffers(*a, out);
+}
+
+void written_buffers(const ir::Node& n, std::set<std::string>& out) {
+  if (!n.is_scope) {
+    out.insert(n.stmt.lhs.buffer);
+    return;
+  }
+  for (const auto& c : n.body) written_buffers(*c, out);
+}
+
+// Whether `e` has a type of its own, as the interpreter decides it: a load or a cast inside.
+bool typed(const ir::Expr& e) {
+  switch (e.kind) {
+    case ir::ExprKind::kConst:
+      return false;
+    case ir::ExprKind::kLoad:
+      return true;
+    case ir::ExprKind::kUnary:
+      if (e.un == ir::UnOp::kCastF32 || e.un == ir::UnOp::kCastF64 || e.un == ir::UnOp::kCastI32)
+        return true;
+      return typed(*e.args[0]);
+    case ir::ExprKind::kBinary:
+      return typed(*e.args[0]) || typed(*e.args[1]);
+    case ir::ExprKind::kSelect:
+      return typed(*e.args[2]) || typed(*e.args[3]);
+  }
+  return false;
+}
+
+// A statement touching the buffer: its path and whether it writes or reads it.
+struct Use {
+  Path path;
+  const ir::Stmt* stmt;
+  bool writes;
+  std::vector<const ir::Access*> reads;
+};
+
+void gather(const std::vector<ir::NodePtr>& body, const std::string& buf, Path& path,
+            std::vector<Use>& out) {
+  for (int i = 0; i < static_cast<int>(body.size()); ++i) {
+    path.push_back(i);
+    const ir::Node& n = *body[i];
+    if (n.is_scope) {
+      gather(n.body, buf, path, out);
+    } else {
+      Use u{path, &n.stmt, n.stmt.lhs.buffer == buf, {}};
+      loads(*n.stmt.rhs, buf, u.reads);
+      if (u.writes || !u.reads.empty()) out.push_back(std::move(u));
+    }
+    path.pop_back();
+  }
+}
+
+const std::vector<ir::NodePtr>& parent_body(const ir::Program& p, const Path& path) {
+  if (path.size() == 1) return p.body;
+  return node_at(p, Path(path.begin(), path.end() - 1))->body;
+}
+
+struct Plan {
+  Path writer;
+  std::vector<int> readers;  ///< sibling indices of the readers, increasing
+};
+
+Legality make_plan(const ir::Program& p, const Action& a, Plan& plan) {
+  const ir::BufferDecl* decl = p.find_buffer(a.buffer);
+  if (!decl) return {Reason::kNoSuchLocation, a.buffer, {}};
+  if (decl->role != ir::Role::kTemp) return {Reason::kNotATemporary, a.buffer, {}};
+  if (decl->init) return {Reason::kHasInitialValue, a.buffer, {}};
+  std::vector<Use> uses;
+  Path cur;
+  gather(p.body, a.buffer, cur, uses);
+  if (uses.empty()) return {Reason::kNothingToDo, a.buffer, {}};
+
+  const Use* w = nullptr;
+  for (const Use& u : uses) {
+    if (!u.writes) continue;
+    if (w) return {Reason::kIrregularAccess, a.buffer, u.path};  // a second writer
+    w = &u;
+  }
+  if (!w) return {Reason::kIrregularAccess, a.buffer, uses[0].path};
+  plan.writer = w->path;
+  const ir::Stmt& ws = *w->stmt;
+  if (ws.op != ir::Reduce::kNone || !w->reads.empty() || !typed(*ws.rhs))
+    return {Reason::kIrregularAccess, a.buffer, w->path};
+
+  const Path parent(w->path.begin(), w->path.end() - 1);
+  const int wi = w->path.back();
+  for (const Use& u : uses) {
+    if (&u == w) continue;
+    const bool sibling = u.path.size() == w->path.size() &&
+                         std::equal(parent.begin(), parent.end(), u.path.begin()) &&
+                         u.path.back() > wi;
+    if (!sibling) return {Reason::kIrregularAccess, a.buffer, u.path};
+    for (const ir::Access* x : u.reads)
+      if (x->index != ws.lhs.index) return {Reason::kIrregularAccess, a.buffer, u.path};
+    plan.readers.push_back(u.path.back());
+  }
+  if (plan.readers.empty()) return {Reason::kIrregularAccess, a.buffer, w->path};
+
+  // Nothing between the write and the last read may change what `e` reads.
+  std::set<std::string> inputs{a.buffer};
+  read_buffers(*ws.rhs, inputs);
+  const auto& body = parent_body(p, w->path);
+  std::set<std::string> written;
+  for (int i = wi + 1; i < plan.readers.back(); ++i) written_buffers(*body[i], written);
+  for (const std::string& b : written)
+    if (inputs.count(b)) return {Reason::kDependence, b, w->path};
+  return {};
+}
+
+ir::ExprPtr substitute(const ir::ExprPtr& e, const std::string& buf, const ir::ExprPtr& with) {
+  if (e->kind == ir::ExprKind::kLoad) return e->access.buffer == buf ? with : e;
+  if (e->args.empty()) return e;
+  auto c = std::make_shared<ir::Expr>(*e);
+  for (auto& x : c->args) x = substitute(x, buf, with);
+  return c;
+}
+
+}  // namespace
+
+Legality check_inline_temporary(const ir::Program& p, const Action& a, const Target&) {
+  Plan plan;
+  return make_plan(p, a, plan);
+}
+
+ir::Program apply_inline_temporary(const ir::Program& p, const Action& a, const Target&) {
+  Plan plan;
+  make_plan(p, a, plan);
+  ir::Program q =
+      replace_in_parent(p, plan.writer, [&](const std::vector<ir::NodePtr>& list, int wi) {
+        const ir::ExprPtr e = list[wi]->stmt.rhs;
+        std::vector<ir::NodePtr> out;
+        for (int i = 0; i < static_cast<int>(list.size()); ++i) {
+          if (i == wi) continue;
+          if (std::find(plan.readers.begin(), plan.readers.end(), i) == plan.readers.end()) {
+            out.push_back(list[i]);
+            continue;
+          }
+          ir::Stmt s = list[i]->stmt;
+          s.rhs = substitute(s.rhs, a.buffer, e);
+          out.push_back(ir::Node::statement(std::move(s)));
+        }
+        return out;
+      });
+  q.buffers.erase(std::remove_if(q.buffers.begin(), q.buffers.end(),
+                                 [&](const ir::BufferDecl& b) { return b.name == a.buffer; }),
+                  q.buffers.end());
+  return q;
+}
 
 }  // namespace perfdojo::transforms

@@ -1,12 +1,61 @@
 #include "transforms/reuse_buffers.h"
 
-namespace perfdojo::transforms {
+#include <algorithm>
 
-// Not implemented yet: always refused, so no action of this kind is ever legal.
-Legality check_reuse_buffers(const ir::Program&, const Action& a, const Target&) {
-  return {Reason::kUnsupportedByTarget, a.buffer, a.path};
+#include "transforms/analysis.h"
+
+namespace perfdojo::transforms {
+namespace {
+
+// First and last top-level node using `buf`, or {-1, -1} when none does.
+std::pair<int, int> live_range(const ir::Program& p, const std::string& buf) {
+  int first = -1, last = -1;
+  for (int i = 0; i < static_cast<int>(p.body.size()); ++i) {
+    if (!uses_buffer(p.body[i], buf)) continue;
+    if (first < 0) first = i;
+    last = i;
+  }
+  return {first, last};
 }
 
-ir::Program apply_reuse_buffers(const ir::Program& p, const Action&, const Target&) { return p; }
+}  // namespace
+
+Legality check_reuse_buffers(const ir::Program& p, const Action& a, const Target&) {
+  const ir::BufferDecl* x = p.find_buffer(a.buffer);
+  const ir::BufferDecl* y = p.find_buffer(a.buffer2);
+  if (!x) return {Reason::kNoSuchLocation, a.buffer, {}};
+  if (!y) return {Reason::kNoSuchLocation, a.buffer2, {}};
+  if (x == y) return {Reason::kNothingToDo, a.buffer, {}};
+  if (x->role != ir::Role::kTemp) return {Reason::kNotATemporary, x->name, {}};
+  if (y->role != ir::Role::kTemp) return {Reason::kNotATemporary, y->name, {}};
+  if (x->dtype != y->dtype || x->shape != y->shape) return {Reason::kShapeMismatch, y->name, {}};
+  if (y->init) return {Reason::kHasInitialValue, y->name, {}};
+  auto [fx, lx] = live_range(p, x->name);
+  auto [fy, ly] = live_range(p, y->name);
+  if (fx < 0 || fy < 0) return {};
+  if (lx < fy) return {};  // X, then Y: Y (no initial value) starts from X's leftovers
+  if (ly < fx) {           // Y, then X: X would start from Y's leftovers
+    if (x->init) return {Reason::kHasInitialValue, x->name, {}};
+    return {};
+  }
+  return {Reason::kLifetimesOverlap, y->name, {}};
+}
+
+ir::Program apply_reuse_buffers(const ir::Program& p, const Action& a, const Target&) {
+  ir::Program q = p;
+  for (auto& n : q.body) {
+    if (!uses_buffer(n, a.buffer2)) continue;
+    n = map_accesses(n, [&](const ir::Access& x) {
+      if (x.buffer != a.buffer2) return x;
+      ir::Access y = x;
+      y.buffer = a.buffer;
+      return y;
+    });
+  }
+  q.buffers.erase(std::remove_if(q.buffers.begin(), q.buffers.end(),
+                                 [&](const ir::BufferDecl& b) { return b.name == a.buffer2; }),
+                  q.buffers.end());
+  return q;
+}
 
 }  // namespace perfdojo::transforms

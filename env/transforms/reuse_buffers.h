@@ -1,4 +1,12 @@
-// reuse_buffers (see docs/actions.md).
+// reuse_buffers X Y: Y's storage is X's. Every access of Y is renamed to X and Y's declaration
+// is removed.
+//
+// Both must be temporaries of one element type and shape. Lifetimes are compared on the
+// top-level body: with [fx, lx] and [fy, ly] the first and last top-level nodes touching X and
+// Y, one range must end before the other starts (a buffer used nowhere never overlaps). Y must
+// have no initial value (its declaration goes away), and neither may the later of the two: it
+// would otherwise start from the earlier one's leftovers instead of its initial value. A buffer
+// without an initial value starts undefined, so leftovers are as good as anything it held.
 #pragma once
 
 #include "transforms/transform.h"

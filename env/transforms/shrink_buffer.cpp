@@ -1,12 +1,152 @@
 #include "transforms/shrink_buffer.h"
 
-namespace perfdojo::transforms {
+#include <algorithm>
 
-// Not implemented yet: always refused, so no action of this kind is ever legal.
-Legality check_shrink_buffer(const ir::Program&, const Action& a, const Target&) {
-  return {Reason::kUnsupportedByTarget, a.buffer, a.path};
+#include "transforms/analysis.h"
+
+namespace perfdojo::transforms {
+namespace {
+
+bool is_shared_storage_annot(ir::Annot a) {
+  return a == ir::Annot::kParallel || a == ir::Annot::kGpuBlock || a == ir::Annot::kGpuThread;
 }
 
-ir::Program apply_shrink_buffer(const ir::Program& p, const Action&, const Target&) { return p; }
+// An access of the buffer and the path of its statement.
+struct Site {
+  const ir::Access* access;
+  Path path;
+};
+
+void loads(const ir::Expr& e, const std::string& buf, const Path& path, std::vector<Site>& out) {
+  if (e.kind == ir::ExprKind::kLoad && e.access.buffer == buf) out.push_back({&e.access, path});
+  for (const auto& a : e.args) loads(*a, buf, path, out);
+}
+
+void gather(const std::vector<ir::NodePtr>& body, const std::string& buf, Path& path,
+            std::vector<Site>& out) {
+  for (int i = 0; i < static_cast<int>(body.size()); ++i) {
+    path.push_back(i);
+    const ir::Node& n = *body[i];
+    if (n.is_scope) {
+      gather(n.body, buf, path, out);
+    } else {
+      if (n.stmt.lhs.buffer == buf) out.push_back({&n.stmt.lhs, path});
+      loads(*n.stmt.rhs, buf, path, out);
+    }
+    path.pop_back();
+  }
+}
+
+struct Plan {
+  const ir::BufferDecl* decl = nullptr;
+  Path scope;  ///< path of S
+  int depth = 0;
+};
+
+Legality make_plan(const ir::Program& p, const Action& a, Plan& plan) {
+  plan.decl = p.find_buffer(a.buffer);
+  if (!plan.decl) return {Reason::kNoSuchLocation, a.buffer, {}};
+  if (plan.decl->role != ir::Role::kTemp) return {Reason::kNotATemporary, a.buffer, {}};
+  const int rank = static_cast<int>(plan.decl->shape.size());
+  if (a.param < 0 || a.param >= rank) return {Reason::kBadParameter, a.buffer, {}};
+  const auto dim = static_cast<size_t>(a.param);
+
+  std::vector<Site> sites;
+  Path cur;
+  gather(p.body, a.buffer, cur, sites);
+  if (sites.empty()) return {Reason::kNothingToDo, a.buffer, {}};
+  const int k = sites[0].access->index[dim].max_depth();
+  if (k < 0) return {Reason::kIrregularAccess, a.buffer, {}};
+  plan.depth = k;
+  plan.scope.assign(sites[0].path.begin(), sites[0].path.begin() + k + 1);
+  for (const Site& s : sites) {
+    const auto& ix = s.access->index;
+    if (ix[dim] != ir::Affine::iter(k)) return {Reason::kIrregularAccess, a.buffer, s.path};
+    for (size_t m = 0; m < ix.size(); ++m)
+      if (m != dim && ix[m].coeff(k) != 0) return {Reason::kIrregularAccess, a.buffer, s.path};
+    if (!std::equal(plan.scope.begin(), plan.scope.end(), s.path.begin()))
+      return {Reason::kIrregularAccess, a.buffer, s.path};
+  }
+
+  const ir::Node* s = node_at(p, plan.scope);
+  if (s->annot != ir::Annot::kNone && s->annot != ir::Annot::kUnroll)
+    return {Reason::kAnnotated, a.buffer, plan.scope};
+  if (plan.decl->init)
+    for (const ir::Node* e : enclosing_scopes(p, plan.scope))
+      if (is_shared_storage_annot(e->annot)) return {Reason::kAnnotated, a.buffer, plan.scope};
+
+  // A value must not flow from one execution of S to a later one: no element may be touched
+  // (one of the two touches a write) under two different iterations of S's enclosing scopes.
+  std::vector<AccessSite> mine;
+  for (auto& x : collect_accesses(node_at(p, plan.scope)->body, [&] {
+         auto e = enclosing_extents(p, plan.scope);
+         e.push_back(s->extent);
+         return e;
+       }()))
+    if (x.access->buffer == a.buffer) mine.push_back(x);
+  for (int j = 0; j < k; ++j) {
+    std::vector<Dir> dirs(j, Dir::kEq);
+    dirs.push_back(Dir::kLt);
+    if (auto b = find_dependence(mine, mine, dirs)) return {Reason::kDependence, *b, plan.scope};
+  }
+  return {};
+}
+
+}  // namespace
+
+Legality check_shrink_buffer(const ir::Program& p, const Action& a, const Target&) {
+  Plan plan;
+  return make_plan(p, a, plan);
+}
+
+ir::Program apply_shrink_buffer(const ir::Program& p, const Action& a, const Target&) {
+  Plan plan;
+  make_plan(p, a, plan);
+  const auto dim = static_cast<size_t>(a.param);
+  ir::BufferDecl decl = *plan.decl;
+  decl.shape_names.resize(decl.shape.size());
+  decl.shape.erase(decl.shape.begin() + a.param);
+  decl.shape_names.erase(decl.shape_names.begin() + a.param);
+  if (decl.shape.empty()) decl.shape = {1}, decl.shape_names = {""};
+  const std::optional<double> init = decl.init;
+  decl.init.reset();
+
+  ir::Program q = p;
+  for (auto& b : q.buffers)
+    if (b.name == a.buffer) b = decl;
+  for (auto& n : q.body) {
+    if (!uses_buffer(n, a.buffer)) continue;
+    n = map_accesses(n, [&](const ir::Access& x) {
+      if (x.buffer != a.buffer) return x;
+      ir::Access y = x;
+      y.index.erase(y.index.begin() + static_cast<long>(dim));
+      if (y.index.empty()) y.index = {ir::Affine::constant_of(0)};
+      return y;
+    });
+  }
+  if (!init) return q;
+
+  // Re-establish the initial value over the whole remaining slice at each iteration of S.
+  const bool scalar = plan.decl->shape.size() == 1;
+  ir::Stmt st;
+  st.lhs.buffer = a.buffer;
+  const int r = static_cast<int>(decl.shape.size());
+  if (scalar) {
+    st.lhs.index = {ir::Affine::constant_of(0)};
+  } else {
+    for (int m = 0; m < r; ++m) st.lhs.index.push_back(ir::Affine::iter(plan.depth + 1 + m));
+  }
+  st.rhs = ir::Expr::constant(*init);
+  ir::NodePtr nest = ir::Node::statement(std::move(st));
+  if (!scalar)
+    for (int m = r - 1; m >= 0; --m)
+      nest = ir::Node::scope(decl.shape[m], decl.shape_names[m], ir::Annot::kNone, {nest});
+  const ir::Node* s = node_at(q, plan.scope);
+  std::vector<ir::NodePtr> body = {nest};
+  body.insert(body.end(), s->body.begin(), s->body.end());
+  return replace_node(
+      q, plan.scope,
+      {ir::Node::scope(s->extent, s->extent_name, s->annot, std::move(body), s->loc)});
+}
 
 }  // namespace perfdojo::transforms

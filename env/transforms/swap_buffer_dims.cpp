@@ -1,12 +1,119 @@
 #include "transforms/swap_buffer_dims.h"
 
-namespace perfdojo::transforms {
+#include <functional>
+#include <utility>
 
-// Not implemented yet: always refused, so no action of this kind is ever legal.
-Legality check_swap_buffer_dims(const ir::Program&, const Action& a, const Target&) {
-  return {Reason::kUnsupportedByTarget, a.buffer, a.path};
+#include "transforms/analysis.h"
+
+namespace perfdojo::transforms {
+namespace {
+
+// Whether `index` is what vectorize accepts in lanes {v}: unit stride in the last dimension or
+// invariant, and invariant in every other dimension.
+bool contiguous_in(const std::vector<ir::Affine>& index, int v) {
+  for (size_t m = 0; m + 1 < index.size(); ++m)
+    if (index[m].coeff(v) != 0) return false;
+  int64_t c = index.back().coeff(v);
+  return c == 0 || c == 1;
 }
 
-ir::Program apply_swap_buffer_dims(const ir::Program& p, const Action&, const Target&) { return p; }
+std::vector<ir::Affine> swapped(std::vector<ir::Affine> index, size_t i) {
+  std::swap(index[i], index[i + 1]);
+  return index;
+}
+
+// Visits every access of `buf` with the depths of the vectorised scopes around it; stops at the
+// first access for which `f` returns false and returns false.
+bool all_accesses(const std::vector<ir::NodePtr>& body, const std::string& buf,
+                  std::vector<int>& vec, int depth,
+                  const std::function<bool(const ir::Access&, const std::vector<int>&)>& f) {
+  for (const auto& n : body) {
+    if (n->is_scope) {
+      if (n->annot == ir::Annot::kVector) vec.push_back(depth);
+      bool ok = all_accesses(n->body, buf, vec, depth + 1, f);
+      if (n->annot == ir::Annot::kVector) vec.pop_back();
+      if (!ok) return false;
+      continue;
+    }
+    if (n->stmt.lhs.buffer == buf && !f(n->stmt.lhs, vec)) return false;
+    bool ok = true;
+    std::function<void(const ir::Expr&)> walk = [&](const ir::Expr& e) {
+      if (e.kind == ir::ExprKind::kLoad && e.access.buffer == buf && ok) ok = f(e.access, vec);
+      for (const auto& x : e.args) walk(*x);
+    };
+    walk(*n->stmt.rhs);
+    if (!ok) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+Legality check_swap_buffer_dims(const ir::Program& p, const Action& a, const Target&) {
+  const ir::BufferDecl* decl = p.find_buffer(a.buffer);
+  if (!decl) return {Reason::kNoSuchLocation, a.buffer, {}};
+  if (decl->role == ir::Role::kOutput) return {Reason::kNotATemporary, a.buffer, {}};
+  const int rank = static_cast<int>(decl->shape.size());
+  if (a.param < 0 || a.param + 1 >= rank) return {Reason::kBadParameter, a.buffer, {}};
+  bool used = false;
+  for (const auto& n : p.body) used |= uses_buffer(n, a.buffer);
+  if (!used) return {Reason::kNothingToDo, a.buffer, {}};
+  std::vector<int> vec;
+  const auto i = static_cast<size_t>(a.param);
+  bool ok =
+      all_accesses(p.body, a.buffer, vec, 0, [&](const ir::Access& x, const std::vector<int>& v) {
+        for (int d : v)
+          if (contiguous_in(x.index, d) && !contiguous_in(swapped(x.index, i), d)) return false;
+        return true;
+      });
+  if (!ok) return {Reason::kAnnotated, a.buffer, {}};
+  return {};
+}
+
+ir::Program apply_swap_buffer_dims(const ir::Program& p, const Action& a, const Target&) {
+  const ir::BufferDecl& decl = *p.find_buffer(a.buffer);
+  const auto i = static_cast<size_t>(a.param);
+  ir::BufferDecl relaid = decl;
+  relaid.shape_names.resize(relaid.shape.size());
+  std::swap(relaid.shape[i], relaid.shape[i + 1]);
+  std::swap(relaid.shape_names[i], relaid.shape_names[i + 1]);
+  const bool input = decl.role == ir::Role::kInput;
+  const std::string target = input ? fresh_buffer_name(p, a.buffer + "_p") : a.buffer;
+
+  ir::Program q = p;
+  for (auto& n : q.body) {
+    if (!uses_buffer(n, a.buffer)) continue;
+    n = map_accesses(n, [&](const ir::Access& x) {
+      if (x.buffer != a.buffer) return x;
+      ir::Access y = x;
+      y.buffer = target;
+      y.index = swapped(x.index, i);
+      return y;
+    });
+  }
+  if (!input) {
+    for (auto& b : q.buffers)
+      if (b.name == a.buffer) b = relaid;
+    return q;
+  }
+
+  // Pack the input once, before anything reads it: BUF_p[.., a, b, ..] = BUF[.., b, a, ..].
+  const int rank = static_cast<int>(relaid.shape.size());
+  ir::Stmt st;
+  st.lhs.buffer = target;
+  for (int m = 0; m < rank; ++m) st.lhs.index.push_back(ir::Affine::iter(m));
+  st.rhs = ir::Expr::load({a.buffer, swapped(st.lhs.index, i), {}});
+  ir::NodePtr nest = ir::Node::statement(std::move(st));
+  for (int m = rank - 1; m >= 0; --m)
+    nest = ir::Node::scope(relaid.shape[m], relaid.shape_names[m], ir::Annot::kNone, {nest});
+  q.body.insert(q.body.begin(), nest);
+  relaid.name = target;
+  relaid.role = ir::Role::kTemp;
+  relaid.range.reset();
+  relaid.init.reset();
+  relaid.loc = {};
+  q.buffers.push_back(std::move(relaid));
+  return q;
+}
 
 }  // namespace perfdojo::transforms

@@ -1,4 +1,11 @@
-// swap_buffer_dims (see docs/actions.md).
+// swap_buffer_dims BUF I: exchange dimensions I and I+1 of BUF's layout.
+//
+// A temporary is relaid in place: its shape and every access's index list are permuted. An
+// input keeps its layout (the caller supplies it): a packed copy `BUF_pN` with the swapped
+// layout is filled by a new nest at the start of the body and every read of BUF reads the copy.
+// An output is refused (kNotATemporary): its layout is what the caller sees. I must satisfy
+// 0 <= I < rank-1 (kBadParameter); an unused buffer is kNothingToDo. Refused (kAnnotated) when an
+// access inside a vectorised scope would stop being unit-stride or invariant in its lanes.
 #pragma once
 
 #include "transforms/transform.h"
