@@ -1,0 +1,457 @@
+#include "backends/machine_profile.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "util/json.h"
+
+namespace perfdojo::backends {
+namespace {
+
+// One table of the numeric fields drives printing and parsing, so the two never disagree.
+struct Field {
+  const char* key;
+  double MachineProfile::*member;
+  const char* doc;
+  bool may_be_zero;
+};
+
+const std::vector<Field>& fields() {
+  static const std::vector<Field> kFields = {
+      {"peak_gflops_avx512", &MachineProfile::peak_gflops_avx512, "FMA peak, 16 lanes (0: no AVX-512)", true},
+      {"peak_gflops_avx2", &MachineProfile::peak_gflops_avx2, "FMA peak, 8 lanes", false},
+      {"peak_gflops_scalar", &MachineProfile::peak_gflops_scalar, "FMA peak, scalar", false},
+      {"fma_latency_cycles", &MachineProfile::fma_latency_cycles, "dependent FMA latency", false},
+      {"freq_ghz", &MachineProfile::freq_ghz, "core clock", false},
+      {"l1_bytes", &MachineProfile::l1_bytes, "L1 data cache per core", false},
+      {"l2_bytes", &MachineProfile::l2_bytes, "L2 per core", false},
+      {"l3_bytes", &MachineProfile::l3_bytes, "L3, shared", false},
+      {"l1_bw_gbs", &MachineProfile::l1_bw_gbs, "read bandwidth from L1, one core", false},
+      {"l2_bw_gbs", &MachineProfile::l2_bw_gbs, "read bandwidth from L2, one core", false},
+      {"l3_bw_gbs", &MachineProfile::l3_bw_gbs, "read bandwidth from L3, one core", false},
+      {"dram_bw_gbs", &MachineProfile::dram_bw_gbs, "read bandwidth from memory, one core", false},
+      {"dram_bw_all_gbs", &MachineProfile::dram_bw_all_gbs, "read bandwidth from memory, all cores", false},
+      {"exp_cycles_scalar", &MachineProfile::exp_cycles_scalar, "exp/log/tanh, one element", false},
+      {"exp_cycles_vector", &MachineProfile::exp_cycles_vector, "exp/log/tanh, one vector", false},
+      {"div_cycles_scalar", &MachineProfile::div_cycles_scalar, "divide/sqrt throughput, scalar", false},
+      {"div_cycles_vector", &MachineProfile::div_cycles_vector, "divide/sqrt throughput, vector", false},
+      {"loop_overhead_uops", &MachineProfile::loop_overhead_uops, "uops per loop iteration", true},
+      {"fork_join_us", &MachineProfile::fork_join_us, "one parallel scope entry", true},
+      {"call_overhead_us", &MachineProfile::call_overhead_us, "one kernel call", true},
+  };
+  return kFields;
+}
+
+std::string trim(const std::string& s) {
+  size_t b = s.find_first_not_of(" \t\r\n"), e = s.find_last_not_of(" \t\r\n");
+  return b == std::string::npos ? "" : s.substr(b, e - b + 1);
+}
+
+std::string unquote(const std::string& s) {
+  if (s.size() >= 2 && s.front() == '"' && s.back() == '"') return s.substr(1, s.size() - 2);
+  return s;
+}
+
+// Sets one key; returns "" or what is wrong with it.
+std::string set_key(MachineProfile& p, const std::string& key, const std::string& raw) {
+  std::string value = unquote(trim(raw));
+  if (key == "name") {
+    if (value.empty()) return "'name' is empty";
+    p.name = value;
+    return "";
+  }
+  bool is_cores = key == "cores";
+  const Field* f = nullptr;
+  for (const auto& x : fields())
+    if (key == x.key) f = &x;
+  if (!f && !is_cores) return "unknown key '" + key + "'";
+  char* end = nullptr;
+  double v = std::strtod(value.c_str(), &end);
+  if (value.empty() || end != value.c_str() + value.size() || !std::isfinite(v))
+    return "'" + key + "' must be a number, got '" + value + "'";
+  bool zero_ok = f && f->may_be_zero;
+  if (v < 0 || (v == 0 && !zero_ok)) return "'" + key + "' must be positive, got '" + value + "'";
+  if (is_cores) {
+    if (v != std::floor(v) || v > 4096) return "'cores' must be a whole number, got '" + value + "'";
+    p.cores = static_cast<int>(v);
+  } else {
+    p.*(f->member) = v;
+  }
+  return "";
+}
+
+// Splits a flat JSON object's body on commas outside string literals.
+std::optional<std::vector<std::string>> split_json_members(const std::string& body) {
+  std::vector<std::string> out;
+  std::string cur;
+  bool in_string = false;
+  for (size_t i = 0; i < body.size(); ++i) {
+    char c = body[i];
+    if (in_string) {
+      if (c == '\\' && i + 1 < body.size()) {
+        cur += c;
+        c = body[++i];
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == ',') {
+      out.push_back(cur);
+      cur.clear();
+      continue;
+    } else if (c == '{' || c == '}' || c == '[' || c == ']') {
+      return std::nullopt;  // nested values are not part of the format
+    }
+    cur += c;
+  }
+  if (in_string) return std::nullopt;
+  if (!trim(cur).empty() || !out.empty()) out.push_back(cur);
+  return out;
+}
+
+}  // namespace
+
+MachineProfile default_profile() { return MachineProfile{}; }
+
+std::string profile_to_text(const MachineProfile& p) {
+  std::ostringstream o;
+  o << "# perfdojo machine profile (perfdojo calibrate); key = value, '#' starts a comment\n";
+  o << "name = " << p.name << "\n";
+  o << "cores = " << p.cores << "\n";
+  for (const auto& f : fields()) o << f.key << " = " << util::json_number(p.*(f.member)) << "  # " << f.doc << "\n";
+  return o.str();
+}
+
+std::string profile_to_json(const MachineProfile& p) {
+  util::JsonObject o;
+  o.add("name", p.name).add("cores", p.cores);
+  for (const auto& f : fields()) o.add(f.key, p.*(f.member));
+  return o.str();
+}
+
+std::optional<MachineProfile> parse_profile(const std::string& text, const std::string& file,
+                                            std::string* error) {
+  MachineProfile p = default_profile();
+  auto fail = [&](int line, const std::string& what) -> std::optional<MachineProfile> {
+    if (error) *error = file + (line > 0 ? ":" + std::to_string(line) : "") + ": " + what;
+    return std::nullopt;
+  };
+  std::string t = trim(text);
+  if (t.empty()) return fail(0, "empty machine profile");
+  if (t.front() == '{') {
+    if (t.back() != '}') return fail(0, "JSON profile does not end with '}'");
+    auto members = split_json_members(t.substr(1, t.size() - 2));
+    if (!members) return fail(0, "JSON profile must be one flat object of numbers and strings");
+    for (const auto& m : *members) {
+      std::string s = trim(m);
+      size_t colon = std::string::npos;
+      bool in_string = false;
+      for (size_t i = 0; i < s.size() && colon == std::string::npos; ++i) {
+        if (s[i] == '"' && (i == 0 || s[i - 1] != '\\')) in_string = !in_string;
+        if (s[i] == ':' && !in_string) colon = i;
+      }
+      if (colon == std::string::npos) return fail(0, "expected \"key\": value, got '" + s + "'");
+      std::string key = trim(s.substr(0, colon));
+      if (key.size() < 2 || key.front() != '"' || key.back() != '"')
+        return fail(0, "JSON keys must be strings, got '" + key + "'");
+      std::string why = set_key(p, unquote(key), s.substr(colon + 1));
+      if (!why.empty()) return fail(0, why);
+    }
+    return p;
+  }
+  std::istringstream lines(text);
+  std::string line;
+  int n = 0;
+  while (std::getline(lines, line)) {
+    ++n;
+    if (auto hash = line.find('#'); hash != std::string::npos) line = line.substr(0, hash);
+    line = trim(line);
+    if (line.empty()) continue;
+    auto eq = line.find('=');
+    if (eq == std::string::npos) return fail(n, "expected 'key = value', got '" + line + "'");
+    std::string why = set_key(p, trim(line.substr(0, eq)), line.substr(eq + 1));
+    if (!why.empty()) return fail(n, why);
+  }
+  return p;
+}
+
+std::optional<MachineProfile> load_profile(const std::string& path, std::string* error) {
+  std::ifstream in(path);
+  if (!in) {
+    if (error) *error = path + ": cannot read machine profile";
+    return std::nullopt;
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_profile(ss.str(), path, error);
+}
+
+bool save_profile(const MachineProfile& p, const std::string& path, std::string* error) {
+  std::ofstream out(path);
+  bool json = path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0;
+  out << (json ? profile_to_json(p) + "\n" : profile_to_text(p));
+  out.close();
+  if (!out) {
+    if (error) *error = path + ": cannot write machine profile";
+    return false;
+  }
+  return true;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Calibration. The kernels are written with GCC vector extensions and compiled into this file
+// for each instruction set (target attributes), so the figures describe the code shapes the
+// generated kernels use, not a vendor library. Each runs `reps` passes and returns a value that
+// depends on every result, so nothing is optimised away.
+namespace {
+
+typedef float V16 __attribute__((vector_size(64)));
+typedef float V8 __attribute__((vector_size(32)));
+
+#define PERFDOJO_FMA_CHAINS(NAME, V, TARGET)                                          \
+  __attribute__((target(TARGET), noinline)) float NAME(long iters, float m, float a) { \
+    V c0 = V{} + 1.0f, c1 = c0 + 1, c2 = c0 + 2, c3 = c0 + 3, c4 = c0 + 4, c5 = c0 + 5; \
+    V c6 = c0 + 6, c7 = c0 + 7, c8 = c0 + 8, c9 = c0 + 9, c10 = c0 + 10, c11 = c0 + 11; \
+    V vm = V{} + m, va = V{} + a;                                                     \
+    for (long i = 0; i < iters; ++i) {                                                \
+      c0 = c0 * vm + va; c1 = c1 * vm + va; c2 = c2 * vm + va; c3 = c3 * vm + va;     \
+      c4 = c4 * vm + va; c5 = c5 * vm + va; c6 = c6 * vm + va; c7 = c7 * vm + va;     \
+      c8 = c8 * vm + va; c9 = c9 * vm + va; c10 = c10 * vm + va; c11 = c11 * vm + va; \
+    }                                                                                 \
+    V s = c0 + c1 + c2 + c3 + c4 + c5 + c6 + c7 + c8 + c9 + c10 + c11;                \
+    float r = 0;                                                                      \
+    for (unsigned k = 0; k < sizeof(V) / sizeof(float); ++k) r += s[k];               \
+    return r;                                                                         \
+  }
+
+PERFDOJO_FMA_CHAINS(fma_chains_avx512, V16, "avx512f,fma")
+PERFDOJO_FMA_CHAINS(fma_chains_avx2, V8, "avx2,fma")
+
+__attribute__((target("fma"), noinline)) float fma_chains_scalar(long iters, float m, float a) {
+  float c[12];
+  for (int k = 0; k < 12; ++k) c[k] = 1.0f + k;
+  for (long i = 0; i < iters; ++i) {
+#pragma GCC unroll 12
+    for (int k = 0; k < 12; ++k) c[k] = c[k] * m + a;
+  }
+  float r = 0;
+  for (float x : c) r += x;
+  return r;
+}
+
+// One dependent chain: its time per step is the FMA latency.
+__attribute__((target("fma"), noinline)) float fma_chain_latency(long iters, float m, float a) {
+  float c = 1;
+  for (long i = 0; i < iters; ++i) c = c * m + a;
+  return c;
+}
+
+#define PERFDOJO_READ(NAME, V, TARGET)                                                       \
+  __attribute__((target(TARGET), noinline)) float NAME(const float* p, long n, int passes) { \
+    constexpr long kL = sizeof(V) / sizeof(float);                                          \
+    V s0 = {}, s1 = {}, s2 = {}, s3 = {}, s4 = {}, s5 = {}, s6 = {}, s7 = {};               \
+    for (int r = 0; r < passes; ++r) {                                                      \
+      for (long i = 0; i + 8 * kL <= n; i += 8 * kL) {                                       \
+        const V* q = reinterpret_cast<const V*>(p + i);                                     \
+        s0 += q[0]; s1 += q[1]; s2 += q[2]; s3 += q[3];                                     \
+        s4 += q[4]; s5 += q[5]; s6 += q[6]; s7 += q[7];                                     \
+      }                                                                                     \
+      asm volatile("" ::: "memory");                                                        \
+    }                                                                                       \
+    V s = s0 + s1 + s2 + s3 + s4 + s5 + s6 + s7;                                            \
+    float t = 0;                                                                            \
+    for (long k = 0; k < kL; ++k) t += s[k];                                                \
+    return t;                                                                               \
+  }                                                                                         \
+  __attribute__((target(TARGET), noinline)) void NAME##_copy(float* d, const float* p, long n, \
+                                                             int passes) {                  \
+    constexpr long kL = sizeof(V) / sizeof(float);                                          \
+    for (int r = 0; r < passes; ++r) {                                                      \
+      for (long i = 0; i + 4 * kL <= n; i += 4 * kL) {                                       \
+        const V* q = reinterpret_cast<const V*>(p + i);                                     \
+        V* o = reinterpret_cast<V*>(d + i);                                                 \
+        o[0] = q[0]; o[1] = q[1]; o[2] = q[2]; o[3] = q[3];                                 \
+      }                                                                                     \
+      asm volatile("" ::: "memory");                                                        \
+    }                                                                                       \
+  }
+
+PERFDOJO_READ(read_avx512, V16, "avx512f")
+PERFDOJO_READ(read_avx2, V8, "avx2")
+
+volatile float g_sink;
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Runs `body(count)` with a count grown until one call lasts `seconds`, then returns the best
+// units-per-second of three calls (the least disturbed by the noisy neighbours).
+template <typename F>
+double best_rate(double seconds, double units_per_count, F body) {
+  long count = 1;
+  for (;;) {
+    double t0 = now_s();
+    body(count);
+    double dt = now_s() - t0;
+    if (dt >= seconds / 4 || count > (1L << 40)) break;
+    count *= dt <= 0 ? 16 : std::max(2L, static_cast<long>(seconds / 4 / dt));
+  }
+  double best = 0;
+  for (int r = 0; r < 3; ++r) {
+    double t0 = now_s();
+    body(count);
+    double dt = std::max(now_s() - t0, 1e-9);
+    best = std::max(best, units_per_count * static_cast<double>(count) / dt);
+  }
+  return best;
+}
+
+// Cache sizes from sysfs (Linux), falling back to sysconf, else the defaults stay.
+void detect_caches(MachineProfile& p) {
+  for (int idx = 0; idx < 8; ++idx) {
+    std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(idx) + "/";
+    std::ifstream lvl(dir + "level"), typ(dir + "type"), sz(dir + "size");
+    if (!lvl || !typ || !sz) continue;
+    int level = 0;
+    std::string type, size;
+    lvl >> level;
+    typ >> type;
+    sz >> size;
+    if (type == "Instruction" || size.empty()) continue;
+    double bytes = std::atof(size.c_str());
+    char unit = size.back();
+    if (unit == 'K') bytes *= 1024;
+    if (unit == 'M') bytes *= 1024 * 1024;
+    if (bytes <= 0) continue;
+    if (level == 1) p.l1_bytes = bytes;
+    if (level == 2) p.l2_bytes = bytes;
+    if (level == 3) p.l3_bytes = bytes;
+  }
+}
+
+}  // namespace
+
+MachineProfile calibrate(const CalibrateOptions& o) {
+  MachineProfile p = default_profile();
+  auto say = [&](const std::string& s) {
+    if (o.progress) o.progress(s);
+  };
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  p.name = std::string("calibrated-") + (host[0] ? host : "unknown");
+  p.cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  detect_caches(p);
+  const double secs = o.seconds_per_test;
+  const float m = 0.999999f, a = 1e-7f;
+
+  __builtin_cpu_init();
+  const bool has512 = __builtin_cpu_supports("avx512f");
+  const bool has2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  if (has512) {
+    p.peak_gflops_avx512 = best_rate(secs, 12 * 16 * 2 * 1e-9, [&](long n) { g_sink = fma_chains_avx512(n * 1000, m, a); }) * 1000;
+    say("fma avx512: " + std::to_string(p.peak_gflops_avx512) + " GFLOP/s");
+  } else {
+    p.peak_gflops_avx512 = 0;
+    say("fma avx512: not supported");
+  }
+  if (has2) {
+    p.peak_gflops_avx2 = best_rate(secs, 12 * 8 * 2 * 1e-9, [&](long n) { g_sink = fma_chains_avx2(n * 1000, m, a); }) * 1000;
+    say("fma avx2: " + std::to_string(p.peak_gflops_avx2) + " GFLOP/s");
+    p.peak_gflops_scalar = best_rate(secs, 12 * 2 * 1e-9, [&](long n) { g_sink = fma_chains_scalar(n * 1000, m, a); }) * 1000;
+    say("fma scalar: " + std::to_string(p.peak_gflops_scalar) + " GFLOP/s");
+    // Two FMA pipes of 8 lanes: the clock follows from the AVX2 peak.
+    p.freq_ghz = p.peak_gflops_avx2 / 32;
+    double fma_per_ns = best_rate(secs, 1e-9, [&](long n) { g_sink = fma_chain_latency(n * 1000, m, a); }) * 1000;
+    p.fma_latency_cycles = p.freq_ghz / fma_per_ns;
+    say("fma latency: " + std::to_string(p.fma_latency_cycles) + " cycles at " + std::to_string(p.freq_ghz) + " GHz");
+  }
+
+  // exp through libm, one element at a time, as generated scalar code calls it.
+  {
+    std::vector<float> xs(4096), ys(4096);
+    for (size_t i = 0; i < xs.size(); ++i) xs[i] = -4.0f + 8.0f * static_cast<float>(i) / 4096.0f;
+    double per_s = best_rate(secs, 4096, [&](long n) {
+      for (long r = 0; r < n; ++r) {
+        for (size_t i = 0; i < xs.size(); ++i) ys[i] = std::exp(xs[i]);
+        asm volatile("" ::: "memory");
+      }
+      g_sink = ys[n % 4096];
+    });
+    p.exp_cycles_scalar = std::max(1.0, p.freq_ghz * 1e9 / per_s);
+    say("exp scalar: " + std::to_string(p.exp_cycles_scalar) + " cycles");
+  }
+
+  // Streaming bandwidth at working sets from a quarter of L1 to far beyond L3.
+  auto read_fn = has512 ? read_avx512 : read_avx2;
+  auto copy_fn = has512 ? read_avx512_copy : read_avx2_copy;
+  if (has2) {
+    const long max_bytes = 256L << 20;
+    float* src = static_cast<float*>(std::aligned_alloc(64, max_bytes));
+    float* dst = static_cast<float*>(std::aligned_alloc(64, max_bytes));
+    if (src && dst) {
+      std::memset(src, 0, max_bytes);
+      std::memset(dst, 0, max_bytes);
+      auto read_bw = [&](long bytes) {
+        long n = bytes / 4;
+        int passes = static_cast<int>(std::max(1L, (64L << 20) / bytes));
+        return best_rate(secs, static_cast<double>(bytes) * passes * 1e-9,
+                         [&](long c) { g_sink = read_fn(src, n, static_cast<int>(c) * passes); });
+      };
+      auto copy_bw = [&](long bytes) {
+        long n = bytes / 4 / 2;  // source and destination together fill the working set
+        int passes = static_cast<int>(std::max(1L, (64L << 20) / bytes));
+        return best_rate(secs, static_cast<double>(bytes) * passes * 1e-9,
+                         [&](long c) { copy_fn(dst, src, n, static_cast<int>(c) * passes); });
+      };
+      for (long bytes = 16L << 10; bytes <= max_bytes; bytes *= 4) {
+        say("bandwidth at " + std::to_string(bytes >> 10) + " KiB: read " + std::to_string(read_bw(bytes)) +
+            " GB/s, copy " + std::to_string(copy_bw(bytes)) + " GB/s");
+      }
+      p.l1_bw_gbs = read_bw(static_cast<long>(p.l1_bytes / 2));
+      p.l2_bw_gbs = read_bw(static_cast<long>(std::max(p.l1_bytes * 4, p.l2_bytes / 2)));
+      p.l3_bw_gbs = read_bw(static_cast<long>(std::max(p.l2_bytes * 4, p.l3_bytes / 4)));
+      p.dram_bw_gbs = read_bw(std::max(static_cast<long>(p.l3_bytes * 4), 64L << 20));
+      // All cores at once, each on its own slice.
+      const int t = p.cores;
+      const long slice = std::min(max_bytes / t, std::max(static_cast<long>(p.l3_bytes * 2), 32L << 20)) & ~4095L;
+      double best = 0;
+      for (int round = 0; round < 3; ++round) {
+        std::atomic<int> ready{0};
+        std::vector<std::thread> threads;
+        const double t0 = now_s();
+        const int passes = 4;
+        for (int k = 0; k < t; ++k) {
+          threads.emplace_back([&, k] {
+            ready.fetch_add(1);
+            while (ready.load() < t) {
+            }
+            g_sink = read_fn(src + k * (slice / 4), slice / 4, passes);
+          });
+        }
+        for (auto& th : threads) th.join();
+        double dt = std::max(now_s() - t0, 1e-9);
+        best = std::max(best, static_cast<double>(slice) * passes * t * 1e-9 / dt);
+      }
+      p.dram_bw_all_gbs = std::max(best, p.dram_bw_gbs);
+      say("bandwidth: L1 " + std::to_string(p.l1_bw_gbs) + ", L2 " + std::to_string(p.l2_bw_gbs) + ", L3 " +
+          std::to_string(p.l3_bw_gbs) + ", DRAM " + std::to_string(p.dram_bw_gbs) + " (all cores " +
+          std::to_string(p.dram_bw_all_gbs) + ") GB/s");
+    }
+    std::free(src);
+    std::free(dst);
+  }
+  return p;
+}
+
+}  // namespace perfdojo::backends

@@ -1,0 +1,74 @@
+// The figures the cost model reads about one machine: compute peaks, cache sizes and bandwidths,
+// core count and a few per-operation costs. Built-in defaults describe the project's AVX-512
+// machines (shared/reference/machine.md); `calibrate` measures the machine it runs on.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace perfdojo::backends {
+
+/// Per-machine figures. Bandwidths are single-core read bandwidths unless named otherwise.
+struct MachineProfile {
+  std::string name = "builtin-x86-avx512";  ///< recorded in every estimate's flags
+  // Compute peaks, single core, float32, FMA counted as two flops.
+  double peak_gflops_avx512 = 223;  ///< 0: the machine has no AVX-512
+  double peak_gflops_avx2 = 167;
+  double peak_gflops_scalar = 14;
+  double fma_latency_cycles = 4;  ///< one dependent FMA/add after another
+  double freq_ghz = 3.5;          ///< core clock the cycle counts convert with
+  // Memory hierarchy.
+  double l1_bytes = 32 * 1024.0;
+  double l2_bytes = 1024 * 1024.0;
+  double l3_bytes = 16 * 1024 * 1024.0;  ///< shared by all cores
+  double l1_bw_gbs = 200;                ///< loads served by L1 (vector loads, one core)
+  double l2_bw_gbs = 90;
+  double l3_bw_gbs = 45;
+  double dram_bw_gbs = 15;      ///< one core streaming from memory
+  double dram_bw_all_gbs = 20;  ///< every core streaming at once
+  int cores = 2;
+  // Costs the micro-benchmarks do not measure (cycles, or microseconds where named).
+  double exp_cycles_scalar = 14;  ///< exp/log/tanh through libm, per element
+  double exp_cycles_vector = 20;  ///< the same for one full vector
+  double div_cycles_scalar = 4;   ///< throughput of one scalar divide or square root
+  double div_cycles_vector = 10;  ///< one full-width vector divide or square root
+  double loop_overhead_uops = 2;  ///< increment, compare and branch per loop iteration
+  double fork_join_us = 3;        ///< entering and leaving one parallel scope
+  double call_overhead_us = 0.3;  ///< calling the compiled kernel once
+
+  /// f32 lanes of the widest vector unit (16 with AVX-512, else 8).
+  int native_lanes() const { return peak_gflops_avx512 > 0 ? 16 : 8; }
+};
+
+/// The built-in profile (the project's 2-core AVX-512 machines).
+MachineProfile default_profile();
+
+/// The profile as `key = value` lines (with a header comment), readable by `parse_profile`.
+std::string profile_to_text(const MachineProfile& p);
+/// The profile as one JSON object.
+std::string profile_to_json(const MachineProfile& p);
+/// Parses either form (`key = value` lines or a flat JSON object). Keys not given keep their
+/// default; an unknown key, a malformed line or a non-positive size is an error that names the
+/// line. Returns nullopt and sets `error` on failure.
+std::optional<MachineProfile> parse_profile(const std::string& text, const std::string& file,
+                                            std::string* error);
+/// Reads a profile file; nullopt and `error` ("FILE: cannot read" or a parse error) on failure.
+std::optional<MachineProfile> load_profile(const std::string& path, std::string* error);
+/// Writes a profile file (JSON when the name ends in ".json", else key = value); false and
+/// `error` on failure.
+bool save_profile(const MachineProfile& p, const std::string& path, std::string* error);
+
+/// Knobs of the calibration run.
+struct CalibrateOptions {
+  double seconds_per_test = 0.05;  ///< time each micro-benchmark runs for (best of 3 rounds)
+  std::function<void(const std::string&)> progress;  ///< called once per measurement, may be empty
+};
+
+/// Measures this machine with micro-benchmarks (FMA chains at each vector width, streaming reads
+/// and copies at working sets from 16 KiB to 256 MiB) and returns the profile; figures it cannot
+/// measure keep their defaults.
+MachineProfile calibrate(const CalibrateOptions& options = {});
+
+}  // namespace perfdojo::backends

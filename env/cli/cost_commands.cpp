@@ -1,0 +1,113 @@
+// `perfdojo calibrate | estimate`: the cost model's machine profile and its estimates.
+#include <cstdlib>
+#include <iostream>
+
+#include "backends/backend.h"
+#include "backends/cost_model.h"
+#include "backends/machine_profile.h"
+#include "cli/cli.h"
+#include "ir/parse.h"
+#include "util/json.h"
+
+namespace perfdojo::cli {
+namespace {
+
+using util::JsonObject;
+
+int cmd_calibrate(const Args& a) {
+  if (!a.positional.empty()) return usage_error("calibrate takes no positional arguments", a.json);
+  backends::CalibrateOptions o;
+  if (a.values.count("seconds")) {
+    char* end = nullptr;
+    o.seconds_per_test = std::strtod(a.get("seconds").c_str(), &end);
+    if (*end != '\0' || !(o.seconds_per_test > 0))
+      return usage_error("--seconds needs a positive number, got '" + a.get("seconds") + "'", a.json);
+  }
+  // Progress goes to stderr so stdout stays the result.
+  o.progress = [](const std::string& s) { std::cerr << "calibrate: " << s << "\n"; };
+  backends::MachineProfile p = backends::calibrate(o);
+  const std::string out = a.get("out");
+  if (!out.empty()) {
+    std::string err;
+    if (!backends::save_profile(p, out, &err)) return usage_error(err, a.json);
+  }
+  if (a.json) {
+    std::cout << JsonObject().add("ok", true).add("file", out).raw("profile", backends::profile_to_json(p)).str()
+              << "\n";
+  } else {
+    std::cout << backends::profile_to_text(p);
+    if (!out.empty()) std::cerr << "calibrate: wrote " << out << "\n";
+  }
+  return kExitOk;
+}
+
+int cmd_estimate(const Args& a) {
+  if (a.positional.size() != 1) return usage_error("estimate takes exactly one FILE", a.json);
+  const std::string& file = a.positional[0];
+  backends::MachineProfile prof = backends::default_profile();
+  std::string pfile = a.get("profile");
+  if (pfile.empty())
+    if (const char* env = std::getenv("PERFDOJO_MACHINE_PROFILE")) pfile = env;
+  if (!pfile.empty()) {
+    std::string err;
+    auto loaded = backends::load_profile(pfile, &err);
+    if (!loaded) {
+      if (a.json) {
+        std::cout << JsonObject().add("ok", false).add("file", file).add("error", err).str() << "\n";
+      } else {
+        std::cerr << "perfdojo: " << err << "\n";
+      }
+      return kExitInvalid;
+    }
+    prof = *loaded;
+  }
+  auto r = ir::load_file(file);
+  if (!r.ok()) return report_errors(r.errors(), a.json, file);
+  backends::CostEstimate e = backends::estimate_cost(*r, prof);
+  static const char* kLevels[4] = {"L1", "L2", "L3", "DRAM"};
+  if (a.json) {
+    JsonObject bytes, times;
+    for (int k = 0; k < 4; ++k) {
+      bytes.add(kLevels[k], e.bytes[k]);
+      times.add(kLevels[k], e.level_s[k]);
+    }
+    std::cout << JsonObject()
+                     .add("ok", true)
+                     .add("file", file)
+                     .add("profile", prof.name)
+                     .add("time_s", e.time_s)
+                     .add("flops", e.flops)
+                     .add("gflops", e.time_s > 0 ? e.flops / e.time_s * 1e-9 : 0.0)
+                     .add("compute_s", e.compute_s)
+                     .add("overhead_s", e.overhead_s)
+                     .raw("bytes", bytes.str())
+                     .raw("level_s", times.str())
+                     .add("bound", backends::bound_name(e.bound))
+                     .str()
+              << "\n";
+  } else {
+    std::printf("%s: %.4g s estimated on %s (%.3g GFLOP/s), bound by %s\n", file.c_str(), e.time_s,
+                prof.name.c_str(), e.time_s > 0 ? e.flops / e.time_s * 1e-9 : 0.0, backends::bound_name(e.bound));
+    std::printf("  flops      %.6g\n  compute    %.4g s\n  overhead   %.4g s\n", e.flops, e.compute_s, e.overhead_s);
+    for (int k = 0; k < 4; ++k)
+      std::printf("  %-5s      %.6g bytes, %.4g s\n", kLevels[k], e.bytes[k], e.level_s[k]);
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+std::vector<Command> cost_commands() {
+  return {
+      {"calibrate", "calibrate [--out FILE] [--seconds S]",
+       "measure this machine (FMA peaks, cache and memory bandwidth) for the cost model; --out writes "
+       "the profile (JSON when FILE ends in .json, else key = value)",
+       {"out", "seconds"}, {}, cmd_calibrate},
+      {"estimate", "estimate FILE [--profile PROFILE]",
+       "the cost model's time for a kernel: flops, bytes per cache level and the bound (profile: "
+       "--profile, else $PERFDOJO_MACHINE_PROFILE, else built-in)",
+       {"profile"}, {}, cmd_estimate},
+  };
+}
+
+}  // namespace perfdojo::cli

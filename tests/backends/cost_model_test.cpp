@@ -1,0 +1,283 @@
+// The cost model: deterministic, finite, ordered the way the machine orders the classic cases,
+// and its machine profile survives a file round trip or says clearly why it does not.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+
+#include "backends/backend.h"
+#include "backends/cost_model.h"
+#include "backends/machine_profile.h"
+#include "ir/parse.h"
+#include "support/scaled_kernels.h"
+#include "transforms/registry.h"
+
+using namespace perfdojo;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Matmul bodies of size S (rows of A, columns of B and the reduction all S).
+std::string matmul(int s, const std::string& body) {
+  return "S = " + std::to_string(s) +
+         "\ninput A: f32[S, S]\ninput B: f32[S, S]\noutput C: f32[S, S] = 0\n\n" + body + "\n";
+}
+
+const char* kIJK = "S S S C[{0},{1}] += A[{0},{2}] * B[{2},{1}]";
+const char* kIKJ = "S S S C[{0},{2}] += A[{0},{1}] * B[{1},{2}]";
+const char* kJKI = "S S S C[{2},{0}] += A[{2},{1}] * B[{1},{0}]";
+
+ir::Program load(const std::string& text) {
+  auto r = ir::load_program(text, "test.pdj");
+  REQUIRE_MESSAGE(r.ok(), r.error_text() << "\n" << text);
+  return r.value();
+}
+
+double estimate(const std::string& text) {
+  return backends::estimate_cost(load(text), backends::default_profile()).time_s;
+}
+
+std::string temp_path(const std::string& name) {
+  return (fs::temp_directory_path() / ("perfdojo_cost_model_test_" + name)).string();
+}
+
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream(path) << text;
+}
+
+}  // namespace
+
+TEST_CASE("the same program gets a bit-identical estimate, also from a clone") {
+  auto backend = backends::make_backend("cost_model");
+  REQUIRE(backend);
+  CHECK(backend->deterministic());
+  for (const auto& name : testing::suite_kernel_names()) {
+    auto p = ir::load_file(std::string(PERFDOJO_KERNEL_DIR) + "/" + name + ".pdj");
+    REQUIRE(p.ok());
+    auto a = backend->measure(p.value(), {});
+    auto b = backend->measure(p.value(), {});
+    auto clone = backend->clone();
+    auto c = clone->measure(p.value(), {});
+    REQUIRE_MESSAGE(a.ok(), name);
+    CHECK_MESSAGE(a.median_s == b.median_s, name);
+    CHECK_MESSAGE(a.median_s == c.median_s, name);
+    CHECK_MESSAGE(a.min_s == a.median_s, name);
+  }
+}
+
+TEST_CASE("an estimate is reported as an unverified, repetition-free measurement naming the profile") {
+  auto backend = backends::make_backend("cost_model");
+  auto m = backend->measure(load(matmul(64, kIKJ)), {});
+  REQUIRE(m.ok());
+  CHECK(m.median_s > 0);
+  CHECK(m.reps == 0);
+  CHECK_FALSE(m.verified);
+  CHECK(m.flags == "cost_model " + backends::default_profile().name);
+  auto caps = backend->capabilities();
+  CHECK(caps.vector_widths == std::vector<int>{16, 8});
+  CHECK(caps.parallel);
+  CHECK(caps.threads == backends::default_profile().cores);
+  CHECK(backend->available().ok);
+}
+
+TEST_CASE("vectorising matmul's inner scope with 16 lanes lowers the estimate") {
+  double scalar = estimate(matmul(256, kIKJ));
+  double vec = estimate(matmul(256, "S S 16 16:vec C[{0},{2}*16+{3}] += A[{0},{1}] * B[{1},{2}*16+{3}]"));
+  CHECK(vec < scalar / 2);
+}
+
+TEST_CASE("parallelizing matmul's outer scope lowers the estimate") {
+  double serial = estimate(matmul(256, kIKJ));
+  double par = estimate(matmul(256, "S:par S S C[{0},{2}] += A[{0},{1}] * B[{1},{2}]"));
+  CHECK(par < serial * 0.75);
+}
+
+TEST_CASE("parallelizing a scope of one iteration gains nothing and pays the fork") {
+  double serial = estimate(matmul(64, "1 S S S C[{1},{3}] += A[{1},{2}] * B[{2},{3}]"));
+  double par = estimate(matmul(64, "1:par S S S C[{1},{3}] += A[{1},{2}] * B[{2},{3}]"));
+  CHECK(par > serial);
+}
+
+TEST_CASE("strided matmul orderings are slower than the unit-stride ordering i,k,j") {
+  double ikj = estimate(matmul(256, kIKJ));
+  CHECK(estimate(matmul(256, kIJK)) > ikj);
+  CHECK(estimate(matmul(256, kJKI)) > ikj);
+  // At a size where B no longer fits in L2 the column walk costs a line per element.
+  auto big_jki = backends::estimate_cost(load(matmul(1024, kJKI)), backends::default_profile());
+  auto big_ikj = backends::estimate_cost(load(matmul(1024, kIKJ)), backends::default_profile());
+  CHECK(big_jki.bytes[1] > 4 * big_ikj.bytes[1]);
+  CHECK(big_jki.time_s > big_ikj.time_s);
+}
+
+TEST_CASE("a reduction chain in an innermost loop is latency bound until independent accumulators relieve it") {
+  // i,j,k: every FMA waits for the previous one into C[i][j].
+  double chained = estimate(matmul(128, kIJK));
+  // Unrolling j by 8 inside k gives eight independent accumulators.
+  double relieved = estimate(matmul(128, "S 16 S 8:unroll C[{0},{1}*8+{3}] += A[{0},{2}] * B[{2},{1}*8+{3}]"));
+  CHECK(relieved < chained / 2);
+  // Unrolling the reduction scope itself keeps one chain: no such gain.
+  double unrolled_k = estimate(matmul(128, "S S 32 4:unroll C[{0},{1}] += A[{0},{2}*4+{3}] * B[{2}*4+{3},{1}]"));
+  CHECK(unrolled_k > chained * 0.7);
+}
+
+TEST_CASE("a temporary small enough for registers moves no memory traffic") {
+  // The same computation through a 16-element temporary (registers: indexed by the vector
+  // lanes only) and through a full-size one (memory).
+  const std::string head = "S = 512\ninput A: f32[S, S]\noutput C: f32[S, S]\n";
+  auto regs = backends::estimate_cost(load(head +
+                                           "temp t: f32[16]\n\n"
+                                           "S 32 16:vec t[{2}] = A[{0},{1}*16+{2}]\n"
+                                           "| | 16:vec C[{0},{1}*16+{2}] = t[{2}] * 2\n"),
+                                      backends::default_profile());
+  auto memory = backends::estimate_cost(load(head +
+                                             "temp t: f32[S, S]\n\n"
+                                             "S 32 16:vec t[{0},{1}*16+{2}] = A[{0},{1}*16+{2}]\n"
+                                             "| | 16:vec C[{0},{1}*16+{2}] = t[{0},{1}*16+{2}] * 2\n"),
+                                        backends::default_profile());
+  const double matrix = 512.0 * 512 * 4;
+  CHECK(regs.bytes[0] == 2 * matrix);    // A loaded, C stored, t never
+  CHECK(memory.bytes[0] == 4 * matrix);  // t stored and loaded too
+  CHECK(regs.bytes[1] < memory.bytes[1]);
+  CHECK(regs.time_s < memory.time_s);
+}
+
+TEST_CASE("a larger kernel costs more") {
+  CHECK(estimate(matmul(128, kIKJ)) > estimate(matmul(64, kIKJ)));
+  CHECK(estimate(matmul(512, kIJK)) > estimate(matmul(256, kIJK)));
+  auto small = ir::load_file(std::string(PERFDOJO_KERNEL_DIR) + "/matmul-256.pdj");
+  auto large = ir::load_file(std::string(PERFDOJO_KERNEL_DIR) + "/matmul-1024.pdj");
+  REQUIRE(small.ok());
+  REQUIRE(large.ok());
+  auto prof = backends::default_profile();
+  CHECK(backends::estimate_cost(large.value(), prof).time_s > 8 * backends::estimate_cost(small.value(), prof).time_s);
+  for (const auto& name : testing::suite_kernel_names()) {
+    auto full = ir::load_file(std::string(PERFDOJO_KERNEL_DIR) + "/" + name + ".pdj");
+    auto scaled = testing::load_scaled_kernel(name);
+    REQUIRE(full.ok());
+    REQUIRE(scaled.ok());
+    CHECK_MESSAGE(backends::estimate_cost(full.value(), prof).time_s >
+                      backends::estimate_cost(scaled.value(), prof).time_s,
+                  name);
+  }
+}
+
+TEST_CASE("estimates are finite and positive on every suite kernel and on random trajectories of them") {
+  const transforms::Target target;
+  const auto prof = backends::default_profile();
+  int checked = 0;
+  for (const auto& name : testing::suite_kernel_names()) {
+    for (bool scaled : {false, true}) {
+      auto loaded = scaled ? testing::load_scaled_kernel(name)
+                           : ir::load_file(std::string(PERFDOJO_KERNEL_DIR) + "/" + name + ".pdj");
+      REQUIRE(loaded.ok());
+      std::mt19937_64 rng(std::hash<std::string>{}(name) + scaled);
+      for (int t = 0; t < 12; ++t) {
+        ir::Program cur = loaded.value();
+        int steps = std::uniform_int_distribution<int>(0, 12)(rng);
+        for (int s = 0; s < steps; ++s) {
+          auto legal = transforms::legal_actions(cur, target);
+          if (legal.empty()) break;
+          auto a = legal[std::uniform_int_distribution<size_t>(0, legal.size() - 1)(rng)];
+          auto next = transforms::apply(cur, a, target);
+          REQUIRE(next.ok());
+          cur = std::move(next).value();
+        }
+        auto e = backends::estimate_cost(cur, prof);
+        CHECK_MESSAGE((std::isfinite(e.time_s) && e.time_s > 0), name << " trajectory " << t);
+        CHECK_MESSAGE(e.time_s >= e.compute_s * 0.999, name);
+        for (double b : e.bytes) CHECK_MESSAGE((std::isfinite(b) && b >= 0), name);
+        ++checked;
+      }
+    }
+  }
+  CHECK(checked > 100);
+}
+
+TEST_CASE("a machine profile survives a save and load round trip in both formats") {
+  backends::MachineProfile p = backends::default_profile();
+  p.name = "round-trip";
+  p.peak_gflops_avx512 = 0;  // zero is allowed here: no AVX-512
+  p.peak_gflops_avx2 = 123.456789012345;
+  p.l2_bytes = 2 * 1024 * 1024;
+  p.dram_bw_gbs = 1.0 / 3.0;
+  p.cores = 7;
+  for (const std::string ext : {".txt", ".json"}) {
+    std::string path = temp_path("profile" + ext);
+    std::string err;
+    REQUIRE_MESSAGE(backends::save_profile(p, path, &err), err);
+    auto back = backends::load_profile(path, &err);
+    REQUIRE_MESSAGE(back.has_value(), err);
+    CHECK(backends::profile_to_text(*back) == backends::profile_to_text(p));
+    CHECK(back->dram_bw_gbs == p.dram_bw_gbs);
+    CHECK(back->cores == 7);
+    CHECK(back->name == "round-trip");
+    // The backend reads it and names it.
+    backends::BackendConfig c;
+    c.machine_profile = path;
+    auto backend = backends::make_backend("cost_model", c);
+    CHECK(backend->capabilities().threads == 7);
+    CHECK(backend->measure(load(matmul(32, kIKJ)), {}).flags == "cost_model round-trip");
+    fs::remove(path);
+  }
+}
+
+TEST_CASE("a profile changes the estimate the way its figures say") {
+  auto p = load(matmul(256, kIJK));
+  auto slow = backends::default_profile();
+  slow.freq_ghz /= 2;
+  CHECK(backends::estimate_cost(p, slow).time_s > backends::estimate_cost(p, backends::default_profile()).time_s);
+}
+
+TEST_CASE("a corrupt profile file gives an error naming the file, the line and the problem") {
+  struct Case {
+    std::string text;
+    std::string expect;
+  };
+  const Case cases[] = {
+      {"name = x\nl1_bytes = banana\n", "p.txt:2: 'l1_bytes' must be a number, got 'banana'"},
+      {"l2_bytes = -5\n", "p.txt:1: 'l2_bytes' must be positive"},
+      {"freq_ghz = 0\n", "p.txt:1: 'freq_ghz' must be positive"},
+      {"warp_drive = 3\n", "p.txt:1: unknown key 'warp_drive'"},
+      {"# ok\n\nl3_bytes 42\n", "p.txt:3: expected 'key = value'"},
+      {"cores = 2.5\n", "'cores' must be a whole number"},
+      {"", "p.txt: empty machine profile"},
+      {"{\"l1_bytes\": {\"nested\": 1}}", "one flat object"},
+      {"{\"l1_bytes\": 32768", "does not end with '}'"},
+      {"{\"l1_bytes\": \"a lot\"}", "'l1_bytes' must be a number, got 'a lot'"},
+  };
+  for (const auto& c : cases) {
+    std::string err;
+    auto p = backends::parse_profile(c.text, "p.txt", &err);
+    CHECK_MESSAGE(!p.has_value(), c.text);
+    CHECK_MESSAGE(err.find(c.expect) != std::string::npos, "got: " << err << "\nexpected: " << c.expect);
+  }
+  std::string err;
+  CHECK_FALSE(backends::load_profile(temp_path("does_not_exist"), &err).has_value());
+  CHECK(err.find("cannot read machine profile") != std::string::npos);
+
+  // The backend refuses to estimate with it, and says why.
+  std::string path = temp_path("corrupt.txt");
+  write_file(path, "l1_bytes = banana\n");
+  backends::BackendConfig c;
+  c.machine_profile = path;
+  auto backend = backends::make_backend("cost_model", c);
+  CHECK_FALSE(backend->available().ok);
+  auto m = backend->measure(load(matmul(32, kIKJ)), {});
+  REQUIRE_FALSE(m.ok());
+  CHECK(m.error->find("'l1_bytes' must be a number") != std::string::npos);
+  CHECK_FALSE(backend->clone()->measure(load(matmul(32, kIKJ)), {}).ok());
+  fs::remove(path);
+}
+
+TEST_CASE("a partially given profile keeps the defaults for the rest") {
+  std::string err;
+  auto p = backends::parse_profile("{\"name\": \"half\", \"l1_bytes\": 49152}", "p.json", &err);
+  REQUIRE_MESSAGE(p.has_value(), err);
+  CHECK(p->l1_bytes == 49152);
+  CHECK(p->name == "half");
+  CHECK(p->l2_bytes == backends::default_profile().l2_bytes);
+}
