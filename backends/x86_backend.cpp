@@ -1,12 +1,505 @@
 #include "backends/x86_backend.h"
 
-#include "backends/interpreter_backend.h"
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <list>
+#include <thread>
+
+#include "backends/compiler.h"
+#include "backends/result_cache.h"
+#include "backends/worker.h"
+#include "ir/check.h"
+#include "ir/interp.h"
 
 namespace perfdojo::backends {
 
-// Placeholder until code generation lands.
-std::unique_ptr<Backend> make_x86_backend(X86Isa, const BackendConfig& config) {
-  return make_interpreter_backend(config);
+namespace {
+
+namespace fs = std::filesystem;
+
+// Printer options of `isa`: vectors are printed in registers of the ISA's width.
+CodegenOptions x86_codegen_options(X86Isa isa) {
+  CodegenOptions co;
+  co.target = x86_isa_name(isa);
+  co.native_vector_bytes = isa == X86Isa::kAvx512 ? 64 : isa == X86Isa::kAvx2 ? 32 : 16;
+  return co;
+}
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::string extra(const BackendConfig& c, const std::string& key, const std::string& fallback = "") {
+  auto it = c.extra.find(key);
+  return it == c.extra.end() ? fallback : it->second;
+}
+
+double extra_number(const BackendConfig& c, const std::string& key, double fallback) {
+  std::string v = extra(c, key);
+  if (v.empty()) return fallback;
+  char* end = nullptr;
+  double d = std::strtod(v.c_str(), &end);
+  return end && *end == '\0' ? d : fallback;
+}
+
+bool has_annotations(const std::vector<ir::NodePtr>& body) {
+  for (const auto& n : body)
+    if (n->is_scope && (n->annot != ir::Annot::kNone || has_annotations(n->body))) return true;
+  return false;
+}
+
+bool has_parallel(const std::vector<ir::NodePtr>& body) {
+  for (const auto& n : body)
+    if (n->is_scope && (n->annot == ir::Annot::kParallel || has_parallel(n->body))) return true;
+  return false;
+}
+
+double tolerance(ir::DType t) {
+  switch (t) {
+    case ir::DType::kF32: return 1e-4;
+    case ir::DType::kF64: return 1e-9;
+    case ir::DType::kI32: return 0;
+  }
+  return 0;
+}
+
+// Buffer contents in the shared region, converted from and to the interpreter's doubles.
+void write_tensor(uint8_t* dst, ir::DType t, const std::vector<double>& v) {
+  for (size_t i = 0; i < v.size(); ++i) {
+    switch (t) {
+      case ir::DType::kF32: reinterpret_cast<float*>(dst)[i] = static_cast<float>(v[i]); break;
+      case ir::DType::kF64: reinterpret_cast<double*>(dst)[i] = v[i]; break;
+      case ir::DType::kI32: reinterpret_cast<int32_t*>(dst)[i] = static_cast<int32_t>(v[i]); break;
+    }
+  }
+}
+
+ir::Tensor read_tensor(const uint8_t* src, const ir::BufferDecl& b) {
+  ir::Tensor t{b.dtype, b.shape, std::vector<double>(b.elements())};
+  for (size_t i = 0; i < t.data.size(); ++i) {
+    switch (b.dtype) {
+      case ir::DType::kF32: t.data[i] = reinterpret_cast<const float*>(src)[i]; break;
+      case ir::DType::kF64: t.data[i] = reinterpret_cast<const double*>(src)[i]; break;
+      case ir::DType::kI32: t.data[i] = reinterpret_cast<const int32_t*>(src)[i]; break;
+    }
+  }
+  return t;
+}
+
+// Outputs without an initial value start as the interpreter starts them: NaN (0 for i32), so a
+// kernel reading one before writing it shows up in verification.
+void prefill_outputs(uint8_t* base, const std::vector<const ir::BufferDecl*>& params, const std::vector<size_t>& offs) {
+  for (size_t i = 0; i < params.size(); ++i) {
+    const auto& b = *params[i];
+    if (b.role != ir::Role::kOutput) continue;
+    double v = b.dtype == ir::DType::kI32 ? 0 : std::numeric_limits<double>::quiet_NaN();
+    write_tensor(base + offs[i], b.dtype, std::vector<double>(b.elements(), v));
+  }
+}
+
+// Quantile of sorted values with linear interpolation.
+double quantile(const std::vector<double>& s, double q) {
+  if (s.empty()) return 0;
+  double pos = q * static_cast<double>(s.size() - 1);
+  size_t lo = static_cast<size_t>(std::floor(pos));
+  size_t hi = std::min(lo + 1, s.size() - 1);
+  return s[lo] + (s[hi] - s[lo]) * (pos - static_cast<double>(lo));
+}
+
+// The test hook extra["inject"] as it applies to `p`: "KIND" or "KIND:BUFFER" (only programs
+// declaring BUFFER); "" when it does not apply.
+std::string test_hook_for(const BackendConfig& c, const ir::Program& p) {
+  std::string v = extra(c, "inject");
+  auto colon = v.find(':');
+  if (colon == std::string::npos) return v;
+  return p.find_buffer(v.substr(colon + 1)) ? v.substr(0, colon) : "";
+}
+
+// Serialises timing across processes (and threads: each holder opens its own descriptor).
+class MeasureLock {
+ public:
+  explicit MeasureLock(bool on) {
+    if (!on) return;
+    std::string path = (fs::temp_directory_path() / "perfdojo-measure.lock").string();
+    fd_ = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (fd_ >= 0) {
+      while (flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
+      }
+    }
+  }
+  ~MeasureLock() {
+    if (fd_ >= 0) close(fd_);  // closing releases the lock
+  }
+  MeasureLock(const MeasureLock&) = delete;
+  MeasureLock& operator=(const MeasureLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+class X86Backend final : public Backend {
+ public:
+  X86Backend(X86Isa isa, BackendConfig c) : isa_(isa), config_(std::move(c)), cache_(config_.cache_dir) {}
+
+  ~X86Backend() override {
+    worker_.reset();
+    if (!work_dir_.empty() && extra(config_, "keep_build_dir") != "1") {
+      std::error_code ec;
+      fs::remove_all(work_dir_, ec);
+    }
+  }
+
+  std::string name() const override { return x86_isa_name(isa_); }
+
+  Availability available() const override {
+    if (!availability_) availability_ = check_availability();
+    return *availability_;
+  }
+
+  Capabilities capabilities() const override {
+    Capabilities c;
+    if (isa_ == X86Isa::kAvx512) c.vector_widths = {16, 8};
+    if (isa_ == X86Isa::kAvx2) c.vector_widths = {8};
+    c.parallel = true;
+    c.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    return c;
+  }
+
+  bool deterministic() const override { return false; }
+
+  Measurement measure(const ir::Program& p, const MeasureOptions& o) override {
+    Measurement m;
+    try {
+      measure_into(p, o, m);
+    } catch (const std::exception& e) {
+      m.error = std::string("internal error in the x86 backend: ") + e.what();
+    }
+    return m;
+  }
+
+  std::unique_ptr<Backend> clone() const override { return std::make_unique<X86Backend>(isa_, config_); }
+
+ private:
+  Availability check_availability() const {
+    __builtin_cpu_init();
+    std::string cpu = cpu_identity();
+    if (isa_ == X86Isa::kAvx512 && !__builtin_cpu_supports("avx512f"))
+      return {false, std::string(name()) + ": the CPU lacks avx512f (" + cpu + ")"};
+    if (isa_ == X86Isa::kAvx2 && !(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")))
+      return {false, std::string(name()) + ": the CPU lacks avx2/fma (" + cpu + ")"};
+    if (find_executable(config_.compiler).empty())
+      return {false, std::string(name()) + ": no C compiler: '" + config_.compiler +
+                         "' was not found (set BackendConfig::compiler, e.g. gcc or clang)"};
+    if (find_worker(extra(config_, "worker")).empty())
+      return {false, std::string(name()) +
+                         ": the measuring worker perfdojo-worker was not found (build the perfdojo-worker "
+                         "target, or set $PERFDOJO_WORKER)"};
+    return {};
+  }
+
+  std::vector<std::string> flags() const { return x86_compile_flags(isa_); }
+
+  std::string flags_text() const {
+    std::string s = config_.compiler;
+    std::string v = compiler_version(config_.compiler);
+    if (!v.empty()) s += " (" + v + ")";
+    for (const auto& f : flags()) s += " " + f;
+    return s;
+  }
+
+  std::string inject_for(const ir::Program& p) const { return test_hook_for(config_, p); }
+
+  const std::string& work_dir() {
+    if (work_dir_.empty()) {
+      std::string tmpl = (fs::temp_directory_path() / "perfdojo-x86-XXXXXX").string();
+      std::vector<char> buf(tmpl.begin(), tmpl.end());
+      buf.push_back('\0');
+      if (mkdtemp(buf.data())) work_dir_ = buf.data();
+      else throw std::runtime_error(std::string("cannot create a build directory: ") + std::strerror(errno));
+    }
+    return work_dir_;
+  }
+
+  Worker& worker() {
+    if (!worker_) {
+      double mb = extra_number(config_, "worker_memory_mb", 8192);
+      worker_ = std::make_unique<Worker>(find_worker(extra(config_, "worker")), static_cast<uint64_t>(mb * 1048576.0));
+    }
+    return *worker_;
+  }
+
+  // Places the kernel's parameters in the shared region: page-aligned, each shifted by a few
+  // cache lines so equal-sized buffers do not alias in the caches (4K aliasing).
+  static std::vector<size_t> layout(const std::vector<const ir::BufferDecl*>& params, size_t* total) {
+    std::vector<size_t> offs;
+    size_t at = 0;
+    for (size_t i = 0; i < params.size(); ++i) {
+      at = (at + 4095) & ~size_t{4095};
+      at += (i * 320) % 4096;
+      offs.push_back(at);
+      at += static_cast<size_t>(params[i]->elements()) * ir::dtype_bytes(params[i]->dtype);
+    }
+    *total = at + 64;
+    return offs;
+  }
+
+  void measure_into(const ir::Program& p, const MeasureOptions& o, Measurement& m) {
+    m.flags = flags_text();
+    Availability av = available();
+    if (!av.ok) {
+      m.error = av.why;
+      return;
+    }
+    auto errors = ir::check_program(p);
+    if (!errors.empty()) {
+      m.error = "invalid program: " + errors[0].str();
+      return;
+    }
+    std::string inject = inject_for(p);
+    CacheKey key{ir::structural_hash(p), name(), m.flags, cpu_identity(), o.seed,
+                 std::string(kCodegenVersion) + (o.verify ? " verify" : " noverify") + (o.flush_cache ? " flush" : "") +
+                     (inject.empty() ? "" : " inject=" + inject)};
+    if (auto hit = cache_.lookup(key)) {
+      m = *hit;
+      return;
+    }
+
+    // Print and compile.
+    double t0 = now_s();
+    CodegenOptions co = x86_codegen_options(isa_);
+    co.inject = inject;
+    GeneratedC gen = generate_c(p, co);
+    CompileResult cr = compile_shared_object(config_.compiler, flags(), gen.source, work_dir());
+    m.compile_s = cr.reused ? 0 : now_s() - t0;
+    if (cr.error) {
+      m.error = *cr.error;
+      return;
+    }
+
+    // Buffers.
+    auto params = kernel_parameters(p);
+    size_t total = 0;
+    auto offs = layout(params, &total);
+    Worker& w = worker();
+    std::string err;
+    uint8_t* base = w.reserve(total, &err);
+    if (!base) {
+      m.error = err;
+      return;
+    }
+    ir::TensorMap inputs = ir::make_inputs(p, o.seed);
+    for (size_t i = 0; i < params.size(); ++i)
+      if (params[i]->role == ir::Role::kInput) write_tensor(base + offs[i], params[i]->dtype, inputs.at(params[i]->name).data);
+    prefill_outputs(base, params, offs);
+
+    MeasureLock lock(extra(config_, "measure_lock") != "off");
+    if (auto e = w.load(cr.so_path, offs, o.timeout_s)) {
+      m.error = *e;
+      return;
+    }
+    Worker::Timing first = w.run(1, false, o.timeout_s);
+    if (first.error) {
+      m.error = *first.error;
+      return;
+    }
+
+    if (o.verify) {
+      std::map<std::string, ir::Tensor> got;
+      for (size_t i = 0; i < params.size(); ++i)
+        if (params[i]->role == ir::Role::kOutput) got[params[i]->name] = read_tensor(base + offs[i], *params[i]);
+      std::map<std::string, ir::Tensor> want;
+      double max_flops = extra_number(config_, "verify_interpreter_max_flops", 1e7);
+      if (flop_count(p) <= max_flops) {
+        auto r = ir::interpret(p, inputs);
+        if (!r.ok()) {
+          m.error = "the interpreter refused the program: " + r.error_text();
+          return;
+        }
+        for (const auto& [n, t] : got) want[n] = r->at(n);
+      } else if (has_annotations(p.body)) {
+        if (auto e = reference_outputs(p, o, params, offs, base, want)) {
+          m.error = *e;
+          return;
+        }
+        if (auto e = w.load(cr.so_path, offs, o.timeout_s)) {
+          m.error = *e;
+          return;
+        }
+      }
+      if (!want.empty()) {
+        double worst = 0;
+        std::string bad;  // the first output over its tolerance
+        for (const auto& [n, t] : got) {
+          double e = ir::max_relative_error(t, want.at(n));
+          worst = std::max(worst, e);
+          if (bad.empty() && !(e <= tolerance(t.dtype))) bad = n;
+        }
+        m.max_rel_error = worst;
+        if (!bad.empty()) {
+          char buf[200];
+          std::snprintf(buf, sizeof buf, "wrong result: max relative error %.3g in output '%s' (tolerance %g)",
+                        ir::max_relative_error(got.at(bad), want.at(bad)), bad.c_str(),
+                        tolerance(got.at(bad).dtype));
+          m.error = buf;
+          return;
+        }
+        m.verified = true;
+      }
+    }
+
+    time_runs(o, first.seconds, m);
+    if (m.ok()) cache_.store(key, m);
+  }
+
+  // Outputs of the sequential build of `p` (annotations ignored, no FMA contraction) on the
+  // inputs already in the shared region. Cached per (source, seed): vectorising, parallelising
+  // or unrolling a program leaves its sequential source unchanged.
+  std::optional<std::string> reference_outputs(const ir::Program& p, const MeasureOptions& o,
+                                               const std::vector<const ir::BufferDecl*>& params,
+                                               const std::vector<size_t>& offs, uint8_t* base,
+                                               std::map<std::string, ir::Tensor>& want) {
+    CodegenOptions co = x86_codegen_options(isa_);
+    co.target += " (sequential reference)";
+    co.vectorize = co.parallel = co.unroll = false;
+    GeneratedC gen = generate_c(p, co);
+    std::string rkey = hex64(stable_hash(gen.source)) + "/" + std::to_string(o.seed);
+    for (auto it = ref_cache_.begin(); it != ref_cache_.end(); ++it) {
+      if (it->first == rkey) {
+        want = it->second;
+        return std::nullopt;
+      }
+    }
+    std::vector<std::string> f;
+    for (const auto& x : flags())
+      if (x != "-fopenmp") f.push_back(x);
+    f.push_back("-ffp-contract=off");
+    CompileResult cr = compile_shared_object(config_.compiler, f, gen.source, work_dir());
+    if (cr.error) return "cannot build the sequential reference for verification: " + *cr.error;
+    prefill_outputs(base, params, offs);
+    Worker& w = worker();
+    if (auto e = w.load(cr.so_path, offs, o.timeout_s)) return "verification run: " + *e;
+    Worker::Timing t = w.run(1, false, o.timeout_s);
+    if (t.error)
+      return "could not verify: the sequential reference failed (" + *t.error +
+             "); measure with verify = false, or verify a scaled-down instance";
+    for (size_t i = 0; i < params.size(); ++i)
+      if (params[i]->role == ir::Role::kOutput) want[params[i]->name] = read_tensor(base + offs[i], *params[i]);
+    ref_cache_.emplace_front(rkey, want);
+    if (ref_cache_.size() > 2) ref_cache_.pop_back();
+    return std::nullopt;
+  }
+
+  // Warm repetitions, each a batch of back-to-back calls of about a millisecond, until the
+  // spread is small enough or the budget is spent.
+  void time_runs(const MeasureOptions& o, double first_s, Measurement& m) {
+    Worker& w = worker();
+    const double kBatchTarget = 1e-3;
+    double est = std::max(first_s, 1e-9);
+    if (first_s < o.time_budget_s) {  // one warm call (the first one was cold)
+      Worker::Timing t = w.run(1, o.flush_cache, o.timeout_s);
+      if (t.error) {
+        m.error = *t.error;
+        return;
+      }
+      est = std::max(t.seconds, 1e-9);
+    }
+    long batch = o.flush_cache ? 1 : std::clamp<long>(static_cast<long>(std::ceil(kBatchTarget / est)), 1, 1000000);
+    if (batch > 1) {  // warm the batch itself (caches, branch predictors, OpenMP threads)
+      Worker::Timing t = w.run(static_cast<int>(batch), false, o.timeout_s + 4 * est * static_cast<double>(batch));
+      if (t.error) {
+        m.error = *t.error;
+        return;
+      }
+    }
+    std::vector<double> times;
+    double spent = 0;
+    int max_reps = std::max(o.max_reps, 1), min_reps = std::clamp(o.min_reps, 1, max_reps);
+    while (static_cast<int>(times.size()) < max_reps) {
+      Worker::Timing t = w.run(static_cast<int>(batch), o.flush_cache, o.timeout_s + 4 * est * static_cast<double>(batch));
+      if (t.error) {
+        m.error = *t.error;
+        return;
+      }
+      times.push_back(t.seconds / static_cast<double>(batch));
+      spent += t.seconds;
+      if (static_cast<int>(times.size()) < min_reps) continue;
+      std::vector<double> s = times;
+      std::sort(s.begin(), s.end());
+      double med = quantile(s, 0.5);
+      double spread = med > 0 ? (quantile(s, 0.75) - quantile(s, 0.25)) / med : 0;
+      if (spread <= o.target_spread || spent >= o.time_budget_s) break;
+    }
+    std::sort(times.begin(), times.end());
+    m.median_s = quantile(times, 0.5);
+    m.min_s = times.front();
+    m.spread = m.median_s > 0 ? (quantile(times, 0.75) - quantile(times, 0.25)) / m.median_s : 0;
+    m.reps = static_cast<int>(times.size());
+  }
+
+  X86Isa isa_;
+  BackendConfig config_;
+  ResultCache cache_;
+  mutable std::optional<Availability> availability_;
+  std::string work_dir_;
+  std::unique_ptr<Worker> worker_;
+  std::list<std::pair<std::string, std::map<std::string, ir::Tensor>>> ref_cache_;
+};
+
+}  // namespace
+
+std::optional<X86Isa> x86_isa_by_name(std::string_view name) {
+  if (name == "x86_avx512") return X86Isa::kAvx512;
+  if (name == "x86_avx2") return X86Isa::kAvx2;
+  if (name == "x86_64") return X86Isa::kPortable;
+  return std::nullopt;
+}
+
+const char* x86_isa_name(X86Isa isa) {
+  switch (isa) {
+    case X86Isa::kAvx512: return "x86_avx512";
+    case X86Isa::kAvx2: return "x86_avx2";
+    case X86Isa::kPortable: return "x86_64";
+  }
+  return "x86_64";
+}
+
+std::vector<std::string> x86_compile_flags(X86Isa isa) {
+  // -fno-math-errno changes no result (only errno) and lets sqrt become one instruction.
+  std::vector<std::string> f = {"-O3", "-march=native", "-std=gnu11", "-fno-math-errno", "-fopenmp", "-w"};
+  switch (isa) {
+    case X86Isa::kAvx512: f.insert(f.end(), {"-mavx512f", "-mprefer-vector-width=512"}); break;
+    case X86Isa::kAvx2: f.insert(f.end(), {"-mavx2", "-mfma", "-mno-avx512f", "-mprefer-vector-width=256"}); break;
+    case X86Isa::kPortable: f.insert(f.end(), {"-mno-avx"}); break;
+  }
+  return f;
+}
+
+GeneratedC x86_generate_c(X86Isa isa, const ir::Program& p, const BackendConfig& config) {
+  CodegenOptions co = x86_codegen_options(isa);
+  co.inject = test_hook_for(config, p);
+  return generate_c(p, co);
+}
+
+double x86_peak_gflops_per_core(X86Isa isa) {
+  switch (isa) {
+    case X86Isa::kAvx512: return 223;
+    case X86Isa::kAvx2: return 167;
+    case X86Isa::kPortable: return 167.0 / 4;
+  }
+  return 0;
+}
+
+std::unique_ptr<Backend> make_x86_backend(X86Isa isa, const BackendConfig& config) {
+  return std::make_unique<X86Backend>(isa, config);
 }
 
 }  // namespace perfdojo::backends

@@ -53,6 +53,8 @@ int usage_error(const std::string& message, bool json);
 std::vector<Command> ir_commands();
 /// Subcommands of the transforms module (actions, apply).
 std::vector<Command> transform_commands();
+/// Subcommands of the x86 backends (codegen, measure).
+std::vector<Command> backend_commands();
 /// Subcommands of the cost model (calibrate, estimate).
 std::vector<Command> cost_commands();
 

@@ -44,6 +44,7 @@ namespace {
 std::vector<Command> all_commands() {
   std::vector<Command> cmds = ir_commands();
   for (auto& c : transform_commands()) cmds.push_back(std::move(c));
+  for (auto& c : backend_commands()) cmds.push_back(std::move(c));
   for (auto& c : cost_commands()) cmds.push_back(std::move(c));
   return cmds;
 }

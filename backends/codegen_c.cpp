@@ -1,0 +1,848 @@
+#include "backends/codegen_c.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+
+#include "ir/print.h"
+
+namespace perfdojo::backends {
+namespace {
+
+using ir::DType;
+using Path = std::vector<int>;
+
+// ---------------------------------------------------------------------------------------------
+// Names and literals
+
+const char* ctype(DType t) {
+  switch (t) {
+    case DType::kF32: return "float";
+    case DType::kF64: return "double";
+    case DType::kI32: return "int32_t";
+  }
+  return "float";
+}
+
+// Suffix of the scalar helpers: pd_maxf (f32), pd_maxd (f64), pd_maxi (i32).
+const char* sfx(DType t) {
+  switch (t) {
+    case DType::kF32: return "f";
+    case DType::kF64: return "d";
+    case DType::kI32: return "i";
+  }
+  return "f";
+}
+
+std::string vtype(DType t, int64_t w) { return (t == DType::kF32 ? "f32x" : "f64x") + std::to_string(w); }
+std::string mtype(DType t, int64_t w) { return (t == DType::kF32 ? "m32x" : "m64x") + std::to_string(w); }
+
+bool is_c_reserved(const std::string& n) {
+  static const std::set<std::string> kWords = {
+      "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else",
+      "enum", "extern", "float", "for", "goto", "if", "inline", "int", "long", "register",
+      "restrict", "return", "short", "signed", "sizeof", "static", "struct", "switch", "typedef",
+      "union", "unsigned", "void", "volatile", "while", "asm", "typeof", "bool", "true", "false",
+      "int32_t", "int64_t", "uint32_t", "uint64_t", "size_t", "uintptr_t", "memcpy", "malloc",
+      "expf", "exp", "logf", "log", "sqrtf", "sqrt", "tanhf", "tanh", "trunc", "fmod", "errno",
+      "kernel", "perfdojo_entry", "bufs", "main", "I", "NULL"};
+  if (kWords.count(n) || n[0] == '_') return true;
+  if (n.rfind("pd_", 0) == 0 || n.rfind("acc", 0) == 0) return true;
+  // Iterators i0, i1, ... and the vector type names f32x16, m64x8, ...
+  auto digits_after = [&](size_t k) {
+    return n.size() > k && n.find_first_not_of("0123456789", k) == std::string::npos;
+  };
+  if (n[0] == 'i' && digits_after(1)) return true;
+  for (const char* p : {"f32x", "f64x", "m32x", "m64x"})
+    if (n.rfind(p, 0) == 0 && digits_after(4)) return true;
+  // Upper-case names of three letters or more may be macros of the standard headers
+  // (INFINITY, NAN, M_PI, INT32_MAX, EOF...).
+  if (n.size() >= 3 && n.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") == std::string::npos)
+    return true;
+  return false;
+}
+
+// A C literal of type t holding static_cast<T>(v), as the interpreter converts constants.
+std::string literal(double v, DType t) {
+  if (t == DType::kI32) {
+    if (std::isnan(v)) return "0";
+    double c = std::trunc(v);
+    if (c < -2147483648.0 || c > 2147483647.0) return "INT32_MIN";
+    if (c == -2147483648.0) return "INT32_MIN";
+    return std::to_string(static_cast<int64_t>(c));
+  }
+  if (std::isnan(v)) return t == DType::kF32 ? "NAN" : "((double)NAN)";
+  if (std::isinf(v)) {
+    std::string s = t == DType::kF32 ? "INFINITY" : "((double)INFINITY)";
+    return v < 0 ? "(-" + s + ")" : s;
+  }
+  std::string s = ir::print_number(v);
+  if (s.find_first_of(".e") == std::string::npos) s += ".0";
+  if (t == DType::kF64) return s;
+  // A float literal converts the decimal text directly; keep it only when that equals
+  // (float)(double)v, else convert explicitly (double rounding is rare but real).
+  if (std::strtof(s.c_str(), nullptr) == static_cast<float>(v)) return s + "f";
+  return "((float)" + s + ")";
+}
+
+// Strips one pair of parentheses enclosing the whole text.
+std::string unparen(const std::string& s) {
+  if (s.size() < 2 || s.front() != '(' || s.back() != ')') return s;
+  int depth = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '(') ++depth;
+    if (s[i] == ')' && --depth == 0 && i + 1 != s.size()) return s;
+  }
+  return s.substr(1, s.size() - 2);
+}
+
+std::string comment_text(const std::string& s) {
+  // A comment must not end the C comment early nor continue onto the next line.
+  std::string out;
+  // A backslash ending a // line would splice the next line into the comment.
+  for (char c : s) out += (c == '\n' || c == '\r') ? ' ' : c == '\\' ? '/' : c;
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Flattened accesses: offset = sum_k c[k] * i_k + k0, row-major.
+
+struct Flat {
+  std::vector<int64_t> c;
+  int64_t k0 = 0;
+  int64_t coeff(int d) const { return d < static_cast<int>(c.size()) ? c[d] : 0; }
+  bool operator==(const Flat& o) const {
+    size_t n = std::max(c.size(), o.c.size());
+    for (size_t d = 0; d < n; ++d)
+      if (coeff(static_cast<int>(d)) != o.coeff(static_cast<int>(d))) return false;
+    return k0 == o.k0;
+  }
+};
+
+std::optional<DType> type_of(const ir::Program& p, const ir::Expr& e) {
+  switch (e.kind) {
+    case ir::ExprKind::kConst: return std::nullopt;
+    case ir::ExprKind::kLoad: {
+      const ir::BufferDecl* b = p.find_buffer(e.access.buffer);
+      return b ? std::optional<DType>(b->dtype) : std::nullopt;
+    }
+    case ir::ExprKind::kUnary:
+      if (e.un == ir::UnOp::kCastF32) return DType::kF32;
+      if (e.un == ir::UnOp::kCastF64) return DType::kF64;
+      if (e.un == ir::UnOp::kCastI32) return DType::kI32;
+      return type_of(p, *e.args[0]);
+    case ir::ExprKind::kBinary: {
+      auto a = type_of(p, *e.args[0]);
+      return a ? a : type_of(p, *e.args[1]);
+    }
+    case ir::ExprKind::kSelect: {
+      auto a = type_of(p, *e.args[2]);
+      return a ? a : type_of(p, *e.args[3]);
+    }
+  }
+  return std::nullopt;
+}
+
+bool is_cast(ir::UnOp u) {
+  return u == ir::UnOp::kCastF32 || u == ir::UnOp::kCastF64 || u == ir::UnOp::kCastI32;
+}
+
+DType cast_type(ir::UnOp u) {
+  return u == ir::UnOp::kCastF32 ? DType::kF32 : u == ir::UnOp::kCastF64 ? DType::kF64 : DType::kI32;
+}
+
+const char* cmp_text(ir::CmpOp c) {
+  switch (c) {
+    case ir::CmpOp::kLt: return "<";
+    case ir::CmpOp::kLe: return "<=";
+    case ir::CmpOp::kGt: return ">";
+    case ir::CmpOp::kGe: return ">=";
+    case ir::CmpOp::kEq: return "==";
+    case ir::CmpOp::kNe: return "!=";
+  }
+  return "<";
+}
+
+const char* binop_text(ir::BinOp b) {
+  switch (b) {
+    case ir::BinOp::kAdd: return "+";
+    case ir::BinOp::kSub: return "-";
+    case ir::BinOp::kMul: return "*";
+    case ir::BinOp::kDiv: return "/";
+    default: return "?";
+  }
+}
+
+// Every access (lhs and loads) of one statement, lhs first.
+void collect_loads(const ir::Expr& e, std::vector<const ir::Access*>& out) {
+  if (e.kind == ir::ExprKind::kLoad) out.push_back(&e.access);
+  for (const auto& a : e.args) collect_loads(*a, out);
+}
+
+int count_accesses(const std::vector<ir::NodePtr>& body, const std::string& buf) {
+  int n = 0;
+  for (const auto& c : body) {
+    if (c->is_scope) {
+      n += count_accesses(c->body, buf);
+      continue;
+    }
+    std::vector<const ir::Access*> loads;
+    collect_loads(*c->stmt.rhs, loads);
+    n += c->stmt.lhs.buffer == buf;
+    for (const auto* a : loads) n += a->buffer == buf;
+  }
+  return n;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Helper functions the printed code calls; static inline, so unused ones cost nothing.
+
+const char* kScalarHelpers = R"(#define PD_INLINE static inline __attribute__((always_inline))
+/* max/min follow the IR: a > b ? a : b, a < b ? a : b; abs is a < 0 ? -a : a. */
+PD_INLINE float pd_maxf(float a, float b) { return a > b ? a : b; }
+PD_INLINE float pd_minf(float a, float b) { return a < b ? a : b; }
+PD_INLINE float pd_absf(float a) { return a < 0 ? -a : a; }
+PD_INLINE double pd_maxd(double a, double b) { return a > b ? a : b; }
+PD_INLINE double pd_mind(double a, double b) { return a < b ? a : b; }
+PD_INLINE double pd_absd(double a) { return a < 0 ? -a : a; }
+/* i32 arithmetic wraps (two's complement) and x / 0 is 0, as in the interpreter. */
+PD_INLINE int32_t pd_addi(int32_t a, int32_t b) { return (int32_t)((uint32_t)a + (uint32_t)b); }
+PD_INLINE int32_t pd_subi(int32_t a, int32_t b) { return (int32_t)((uint32_t)a - (uint32_t)b); }
+PD_INLINE int32_t pd_muli(int32_t a, int32_t b) { return (int32_t)((uint32_t)a * (uint32_t)b); }
+PD_INLINE int32_t pd_divi(int32_t a, int32_t b) { return b == 0 ? 0 : (int32_t)(uint32_t)((int64_t)a / b); }
+PD_INLINE int32_t pd_negi(int32_t a) { return (int32_t)(0u - (uint32_t)a); }
+PD_INLINE int32_t pd_maxi(int32_t a, int32_t b) { return a > b ? a : b; }
+PD_INLINE int32_t pd_mini(int32_t a, int32_t b) { return a < b ? a : b; }
+PD_INLINE int32_t pd_absi(int32_t a) { return a < 0 ? pd_negi(a) : a; }
+/* Conversion to i32: NaN is 0, truncation toward zero, wrap-around outside the range. */
+PD_INLINE int32_t pd_to_i32(double v) {
+  if (v != v) return 0;
+  double c = trunc(v);
+  if (c >= -2147483648.0 && c <= 2147483647.0) return (int32_t)c;
+  return (int32_t)(uint32_t)(int64_t)fmod(c, 4294967296.0);
+}
+)";
+
+// Vector helpers for one (element type, lanes) pair, GCC vector extensions (clang accepts them).
+std::string vector_helpers(DType t, int64_t w) {
+  const std::string V = vtype(t, w), M = mtype(t, w), S = ctype(t), W = std::to_string(w);
+  const std::string I = t == DType::kF32 ? "int32_t" : "int64_t";
+  const std::string f = t == DType::kF32 ? "f" : "";  // libm suffix
+  const std::string zero = t == DType::kF32 ? "0.0f" : "0.0";
+  std::string splat;
+  for (int64_t l = 0; l < w; ++l) splat += (l ? ", x" : "x");
+  std::string s;
+  s += "typedef " + S + " " + V + " __attribute__((vector_size(" + std::to_string(w * (t == DType::kF32 ? 4 : 8)) + ")));\n";
+  s += "typedef " + I + " " + M + " __attribute__((vector_size(" + std::to_string(w * (t == DType::kF32 ? 4 : 8)) + ")));\n";
+  // Unaligned, aliasing-safe loads and stores, as the intrinsics headers define _mm256_loadu_ps.
+  s += "typedef " + S + " " + V + "u __attribute__((vector_size(" + std::to_string(w * (t == DType::kF32 ? 4 : 8)) +
+       "), aligned(" + (t == DType::kF32 ? "4" : "8") + "), may_alias));\n";
+  s += "PD_INLINE " + V + " " + V + "_load(const " + S + "* p) { return *(const " + V + "u*)p; }\n";
+  s += "PD_INLINE void " + V + "_store(" + S + "* p, " + V + " v) { *(" + V + "u*)p = v; }\n";
+  s += "PD_INLINE " + V + " " + V + "_splat(" + S + " x) { return (" + V + "){" + splat + "}; }\n";
+  s += "PD_INLINE " + V + " " + V + "_sel(" + M + " m, " + V + " a, " + V + " b) { return (" + V + ")((m & (" + M + ")a) | (~m & (" + M + ")b)); }\n";
+  s += "PD_INLINE " + V + " " + V + "_max(" + V + " a, " + V + " b) { return " + V + "_sel(a > b, a, b); }\n";
+  s += "PD_INLINE " + V + " " + V + "_min(" + V + " a, " + V + " b) { return " + V + "_sel(a < b, a, b); }\n";
+  s += "PD_INLINE " + V + " " + V + "_abs(" + V + " a) { return " + V + "_sel(a < " + V + "_splat(" + zero + "), -a, a); }\n";
+  for (const char* fn : {"exp", "log", "sqrt", "tanh"}) {
+    s += "PD_INLINE " + V + " " + V + "_" + fn + "(" + V + " a) { " + V + " r; for (int l = 0; l < " + W +
+         "; ++l) r[l] = " + fn + f + "(a[l]); return r; }\n";
+  }
+  const std::string sx = sfx(t);
+  s += "PD_INLINE " + S + " " + V + "_hadd(" + V + " v) { " + S + " s = v[0]; for (int l = 1; l < " + W + "; ++l) s += v[l]; return s; }\n";
+  s += "PD_INLINE " + S + " " + V + "_hmul(" + V + " v) { " + S + " s = v[0]; for (int l = 1; l < " + W + "; ++l) s *= v[l]; return s; }\n";
+  s += "PD_INLINE " + S + " " + V + "_hmax(" + V + " v) { " + S + " s = v[0]; for (int l = 1; l < " + W + "; ++l) s = pd_max" + sx + "(s, v[l]); return s; }\n";
+  s += "PD_INLINE " + S + " " + V + "_hmin(" + V + " v) { " + S + " s = v[0]; for (int l = 1; l < " + W + "; ++l) s = pd_min" + sx + "(s, v[l]); return s; }\n";
+  return s;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The printer
+
+class Printer {
+ public:
+  Printer(const ir::Program& p, const CodegenOptions& o) : p_(p), o_(o) {}
+
+  GeneratedC run() {
+    name_buffers();
+    Path path;
+    analyse(p_.body, path, 0);
+    std::string body = print_kernel();
+    GeneratedC g;
+    g.vector_scopes = static_cast<int>(vectorised_.size());
+    g.scalar_fallbacks = static_cast<int>(fallback_why_.size());
+    for (const auto& [pth, why] : fallback_why_) g.notes.push_back(path_text(pth) + ": " + why);
+    g.source = preamble() + body;
+    return g;
+  }
+
+ private:
+  // A vector accumulator: `chunks` registers of `lanes` lanes (acc<id>_<k>).
+  struct Acc {
+    int id = 0;
+    const ir::Stmt* stmt = nullptr;
+    DType t = DType::kF32;
+    int64_t lanes = 0;
+    int64_t chunks = 1;
+  };
+
+  static int widest_bytes(const ir::Program& p, const ir::Expr& e, int w) {
+    if (e.kind == ir::ExprKind::kLoad) {
+      if (const auto* b = p.find_buffer(e.access.buffer)) w = std::max(w, ir::dtype_bytes(b->dtype));
+    }
+    if (e.kind == ir::ExprKind::kUnary && is_cast(e.un)) w = std::max(w, ir::dtype_bytes(cast_type(e.un)));
+    for (const auto& a : e.args) w = widest_bytes(p, *a, w);
+    return w;
+  }
+
+  // Lanes per native register for a statement of a `w`-lane scope: wider generic vectors are
+  // lowered badly by the compiler (spills through the stack), so wide scopes print in chunks.
+  int64_t chunk_lanes(const ir::Stmt& s, int64_t w) const {
+    int bytes = widest_bytes(p_, *s.rhs, ir::dtype_bytes(dtype_.at(s.lhs.buffer)));
+    int64_t native = std::max<int64_t>(2, o_.native_vector_bytes / bytes);
+    return std::min(w, native);
+  }
+
+  static std::string path_text(const Path& p) {
+    std::string s;
+    for (size_t i = 0; i < p.size(); ++i) s += (i ? "." : "") + std::to_string(p[i]);
+    return s;
+  }
+
+  void name_buffers() {
+    std::set<std::string> used;
+    for (const auto& b : p_.buffers) used.insert(b.name);
+    for (const auto& b : p_.buffers) {
+      std::string n = b.name;
+      if (is_c_reserved(n)) {
+        do n += "_"; while (used.count(n) || is_c_reserved(n));
+        used.insert(n);
+      }
+      cname_[b.name] = n;
+      std::vector<int64_t> st(b.shape.size(), 1);
+      for (int i = static_cast<int>(b.shape.size()) - 2; i >= 0; --i) st[i] = st[i + 1] * b.shape[i + 1];
+      strides_[b.name] = st;
+      dtype_[b.name] = b.dtype;
+    }
+  }
+
+  Flat flat(const ir::Access& a) const {
+    Flat f;
+    const auto& st = strides_.at(a.buffer);
+    for (size_t d = 0; d < a.index.size() && d < st.size(); ++d) {
+      const ir::Affine& ix = a.index[d];
+      f.k0 += ix.constant * st[d];
+      if (f.c.size() < ix.coeffs.size()) f.c.resize(ix.coeffs.size(), 0);
+      for (size_t k = 0; k < ix.coeffs.size(); ++k) f.c[k] += ix.coeffs[k] * st[d];
+    }
+    return f;
+  }
+
+  // "i0 * 1024 + i2 + 3"; the iterator at `drop` (a vector scope's lanes) is left out and `add`
+  // added (the first lane of a chunk).
+  std::string offset(const ir::Access& a, int drop = -1, int64_t add = 0) const {
+    Flat f = flat(a);
+    f.k0 += add;
+    std::string s;
+    for (size_t k = 0; k < f.c.size(); ++k) {
+      int64_t c = f.c[k];
+      if (c == 0 || static_cast<int>(k) == drop) continue;
+      std::string term = "i" + std::to_string(k);
+      int64_t m = c < 0 ? -c : c;
+      if (m != 1) term += " * " + std::to_string(m);
+      if (s.empty()) s = c < 0 ? "-" + term : term;
+      else s += (c < 0 ? " - " : " + ") + term;
+    }
+    if (f.k0 != 0 || s.empty()) {
+      if (s.empty()) s = std::to_string(f.k0);
+      else s += (f.k0 < 0 ? " - " : " + ") + std::to_string(f.k0 < 0 ? -f.k0 : f.k0);
+    }
+    return s;
+  }
+
+  std::string access(const ir::Access& a, int drop = -1, int64_t add = 0) const {
+    return cname_.at(a.buffer) + "[" + offset(a, drop, add) + "]";
+  }
+
+  // ----- scalar expressions, computed in type t exactly as the interpreter's eval<T>
+
+  static std::string convert(const std::string& s, DType from, DType to) {
+    if (from == to) return s;
+    if (to == DType::kI32) return "pd_to_i32(" + unparen(s) + ")";
+    return std::string("(") + ctype(to) + ")" + s;
+  }
+
+  std::string sfn(const char* fn, const std::string& a, DType t) const {
+    std::string arg = unparen(a);
+    switch (t) {
+      case DType::kF32: return std::string(fn) + "f(" + arg + ")";
+      case DType::kF64: return std::string(fn) + "(" + arg + ")";
+      case DType::kI32: return std::string("pd_to_i32(") + fn + "((double)" + a + "))";
+    }
+    return arg;
+  }
+
+  std::string sexpr(const ir::Expr& e, DType t) const {
+    switch (e.kind) {
+      case ir::ExprKind::kConst: return literal(e.value, t);
+      case ir::ExprKind::kLoad: return convert(access(e.access), dtype_.at(e.access.buffer), t);
+      case ir::ExprKind::kUnary: {
+        if (is_cast(e.un)) {
+          DType ti = type_of(p_, *e.args[0]).value_or(DType::kF64);
+          DType tc = cast_type(e.un);
+          return convert(convert(sexpr(*e.args[0], ti), ti, tc), tc, t);
+        }
+        std::string a = sexpr(*e.args[0], t);
+        switch (e.un) {
+          case ir::UnOp::kNeg:  // "- -1.0f", never "--1.0f" (the decrement operator)
+            return t == DType::kI32 ? "pd_negi(" + unparen(a) + ")" : std::string("(-") + (a[0] == '-' ? " " : "") + a + ")";
+          case ir::UnOp::kAbs: return std::string("pd_abs") + sfx(t) + "(" + unparen(a) + ")";
+          case ir::UnOp::kExp: return sfn("exp", a, t);
+          case ir::UnOp::kLog: return sfn("log", a, t);
+          case ir::UnOp::kSqrt: return sfn("sqrt", a, t);
+          case ir::UnOp::kTanh: return sfn("tanh", a, t);
+          case ir::UnOp::kRsqrt:
+            if (t == DType::kI32) return "pd_divi(1, " + sfn("sqrt", a, t) + ")";
+            return "(" + literal(1, t) + " / " + sfn("sqrt", a, t) + ")";
+          default: return a;
+        }
+      }
+      case ir::ExprKind::kBinary: {
+        std::string a = sexpr(*e.args[0], t), b = sexpr(*e.args[1], t);
+        if (e.bin == ir::BinOp::kMax || e.bin == ir::BinOp::kMin)
+          return std::string(e.bin == ir::BinOp::kMax ? "pd_max" : "pd_min") + sfx(t) + "(" + unparen(a) + ", " + unparen(b) + ")";
+        if (t == DType::kI32) {
+          const char* fn = e.bin == ir::BinOp::kAdd ? "pd_addi" : e.bin == ir::BinOp::kSub ? "pd_subi"
+                         : e.bin == ir::BinOp::kMul ? "pd_muli" : "pd_divi";
+          return std::string(fn) + "(" + unparen(a) + ", " + unparen(b) + ")";
+        }
+        return "(" + a + " " + binop_text(e.bin) + " " + b + ")";
+      }
+      case ir::ExprKind::kSelect: {
+        auto ct = type_of(p_, *e.args[0]);
+        if (!ct) ct = type_of(p_, *e.args[1]);
+        DType tc = ct.value_or(DType::kF64);
+        return "(" + sexpr(*e.args[0], tc) + " " + cmp_text(e.cmp) + " " + sexpr(*e.args[1], tc) + " ? " +
+               sexpr(*e.args[2], t) + " : " + sexpr(*e.args[3], t) + ")";
+      }
+    }
+    return "0";
+  }
+
+  // ----- vector expressions: lanes lane0 .. lane0 + lanes - 1 of the iterator at depth d;
+  // nullopt when unsupported
+
+  std::optional<std::string> vexpr(const ir::Expr& e, DType t, int d, int64_t lanes, int64_t lane0 = 0) {
+    if (t == DType::kI32) return std::nullopt;
+    vtypes_.insert({t, lanes});
+    const std::string V = vtype(t, lanes);
+    switch (e.kind) {
+      case ir::ExprKind::kConst: return V + "_splat(" + literal(e.value, t) + ")";
+      case ir::ExprKind::kLoad: {
+        if (dtype_.at(e.access.buffer) != t) return std::nullopt;
+        int64_t c = flat(e.access).coeff(d);
+        if (c == 1) return V + "_load(&" + access(e.access, d, lane0) + ")";
+        if (c == 0) return V + "_splat(" + access(e.access) + ")";
+        return std::nullopt;
+      }
+      case ir::ExprKind::kUnary: {
+        if (is_cast(e.un)) {
+          DType ti = type_of(p_, *e.args[0]).value_or(DType::kF64);
+          DType tc = cast_type(e.un);
+          if (ti == DType::kI32 || tc == DType::kI32) return std::nullopt;
+          auto a = vexpr(*e.args[0], ti, d, lanes, lane0);
+          if (!a) return std::nullopt;
+          std::string v = *a;
+          vtypes_.insert({tc, lanes});
+          if (ti != tc) v = "__builtin_convertvector(" + unparen(v) + ", " + vtype(tc, lanes) + ")";
+          if (tc != t) v = "__builtin_convertvector(" + unparen(v) + ", " + V + ")";
+          return v;
+        }
+        auto a = vexpr(*e.args[0], t, d, lanes, lane0);
+        if (!a) return std::nullopt;
+        switch (e.un) {
+          case ir::UnOp::kNeg: return "(-" + *a + ")";
+          case ir::UnOp::kAbs: return V + "_abs(" + unparen(*a) + ")";
+          case ir::UnOp::kExp: return V + "_exp(" + unparen(*a) + ")";
+          case ir::UnOp::kLog: return V + "_log(" + unparen(*a) + ")";
+          case ir::UnOp::kSqrt: return V + "_sqrt(" + unparen(*a) + ")";
+          case ir::UnOp::kTanh: return V + "_tanh(" + unparen(*a) + ")";
+          case ir::UnOp::kRsqrt: return "(" + V + "_splat(" + literal(1, t) + ") / " + V + "_sqrt(" + unparen(*a) + "))";
+          default: return std::nullopt;
+        }
+      }
+      case ir::ExprKind::kBinary: {
+        auto a = vexpr(*e.args[0], t, d, lanes, lane0), b = vexpr(*e.args[1], t, d, lanes, lane0);
+        if (!a || !b) return std::nullopt;
+        if (e.bin == ir::BinOp::kMax || e.bin == ir::BinOp::kMin)
+          return V + (e.bin == ir::BinOp::kMax ? "_max(" : "_min(") + unparen(*a) + ", " + unparen(*b) + ")";
+        return "(" + *a + " " + binop_text(e.bin) + " " + *b + ")";
+      }
+      case ir::ExprKind::kSelect: {
+        auto ct = type_of(p_, *e.args[0]);
+        if (!ct) ct = type_of(p_, *e.args[1]);
+        // A comparison's mask has its operands' element width; it must match the result's.
+        if (!ct || *ct == DType::kI32 || ir::dtype_bytes(*ct) != ir::dtype_bytes(t)) return std::nullopt;
+        auto l = vexpr(*e.args[0], *ct, d, lanes, lane0), r = vexpr(*e.args[1], *ct, d, lanes, lane0);
+        auto x = vexpr(*e.args[2], t, d, lanes, lane0), y = vexpr(*e.args[3], t, d, lanes, lane0);
+        if (!l || !r || !x || !y) return std::nullopt;
+        return V + "_sel(" + *l + " " + cmp_text(e.cmp) + " " + *r + ", " + unparen(*x) + ", " + unparen(*y) + ")";
+      }
+    }
+    return std::nullopt;
+  }
+
+  // ----- analysis of `:vec` scopes (before printing: accumulators are declared outside them)
+
+  void analyse(const std::vector<ir::NodePtr>& body, Path& path, int depth) {
+    for (size_t i = 0; i < body.size(); ++i) {
+      const ir::Node& n = *body[i];
+      path.push_back(static_cast<int>(i));
+      if (n.is_scope) {
+        if (n.annot == ir::Annot::kVector && o_.vectorize) {
+          std::string why = vectorisable(n, depth);
+          if (why.empty()) {
+            vectorised_.insert(path);
+            plan_accumulators(n, path, depth);
+          } else {
+            fallback_why_[path] = why;
+          }
+        }
+        ancestors_.push_back(&n);
+        analyse(n.body, path, depth + 1);
+        ancestors_.pop_back();
+      }
+      path.pop_back();
+    }
+  }
+
+  // "" when the scope can be printed as vector code, else the reason it stays a loop.
+  std::string vectorisable(const ir::Node& v, int d) {
+    int64_t w = v.extent;
+    if (w < 2 || w > 64 || (w & (w - 1)) != 0)
+      return "extent " + std::to_string(w) + " is not a power of two in [2, 64]";
+    struct Site {
+      const ir::Access* a;
+      bool write;
+      bool reduce;
+    };
+    std::vector<Site> sites;
+    for (const auto& c : v.body) {
+      if (c->is_scope) return "the body holds a nested scope";
+      const ir::Stmt& s = c->stmt;
+      if (dtype_.at(s.lhs.buffer) == DType::kI32) return "i32 statements stay scalar";
+      sites.push_back({&s.lhs, true, s.op != ir::Reduce::kNone});
+      std::vector<const ir::Access*> loads;
+      collect_loads(*s.rhs, loads);
+      for (const auto* a : loads) sites.push_back({a, false, false});
+    }
+    for (const auto& s : sites) {
+      int64_t c = flat(*s.a).coeff(d);
+      if (c != 0 && c != 1) return "access to " + s.a->buffer + " is neither unit-stride nor invariant in the lanes";
+    }
+    // Lanes run each statement for all lanes before the next statement: equivalent when every
+    // lane touches its own element of each written buffer, or the write is a reduction into one
+    // element nothing else in the scope touches (a horizontal reduction, which reassociates).
+    for (const auto& s : sites) {
+      if (!s.write) continue;
+      Flat f = flat(*s.a);
+      int same_buffer = 0;
+      for (const auto& o : sites) {
+        if (o.a->buffer != s.a->buffer) continue;
+        ++same_buffer;
+        if (!(flat(*o.a) == f)) return "buffer " + s.a->buffer + " is accessed at different elements in one lane";
+      }
+      if (f.coeff(d) == 0 && (!s.reduce || same_buffer != 1))
+        return "every lane writes the same element of " + s.a->buffer;
+    }
+    for (const auto& c : v.body) {
+      DType t = dtype_.at(c->stmt.lhs.buffer);
+      if (!vexpr(*c->stmt.rhs, t, d, chunk_lanes(c->stmt, w)))
+        return "an expression has no vector form (i32, gather or mixed widths)";
+    }
+    return "";
+  }
+
+  // A reduction into an element invariant in the lanes accumulates in a vector register, summed
+  // across lanes once. The accumulator lives around the outermost enclosing scope over which the
+  // element stays the same and which touches the buffer nowhere else (not past a parallel scope).
+  void plan_accumulators(const ir::Node& v, const Path& path, int d) {
+    for (size_t k = 0; k < v.body.size(); ++k) {
+      const ir::Stmt& s = v.body[k]->stmt;
+      Flat f = flat(s.lhs);
+      if (f.coeff(d) != 0) continue;
+      Path lift = path;
+      for (int j = d - 1; j >= 0; --j) {
+        const ir::Node* a = ancestors_[j];
+        if (a->annot == ir::Annot::kParallel || a->annot == ir::Annot::kGpuBlock ||
+            a->annot == ir::Annot::kGpuThread)
+          break;
+        if (f.coeff(j) != 0 || count_accesses(a->body, s.lhs.buffer) != 1) break;
+        lift.resize(j + 1);
+      }
+      int64_t lanes = chunk_lanes(s, v.extent);
+      Acc acc{next_acc_++, &s, dtype_.at(s.lhs.buffer), lanes, v.extent / lanes};
+      Path sp = path;
+      sp.push_back(static_cast<int>(k));
+      acc_of_[sp] = acc.id;
+      accs_at_[lift].push_back(acc);
+    }
+  }
+
+  // ----- printing
+
+  void line(const std::string& s) { out_ += std::string(indent_ * 2, ' ') + s + "\n"; }
+
+  std::string print_kernel() {
+    std::string sig;
+    for (const auto* b : kernel_parameters(p_)) {
+      if (!sig.empty()) sig += ", ";
+      sig += std::string(b->role == ir::Role::kInput ? "const " : "") + ctype(b->dtype) + "* restrict " + cname_.at(b->name);
+    }
+    line("void kernel(" + sig + ") {");
+    ++indent_;
+    for (const auto& b : p_.buffers) {
+      if (b.role != ir::Role::kTemp) continue;
+      std::string decl = std::string(ctype(b.dtype)) + " " + cname_.at(b.name) + "[" + std::to_string(b.elements()) +
+                         "] __attribute__((aligned(64)));";
+      std::string what = "// temp " + b.name + ": " + ir::dtype_name(b.dtype);
+      if (b.elements() <= o_.small_temp_elements) line(decl + "  " + what + " (small: a local the compiler may keep in registers)");
+      else line("static " + decl + "  " + what);
+    }
+    if (o_.inject == "segv") line("*(volatile float*)(uintptr_t)16 = 1.0f;  // test hook inject=segv: crash");
+    if (o_.inject == "hang") line("for (;;) __asm__ volatile(\"\");  // test hook inject=hang: never return");
+    if (o_.inject == "alloc")
+      line("for (;;) { volatile char* pd_p = (volatile char*)malloc((size_t)1 << 28); pd_p[0] = 1; }  // test hook inject=alloc");
+    for (const auto& b : p_.buffers) {
+      if (b.role == ir::Role::kInput) continue;
+      std::optional<double> v = b.init;
+      if (!v && b.role == ir::Role::kTemp && b.dtype == DType::kI32) v = 0;  // the interpreter's fill
+      if (!v) continue;
+      line("for (int64_t pd_n = 0; pd_n < " + std::to_string(b.elements()) + "; ++pd_n) " + cname_.at(b.name) +
+           "[pd_n] = " + literal(*v, b.dtype) + ";  // " + b.name + " = " + ir::print_number(*v));
+    }
+    Path path;
+    print_body(p_.body, path, 0);
+    if (o_.inject == "wrong") {
+      for (const auto* b : kernel_parameters(p_)) {
+        if (b->role != ir::Role::kOutput) continue;
+        line(cname_.at(b->name) + "[0] += " + literal(1, b->dtype) + ";  // test hook inject=wrong");
+        break;
+      }
+    }
+    --indent_;
+    line("}");
+    line("");
+    std::string args;
+    auto params = kernel_parameters(p_);
+    for (size_t i = 0; i < params.size(); ++i) {
+      if (i) args += ", ";
+      args += std::string("(") + (params[i]->role == ir::Role::kInput ? "const " : "") + ctype(params[i]->dtype) +
+              "*)bufs[" + std::to_string(i) + "]";
+    }
+    line("void perfdojo_entry(void* const* bufs) { kernel(" + args + "); }");
+    return out_;
+  }
+
+  void print_body(const std::vector<ir::NodePtr>& body, Path& path, int depth) {
+    for (size_t i = 0; i < body.size(); ++i) {
+      path.push_back(static_cast<int>(i));
+      print_node(*body[i], path, depth);
+      path.pop_back();
+    }
+  }
+
+  static const char* reduce_name(ir::Reduce r) {
+    switch (r) {
+      case ir::Reduce::kAdd: return "hadd";
+      case ir::Reduce::kMul: return "hmul";
+      case ir::Reduce::kMax: return "hmax";
+      case ir::Reduce::kMin: return "hmin";
+      default: return "";
+    }
+  }
+
+  static std::string identity(ir::Reduce r, DType t) {
+    switch (r) {
+      case ir::Reduce::kMul: return literal(1, t);
+      case ir::Reduce::kMax: return literal(-INFINITY, t);
+      case ir::Reduce::kMin: return literal(INFINITY, t);
+      default: return literal(0, t);
+    }
+  }
+
+  void print_node(const ir::Node& n, Path& path, int depth) {
+    if (!n.is_scope) {
+      print_scalar_stmt(n.stmt);
+      return;
+    }
+    auto accs = accs_at_.find(path);
+    if (accs != accs_at_.end()) {
+      line("{");
+      ++indent_;
+      for (const auto& a : accs->second) {
+        std::string V = vtype(a.t, a.lanes), decl;
+        for (int64_t k = 0; k < a.chunks; ++k)
+          decl += (k ? ", " : "") + acc_name(a.id, k) + " = " + V + "_splat(" + identity(a.stmt->op, a.t) + ")";
+        line(V + " " + decl + ";  // lanes of " + comment_text(ir::print_stmt(*a.stmt)));
+      }
+    }
+    print_scope(n, path, depth);
+    if (accs != accs_at_.end()) {
+      for (const auto& a : accs->second) {
+        std::string lhs = access(a.stmt->lhs);
+        std::string V = vtype(a.t, a.lanes), all = acc_name(a.id, 0);
+        for (int64_t k = 1; k < a.chunks; ++k) all = unparen(combine_vector(a.stmt->op, V, all, acc_name(a.id, k)));
+        std::string h = V + "_" + reduce_name(a.stmt->op) + "(" + all + ")";
+        line(combine_scalar(a.stmt->op, a.t, lhs, h) + "  // sum across lanes");
+      }
+      --indent_;
+      line("}");
+    }
+  }
+
+  static std::string combine_scalar(ir::Reduce op, DType t, const std::string& lhs, const std::string& v) {
+    switch (op) {
+      case ir::Reduce::kNone: return lhs + " = " + v + ";";
+      case ir::Reduce::kAdd: return t == DType::kI32 ? lhs + " = pd_addi(" + lhs + ", " + v + ");" : lhs + " += " + v + ";";
+      case ir::Reduce::kMul: return t == DType::kI32 ? lhs + " = pd_muli(" + lhs + ", " + v + ");" : lhs + " *= " + v + ";";
+      case ir::Reduce::kMax: return lhs + " = pd_max" + sfx(t) + "(" + lhs + ", " + v + ");";
+      case ir::Reduce::kMin: return lhs + " = pd_min" + sfx(t) + "(" + lhs + ", " + v + ");";
+    }
+    return "";
+  }
+
+  void print_scalar_stmt(const ir::Stmt& s) {
+    DType t = dtype_.at(s.lhs.buffer);
+    line("// " + comment_text(ir::print_stmt(s)));
+    line(combine_scalar(s.op, t, access(s.lhs), unparen(sexpr(*s.rhs, t))));
+  }
+
+  void plain_loop(const ir::Node& n, Path& path, int depth) {
+    std::string it = "i" + std::to_string(depth);
+    line("for (int64_t " + it + " = 0; " + it + " < " + std::to_string(n.extent) + "; ++" + it + ") {");
+    ++indent_;
+    print_body(n.body, path, depth + 1);
+    --indent_;
+    line("}");
+  }
+
+  void print_scope(const ir::Node& n, Path& path, int depth) {
+    std::string it = "i" + std::to_string(depth);
+    switch (n.annot) {
+      case ir::Annot::kVector:
+        if (vectorised_.count(path)) return print_vector_scope(n, path, depth);
+        if (auto w = fallback_why_.find(path); w != fallback_why_.end())
+          line("// :vec scope kept scalar: " + w->second);
+        return plain_loop(n, path, depth);
+      case ir::Annot::kParallel:
+        if (o_.parallel) line("#pragma omp parallel for schedule(static)");
+        return plain_loop(n, path, depth);
+      case ir::Annot::kUnroll:
+        if (!o_.unroll) return plain_loop(n, path, depth);
+        if (n.extent > o_.max_unroll) {
+          line("#pragma GCC unroll " + std::to_string(n.extent));
+          return plain_loop(n, path, depth);
+        }
+        for (int64_t v = 0; v < n.extent; ++v) {
+          line("{  // " + it + " = " + std::to_string(v) + " (:unroll " + std::to_string(n.extent) + ")");
+          ++indent_;
+          line("const int64_t " + it + " = " + std::to_string(v) + ";");
+          print_body(n.body, path, depth + 1);
+          --indent_;
+          line("}");
+        }
+        return;
+      default: return plain_loop(n, path, depth);
+    }
+  }
+
+  static std::string acc_name(int id, int64_t chunk) { return "acc" + std::to_string(id) + "_" + std::to_string(chunk); }
+
+  void print_vector_scope(const ir::Node& v, Path& path, int d) {
+    line("{  // " + std::to_string(v.extent) + " lanes of i" + std::to_string(d) + " (:vec)");
+    ++indent_;
+    for (size_t k = 0; k < v.body.size(); ++k) {
+      const ir::Stmt& s = v.body[k]->stmt;
+      DType t = dtype_.at(s.lhs.buffer);
+      int64_t lanes = chunk_lanes(s, v.extent);
+      const std::string V = vtype(t, lanes);
+      line("// " + comment_text(ir::print_stmt(s)) + (lanes < v.extent ? "  (" + std::to_string(v.extent / lanes) +
+                                                                         " registers of " + std::to_string(lanes) + ")" : ""));
+      path.push_back(static_cast<int>(k));
+      auto acc = acc_of_.find(path);
+      path.pop_back();
+      for (int64_t c = 0; c < v.extent / lanes; ++c) {
+        std::string rhs = unparen(*vexpr(*s.rhs, t, d, lanes, c * lanes));
+        if (acc != acc_of_.end()) {
+          std::string a = acc_name(acc->second, c);
+          line(a + " = " + unparen(combine_vector(s.op, V, a, rhs)) + ";");
+          continue;
+        }
+        std::string addr = "&" + access(s.lhs, d, c * lanes);
+        if (s.op == ir::Reduce::kNone) line(V + "_store(" + addr + ", " + rhs + ");");
+        else line(V + "_store(" + addr + ", " + unparen(combine_vector(s.op, V, V + "_load(" + addr + ")", rhs)) + ");");
+      }
+    }
+    --indent_;
+    line("}");
+  }
+
+  static std::string combine_vector(ir::Reduce op, const std::string& V, const std::string& old, const std::string& v) {
+    switch (op) {
+      case ir::Reduce::kAdd: return "(" + old + " + " + v + ")";
+      case ir::Reduce::kMul: return "(" + old + " * " + v + ")";
+      case ir::Reduce::kMax: return V + "_max(" + old + ", " + v + ")";
+      case ir::Reduce::kMin: return V + "_min(" + old + ", " + v + ")";
+      default: return v;
+    }
+  }
+
+  std::string preamble() const {
+    std::string s = "// Generated by PerfDojo's C printer (" + std::string(kCodegenVersion) + ") for " + o_.target + ".\n";
+    std::istringstream doc(p_.doc);
+    std::string l;
+    if (std::getline(doc, l) && !l.empty()) s += "//" + comment_text(l[0] == ' ' ? l : " " + l) + "\n";
+    s += "// IR structural hash " + std::to_string(ir::structural_hash(p_)) + "\n";
+    s += "#include <math.h>\n#include <stdint.h>\n#include <stdlib.h>\n#include <string.h>\n\n";
+    s += kScalarHelpers;
+    for (const auto& [t, w] : vtypes_) s += vector_helpers(t, w);
+    return s + "\n";
+  }
+
+  const ir::Program& p_;
+  const CodegenOptions& o_;
+  std::map<std::string, std::string> cname_;
+  std::map<std::string, std::vector<int64_t>> strides_;
+  std::map<std::string, DType> dtype_;
+  std::vector<const ir::Node*> ancestors_;
+  std::set<Path> vectorised_;
+  std::map<Path, std::string> fallback_why_;
+  std::map<Path, std::vector<Acc>> accs_at_;
+  std::map<Path, int> acc_of_;
+  std::set<std::pair<DType, int64_t>> vtypes_;
+  int next_acc_ = 0;
+  std::string out_;
+  int indent_ = 0;
+};
+
+}  // namespace
+
+std::vector<const ir::BufferDecl*> kernel_parameters(const ir::Program& p) {
+  std::vector<const ir::BufferDecl*> out;
+  for (const auto& b : p.buffers)
+    if (b.role == ir::Role::kInput) out.push_back(&b);
+  for (const auto& b : p.buffers)
+    if (b.role == ir::Role::kOutput) out.push_back(&b);
+  return out;
+}
+
+GeneratedC generate_c(const ir::Program& p, const CodegenOptions& options) {
+  return Printer(p, options).run();
+}
+
+}  // namespace perfdojo::backends

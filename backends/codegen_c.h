@@ -1,0 +1,50 @@
+// The C printer behind the x86 backends: one translation unit per program, readable, with the IR
+// statement each line comes from in a comment. It prints any checked program; annotations it
+// cannot honour safely (a `:vec` body it cannot vectorise) become plain loops, never wrong code.
+//
+// The unit defines `void kernel(T* restrict BUF, ...)` over the input then output buffers in
+// declaration order (inputs `const`), and `void perfdojo_entry(void* const* bufs)`, which calls
+// kernel with bufs[i] as its i-th parameter (what the measuring worker calls).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/ir.h"
+
+namespace perfdojo::backends {
+
+/// Version of the printer's output; part of every result-cache key so a new printer re-measures.
+inline constexpr const char* kCodegenVersion = "c1";
+
+/// What the printer may use. The defaults honour every annotation.
+struct CodegenOptions {
+  std::string target = "x86";         ///< named in the banner comment only
+  bool vectorize = true;              ///< `:vec` scopes become GCC vector-extension code
+  bool parallel = true;               ///< `:par` scopes become `#pragma omp parallel for` loops
+  bool unroll = true;                 ///< `:unroll` scopes are unrolled
+  int64_t max_unroll = 64;            ///< larger `:unroll` scopes get `#pragma GCC unroll` instead
+  int64_t small_temp_elements = 256;  ///< temporaries up to this size are locals (registers)
+  int native_vector_bytes = 64;       ///< register width; wider `:vec` scopes print in chunks
+  /// Test hook, never set in production: "segv" (the kernel crashes), "hang" (never returns),
+  /// "alloc" (allocates until the memory limit, then crashes), "wrong" (adds 1 to the first
+  /// output element). "" prints the program as it is.
+  std::string inject;
+};
+
+/// The printed unit and the printer's decisions.
+struct GeneratedC {
+  std::string source;
+  int vector_scopes = 0;             ///< `:vec` scopes printed as vector code
+  int scalar_fallbacks = 0;          ///< `:vec` scopes printed as plain loops (reason in a comment)
+  std::vector<std::string> notes;    ///< one line per fallback: why the scope stayed scalar
+};
+
+/// The C translation unit for a checked program.
+GeneratedC generate_c(const ir::Program& p, const CodegenOptions& options = {});
+
+/// Buffers passed to `kernel`, in parameter order: inputs then outputs, each in declaration order.
+std::vector<const ir::BufferDecl*> kernel_parameters(const ir::Program& p);
+
+}  // namespace perfdojo::backends

@@ -1,0 +1,39 @@
+// Running the machine's C compiler: generated source in, shared object out. Failures are data.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace perfdojo::backends {
+
+/// The outcome of one compilation.
+struct CompileResult {
+  std::optional<std::string> error;  ///< the compiler's diagnostics (trimmed) when it failed
+  std::string so_path;               ///< the shared object, when it succeeded
+  double seconds = 0;                ///< wall time of the compiler run (0 when reused)
+  bool reused = false;               ///< an identical earlier build was found in `dir`
+};
+
+/// Compiles `source` with `compiler flags... -shared -fPIC` into `dir`, naming the files by a
+/// hash of (compiler, flags, source) so an identical build is reused instead of redone.
+CompileResult compile_shared_object(const std::string& compiler, const std::vector<std::string>& flags,
+                                    const std::string& source, const std::string& dir);
+
+/// The path of `name` as execvp would find it (names with a '/' are taken as paths); "" if none.
+std::string find_executable(const std::string& name);
+
+/// The first line of `compiler --version` (cached per process); "" when it cannot run.
+std::string compiler_version(const std::string& compiler);
+
+/// Runs argv (looked up in PATH), capturing stdout and stderr together. Returns the exit status
+/// (-1 when it could not start, 128 + N when killed by signal N).
+int run_capture(const std::vector<std::string>& argv, std::string* output);
+
+/// 64-bit FNV-1a, stable across runs and platforms (file names and cache keys).
+uint64_t stable_hash(const std::string& s, uint64_t seed = 0xcbf29ce484222325ULL);
+
+/// `v` as 16 lower-case hex digits.
+std::string hex64(uint64_t v);
+
+}  // namespace perfdojo::backends
