@@ -1,6 +1,7 @@
 #include "transforms/action_space.h"
 
 #include <algorithm>
+#include <map>
 
 #include "transforms/analysis.h"
 
@@ -131,6 +132,92 @@ int FlatActionSpace::encode(const ir::Program& p, const Action& a) const {
   return offsets_[k] + slot * static_cast<int>(params.size()) + pi;
 }
 
+namespace {
+
+// Necessary conditions for legality that are cheap to test from a summary of the program made
+// once per mask. A candidate failing one is illegal without running its check; every other
+// candidate is decided by the full check, so the mask equals the checks (a tested invariant).
+class Prefilter {
+ public:
+  Prefilter(const ir::Program& p, const std::vector<Path>& scopes) : p_(p) {
+    for (size_t b = 0; b < p.buffers.size() && b < 64; ++b) index_[p.buffers[b].name] = static_cast<int>(b);
+    for (const auto& path : scopes) {
+      const ir::Node* n = node_at(p, path);
+      uint64_t used = 0;
+      mark(*n, used);
+      scopes_.push_back({n, used});
+    }
+  }
+
+  bool maybe_legal(Kind k, int scope_slot, const Action& a) const {
+    const ir::Node* s = scope_slot >= 0 ? scopes_[scope_slot].node : nullptr;
+    switch (k) {
+      case Kind::kTileScope:
+        return a.param > 1 && a.param < s->extent && s->extent % a.param == 0;
+      case Kind::kUnroll:
+        return a.param > 1 && a.param <= s->extent && s->extent % a.param == 0;
+      case Kind::kVectorize:
+        return a.param > 0 && s->extent % a.param == 0;
+      case Kind::kSplitScope:
+        return a.param >= 1 && a.param < static_cast<int64_t>(s->body.size());
+      case Kind::kSwapScopes:
+      case Kind::kJoinNested:
+        return s->body.size() == 1 && s->body[0]->is_scope;
+      case Kind::kParallelize:
+        return s->extent > 1;
+      case Kind::kCreateTemporary: {
+        auto it = index_.find(a.buffer);
+        return it == index_.end() || (scopes_[scope_slot].used >> it->second) & 1;
+      }
+      case Kind::kShrinkBuffer:
+      case Kind::kInlineTemporary: {
+        const ir::BufferDecl* b = p_.find_buffer(a.buffer);
+        return b && b->role == ir::Role::kTemp && (k != Kind::kShrinkBuffer || a.param < static_cast<int64_t>(b->shape.size()));
+      }
+      case Kind::kSwapBufferDims: {
+        const ir::BufferDecl* b = p_.find_buffer(a.buffer);
+        return b && b->role != ir::Role::kOutput && a.param + 1 < static_cast<int64_t>(b->shape.size());
+      }
+      case Kind::kReuseBuffers: {
+        const ir::BufferDecl* x = p_.find_buffer(a.buffer);
+        const ir::BufferDecl* y = p_.find_buffer(a.buffer2);
+        return x && y && x->role == ir::Role::kTemp && y->role == ir::Role::kTemp && x->dtype == y->dtype &&
+               x->shape == y->shape;
+      }
+      default:
+        return true;
+    }
+  }
+
+ private:
+  void mark(const ir::Node& n, uint64_t& used) const {
+    if (n.is_scope) {
+      for (const auto& c : n.body) mark(*c, used);
+      return;
+    }
+    mark_access(n.stmt.lhs, used);
+    mark_expr(*n.stmt.rhs, used);
+  }
+  void mark_expr(const ir::Expr& e, uint64_t& used) const {
+    if (e.kind == ir::ExprKind::kLoad) mark_access(e.access, used);
+    for (const auto& a : e.args) mark_expr(*a, used);
+  }
+  void mark_access(const ir::Access& a, uint64_t& used) const {
+    auto it = index_.find(a.buffer);
+    if (it != index_.end()) used |= uint64_t{1} << it->second;
+  }
+
+  struct ScopeSummary {
+    const ir::Node* node;
+    uint64_t used;  ///< bit b: buffer b is accessed in the subtree
+  };
+  const ir::Program& p_;
+  std::map<std::string, int> index_;
+  std::vector<ScopeSummary> scopes_;
+};
+
+}  // namespace
+
 std::vector<uint8_t> FlatActionSpace::mask(const ir::Program& p) const {
   std::vector<uint8_t> m(size_, 0);
   auto scopes = scope_paths(p);
@@ -138,34 +225,36 @@ std::vector<uint8_t> FlatActionSpace::mask(const ir::Program& p) const {
   const int nb = std::min<int>(config_.max_buffers, static_cast<int>(p.buffers.size()));
   const int ns = std::min<int>(config_.max_scopes, static_cast<int>(scopes.size()));
   const int nn = std::min<int>(config_.max_nodes, static_cast<int>(nodes.size()));
+  scopes.resize(ns);
+  const Prefilter pre(p, scopes);
   for (int k = 0; k < kNumKinds; ++k) {
     Kind kind = static_cast<Kind>(k);
     const auto& params = param_values(param_kind(kind), target_);
     const int np = static_cast<int>(params.size());
-    auto fill = [&](int slot, Action a) {
+    auto fill = [&](int slot, int scope_slot, Action a) {
       for (int pi = 0; pi < np; ++pi) {
         a.param = params[pi];
-        if (check(p, a, target_).ok()) m[offsets_[k] + slot * np + pi] = 1;
+        if (pre.maybe_legal(kind, scope_slot, a) && check(p, a, target_).ok()) m[offsets_[k] + slot * np + pi] = 1;
       }
     };
     switch (loc_kind(kind)) {
       case LocKind::kScope:
-        for (int s = 0; s < ns; ++s) fill(s, {kind, scopes[s], "", "", 0});
+        for (int s = 0; s < ns; ++s) fill(s, s, {kind, scopes[s], "", "", 0});
         break;
       case LocKind::kNode:
-        for (int s = 0; s < nn; ++s) fill(s, {kind, nodes[s], "", "", 0});
+        for (int s = 0; s < nn; ++s) fill(s, -1, {kind, nodes[s], "", "", 0});
         break;
       case LocKind::kBuffer:
-        for (int b = 0; b < nb; ++b) fill(b, {kind, {}, p.buffers[b].name, "", 0});
+        for (int b = 0; b < nb; ++b) fill(b, -1, {kind, {}, p.buffers[b].name, "", 0});
         break;
       case LocKind::kBufferPair:
         for (int i = 0; i < nb; ++i)
           for (int j = i + 1; j < nb; ++j)
-            fill(slot_of_pair(i, j, config_.max_buffers), {kind, {}, p.buffers[i].name, p.buffers[j].name, 0});
+            fill(slot_of_pair(i, j, config_.max_buffers), -1, {kind, {}, p.buffers[i].name, p.buffers[j].name, 0});
         break;
       case LocKind::kScopeBuffer:
         for (int s = 0; s < ns; ++s)
-          for (int b = 0; b < nb; ++b) fill(s * config_.max_buffers + b, {kind, scopes[s], p.buffers[b].name, "", 0});
+          for (int b = 0; b < nb; ++b) fill(s * config_.max_buffers + b, s, {kind, scopes[s], p.buffers[b].name, "", 0});
         break;
     }
   }

@@ -108,21 +108,27 @@ NodePtr map_indices(const NodePtr& n, const std::function<Affine(const Affine&)>
 
 namespace {
 
-void collect_expr(const Expr& e, const ir::Stmt& s, const std::vector<int64_t>& ext,
-                  std::vector<AccessSite>& out) {
-  if (e.kind == ir::ExprKind::kLoad) out.push_back({&e.access, false, false, &s, ext});
-  for (const auto& a : e.args) collect_expr(*a, s, ext, out);
+// Sites are recorded with an offset into `storage` first (it grows while collecting) and
+// get their pointer once collection is done.
+void collect_expr(const Expr& e, const ir::Stmt& s, int64_t off, int depth, AccessSites& out) {
+  if (e.kind == ir::ExprKind::kLoad)
+    out.push_back({&e.access, false, false, &s, reinterpret_cast<const int64_t*>(off), depth});
+  for (const auto& a : e.args) collect_expr(*a, s, off, depth, out);
 }
 
-void collect(const NodePtr& n, std::vector<int64_t>& ext, std::vector<AccessSite>& out) {
+void collect(const NodePtr& n, std::vector<int64_t>& ext, AccessSites& out) {
   if (n->is_scope) {
     ext.push_back(n->extent);
     for (const auto& c : n->body) collect(c, ext, out);
     ext.pop_back();
     return;
   }
-  out.push_back({&n->stmt.lhs, true, n->stmt.op != ir::Reduce::kNone, &n->stmt, ext});
-  collect_expr(*n->stmt.rhs, n->stmt, ext, out);
+  auto off = static_cast<int64_t>(out.storage.size());
+  int depth = static_cast<int>(ext.size());
+  out.storage.insert(out.storage.end(), ext.begin(), ext.end());
+  out.push_back({&n->stmt.lhs, true, n->stmt.op != ir::Reduce::kNone, &n->stmt,
+                 reinterpret_cast<const int64_t*>(off), depth});
+  collect_expr(*n->stmt.rhs, n->stmt, off, depth, out);
 }
 
 struct Range {
@@ -137,15 +143,16 @@ Range span(int64_t c, int64_t e) {
 
 }  // namespace
 
-std::vector<AccessSite> collect_accesses(const std::vector<NodePtr>& nodes,
-                                         const std::vector<int64_t>& outer) {
-  std::vector<AccessSite> out;
+AccessSites collect_accesses(const std::vector<NodePtr>& nodes, const std::vector<int64_t>& outer) {
+  AccessSites out;
   std::vector<int64_t> ext = outer;
   for (const auto& n : nodes) collect(n, ext, out);
+  for (auto& site : out)
+    site.extents = out.storage.data() + reinterpret_cast<intptr_t>(site.extents);
   return out;
 }
 
-std::vector<AccessSite> collect_accesses(const NodePtr& node, const std::vector<int64_t>& outer) {
+AccessSites collect_accesses(const NodePtr& node, const std::vector<int64_t>& outer) {
   return collect_accesses(std::vector<NodePtr>{node}, outer);
 }
 
@@ -165,7 +172,7 @@ bool may_overlap(const AccessSite& a, const AccessSite& b, const std::vector<Dir
     // f(i) - g(j) = sum a_k i_k - sum b_k j_k + (ca - cb); is 0 reachable?
     int64_t lo = fa.constant - fb.constant, hi = lo;
     int64_t g = 0;
-    int na = static_cast<int>(a.extents.size()), nb = static_cast<int>(b.extents.size());
+    int na = a.depth, nb = b.depth;
     int n = std::max(na, nb);
     for (int k = 0; k < n; ++k) {
       int64_t ca = k < na ? fa.coeff(k) : 0, cb = k < nb ? fb.coeff(k) : 0;

@@ -40,15 +40,26 @@ struct AccessSite {
   bool write;
   bool reduction;             ///< the target of a reduction statement (+=, *=, max, min)
   const ir::Stmt* stmt;
-  std::vector<int64_t> extents;  ///< extents of all scopes enclosing the statement, by depth
+  const int64_t* extents;     ///< extents of all scopes enclosing the statement, by depth
+  int depth;                  ///< number of those scopes
+};
+
+/// The sites of a subtree. Sites point into the collection's own storage, so it is movable but
+/// not copyable; copies of single sites stay valid while the collection lives.
+struct AccessSites : std::vector<AccessSite> {
+  AccessSites() = default;
+  AccessSites(AccessSites&&) = default;
+  AccessSites& operator=(AccessSites&&) = default;
+  AccessSites(const AccessSites&) = delete;
+  AccessSites& operator=(const AccessSites&) = delete;
+  std::vector<int64_t> storage;  ///< every site's extents, back to back
 };
 
 /// Every access in the subtrees `nodes`, whose enclosing scopes (outside `nodes`) have `outer`
 /// extents. Reduction targets count as writes.
-std::vector<AccessSite> collect_accesses(const std::vector<ir::NodePtr>& nodes,
-                                         const std::vector<int64_t>& outer);
+AccessSites collect_accesses(const std::vector<ir::NodePtr>& nodes, const std::vector<int64_t>& outer);
 /// collect_accesses for one subtree.
-std::vector<AccessSite> collect_accesses(const ir::NodePtr& node, const std::vector<int64_t>& outer);
+AccessSites collect_accesses(const ir::NodePtr& node, const std::vector<int64_t>& outer);
 
 /// Relation required between the iterators of two access instances at one paired level.
 enum class Dir { kAny, kLt, kEq, kGt };

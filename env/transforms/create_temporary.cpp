@@ -34,16 +34,16 @@ void gather(const std::vector<ir::NodePtr>& body, const std::string& buf,
       scopes.pop_back();
       continue;
     }
-    Use u{&n->stmt, scopes};
+    // Only statements that touch the buffer pay for a Use (and its copy of `scopes`).
     size_t before = accesses.size();
     load_indices(*n->stmt.rhs, buf, accesses);
-    u.reads = accesses.size() > before;
+    bool reads = accesses.size() > before, writes = false;
     if (n->stmt.lhs.buffer == buf) {
       accesses.push_back(&n->stmt.lhs);
-      u.writes = true;
-      if (n->stmt.op != ir::Reduce::kNone) u.reads = true;
+      writes = true;
+      if (n->stmt.op != ir::Reduce::kNone) reads = true;
     }
-    if (u.reads || u.writes) uses.push_back(std::move(u));
+    if (reads || writes) uses.push_back(Use{&n->stmt, scopes, reads, writes});
   }
 }
 

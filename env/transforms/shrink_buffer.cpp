@@ -77,12 +77,11 @@ Legality make_plan(const ir::Program& p, const Action& a, Plan& plan) {
 
   // A value must not flow from one execution of S to a later one: no element may be touched
   // (one of the two touches a write) under two different iterations of S's enclosing scopes.
+  auto outer = enclosing_extents(p, plan.scope);
+  outer.push_back(s->extent);
+  const AccessSites all = collect_accesses(node_at(p, plan.scope)->body, outer);  // owns `mine`'s extents
   std::vector<AccessSite> mine;
-  for (auto& x : collect_accesses(node_at(p, plan.scope)->body, [&] {
-         auto e = enclosing_extents(p, plan.scope);
-         e.push_back(s->extent);
-         return e;
-       }()))
+  for (const auto& x : all)
     if (x.access->buffer == a.buffer) mine.push_back(x);
   for (int j = 0; j < k; ++j) {
     std::vector<Dir> dirs(j, Dir::kEq);

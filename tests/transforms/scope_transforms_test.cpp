@@ -774,11 +774,14 @@ ir::Affine affine(std::vector<int64_t> coeffs, int64_t constant = 0) {
 struct Sites {
   ir::Stmt stmt;
   std::vector<std::unique_ptr<ir::Access>> accesses;
+  std::vector<std::unique_ptr<std::vector<int64_t>>> extents_storage;
 
   transforms::AccessSite site(const std::string& buffer, std::vector<ir::Affine> index,
                               std::vector<int64_t> extents, bool write = true) {
     accesses.push_back(std::make_unique<ir::Access>(ir::Access{buffer, std::move(index), {}}));
-    return {accesses.back().get(), write, false, &stmt, std::move(extents)};
+    extents_storage.push_back(std::make_unique<std::vector<int64_t>>(std::move(extents)));
+    const auto& e = *extents_storage.back();
+    return {accesses.back().get(), write, false, &stmt, e.data(), static_cast<int>(e.size())};
   }
 };
 

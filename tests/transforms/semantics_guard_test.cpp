@@ -16,6 +16,7 @@
 #include "ir/parse.h"
 #include "ir/print.h"
 #include "support/scaled_kernels.h"
+#include "transforms/action_space.h"
 #include "transforms/registry.h"
 
 using namespace perfdojo;
@@ -114,4 +115,36 @@ TEST_CASE("random legal trajectories never change what a suite kernel computes")
                  transforms::Kind::kParallelize, transforms::Kind::kUnroll}) {
     CHECK_MESSAGE(kind_counts[static_cast<int>(k)] > 0, transforms::kind_name(k) << " never ran");
   }
+}
+
+TEST_CASE("the flat mask is exactly the legality checks, on every state of random trajectories") {
+  const transforms::Target target;
+  const transforms::FlatActionSpace space({}, target);
+  int states = 0, legal_seen = 0;
+  for (const auto& name : testing::suite_kernel_names()) {
+    auto loaded = testing::load_scaled_kernel(name);
+    REQUIRE(loaded.ok());
+    for (int t = 0; t < 4; ++t) {
+      std::mt19937_64 rng(std::hash<std::string>{}(name) + static_cast<uint64_t>(t));
+      ir::Program cur = loaded.value();
+      for (int s = 0; s < 12; ++s) {
+        auto mask = space.mask(cur);
+        ++states;
+        for (int i = 0; i < space.size(); ++i) {
+          auto a = space.decode(cur, i);
+          bool legal = a && transforms::check(cur, *a, target).ok();
+          legal_seen += legal;
+          REQUIRE_MESSAGE(mask[i] == legal, name << ": index " << i << " (" << space.describe(i)
+                                                 << ") mask " << int(mask[i]) << " vs check " << legal
+                                                 << "\n" << ir::print_program(cur));
+          if (a) CHECK(space.encode(cur, *a) == i);
+        }
+        auto next = random_legal_action(cur, target, rng);
+        if (!next) break;
+        cur = transforms::apply(cur, *next, target).value();
+      }
+    }
+  }
+  CHECK(states > 100);
+  CHECK(legal_seen > 1000);
 }
