@@ -96,6 +96,8 @@ int main(int argc, char** argv) {
           if (i + 1 >= argv_s.size())
             return usage_error("option --" + name + " needs a value", json);
           value = argv_s[++i];
+          if (value.rfind("--", 0) == 0)
+            return usage_error("option --" + name + " needs a value, found '" + value + "'", json);
         }
         args.values[name] = value;
       } else if (cmd->switch_options.count(name) && !has_inline) {
