@@ -57,5 +57,7 @@ std::vector<Command> transform_commands();
 std::vector<Command> backend_commands();
 /// Subcommands of the cost model (calibrate, estimate).
 std::vector<Command> cost_commands();
+/// Subcommands of the Gym socket bridge (serve, episode).
+std::vector<Command> bridge_commands();
 
 }  // namespace perfdojo::cli

@@ -1,0 +1,722 @@
+#include "bridge/server.h"
+
+#include <array>
+#include <atomic>
+#include <boost/asio.hpp>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "bridge/handlers.h"
+
+namespace perfdojo::bridge {
+
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+using Clock = std::chrono::steady_clock;
+using PoolStrand = asio::strand<asio::thread_pool::executor_type>;
+
+namespace {
+
+// Constant-time comparison: the time taken does not reveal how much of a token matched.
+bool same_token(std::string_view a, std::string_view b) {
+  unsigned diff = a.size() == b.size() ? 0 : 1;
+  const size_t n = std::max(a.size(), b.size());
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char x = i < a.size() ? a[i] : 0, y = i < b.size() ? b[i] : 0;
+    diff |= x ^ y;
+  }
+  return diff == 0;
+}
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+}  // namespace
+
+class Connection;
+
+/// One env session: its env and the strand that runs its requests one at a time, in order.
+struct Session {
+  Session(uint64_t i, std::unique_ptr<env::Env> e, PoolStrand s, std::atomic<int>& live)
+      : id(i), env(std::move(e)), strand(std::move(s)), live_(live) {}
+  ~Session() { --live_; }
+  uint64_t id;
+  std::unique_ptr<env::Env> env;  // touched only on `strand`
+  PoolStrand strand;
+  std::atomic<bool> closed{false};
+
+ private:
+  std::atomic<int>& live_;
+};
+
+struct Server::Impl {
+  explicit Impl(ServerOptions o) : opts(std::move(o)) {}
+
+  // Plain state first: it must outlive the handlers that io and the pools destroy last.
+  ServerOptions opts;
+  double tick_s = 1;
+  std::atomic<int> sessions_live{0};
+  std::atomic<uint64_t> next_session{1};
+  std::atomic<int> connections_open{0};
+  std::atomic<uint64_t> connections_accepted{0}, requests{0}, error_replies{0};
+  std::mutex conns_mu;
+  std::map<Connection*, std::weak_ptr<Connection>> conns;
+  std::mutex stop_mu;
+  std::condition_variable stop_cv;
+  bool stop_requested = false;
+  bool stopped = false;
+
+  // Then the loop: sockets and timers in handlers the pools still hold need it alive.
+  asio::io_context io{1};
+  tcp::acceptor acceptor{io};
+  asio::steady_timer accept_pause{io};
+  std::unique_ptr<asio::thread_pool> fast_pool, measure_pool;
+  std::thread io_thread;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
+
+  /// Claims one of max_sessions; false when none is left.
+  bool reserve_session() {
+    int n = sessions_live.load();
+    while (n < opts.limits.max_sessions)
+      if (sessions_live.compare_exchange_weak(n, n + 1)) return true;
+    return false;
+  }
+  /// A session over `e`, on the pool its backend calls for. Takes a reserve_session() claim.
+  std::shared_ptr<Session> new_session(std::unique_ptr<env::Env> e) {
+    asio::thread_pool& pool = e->deterministic() ? *fast_pool : *measure_pool;
+    return std::make_shared<Session>(next_session++, std::move(e), asio::make_strand(pool.get_executor()),
+                                     sessions_live);
+  }
+  void do_accept();
+  void request_stop() {
+    std::lock_guard<std::mutex> lock(stop_mu);
+    stop_requested = true;
+    stop_cv.notify_all();
+  }
+  void shutdown();
+};
+
+// One client connection. Socket, timer and all members below run on the connection's strand;
+// workers hand replies back through post_reply.
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  Connection(Server::Impl& server, tcp::socket socket)
+      : server_(server),
+        socket_(std::move(socket)),
+        timer_(socket_.get_executor()),
+        decoder_(server.opts.limits.max_frame_bytes),
+        read_buf_(64 << 10),
+        connected_(Clock::now()),
+        last_activity_(connected_) {}
+
+  /// Starts reading, or (`busy`) answers server_busy and closes.
+  void start(bool busy) {
+    arm_timer();
+    if (busy) {
+      Error e{ErrorType::kServerBusy, "the server has " + std::to_string(server_.opts.limits.max_connections) +
+                                          " connections open (--max-connections); try again later"};
+      queue(error_reply("null", e), false, true);
+      return;
+    }
+    do_read();
+  }
+
+  /// Sends a reply to a request from any thread; `close_after` closes once it is written.
+  void post_reply(std::string body, bool close_after = false) {
+    asio::post(socket_.get_executor(), [self = shared_from_this(), b = std::move(body), close_after]() mutable {
+      self->queue(std::move(b), true, close_after);
+    });
+  }
+
+  /// Closes the socket at once and releases the sessions (after their running requests).
+  void close() {
+    if (closed_) return;
+    closed_ = true;
+    boost::system::error_code ec;
+    timer_.cancel();
+    socket_.shutdown(tcp::socket::shutdown_both, ec);
+    socket_.close(ec);
+    std::map<uint64_t, std::shared_ptr<Session>> sessions;
+    {
+      std::lock_guard<std::mutex> lock(sessions_mu_);
+      closed_flag_ = true;
+      sessions.swap(sessions_);
+    }
+    for (auto& [id, s] : sessions) {
+      s->closed = true;
+      // Destroy the env on its own strand, after whatever request is running there.
+      asio::post(s->strand, [s] { s->env.reset(); });
+    }
+    --server_.connections_open;
+    std::lock_guard<std::mutex> lock(server_.conns_mu);
+    server_.conns.erase(this);
+  }
+
+  /// Closes from the loop thread outside the connection's strand (only at shutdown, when the
+  /// loop runs on one thread).
+  void close_now() { close(); }
+
+ private:
+  struct Outgoing {
+    std::array<unsigned char, kFrameHeaderBytes> header;
+    std::string body;
+    bool answers_request;
+    bool close_after;
+  };
+
+  const Limits& limits() const { return server_.opts.limits; }
+
+  // ------------------------------------------------------------ reading
+
+  void do_read() {
+    if (closed_ || reading_ || lingering_ || closing_ || pending_ >= limits().max_pending) return;
+    reading_ = true;
+    if (frame_clock_) frame_started_ = Clock::now();  // a pause for back-pressure is ours, not theirs
+    socket_.async_read_some(asio::buffer(read_buf_), [self = shared_from_this()](const boost::system::error_code& ec,
+                                                                                   size_t n) {
+      self->reading_ = false;
+      self->on_read(ec, n);
+    });
+  }
+
+  void on_read(const boost::system::error_code& ec, size_t n) {
+    if (closed_) return;
+    if (ec) {
+      // EOF or reset: the client is gone (a truncated frame has nobody left to answer).
+      close();
+      return;
+    }
+    decoder_.feed(read_buf_.data(), n);
+    process_frames();
+    do_read();
+  }
+
+  void process_frames() {
+    std::string body;
+    while (!closed_ && !closing_ && pending_ < limits().max_pending) {
+      FrameDecoder::Status st = decoder_.next(&body);
+      if (st == FrameDecoder::Status::kNeedMore) break;
+      if (st == FrameDecoder::Status::kTooLarge) {
+        ++pending_;
+        Error e{ErrorType::kFrameTooLarge, "frame of " + std::to_string(decoder_.refused_length()) +
+                                               " bytes exceeds the limit of " +
+                                               std::to_string(limits().max_frame_bytes) +
+                                               " (--max-frame-bytes); closing the connection"};
+        queue(error_reply("null", e), true, true);
+        return;
+      }
+      frame_clock_ = false;
+      last_activity_ = Clock::now();
+      ++pending_;
+      ++server_.requests;
+      on_frame(body);
+    }
+    if (decoder_.mid_frame() && !frame_clock_) {
+      frame_clock_ = true;
+      frame_started_ = Clock::now();
+    } else if (!decoder_.mid_frame()) {
+      frame_clock_ = false;
+    }
+  }
+
+  void reply_error(const std::string& id, const Error& e, bool close_after = false) {
+    queue(error_reply(id, e), true, close_after);
+  }
+
+  void on_frame(const std::string& body) {
+    auto req = std::make_shared<Request>();
+    if (auto err = parse_request(body, req.get())) {
+      reply_error(req->id, *err, !authed_);
+      return;
+    }
+    if (!authed_) {
+      hello(*req);
+      return;
+    }
+    const std::string& op = req->op;
+    try {
+      if (op == "hello") {
+        reply_error(req->id, {ErrorType::kBadRequest, "the handshake is already done"});
+      } else if (op == "ping") {
+        check_fields(req->doc, {"id", "op"}, "ping");
+        queue(ok_reply(req->id, "{}"), true, false);
+      } else if (op == "list_benchmarks") {
+        run_on(*server_.fast_pool, req, [](const Request& r) { return ok_reply(r.id, list_benchmarks_result(r)); });
+      } else if (op == "make") {
+        make(req);
+      } else if (is_session_op(op)) {
+        session_op(req);
+      } else {
+        std::string ops;
+        for (const auto& o : operation_names()) ops += (ops.empty() ? "" : ", ") + o;
+        reply_error(req->id, {ErrorType::kUnknownOp, "unknown op '" + op.substr(0, 64) + "'; expected one of " + ops});
+      }
+    } catch (const RequestError& e) {
+      reply_error(req->id, e.error);
+    }
+  }
+
+  void hello(const Request& req) {
+    if (req.op != "hello") {
+      reply_error(req.id, {ErrorType::kHandshakeRequired, "the first request must be {\"op\":\"hello\",\"version\":" +
+                                                              std::to_string(kProtocolVersion) + "}; closing"},
+                  true);
+      return;
+    }
+    try {
+      check_fields(req.doc, {"id", "op", "version", "token", "client"}, "hello");
+    } catch (const RequestError& e) {
+      reply_error(req.id, e.error, true);
+      return;
+    }
+    const json::Value* v = member(req.doc, "version");
+    if (!v || !v->IsInt64() || v->GetInt64() != kProtocolVersion) {
+      reply_error(req.id, {ErrorType::kVersionMismatch, "this server speaks protocol version " +
+                                                            std::to_string(kProtocolVersion) + "; closing"},
+                  true);
+      return;
+    }
+    if (server_.opts.token) {
+      const json::Value* t = member(req.doc, "token");
+      std::string_view given = t && t->IsString() ? std::string_view(t->GetString(), t->GetStringLength()) : "";
+      if (!same_token(given, *server_.opts.token)) {
+        reply_error(req.id, {ErrorType::kAuthFailed, t ? "wrong token; closing" : "this server requires a token; closing"},
+                    true);
+        return;
+      }
+    }
+    authed_ = true;
+    queue(ok_reply(req.id, hello_result(limits())), true, false);
+  }
+
+  // Runs `fn` on a pool and sends its reply; exceptions become internal errors.
+  template <class Fn>
+  void run_on(asio::thread_pool& pool, std::shared_ptr<Request> req, Fn fn) {
+    asio::post(pool, [self = shared_from_this(), req, fn] { self->post_reply(guarded(*req, fn)); });
+  }
+
+  template <class Fn>
+  static std::string guarded(const Request& req, Fn&& fn) {
+    try {
+      return fn(req);
+    } catch (const RequestError& e) {
+      return error_reply(req.id, e.error);
+    } catch (const std::exception& e) {
+      return error_reply(req.id, {ErrorType::kInternal, std::string("internal error: ") + e.what()});
+    }
+  }
+
+  void make(std::shared_ptr<Request> req) {
+    auto self = shared_from_this();
+    asio::post(*server_.fast_pool, [self, req] {
+      if (self->closed_flag_) return;
+      if (!self->server_.reserve_session()) {
+        self->post_reply(error_reply(req->id, {ErrorType::kSessionLimit,
+                                               "the server already holds " +
+                                                   std::to_string(self->server_.opts.limits.max_sessions) +
+                                                   " sessions (--max-sessions); close some first"}));
+        return;
+      }
+      std::unique_ptr<env::Env> e;
+      std::string reply = guarded(*req, [&](const Request& r) {
+        e = make_env(r, self->server_.opts.policy);
+        return std::string();
+      });
+      if (!e) {
+        --self->server_.sessions_live;
+        self->post_reply(std::move(reply));
+        return;
+      }
+      self->add_session(self->server_.new_session(std::move(e)), req->id);
+    });
+  }
+
+  // Registers `s` and replies with its id and spaces (runs on a worker thread).
+  void add_session(std::shared_ptr<Session> s, const std::string& request_id) {
+    std::string reply = ok_reply(request_id, session_result(s->id, *s->env));
+    {
+      std::lock_guard<std::mutex> lock(sessions_mu_);
+      if (closed_flag_) return;  // the client left meanwhile: the session dies with `s`
+      sessions_[s->id] = s;
+    }
+    post_reply(std::move(reply));
+  }
+
+  std::shared_ptr<Session> find_session(uint64_t id) {
+    std::lock_guard<std::mutex> lock(sessions_mu_);
+    auto it = sessions_.find(id);
+    return it == sessions_.end() ? nullptr : it->second;
+  }
+
+  void session_op(std::shared_ptr<Request> req) {
+    const uint64_t id = get_session(req->doc);
+    std::shared_ptr<Session> s = find_session(id);
+    if (!s) {
+      reply_error(req->id, {ErrorType::kUnknownSession, "no session " + std::to_string(id) +
+                                                            " on this connection (sessions belong to the "
+                                                            "connection that made them)"});
+      return;
+    }
+    auto self = shared_from_this();
+    asio::post(s->strand, [self, s, req] {
+      if (s->closed || !s->env) {
+        self->post_reply(error_reply(req->id, {ErrorType::kUnknownSession,
+                                               "session " + std::to_string(s->id) + " was closed"}));
+        return;
+      }
+      if (self->closed_flag_) return;  // nobody to answer; skip the work
+      const std::string& op = req->op;
+      if (op == "close") {
+        self->post_reply(guarded(*req, [&](const Request& r) {
+          check_fields(r.doc, {"id", "op", "session"}, "close");
+          s->closed = true;
+          {
+            std::lock_guard<std::mutex> lock(self->sessions_mu_);
+            self->sessions_.erase(s->id);
+          }
+          s->env.reset();
+          return ok_reply(r.id, "{\"closed\":" + std::to_string(s->id) + "}");
+        }));
+      } else if (op == "fork") {
+        self->fork(*s, *req);
+      } else {
+        self->post_reply(handle_session_op(*s->env, *req, self->server_.opts.policy));
+      }
+    });
+  }
+
+  // Runs on the parent session's strand.
+  void fork(Session& parent, const Request& req) {
+    try {
+      check_fields(req.doc, {"id", "op", "session"}, "fork");
+    } catch (const RequestError& e) {
+      post_reply(error_reply(req.id, e.error));
+      return;
+    }
+    if (!server_.reserve_session()) {
+      post_reply(error_reply(req.id, {ErrorType::kSessionLimit,
+                                      "the server already holds " + std::to_string(limits().max_sessions) +
+                                          " sessions (--max-sessions); close some first"}));
+      return;
+    }
+    std::unique_ptr<env::Env> forked;
+    try {
+      forked = parent.env->fork();
+    } catch (const std::exception& e) {
+      --server_.sessions_live;
+      post_reply(error_reply(req.id, {ErrorType::kInternal, std::string("fork failed: ") + e.what()}));
+      return;
+    }
+    add_session(server_.new_session(std::move(forked)), req.id);
+  }
+
+  // ------------------------------------------------------------ writing
+
+  void queue(std::string body, bool answers_request, bool close_after) {
+    if (closed_ || closing_) {
+      if (answers_request) --pending_;
+      return;
+    }
+    if (std::string_view(body).substr(0, 320).find(",\"ok\":false,") != std::string_view::npos)
+      ++server_.error_replies;
+    Outgoing o;
+    const auto n = static_cast<uint32_t>(body.size());
+    o.header = {static_cast<unsigned char>(n >> 24), static_cast<unsigned char>(n >> 16),
+                static_cast<unsigned char>(n >> 8), static_cast<unsigned char>(n)};
+    o.body = std::move(body);
+    o.answers_request = answers_request;
+    o.close_after = close_after;
+    out_.push_back(std::move(o));
+    if (close_after) closing_ = true;  // read nothing more; finish writing, then close
+    do_write();
+  }
+
+  void do_write() {
+    if (writing_ || out_.empty() || closed_) return;
+    writing_ = true;
+    write_started_ = Clock::now();
+    // Everything queued goes out in one gather write.
+    in_flight_ = out_.size();
+    buffers_.clear();
+    for (size_t i = 0; i < in_flight_; ++i) {
+      buffers_.emplace_back(out_[i].header.data(), out_[i].header.size());
+      buffers_.emplace_back(out_[i].body.data(), out_[i].body.size());
+      if (out_[i].close_after) {
+        in_flight_ = i + 1;
+        break;
+      }
+    }
+    asio::async_write(socket_, buffers_, [self = shared_from_this()](const boost::system::error_code& ec, size_t) {
+      self->on_written(ec);
+    });
+  }
+
+  void on_written(const boost::system::error_code& ec) {
+    writing_ = false;
+    if (closed_) return;
+    if (ec) {
+      close();
+      return;
+    }
+    bool close_now = false;
+    for (size_t i = 0; i < in_flight_; ++i) {
+      if (out_.front().answers_request) --pending_;
+      close_now = close_now || out_.front().close_after;
+      out_.pop_front();
+    }
+    last_activity_ = Clock::now();
+    if (close_now) {
+      linger();
+      return;
+    }
+    do_write();
+    process_frames();  // frames held back by the pending limit
+    do_read();
+  }
+
+  // After a closing reply: send FIN, then discard input briefly so the client reads the reply
+  // instead of a reset caused by the bytes we never read.
+  void linger() {
+    lingering_ = true;
+    linger_started_ = Clock::now();
+    boost::system::error_code ec;
+    socket_.shutdown(tcp::socket::shutdown_send, ec);
+    drain();
+  }
+
+  void drain() {
+    if (closed_) return;
+    socket_.async_read_some(asio::buffer(read_buf_), [self = shared_from_this()](const boost::system::error_code& ec,
+                                                                                   size_t n) {
+      self->drained_ += n;
+      if (ec || self->drained_ > (64u << 20)) {
+        self->close();
+      } else {
+        self->drain();
+      }
+    });
+  }
+
+  // ------------------------------------------------------------ timeouts
+
+  void arm_timer() {
+    timer_.expires_after(std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(server_.tick_s)));
+    timer_.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
+      if (!ec) self->on_tick();
+    });
+  }
+
+  void on_tick() {
+    if (closed_) return;
+    const Limits& l = limits();
+    if (lingering_) {
+      if (seconds_since(linger_started_) > 2.0) {
+        close();
+        return;
+      }
+    } else if (writing_ && l.frame_timeout_s > 0 && seconds_since(write_started_) > std::max(l.frame_timeout_s, 5.0)) {
+      close();  // the client stopped reading its replies
+      return;
+    } else if (!closing_) {
+      if (!authed_ && l.frame_timeout_s > 0 && seconds_since(connected_) > l.frame_timeout_s) {
+        timeout("no handshake within " + std::to_string(l.frame_timeout_s) + " s (--frame-timeout)");
+      } else if (frame_clock_ && reading_ && l.frame_timeout_s > 0 && seconds_since(frame_started_) > l.frame_timeout_s) {
+        timeout("a frame started " + std::to_string(l.frame_timeout_s) +
+                " s ago never finished (--frame-timeout)");
+      } else if (l.idle_timeout_s > 0 && pending_ == 0 && !frame_clock_ &&
+                 seconds_since(last_activity_) > l.idle_timeout_s) {
+        timeout("no request for " + std::to_string(l.idle_timeout_s) + " s (--idle-timeout)");
+      }
+    }
+    arm_timer();
+  }
+
+  void timeout(const std::string& why) {
+    queue(error_reply("null", {ErrorType::kIdleTimeout, why + "; closing"}), false, true);
+  }
+
+  Server::Impl& server_;
+  tcp::socket socket_;
+  asio::steady_timer timer_;
+  FrameDecoder decoder_;
+  std::vector<char> read_buf_;
+  Clock::time_point connected_, last_activity_, frame_started_, write_started_, linger_started_;
+  bool reading_ = false, writing_ = false, closed_ = false, closing_ = false, lingering_ = false;
+  bool authed_ = false, frame_clock_ = false;
+  int pending_ = 0;  // requests received whose replies are not yet written
+  uint64_t drained_ = 0;
+  std::deque<Outgoing> out_;
+  size_t in_flight_ = 0;
+  std::vector<asio::const_buffer> buffers_;
+
+  // Shared with worker threads.
+  std::mutex sessions_mu_;
+  std::map<uint64_t, std::shared_ptr<Session>> sessions_;
+  std::atomic<bool> closed_flag_{false};
+
+};
+
+void Server::Impl::do_accept() {
+  acceptor.async_accept(asio::make_strand(io), [this](const boost::system::error_code& ec, tcp::socket socket) {
+    if (!acceptor.is_open()) return;
+    if (ec) {
+      // Out of descriptors or similar: pause rather than spin.
+      accept_pause.expires_after(std::chrono::milliseconds(100));
+      accept_pause.async_wait([this](const boost::system::error_code& e) {
+        if (!e) do_accept();
+      });
+      return;
+    }
+    boost::system::error_code ignored;
+    socket.set_option(tcp::no_delay(true), ignored);
+    ++connections_accepted;
+    const bool busy = connections_open.load() >= opts.limits.max_connections;
+    ++connections_open;
+    auto c = std::make_shared<Connection>(*this, std::move(socket));
+    {
+      std::lock_guard<std::mutex> lock(conns_mu);
+      conns[c.get()] = c;
+    }
+    c->start(busy);
+    do_accept();
+  });
+}
+
+void Server::Impl::shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(stop_mu);
+    if (stopped) return;
+    stopped = true;
+    stop_requested = true;
+    stop_cv.notify_all();
+  }
+  // Close the listener and every connection on the loop, then stop it; running requests
+  // finish on the pools and their replies are dropped.
+  asio::post(io, [this] {
+    boost::system::error_code ec;
+    acceptor.close(ec);
+    accept_pause.cancel();
+    std::vector<std::shared_ptr<Connection>> all;
+    {
+      std::lock_guard<std::mutex> lock(conns_mu);
+      for (auto& [p, w] : conns)
+        if (auto c = w.lock()) all.push_back(c);
+    }
+    for (auto& c : all) c->close_now();
+    io.stop();
+  });
+  work.reset();
+  if (io_thread.joinable()) io_thread.join();
+  fast_pool->stop();
+  measure_pool->stop();
+  fast_pool->join();
+  measure_pool->join();
+}
+
+// ---------------------------------------------------------------- Server
+
+Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Server::~Server() { impl_->shutdown(); }
+
+bool is_loopback(const std::string& host) {
+  if (host == "localhost") return true;
+  boost::system::error_code ec;
+  auto a = asio::ip::make_address(host, ec);
+  if (ec) return false;
+  if (a.is_v4()) return a.to_v4().is_loopback();
+  auto v6 = a.to_v6();
+  if (v6.is_v4_mapped()) return asio::ip::make_address_v4(asio::ip::v4_mapped, v6).is_loopback();
+  return v6.is_loopback();
+}
+
+ir::Result<std::unique_ptr<Server>> Server::start(const ServerOptions& options) {
+  auto fail = [](const std::string& m) { return std::vector<ir::Diagnostic>{{{"serve", 0, 0}, m}}; };
+  const Limits& l = options.limits;
+  if (l.max_frame_bytes < 64) return fail("--max-frame-bytes must be at least 64");
+  if (l.max_sessions < 1 || l.max_connections < 1 || l.max_pending < 1)
+    return fail("--max-sessions, --max-connections and the pending limit must be positive");
+  if (l.idle_timeout_s < 0 || l.frame_timeout_s < 0) return fail("timeouts must not be negative");
+
+  auto impl = std::make_unique<Impl>(options);
+  const int cpus = std::max(1u, std::thread::hardware_concurrency());
+  const int fast = options.workers > 0 ? options.workers : cpus;
+  const int measure = options.measure_workers > 0 ? options.measure_workers : std::max(1, cpus / 2);
+  impl->fast_pool = std::make_unique<asio::thread_pool>(fast);
+  impl->measure_pool = std::make_unique<asio::thread_pool>(measure);
+  double shortest = 1.0;
+  if (l.idle_timeout_s > 0) shortest = std::min(shortest, l.idle_timeout_s / 4);
+  if (l.frame_timeout_s > 0) shortest = std::min(shortest, l.frame_timeout_s / 4);
+  impl->tick_s = std::max(0.01, shortest);
+
+  boost::system::error_code ec;
+  tcp::endpoint endpoint;
+  auto addr = asio::ip::make_address(options.host, ec);
+  if (!ec) {
+    endpoint = tcp::endpoint(addr, options.port);
+  } else {
+    tcp::resolver resolver(impl->io);
+    auto found = resolver.resolve(options.host, std::to_string(options.port), ec);
+    if (ec || found.empty()) return fail("cannot resolve host '" + options.host + "': " + ec.message());
+    endpoint = *found.begin();
+  }
+  impl->acceptor.open(endpoint.protocol(), ec);
+  if (!ec) impl->acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
+  if (!ec) impl->acceptor.bind(endpoint, ec);
+  if (!ec) impl->acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    return fail("cannot listen on " + options.host + ":" + std::to_string(options.port) + ": " + ec.message());
+  }
+  impl->work.emplace(impl->io.get_executor());
+  impl->do_accept();
+  Impl* raw = impl.get();
+  impl->io_thread = std::thread([raw] {
+    for (;;) {
+      try {
+        raw->io.run();
+        return;
+      } catch (const std::exception&) {
+        // A handler threw: that is our bug, but one connection's bug must not stop the others.
+      }
+    }
+  });
+  return std::unique_ptr<Server>(new Server(std::move(impl)));
+}
+
+std::string Server::host() const { return impl_->acceptor.local_endpoint().address().to_string(); }
+
+uint16_t Server::port() const { return impl_->acceptor.local_endpoint().port(); }
+
+void Server::wait(bool handle_signals) {
+  std::optional<asio::signal_set> signals;
+  if (handle_signals) {
+    signals.emplace(impl_->io, SIGINT, SIGTERM);
+    signals->async_wait([this](const boost::system::error_code& ec, int) {
+      if (!ec) impl_->request_stop();
+    });
+  }
+  {
+    std::unique_lock<std::mutex> lock(impl_->stop_mu);
+    impl_->stop_cv.wait(lock, [this] { return impl_->stop_requested; });
+  }
+  impl_->shutdown();
+}
+
+void Server::stop() { impl_->request_stop(); }
+
+ServerStats Server::stats() const {
+  ServerStats s;
+  s.connections_accepted = impl_->connections_accepted;
+  s.connections_open = impl_->connections_open;
+  s.sessions_live = impl_->sessions_live;
+  s.requests = impl_->requests;
+  s.error_replies = impl_->error_replies;
+  return s;
+}
+
+}  // namespace perfdojo::bridge

@@ -1,0 +1,69 @@
+// perfdojo-bridge server: env sessions served over TCP to Gymnasium clients in other processes
+// (docs/bridge.md). Asynchronous Boost.Asio I/O on one thread; env work runs on worker pools,
+// one strand per session, so a slow measurement holds up only its own session. Cost-model
+// sessions and measuring sessions use separate pools: a long measurement never delays a
+// cost-model client.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "bridge/protocol.h"
+#include "ir/diagnostic.h"
+
+namespace perfdojo::bridge {
+
+/// How to run a server.
+struct ServerOptions {
+  std::string host = "127.0.0.1";    ///< address to bind; loopback unless asked otherwise
+  uint16_t port = 0;                 ///< 0: the kernel picks a free port
+  std::optional<std::string> token;  ///< shared secret the handshake must present
+  Limits limits;
+  ConfigPolicy policy;
+  int workers = 0;          ///< threads for deterministic (cost-model) sessions; 0: CPU count
+  int measure_workers = 0;  ///< threads for measuring sessions; 0: max(1, CPUs / 2)
+};
+
+/// Counters, for tests and the shutdown summary.
+struct ServerStats {
+  uint64_t connections_accepted = 0;
+  int connections_open = 0;
+  int sessions_live = 0;
+  uint64_t requests = 0;
+  uint64_t error_replies = 0;
+};
+
+/// A running server. Threads start in start() and stop in stop() (or the destructor).
+class Server {
+ public:
+  /// Binds, listens and starts serving; errors (bad host, port in use) as diagnostics.
+  static ir::Result<std::unique_ptr<Server>> start(const ServerOptions& options);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  /// The bound address and port (the real port when 0 was asked for).
+  std::string host() const;
+  uint16_t port() const;
+  /// Blocks until stop() is called or SIGINT/SIGTERM arrives (when handle_signals), then
+  /// closes every connection and joins the threads.
+  void wait(bool handle_signals);
+  /// Asks the server to stop; returns at once (safe from any thread). wait() or the destructor
+  /// does the shutdown.
+  void stop();
+  /// Current counters.
+  ServerStats stats() const;
+
+  struct Impl;
+
+ private:
+  explicit Server(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+/// Whether `host` is a loopback address (127.0.0.0/8, ::1, "localhost").
+bool is_loopback(const std::string& host);
+
+}  // namespace perfdojo::bridge

@@ -1,0 +1,374 @@
+// The bridge protocol on strings alone: frames, JSON in and out, codecs and the session
+// operations' refusals (each must leave the env exactly as it was).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "bridge/handlers.h"
+#include "bridge/protocol.h"
+#include "ir/print.h"
+
+using namespace perfdojo;
+using namespace perfdojo::bridge;
+
+namespace {
+
+Request parsed(const std::string& body) {
+  Request r;
+  auto err = parse_request(body, &r);
+  REQUIRE_MESSAGE(!err, err->message);
+  return r;
+}
+
+json::Document doc_of(const std::string& text) {
+  json::Document d;
+  d.Parse(text.c_str(), text.size());
+  REQUIRE(!d.HasParseError());
+  return d;
+}
+
+// The error a reply carries ("" when it is an ok reply).
+std::string error_type_of(const std::string& reply) {
+  json::Document d = doc_of(reply);
+  REQUIRE(d.IsObject());
+  if (d["ok"].GetBool()) return "";
+  return d["error"]["type"].GetString();
+}
+
+std::unique_ptr<env::Env> small_env() {
+  env::EnvConfig c;
+  c.benchmark = "perfdojo://gen/softmax?seed=3";
+  c.observation_spaces = {"features", "ir_text"};
+  c.max_episode_steps = 12;
+  auto e = env::Env::make(c);
+  REQUIRE_MESSAGE(e.ok(), e.error_text());
+  return std::move(e).value();
+}
+
+int first_legal(env::Env& e) {
+  auto m = e.action_mask();
+  for (int i = 0; i + 1 < static_cast<int>(m.size()); ++i)
+    if (m[i]) return i;
+  return -1;
+}
+
+std::string op(env::Env& e, const std::string& body, const ConfigPolicy& policy = {}) {
+  return handle_session_op(e, parsed(body), policy);
+}
+
+}  // namespace
+
+TEST_CASE("a frame is a big-endian length followed by the body") {
+  std::string f = encode_frame("{}");
+  REQUIRE(f.size() == 6);
+  CHECK(std::memcmp(f.data(), "\0\0\0\x02{}", 6) == 0);
+  const unsigned char h[4] = {0x01, 0x02, 0x03, 0x04};
+  CHECK(decode_frame_length(h) == 0x01020304u);
+}
+
+TEST_CASE("the decoder finds frames however the bytes are split") {
+  const std::string stream = encode_frame("{\"a\":1}") + encode_frame("") + encode_frame("[2]");
+  for (size_t chunk : {size_t{1}, size_t{3}, size_t{5}, stream.size()}) {
+    FrameDecoder d(1024);
+    std::vector<std::string> got;
+    std::string body;
+    for (size_t i = 0; i < stream.size(); i += chunk) {
+      d.feed(stream.data() + i, std::min(chunk, stream.size() - i));
+      while (d.next(&body) == FrameDecoder::Status::kFrame) got.push_back(body);
+    }
+    REQUIRE(got.size() == 3);
+    CHECK(got[0] == "{\"a\":1}");
+    CHECK(got[1] == "");
+    CHECK(got[2] == "[2]");
+    CHECK(!d.mid_frame());
+  }
+}
+
+TEST_CASE("the decoder refuses an oversized frame from its header alone") {
+  FrameDecoder d(100);
+  const unsigned char h[4] = {0x00, 0x00, 0x00, 0x65};  // 101 bytes announced
+  d.feed(reinterpret_cast<const char*>(h), 4);
+  std::string body;
+  CHECK(d.next(&body) == FrameDecoder::Status::kTooLarge);
+  CHECK(d.refused_length() == 101);
+}
+
+TEST_CASE("a partial frame is reported as mid-frame until it completes") {
+  FrameDecoder d(100);
+  std::string f = encode_frame("{\"id\":1}");
+  d.feed(f.data(), 2);
+  std::string body;
+  CHECK(d.next(&body) == FrameDecoder::Status::kNeedMore);
+  CHECK(d.mid_frame());
+  d.feed(f.data() + 2, f.size() - 2);
+  CHECK(d.next(&body) == FrameDecoder::Status::kFrame);
+  CHECK(!d.mid_frame());
+}
+
+TEST_CASE("invalid JSON, non-objects and missing fields are refused with a precise message") {
+  Request r;
+  auto e = parse_request("{\"id\":1,", &r);
+  REQUIRE(e);
+  CHECK(e->type == ErrorType::kInvalidJson);
+  CHECK(e->message.find("byte") != std::string::npos);
+
+  e = parse_request("[1,2]", &r);
+  REQUIRE(e);
+  CHECK(e->type == ErrorType::kInvalidJson);
+
+  e = parse_request("{\"op\":\"ping\"}", &r);
+  REQUIRE(e);
+  CHECK(e->type == ErrorType::kBadRequest);
+  CHECK(e->message.find("'id'") != std::string::npos);
+
+  e = parse_request("{\"id\":[1],\"op\":\"ping\"}", &r);
+  REQUIRE(e);
+  CHECK(e->type == ErrorType::kBadRequest);
+
+  e = parse_request("{\"id\":7,\"op\":3}", &r);
+  REQUIRE(e);
+  CHECK(e->type == ErrorType::kBadRequest);
+  CHECK(r.id == "7");  // the error reply can still name the request
+
+  e = parse_request(std::string("{\"id\":1,\"op\":\"\xff\"}"), &r);
+  REQUIRE(e);
+  CHECK(e->type == ErrorType::kInvalidJson);  // not UTF-8
+}
+
+TEST_CASE("deeply nested input is parsed without recursion") {
+  std::string deep(200000, '[');
+  Request r;
+  auto e = parse_request(deep, &r);
+  REQUIRE(e);
+  CHECK(e->type == ErrorType::kInvalidJson);
+  std::string balanced = std::string(100000, '[') + std::string(100000, ']');
+  e = parse_request(balanced, &r);
+  REQUIRE(e);
+  CHECK(e->message == "a request must be a JSON object");
+}
+
+TEST_CASE("ids are echoed exactly, strings escaped") {
+  CHECK(parsed("{\"id\":18446744073709551615,\"op\":\"x\"}").id == "18446744073709551615");
+  CHECK(parsed("{\"id\":-3,\"op\":\"x\"}").id == "-3");
+  CHECK(parsed("{\"id\":\"a\\\"b\",\"op\":\"x\"}").id == "\"a\\\"b\"");
+  CHECK(ok_reply("5", "{}") == "{\"id\":5,\"ok\":true,\"result\":{}}");
+  CHECK(error_reply("null", {ErrorType::kUnknownOp, "no"}) ==
+        "{\"id\":null,\"ok\":false,\"error\":{\"type\":\"unknown_op\",\"message\":\"no\"}}");
+}
+
+TEST_CASE("the writer escapes control characters and replaces invalid UTF-8") {
+  JsonWriter w;
+  w.value(std::string_view("a\"\\\n\x01\xc3\xa9\xff", 8));
+  CHECK(w.str() == "\"a\\\"\\\\\\n\\u0001\xc3\xa9\\ufffd\"");
+  json::Document d = doc_of(w.str());  // and it parses
+  CHECK(d.IsString());
+}
+
+TEST_CASE("floats written as JSON read back exactly, non-finite numbers become null") {
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<uint32_t> bits;
+  for (int i = 0; i < 20000; ++i) {
+    uint32_t b = bits(rng);
+    float f;
+    std::memcpy(&f, &b, 4);
+    if (!std::isfinite(f)) continue;
+    JsonWriter w;
+    w.value(f);
+    const double back = std::strtod(w.str().c_str(), nullptr);
+    REQUIRE_MESSAGE(static_cast<float>(back) == f, w.str());
+  }
+  JsonWriter w;
+  w.begin_array().value(std::nan("")).value(INFINITY).value(0.1).value(-0.0f).end_array();
+  CHECK(w.str() == "[null,null,0.1,-0]");
+}
+
+TEST_CASE("base64 round-trips and decoding is strict") {
+  for (const std::string& s : std::vector<std::string>{"", "a", "ab", "abc", "abcd", std::string("\0\xff\x10", 3)})
+    CHECK(base64_decode(base64_encode(s)) == s);
+  CHECK(base64_encode("abc") == "YWJj");
+  CHECK(!base64_decode("YWJ"));      // length
+  CHECK(!base64_decode("YW*j"));     // alphabet
+  CHECK(!base64_decode("Y===") );    // padding too early
+  CHECK(!base64_decode("YQ==YWJj")); // data after padding
+}
+
+TEST_CASE("masks are packed high bit first, like numpy.packbits") {
+  std::vector<uint8_t> m = {1, 0, 0, 0, 0, 0, 0, 1, 1};
+  auto bytes = base64_decode(mask_base64(m));
+  REQUIRE(bytes);
+  REQUIRE(bytes->size() == 2);
+  CHECK(static_cast<unsigned char>((*bytes)[0]) == 0x81);
+  CHECK(static_cast<unsigned char>((*bytes)[1]) == 0x80);
+}
+
+TEST_CASE("a config is read strictly: unknown fields, wrong types and server settings are refused") {
+  ConfigPolicy policy;
+  auto refuse = [&](const std::string& text, ErrorType type, const std::string& needle) {
+    json::Document d = doc_of(text);
+    try {
+      config_from_json(d, policy);
+      FAIL("accepted " << text);
+    } catch (const RequestError& e) {
+      CHECK(e.error.type == type);
+      CHECK_MESSAGE(e.error.message.find(needle) != std::string::npos, e.error.message);
+    }
+  };
+  refuse("{\"benchmrk\":\"x\"}", ErrorType::kConfigError, "benchmrk");
+  refuse("{\"max_episode_steps\":\"9\"}", ErrorType::kConfigError, "max_episode_steps");
+  refuse("{\"max_episode_steps\":0}", ErrorType::kConfigError, "max_episode_steps");
+  refuse("{\"seed\":-1}", ErrorType::kConfigError, "seed");
+  refuse("{\"observation_spaces\":[]}", ErrorType::kConfigError, "observation_spaces");
+  refuse("{\"observation_spaces\":[\"features\",\"features\"]}", ErrorType::kConfigError, "twice");
+  refuse("{\"flat\":{\"max_scopes\":1e9}}", ErrorType::kConfigError, "config.flat.max_scopes");
+  refuse("{\"measure\":{\"min_reps\":5,\"max_reps\":2}}", ErrorType::kConfigError, "max_reps");
+  refuse("{\"backend_config\":{\"compiler\":\"/bin/sh\"}}", ErrorType::kConfigError, "server");
+  refuse("{\"benchmark\":\"/etc/passwd\"}", ErrorType::kForbidden, "--allow-files");
+  refuse("{\"benchmark\":\"file://x.pdj\"}", ErrorType::kForbidden, "--allow-files");
+
+  json::Document ok = doc_of(
+      "{\"benchmark\":\"perfdojo://suite/softmax\",\"observation_spaces\":\"tokens\",\"seed\":18446744073709551615,"
+      "\"flat\":{\"max_scopes\":8},\"measure\":{\"verify\":false}}");
+  env::EnvConfig c = config_from_json(ok, policy);
+  CHECK(c.observation_spaces == std::vector<std::string>{"tokens"});
+  CHECK(c.seed == UINT64_MAX);
+  CHECK(c.flat.max_scopes == 8);
+  CHECK(!c.measure.verify);
+  policy.allow_files = true;
+  json::Document file = doc_of("{\"benchmark\":\"my.pdj\"}");
+  CHECK(config_from_json(file, policy).benchmark == "my.pdj");
+}
+
+TEST_CASE("a state written as JSON reads back equal") {
+  env::EpisodeState s;
+  s.benchmark = "perfdojo://suite/softmax";
+  s.backend = "cost_model";
+  s.reward_space = "log_speedup_step";
+  s.seed = 42;
+  s.trace = {"tile_scope 0 2", "unroll 0.1 4"};
+  s.rewards = {0.5, -0.1};
+  s.initial_time_s = 1e-3;
+  s.final_time_s = 5e-4;
+  JsonWriter w;
+  write_state(w, s);
+  json::Document d = doc_of(w.str());
+  env::EpisodeState t = state_from_json(d);
+  CHECK(t.benchmark == s.benchmark);
+  CHECK(t.seed == s.seed);
+  CHECK(t.trace == s.trace);
+  CHECK(t.rewards == s.rewards);
+  CHECK(t.final_time_s == s.final_time_s);
+}
+
+TEST_CASE("an out-of-range action is an invalid_action error and changes nothing") {
+  auto e = small_env();
+  e->reset(1);
+  const int n = e->action_spec().n;
+  const auto before = e->state();
+  CHECK(error_type_of(op(*e, "{\"id\":1,\"op\":\"step\",\"session\":1,\"action\":" + std::to_string(n) + "}")) ==
+        "invalid_action");
+  CHECK(error_type_of(op(*e, "{\"id\":1,\"op\":\"step\",\"session\":1,\"action\":-1}")) == "invalid_action");
+  CHECK(error_type_of(op(*e, "{\"id\":1,\"op\":\"step\",\"session\":1,\"action\":1.5}")) == "bad_request");
+  CHECK(error_type_of(op(*e, "{\"id\":1,\"op\":\"step\",\"session\":1,\"action\":\"no_such_action 1\"}")) ==
+        "invalid_action");
+  CHECK(error_type_of(op(*e, "{\"id\":1,\"op\":\"step\",\"session\":1}")) == "bad_request");
+  // A list with one bad index applies none of it.
+  const int legal = first_legal(*e);
+  REQUIRE(legal >= 0);
+  CHECK(error_type_of(op(*e, "{\"id\":1,\"op\":\"step\",\"session\":1,\"actions\":[" + std::to_string(legal) + "," +
+                                 std::to_string(n + 7) + "]}")) == "invalid_action");
+  const auto after = e->state();
+  CHECK(after.trace == before.trace);
+  CHECK(after.rewards == before.rewards);
+}
+
+TEST_CASE("a step reply carries the observation, reward, flags and info") {
+  auto e = small_env();
+  auto direct = small_env();
+  e->reset(2);
+  direct->reset(2);
+  const int a = first_legal(*e);
+  std::string reply = op(*e, "{\"id\":9,\"op\":\"step\",\"session\":1,\"action\":" + std::to_string(a) + "}");
+  env::StepResult r = direct->step(a);
+  json::Document d = doc_of(reply);
+  REQUIRE(d["ok"].GetBool());
+  const auto& res = d["result"];
+  CHECK(res["reward"].GetDouble() == r.reward);
+  CHECK(res["terminated"].GetBool() == r.terminated);
+  CHECK(res["info"]["action"].GetString() == r.info.action);
+  CHECK(res["observation"]["ir_text"].GetString() == r.observation.ir_text);
+  REQUIRE(res["observation"]["features"].Size() == r.observation.features.size());
+  for (size_t i = 0; i < r.observation.features.size(); ++i)
+    CHECK(static_cast<float>(res["observation"]["features"][static_cast<unsigned>(i)].GetDouble()) ==
+          r.observation.features[i]);
+  CHECK(res["info"]["action_mask"].GetString() == mask_base64(r.info.action_mask));
+}
+
+TEST_CASE("reset refuses unknown options and file benchmarks without --allow-files") {
+  auto e = small_env();
+  e->reset(1);
+  e->step(first_legal(*e));
+  const auto before = e->state();
+  CHECK(error_type_of(op(*e, "{\"id\":1,\"op\":\"reset\",\"session\":1,\"options\":{\"bench\":\"x\"}}")) ==
+        "bad_request");
+  CHECK(error_type_of(op(*e, "{\"id\":1,\"op\":\"reset\",\"session\":1,\"options\":{\"benchmark\":\"/tmp/x.pdj\"}}")) ==
+        "forbidden");
+  CHECK(error_type_of(op(*e, "{\"id\":1,\"op\":\"reset\",\"session\":1,\"seed\":\"1\"}")) == "bad_request");
+  CHECK(e->state().trace == before.trace);
+}
+
+TEST_CASE("save and restore round-trip in both formats; a bad state changes nothing") {
+  auto e = small_env();
+  e->reset(5);
+  for (int k = 0; k < 3; ++k) e->step(first_legal(*e));
+  for (std::string format : {"json", "binary"}) {
+    std::string saved = op(*e, "{\"id\":1,\"op\":\"save\",\"session\":1,\"format\":\"" + format + "\"}");
+    json::Document d = doc_of(saved);
+    REQUIRE(d["ok"].GetBool());
+    auto other = small_env();
+    JsonWriter req;
+    req.begin_object().field("id", 2).field("op", "restore").field("session", 1).field("format", format).key("state");
+    if (format == "json") {
+      JsonWriter s;
+      write_state(s, e->state());
+      req.raw(s.str());
+    } else {
+      req.value(std::string(d["result"]["state"].GetString()));
+    }
+    req.end_object();
+    std::string restored = op(*other, req.str());
+    CHECK(error_type_of(restored) == "");
+    CHECK(other->state().trace == e->state().trace);
+    CHECK(ir::print_program(other->program()) == ir::print_program(e->program()));
+  }
+  const auto before = e->state();
+  CHECK(error_type_of(op(*e, "{\"id\":3,\"op\":\"restore\",\"session\":1,\"state\":{\"benchmark\":"
+                             "\"perfdojo://suite/softmax\",\"trace\":[\"tile_scope 0 3 7\"]}}")) == "invalid_state");
+  CHECK(error_type_of(op(*e, "{\"id\":3,\"op\":\"restore\",\"session\":1,\"format\":\"binary\",\"state\":\"AAAA\"}")) ==
+        "invalid_state");
+  CHECK(error_type_of(op(*e, "{\"id\":3,\"op\":\"restore\",\"session\":1,\"format\":\"binary\",\"state\":\"!!\"}")) ==
+        "invalid_state");
+  CHECK(error_type_of(op(*e, "{\"id\":3,\"op\":\"restore\",\"session\":1,\"state\":{\"trace\":[]}}")) ==
+        "invalid_state");
+  CHECK(e->state().trace == before.trace);
+}
+
+TEST_CASE("validate checks the session's own episode by default") {
+  auto e = small_env();
+  e->reset(4);
+  e->step(first_legal(*e));
+  json::Document d = doc_of(op(*e, "{\"id\":1,\"op\":\"validate\",\"session\":1}"));
+  REQUIRE(d["ok"].GetBool());
+  CHECK(d["result"]["trace_legal"].GetBool());
+}
+
+TEST_CASE("the action mask comes as base64 bits or as a list") {
+  auto e = small_env();
+  e->reset(1);
+  json::Document b = doc_of(op(*e, "{\"id\":1,\"op\":\"action_mask\",\"session\":1}"));
+  CHECK(b["result"]["mask"].GetString() == mask_base64(e->action_mask()));
+  json::Document l = doc_of(op(*e, "{\"id\":1,\"op\":\"action_mask\",\"session\":1,\"format\":\"list\"}"));
+  CHECK(l["result"]["mask"].Size() == e->action_mask().size());
+  CHECK(error_type_of(op(*e, "{\"id\":1,\"op\":\"action_mask\",\"session\":1,\"format\":\"hex\"}")) == "bad_request");
+}
