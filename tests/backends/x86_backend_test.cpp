@@ -1,0 +1,337 @@
+// The x86 backends end to end: generated code compiles, runs in the worker and matches the
+// interpreter; failures (crash, hang, runaway allocation, wrong result) are records; the cache.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+
+#include "backends/compiler.h"
+#include "backends/x86_backend.h"
+#include "backends/x86_test_support.h"
+
+using namespace perfdojo;
+using backends::BackendConfig;
+using backends::Measurement;
+using testing::program_of;
+using testing::quick;
+using testing::scaled;
+using testing::transformed;
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// The backend, or nullptr with a MESSAGE when this machine cannot run it.
+std::unique_ptr<backends::Backend> backend_or_skip(const std::string& name, const BackendConfig& c = {}) {
+  auto b = backends::make_backend(name, c);
+  REQUIRE(b != nullptr);
+  if (!b->available().ok) {
+    MESSAGE("skipped on this machine: " << b->available().why);
+    return nullptr;
+  }
+  return b;
+}
+
+void check_matches(backends::Backend& b, const ir::Program& p, const std::string& what, uint64_t seed = 0) {
+  Measurement m = b.measure(p, quick(seed));
+  CHECK_MESSAGE(m.ok(), what << " on " << b.name() << ": " << m.error.value_or(""));
+  CHECK_MESSAGE(m.verified, what << " on " << b.name() << " was not verified");
+  CHECK(m.median_s > 0);
+}
+
+// A fresh directory under the temporary folder, removed at the end of the test.
+struct TempDir {
+  std::string path;
+  TempDir() {
+    std::string t = (fs::temp_directory_path() / "perfdojo-test-XXXXXX").string();
+    std::vector<char> buf(t.begin(), t.end());
+    buf.push_back('\0');
+    REQUIRE(mkdtemp(buf.data()) != nullptr);
+    path = buf.data();
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+const char* kSmall = "input x: f32[64]\noutput y: f32[64]\n\n64 y[{0}] = x[{0}] * 2 + 1\n";
+// Declares `crashme`, which the test hooks below key on.
+const char* kCrashMe = "input x: f32[64]\noutput crashme: f32[64]\n\n64 crashme[{0}] = x[{0}] + 1\n";
+
+}  // namespace
+
+TEST_CASE("every suite kernel at small size matches the interpreter on x86_64") {
+  auto b = backend_or_skip("x86_64");
+  if (!b) return;
+  for (const auto& name : testing::suite_kernel_names()) check_matches(*b, scaled(name), name);
+}
+
+TEST_CASE("every suite kernel at small size matches the interpreter on x86_avx512") {
+  auto b = backend_or_skip("x86_avx512");
+  if (!b) return;
+  for (const auto& name : testing::suite_kernel_names()) check_matches(*b, scaled(name), name);
+}
+
+TEST_CASE("every suite kernel at small size matches the interpreter on x86_avx2") {
+  auto b = backend_or_skip("x86_avx2");
+  if (!b) return;
+  for (const auto& name : testing::suite_kernel_names()) check_matches(*b, scaled(name), name);
+}
+
+TEST_CASE("AVX-512 code for every suite kernel, vectorised where possible, compiles on any x86 machine") {
+  // Where the CPU lacks AVX-512 the code cannot run, but it must still compile: the printer's
+  // vector code for 16 lanes is exercised here even on AVX2-only machines.
+  if (backends::find_executable("cc").empty()) {
+    MESSAGE("skipped: no C compiler");
+    return;
+  }
+  TempDir dir;
+  auto flags = backends::x86_compile_flags(backends::X86Isa::kAvx512);
+  for (const auto& name : {"softmax", "layernorm", "matmul-256", "rowsum", "maxpool", "bias-gelu"}) {
+    ir::Program p = scaled(name);
+    // Vectorise the innermost scope of the first nest when legal (16 lanes, tiling if needed).
+    const ir::Node* n = p.body[0].get();
+    transforms::Path path = {0};
+    while (!n->body.empty() && n->body[0]->is_scope) {
+      n = n->body[0].get();
+      path.push_back(0);
+    }
+    transforms::Action a{transforms::Kind::kVectorize, path, "", "", 16};
+    auto t = transforms::apply(p, a, *transforms::target_by_name("x86_avx512"));
+    if (t.ok()) p = t.value();
+    auto g = backends::x86_generate_c(backends::X86Isa::kAvx512, p);
+    auto r = backends::compile_shared_object("cc", flags, g.source, dir.path);
+    CHECK_MESSAGE(!r.error, name << ": " << r.error.value_or(""));
+  }
+}
+
+TEST_CASE("transformed programs still match the interpreter") {
+  for (const char* backend : {"x86_avx512", "x86_avx2", "x86_64"}) {
+    auto b = backend_or_skip(backend);
+    if (!b) continue;
+    CAPTURE(backend);
+    // matmul (M 8, N 16, K 8): K moved out, N vectorised.
+    check_matches(*b, transformed(scaled("matmul-256"), "swap_scopes 0.0\nvectorize 0.0.0 16\n"), "matmul vectorised");
+    // The brief's shape on a 32^3 matmul: 32-blocks, K outward, register temporary, vectors, unrolling.
+    ir::Program mm32 = program_of("M = 32\nN = 32\nK = 32\ninput A: f32[M, K]\ninput B: f32[K, N]\noutput C: f32[M, N] = 0\n\nM N K C[{0},{1}] += A[{0},{2}] * B[{2},{1}]\n");
+    check_matches(*b, transformed(mm32, "tile_scope 0 8\nswap_scopes 0.0.0\nswap_scopes 0.0\ncreate_temporary 0 C\n"
+                                        "vectorize 0.0.0 16\nunroll 0.0.0 2\nunroll 0.0 8\n"
+                                        "vectorize 0.1.0.0 16\nunroll 0.1.0.0 2\nunroll 0.1.0 8\n"
+                                        "vectorize 0.2.0 16\nunroll 0.2.0 2\nunroll 0.2 8\n"),
+                  "matmul with a register tile");
+    // Row sums: a reduction over vector lanes.
+    check_matches(*b, transformed(scaled("rowsum"), "vectorize 0.0 16\n"), "rowsum vectorised");
+    check_matches(*b, transformed(scaled("global-sum"), "vectorize 0 16\n"), "global sum vectorised");
+    check_matches(*b, transformed(scaled("softmax"), "vectorize 0.0 16\nvectorize 0.1 16\nvectorize 1.1 16\n"), "softmax vectorised");
+    check_matches(*b, transformed(scaled("rowsum"), "tile_scope 0.0 8\nvectorize 0.0.0 8\n"), "rowsum tiled and vectorised");
+    // Threads and unrolling.
+    check_matches(*b, transformed(scaled("layernorm"), "parallelize 0\nunroll 0.0 4\n"), "layernorm parallel and unrolled");
+    check_matches(*b, transformed(scaled("matmul-256"), "parallelize 0\nunroll 0.0.0 8\n"), "matmul parallel and unrolled");
+    check_matches(*b, transformed(scaled("bias-relu"), "parallelize 0\nvectorize 0.0 16\n"), "bias-relu parallel and vectorised");
+    check_matches(*b, transformed(scaled("maxpool"), "parallelize 0.0\nunroll 0.0.0.0.0 2\n"), "maxpool parallel and unrolled");
+  }
+}
+
+TEST_CASE("random legal trajectories compile to code that matches the interpreter") {
+  // A few seeded trajectories per kernel (PERFDOJO_X86_TRAJECTORIES raises it), on the best
+  // backend this machine runs.
+  int per_kernel = std::getenv("PERFDOJO_X86_TRAJECTORIES") ? std::atoi(std::getenv("PERFDOJO_X86_TRAJECTORIES")) : 1;
+  std::unique_ptr<backends::Backend> b;
+  for (const char* n : {"x86_avx512", "x86_avx2", "x86_64"}) {
+    b = backends::make_backend(n);
+    if (b->available().ok) break;
+  }
+  if (!b->available().ok) {
+    MESSAGE("skipped: " << b->available().why);
+    return;
+  }
+  auto target = *transforms::target_by_name(b->name());
+  std::mt19937_64 rng(7);
+  for (const auto& name : testing::suite_kernel_names()) {
+    for (int t = 0; t < per_kernel; ++t) {
+      ir::Program p = scaled(name);
+      std::string trace;
+      for (int step = 0; step < 12; ++step) {
+        auto legal = transforms::legal_actions(p, target);
+        if (legal.empty()) break;
+        auto a = legal[std::uniform_int_distribution<size_t>(0, legal.size() - 1)(rng)];
+        trace += transforms::print_action(a) + "; ";
+        p = transforms::apply(p, a, target).value();
+      }
+      check_matches(*b, p, name + " after " + trace, rng() % 5);
+    }
+  }
+}
+
+TEST_CASE("a crashing kernel yields an error record and the next measurement succeeds") {
+  BackendConfig c;
+  c.extra["inject"] = "segv:crashme";  // test hook: crash programs that declare `crashme`
+  auto b = backend_or_skip("x86_64", c);
+  if (!b) return;
+  Measurement before = b->measure(program_of(kSmall), quick());
+  REQUIRE_MESSAGE(before.ok(), before.error.value_or(""));
+  Measurement crash = b->measure(program_of(kCrashMe), quick());
+  REQUIRE_FALSE(crash.ok());
+  CHECK_MESSAGE(crash.error->find("crashed: signal 11") != std::string::npos, *crash.error);
+  Measurement after = b->measure(program_of(kSmall), quick(1));
+  CHECK_MESSAGE(after.ok(), after.error.value_or(""));
+  CHECK(after.verified);
+}
+
+TEST_CASE("a hanging kernel is killed within its timeout and the backend goes on") {
+  BackendConfig c;
+  c.extra["inject"] = "hang:crashme";
+  auto b = backend_or_skip("x86_64", c);
+  if (!b) return;
+  auto o = quick();
+  o.timeout_s = 0.5;
+  auto t0 = std::chrono::steady_clock::now();
+  Measurement hang = b->measure(program_of(kCrashMe), o);
+  double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  REQUIRE_FALSE(hang.ok());
+  CHECK_MESSAGE(hang.error->find("timed out") != std::string::npos, *hang.error);
+  CHECK(took < 0.5 + 5.0);  // the timeout plus compiling, never the hang
+  Measurement after = b->measure(program_of(kSmall), quick());
+  CHECK_MESSAGE(after.ok(), after.error.value_or(""));
+}
+
+TEST_CASE("a runaway allocation is stopped by the worker's memory limit") {
+  BackendConfig c;
+  c.extra["inject"] = "alloc:crashme";
+  c.extra["worker_memory_mb"] = "512";
+  auto b = backend_or_skip("x86_64", c);
+  if (!b) return;
+  Measurement m = b->measure(program_of(kCrashMe), quick());
+  REQUIRE_FALSE(m.ok());
+  CHECK_MESSAGE(m.error->find("crashed") != std::string::npos, *m.error);
+  CHECK(b->measure(program_of(kSmall), quick()).ok());
+}
+
+TEST_CASE("a wrong result is an error, not a time") {
+  BackendConfig c;
+  c.extra["inject"] = "wrong:crashme";
+  auto b = backend_or_skip("x86_64", c);
+  if (!b) return;
+  Measurement m = b->measure(program_of(kCrashMe), quick());
+  REQUIRE_FALSE(m.ok());
+  CHECK_MESSAGE(m.error->find("wrong result: max relative error") != std::string::npos, *m.error);
+  CHECK(m.median_s == 0);
+  auto o = quick();
+  o.verify = false;
+  Measurement unchecked = b->measure(program_of(kCrashMe), o);
+  CHECK(unchecked.ok());
+  CHECK_FALSE(unchecked.verified);
+}
+
+TEST_CASE("large programs are verified against their sequential C, which catches wrong vector code") {
+  // Force the large-program path on a small program: no interpreter verification at all.
+  BackendConfig c;
+  c.extra["verify_interpreter_max_flops"] = "0";
+  auto b = backend_or_skip("x86_64", c);
+  if (!b) return;
+  auto vec = transformed(scaled("softmax"), "vectorize 0.0 16\nvectorize 0.1 16\nvectorize 1.1 16\n");
+  Measurement ok = b->measure(vec, quick());
+  CHECK_MESSAGE(ok.ok(), ok.error.value_or(""));
+  CHECK(ok.verified);
+  // Without annotations there is nothing to compare: not verified, but measured.
+  Measurement plain = b->measure(scaled("softmax"), quick());
+  CHECK(plain.ok());
+  CHECK_FALSE(plain.verified);
+  c.extra["inject"] = "wrong:d";  // softmax's output is d
+  auto bad = backends::make_backend("x86_64", c);
+  Measurement wrong = bad->measure(vec, quick());
+  REQUIRE_FALSE(wrong.ok());
+  CHECK_MESSAGE(wrong.error->find("wrong result") != std::string::npos, *wrong.error);
+}
+
+TEST_CASE("a cache hit returns cached=true with the stored time, and misses on another seed") {
+  TempDir dir;
+  BackendConfig c;
+  c.cache_dir = dir.path;
+  auto b = backend_or_skip("x86_64", c);
+  if (!b) return;
+  ir::Program p = program_of(kSmall);
+  Measurement first = b->measure(p, quick());
+  REQUIRE_MESSAGE(first.ok(), first.error.value_or(""));
+  CHECK_FALSE(first.cached);
+  auto t0 = std::chrono::steady_clock::now();
+  Measurement hit = b->measure(p, quick());
+  double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  CHECK(hit.cached);
+  CHECK(hit.median_s == first.median_s);
+  CHECK(hit.min_s == first.min_s);
+  CHECK(hit.verified == first.verified);
+  CHECK(hit.flags == first.flags);
+  CHECK(hit.compile_s == 0);
+  CHECK(took < 0.05);
+  // Another instance (a clone) shares the directory.
+  CHECK(b->clone()->measure(p, quick()).cached);
+  CHECK_FALSE(b->measure(p, quick(3)).cached);
+}
+
+TEST_CASE("clones are independent: a crash in one leaves the other's worker alone") {
+  BackendConfig c;
+  c.extra["inject"] = "segv:crashme";
+  auto a = backend_or_skip("x86_64", c);
+  if (!a) return;
+  auto b = a->clone();
+  CHECK(b->name() == a->name());
+  REQUIRE(a->measure(program_of(kSmall), quick()).ok());
+  CHECK_FALSE(b->measure(program_of(kCrashMe), quick()).ok());
+  CHECK(a->measure(program_of(kSmall), quick(2)).ok());
+  CHECK(b->measure(program_of(kSmall), quick(2)).ok());
+}
+
+TEST_CASE("unavailable backends say why, and measuring on one is an error record") {
+  BackendConfig c;
+  c.compiler = "perfdojo-no-such-compiler";
+  auto b = backends::make_backend("x86_64", c);
+  REQUIRE(b);
+  CHECK_FALSE(b->available().ok);
+  CHECK(b->available().why.find("no C compiler") != std::string::npos);
+  Measurement m = b->measure(program_of(kSmall), quick());
+  REQUIRE_FALSE(m.ok());
+  CHECK(m.error->find("perfdojo-no-such-compiler") != std::string::npos);
+  auto avx512 = backends::make_backend("x86_avx512");
+  __builtin_cpu_init();
+  CHECK(avx512->available().ok == static_cast<bool>(__builtin_cpu_supports("avx512f")));
+  if (!avx512->available().ok) CHECK(avx512->available().why.find("avx512f") != std::string::npos);
+}
+
+TEST_CASE("capabilities follow the instruction set") {
+  CHECK(backends::make_backend("x86_avx512")->capabilities().vector_widths == std::vector<int>{16, 8});
+  CHECK(backends::make_backend("x86_avx2")->capabilities().vector_widths == std::vector<int>{8});
+  CHECK(backends::make_backend("x86_64")->capabilities().vector_widths.empty());
+  CHECK(backends::make_backend("x86_64")->capabilities().parallel);
+  CHECK_FALSE(backends::make_backend("x86_64")->deterministic());
+}
+
+TEST_CASE("measurements record the compiler flags and respect the repetition bounds") {
+  auto b = backend_or_skip("x86_64");
+  if (!b) return;
+  auto o = quick();
+  o.min_reps = 4;
+  o.max_reps = 6;
+  o.target_spread = 0;  // never satisfied: runs until the budget or max_reps
+  o.time_budget_s = 10;
+  Measurement m = b->measure(program_of(kSmall), o);
+  REQUIRE(m.ok());
+  CHECK(m.reps == 6);
+  CHECK(m.min_s <= m.median_s);
+  CHECK(m.spread >= 0);
+  CHECK(m.flags.find("-mno-avx") != std::string::npos);
+  CHECK(m.compile_s > 0);
+}
+
+TEST_CASE("an invalid program is an error record, not a crash") {
+  auto b = backend_or_skip("x86_64");
+  if (!b) return;
+  ir::Program p = program_of(kSmall);
+  p.buffers[1].role = ir::Role::kInput;  // now nothing is an output and an input is written
+  Measurement m = b->measure(p, quick());
+  REQUIRE_FALSE(m.ok());
+  CHECK(m.error->find("invalid program") != std::string::npos);
+}
