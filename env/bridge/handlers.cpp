@@ -15,7 +15,9 @@ namespace perfdojo::bridge {
 
 namespace {
 
-[[noreturn]] void fail(ErrorType t, std::string message) { throw RequestError{{t, std::move(message)}}; }
+[[noreturn]] void fail(ErrorType t, std::string message) {
+  throw RequestError{{t, std::move(message)}};
+}
 
 std::string string_list(const std::vector<std::string>& v) {
   JsonWriter w;
@@ -30,7 +32,8 @@ std::string string_list(const std::vector<std::string>& v) {
 std::string temp_state_path() {
   static std::atomic<uint64_t> counter{0};
   return (std::filesystem::temp_directory_path() /
-          ("perfdojo-bridge-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + ".state"))
+          ("perfdojo-bridge-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) +
+           ".state"))
       .string();
 }
 
@@ -103,7 +106,8 @@ std::string reset_op(env::Env& e, const Request& req, const ConfigPolicy& policy
 
 int checked_index(const json::Value& v, int n, const char* field) {
   if (!v.IsInt64())
-    fail(ErrorType::kBadRequest, std::string("field '") + field + "' must hold integers (action indices)");
+    fail(ErrorType::kBadRequest,
+         std::string("field '") + field + "' must hold integers (action indices)");
   const int64_t a = v.GetInt64();
   if (a < 0 || a >= n)
     fail(ErrorType::kInvalidAction, "action " + std::to_string(a) + " is out of range [0, " +
@@ -117,8 +121,9 @@ std::string step_op(env::Env& e, const Request& req) {
   const json::Value* one = member(d, "action");
   const json::Value* many = member(d, "actions");
   if (!one == !many)
-    fail(ErrorType::kBadRequest, "give exactly one of 'action' (an index or action text) and "
-                                 "'actions' (a list of indices)");
+    fail(ErrorType::kBadRequest,
+         "give exactly one of 'action' (an index or action text) and "
+         "'actions' (a list of indices)");
   const int n = e.action_spec().n;
   env::StepResult r;
   if (many) {
@@ -209,8 +214,8 @@ std::string validate_op(env::Env& e, const Request& req, const ConfigPolicy& pol
 
 const std::vector<std::string>& operation_names() {
   static const std::vector<std::string> kOps = {
-      "hello", "ping",    "list_benchmarks", "make",     "spaces",   "reset", "step",
-      "action_mask", "fork", "save",         "restore", "validate", "close"};
+      "hello", "ping", "list_benchmarks", "make",     "spaces", "reset", "step", "action_mask",
+      "fork",  "save", "restore",         "validate", "close"};
   return kOps;
 }
 

@@ -13,22 +13,38 @@ namespace perfdojo::bridge {
 
 const char* error_type_name(ErrorType t) {
   switch (t) {
-    case ErrorType::kFrameTooLarge: return "frame_too_large";
-    case ErrorType::kInvalidJson: return "invalid_json";
-    case ErrorType::kBadRequest: return "bad_request";
-    case ErrorType::kUnknownOp: return "unknown_op";
-    case ErrorType::kHandshakeRequired: return "handshake_required";
-    case ErrorType::kAuthFailed: return "auth_failed";
-    case ErrorType::kVersionMismatch: return "version_mismatch";
-    case ErrorType::kUnknownSession: return "unknown_session";
-    case ErrorType::kSessionLimit: return "session_limit";
-    case ErrorType::kConfigError: return "config_error";
-    case ErrorType::kInvalidAction: return "invalid_action";
-    case ErrorType::kInvalidState: return "invalid_state";
-    case ErrorType::kForbidden: return "forbidden";
-    case ErrorType::kIdleTimeout: return "idle_timeout";
-    case ErrorType::kServerBusy: return "server_busy";
-    case ErrorType::kInternal: return "internal";
+    case ErrorType::kFrameTooLarge:
+      return "frame_too_large";
+    case ErrorType::kInvalidJson:
+      return "invalid_json";
+    case ErrorType::kBadRequest:
+      return "bad_request";
+    case ErrorType::kUnknownOp:
+      return "unknown_op";
+    case ErrorType::kHandshakeRequired:
+      return "handshake_required";
+    case ErrorType::kAuthFailed:
+      return "auth_failed";
+    case ErrorType::kVersionMismatch:
+      return "version_mismatch";
+    case ErrorType::kUnknownSession:
+      return "unknown_session";
+    case ErrorType::kSessionLimit:
+      return "session_limit";
+    case ErrorType::kConfigError:
+      return "config_error";
+    case ErrorType::kInvalidAction:
+      return "invalid_action";
+    case ErrorType::kInvalidState:
+      return "invalid_state";
+    case ErrorType::kForbidden:
+      return "forbidden";
+    case ErrorType::kIdleTimeout:
+      return "idle_timeout";
+    case ErrorType::kServerBusy:
+      return "server_busy";
+    case ErrorType::kInternal:
+      return "internal";
   }
   return "internal";
 }
@@ -65,7 +81,8 @@ void FrameDecoder::feed(const char* data, size_t n) {
 FrameDecoder::Status FrameDecoder::next(std::string* body) {
   const size_t avail = buf_.size() - pos_;
   if (avail < kFrameHeaderBytes) return Status::kNeedMore;
-  const uint32_t len = decode_frame_length(reinterpret_cast<const unsigned char*>(buf_.data() + pos_));
+  const uint32_t len =
+      decode_frame_length(reinterpret_cast<const unsigned char*>(buf_.data() + pos_));
   if (len > max_) {
     refused_ = len;
     return Status::kTooLarge;
@@ -124,11 +141,21 @@ void append_json_string(std::string& out, std::string_view s) {
     const auto c = static_cast<unsigned char>(s[i]);
     if (c < 0x80) {
       switch (c) {
-        case '"': out += "\\\""; break;
-        case '\\': out += "\\\\"; break;
-        case '\n': out += "\\n"; break;
-        case '\r': out += "\\r"; break;
-        case '\t': out += "\\t"; break;
+        case '"':
+          out += "\\\"";
+          break;
+        case '\\':
+          out += "\\\\";
+          break;
+        case '\n':
+          out += "\\n";
+          break;
+        case '\r':
+          out += "\\r";
+          break;
+        case '\t':
+          out += "\\t";
+          break;
         default:
           if (c < 0x20 || c == 0x7f) {
             char buf[8];
@@ -271,7 +298,9 @@ JsonWriter& JsonWriter::raw(std::string_view json) {
 
 namespace {
 
-[[noreturn]] void fail(ErrorType t, std::string message) { throw RequestError{{t, std::move(message)}}; }
+[[noreturn]] void fail(ErrorType t, std::string message) {
+  throw RequestError{{t, std::move(message)}};
+}
 
 std::string id_text(const json::Value& id) {
   std::string out;
@@ -290,11 +319,11 @@ std::string id_text(const json::Value& id) {
 std::optional<Error> parse_request(std::string_view body, Request* out) {
   out->id = "null";
   out->doc.Parse<json::kParseIterativeFlag | json::kParseValidateEncodingFlag>(body.data(),
-                                                                                body.size());
+                                                                               body.size());
   if (out->doc.HasParseError()) {
-    return Error{ErrorType::kInvalidJson,
-                 std::string("invalid JSON at byte ") + std::to_string(out->doc.GetErrorOffset()) +
-                     ": " + json::GetParseError_En(out->doc.GetParseError())};
+    return Error{ErrorType::kInvalidJson, std::string("invalid JSON at byte ") +
+                                              std::to_string(out->doc.GetErrorOffset()) + ": " +
+                                              json::GetParseError_En(out->doc.GetParseError())};
   }
   if (!out->doc.IsObject())
     return Error{ErrorType::kInvalidJson, "a request must be a JSON object"};
@@ -340,7 +369,8 @@ const json::Value* member(const json::Value& obj, const char* name) {
 std::string get_string(const json::Value& obj, const char* name) {
   const json::Value* m = member(obj, name);
   if (!m) fail(ErrorType::kBadRequest, std::string("missing field '") + name + "'");
-  if (!m->IsString()) fail(ErrorType::kBadRequest, std::string("field '") + name + "' must be a string");
+  if (!m->IsString())
+    fail(ErrorType::kBadRequest, std::string("field '") + name + "' must be a string");
   return std::string(m->GetString(), m->GetStringLength());
 }
 
@@ -450,9 +480,10 @@ bool is_file_benchmark(const std::string& uri) { return uri.rfind("perfdojo://",
 
 void check_benchmark_allowed(const std::string& uri, const ConfigPolicy& policy) {
   if (is_file_benchmark(uri) && !policy.allow_files)
-    fail(ErrorType::kForbidden, "benchmark '" + uri.substr(0, 200) +
-                                    "' is a file path; this server was started without "
-                                    "--allow-files (use perfdojo://suite/ or perfdojo://gen/ URIs)");
+    fail(ErrorType::kForbidden,
+         "benchmark '" + uri.substr(0, 200) +
+             "' is a file path; this server was started without "
+             "--allow-files (use perfdojo://suite/ or perfdojo://gen/ URIs)");
 }
 
 env::EnvConfig config_from_json(const json::Value& obj, const ConfigPolicy& policy) {
@@ -643,7 +674,8 @@ env::EpisodeState state_from_json(const json::Value& v) {
   Reader r{v, ErrorType::kInvalidState, "state"};
   r.only({"benchmark", "backend", "reward_space", "seed", "trace", "rewards", "initial_time_s",
           "final_time_s"});
-  if (!r.str("benchmark", &s.benchmark)) fail(ErrorType::kInvalidState, "missing field 'state.benchmark'");
+  if (!r.str("benchmark", &s.benchmark))
+    fail(ErrorType::kInvalidState, "missing field 'state.benchmark'");
   r.str("backend", &s.backend);
   r.str("reward_space", &s.reward_space);
   r.uint64("seed", &s.seed);

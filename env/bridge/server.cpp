@@ -89,8 +89,8 @@ struct Server::Impl {
   /// A session over `e`, on the pool its backend calls for. Takes a reserve_session() claim.
   std::shared_ptr<Session> new_session(std::unique_ptr<env::Env> e) {
     asio::thread_pool& pool = e->deterministic() ? *fast_pool : *measure_pool;
-    return std::make_shared<Session>(next_session++, std::move(e), asio::make_strand(pool.get_executor()),
-                                     sessions_live);
+    return std::make_shared<Session>(next_session++, std::move(e),
+                                     asio::make_strand(pool.get_executor()), sessions_live);
   }
   void do_accept();
   void request_stop() {
@@ -118,7 +118,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void start(bool busy) {
     arm_timer();
     if (busy) {
-      Error e{ErrorType::kServerBusy, "the server has " + std::to_string(server_.opts.limits.max_connections) +
+      Error e{ErrorType::kServerBusy, "the server has " +
+                                          std::to_string(server_.opts.limits.max_connections) +
                                           " connections open (--max-connections); try again later"};
       queue(error_reply("null", e), false, true);
       return;
@@ -128,9 +129,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   /// Sends a reply to a request from any thread; `close_after` closes once it is written.
   void post_reply(std::string body, bool close_after = false) {
-    asio::post(socket_.get_executor(), [self = shared_from_this(), b = std::move(body), close_after]() mutable {
-      self->queue(std::move(b), true, close_after);
-    });
+    asio::post(socket_.get_executor(),
+               [self = shared_from_this(), b = std::move(body), close_after]() mutable {
+                 self->queue(std::move(b), true, close_after);
+               });
   }
 
   /// Closes the socket at once and releases the sessions (after their running requests).
@@ -174,14 +176,20 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // ------------------------------------------------------------ reading
 
   void do_read() {
-    if (closed_ || reading_ || lingering_ || closing_ || pending_ >= limits().max_pending) return;
+    if (closed_ || reading_ || lingering_ || closing_) return;
+    if (pending_ >= limits().max_pending) {
+      paused_ = true;  // back-pressure: read on once replies have gone out
+      return;
+    }
+    if (paused_ && frame_clock_) frame_started_ = Clock::now();  // the pause was ours, not theirs
+    paused_ = false;
     reading_ = true;
-    if (frame_clock_) frame_started_ = Clock::now();  // a pause for back-pressure is ours, not theirs
-    socket_.async_read_some(asio::buffer(read_buf_), [self = shared_from_this()](const boost::system::error_code& ec,
-                                                                                   size_t n) {
-      self->reading_ = false;
-      self->on_read(ec, n);
-    });
+    socket_.async_read_some(
+        asio::buffer(read_buf_),
+        [self = shared_from_this()](const boost::system::error_code& ec, size_t n) {
+          self->reading_ = false;
+          self->on_read(ec, n);
+        });
   }
 
   void on_read(const boost::system::error_code& ec, size_t n) {
@@ -246,7 +254,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
         check_fields(req->doc, {"id", "op"}, "ping");
         queue(ok_reply(req->id, "{}"), true, false);
       } else if (op == "list_benchmarks") {
-        run_on(*server_.fast_pool, req, [](const Request& r) { return ok_reply(r.id, list_benchmarks_result(r)); });
+        run_on(*server_.fast_pool, req,
+               [](const Request& r) { return ok_reply(r.id, list_benchmarks_result(r)); });
       } else if (op == "make") {
         make(req);
       } else if (is_session_op(op)) {
@@ -254,7 +263,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
       } else {
         std::string ops;
         for (const auto& o : operation_names()) ops += (ops.empty() ? "" : ", ") + o;
-        reply_error(req->id, {ErrorType::kUnknownOp, "unknown op '" + op.substr(0, 64) + "'; expected one of " + ops});
+        reply_error(req->id, {ErrorType::kUnknownOp,
+                              "unknown op '" + op.substr(0, 64) + "'; expected one of " + ops});
       }
     } catch (const RequestError& e) {
       reply_error(req->id, e.error);
@@ -263,8 +273,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   void hello(const Request& req) {
     if (req.op != "hello") {
-      reply_error(req.id, {ErrorType::kHandshakeRequired, "the first request must be {\"op\":\"hello\",\"version\":" +
-                                                              std::to_string(kProtocolVersion) + "}; closing"},
+      reply_error(req.id,
+                  {ErrorType::kHandshakeRequired,
+                   "the first request must be {\"op\":\"hello\",\"version\":" +
+                       std::to_string(kProtocolVersion) + "}; closing"},
                   true);
       return;
     }
@@ -276,16 +288,20 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     const json::Value* v = member(req.doc, "version");
     if (!v || !v->IsInt64() || v->GetInt64() != kProtocolVersion) {
-      reply_error(req.id, {ErrorType::kVersionMismatch, "this server speaks protocol version " +
-                                                            std::to_string(kProtocolVersion) + "; closing"},
+      reply_error(req.id,
+                  {ErrorType::kVersionMismatch, "this server speaks protocol version " +
+                                                    std::to_string(kProtocolVersion) + "; closing"},
                   true);
       return;
     }
     if (server_.opts.token) {
       const json::Value* t = member(req.doc, "token");
-      std::string_view given = t && t->IsString() ? std::string_view(t->GetString(), t->GetStringLength()) : "";
+      std::string_view given =
+          t && t->IsString() ? std::string_view(t->GetString(), t->GetStringLength()) : "";
       if (!same_token(given, *server_.opts.token)) {
-        reply_error(req.id, {ErrorType::kAuthFailed, t ? "wrong token; closing" : "this server requires a token; closing"},
+        reply_error(req.id,
+                    {ErrorType::kAuthFailed,
+                     t ? "wrong token; closing" : "this server requires a token; closing"},
                     true);
         return;
       }
@@ -307,7 +323,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     } catch (const RequestError& e) {
       return error_reply(req.id, e.error);
     } catch (const std::exception& e) {
-      return error_reply(req.id, {ErrorType::kInternal, std::string("internal error: ") + e.what()});
+      return error_reply(req.id,
+                         {ErrorType::kInternal, std::string("internal error: ") + e.what()});
     }
   }
 
@@ -316,10 +333,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
     asio::post(*server_.fast_pool, [self, req] {
       if (self->closed_flag_) return;
       if (!self->server_.reserve_session()) {
-        self->post_reply(error_reply(req->id, {ErrorType::kSessionLimit,
-                                               "the server already holds " +
-                                                   std::to_string(self->server_.opts.limits.max_sessions) +
-                                                   " sessions (--max-sessions); close some first"}));
+        self->post_reply(error_reply(
+            req->id,
+            {ErrorType::kSessionLimit, "the server already holds " +
+                                           std::to_string(self->server_.opts.limits.max_sessions) +
+                                           " sessions (--max-sessions); close some first"}));
         return;
       }
       std::unique_ptr<env::Env> e;
@@ -357,16 +375,18 @@ class Connection : public std::enable_shared_from_this<Connection> {
     const uint64_t id = get_session(req->doc);
     std::shared_ptr<Session> s = find_session(id);
     if (!s) {
-      reply_error(req->id, {ErrorType::kUnknownSession, "no session " + std::to_string(id) +
-                                                            " on this connection (sessions belong to the "
-                                                            "connection that made them)"});
+      reply_error(req->id,
+                  {ErrorType::kUnknownSession, "no session " + std::to_string(id) +
+                                                   " on this connection (sessions belong to the "
+                                                   "connection that made them)"});
       return;
     }
     auto self = shared_from_this();
     asio::post(s->strand, [self, s, req] {
       if (s->closed || !s->env) {
-        self->post_reply(error_reply(req->id, {ErrorType::kUnknownSession,
-                                               "session " + std::to_string(s->id) + " was closed"}));
+        self->post_reply(error_reply(
+            req->id,
+            {ErrorType::kUnknownSession, "session " + std::to_string(s->id) + " was closed"}));
         return;
       }
       if (self->closed_flag_) return;  // nobody to answer; skip the work
@@ -399,9 +419,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
       return;
     }
     if (!server_.reserve_session()) {
-      post_reply(error_reply(req.id, {ErrorType::kSessionLimit,
-                                      "the server already holds " + std::to_string(limits().max_sessions) +
-                                          " sessions (--max-sessions); close some first"}));
+      post_reply(error_reply(
+          req.id, {ErrorType::kSessionLimit, "the server already holds " +
+                                                 std::to_string(limits().max_sessions) +
+                                                 " sessions (--max-sessions); close some first"}));
       return;
     }
     std::unique_ptr<env::Env> forked;
@@ -409,7 +430,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
       forked = parent.env->fork();
     } catch (const std::exception& e) {
       --server_.sessions_live;
-      post_reply(error_reply(req.id, {ErrorType::kInternal, std::string("fork failed: ") + e.what()}));
+      post_reply(
+          error_reply(req.id, {ErrorType::kInternal, std::string("fork failed: ") + e.what()}));
       return;
     }
     add_session(server_.new_session(std::move(forked)), req.id);
@@ -451,9 +473,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
         break;
       }
     }
-    asio::async_write(socket_, buffers_, [self = shared_from_this()](const boost::system::error_code& ec, size_t) {
-      self->on_written(ec);
-    });
+    asio::async_write(socket_, buffers_,
+                      [self = shared_from_this()](const boost::system::error_code& ec, size_t) {
+                        self->on_written(ec);
+                      });
   }
 
   void on_written(const boost::system::error_code& ec) {
@@ -491,21 +514,23 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   void drain() {
     if (closed_) return;
-    socket_.async_read_some(asio::buffer(read_buf_), [self = shared_from_this()](const boost::system::error_code& ec,
-                                                                                   size_t n) {
-      self->drained_ += n;
-      if (ec || self->drained_ > (64u << 20)) {
-        self->close();
-      } else {
-        self->drain();
-      }
-    });
+    socket_.async_read_some(
+        asio::buffer(read_buf_),
+        [self = shared_from_this()](const boost::system::error_code& ec, size_t n) {
+          self->drained_ += n;
+          if (ec || self->drained_ > (64u << 20)) {
+            self->close();
+          } else {
+            self->drain();
+          }
+        });
   }
 
   // ------------------------------------------------------------ timeouts
 
   void arm_timer() {
-    timer_.expires_after(std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(server_.tick_s)));
+    timer_.expires_after(
+        std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(server_.tick_s)));
     timer_.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
       if (!ec) self->on_tick();
     });
@@ -519,13 +544,16 @@ class Connection : public std::enable_shared_from_this<Connection> {
         close();
         return;
       }
-    } else if (writing_ && l.frame_timeout_s > 0 && seconds_since(write_started_) > std::max(l.frame_timeout_s, 5.0)) {
+    } else if (writing_ && l.frame_timeout_s > 0 &&
+               seconds_since(write_started_) > std::max(l.frame_timeout_s, 5.0)) {
       close();  // the client stopped reading its replies
       return;
     } else if (!closing_) {
       if (!authed_ && l.frame_timeout_s > 0 && seconds_since(connected_) > l.frame_timeout_s) {
-        timeout("no handshake within " + std::to_string(l.frame_timeout_s) + " s (--frame-timeout)");
-      } else if (frame_clock_ && reading_ && l.frame_timeout_s > 0 && seconds_since(frame_started_) > l.frame_timeout_s) {
+        timeout("no handshake within " + std::to_string(l.frame_timeout_s) +
+                " s (--frame-timeout)");
+      } else if (frame_clock_ && reading_ && l.frame_timeout_s > 0 &&
+                 seconds_since(frame_started_) > l.frame_timeout_s) {
         timeout("a frame started " + std::to_string(l.frame_timeout_s) +
                 " s ago never finished (--frame-timeout)");
       } else if (l.idle_timeout_s > 0 && pending_ == 0 && !frame_clock_ &&
@@ -547,7 +575,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::vector<char> read_buf_;
   Clock::time_point connected_, last_activity_, frame_started_, write_started_, linger_started_;
   bool reading_ = false, writing_ = false, closed_ = false, closing_ = false, lingering_ = false;
-  bool authed_ = false, frame_clock_ = false;
+  bool authed_ = false, frame_clock_ = false, paused_ = false;
   int pending_ = 0;  // requests received whose replies are not yet written
   uint64_t drained_ = 0;
   std::deque<Outgoing> out_;
@@ -558,33 +586,33 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::mutex sessions_mu_;
   std::map<uint64_t, std::shared_ptr<Session>> sessions_;
   std::atomic<bool> closed_flag_{false};
-
 };
 
 void Server::Impl::do_accept() {
-  acceptor.async_accept(asio::make_strand(io), [this](const boost::system::error_code& ec, tcp::socket socket) {
-    if (!acceptor.is_open()) return;
-    if (ec) {
-      // Out of descriptors or similar: pause rather than spin.
-      accept_pause.expires_after(std::chrono::milliseconds(100));
-      accept_pause.async_wait([this](const boost::system::error_code& e) {
-        if (!e) do_accept();
-      });
-      return;
-    }
-    boost::system::error_code ignored;
-    socket.set_option(tcp::no_delay(true), ignored);
-    ++connections_accepted;
-    const bool busy = connections_open.load() >= opts.limits.max_connections;
-    ++connections_open;
-    auto c = std::make_shared<Connection>(*this, std::move(socket));
-    {
-      std::lock_guard<std::mutex> lock(conns_mu);
-      conns[c.get()] = c;
-    }
-    c->start(busy);
-    do_accept();
-  });
+  acceptor.async_accept(asio::make_strand(io),
+                        [this](const boost::system::error_code& ec, tcp::socket socket) {
+                          if (!acceptor.is_open()) return;
+                          if (ec) {
+                            // Out of descriptors or similar: pause rather than spin.
+                            accept_pause.expires_after(std::chrono::milliseconds(100));
+                            accept_pause.async_wait([this](const boost::system::error_code& e) {
+                              if (!e) do_accept();
+                            });
+                            return;
+                          }
+                          boost::system::error_code ignored;
+                          socket.set_option(tcp::no_delay(true), ignored);
+                          ++connections_accepted;
+                          const bool busy = connections_open.load() >= opts.limits.max_connections;
+                          ++connections_open;
+                          auto c = std::make_shared<Connection>(*this, std::move(socket));
+                          {
+                            std::lock_guard<std::mutex> lock(conns_mu);
+                            conns[c.get()] = c;
+                          }
+                          c->start(busy);
+                          do_accept();
+                        });
 }
 
 void Server::Impl::shutdown() {
@@ -636,7 +664,9 @@ bool is_loopback(const std::string& host) {
 }
 
 ir::Result<std::unique_ptr<Server>> Server::start(const ServerOptions& options) {
-  auto fail = [](const std::string& m) { return std::vector<ir::Diagnostic>{{{"serve", 0, 0}, m}}; };
+  auto fail = [](const std::string& m) {
+    return std::vector<ir::Diagnostic>{{{"serve", 0, 0}, m}};
+  };
   const Limits& l = options.limits;
   if (l.max_frame_bytes < 64) return fail("--max-frame-bytes must be at least 64");
   if (l.max_sessions < 1 || l.max_connections < 1 || l.max_pending < 1)
@@ -662,7 +692,8 @@ ir::Result<std::unique_ptr<Server>> Server::start(const ServerOptions& options) 
   } else {
     tcp::resolver resolver(impl->io);
     auto found = resolver.resolve(options.host, std::to_string(options.port), ec);
-    if (ec || found.empty()) return fail("cannot resolve host '" + options.host + "': " + ec.message());
+    if (ec || found.empty())
+      return fail("cannot resolve host '" + options.host + "': " + ec.message());
     endpoint = *found.begin();
   }
   impl->acceptor.open(endpoint.protocol(), ec);
@@ -670,7 +701,8 @@ ir::Result<std::unique_ptr<Server>> Server::start(const ServerOptions& options) 
   if (!ec) impl->acceptor.bind(endpoint, ec);
   if (!ec) impl->acceptor.listen(asio::socket_base::max_listen_connections, ec);
   if (ec) {
-    return fail("cannot listen on " + options.host + ":" + std::to_string(options.port) + ": " + ec.message());
+    return fail("cannot listen on " + options.host + ":" + std::to_string(options.port) + ": " +
+                ec.message());
   }
   impl->work.emplace(impl->io.get_executor());
   impl->do_accept();

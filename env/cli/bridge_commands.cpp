@@ -19,7 +19,8 @@ namespace perfdojo::cli {
 namespace {
 
 // Parses an integer option in [lo, hi]; false (after printing the usage error) when it is not.
-bool int_option(const Args& a, const std::string& name, int64_t lo, int64_t hi, int64_t* out, int* rc) {
+bool int_option(const Args& a, const std::string& name, int64_t lo, int64_t hi, int64_t* out,
+                int* rc) {
   if (!a.values.count(name)) return true;
   const std::string v = a.get(name);
   try {
@@ -31,8 +32,8 @@ bool int_option(const Args& a, const std::string& name, int64_t lo, int64_t hi, 
     }
   } catch (const std::exception&) {
   }
-  *rc = usage_error("--" + name + " must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) +
-                        "], got '" + v + "'",
+  *rc = usage_error("--" + name + " must be an integer in [" + std::to_string(lo) + ", " +
+                        std::to_string(hi) + "], got '" + v + "'",
                     a.json);
   return false;
 }
@@ -49,7 +50,8 @@ bool seconds_option(const Args& a, const std::string& name, double* out, int* rc
     }
   } catch (const std::exception&) {
   }
-  *rc = usage_error("--" + name + " must be a number of seconds (0 disables), got '" + v + "'", a.json);
+  *rc = usage_error("--" + name + " must be a number of seconds (0 disables), got '" + v + "'",
+                    a.json);
   return false;
 }
 
@@ -62,11 +64,14 @@ int cmd_serve(const Args& a) {
   o.host = a.get("host", "127.0.0.1");
   int rc = kExitOk;
   int64_t port = 0, sessions = o.limits.max_sessions, frame = o.limits.max_frame_bytes,
-          conns = o.limits.max_connections, pending = o.limits.max_pending, workers = 0, mworkers = 0;
-  if (!int_option(a, "port", 0, 65535, &port, &rc) || !int_option(a, "max-sessions", 1, 1 << 20, &sessions, &rc) ||
+          conns = o.limits.max_connections, pending = o.limits.max_pending, workers = 0,
+          mworkers = 0;
+  if (!int_option(a, "port", 0, 65535, &port, &rc) ||
+      !int_option(a, "max-sessions", 1, 1 << 20, &sessions, &rc) ||
       !int_option(a, "max-frame-bytes", 64, int64_t{1} << 31, &frame, &rc) ||
       !int_option(a, "max-connections", 1, 1 << 20, &conns, &rc) ||
-      !int_option(a, "max-pending", 1, 1 << 16, &pending, &rc) || !int_option(a, "workers", 0, 1024, &workers, &rc) ||
+      !int_option(a, "max-pending", 1, 1 << 16, &pending, &rc) ||
+      !int_option(a, "workers", 0, 1024, &workers, &rc) ||
       !int_option(a, "measure-workers", 0, 1024, &mworkers, &rc) ||
       !seconds_option(a, "idle-timeout", &o.limits.idle_timeout_s, &rc) ||
       !seconds_option(a, "frame-timeout", &o.limits.frame_timeout_s, &rc))
@@ -88,14 +93,17 @@ int cmd_serve(const Args& a) {
     std::stringstream ss;
     ss << in.rdbuf();
     std::string token = ss.str();
-    while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) token.pop_back();
-    if (token.empty()) return usage_error("--token-file '" + a.get("token-file") + "' is empty", a.json);
+    while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back())))
+      token.pop_back();
+    if (token.empty())
+      return usage_error("--token-file '" + a.get("token-file") + "' is empty", a.json);
     o.token = token;
   }
   if (!bridge::is_loopback(o.host)) {
-    std::cerr << "perfdojo serve: warning: --host " << o.host
-              << " is reachable from other machines; every client that connects can run kernels here"
-              << (o.token ? "" : ", and no --token-file is set") << "\n";
+    std::cerr
+        << "perfdojo serve: warning: --host " << o.host
+        << " is reachable from other machines; every client that connects can run kernels here"
+        << (o.token ? "" : ", and no --token-file is set") << "\n";
   }
   std::signal(SIGPIPE, SIG_IGN);  // a vanished reader of stdout must not kill the server
 
@@ -136,8 +144,8 @@ int cmd_serve(const Args& a) {
     g_server = nullptr;
   }
   auto st = server->stats();
-  std::cerr << "perfdojo serve: stopped after " << st.connections_accepted << " connections, " << st.requests
-            << " requests (" << st.error_replies << " answered with an error)\n";
+  std::cerr << "perfdojo serve: stopped after " << st.connections_accepted << " connections, "
+            << st.requests << " requests (" << st.error_replies << " answered with an error)\n";
   return kExitOk;
 }
 
@@ -194,13 +202,18 @@ int cmd_episode(const Args& a) {
 std::vector<Command> bridge_commands() {
   return {
       {"serve",
-       "serve [--host 127.0.0.1] [--port N] [--token-file F] [--max-sessions K] [--max-frame-bytes B] "
-       "[--idle-timeout S] [--frame-timeout S] [--max-connections C] [--max-pending P] [--workers W] "
-       "[--measure-workers M] [--allow-files] [--compiler CC] [--cache-dir D] [--machine-profile F] "
+       "serve [--host 127.0.0.1] [--port N] [--token-file F] [--max-sessions K] [--max-frame-bytes "
+       "B] "
+       "[--idle-timeout S] [--frame-timeout S] [--max-connections C] [--max-pending P] [--workers "
+       "W] "
+       "[--measure-workers M] [--allow-files] [--compiler CC] [--cache-dir D] [--machine-profile "
+       "F] "
        "[--stdin-watch]",
-       "serve env sessions to Gymnasium clients over TCP (docs/bridge.md); prints 'listening on HOST:PORT'",
-       {"host", "port", "token-file", "max-sessions", "max-frame-bytes", "idle-timeout", "frame-timeout",
-        "max-connections", "max-pending", "workers", "measure-workers", "compiler", "cache-dir", "machine-profile"},
+       "serve env sessions to Gymnasium clients over TCP (docs/bridge.md); prints 'listening on "
+       "HOST:PORT'",
+       {"host", "port", "token-file", "max-sessions", "max-frame-bytes", "idle-timeout",
+        "frame-timeout", "max-connections", "max-pending", "workers", "measure-workers", "compiler",
+        "cache-dir", "machine-profile"},
        {"allow-files", "stdin-watch"},
        cmd_serve},
       {"episode",

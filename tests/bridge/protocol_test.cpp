@@ -1,5 +1,7 @@
 // The bridge protocol on strings alone: frames, JSON in and out, codecs and the session
 // operations' refusals (each must leave the env exactly as it was).
+#include "bridge/protocol.h"
+
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -7,7 +9,6 @@
 #include <random>
 
 #include "bridge/handlers.h"
-#include "bridge/protocol.h"
 #include "ir/print.h"
 
 using namespace perfdojo;
@@ -185,13 +186,14 @@ TEST_CASE("floats written as JSON read back exactly, non-finite numbers become n
 }
 
 TEST_CASE("base64 round-trips and decoding is strict") {
-  for (const std::string& s : std::vector<std::string>{"", "a", "ab", "abc", "abcd", std::string("\0\xff\x10", 3)})
+  for (const std::string& s :
+       std::vector<std::string>{"", "a", "ab", "abc", "abcd", std::string("\0\xff\x10", 3)})
     CHECK(base64_decode(base64_encode(s)) == s);
   CHECK(base64_encode("abc") == "YWJj");
-  CHECK(!base64_decode("YWJ"));      // length
-  CHECK(!base64_decode("YW*j"));     // alphabet
-  CHECK(!base64_decode("Y===") );    // padding too early
-  CHECK(!base64_decode("YQ==YWJj")); // data after padding
+  CHECK(!base64_decode("YWJ"));       // length
+  CHECK(!base64_decode("YW*j"));      // alphabet
+  CHECK(!base64_decode("Y==="));      // padding too early
+  CHECK(!base64_decode("YQ==YWJj"));  // data after padding
 }
 
 TEST_CASE("masks are packed high bit first, like numpy.packbits") {
@@ -203,7 +205,8 @@ TEST_CASE("masks are packed high bit first, like numpy.packbits") {
   CHECK(static_cast<unsigned char>((*bytes)[1]) == 0x80);
 }
 
-TEST_CASE("a config is read strictly: unknown fields, wrong types and server settings are refused") {
+TEST_CASE(
+    "a config is read strictly: unknown fields, wrong types and server settings are refused") {
   ConfigPolicy policy;
   auto refuse = [&](const std::string& text, ErrorType type, const std::string& needle) {
     json::Document d = doc_of(text);
@@ -228,7 +231,8 @@ TEST_CASE("a config is read strictly: unknown fields, wrong types and server set
   refuse("{\"benchmark\":\"file://x.pdj\"}", ErrorType::kForbidden, "--allow-files");
 
   json::Document ok = doc_of(
-      "{\"benchmark\":\"perfdojo://suite/softmax\",\"observation_spaces\":\"tokens\",\"seed\":18446744073709551615,"
+      "{\"benchmark\":\"perfdojo://suite/"
+      "softmax\",\"observation_spaces\":\"tokens\",\"seed\":18446744073709551615,"
       "\"flat\":{\"max_scopes\":8},\"measure\":{\"verify\":false}}");
   env::EnvConfig c = config_from_json(ok, policy);
   CHECK(c.observation_spaces == std::vector<std::string>{"tokens"});
@@ -266,18 +270,22 @@ TEST_CASE("an out-of-range action is an invalid_action error and changes nothing
   e->reset(1);
   const int n = e->action_spec().n;
   const auto before = e->state();
-  CHECK(error_type_of(op(*e, "{\"id\":1,\"op\":\"step\",\"session\":1,\"action\":" + std::to_string(n) + "}")) ==
+  CHECK(error_type_of(op(*e, "{\"id\":1,\"op\":\"step\",\"session\":1,\"action\":" +
+                                 std::to_string(n) + "}")) == "invalid_action");
+  CHECK(error_type_of(op(*e, "{\"id\":1,\"op\":\"step\",\"session\":1,\"action\":-1}")) ==
         "invalid_action");
-  CHECK(error_type_of(op(*e, "{\"id\":1,\"op\":\"step\",\"session\":1,\"action\":-1}")) == "invalid_action");
-  CHECK(error_type_of(op(*e, "{\"id\":1,\"op\":\"step\",\"session\":1,\"action\":1.5}")) == "bad_request");
-  CHECK(error_type_of(op(*e, "{\"id\":1,\"op\":\"step\",\"session\":1,\"action\":\"no_such_action 1\"}")) ==
+  CHECK(error_type_of(op(*e, "{\"id\":1,\"op\":\"step\",\"session\":1,\"action\":1.5}")) ==
+        "bad_request");
+  CHECK(error_type_of(
+            op(*e, "{\"id\":1,\"op\":\"step\",\"session\":1,\"action\":\"no_such_action 1\"}")) ==
         "invalid_action");
   CHECK(error_type_of(op(*e, "{\"id\":1,\"op\":\"step\",\"session\":1}")) == "bad_request");
   // A list with one bad index applies none of it.
   const int legal = first_legal(*e);
   REQUIRE(legal >= 0);
-  CHECK(error_type_of(op(*e, "{\"id\":1,\"op\":\"step\",\"session\":1,\"actions\":[" + std::to_string(legal) + "," +
-                                 std::to_string(n + 7) + "]}")) == "invalid_action");
+  CHECK(error_type_of(op(*e, "{\"id\":1,\"op\":\"step\",\"session\":1,\"actions\":[" +
+                                 std::to_string(legal) + "," + std::to_string(n + 7) + "]}")) ==
+        "invalid_action");
   const auto after = e->state();
   CHECK(after.trace == before.trace);
   CHECK(after.rewards == before.rewards);
@@ -289,7 +297,8 @@ TEST_CASE("a step reply carries the observation, reward, flags and info") {
   e->reset(2);
   direct->reset(2);
   const int a = first_legal(*e);
-  std::string reply = op(*e, "{\"id\":9,\"op\":\"step\",\"session\":1,\"action\":" + std::to_string(a) + "}");
+  std::string reply =
+      op(*e, "{\"id\":9,\"op\":\"step\",\"session\":1,\"action\":" + std::to_string(a) + "}");
   env::StepResult r = direct->step(a);
   json::Document d = doc_of(reply);
   REQUIRE(d["ok"].GetBool());
@@ -300,8 +309,9 @@ TEST_CASE("a step reply carries the observation, reward, flags and info") {
   CHECK(res["observation"]["ir_text"].GetString() == r.observation.ir_text);
   REQUIRE(res["observation"]["features"].Size() == r.observation.features.size());
   for (size_t i = 0; i < r.observation.features.size(); ++i)
-    CHECK(static_cast<float>(res["observation"]["features"][static_cast<unsigned>(i)].GetDouble()) ==
-          r.observation.features[i]);
+    CHECK(
+        static_cast<float>(res["observation"]["features"][static_cast<unsigned>(i)].GetDouble()) ==
+        r.observation.features[i]);
   CHECK(res["info"]["action_mask"].GetString() == mask_base64(r.info.action_mask));
 }
 
@@ -310,11 +320,14 @@ TEST_CASE("reset refuses unknown options and file benchmarks without --allow-fil
   e->reset(1);
   e->step(first_legal(*e));
   const auto before = e->state();
-  CHECK(error_type_of(op(*e, "{\"id\":1,\"op\":\"reset\",\"session\":1,\"options\":{\"bench\":\"x\"}}")) ==
+  CHECK(error_type_of(
+            op(*e, "{\"id\":1,\"op\":\"reset\",\"session\":1,\"options\":{\"bench\":\"x\"}}")) ==
         "bad_request");
-  CHECK(error_type_of(op(*e, "{\"id\":1,\"op\":\"reset\",\"session\":1,\"options\":{\"benchmark\":\"/tmp/x.pdj\"}}")) ==
-        "forbidden");
-  CHECK(error_type_of(op(*e, "{\"id\":1,\"op\":\"reset\",\"session\":1,\"seed\":\"1\"}")) == "bad_request");
+  CHECK(error_type_of(op(*e,
+                         "{\"id\":1,\"op\":\"reset\",\"session\":1,\"options\":{\"benchmark\":\"/"
+                         "tmp/x.pdj\"}}")) == "forbidden");
+  CHECK(error_type_of(op(*e, "{\"id\":1,\"op\":\"reset\",\"session\":1,\"seed\":\"1\"}")) ==
+        "bad_request");
   CHECK(e->state().trace == before.trace);
 }
 
@@ -323,12 +336,18 @@ TEST_CASE("save and restore round-trip in both formats; a bad state changes noth
   e->reset(5);
   for (int k = 0; k < 3; ++k) e->step(first_legal(*e));
   for (std::string format : {"json", "binary"}) {
-    std::string saved = op(*e, "{\"id\":1,\"op\":\"save\",\"session\":1,\"format\":\"" + format + "\"}");
+    std::string saved =
+        op(*e, "{\"id\":1,\"op\":\"save\",\"session\":1,\"format\":\"" + format + "\"}");
     json::Document d = doc_of(saved);
     REQUIRE(d["ok"].GetBool());
     auto other = small_env();
     JsonWriter req;
-    req.begin_object().field("id", 2).field("op", "restore").field("session", 1).field("format", format).key("state");
+    req.begin_object()
+        .field("id", 2)
+        .field("op", "restore")
+        .field("session", 1)
+        .field("format", format)
+        .key("state");
     if (format == "json") {
       JsonWriter s;
       write_state(s, e->state());
@@ -343,13 +362,20 @@ TEST_CASE("save and restore round-trip in both formats; a bad state changes noth
     CHECK(ir::print_program(other->program()) == ir::print_program(e->program()));
   }
   const auto before = e->state();
-  CHECK(error_type_of(op(*e, "{\"id\":3,\"op\":\"restore\",\"session\":1,\"state\":{\"benchmark\":"
-                             "\"perfdojo://suite/softmax\",\"trace\":[\"tile_scope 0 3 7\"]}}")) == "invalid_state");
-  CHECK(error_type_of(op(*e, "{\"id\":3,\"op\":\"restore\",\"session\":1,\"format\":\"binary\",\"state\":\"AAAA\"}")) ==
+  CHECK(error_type_of(op(*e,
+                         "{\"id\":3,\"op\":\"restore\",\"session\":1,\"state\":{\"benchmark\":"
+                         "\"perfdojo://suite/softmax\",\"trace\":[\"tile_scope 0 3 7\"]}}")) ==
         "invalid_state");
-  CHECK(error_type_of(op(*e, "{\"id\":3,\"op\":\"restore\",\"session\":1,\"format\":\"binary\",\"state\":\"!!\"}")) ==
-        "invalid_state");
-  CHECK(error_type_of(op(*e, "{\"id\":3,\"op\":\"restore\",\"session\":1,\"state\":{\"trace\":[]}}")) ==
+  CHECK(error_type_of(op(*e,
+                         "{\"id\":3,\"op\":\"restore\",\"session\":1,\"format\":\"binary\","
+                         "\"state\":\"AAAA\"}")) == "invalid_state");
+  CHECK(
+      error_type_of(op(
+          *e,
+          "{\"id\":3,\"op\":\"restore\",\"session\":1,\"format\":\"binary\",\"state\":\"!!\"}")) ==
+      "invalid_state");
+  CHECK(error_type_of(
+            op(*e, "{\"id\":3,\"op\":\"restore\",\"session\":1,\"state\":{\"trace\":[]}}")) ==
         "invalid_state");
   CHECK(e->state().trace == before.trace);
 }
@@ -368,7 +394,10 @@ TEST_CASE("the action mask comes as base64 bits or as a list") {
   e->reset(1);
   json::Document b = doc_of(op(*e, "{\"id\":1,\"op\":\"action_mask\",\"session\":1}"));
   CHECK(b["result"]["mask"].GetString() == mask_base64(e->action_mask()));
-  json::Document l = doc_of(op(*e, "{\"id\":1,\"op\":\"action_mask\",\"session\":1,\"format\":\"list\"}"));
+  json::Document l =
+      doc_of(op(*e, "{\"id\":1,\"op\":\"action_mask\",\"session\":1,\"format\":\"list\"}"));
   CHECK(l["result"]["mask"].Size() == e->action_mask().size());
-  CHECK(error_type_of(op(*e, "{\"id\":1,\"op\":\"action_mask\",\"session\":1,\"format\":\"hex\"}")) == "bad_request");
+  CHECK(
+      error_type_of(op(*e, "{\"id\":1,\"op\":\"action_mask\",\"session\":1,\"format\":\"hex\"}")) ==
+      "bad_request");
 }

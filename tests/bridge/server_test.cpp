@@ -1,5 +1,8 @@
 // The server over real sockets on 127.0.0.1: handshake, token, limits and bad clients. Each test
 // starts its own server on a free port.
+#include "bridge/server.h"
+
+#include <arpa/inet.h>
 #include <doctest/doctest.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -7,13 +10,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <arpa/inet.h>
 #include <chrono>
 #include <cstring>
 #include <thread>
 
 #include "bridge/protocol.h"
-#include "bridge/server.h"
 
 using namespace perfdojo;
 using namespace perfdojo::bridge;
@@ -78,7 +79,8 @@ class TestClient {
     std::string out;
     auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
     while (out.size() < n) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
       if (left.count() <= 0) return out;
       pollfd p{fd_, POLLIN, 0};
       if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
@@ -119,7 +121,8 @@ std::string error_type(const std::string& reply) {
 const char* kHello = "{\"id\":0,\"op\":\"hello\",\"version\":1}";
 
 uint64_t make_session(TestClient& c) {
-  json::Document d = parse(c.call("{\"id\":1,\"op\":\"make\",\"config\":{\"benchmark\":\"perfdojo://gen/softmax?seed=1\"}}"));
+  json::Document d = parse(c.call(
+      "{\"id\":1,\"op\":\"make\",\"config\":{\"benchmark\":\"perfdojo://gen/softmax?seed=1\"}}"));
   REQUIRE(d["ok"].GetBool());
   return d["result"]["session"].GetUint64();
 }
@@ -144,12 +147,16 @@ TEST_CASE("port 0 picks a free port on loopback and a client can play an episode
   TestClient c(server->port());
   CHECK(error_type(c.call(kHello)) == "");
   uint64_t s = make_session(c);
-  CHECK(error_type(c.call("{\"id\":2,\"op\":\"reset\",\"session\":" + std::to_string(s) + ",\"seed\":3}")) == "");
-  json::Document step = parse(c.call("{\"id\":\"x\",\"op\":\"step\",\"session\":" + std::to_string(s) + ",\"action\":0}"));
+  CHECK(error_type(c.call("{\"id\":2,\"op\":\"reset\",\"session\":" + std::to_string(s) +
+                          ",\"seed\":3}")) == "");
+  json::Document step = parse(
+      c.call("{\"id\":\"x\",\"op\":\"step\",\"session\":" + std::to_string(s) + ",\"action\":0}"));
   CHECK(std::string(step["id"].GetString()) == "x");
   CHECK(step["ok"].GetBool());
-  CHECK(error_type(c.call("{\"id\":4,\"op\":\"close\",\"session\":" + std::to_string(s) + "}")) == "");
-  CHECK(error_type(c.call("{\"id\":5,\"op\":\"reset\",\"session\":" + std::to_string(s) + "}")) == "unknown_session");
+  CHECK(error_type(c.call("{\"id\":4,\"op\":\"close\",\"session\":" + std::to_string(s) + "}")) ==
+        "");
+  CHECK(error_type(c.call("{\"id\":5,\"op\":\"reset\",\"session\":" + std::to_string(s) + "}")) ==
+        "unknown_session");
 }
 
 TEST_CASE("the first message must be a hello of the right version") {
@@ -182,7 +189,8 @@ TEST_CASE("a server with a token refuses clients without it") {
   }
   {
     TestClient c(server->port());
-    CHECK(error_type(c.call("{\"id\":0,\"op\":\"hello\",\"version\":1,\"token\":\"s3cre\"}")) == "auth_failed");
+    CHECK(error_type(c.call("{\"id\":0,\"op\":\"hello\",\"version\":1,\"token\":\"s3cre\"}")) ==
+          "auth_failed");
   }
   TestClient c(server->port());
   CHECK(error_type(c.call("{\"id\":0,\"op\":\"hello\",\"version\":1,\"token\":\"s3cret\"}")) == "");
@@ -200,7 +208,8 @@ TEST_CASE("an oversized frame is answered and closed while other clients carry o
   bad.send(std::string(5000, ' '));
   CHECK(error_type(bad.recv()) == "frame_too_large");
   CHECK(bad.closed_by_server());
-  CHECK(error_type(good.call("{\"id\":2,\"op\":\"reset\",\"session\":" + std::to_string(s) + "}")) == "");
+  CHECK(error_type(
+            good.call("{\"id\":2,\"op\":\"reset\",\"session\":" + std::to_string(s) + "}")) == "");
 }
 
 TEST_CASE("sessions belong to their connection and vanish with it") {
@@ -209,7 +218,8 @@ TEST_CASE("sessions belong to their connection and vanish with it") {
   CHECK(error_type(a.call(kHello)) == "");
   CHECK(error_type(b.call(kHello)) == "");
   uint64_t s = make_session(a);
-  CHECK(error_type(b.call("{\"id\":2,\"op\":\"reset\",\"session\":" + std::to_string(s) + "}")) == "unknown_session");
+  CHECK(error_type(b.call("{\"id\":2,\"op\":\"reset\",\"session\":" + std::to_string(s) + "}")) ==
+        "unknown_session");
   CHECK(server->stats().sessions_live == 1);
   a.close();
   CHECK(eventually([&] { return server->stats().sessions_live == 0; }));
@@ -223,10 +233,13 @@ TEST_CASE("max_sessions bounds make and fork; closing frees a slot") {
   TestClient c(server->port());
   CHECK(error_type(c.call(kHello)) == "");
   uint64_t s1 = make_session(c);
-  CHECK(error_type(c.call("{\"id\":2,\"op\":\"fork\",\"session\":" + std::to_string(s1) + "}")) == "");
+  CHECK(error_type(c.call("{\"id\":2,\"op\":\"fork\",\"session\":" + std::to_string(s1) + "}")) ==
+        "");
   CHECK(error_type(c.call("{\"id\":3,\"op\":\"make\"}")) == "session_limit");
-  CHECK(error_type(c.call("{\"id\":4,\"op\":\"fork\",\"session\":" + std::to_string(s1) + "}")) == "session_limit");
-  CHECK(error_type(c.call("{\"id\":5,\"op\":\"close\",\"session\":" + std::to_string(s1) + "}")) == "");
+  CHECK(error_type(c.call("{\"id\":4,\"op\":\"fork\",\"session\":" + std::to_string(s1) + "}")) ==
+        "session_limit");
+  CHECK(error_type(c.call("{\"id\":5,\"op\":\"close\",\"session\":" + std::to_string(s1) + "}")) ==
+        "");
   CHECK(error_type(c.call("{\"id\":6,\"op\":\"make\"}")) == "");
 }
 
@@ -253,7 +266,8 @@ TEST_CASE("a client vanishing mid-request harms nobody") {
     gone.send("{\"id\":2,\"op\":\"step\",\"session\":1,\"action\":0}");
     gone.close();
   }
-  CHECK(error_type(keep.call("{\"id\":2,\"op\":\"reset\",\"session\":" + std::to_string(s) + "}")) == "");
+  CHECK(error_type(
+            keep.call("{\"id\":2,\"op\":\"reset\",\"session\":" + std::to_string(s) + "}")) == "");
   CHECK(eventually([&] { return server->stats().sessions_live == 1; }));
 }
 
