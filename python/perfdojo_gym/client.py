@@ -1,0 +1,272 @@
+"""The bridge protocol (docs/bridge.md): framing, requests, and a local `perfdojo serve`.
+
+A frame is a 4-byte big-endian length followed by that many bytes of UTF-8 JSON. Every request
+carries an "id"; every reply echoes it with {"ok": true, "result": ...} or
+{"ok": false, "error": {"type": ..., "message": ...}}.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import secrets
+import select
+import shutil
+import socket
+import struct
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+PROTOCOL_VERSION = 1
+_HEADER = struct.Struct(">I")
+
+
+class BridgeError(RuntimeError):
+    """The server answered a request with an error reply."""
+
+    def __init__(self, type_: str, message: str):
+        super().__init__(f"{type_}: {message}")
+        self.type = type_
+        self.message = message
+
+
+class BridgeConnectionError(ConnectionError):
+    """The connection to the server failed or was closed."""
+
+
+def parse_address(address) -> tuple[str, int]:
+    """"host:port", "[v6]:port" or a (host, port) pair."""
+    if isinstance(address, (tuple, list)):
+        host, port = address
+        return str(host), int(port)
+    text = str(address)
+    if text.startswith("["):
+        host, _, rest = text[1:].partition("]")
+        return host, int(rest.lstrip(":"))
+    host, sep, port = text.rpartition(":")
+    if not sep:
+        raise ValueError(f"address {text!r} must look like HOST:PORT")
+    return host, int(port)
+
+
+class Client:
+    """One connection to a bridge server. Thread-safe: requests are serialised by a lock."""
+
+    def __init__(self, host: str, port: int, token: Optional[str] = None,
+                 connect_timeout: float = 10.0, timeout: Optional[float] = None):
+        try:
+            self._sock = socket.create_connection((host, port), timeout=connect_timeout)
+        except OSError as e:
+            raise BridgeConnectionError(f"cannot connect to {host}:{port}: {e}") from e
+        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._sock.settimeout(timeout)
+        self._lock = threading.Lock()
+        self._next_id = 1
+        self._header = bytearray(4)
+        self.closed = False
+        self.address = (host, port)
+        hello = {"version": PROTOCOL_VERSION, "client": "perfdojo_gym"}
+        if token is not None:
+            hello["token"] = token
+        self.server_info = self.request("hello", **hello)
+
+    def request(self, op: str, **fields: Any) -> Any:
+        """Sends one request and returns its result; raises BridgeError on an error reply."""
+        with self._lock:
+            if self.closed:
+                raise BridgeConnectionError("the connection is closed")
+            rid = self._next_id
+            self._next_id += 1
+            msg = {"id": rid, "op": op}
+            for k, v in fields.items():
+                if v is not None:
+                    msg[k] = v
+            body = json.dumps(msg, separators=(",", ":")).encode()
+            try:
+                self._sock.sendall(_HEADER.pack(len(body)) + body)
+                while True:
+                    reply = json.loads(self._read_frame())
+                    if reply.get("id") == rid:
+                        break
+                    if reply.get("id") is None and not reply.get("ok", True):
+                        # A connection-level error (idle timeout, oversized frame): the server closes.
+                        self._close_locked()
+                        err = reply["error"]
+                        raise BridgeError(err["type"], err["message"])
+            except (OSError, ValueError) as e:
+                self._close_locked()
+                raise BridgeConnectionError(f"lost the connection to the server: {e}") from e
+        if reply.get("ok"):
+            return reply.get("result")
+        err = reply.get("error") or {}
+        raise BridgeError(err.get("type", "unknown"), err.get("message", ""))
+
+    def _recv_exact(self, buf: memoryview) -> None:
+        got = 0
+        while got < len(buf):
+            n = self._sock.recv_into(buf[got:])
+            if n == 0:
+                raise ConnectionError("the server closed the connection")
+            got += n
+
+    def _read_frame(self) -> bytes:
+        self._recv_exact(memoryview(self._header))
+        (n,) = _HEADER.unpack(self._header)
+        body = bytearray(n)
+        self._recv_exact(memoryview(body))
+        return bytes(body)
+
+    def _close_locked(self) -> None:
+        if not self.closed:
+            self.closed = True
+            try:
+                self._sock.close()
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        with self._lock:
+            self._close_locked()
+
+
+def find_binary(explicit: Optional[str] = None) -> str:
+    """The `perfdojo` executable: explicit path, $PERFDOJO_BIN_DIR, the repository's build/bin,
+    then PATH."""
+    candidates = []
+    if explicit:
+        candidates.append(Path(explicit))
+    if os.environ.get("PERFDOJO_BIN_DIR"):
+        candidates.append(Path(os.environ["PERFDOJO_BIN_DIR"]) / "perfdojo")
+    # python/perfdojo_gym/client.py -> repository root
+    candidates.append(Path(__file__).resolve().parents[2] / "build" / "bin" / "perfdojo")
+    for c in candidates:
+        if c.is_file() and os.access(c, os.X_OK):
+            return str(c)
+    found = shutil.which("perfdojo")
+    if found:
+        return found
+    raise FileNotFoundError(
+        "cannot find the perfdojo executable: build it (scripts/bootstrap), set PERFDOJO_BIN_DIR, "
+        "or pass address= to connect to a running server; looked at "
+        + ", ".join(str(c) for c in candidates))
+
+
+class LocalServer:
+    """A private `perfdojo serve` on 127.0.0.1 with a random port and token.
+
+    The server watches its stdin, so it exits when this process dies however it dies.
+    """
+
+    def __init__(self, binary: Optional[str] = None, args: tuple = (), startup_timeout: float = 60.0):
+        exe = find_binary(binary)
+        self.token = secrets.token_hex(16)
+        tmp = tempfile.mkdtemp(prefix="perfdojo-token-")
+        token_file = os.path.join(tmp, "token")
+        fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(self.token)
+        cmd = [exe, "serve", "--host", "127.0.0.1", "--port", "0", "--json", "--stdin-watch",
+               "--allow-files", "--token-file", token_file, *args]
+        try:
+            self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         close_fds=True)
+            line = self._first_line(startup_timeout)
+        finally:
+            # The server has read the token (or failed); the file is no longer needed.
+            shutil.rmtree(tmp, ignore_errors=True)
+        try:
+            info = json.loads(line)
+            self.host, self.port = info["host"], int(info["port"])
+        except (ValueError, KeyError) as e:
+            self.close()
+            raise RuntimeError(f"`{' '.join(cmd)}` did not report its port: {line!r}") from e
+        self.pid = os.getpid()  # the process that owns this server
+
+    def _first_line(self, timeout: float) -> str:
+        deadline = time.monotonic() + timeout
+        buf = b""
+        fd = self.proc.stdout.fileno()
+        while b"\n" not in buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.close()
+                raise TimeoutError(f"perfdojo serve did not start within {timeout} s")
+            ready, _, _ = select.select([fd], [], [], left)
+            if not ready:
+                continue
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                code = self.proc.wait()
+                raise RuntimeError(f"perfdojo serve exited with status {code} before listening")
+            buf += chunk
+        return buf.split(b"\n", 1)[0].decode()
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                self.proc.stdin.close()  # --stdin-watch: a clean shutdown
+            except OSError:
+                pass
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.terminate()
+                try:
+                    self.proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    self.proc.kill()
+                    self.proc.wait()
+        for f in (self.proc.stdin, self.proc.stdout):
+            try:
+                if f:
+                    f.close()
+            except OSError:
+                pass
+
+
+# One shared local server per process and argument list, reference-counted: many envs in one
+# process share it; a forked child (multiprocessing) starts its own.
+_servers: dict = {}
+_servers_lock = threading.Lock()
+
+
+def acquire_local_server(args: tuple = (), binary: Optional[str] = None) -> LocalServer:
+    key = (tuple(args), binary, os.getpid())
+    with _servers_lock:
+        entry = _servers.get(key)
+        if entry is not None and entry[0].alive():
+            entry[1] += 1
+            return entry[0]
+        server = LocalServer(binary, tuple(args))
+        _servers[key] = [server, 1]
+        return server
+
+
+def release_local_server(server: LocalServer) -> None:
+    with _servers_lock:
+        for key, entry in list(_servers.items()):
+            if entry[0] is server:
+                entry[1] -= 1
+                if entry[1] <= 0:
+                    del _servers[key]
+                    server.close()
+                return
+    if server.pid == os.getpid():
+        server.close()
+
+
+@atexit.register
+def _close_all_servers() -> None:
+    with _servers_lock:
+        entries = [e for k, e in _servers.items() if k[2] == os.getpid()]
+        _servers.clear()
+    for server, _ in entries:
+        server.close()
