@@ -319,7 +319,9 @@ class Printer {
     for (const auto& b : p_.buffers) {
       std::string n = b.name;
       if (is_c_reserved(n)) {
-        do n += "_"; while (used.count(n) || is_c_reserved(n));
+        // A trailing underscore leaves the reserved forms (no keyword, macro or printer name
+        // ends in one); repeat only to step past another buffer's name.
+        do n += "_"; while (used.count(n));
         used.insert(n);
       }
       cname_[b.name] = n;
@@ -744,10 +746,17 @@ class Printer {
         return plain_loop(n, path, depth);
       case ir::Annot::kUnroll:
         if (!o_.unroll) return plain_loop(n, path, depth);
+        if (copies_ * n.extent > o_.max_unrolled_copies) {
+          // Nested unrolling multiplies code size; past the budget the compiler decides.
+          line("// :unroll " + std::to_string(n.extent) + " left as a loop: nested unrolling would exceed " +
+               std::to_string(o_.max_unrolled_copies) + " copies");
+          return plain_loop(n, path, depth);
+        }
         if (n.extent > o_.max_unroll) {
           line("#pragma GCC unroll " + std::to_string(n.extent));
           return plain_loop(n, path, depth);
         }
+        copies_ *= n.extent;
         for (int64_t v = 0; v < n.extent; ++v) {
           line("{  // " + it + " = " + std::to_string(v) + " (:unroll " + std::to_string(n.extent) + ")");
           ++indent_;
@@ -756,6 +765,7 @@ class Printer {
           --indent_;
           line("}");
         }
+        copies_ /= n.extent;
         return;
       default: return plain_loop(n, path, depth);
     }
@@ -826,6 +836,7 @@ class Printer {
   std::map<Path, int> acc_of_;
   std::set<std::pair<DType, int64_t>> vtypes_;
   int next_acc_ = 0;
+  int64_t copies_ = 1;  ///< product of the extents of the unrolled scopes being printed
   std::string out_;
   int indent_ = 0;
 };

@@ -25,6 +25,7 @@ struct CodegenOptions {
   bool parallel = true;               ///< `:par` scopes become `#pragma omp parallel for` loops
   bool unroll = true;                 ///< `:unroll` scopes are unrolled
   int64_t max_unroll = 64;            ///< larger `:unroll` scopes get `#pragma GCC unroll` instead
+  int64_t max_unrolled_copies = 1024; ///< nested unrolling stops (plain loops) beyond this many copies
   int64_t small_temp_elements = 256;  ///< temporaries up to this size are locals (registers)
   int native_vector_bytes = 64;       ///< register width; wider `:vec` scopes print in chunks
   /// Test hook, never set in production: "segv" (the kernel crashes), "hang" (never returns),
