@@ -1,7 +1,9 @@
 // `perfdojo serve | episode`: the Gym socket bridge and its reference episode printer.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <climits>
 #include <csignal>
 #include <fstream>
@@ -149,6 +151,52 @@ int cmd_serve(const Args& a) {
   return kExitOk;
 }
 
+double percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5)];
+}
+
+// Times `reps` repetitions of the episode in-process: the C++ floor a bridge step adds to.
+// Each step's time includes encoding its reply as the bridge would.
+int time_episode(env::Env& e, int64_t seed, const std::vector<int>& actions, int reps) {
+  using Clock = std::chrono::steady_clock;
+  const auto& spaces = e.config().observation_spaces;
+  std::vector<double> reset_us, step_us;
+  size_t bytes = 0;
+  for (int r = 0; r < reps; ++r) {
+    auto t0 = Clock::now();
+    if (seed >= 0) {
+      e.reset(static_cast<uint64_t>(seed));
+    } else {
+      e.reset();
+    }
+    reset_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+    for (int act : actions) {
+      auto t = Clock::now();
+      bridge::JsonWriter w;
+      w.reserve(16 << 10);
+      bridge::write_step(w, e.step(act), spaces);
+      bytes += w.str().size();
+      step_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t).count());
+    }
+  }
+  bridge::JsonWriter w;
+  w.begin_object()
+      .field("ok", true)
+      .field("repeats", reps)
+      .field("steps", static_cast<int64_t>(step_us.size()))
+      .field("reset_us_median", percentile(reset_us, 0.5))
+      .field("step_us_median", percentile(step_us, 0.5))
+      .field("step_us_p10", percentile(step_us, 0.1))
+      .field("step_us_p90", percentile(step_us, 0.9))
+      .field("reply_bytes_mean",
+             step_us.empty() ? 0.0 : static_cast<double>(bytes) / step_us.size())
+      .end_object();
+  std::cout << w.str() << "\n";
+  return kExitOk;
+}
+
 // Prints what the bridge would send for the same episode, straight from the C++ env: the
 // reference the bridge tests compare against.
 int cmd_episode(const Args& a) {
@@ -182,6 +230,11 @@ int cmd_episode(const Args& a) {
   if (!made.ok()) return report_errors(made.errors(), a.json, "config");
   env::Env& e = *made.value();
   const auto& spaces = e.config().observation_spaces;
+  if (a.values.count("time")) {
+    int64_t reps = 1;
+    if (!int_option(a, "time", 1, 1000000, &reps, &rc)) return rc;
+    return time_episode(e, seed, actions, static_cast<int>(reps));
+  }
   bridge::JsonWriter w;
   w.begin_object().field("ok", true).key("spaces");
   bridge::write_spaces(w, e);
@@ -217,9 +270,10 @@ std::vector<Command> bridge_commands() {
        {"allow-files", "stdin-watch"},
        cmd_serve},
       {"episode",
-       "episode [--config JSON] [--benchmark URI] [--seed S] [--actions 1,2,3]",
-       "run one episode on the C++ env and print reset and step results as the bridge encodes them",
-       {"config", "benchmark", "seed", "actions"},
+       "episode [--config JSON] [--benchmark URI] [--seed S] [--actions 1,2,3] [--time R]",
+       "run one episode on the C++ env and print reset and step results as the bridge encodes "
+       "them; --time R instead times R repetitions (per-step microseconds, encoding included)",
+       {"config", "benchmark", "seed", "actions", "time"},
        {},
        cmd_episode},
   };

@@ -172,9 +172,11 @@ class LocalServer:
             f.write(self.token)
         cmd = [exe, "serve", "--host", "127.0.0.1", "--port", "0", "--json", "--stdin-watch",
                "--allow-files", "--token-file", token_file, *args]
+        # stderr goes to a file: quiet in the user's terminal, yet there to quote if it fails.
+        self._stderr = tempfile.TemporaryFile()
         try:
             self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                         close_fds=True)
+                                         stderr=self._stderr, close_fds=True)
             line = self._first_line(startup_timeout)
         finally:
             # The server has read the token (or failed); the file is no longer needed.
@@ -202,9 +204,15 @@ class LocalServer:
             chunk = os.read(fd, 4096)
             if not chunk:
                 code = self.proc.wait()
-                raise RuntimeError(f"perfdojo serve exited with status {code} before listening")
+                raise RuntimeError(f"perfdojo serve exited with status {code} before listening: "
+                                   f"{self.stderr_text().strip()}")
             buf += chunk
         return buf.split(b"\n", 1)[0].decode()
+
+    def stderr_text(self) -> str:
+        """What the server wrote on stderr so far (warnings, its closing summary)."""
+        self._stderr.seek(0)
+        return self._stderr.read().decode(errors="replace")
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -224,7 +232,7 @@ class LocalServer:
                 except subprocess.TimeoutExpired:
                     self.proc.kill()
                     self.proc.wait()
-        for f in (self.proc.stdin, self.proc.stdout):
+        for f in (self.proc.stdin, self.proc.stdout, self._stderr):
             try:
                 if f:
                     f.close()
