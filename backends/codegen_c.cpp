@@ -228,7 +228,7 @@ PD_INLINE int32_t pd_to_i32(double v) {
 )";
 
 // Vector helpers for one (element type, lanes) pair, GCC vector extensions (clang accepts them).
-std::string vector_helpers(DType t, int64_t w) {
+std::string vector_helpers(DType t, int64_t w, bool libmvec) {
   const std::string V = vtype(t, w), M = mtype(t, w), S = ctype(t), W = std::to_string(w);
   const std::string I = t == DType::kF32 ? "int32_t" : "int64_t";
   const std::string f = t == DType::kF32 ? "f" : "";  // libm suffix
@@ -248,7 +248,18 @@ std::string vector_helpers(DType t, int64_t w) {
   s += "PD_INLINE " + V + " " + V + "_max(" + V + " a, " + V + " b) { return " + V + "_sel(a > b, a, b); }\n";
   s += "PD_INLINE " + V + " " + V + "_min(" + V + " a, " + V + " b) { return " + V + "_sel(a < b, a, b); }\n";
   s += "PD_INLINE " + V + " " + V + "_abs(" + V + " a) { return " + V + "_sel(a < " + V + "_splat(" + zero + "), -a, a); }\n";
+  // exp, log, tanh: glibc's vector math library (libmvec, <= 4 ulp) for register-sized vectors,
+  // named by the x86-64 vector function ABI (b: 16 bytes, d: 32 bytes AVX2, e: 64 bytes
+  // AVX-512); otherwise one libm call per lane. sqrt per lane compiles to one instruction.
+  const int64_t bytes = w * (t == DType::kF32 ? 4 : 8);
+  const char* abi = bytes == 16 ? "b" : bytes == 32 ? "d" : bytes == 64 ? "e" : nullptr;
   for (const char* fn : {"exp", "log", "sqrt", "tanh"}) {
+    if (libmvec && abi && std::string(fn) != "sqrt") {
+      std::string vfn = std::string("_ZGV") + abi + "N" + W + "v_" + fn + f;
+      s += V + " " + vfn + "(" + V + ");\n";
+      s += "PD_INLINE " + V + " " + V + "_" + fn + "(" + V + " a) { return " + vfn + "(a); }\n";
+      continue;
+    }
     s += "PD_INLINE " + V + " " + V + "_" + fn + "(" + V + " a) { " + V + " r; for (int l = 0; l < " + W +
          "; ++l) r[l] = " + fn + f + "(a[l]); return r; }\n";
   }
@@ -820,7 +831,7 @@ class Printer {
     s += "// IR structural hash " + std::to_string(ir::structural_hash(p_)) + "\n";
     s += "#include <math.h>\n#include <stdint.h>\n#include <stdlib.h>\n#include <string.h>\n\n";
     s += kScalarHelpers;
-    for (const auto& [t, w] : vtypes_) s += vector_helpers(t, w);
+    for (const auto& [t, w] : vtypes_) s += vector_helpers(t, w, o_.libmvec);
     return s + "\n";
   }
 

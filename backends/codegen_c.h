@@ -28,6 +28,8 @@ struct CodegenOptions {
   int64_t max_unrolled_copies = 1024; ///< nested unrolling stops (plain loops) beyond this many copies
   int64_t small_temp_elements = 256;  ///< temporaries up to this size are locals (registers)
   int native_vector_bytes = 64;       ///< register width; wider `:vec` scopes print in chunks
+  /// Vector exp/log/tanh call glibc's libmvec (link with -lmvec); else one libm call per lane.
+  bool libmvec = false;
   /// Test hook, never set in production: "segv" (the kernel crashes), "hang" (never returns),
   /// "alloc" (allocates until the memory limit, then crashes), "wrong" (adds 1 to the first
   /// output element). "" prints the program as it is.

@@ -126,10 +126,12 @@ std::string compiler_version(const std::string& compiler) {
 }
 
 CompileResult compile_shared_object(const std::string& compiler, const std::vector<std::string>& flags,
-                                    const std::string& source, const std::string& dir) {
+                                    const std::string& source, const std::string& dir,
+                                    const std::vector<std::string>& libs) {
   CompileResult r;
   std::string key = compiler;
   for (const auto& f : flags) key += '\0' + f;
+  for (const auto& l : libs) key += "\0lib " + l;
   key += '\0' + source;
   std::string stem = (fs::path(dir) / ("k" + hex64(stable_hash(key)))).string();
   r.so_path = stem + ".so";
@@ -153,6 +155,7 @@ CompileResult compile_shared_object(const std::string& compiler, const std::vect
   for (const char* f : {"-shared", "-fPIC", "-o"}) argv.push_back(f);
   argv.push_back(tmp);
   argv.push_back(stem + ".c");
+  argv.insert(argv.end(), libs.begin(), libs.end());  // after the source: --as-needed linkers
   std::string output;
   auto t0 = std::chrono::steady_clock::now();
   int rc = run_capture(argv, &output);

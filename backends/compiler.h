@@ -15,10 +15,11 @@ struct CompileResult {
   bool reused = false;               ///< an identical earlier build was found in `dir`
 };
 
-/// Compiles `source` with `compiler flags... -shared -fPIC` into `dir`, naming the files by a
-/// hash of (compiler, flags, source) so an identical build is reused instead of redone.
+/// Compiles `source` with `compiler flags... -shared -fPIC -o OUT SOURCE libs...` into `dir`,
+/// naming the files by a hash of (compiler, flags, libs, source) so an identical build is reused.
 CompileResult compile_shared_object(const std::string& compiler, const std::vector<std::string>& flags,
-                                    const std::string& source, const std::string& dir);
+                                    const std::string& source, const std::string& dir,
+                                    const std::vector<std::string>& libs = {});
 
 /// The path of `name` as execvp would find it (names with a '/' are taken as paths); "" if none.
 std::string find_executable(const std::string& name);

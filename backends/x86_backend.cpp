@@ -26,11 +26,25 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// Whether glibc's vector math library can be linked (libc6-dev ships libmvec.so).
+bool have_libmvec() {
+  static const bool kHave = [] {
+    for (const char* d : {"/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu", "/usr/lib64", "/lib64", "/usr/lib"})
+      if (access((std::string(d) + "/libmvec.so").c_str(), R_OK) == 0) return true;
+    return false;
+  }();
+  return kHave;
+}
+
+// Libraries linked after the generated source.
+std::vector<std::string> link_libraries() { return have_libmvec() ? std::vector<std::string>{"-lmvec"} : std::vector<std::string>{}; }
+
 // Printer options of `isa`: vectors are printed in registers of the ISA's width.
 CodegenOptions x86_codegen_options(X86Isa isa) {
   CodegenOptions co;
   co.target = x86_isa_name(isa);
   co.native_vector_bytes = isa == X86Isa::kAvx512 ? 64 : isa == X86Isa::kAvx2 ? 32 : 16;
+  co.libmvec = have_libmvec();
   return co;
 }
 
@@ -213,6 +227,7 @@ class X86Backend final : public Backend {
     std::string v = compiler_version(config_.compiler);
     if (!v.empty()) s += " (" + v + ")";
     for (const auto& f : flags()) s += " " + f;
+    for (const auto& l : link_libraries()) s += " " + l;
     return s;
   }
 
@@ -278,7 +293,7 @@ class X86Backend final : public Backend {
     CodegenOptions co = x86_codegen_options(isa_);
     co.inject = inject;
     GeneratedC gen = generate_c(p, co);
-    CompileResult cr = compile_shared_object(config_.compiler, flags(), gen.source, work_dir());
+    CompileResult cr = compile_shared_object(config_.compiler, flags(), gen.source, work_dir(), link_libraries());
     m.compile_s = cr.reused ? 0 : now_s() - t0;
     if (cr.error) {
       m.error = *cr.error;
@@ -382,7 +397,7 @@ class X86Backend final : public Backend {
     for (const auto& x : flags())
       if (x != "-fopenmp") f.push_back(x);
     f.push_back("-ffp-contract=off");
-    CompileResult cr = compile_shared_object(config_.compiler, f, gen.source, work_dir());
+    CompileResult cr = compile_shared_object(config_.compiler, f, gen.source, work_dir(), link_libraries());
     if (cr.error) return "cannot build the sequential reference for verification: " + *cr.error;
     prefill_outputs(base, params, offs);
     Worker& w = worker();

@@ -197,3 +197,18 @@ TEST_CASE("nested unrolling stops at the code size budget") {
   o.max_unrolled_copies = 4096;
   CHECK(count_of(generate_c(p, o).source, "const int64_t i1 = ") == 64 * 64);
 }
+
+TEST_CASE("vector exp calls glibc's vector math library when allowed, one libm call per lane otherwise") {
+  auto p = program_of("input x: f32[4, 16]\noutput y: f32[4, 16]\n\n4 16:vec y[{0},{1}] = exp(x[{0},{1}])\n");
+  CodegenOptions o;
+  o.native_vector_bytes = 32;
+  auto per_lane = generate_c(p, o);
+  CHECK(has(per_lane.source, "PD_INLINE f32x8 f32x8_exp(f32x8 a) { f32x8 r; for (int l = 0; l < 8; ++l) r[l] = expf(a[l]); return r; }"));
+  CHECK_FALSE(has(per_lane.source, "_ZGV"));
+  o.libmvec = true;
+  auto mvec = generate_c(p, o);
+  CHECK(has(mvec.source, "f32x8 _ZGVdN8v_expf(f32x8);"));
+  CHECK(has(mvec.source, "PD_INLINE f32x8 f32x8_exp(f32x8 a) { return _ZGVdN8v_expf(a); }"));
+  o.native_vector_bytes = 64;
+  CHECK(has(generate_c(p, o).source, "f32x16 _ZGVeN16v_expf(f32x16);"));
+}
