@@ -1,0 +1,307 @@
+#include "agents/config.h"
+
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <variant>
+
+#include "util/json.h"
+
+namespace perfdojo::agents {
+namespace {
+
+using Member = std::variant<double AgentConfig::*, int64_t AgentConfig::*, uint64_t AgentConfig::*,
+                            int AgentConfig::*, bool AgentConfig::*, std::string AgentConfig::*>;
+
+struct Field {
+  FieldInfo info;
+  Member member;
+};
+
+constexpr FieldRole kRun = FieldRole::kRun;
+constexpr FieldRole kArch = FieldRole::kArchitecture;
+constexpr FieldRole kLearn = FieldRole::kLearning;
+
+// The one table: adding a field to AgentConfig means adding one row here.
+const std::vector<Field>& table() {
+  using C = AgentConfig;
+  static const std::vector<Field> kTable = {
+      {{"minutes", "wall-clock budget in minutes (ignored when total_steps > 0)", kRun}, &C::minutes},
+      {{"total_steps", "env-step budget; > 0 makes the run reproducible", kRun}, &C::total_steps},
+      {{"seed", "seed of torch, replay, exploration and envs", kRun}, &C::seed},
+      {{"backend", "backend the envs time programs with", kLearn}, &C::backend},
+      {{"kernels", "train, test, all, or comma-separated URIs/.pdj paths", kRun}, &C::kernels},
+      {{"num_envs", "actor envs stepped in parallel", kRun}, &C::num_envs},
+      {{"max_episode_steps", "truncation limit of an episode", kLearn}, &C::max_episode_steps},
+      {{"allow_stop", "let the agent choose the stop action", kLearn}, &C::allow_stop},
+      {{"out_dir", "folder for metrics, checkpoints and summary", kRun}, &C::out_dir},
+      {{"checkpoint_minutes", "periodic checkpoint interval", kRun}, &C::checkpoint_minutes},
+      {{"log_seconds", "interval of progress lines", kRun}, &C::log_seconds},
+      {{"target", "maxq (y=max(r,g*Q')) or sum (y=r+g*Q')", kLearn}, &C::target},
+      {{"reward_space", "env reward space; empty = maxq:log_speedup_total, sum:log_speedup_step", kLearn},
+       &C::reward_space},
+      {{"gamma", "discount", kLearn}, &C::gamma},
+      {{"encoder", "features, or tokens (features + transformer over IR tokens)", kArch}, &C::encoder},
+      {{"hidden", "width of hidden layers", kArch}, &C::hidden},
+      {{"layers", "hidden layers of the feature encoder", kArch}, &C::layers},
+      {{"token_len", "IR tokens read by the token encoder", kArch}, &C::token_len},
+      {{"token_dim", "token embedding width", kArch}, &C::token_dim},
+      {{"token_heads", "attention heads of the token encoder", kArch}, &C::token_heads},
+      {{"token_layers", "transformer layers of the token encoder", kArch}, &C::token_layers},
+      {{"lr", "Adam learning rate", kLearn}, &C::lr},
+      {{"batch_size", "replay batch size", kLearn}, &C::batch_size},
+      {{"buffer_size", "replay capacity (transitions)", kLearn}, &C::buffer_size},
+      {{"learning_starts", "transitions before the first update", kLearn}, &C::learning_starts},
+      {{"updates_per_step", "gradient updates per env transition", kLearn}, &C::updates_per_step},
+      {{"target_update", "hard target sync every N updates (tau == 0)", kLearn}, &C::target_update},
+      {{"tau", "Polyak factor per update (> 0 replaces hard syncs)", kLearn}, &C::tau},
+      {{"grad_clip", "max gradient norm", kLearn}, &C::grad_clip},
+      {{"huber_delta", "Huber loss threshold", kLearn}, &C::huber_delta},
+      {{"prioritized", "prioritised replay", kLearn}, &C::prioritized},
+      {{"per_alpha", "priority exponent", kLearn}, &C::per_alpha},
+      {{"per_beta", "initial importance-weight exponent (annealed to 1)", kLearn}, &C::per_beta},
+      {{"eps_start", "phase 1 epsilon at the start", kLearn}, &C::eps_start},
+      {{"eps_phase1_end", "phase 1 epsilon at its end", kLearn}, &C::eps_phase1_end},
+      {{"phase1_end", "fraction of the budget where phase 1 (epsilon-greedy) ends", kLearn}, &C::phase1_end},
+      {{"temp_start", "phase 2 Boltzmann temperature at its start", kLearn}, &C::temp_start},
+      {{"temp_end", "phase 2 temperature at its end", kLearn}, &C::temp_end},
+      {{"phase2_end", "fraction of the budget where phase 2 (Boltzmann) ends", kLearn}, &C::phase2_end},
+      {{"eps_final", "phase 3 (near-greedy) epsilon", kLearn}, &C::eps_final},
+      {{"curriculum", "order kernels by complexity and grow the set", kLearn}, &C::curriculum},
+      {{"curriculum_start", "kernels in the first stage", kLearn}, &C::curriculum_start},
+      {{"curriculum_step", "kernels added per promotion", kLearn}, &C::curriculum_step},
+      {{"promote_speedup", "geomean best speed-up of the active kernels that promotes", kLearn},
+       &C::promote_speedup},
+      {{"curriculum_fraction", "budget share of the staged part (rest: all kernels)", kLearn},
+       &C::curriculum_fraction},
+      {{"eval_epsilon", "evaluation: epsilon of restarts after the greedy episode", kRun}, &C::eval_epsilon},
+  };
+  return kTable;
+}
+
+const Field* find(const std::string& key) {
+  for (const auto& f : table())
+    if (f.info.name == key) return &f;
+  return nullptr;
+}
+
+std::string trim(const std::string& s) {
+  size_t a = s.find_first_not_of(" \t\r\n"), b = s.find_last_not_of(" \t\r\n");
+  return a == std::string::npos ? "" : s.substr(a, b - a + 1);
+}
+
+template <class T>
+bool parse_int(const std::string& v, T& out) {
+  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
+  return ec == std::errc() && p == v.data() + v.size();
+}
+
+std::string format_double(double v) {
+  std::ostringstream o;
+  o.precision(17);
+  o << v;
+  return o.str();
+}
+
+// A flat JSON object {"key": value, ...} with string, number and boolean values.
+std::string parse_flat_json(AgentConfig& c, const std::string& text, const std::string& path) {
+  size_t i = 0, line = 1;
+  auto err = [&](const std::string& m) { return path + ":" + std::to_string(line) + ": " + m; };
+  auto skip = [&] {
+    while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) line += text[i++] == '\n';
+  };
+  auto read_string = [&](std::string& out) -> bool {
+    if (i >= text.size() || text[i] != '"') return false;
+    ++i;
+    while (i < text.size() && text[i] != '"') {
+      if (text[i] == '\\' && i + 1 < text.size()) ++i;
+      out += text[i++];
+    }
+    if (i >= text.size()) return false;
+    ++i;
+    return true;
+  };
+  skip();
+  if (i >= text.size() || text[i] != '{') return err("expected '{' to open a JSON object");
+  ++i;
+  skip();
+  if (i < text.size() && text[i] == '}') return "";
+  for (;;) {
+    skip();
+    std::string key, value;
+    if (!read_string(key)) return err("expected a quoted key");
+    skip();
+    if (i >= text.size() || text[i] != ':') return err("expected ':' after \"" + key + "\"");
+    ++i;
+    skip();
+    if (i < text.size() && text[i] == '"') {
+      if (!read_string(value)) return err("unterminated string for \"" + key + "\"");
+    } else {
+      while (i < text.size() && text[i] != ',' && text[i] != '}' && !std::isspace(static_cast<unsigned char>(text[i])))
+        value += text[i++];
+      if (value == "null") value.clear();
+    }
+    if (auto e = set_field(c, key, value); !e.empty()) return err(e);
+    skip();
+    if (i < text.size() && text[i] == ',') {
+      ++i;
+      continue;
+    }
+    if (i < text.size() && text[i] == '}') return "";
+    return err("expected ',' or '}' after the value of \"" + key + "\"");
+  }
+}
+
+}  // namespace
+
+const std::vector<FieldInfo>& config_fields() {
+  static const std::vector<FieldInfo> kInfos = [] {
+    std::vector<FieldInfo> v;
+    for (const auto& f : table()) v.push_back(f.info);
+    return v;
+  }();
+  return kInfos;
+}
+
+std::string set_field(AgentConfig& c, const std::string& key, const std::string& raw) {
+  const Field* f = find(key);
+  if (!f) return "unknown setting '" + key + "' (train_agent --help lists them)";
+  std::string v = trim(raw);
+  return std::visit(
+      [&](auto m) -> std::string {
+        using T = std::remove_reference_t<decltype(c.*m)>;
+        if constexpr (std::is_same_v<T, std::string>) {
+          c.*m = v;
+          return "";
+        } else if constexpr (std::is_same_v<T, bool>) {
+          if (v == "1" || v == "true" || v == "on" || v == "yes") c.*m = true;
+          else if (v == "0" || v == "false" || v == "off" || v == "no") c.*m = false;
+          else return key + ": expected true or false, got '" + v + "'";
+          return "";
+        } else if constexpr (std::is_same_v<T, double>) {
+          char* end = nullptr;
+          errno = 0;
+          double d = std::strtod(v.c_str(), &end);
+          if (v.empty() || *end != '\0' || errno != 0 || !std::isfinite(d))
+            return key + ": expected a number, got '" + v + "'";
+          c.*m = d;
+          return "";
+        } else {
+          T n{};
+          if (!parse_int(v, n)) return key + ": expected an integer, got '" + v + "'";
+          c.*m = n;
+          return "";
+        }
+      },
+      f->member);
+}
+
+std::string get_field(const AgentConfig& c, const std::string& key) {
+  const Field* f = find(key);
+  if (!f) return "";
+  return std::visit(
+      [&](auto m) -> std::string {
+        using T = std::remove_cvref_t<decltype(c.*m)>;
+        if constexpr (std::is_same_v<T, std::string>) return c.*m;
+        else if constexpr (std::is_same_v<T, bool>) return c.*m ? "true" : "false";
+        else if constexpr (std::is_same_v<T, double>) return format_double(c.*m);
+        else return std::to_string(c.*m);
+      },
+      f->member);
+}
+
+std::string to_text(const AgentConfig& c) {
+  std::string out;
+  for (const auto& f : table()) out += std::string(f.info.name) + "=" + get_field(c, f.info.name) + "\n";
+  return out;
+}
+
+std::string to_json(const AgentConfig& c) {
+  util::JsonObject o;
+  for (const auto& f : table()) {
+    std::string v = get_field(c, f.info.name);
+    std::visit(
+        [&](auto m) {
+          using T = std::remove_cvref_t<decltype(c.*m)>;
+          if constexpr (std::is_same_v<T, std::string>) o.add(f.info.name, v);
+          else o.raw(f.info.name, v);
+        },
+        f.member);
+  }
+  return o.str();
+}
+
+std::string parse_text(AgentConfig& c, const std::string& text, const std::string& origin) {
+  std::istringstream in(text);
+  std::string line;
+  int n = 0;
+  while (std::getline(in, line)) {
+    ++n;
+    std::string t = trim(line);
+    if (t.empty() || t[0] == '#') continue;
+    auto eq = t.find('=');
+    if (eq == std::string::npos)
+      return origin + ":" + std::to_string(n) + ": expected key=value, got '" + t + "'";
+    if (auto e = set_field(c, trim(t.substr(0, eq)), t.substr(eq + 1)); !e.empty())
+      return origin + ":" + std::to_string(n) + ": " + e;
+  }
+  return "";
+}
+
+std::string load_config_file(AgentConfig& c, const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return path + ": cannot open the config file";
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string text = ss.str();
+  std::string t = trim(text);
+  if (!t.empty() && t[0] == '{') return parse_flat_json(c, text, path);
+  return parse_text(c, text, path);
+}
+
+std::string effective_reward_space(const AgentConfig& c) {
+  if (!c.reward_space.empty()) return c.reward_space;
+  return c.target == "sum" ? "log_speedup_step" : "log_speedup_total";
+}
+
+std::string validate(const AgentConfig& c) {
+  if (c.target != "maxq" && c.target != "sum") return "target must be maxq or sum, got '" + c.target + "'";
+  if (c.encoder != "features" && c.encoder != "tokens")
+    return "encoder must be features or tokens, got '" + c.encoder + "'";
+  if (c.minutes < 0) return "minutes must be >= 0";
+  if (c.total_steps < 0) return "total_steps must be >= 0";
+  if (c.total_steps == 0 && c.minutes <= 0) return "give a budget: minutes > 0 or total_steps > 0";
+  if (c.num_envs < 1 || c.num_envs > 256) return "num_envs must be in [1, 256]";
+  if (c.max_episode_steps < 1) return "max_episode_steps must be >= 1";
+  if (c.gamma < 0 || c.gamma > 1) return "gamma must be in [0, 1]";
+  if (c.hidden < 1 || c.layers < 1) return "hidden and layers must be >= 1";
+  if (c.encoder == "tokens") {
+    if (c.token_len < 1 || c.token_dim < 1 || c.token_layers < 1 || c.token_heads < 1)
+      return "token_len, token_dim, token_layers and token_heads must be >= 1";
+    if (c.token_dim % c.token_heads != 0) return "token_dim must be divisible by token_heads";
+  }
+  if (c.lr <= 0) return "lr must be > 0";
+  if (c.batch_size < 1) return "batch_size must be >= 1";
+  if (c.buffer_size < c.batch_size) return "buffer_size must be >= batch_size";
+  if (c.learning_starts < c.batch_size) return "learning_starts must be >= batch_size";
+  if (c.updates_per_step < 0) return "updates_per_step must be >= 0";
+  if (c.target_update < 1) return "target_update must be >= 1";
+  if (c.tau < 0 || c.tau > 1) return "tau must be in [0, 1]";
+  if (c.grad_clip <= 0 || c.huber_delta <= 0) return "grad_clip and huber_delta must be > 0";
+  if (c.eps_start < 0 || c.eps_start > 1 || c.eps_phase1_end < 0 || c.eps_phase1_end > 1 || c.eps_final < 0 ||
+      c.eps_final > 1 || c.eval_epsilon < 0 || c.eval_epsilon > 1)
+    return "epsilons must be in [0, 1]";
+  if (c.phase1_end < 0 || c.phase2_end < c.phase1_end || c.phase2_end > 1)
+    return "need 0 <= phase1_end <= phase2_end <= 1";
+  if (c.temp_start <= 0 || c.temp_end <= 0) return "temperatures must be > 0";
+  if (c.curriculum_start < 1 || c.curriculum_step < 1) return "curriculum_start and curriculum_step must be >= 1";
+  if (c.curriculum_fraction < 0 || c.curriculum_fraction > 1) return "curriculum_fraction must be in [0, 1]";
+  if (c.checkpoint_minutes <= 0 || c.log_seconds <= 0) return "checkpoint_minutes and log_seconds must be > 0";
+  if (c.out_dir.empty()) return "out_dir must not be empty";
+  return "";
+}
+
+}  // namespace perfdojo::agents

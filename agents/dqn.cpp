@@ -1,0 +1,177 @@
+#include "agents/dqn.h"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+namespace perfdojo::agents {
+
+Exploration exploration_at(const AgentConfig& c, double progress) {
+  Exploration e;
+  if (progress < c.phase1_end) {
+    double f = c.phase1_end > 0 ? progress / c.phase1_end : 1.0;
+    e.epsilon = c.eps_start + (c.eps_phase1_end - c.eps_start) * f;
+  } else if (progress < c.phase2_end) {
+    double f = (progress - c.phase1_end) / (c.phase2_end - c.phase1_end);
+    e.boltzmann = true;
+    e.temperature = c.temp_start * std::pow(c.temp_end / c.temp_start, f);
+  } else {
+    e.epsilon = c.eps_final;
+  }
+  return e;
+}
+
+int select_action(const float* q, const std::vector<uint8_t>& mask, const Exploration& e, std::mt19937_64& rng) {
+  std::vector<int> legal;
+  for (size_t i = 0; i < mask.size(); ++i)
+    if (mask[i]) legal.push_back(static_cast<int>(i));
+  if (legal.empty()) return -1;
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  if (!e.boltzmann) {
+    if (u(rng) < e.epsilon) return legal[std::uniform_int_distribution<size_t>(0, legal.size() - 1)(rng)];
+    int best = legal[0];
+    for (int a : legal)
+      if (q[a] > q[best]) best = a;
+    return best;
+  }
+  double top = q[legal[0]];
+  for (int a : legal) top = std::max(top, static_cast<double>(q[a]));
+  std::vector<double> w(legal.size());
+  double total = 0;
+  for (size_t k = 0; k < legal.size(); ++k) total += w[k] = std::exp((q[legal[k]] - top) / e.temperature);
+  double x = u(rng) * total;
+  for (size_t k = 0; k < legal.size(); ++k) {
+    x -= w[k];
+    if (x <= 0) return legal[k];
+  }
+  return legal.back();
+}
+
+torch::Tensor td_targets(const torch::Tensor& rewards, const torch::Tensor& terminated, const torch::Tensor& q_next,
+                         const torch::Tensor& has_legal, double gamma, bool maxq) {
+  // Bootstrap unless the episode terminated (a truncated one still bootstraps) or s' offers no
+  // legal action at all.
+  torch::Tensor bootstrap = (1.0 - terminated) * has_legal;
+  // Max-Q (peak reward) Bellman target: the value of s' competes with r instead of adding to it.
+  if (maxq) return torch::where(bootstrap > 0, torch::maximum(rewards, gamma * q_next), rewards);
+  return rewards + gamma * bootstrap * q_next;
+}
+
+void stack_observations(const std::vector<const AgentObs*>& obs, int token_len, int action_count,
+                        torch::Tensor& features, torch::Tensor& tokens, torch::Tensor& mask) {
+  const int64_t n = static_cast<int64_t>(obs.size());
+  const int64_t f = n ? static_cast<int64_t>(obs[0]->features.size()) : 0;
+  features = torch::empty({n, f}, torch::kFloat32);
+  mask = torch::zeros({n, action_count}, torch::kBool);
+  for (int64_t i = 0; i < n; ++i) {
+    std::copy_n(obs[i]->features.data(), f, features.data_ptr<float>() + i * f);
+    bool* m = mask.data_ptr<bool>() + i * action_count;
+    for (int a = 0; a < action_count && a < static_cast<int>(obs[i]->mask.size()); ++a) m[a] = obs[i]->mask[a];
+  }
+  tokens = torch::Tensor();
+  if (token_len > 0) {
+    tokens = torch::zeros({n, token_len}, torch::kInt64);
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t* t = tokens.data_ptr<int64_t>() + i * token_len;
+      for (int k = 0; k < token_len && k < static_cast<int>(obs[i]->tokens.size()); ++k) t[k] = obs[i]->tokens[k];
+    }
+  }
+}
+
+DqnLearner::DqnLearner(const AgentConfig& config, const NetworkShape& shape)
+    : config_(config),
+      shape_(shape),
+      online_(config, shape),
+      target_(config, shape),
+      optimizer_(online_->parameters(), torch::optim::AdamOptions(config.lr)),
+      replay_(config.buffer_size, shape.feature_size, config.encoder == "tokens" ? config.token_len : 0,
+              shape.action_count, config.prioritized, config.per_alpha),
+      rng_(config.seed * 0x9e3779b97f4a7c15ULL + 17) {
+  hard_update(target_, online_);
+  target_->eval();
+}
+
+torch::Tensor DqnLearner::q_values(const std::vector<const AgentObs*>& obs) {
+  torch::NoGradGuard no_grad;
+  torch::Tensor f, t, m;
+  stack_observations(obs, online_->token_len(), shape_.action_count, f, t, m);
+  return online_->forward(f, t, m);
+}
+
+void DqnLearner::remember(const AgentObs& s, int action, double reward, const AgentObs& next, bool terminated) {
+  Transition t;
+  t.obs = &s.features;
+  t.tokens = s.tokens.empty() ? nullptr : &s.tokens;
+  t.mask = &s.mask;
+  t.action = action;
+  t.reward = static_cast<float>(reward);
+  t.next_obs = &next.features;
+  t.next_tokens = next.tokens.empty() ? nullptr : &next.tokens;
+  t.next_mask = &next.mask;
+  t.terminated = terminated;
+  replay_.add(t);
+}
+
+UpdateStats DqnLearner::update(double beta) {
+  Batch b = replay_.sample(config_.batch_size, beta, rng_);
+  torch::Tensor q = online_->forward(b.obs, b.tokens, b.mask).gather(1, b.actions.unsqueeze(1)).squeeze(1);
+  torch::Tensor y;
+  {
+    torch::NoGradGuard no_grad;
+    // Double DQN: the online net picks a' among legal actions, the target net scores it.
+    torch::Tensor a_next = masked_argmax(online_->forward(b.next_obs, b.next_tokens, b.next_mask), b.next_mask);
+    torch::Tensor q_next =
+        target_->forward(b.next_obs, b.next_tokens, b.next_mask).gather(1, a_next.unsqueeze(1)).squeeze(1);
+    y = td_targets(b.rewards, b.terminated, q_next, b.next_mask.any(1).to(torch::kFloat32), config_.gamma,
+                   config_.target == "maxq");
+  }
+  torch::Tensor td = q - y;
+  torch::Tensor abs = td.abs();
+  torch::Tensor quad = abs.clamp_max(config_.huber_delta);
+  torch::Tensor huber = 0.5 * quad * quad + config_.huber_delta * (abs - quad);
+  torch::Tensor loss = (b.weights * huber).mean();
+  optimizer_.zero_grad();
+  loss.backward();
+  torch::nn::utils::clip_grad_norm_(online_->parameters(), config_.grad_clip);
+  optimizer_.step();
+  ++updates_;
+  if (config_.tau > 0) soft_update(target_, online_, config_.tau);
+  else if (updates_ % config_.target_update == 0) hard_update(target_, online_);
+  if (replay_.prioritized()) {
+    torch::Tensor td_cpu = td.detach().contiguous();
+    std::vector<float> errors(td_cpu.data_ptr<float>(), td_cpu.data_ptr<float>() + td_cpu.numel());
+    replay_.update_priorities(b.indices, errors);
+  }
+  return {loss.item<double>(), q.detach().mean().item<double>()};
+}
+
+std::string DqnLearner::model_bytes() { return network_bytes(online_); }
+
+std::string DqnLearner::optimizer_bytes() {
+  torch::serialize::OutputArchive a;
+  optimizer_.save(a);
+  std::ostringstream out;
+  a.save_to(out);
+  return out.str();
+}
+
+std::string DqnLearner::load_model_bytes(const std::string& bytes) {
+  std::string e = load_network_bytes(online_, bytes);
+  if (e.empty()) hard_update(target_, online_);
+  return e;
+}
+
+std::string DqnLearner::load_optimizer_bytes(const std::string& bytes) {
+  try {
+    torch::serialize::InputArchive a;
+    std::istringstream in(bytes);
+    a.load_from(in);
+    optimizer_.load(a);
+    return "";
+  } catch (const std::exception& e) {
+    std::string m = e.what();
+    return "cannot read the optimiser state: " + m.substr(0, m.find('\n'));
+  }
+}
+
+}  // namespace perfdojo::agents

@@ -1,0 +1,95 @@
+// The learner of Max-Q / Double DQN: online and target dueling networks, Adam, replay, the
+// exploration schedule and action selection. The rollout loop that drives it is train.h.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "agents/config.h"
+#include "agents/q_network.h"
+#include "agents/replay_buffer.h"
+
+namespace perfdojo::agents {
+
+/// What the agent sees of one env state.
+struct AgentObs {
+  std::vector<float> features;
+  std::vector<int32_t> tokens;  ///< empty unless the token encoder is on
+  std::vector<uint8_t> mask;    ///< legal actions as the agent may take them
+};
+
+/// How actions are picked right now.
+struct Exploration {
+  bool boltzmann = false;
+  double epsilon = 0;      ///< epsilon-greedy phases
+  double temperature = 1;  ///< Boltzmann phase
+};
+
+/// The phase schedule at `progress` in [0, 1]: epsilon-greedy decaying from eps_start to
+/// eps_phase1_end, then Boltzmann with a temperature decaying geometrically from temp_start to
+/// temp_end, then epsilon-greedy with eps_final.
+Exploration exploration_at(const AgentConfig& c, double progress);
+
+/// Picks one legal action from a Q row (`q` has one entry per action).
+int select_action(const float* q, const std::vector<uint8_t>& mask, const Exploration& e, std::mt19937_64& rng);
+
+/// Bellman targets from rewards [B], terminal flags [B] (1 = terminated), the target net's value
+/// of the online net's choice in s' [B] and whether s' has a legal action [B] (1 = yes).
+///   maxq: y = r                         at terminal s', else max(r, gamma * q_next)
+///   sum:  y = r + gamma * q_next        (no bootstrap at terminal s')
+/// Truncated transitions are not terminal: they bootstrap.
+torch::Tensor td_targets(const torch::Tensor& rewards, const torch::Tensor& terminated, const torch::Tensor& q_next,
+                         const torch::Tensor& has_legal, double gamma, bool maxq);
+
+/// Loss statistics of one update.
+struct UpdateStats {
+  double td_loss = 0;
+  double q_mean = 0;
+};
+
+/// Networks, optimiser and replay.
+class DqnLearner {
+ public:
+  DqnLearner(const AgentConfig& config, const NetworkShape& shape);
+
+  /// Q-values [B, A] of observations (no gradient).
+  torch::Tensor q_values(const std::vector<const AgentObs*>& obs);
+  /// Stores a transition.
+  void remember(const AgentObs& s, int action, double reward, const AgentObs& next, bool terminated);
+  /// One gradient step on a replay batch; `beta` anneals prioritised importance weights.
+  UpdateStats update(double beta);
+  /// Re-seeds the learner's sampler.
+  void seed(uint64_t s) { rng_.seed(s); }
+
+  /// Model and optimiser as bytes (torch archives), for checkpoints.
+  std::string model_bytes();
+  std::string optimizer_bytes();
+  /// Restores them; returns "" or why it failed (never throws).
+  std::string load_model_bytes(const std::string& bytes);
+  std::string load_optimizer_bytes(const std::string& bytes);
+
+  const NetworkShape& shape() const { return shape_; }
+  const ReplayBuffer& replay() const { return replay_; }
+  int64_t updates() const { return updates_; }
+  void set_updates(int64_t n) { updates_ = n; }
+  QNetwork& online() { return online_; }
+
+ private:
+  AgentConfig config_;
+  NetworkShape shape_;
+  QNetwork online_, target_;
+  torch::optim::Adam optimizer_;
+  ReplayBuffer replay_;
+  std::mt19937_64 rng_;
+  int64_t updates_ = 0;
+};
+
+/// Stacks observations into the network's input tensors.
+void stack_observations(const std::vector<const AgentObs*>& obs, int token_len, int action_count,
+                        torch::Tensor& features, torch::Tensor& tokens, torch::Tensor& mask);
+
+}  // namespace perfdojo::agents

@@ -1,0 +1,80 @@
+#include "agents/evaluate.h"
+
+#include <random>
+
+#include "agents/train.h"
+#include "gym/observation.h"
+
+namespace perfdojo::agents {
+
+ir::Result<std::shared_ptr<Policy>> Policy::load(const std::string& path) {
+  auto ck = load_checkpoint(path);
+  if (!ck.ok()) return ck.errors();
+  Checkpoint c = std::move(ck).value();
+  auto fail = [&](const std::string& m) -> ir::Result<std::shared_ptr<Policy>> {
+    return std::vector<ir::Diagnostic>{{{path, 0, 0}, m}};
+  };
+  if (auto e = validate(c.config); !e.empty()) return fail("checkpoint config: " + e);
+  if (c.feature_size != env::kFeatureSize)
+    return fail("the checkpoint's network reads " + std::to_string(c.feature_size) + " features, this build's env gives " +
+                std::to_string(env::kFeatureSize));
+  if (c.action_count < 1 || c.action_count > 1000000) return fail("implausible action count in the checkpoint");
+  use_single_thread();
+  QNetwork net(c.config, NetworkShape{c.feature_size, c.action_count, c.token_vocab});
+  if (auto e = load_network_bytes(net, c.model); !e.empty()) return fail(e);
+  net->eval();
+  return std::shared_ptr<Policy>(new Policy(std::move(c), std::move(net)));
+}
+
+std::vector<float> Policy::q_values(const AgentObs& obs) {
+  torch::NoGradGuard no_grad;
+  torch::Tensor f, t, m;
+  stack_observations({&obs}, net_->token_len(), checkpoint_.action_count, f, t, m);
+  torch::Tensor q = net_->forward(f, t, m).contiguous();
+  return std::vector<float>(q.data_ptr<float>(), q.data_ptr<float>() + q.numel());
+}
+
+std::string Policy::check_env(const env::Env& env) const {
+  return check_compatible(checkpoint_, checkpoint_.config, env::kFeatureSize, env.action_spec().n,
+                          env::token_vocabulary_size());
+}
+
+SearchResult agent_search(Policy& policy, const env::EnvConfig& config, const std::vector<int>& budgets,
+                          uint64_t seed, double epsilon) {
+  EvalBudget budget(budgets);
+  auto fail = [&](const std::string& m) {
+    SearchResult r;
+    r.error = m;
+    r.best_at.assign(budgets.size(), 1.0);
+    return r;
+  };
+  auto made = env::Env::make(config);
+  if (!made.ok()) return fail(made.error_text());
+  std::unique_ptr<env::Env> e = std::move(made).value();
+  if (auto m = policy.check_env(*e); !m.empty()) return fail(m);
+  std::mt19937_64 rng(seed);
+  const AgentConfig& ac = policy.config();
+  for (int episode = 0; !budget.exhausted() && !budget.steps_exhausted(); ++episode) {
+    auto [obs, info] = e->reset();
+    if (info.error) return fail(*info.error);
+    if (episode == 0) budget.start(*e, info.initial_time_s);
+    Exploration x;
+    x.epsilon = episode == 0 ? 0.0 : epsilon;
+    AgentObs o = to_agent_obs(obs, info.action_mask, ac);
+    for (;;) {
+      std::vector<float> q = policy.q_values(o);
+      int a = select_action(q.data(), o.mask, x, rng);
+      if (a < 0) break;
+      env::StepResult r = e->step(a);
+      budget.record(*e, r);
+      if (r.terminated || r.truncated || budget.exhausted() || budget.steps_exhausted()) break;
+      o = to_agent_obs(r.observation, r.info.action_mask, ac);
+    }
+    // A purely greedy policy on a deterministic env repeats itself: without exploration one
+    // episode is all there is.
+    if (epsilon == 0) break;
+  }
+  return budget.finish();
+}
+
+}  // namespace perfdojo::agents

@@ -1,0 +1,41 @@
+// A trained policy loaded from a checkpoint, and its budgeted search on a kernel: episode 1 is
+// purely greedy (masked argmax of Q); later episodes restart and take a random legal action with
+// probability eval_epsilon, so a larger budget buys new programs instead of replaying the greedy
+// trace. Budget accounting is EvalBudget's (baselines.h), the same as the baselines'.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "agents/baselines.h"
+#include "agents/checkpoint.h"
+#include "agents/dqn.h"
+#include "agents/q_network.h"
+
+namespace perfdojo::agents {
+
+/// A Q-network restored from a checkpoint, used greedily.
+class Policy {
+ public:
+  /// Loads `path`; a missing, corrupt or foreign file is an error, never a crash.
+  static ir::Result<std::shared_ptr<Policy>> load(const std::string& path);
+  /// Q-values of one observation (one per action).
+  std::vector<float> q_values(const AgentObs& obs);
+  /// The config the policy was trained with.
+  const AgentConfig& config() const { return checkpoint_.config; }
+  const Checkpoint& checkpoint() const { return checkpoint_; }
+  /// "" when `env` matches the network (features, actions, tokens), else why not.
+  std::string check_env(const env::Env& env) const;
+
+ private:
+  Policy(Checkpoint c, QNetwork net) : checkpoint_(std::move(c)), net_(std::move(net)) {}
+  Checkpoint checkpoint_;
+  QNetwork net_;
+};
+
+/// The policy's search on the kernel `config` names, with the evaluation budget.
+SearchResult agent_search(Policy& policy, const env::EnvConfig& config, const std::vector<int>& budgets,
+                          uint64_t seed, double epsilon);
+
+}  // namespace perfdojo::agents

@@ -1,0 +1,212 @@
+// evaluate_agent: runs a trained checkpoint on held-out kernels (env::test_split() by default)
+// with budgets of K backend evaluations, optionally next to the search baselines under the same
+// accounting (agents/baselines.h), and writes the table as CSV, pretty text or JSON.
+#include <tbb/parallel_for.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "agents/baselines.h"
+#include "agents/evaluate.h"
+#include "agents/train.h"
+#include "util/json.h"
+
+using namespace perfdojo;
+using namespace perfdojo::agents;
+
+namespace {
+
+void usage(std::FILE* f) {
+  std::fprintf(f,
+               "usage: evaluate_agent [--checkpoint CKPT] [--kernels test] [--budgets 10,100,1000] [--seeds 3]\n"
+               "                      [--baselines] [--no-agent] [--beam-width 4] [--epsilon E] [--backend NAME]\n"
+               "                      [--out DIR] [--json]\n"
+               "\n"
+               "Runs the checkpoint's policy on held-out kernels: the first episode greedy (masked argmax),\n"
+               "restarts with epsilon exploration while budget remains. One evaluation = one step that\n"
+               "times a program this search has not timed before. --baselines adds random search, greedy\n"
+               "best-first and beam search under the same accounting. Speed-ups are averaged over seeds.\n"
+               "\n"
+               "  --checkpoint CKPT  default runs/default/agent.ckpt\n"
+               "  --kernels SPEC     test (default), train, all, or comma-separated names/URIs\n"
+               "  --budgets LIST     ascending evaluation budgets (default 10,100,1000)\n"
+               "  --seeds N          runs per stochastic method and kernel (default 3)\n"
+               "  --epsilon E        exploration of the agent's restarts (default: the checkpoint's eval_epsilon)\n"
+               "  --backend NAME     backend to evaluate on (default: the checkpoint's, else cost_model)\n"
+               "  --out DIR          where eval.csv and eval.json go (default: the checkpoint's folder)\n"
+               "  --json             print the table as JSON on stdout\n");
+}
+
+struct Job {
+  std::string kernel, method;
+  uint64_t seed;
+  SearchResult result;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  std::string checkpoint = "runs/default/agent.ckpt", kernels_spec = "test", backend, out_dir;
+  std::vector<int> budgets = {10, 100, 1000};
+  int seeds = 3, beam_width = 4;
+  bool baselines = false, no_agent = false, json = false, checkpoint_given = false;
+  double epsilon = -1;
+  auto fail = [&](const std::string& m) {
+    if (json) std::printf("%s\n", util::JsonObject().add("error", m).str().c_str());
+    std::fprintf(stderr, "evaluate_agent: %s\n", m.c_str());
+    return 2;
+  };
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string a = args[i], v;
+    if (auto eq = a.find('='); a.rfind("--", 0) == 0 && eq != std::string::npos) {
+      v = a.substr(eq + 1);
+      a = a.substr(0, eq);
+      args.insert(args.begin() + static_cast<long>(i) + 1, v);
+    }
+    auto value = [&]() -> std::string { return i + 1 < args.size() ? args[++i] : std::string("\x01"); };
+    try {
+      if (a == "-h" || a == "--help") {
+        usage(stdout);
+        return 0;
+      } else if (a == "--json") json = true;
+      else if (a == "--baselines") baselines = true;
+      else if (a == "--no-agent") no_agent = true;
+      else if (a == "--checkpoint") checkpoint = value(), checkpoint_given = true;
+      else if (a == "--kernels") kernels_spec = value();
+      else if (a == "--backend") backend = value();
+      else if (a == "--out") out_dir = value();
+      else if (a == "--seeds") seeds = std::stoi(value());
+      else if (a == "--beam-width") beam_width = std::stoi(value());
+      else if (a == "--epsilon") epsilon = std::stod(value());
+      else if (a == "--budgets") {
+        budgets.clear();
+        std::stringstream ss(value());
+        std::string b;
+        while (std::getline(ss, b, ',')) budgets.push_back(std::stoi(b));
+      } else {
+        return fail("unexpected argument '" + a + "' (evaluate_agent --help)");
+      }
+    } catch (const std::exception&) {
+      return fail("bad value for " + a);
+    }
+  }
+  if (budgets.empty() || !std::is_sorted(budgets.begin(), budgets.end()) || budgets.front() < 1)
+    return fail("--budgets must be ascending positive integers");
+  if (seeds < 1 || beam_width < 1) return fail("--seeds and --beam-width must be >= 1");
+
+  // The policy (unless --no-agent, or --baselines with no checkpoint at the default path).
+  std::shared_ptr<Policy> policy;
+  AgentConfig base;
+  if (!no_agent && (checkpoint_given || !baselines || std::filesystem::exists(checkpoint))) {
+    auto p = Policy::load(checkpoint);
+    if (!p.ok()) return fail(p.error_text());
+    policy = p.value();
+    base = policy->config();
+  } else if (!no_agent) {
+    std::fprintf(stderr, "evaluate_agent: no checkpoint at %s; running the baselines only\n", checkpoint.c_str());
+  }
+  if (!policy && !baselines) return fail("nothing to evaluate (--no-agent without --baselines)");
+  if (!backend.empty()) base.backend = backend;
+  if (epsilon < 0) epsilon = base.eval_epsilon;
+  if (out_dir.empty())
+    out_dir = policy ? std::filesystem::path(checkpoint).parent_path().string() : std::string("runs/eval");
+  if (out_dir.empty()) out_dir = ".";
+  auto uris = resolve_kernels(kernels_spec);
+  if (!uris.ok()) return fail(uris.error_text());
+
+  std::vector<std::string> methods;
+  if (policy) methods.push_back("agent");
+  if (baselines) methods.insert(methods.end(), {"random", "greedy", "beam"});
+  std::vector<Job> jobs;
+  for (const auto& k : uris.value())
+    for (const auto& m : methods)
+      for (int s = 0; s < seeds; ++s) jobs.push_back({k, m, static_cast<uint64_t>(1000 + s), {}});
+  std::fprintf(stderr, "evaluate_agent: %zu kernels x %zu methods x %d seeds, budgets up to %d evaluations\n",
+               uris.value().size(), methods.size(), seeds, budgets.back());
+  tbb::parallel_for(size_t{0}, jobs.size(), [&](size_t i) {
+    Job& j = jobs[i];
+    env::EnvConfig ec = env_config_for(base, j.kernel, 0);
+    if (j.method == "agent") j.result = agent_search(*policy, ec, budgets, j.seed, epsilon);
+    else if (j.method == "random") j.result = random_search(ec, budgets, j.seed);
+    else if (j.method == "greedy") j.result = greedy_search(ec, budgets, j.seed);
+    else j.result = beam_search(ec, budgets, j.seed, beam_width);
+  });
+  for (const auto& j : jobs)
+    if (!j.result.error.empty()) return fail(short_name(j.kernel) + " (" + j.method + "): " + j.result.error);
+
+  // mean[kernel][method][budget index] over seeds; geomean over kernels per method and budget.
+  std::map<std::string, std::map<std::string, std::vector<double>>> mean;
+  for (const auto& j : jobs) {
+    auto& v = mean[j.kernel][j.method];
+    v.resize(budgets.size(), 0.0);
+    for (size_t b = 0; b < budgets.size(); ++b) v[b] += j.result.best_at[b] / seeds;
+  }
+  std::map<std::string, std::vector<double>> geomean;
+  for (const auto& m : methods) {
+    std::vector<double> g(budgets.size(), 0.0);
+    for (const auto& k : uris.value())
+      for (size_t b = 0; b < budgets.size(); ++b) g[b] += std::log(mean[k][m][b]) / uris.value().size();
+    for (auto& x : g) x = std::exp(x);
+    geomean[m] = g;
+  }
+
+  std::filesystem::create_directories(out_dir);
+  std::ofstream csv(out_dir + "/eval.csv");
+  csv << "kernel,method,budget,seed,speedup,evaluations\n";
+  for (const auto& j : jobs)
+    for (size_t b = 0; b < budgets.size(); ++b)
+      csv << short_name(j.kernel) << "," << j.method << "," << budgets[b] << "," << j.seed << ","
+          << j.result.best_at[b] << "," << std::min(j.result.evaluations, budgets[b]) << "\n";
+  for (const auto& m : methods)
+    for (size_t b = 0; b < budgets.size(); ++b)
+      csv << "geomean," << m << "," << budgets[b] << ",mean," << geomean[m][b] << ",\n";
+
+  util::JsonArray rows;
+  for (const auto& k : uris.value())
+    for (const auto& m : methods)
+      for (size_t b = 0; b < budgets.size(); ++b) {
+        util::JsonObject o;
+        o.add("kernel", short_name(k)).add("method", m).add("budget", budgets[b]).add("speedup", mean[k][m][b]);
+        rows.raw(o.str());
+      }
+  util::JsonObject g;
+  for (const auto& m : methods) {
+    util::JsonObject per;
+    for (size_t b = 0; b < budgets.size(); ++b) per.add(std::to_string(budgets[b]), geomean[m][b]);
+    g.raw(m, per.str());
+  }
+  util::JsonArray budgets_json;
+  for (int b : budgets) budgets_json.add(static_cast<int64_t>(b));
+  util::JsonObject doc;
+  doc.add("checkpoint", policy ? checkpoint : "").add("backend", base.backend).add("seeds", seeds);
+  doc.add("epsilon", epsilon).add("beam_width", beam_width).raw("budgets", budgets_json.str());
+  doc.raw("results", rows.str()).raw("geomean", g.str());
+  std::ofstream(out_dir + "/eval.json") << doc.str() << "\n";
+  if (json) {
+    std::printf("%s\n", doc.str().c_str());
+    return 0;
+  }
+  for (size_t b = 0; b < budgets.size(); ++b) {
+    std::printf("\nbest speed-up after %d evaluations (mean of %d seeds)\n%-18s", budgets[b], seeds, "kernel");
+    for (const auto& m : methods) std::printf(" %9s", m.c_str());
+    std::printf("\n");
+    for (const auto& k : uris.value()) {
+      std::printf("%-18s", short_name(k).c_str());
+      for (const auto& m : methods) std::printf(" %8.2fx", mean[k][m][b]);
+      std::printf("\n");
+    }
+    std::printf("%-18s", "geomean");
+    for (const auto& m : methods) std::printf(" %8.2fx", geomean[m][b]);
+    std::printf("\n");
+  }
+  std::printf("\ntable: %s/eval.csv, %s/eval.json\n", out_dir.c_str(), out_dir.c_str());
+  return 0;
+}

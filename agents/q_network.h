@@ -1,0 +1,69 @@
+// The dueling Q-network: an encoder of the IR observation feeding a state-value head V and an
+// advantage head A, combined as Q = V + A - mean(A) with the mean taken over legal actions only.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <string>
+
+#include "agents/config.h"
+
+namespace perfdojo::agents {
+
+/// Shapes of the network; all of them must match a checkpoint.
+struct NetworkShape {
+  int feature_size = 0;  ///< env::kFeatureSize
+  int action_count = 0;  ///< env action_spec().n (stop included)
+  int token_vocab = 0;   ///< env::token_vocabulary_size(), used by the token encoder
+};
+
+/// Value written into illegal entries before any max/argmax: far below any reachable Q-value,
+/// and finite, so no NaN can arise from it.
+inline constexpr float kMaskedQ = -1e9f;
+
+/// Encoder + dueling heads.
+class QNetworkImpl : public torch::nn::Module {
+ public:
+  QNetworkImpl(const AgentConfig& config, const NetworkShape& shape);
+
+  /// Q-values [B, A]. `features` [B, F] float, `tokens` [B, L] int64 (undefined unless the token
+  /// encoder is on), `mask` [B, A] bool (true = legal). Illegal entries are unspecified: use
+  /// masked_q / masked_argmax before comparing actions.
+  torch::Tensor forward(const torch::Tensor& features, const torch::Tensor& tokens, const torch::Tensor& mask);
+
+  /// Whether the network reads tokens.
+  bool uses_tokens() const { return uses_tokens_; }
+  /// Tokens the token encoder reads per observation.
+  int token_len() const { return token_len_; }
+
+ private:
+  bool uses_tokens_ = false;
+  int token_len_ = 0;
+  torch::nn::Sequential feature_encoder_{nullptr};
+  torch::nn::Embedding token_embedding_{nullptr}, position_embedding_{nullptr};
+  torch::nn::TransformerEncoder token_encoder_{nullptr};
+  torch::nn::Linear token_proj_{nullptr};
+  torch::nn::Sequential value_head_{nullptr}, advantage_head_{nullptr};
+};
+TORCH_MODULE(QNetwork);
+
+/// Q with illegal entries replaced by kMaskedQ.
+torch::Tensor masked_q(const torch::Tensor& q, const torch::Tensor& mask);
+/// Index of the best legal action per row [B] (int64).
+torch::Tensor masked_argmax(const torch::Tensor& q, const torch::Tensor& mask);
+
+/// The network's weights as a torch archive in memory.
+std::string network_bytes(QNetwork& net);
+/// Loads weights written by network_bytes; returns "" or why not (never throws).
+std::string load_network_bytes(QNetwork& net, const std::string& bytes);
+
+/// One compute thread for torch and for the OpenBLAS it calls: results do not depend on thread
+/// scheduling (reproducible runs), and the actors' oneTBB threads get the other cores.
+void use_single_thread();
+
+/// Copies every parameter and buffer of `from` into `to` (hard target sync).
+void hard_update(QNetwork& to, const QNetwork& from);
+/// to = tau * from + (1 - tau) * to, parameter by parameter (Polyak averaging).
+void soft_update(QNetwork& to, const QNetwork& from, double tau);
+
+}  // namespace perfdojo::agents

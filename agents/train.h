@@ -1,0 +1,53 @@
+// The training loop: N actor envs stepped in parallel on oneTBB feed one learner. Reads top to
+// bottom in train.cpp: set-up, resume, the rollout/learn loop, logging, checkpoints, summary.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "agents/checkpoint.h"
+#include "agents/config.h"
+#include "agents/curriculum.h"
+#include "agents/dqn.h"
+#include "gym/env.h"
+
+namespace perfdojo::agents {
+
+/// How train() talks to its caller.
+struct TrainOptions {
+  std::string resume;                     ///< checkpoint to continue from ("" = fresh run)
+  bool progress_bar = true;               ///< draw a bar on stderr when it is a terminal
+  bool quiet = false;                     ///< no periodic lines on stderr
+  const std::atomic<bool>* stop = nullptr;  ///< set by a signal handler: finish cleanly
+};
+
+/// What a run produced.
+struct TrainSummary {
+  std::string error;  ///< set when the run could not start (bad config, bad checkpoint...)
+  AgentConfig config;
+  int64_t global_step = 0, updates = 0, episodes = 0;
+  double elapsed_s = 0;
+  bool interrupted = false;
+  std::vector<RankedKernel> kernels;       ///< training kernels, curriculum order
+  std::map<std::string, KernelBest> best;  ///< by URI
+  std::vector<float> td_losses;            ///< every update's TD loss, in order
+  std::string checkpoint_path;
+};
+
+/// The env config the agent trains and evaluates with (observation spaces, reward space...).
+env::EnvConfig env_config_for(const AgentConfig& c, const std::string& benchmark, uint64_t seed);
+
+/// The agent's view of an env state: features (and tokens), and the env's mask with the stop
+/// action removed unless allow_stop, or unless nothing else is legal.
+AgentObs to_agent_obs(const env::Observation& o, const std::vector<uint8_t>& env_mask, const AgentConfig& c);
+
+/// "softmax" for "perfdojo://suite/softmax"; other URIs unchanged.
+std::string short_name(const std::string& uri);
+
+/// Trains; never throws for a user error (it is returned in `error`).
+TrainSummary train(const AgentConfig& config, const TrainOptions& options);
+
+}  // namespace perfdojo::agents

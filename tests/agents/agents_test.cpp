@@ -1,0 +1,296 @@
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+
+#include "agents/baselines.h"
+#include "agents/checkpoint.h"
+#include "agents/config.h"
+#include "agents/dqn.h"
+#include "agents/evaluate.h"
+#include "agents/train.h"
+#include "gym/observation.h"
+
+using namespace perfdojo;
+using namespace perfdojo::agents;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A kernel small enough that a few seconds of training see many episodes.
+constexpr const char* kTinyKernel = "perfdojo://gen/softmax?seed=3";
+
+std::string temp_dir(const std::string& name) {
+  fs::path p = fs::temp_directory_path() / ("perfdojo_agents_test_" + name);
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p.string();
+}
+
+AgentConfig tiny_config(const std::string& out) {
+  AgentConfig c;
+  c.kernels = kTinyKernel;
+  c.total_steps = 1200;
+  c.num_envs = 2;
+  c.max_episode_steps = 8;
+  c.hidden = 64;
+  c.batch_size = 32;
+  c.buffer_size = 4000;
+  c.learning_starts = 200;
+  c.updates_per_step = 1;
+  c.target_update = 100;
+  c.lr = 1e-3;
+  c.out_dir = out;
+  c.seed = 7;
+  return c;
+}
+
+TrainOptions quiet() {
+  TrainOptions o;
+  o.progress_bar = false;
+  o.quiet = true;
+  return o;
+}
+
+double mean(const std::vector<float>& v, size_t from, size_t to) {
+  return std::accumulate(v.begin() + from, v.begin() + to, 0.0) / static_cast<double>(to - from);
+}
+
+AgentObs observation_of(const std::string& kernel, const AgentConfig& c) {
+  auto e = env::Env::make(env_config_for(c, kernel, 0));
+  REQUIRE_MESSAGE(e.ok(), e.error_text());
+  auto [obs, info] = e.value()->reset();
+  return to_agent_obs(obs, info.action_mask, c);
+}
+
+}  // namespace
+
+TEST_CASE("training on a tiny kernel with a fixed seed lowers the TD loss") {
+  TrainSummary s = train(tiny_config(temp_dir("loss")), quiet());
+  REQUIRE_MESSAGE(s.error.empty(), s.error);
+  CHECK(s.global_step == 1200);
+  REQUIRE(s.td_losses.size() >= 400);
+  const size_t n = s.td_losses.size();
+  double first = mean(s.td_losses, 0, 100), last = mean(s.td_losses, n - 100, n);
+  MESSAGE("TD loss: first 100 updates " << first << ", last 100 " << last);
+  CHECK(last < first);
+  REQUIRE(s.best.count(kTinyKernel) == 1);
+  CHECK(s.best.at(kTinyKernel).speedup >= 1.0);
+  CHECK(fs::exists(s.checkpoint_path));
+}
+
+TEST_CASE("a fixed seed and step budget reproduce the run exactly") {
+  AgentConfig c = tiny_config(temp_dir("repro_a"));
+  c.total_steps = 400;
+  TrainSummary a = train(c, quiet());
+  c.out_dir = temp_dir("repro_b");
+  TrainSummary b = train(c, quiet());
+  REQUIRE(a.error.empty());
+  REQUIRE(b.error.empty());
+  CHECK(a.td_losses == b.td_losses);
+  CHECK(a.best.at(kTinyKernel).trace == b.best.at(kTinyKernel).trace);
+}
+
+TEST_CASE("a checkpoint round-trips: save, load, same Q-values") {
+  AgentConfig c = tiny_config(temp_dir("roundtrip"));
+  NetworkShape shape{env::kFeatureSize, 0, env::token_vocabulary_size()};
+  AgentObs o = observation_of(kTinyKernel, c);
+  shape.action_count = static_cast<int>(o.mask.size());
+  torch::manual_seed(3);
+  DqnLearner learner(c, shape);
+  for (int i = 0; i < 64; ++i) learner.remember(o, i % 2 == 0 ? 0 : 1, 0.1 * i, o, i % 5 == 0);
+  for (int i = 0; i < 5; ++i) learner.update(1.0);
+  Checkpoint ck;
+  ck.config = c;
+  ck.feature_size = shape.feature_size;
+  ck.action_count = shape.action_count;
+  ck.token_vocab = shape.token_vocab;
+  ck.global_step = 64;
+  ck.best[kTinyKernel] = KernelBest{1.5, 2.0, 1.0, {"tile_scope 0 8", "vectorize 0.1 8"}};
+  ck.model = learner.model_bytes();
+  ck.optimizer = learner.optimizer_bytes();
+  std::string path = c.out_dir + "/rt.ckpt";
+  REQUIRE(save_checkpoint(ck, path).empty());
+  CHECK_FALSE(fs::exists(path + ".tmp"));
+
+  auto loaded = load_checkpoint(path);
+  REQUIRE_MESSAGE(loaded.ok(), loaded.error_text());
+  CHECK(loaded->global_step == 64);
+  CHECK(to_text(loaded->config) == to_text(c));
+  CHECK(loaded->best.at(kTinyKernel).trace == ck.best[kTinyKernel].trace);
+
+  auto policy = Policy::load(path);
+  REQUIRE_MESSAGE(policy.ok(), policy.error_text());
+  torch::Tensor expected = learner.q_values({&o}).contiguous();
+  std::vector<float> got = policy.value()->q_values(o);
+  REQUIRE(static_cast<int64_t>(got.size()) == expected.numel());
+  for (size_t i = 0; i < got.size(); ++i) REQUIRE(got[i] == expected.data_ptr<float>()[i]);
+
+  DqnLearner other(c, shape);
+  CHECK(other.load_model_bytes(ck.model).empty());
+  CHECK(other.load_optimizer_bytes(ck.optimizer).empty());
+  CHECK(torch::equal(other.q_values({&o}), learner.q_values({&o})));
+}
+
+TEST_CASE("a corrupt, truncated, foreign or mismatched checkpoint is refused with a message") {
+  std::string dir = temp_dir("corrupt");
+  TrainSummary s = train([&] {
+    AgentConfig c = tiny_config(dir);
+    c.total_steps = 250;
+    return c;
+  }(), quiet());
+  REQUIRE(s.error.empty());
+  std::ifstream in(s.checkpoint_path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto write = [&](const std::string& name, const std::string& data) {
+    std::string p = dir + "/" + name;
+    std::ofstream(p, std::ios::binary) << data;
+    return p;
+  };
+
+  std::string flipped = bytes;
+  flipped[flipped.size() / 2] ^= 0x5a;
+  auto r = load_checkpoint(write("flipped.ckpt", flipped));
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error_text().find("checksum") != std::string::npos);
+
+  r = load_checkpoint(write("truncated.ckpt", bytes.substr(0, bytes.size() / 3)));
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error_text().find("corrupt") != std::string::npos);
+
+  r = load_checkpoint(write("foreign.ckpt", "this is not a checkpoint at all"));
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error_text().find("bad magic") != std::string::npos);
+
+  r = load_checkpoint(dir + "/missing.ckpt");
+  REQUIRE_FALSE(r.ok());
+
+  auto p = Policy::load(dir + "/flipped.ckpt");
+  CHECK_FALSE(p.ok());
+
+  auto good = load_checkpoint(s.checkpoint_path);
+  REQUIRE(good.ok());
+  AgentConfig wider = good->config;
+  wider.hidden = 32;
+  std::string why = check_compatible(good.value(), wider, env::kFeatureSize, good->action_count, good->token_vocab);
+  CHECK(why.find("hidden=64") != std::string::npos);
+  why = check_compatible(good.value(), good->config, env::kFeatureSize, good->action_count + 1, good->token_vocab);
+  CHECK(why.find("actions") != std::string::npos);
+  why = check_compatible(good.value(), good->config, env::kFeatureSize + 1, good->action_count, good->token_vocab);
+  CHECK(why.find("features") != std::string::npos);
+
+  TrainOptions resume = quiet();
+  resume.resume = s.checkpoint_path;
+  AgentConfig c = good->config;
+  c.hidden = 32;
+  TrainSummary refused = train(c, resume);
+  CHECK(refused.error.find("hidden") != std::string::npos);
+  resume.resume = dir + "/flipped.ckpt";
+  refused = train(good->config, resume);
+  CHECK(refused.error.find("checksum") != std::string::npos);
+}
+
+TEST_CASE("resume continues from the checkpoint's counters") {
+  AgentConfig c = tiny_config(temp_dir("resume"));
+  c.total_steps = 250;
+  TrainSummary first = train(c, quiet());
+  REQUIRE(first.error.empty());
+  c.total_steps = 600;  // the replay refills (learning_starts) before updates resume
+  TrainOptions o = quiet();
+  o.resume = first.checkpoint_path;
+  TrainSummary second = train(c, o);
+  REQUIRE_MESSAGE(second.error.empty(), second.error);
+  CHECK(second.global_step == 600);
+  CHECK(second.updates > first.updates);
+}
+
+TEST_CASE("Max-Q targets take the peak, the sum target adds, and only termination stops bootstrapping") {
+  auto r = torch::tensor({1.0f, 1.0f, 0.5f, 0.5f});
+  auto term = torch::tensor({0.0f, 1.0f, 0.0f, 0.0f});
+  auto q_next = torch::tensor({0.5f, 5.0f, 2.0f, 2.0f});
+  auto legal = torch::tensor({1.0f, 1.0f, 1.0f, 0.0f});
+  auto y = td_targets(r, term, q_next, legal, 0.5, true);
+  CHECK(y[0].item<float>() == doctest::Approx(1.0));   // r beats gamma * Q'
+  CHECK(y[1].item<float>() == doctest::Approx(1.0));   // terminated: r alone
+  CHECK(y[2].item<float>() == doctest::Approx(1.0));   // gamma * Q' = 1.0 beats r = 0.5
+  CHECK(y[3].item<float>() == doctest::Approx(0.5));   // no legal action in s'
+  y = td_targets(r, term, q_next, legal, 0.5, false);
+  CHECK(y[0].item<float>() == doctest::Approx(1.25));
+  CHECK(y[1].item<float>() == doctest::Approx(1.0));
+  CHECK(y[2].item<float>() == doctest::Approx(1.5));
+}
+
+TEST_CASE("masked argmax never picks an illegal action and the dueling mean ignores them") {
+  auto q = torch::tensor({{5.0f, 1.0f, 2.0f}, {0.0f, -1.0f, 9.0f}});
+  auto mask = torch::tensor({{false, true, true}, {true, true, false}});
+  auto a = masked_argmax(q, mask);
+  CHECK(a[0].item<int64_t>() == 2);
+  CHECK(a[1].item<int64_t>() == 0);
+  std::vector<uint8_t> m = {0, 1, 1};
+  std::mt19937_64 rng(1);
+  for (double eps : {0.0, 1.0})
+    for (int i = 0; i < 50; ++i) CHECK(m[select_action(q[0].contiguous().data_ptr<float>(), m, {false, eps, 1.0}, rng)]);
+  for (int i = 0; i < 50; ++i) CHECK(m[select_action(q[0].contiguous().data_ptr<float>(), m, {true, 0, 5.0}, rng)]);
+}
+
+TEST_CASE("exploration runs epsilon-greedy, then Boltzmann, then near-greedy") {
+  AgentConfig c;
+  CHECK(exploration_at(c, 0).epsilon == doctest::Approx(0.9));
+  CHECK_FALSE(exploration_at(c, 0.1).boltzmann);
+  CHECK(exploration_at(c, 0.5).boltzmann);
+  CHECK(exploration_at(c, 0.5).temperature < c.temp_start);
+  CHECK_FALSE(exploration_at(c, 0.9).boltzmann);
+  CHECK(exploration_at(c, 0.9).epsilon == doctest::Approx(0.01));
+}
+
+TEST_CASE("config files and flags are parsed with precise errors") {
+  AgentConfig c;
+  CHECK(set_field(c, "lr", "0.01").empty());
+  CHECK(c.lr == doctest::Approx(0.01));
+  CHECK(set_field(c, "lr", "fast").find("expected a number") != std::string::npos);
+  CHECK(set_field(c, "no_such_key", "1").find("unknown setting") != std::string::npos);
+  std::string dir = temp_dir("config");
+  std::ofstream(dir + "/a.json") << "{\"hidden\": 32, \"target\": \"sum\", \"prioritized\": true}";
+  CHECK(load_config_file(c, dir + "/a.json").empty());
+  CHECK(c.hidden == 32);
+  CHECK(c.target == "sum");
+  CHECK(c.prioritized);
+  CHECK(effective_reward_space(c) == "log_speedup_step");
+  std::ofstream(dir + "/b.cfg") << "# comment\nhidden = 16\nbatch_size=oops\n";
+  CHECK(load_config_file(c, dir + "/b.cfg").find("b.cfg:3") != std::string::npos);
+  AgentConfig round;
+  CHECK(parse_text(round, to_text(c), "x").empty());
+  CHECK(to_text(round) == to_text(c));
+}
+
+TEST_CASE("the curriculum starts with the simplest kernels and ends on all of them") {
+  auto ranked = rank_kernels({"perfdojo://suite/attention", "perfdojo://suite/transpose", "perfdojo://suite/global-sum"});
+  REQUIRE(ranked.ok());
+  CHECK(ranked->back().uri == "perfdojo://suite/attention");
+  AgentConfig c;
+  c.curriculum_start = 1;
+  c.curriculum_step = 1;
+  Curriculum cur(ranked.value(), c);
+  CHECK(cur.stages() == 3);
+  CHECK(cur.active() == 1);
+  CHECK_FALSE(cur.update(0.01, {}));
+  CHECK(cur.update(0.01, {{ranked->front().uri, 10.0}}));  // threshold met
+  CHECK(cur.active() == 2);
+  CHECK(cur.update(0.6, {}));  // staged budget spent
+  CHECK(cur.active() == 3);
+}
+
+TEST_CASE("baselines respect the evaluation budget and report a monotone anytime curve") {
+  env::EnvConfig ec = env_config_for(AgentConfig{}, kTinyKernel, 0);
+  for (int method = 0; method < 3; ++method) {
+    SearchResult r = method == 0   ? random_search(ec, {5, 20}, 1)
+                     : method == 1 ? greedy_search(ec, {5, 20}, 1)
+                                   : beam_search(ec, {5, 20}, 1, 2);
+    REQUIRE(r.error.empty());
+    CHECK(r.evaluations <= 20);
+    CHECK(r.best_at[0] >= 1.0);
+    CHECK(r.best_at[1] >= r.best_at[0]);
+    CHECK(r.best_speedup == doctest::Approx(r.best_at[1]));
+  }
+}
