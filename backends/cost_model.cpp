@@ -42,7 +42,7 @@ struct ScopeInfo {
   double trips;    // how often its body runs: product of the extents down to it
   int acc_begin, acc_end;  // its accesses (depth-first order makes them contiguous)
   int kids_begin, kids_end;  // into the children pool: scope index, or ~statement index
-  double f1_bytes = 0;       // footprint of one iteration
+  double f1_bytes[3] = {};   // footprint of one iteration, as each cache level sees it
   double fall_bytes = 0;     // footprint of one whole execution
   double fall_traffic = 0;   // the same with written lines counted twice (write-back)
 };
@@ -66,6 +66,13 @@ struct StmtInfo {
   int nest;
 };
 
+// Cache lines one access touches for one choice of free iterators (see access_lines).
+struct Lines {
+  double lines = 0;
+  double blocks = 1;
+  double align = 1;
+};
+
 struct Flat {
   std::vector<BufInfo> bufs;
   std::vector<ScopeInfo> scopes;
@@ -73,7 +80,7 @@ struct Flat {
   std::vector<AccInfo> accs;
   std::vector<int> chains;      // pool
   std::vector<int64_t> coefs;   // pool
-  std::vector<double> lines;    // pool
+  std::vector<Lines> lines;     // pool
   std::vector<int> kids;        // pool
   std::vector<int> top;         // top-level children: scope index or ~statement index
   int canon_count = 0;
@@ -150,11 +157,12 @@ void walk(Flat& f, const std::vector<ir::NodePtr>& body, int parent, int depth, 
   }
 }
 
-// Distinct cache lines one access touches while the iterators of depth >= dmin run over their
-// extents and the others stay fixed. Iterators are taken in order of increasing stride: one whose
-// stride stays within the contiguous run so far (or within a line) extends the run, a larger one
-// repeats it as separate blocks.
-double access_lines(const Flat& f, const AccInfo& a, const StmtInfo& s, int dmin) {
+// Cache lines one access touches while the iterators of depth >= dmin run over their extents
+// and the others stay fixed, as `blocks` separate runs. Iterators are taken in order of
+// increasing stride: one whose stride stays within the contiguous run so far (or within a line)
+// extends the run, a larger one repeats it as separate blocks. `align` is the largest power of
+// two dividing the first block stride in lines: blocks that far apart share cache sets.
+Lines access_lines(const Flat& f, const AccInfo& a, const StmtInfo& s, int dmin) {
   struct Term {
     int64_t stride;
     int64_t span;
@@ -176,23 +184,39 @@ double access_lines(const Flat& f, const AccInfo& a, const StmtInfo& s, int dmin
   }
   std::sort(terms, terms + n, [](const Term& x, const Term& y) { return x.stride < y.stride; });
   const double esz = f.bufs[a.buf].esz;
-  double run = 1, blocks = 1;
+  double run = 1;
+  Lines out;
   for (int j = 0; j < n; ++j) {
     double c = static_cast<double>(terms[j].stride), s2 = static_cast<double>(terms[j].span);
     if (c <= run || c * esz <= kLineBytes) {
       run += c * s2;
     } else {
-      blocks *= s2 + 1;
+      if (out.blocks == 1) {
+        const int64_t bytes = terms[j].stride * static_cast<int64_t>(esz);
+        if (bytes % static_cast<int64_t>(kLineBytes) == 0) {
+          int64_t l = bytes / static_cast<int64_t>(kLineBytes);
+          out.align = static_cast<double>(l & -l);
+        }
+      }
+      out.blocks *= s2 + 1;
     }
   }
-  double lines = blocks * std::ceil(run * esz / kLineBytes);
-  return std::min(lines, f.bufs[a.buf].lines);
+  out.lines = std::min(out.blocks * std::ceil(run * esz / kLineBytes), f.bufs[a.buf].lines);
+  return out;
 }
+
+// A set-associative cache level, for conflicts: `sets` sets of `ways` lines.
+struct CacheGeometry {
+  double sets = 0;  // 0: ignore conflicts
+  double ways = 8;
+};
 
 // Footprint in bytes of the accesses [b, e) with iterators of depth >= dmin free. Identical
 // accesses count once; a buffer never counts more lines than it has. `traffic` counts written
-// buffers twice (the line comes in and is written back).
-void footprint(const Flat& f, int b, int e, int dmin, std::vector<double>& canon_lines,
+// buffers twice (the line comes in and is written back). With a cache geometry, an access whose
+// blocks crowd into fewer sets than they need counts as large as the share of the cache it
+// effectively uses up.
+void footprint(const Flat& f, int b, int e, int dmin, CacheGeometry g, std::vector<double>& canon_lines,
                std::vector<double>& buf_lines, std::vector<char>& buf_written, double* bytes,
                double* traffic) {
   std::fill(canon_lines.begin(), canon_lines.end(), 0.0);
@@ -201,8 +225,13 @@ void footprint(const Flat& f, int b, int e, int dmin, std::vector<double>& canon
   for (int i = b; i < e; ++i) {
     const AccInfo& a = f.accs[i];
     if (f.bufs[a.buf].small_temp) continue;
-    double l = f.lines[a.lines_off + std::min(dmin, a.depth)];
-    canon_lines[a.canon] = std::max(canon_lines[a.canon], l);
+    const Lines& l = f.lines[a.lines_off + std::min(dmin, a.depth)];
+    double lines = l.lines;
+    if (g.sets > 0 && l.align > 1) {
+      double used = std::max(1.0, g.sets / std::min(l.align, g.sets));
+      if (l.blocks > used * g.ways) lines *= g.sets / used;
+    }
+    canon_lines[a.canon] = std::max(canon_lines[a.canon], lines);
     if (a.write) buf_written[a.buf] = 1;
   }
   for (int i = b; i < e; ++i) {
@@ -214,7 +243,7 @@ void footprint(const Flat& f, int b, int e, int dmin, std::vector<double>& canon
   }
   double by = 0, tr = 0;
   for (size_t k = 0; k < buf_lines.size(); ++k) {
-    double l = std::min(buf_lines[k], f.bufs[k].lines) * kLineBytes;
+    double l = (g.sets > 0 ? buf_lines[k] : std::min(buf_lines[k], f.bufs[k].lines)) * kLineBytes;
     by += l;
     tr += buf_written[k] ? 2 * l : l;
   }
@@ -222,7 +251,7 @@ void footprint(const Flat& f, int b, int e, int dmin, std::vector<double>& canon
   *traffic = tr;
 }
 
-Flat flatten(const ir::Program& p) {
+Flat flatten(const ir::Program& p, const MachineProfile& m) {
   Flat f;
   f.bufs.reserve(p.buffers.size());
   for (const auto& d : p.buffers) {
@@ -276,11 +305,16 @@ Flat flatten(const ir::Program& p) {
   }
   std::vector<double> canon_lines(f.canon_count), buf_lines(f.bufs.size());
   std::vector<char> buf_written(f.bufs.size());
+  const CacheGeometry geo[3] = {{m.l1_bytes / (kLineBytes * m.l1_ways), m.l1_ways},
+                                {m.l2_bytes / (kLineBytes * m.l2_ways), m.l2_ways},
+                                {0, m.l3_ways}};  // the last level hashes its sets
   for (auto& s : f.scopes) {
     double t = 0;
-    footprint(f, s.acc_begin, s.acc_end, s.depth + 1, canon_lines, buf_lines, buf_written, &s.f1_bytes, &t);
-    footprint(f, s.acc_begin, s.acc_end, s.depth, canon_lines, buf_lines, buf_written, &s.fall_bytes,
-              &s.fall_traffic);
+    for (int level = 0; level < 3; ++level)
+      footprint(f, s.acc_begin, s.acc_end, s.depth + 1, geo[level], canon_lines, buf_lines, buf_written,
+                &s.f1_bytes[level], &t);
+    footprint(f, s.acc_begin, s.acc_end, s.depth, CacheGeometry{}, canon_lines, buf_lines, buf_written,
+              &s.fall_bytes, &s.fall_traffic);
   }
   return f;
 }
@@ -336,148 +370,267 @@ struct NestCost {
   double level_s[4] = {};
 };
 
+// How the generated C runs a scope's iterations: `lanes` at a time (an explicit `:vec` scope,
+// or a loop GCC -O3 vectorises on its own), in `chunks` = ceil(extent / lanes) steps.
+struct ScopeRun {
+  double lanes = 1;
+  double chunks = 1;
+  double trips = 1;  // steps of this scope over the whole run: product of chunks down to it
+  bool unrolled = false;  // written out as copies: no loop bookkeeping, copies can be registers
+};
+
+bool has_trans(const ir::Expr& e) {
+  if (e.kind == ir::ExprKind::kUnary &&
+      (e.un == ir::UnOp::kExp || e.un == ir::UnOp::kLog || e.un == ir::UnOp::kTanh))
+    return true;
+  for (const auto& a : e.args)
+    if (has_trans(*a)) return true;
+  return false;
+}
+
 struct Model {
   const MachineProfile& m;
   const Flat& f;
   std::vector<NestCost> nests;
   double freq_hz;
+  std::vector<ScopeRun> run;
 
   double par_speedup(int par) const {
     if (par < 0) return 1;
     double e = static_cast<double>(f.scopes[par].extent);
     double t = std::min<double>(std::max(m.cores, 1), e);
-    return e / std::ceil(e / t);
+    return std::max(0.05, e / std::ceil(e / t) * (t > 1 ? m.parallel_efficiency : 1.0));
   }
 
   // FMA-pipe instructions per cycle at a width (f32 lanes; 1 = scalar).
-  double pipe_rate(int lanes) const {
-    double peak = lanes >= 16 ? m.peak_gflops_avx512 : lanes > 1 ? m.peak_gflops_avx2 : m.peak_gflops_scalar;
-    if (peak <= 0) peak = m.peak_gflops_avx2;
-    return std::max(0.25, peak / (2.0 * std::max(lanes, 1) * m.freq_ghz));
+  double pipe_rate(double lanes) const {
+    double peak = lanes > 8 ? m.peak_gflops_avx512 : lanes > 1 ? m.peak_gflops_avx2 : m.peak_gflops_scalar;
+    double width = lanes > 8 ? 16 : lanes > 1 ? 8 : 1;
+    if (peak <= 0) {
+      peak = m.peak_gflops_avx2;
+      width = 8;
+    }
+    return std::max(0.25, peak / (2.0 * width * m.freq_ghz));
+  }
+
+  bool innermost(int s) const {
+    for (int k = f.scopes[s].kids_begin; k < f.scopes[s].kids_end; ++k)
+      if (f.kids[k] >= 0) return false;
+    return true;
+  }
+
+  // Whether GCC's vectoriser takes the iterations of the scope at depth d over the statements
+  // `kids` of `scope`: every access unit-stride or invariant in it, no libm call (no vector
+  // variants without -ffast-math), and no float reduction into an element invariant in it
+  // (reassociation is not allowed). `invariant_reduction` reports the last case on its own.
+  // Whether GCC's vectoriser can take the iterations of depth d over every statement inside
+  // `scope`: every access unit-stride or invariant in them, no libm call (no vector variants
+  // without -ffast-math), and no float reduction into an element invariant in them
+  // (reassociation is not allowed). A reduction into a register temporary is allowed when
+  // `private_registers` (it is re-initialised per iteration of an outer vectorised loop).
+  bool vectorisable(int scope, int d, bool private_registers) const {
+    const ScopeInfo& sc = f.scopes[scope];
+    for (int i = sc.acc_begin; i < sc.acc_end; ++i) {
+      int64_t c = f.coefs[f.accs[i].coef_off + d];
+      if (c != 0 && c != 1) return false;
+    }
+    for (int si = 0; si < static_cast<int>(f.stmts.size()); ++si) {
+      const StmtInfo& st = f.stmts[si];
+      if (st.acc_begin < sc.acc_begin || st.acc_begin >= sc.acc_end) continue;
+      if (has_trans(*st.stmt->rhs)) return false;
+      const AccInfo& t = f.accs[st.acc_begin];
+      if (f.coefs[t.coef_off + d] != 0) continue;
+      if (private_registers && f.bufs[t.buf].registers) continue;
+      if (st.stmt->op != ir::Reduce::kNone) return false;
+      if (!f.bufs[t.buf].registers) return false;  // every lane stores to one element
+    }
+    return true;
+  }
+
+  // Decides, per scope, whether its iterations are written out (`:unroll`, or a small loop GCC
+  // unrolls completely) and how many lanes they run with (`:vec`, or GCC's loop, outer-loop and
+  // straight-line vectorisers, tried in that order as GCC -O3 does).
+  void plan_vectors() {
+    const size_t n = f.scopes.size();
+    run.assign(n, ScopeRun{});
+    std::vector<char> unrolled(n, 0), flat(n, 1), has_vec(n, 0);
+    std::vector<double> copies(n, 1);  // statement copies one execution of the scope prints
+    const double native = m.native_lanes();
+    auto floor_pow2 = [](double x) {
+      double p = 1;
+      while (p * 2 <= x) p *= 2;
+      return p;
+    };
+    // Children come after their parent in depth-first order: walk backwards for bottom-up facts.
+    for (size_t s = n; s-- > 0;) {
+      const ScopeInfo& sc = f.scopes[s];
+      double body = 0;
+      for (int k = sc.kids_begin; k < sc.kids_end; ++k) {
+        int kid = f.kids[k];
+        if (kid < 0) {
+          body += 1;
+          continue;
+        }
+        body += copies[kid];
+        if (!unrolled[kid] && f.scopes[kid].annot != Annot::kVector) flat[s] = 0;
+        if (!flat[kid]) flat[s] = 0;
+        if (has_vec[kid] || f.scopes[kid].annot == Annot::kVector) has_vec[s] = 1;
+      }
+      const double e = static_cast<double>(sc.extent);
+      // GCC peels loops of up to 16 iterations whose copies stay small.
+      unrolled[s] = sc.annot == Annot::kUnroll ||
+                    (sc.annot == Annot::kNone && flat[s] && e <= 16 && e * body <= 32);
+      copies[s] = unrolled[s] ? e * body : body + 1;
+    }
+    for (size_t s = 0; s < n; ++s) {
+      const ScopeInfo& sc = f.scopes[s];
+      const double e = static_cast<double>(sc.extent);
+      if (sc.annot == Annot::kVector) {
+        run[s].lanes = std::min(e, native);
+        continue;
+      }
+      // The innermost real loop: everything inside it is written out.
+      if (unrolled[s] || !flat[s] || has_vec[s] || sc.acc_begin == sc.acc_end) continue;
+      if (sc.annot != Annot::kNone && sc.annot != Annot::kParallel) continue;
+      const int si = static_cast<int>(s);
+      if (vectorisable(si, sc.depth, false)) {
+        double lanes = std::min(native, floor_pow2(e));
+        if (lanes >= 4) run[s].lanes = lanes;
+        continue;
+      }
+      // Outer loop: across the parent's iterations when the parent holds nothing else.
+      if (sc.annot == Annot::kNone && sc.parent >= 0) {
+        const ScopeInfo& p = f.scopes[sc.parent];
+        if ((p.annot == Annot::kNone || p.annot == Annot::kParallel) && p.kids_end - p.kids_begin == 1 &&
+            static_cast<double>(p.extent) >= native && vectorisable(si, p.depth, true)) {
+          run[sc.parent].lanes = native;
+          continue;
+        }
+      }
+      // Straight-line code: copies of an unrolled scope inside that touch consecutive elements.
+      for (size_t u = s + 1; u < n && f.scopes[u].acc_begin < sc.acc_end; ++u) {
+        const ScopeInfo& us = f.scopes[u];
+        if (!unrolled[u] || us.extent < 4) continue;
+        bool inner_unrolled = false;
+        for (int k = us.kids_begin; k < us.kids_end; ++k) inner_unrolled = inner_unrolled || f.kids[k] >= 0;
+        if (!inner_unrolled && vectorisable(static_cast<int>(u), us.depth, false))
+          run[u].lanes = std::min(native, floor_pow2(static_cast<double>(us.extent)));
+      }
+    }
+    for (size_t s = 0; s < n; ++s) {
+      const ScopeInfo& sc = f.scopes[s];
+      run[s].chunks = std::ceil(static_cast<double>(sc.extent) / run[s].lanes);
+      run[s].trips = (sc.parent >= 0 ? run[sc.parent].trips : 1.0) * run[s].chunks;
+      run[s].unrolled = unrolled[s];
+    }
   }
 
   // One group: the statements whose nearest enclosing non-vector scope is `owner` (-1: top
-  // level), costed per iteration of that scope.
+  // level). Totals over the whole run: instructions, ports, issue and dependence chains.
   void cost_group(int owner, const std::vector<int>& stmts) {
-    const double iters = owner < 0 ? 1 : f.scopes[owner].trips;
     double fp = 0, ld = 0, st = 0, uops = 0, div = 0, chain = 0, l1_bytes = 0;
-    int par = owner < 0 ? -1 : f.scopes[owner].par;
-    int nest = f.stmts[stmts[0]].nest;
+    const int par = owner < 0 ? -1 : f.scopes[owner].par;
+    const int nest = f.stmts[stmts[0]].nest;
     const double hoist_regs = m.native_lanes() >= 16 ? 24 : 12;
     for (int si : stmts) {
       const StmtInfo& s = f.stmts[si];
       const ir::Stmt& stmt = *s.stmt;
-      const double esz = ir::dtype_bytes(f.bufs[f.accs[s.acc_begin].buf].decl->dtype);
-      // Vector scope (innermost by construction): instructions per execution of it.
-      int vec_depth = -1;
-      double vec_instr = 1, lanes = 1;
-      if (s.depth > 0) {
-        const ScopeInfo& in = f.scopes[f.chains[s.chain_off + s.depth - 1]];
-        if (in.annot == Annot::kVector) {
-          vec_depth = s.depth - 1;
-          double native = m.native_lanes() * 4.0 / esz;
-          vec_instr = std::ceil(static_cast<double>(in.extent) / native);
-          lanes = std::min<double>(static_cast<double>(in.extent), native);
+      const AccInfo& target = f.accs[s.acc_begin];
+      const double esz = f.bufs[target.buf].esz;
+      auto scope_at = [&](int k) { return f.chains[s.chain_off + k]; };
+      // The vectorised scope of this statement, if any (the innermost scope or its parent).
+      int vdepth = -1;
+      double lanes = 1;
+      for (int k = s.depth - 1; k >= 0 && k >= s.depth - 2; --k)
+        if (run[scope_at(k)].lanes > 1) {
+          vdepth = k;
+          lanes = std::min(run[scope_at(k)].lanes, m.native_lanes() * 4 / esz);
+          break;
         }
-      }
-      // Instructions of this statement per iteration of the owner.
-      const double n = vec_instr;
+      const double instr = s.depth > 0 ? run[scope_at(s.depth - 1)].trips : 1.0;
       OpCounts ops;
       bool rhs_mul = stmt.rhs->kind == ir::ExprKind::kBinary && stmt.rhs->bin == ir::BinOp::kMul;
       count_ops(*stmt.rhs, stmt.op == ir::Reduce::kAdd && rhs_mul, ops);
-      if (stmt.op == ir::Reduce::kAdd && rhs_mul) {
-        // The multiply was fused into the accumulation: one FMA.
-        ops.fp += 1;
-      } else if (stmt.op != ir::Reduce::kNone) {
-        ops.fp += 1;
-      }
-      const int ilanes = static_cast<int>(lanes);
-      fp += n * ops.fp / pipe_rate(ilanes);
-      div += n * ops.div * (lanes > 1 ? m.div_cycles_vector * lanes / m.native_lanes() : m.div_cycles_scalar);
-      fp += n * ops.trans * (lanes > 1 ? m.exp_cycles_vector * lanes / m.native_lanes() : m.exp_cycles_scalar);
-      uops += n * (ops.fp + ops.div + ops.trans * 4);
+      if (stmt.op != ir::Reduce::kNone) ops.fp += 1;  // the accumulation (an FMA with a product)
+      fp += instr * ops.fp / pipe_rate(lanes);
+      div += instr * ops.div * (lanes > 1 ? m.div_cycles_vector * lanes / m.native_lanes() : m.div_cycles_scalar);
+      // libm has no vector variants here: a vector of exp is one call per lane.
+      fp += instr * ops.trans * (lanes > 1 ? lanes * m.exp_cycles_vector / m.native_lanes() : m.exp_cycles_scalar);
+      uops += instr * (ops.fp + ops.div + ops.trans * (lanes > 1 ? 2 * lanes : 1));
 
-      // Memory instructions: an access invariant in the innermost scopes is hoisted out of them
-      // (a load before, a store after); small temporaries indexed by unrolled iterators are
-      // registers.
-      const AccInfo& target = f.accs[s.acc_begin];
+      // Memory instructions. An access is loaded once per iteration of the loops it varies in
+      // and of every loop outside them: invariant loops inside are hoisted over, and so are
+      // unrolled copies (and vector chunks) that differ in it, while they fit in registers.
       for (int i = s.acc_begin; i < s.acc_end; ++i) {
         const AccInfo& a = f.accs[i];
         if (f.bufs[a.buf].registers) continue;
         if (i == s.acc_begin + 1 && stmt.op != ir::Reduce::kNone) continue;  // the target's read: below
-        // Unrolled copies that differ in the access are separate registers, so hoisting goes on
-        // through unrolled scopes while the copies fit in the register file.
-        const bool varies_in_vec = vec_depth >= 0 && !invariant_at(f, a, vec_depth);
-        double per_owner_iter = vec_depth >= 0 && !varies_in_vec ? 1 : n;
-        double regs = varies_in_vec ? n : 1;
-        for (int k = (vec_depth >= 0 ? vec_depth : s.depth) - 1; k >= 0; --k) {
-          const ScopeInfo& sc = f.scopes[f.chains[s.chain_off + k]];
-          if (invariant_at(f, a, k)) {
-            per_owner_iter /= static_cast<double>(sc.extent);
-          } else if (sc.annot == Annot::kUnroll && regs * static_cast<double>(sc.extent) <= hoist_regs) {
-            regs *= static_cast<double>(sc.extent);
-          } else {
-            break;
+        double count = 1, regs = 1;
+        bool hoisting = true;
+        for (int k = s.depth - 1; k >= 0; --k) {
+          const int sc = scope_at(k);
+          const bool varies = f.coefs[a.coef_off + k] != 0;
+          if (hoisting) {
+            if (!varies) continue;
+            const bool copies = run[sc].unrolled || f.scopes[sc].annot == Annot::kVector;
+            if (copies && regs * run[sc].chunks <= hoist_regs) {
+              regs *= run[sc].chunks;
+              count *= run[sc].chunks;
+              continue;
+            }
+            hoisting = false;
           }
+          count *= run[sc].chunks;
         }
-        if (vec_depth >= 0 && !varies_in_vec && a.write) uops += 2 * std::log2(std::max(2.0, lanes));  // horizontal sum
-        const double width = varies_in_vec ? lanes * esz : esz;
+        const bool vector = vdepth >= 0 && f.coefs[a.coef_off + vdepth] != 0;
+        const double width = vector ? lanes * esz : esz;
         if (a.write) {
-          st += per_owner_iter;
-          if (stmt.op != ir::Reduce::kNone) ld += per_owner_iter;  // read-modify-write
-          l1_bytes += per_owner_iter * width * (stmt.op != ir::Reduce::kNone ? 2 : 1);
+          st += count;
+          if (stmt.op != ir::Reduce::kNone) ld += count;  // read-modify-write
+          l1_bytes += count * width * (stmt.op != ir::Reduce::kNone ? 2 : 1);
+          // A vector accumulation into one element ends with a sum across the lanes.
+          if (vdepth >= 0 && !vector) uops += count * lanes;
         } else {
-          ld += per_owner_iter;
-          l1_bytes += per_owner_iter * width;
+          ld += count;
+          l1_bytes += count * width;
         }
       }
-      // Dependence chain through a reduction target: carried by the innermost non-vector scope
-      // in which the target is invariant; the scopes inside it over which the target varies
-      // give independent chains the core overlaps.
+      // Dependence chain through a reduction target: carried by the innermost scope (other than
+      // a vector scope, whose chunks keep separate accumulators) in which the target is
+      // invariant; the steps of the scopes inside it are independent chains the core overlaps.
       if (stmt.op != ir::Reduce::kNone) {
         double indep = 1;
-        int k = s.depth - 1;
         bool carried = false;
-        for (; k >= 0; --k) {
-          const ScopeInfo& sc = f.scopes[f.chains[s.chain_off + k]];
-          if (k == vec_depth) {
-            if (!invariant_at(f, target, k)) indep *= vec_instr;
-            continue;
-          }
-          if (invariant_at(f, target, k)) {
-            carried = sc.extent > 1;
+        for (int k = s.depth - 1; k >= 0; --k) {
+          const int sc = scope_at(k);
+          if (f.scopes[sc].annot != Annot::kVector && f.coefs[target.coef_off + k] == 0 && f.scopes[sc].extent > 1) {
+            carried = true;
             break;
           }
-          indep *= static_cast<double>(sc.extent);
+          indep *= run[sc].chunks;
         }
-        if (carried) {
-          // Executions of this statement per iteration of the owner, over the chains.
-          double per_iter = (vec_depth >= 0 && invariant_at(f, target, vec_depth)) ? 1 : n;
-          double lat = m.fma_latency_cycles;
-          chain = std::max(chain, per_iter * lat / indep);
-        }
+        if (carried) chain = std::max(chain, instr * m.fma_latency_cycles / indep);
       }
     }
-    // Loop bookkeeping of the owner and its vector scopes, when they are real loops.
-    double ovh = 0;
-    if (owner >= 0 && f.scopes[owner].annot != Annot::kUnroll) ovh = m.loop_overhead_uops;
-    uops += ld + st + ovh;
+    // Loop bookkeeping of the owner, when it is a real loop.
+    if (owner >= 0 && !run[owner].unrolled) uops += m.loop_overhead_uops * run[owner].trips;
+    uops += ld + st;
     double core = std::max({fp, div, ld / kLoadsPerCycle, st / kStoresPerCycle, uops / kIssueWidth, chain});
     double sp = par_speedup(par);
     NestCost& nc = nests[nest];
-    nc.core_cycles += iters * core / sp;
-    if (core == ld / kLoadsPerCycle || core == st / kStoresPerCycle) nc.l1_cycles += iters * core / sp;
-    nc.bytes[0] += iters * l1_bytes;
+    nc.core_cycles += core / sp;
+    if (core == ld / kLoadsPerCycle || core == st / kStoresPerCycle) nc.l1_cycles += core / sp;
+    nc.bytes[0] += l1_bytes;
   }
 
   // Bytes served from below a cache of `cap` bytes during `mult` executions of scope s.
   void traffic(int s, double mult, double cap, int level) {
     const ScopeInfo& sc = f.scopes[s];
-    if (sc.f1_bytes <= cap) {
+    if (sc.f1_bytes[level - 1] <= cap) {
       add_traffic(sc.nest, level, mult * sc.fall_traffic, sc.par >= 0 || sc.has_par ? par_of(s) : -1);
       return;
     }
-    double m2 = mult * static_cast<double>(sc.extent);
+    double m2 = mult * run[s].chunks;  // a vectorised scope steps through its lanes together
     for (int k = sc.kids_begin; k < sc.kids_end; ++k) {
       int kid = f.kids[k];
       if (kid >= 0) {
@@ -537,8 +690,9 @@ const char* bound_name(Bound b) {
 CostEstimate estimate_cost(const ir::Program& p, const MachineProfile& m) {
   CostEstimate out;
   out.flops = flop_count(p);
-  Flat f = flatten(p);
-  Model md{m, f, std::vector<NestCost>(f.top.size()), m.freq_ghz * 1e9};
+  Flat f = flatten(p, m);
+  Model md{m, f, std::vector<NestCost>(f.top.size()), m.freq_ghz * 1e9, {}};
+  md.plan_vectors();
 
   // Compute: group statements by their nearest non-vector enclosing scope.
   {
@@ -570,20 +724,18 @@ CostEstimate estimate_cost(const ir::Program& p, const MachineProfile& m) {
   // Loop overhead outside innermost bodies, loop entries and parallel forks.
   for (size_t s = 0; s < f.scopes.size(); ++s) {
     const ScopeInfo& sc = f.scopes[s];
-    double execs = sc.trips / static_cast<double>(sc.extent);
+    const double trips = md.run[s].trips, execs = trips / md.run[s].chunks;
     NestCost& nc = md.nests[sc.nest];
     double sp = md.par_speedup(sc.par);
     if (sc.annot == Annot::kParallel) {
       nc.overhead_cycles += execs * m.fork_join_us * 1e-6 * md.freq_hz;
       sp = 1;
     }
-    if (sc.annot == Annot::kUnroll || sc.annot == Annot::kVector) continue;
+    if (md.run[s].unrolled || sc.annot == Annot::kVector) continue;
     bool has_stmt = false;
-    for (int k = sc.kids_begin; k < sc.kids_end; ++k) has_stmt = has_stmt || f.kids[k] < 0;
-    bool has_vec_kid = false;
     for (int k = sc.kids_begin; k < sc.kids_end; ++k)
-      has_vec_kid = has_vec_kid || (f.kids[k] >= 0 && f.scopes[f.kids[k]].annot == Annot::kVector);
-    if (!has_stmt && !has_vec_kid) nc.overhead_cycles += sc.trips * m.loop_overhead_uops / kIssueWidth / sp;
+      has_stmt = has_stmt || f.kids[k] < 0 || f.scopes[f.kids[k]].annot == Annot::kVector;
+    if (!has_stmt) nc.overhead_cycles += trips * m.loop_overhead_uops / kIssueWidth / sp;
     nc.overhead_cycles += execs * kLoopEntryCycles / sp;
   }
   // Memory: bytes each level serves, from the reuse model at each capacity.

@@ -35,6 +35,9 @@ const std::vector<Field>& fields() {
       {"l1_bytes", &MachineProfile::l1_bytes, "L1 data cache per core", false},
       {"l2_bytes", &MachineProfile::l2_bytes, "L2 per core", false},
       {"l3_bytes", &MachineProfile::l3_bytes, "L3, shared", false},
+      {"l1_ways", &MachineProfile::l1_ways, "L1 associativity", false},
+      {"l2_ways", &MachineProfile::l2_ways, "L2 associativity", false},
+      {"l3_ways", &MachineProfile::l3_ways, "L3 associativity", false},
       {"l1_bw_gbs", &MachineProfile::l1_bw_gbs, "read bandwidth from L1, one core", false},
       {"l2_bw_gbs", &MachineProfile::l2_bw_gbs, "read bandwidth from L2, one core", false},
       {"l3_bw_gbs", &MachineProfile::l3_bw_gbs, "read bandwidth from L3, one core", false},
@@ -46,6 +49,7 @@ const std::vector<Field>& fields() {
       {"div_cycles_vector", &MachineProfile::div_cycles_vector, "divide/sqrt throughput, vector", false},
       {"loop_overhead_uops", &MachineProfile::loop_overhead_uops, "uops per loop iteration", true},
       {"fork_join_us", &MachineProfile::fork_join_us, "one parallel scope entry", true},
+      {"parallel_efficiency", &MachineProfile::parallel_efficiency, "parallel speed-up / threads", false},
       {"call_overhead_us", &MachineProfile::call_overhead_us, "one kernel call", true},
   };
   return kFields;
@@ -295,39 +299,50 @@ double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// Runs `body(count)` with a count grown until one call lasts `seconds`, then returns the best
-// units-per-second of three calls (the least disturbed by the noisy neighbours).
+// Runs `body(count)` with a count grown until one call lasts a fifth of `seconds`, then times
+// seven calls and returns units per second: the best call for speeds (the one least disturbed
+// by neighbours on a shared machine), or the median for costs that disturbances are part of.
+enum class Pick { kBest, kMedian };
+
 template <typename F>
-double best_rate(double seconds, double units_per_count, F body) {
+double rate(double seconds, double units_per_count, F body, Pick pick = Pick::kBest) {
   long count = 1;
   for (;;) {
     double t0 = now_s();
     body(count);
     double dt = now_s() - t0;
-    if (dt >= seconds / 4 || count > (1L << 40)) break;
-    count *= dt <= 0 ? 16 : std::max(2L, static_cast<long>(seconds / 4 / dt));
+    if (dt >= seconds / 5 || count > (1L << 40)) break;
+    count *= dt <= 0 ? 16 : std::max(2L, static_cast<long>(seconds / 5 / dt));
   }
-  double best = 0;
-  for (int r = 0; r < 3; ++r) {
+  std::vector<double> rates;
+  for (int r = 0; r < 7; ++r) {
     double t0 = now_s();
     body(count);
     double dt = std::max(now_s() - t0, 1e-9);
-    best = std::max(best, units_per_count * static_cast<double>(count) / dt);
+    rates.push_back(units_per_count * static_cast<double>(count) / dt);
   }
-  return best;
+  std::sort(rates.begin(), rates.end());
+  return pick == Pick::kBest ? rates.back() : rates[rates.size() / 2];
+}
+
+template <typename F>
+double best_rate(double seconds, double units_per_count, F body) {
+  return rate(seconds, units_per_count, body, Pick::kBest);
 }
 
 // Cache sizes from sysfs (Linux), falling back to sysconf, else the defaults stay.
 void detect_caches(MachineProfile& p) {
   for (int idx = 0; idx < 8; ++idx) {
     std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(idx) + "/";
-    std::ifstream lvl(dir + "level"), typ(dir + "type"), sz(dir + "size");
+    std::ifstream lvl(dir + "level"), typ(dir + "type"), sz(dir + "size"), ways(dir + "ways_of_associativity");
     if (!lvl || !typ || !sz) continue;
     int level = 0;
+    double w = 0;
     std::string type, size;
     lvl >> level;
     typ >> type;
     sz >> size;
+    if (ways) ways >> w;
     if (type == "Instruction" || size.empty()) continue;
     double bytes = std::atof(size.c_str());
     char unit = size.back();
@@ -337,6 +352,9 @@ void detect_caches(MachineProfile& p) {
     if (level == 1) p.l1_bytes = bytes;
     if (level == 2) p.l2_bytes = bytes;
     if (level == 3) p.l3_bytes = bytes;
+    if (w > 0 && level == 1) p.l1_ways = w;
+    if (w > 0 && level == 2) p.l2_ways = w;
+    if (w > 0 && level == 3) p.l3_ways = w;
   }
 }
 
@@ -389,7 +407,38 @@ MachineProfile calibrate(const CalibrateOptions& o) {
       g_sink = ys[n % 4096];
     });
     p.exp_cycles_scalar = std::max(1.0, p.freq_ghz * 1e9 / per_s);
+    // Generated vector code calls libm once per lane (no vector variants without -ffast-math),
+    // plus moving each lane out and back.
+    p.exp_cycles_vector = p.native_lanes() * (p.exp_cycles_scalar + 1);
     say("exp scalar: " + std::to_string(p.exp_cycles_scalar) + " cycles");
+  }
+
+  // OpenMP, as generated `:par` scopes use it: the cost of one parallel loop with nothing to
+  // do (the mean, tails included, as a kernel's time includes them), and the speed-up of a
+  // parallel loop with real work over the same loop run serially.
+  {
+    const int t = std::max(1, p.cores);
+    double per_fork = 1 / rate(secs, 1, [&](long n) {
+      for (long r = 0; r < n; ++r) {
+#pragma omp parallel for schedule(static)
+        for (int i = 0; i < t; ++i) g_sink = static_cast<float>(i);
+      }
+    }, Pick::kMedian);
+    p.fork_join_us = per_fork * 1e6;
+    const long work = 200000;  // FMA-chain steps per thread, about 0.2 ms
+    double serial = rate(secs, 1, [&](long n) {
+      for (long r = 0; r < n; ++r)
+        for (int i = 0; i < t; ++i) g_sink = fma_chain_latency(work, m, a);
+    }, Pick::kMedian);
+    double parallel = rate(secs, 1, [&](long n) {
+      for (long r = 0; r < n; ++r) {
+#pragma omp parallel for schedule(static)
+        for (int i = 0; i < t; ++i) g_sink = fma_chain_latency(work, m, a);
+      }
+    }, Pick::kMedian);
+    p.parallel_efficiency = std::clamp(parallel / serial / t, 0.05, 1.0);
+    say("openmp: fork/join " + std::to_string(p.fork_join_us) + " us, parallel efficiency " +
+        std::to_string(p.parallel_efficiency) + " on " + std::to_string(t) + " threads");
   }
 
   // Streaming bandwidth at working sets from a quarter of L1 to far beyond L3.

@@ -23,6 +23,9 @@ struct MachineProfile {
   double l1_bytes = 32 * 1024.0;
   double l2_bytes = 1024 * 1024.0;
   double l3_bytes = 16 * 1024 * 1024.0;  ///< shared by all cores
+  double l1_ways = 8;   ///< associativity: strided accesses crowd into few sets
+  double l2_ways = 16;
+  double l3_ways = 11;
   double l1_bw_gbs = 200;                ///< loads served by L1 (vector loads, one core)
   double l2_bw_gbs = 90;
   double l3_bw_gbs = 45;
@@ -31,11 +34,12 @@ struct MachineProfile {
   int cores = 2;
   // Costs the micro-benchmarks do not measure (cycles, or microseconds where named).
   double exp_cycles_scalar = 14;  ///< exp/log/tanh through libm, per element
-  double exp_cycles_vector = 20;  ///< the same for one full vector
+  double exp_cycles_vector = 240;  ///< the same for one full vector (libm: one call per lane)
   double div_cycles_scalar = 4;   ///< throughput of one scalar divide or square root
   double div_cycles_vector = 10;  ///< one full-width vector divide or square root
   double loop_overhead_uops = 2;  ///< increment, compare and branch per loop iteration
-  double fork_join_us = 3;        ///< entering and leaving one parallel scope
+  double fork_join_us = 3;        ///< entering and leaving one parallel scope (OpenMP)
+  double parallel_efficiency = 0.9;  ///< speed-up of a parallel scope over its thread count
   double call_overhead_us = 0.3;  ///< calling the compiled kernel once
 
   /// f32 lanes of the widest vector unit (16 with AVX-512, else 8).
@@ -66,9 +70,10 @@ struct CalibrateOptions {
   std::function<void(const std::string&)> progress;  ///< called once per measurement, may be empty
 };
 
-/// Measures this machine with micro-benchmarks (FMA chains at each vector width, streaming reads
-/// and copies at working sets from 16 KiB to 256 MiB) and returns the profile; figures it cannot
-/// measure keep their defaults.
+/// Measures this machine with micro-benchmarks (FMA chains at each vector width, libm exp,
+/// streaming reads and copies at working sets from 16 KiB to 256 MiB, OpenMP fork/join and
+/// parallel speed-up, the way generated kernels use them) and returns the profile; figures it
+/// cannot measure keep their defaults. On a loaded machine the figures describe it loaded.
 MachineProfile calibrate(const CalibrateOptions& options = {});
 
 }  // namespace perfdojo::backends

@@ -1,0 +1,379 @@
+// How well the cost model ranks programs: random legal variants of matmul, softmax, conv2d and
+// layernorm are measured on a real backend and estimated by the model, and the Spearman rank
+// correlation between the two is printed per kernel, with the model's evaluation time per call.
+//
+//   cost_model_quality [--samples N] [--backend NAME] [--profile FILE] [--seed S]
+//                      [--kernels a,b] [--csv OUT] [--replay CSV] [--budget SECONDS]
+//
+// --csv writes every sample (kernel, measured time, estimate, trace) so the model can be
+// re-evaluated later with --replay, which re-applies the traces and re-estimates without
+// measuring again: measuring is slow, iterating on the model should not be.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"
+#include "backends/cost_model.h"
+#include "backends/machine_profile.h"
+#include "ir/parse.h"
+#include "ir/print.h"
+#include "transforms/registry.h"
+
+using namespace perfdojo;
+
+namespace {
+
+struct KernelSpec {
+  std::string name;  // what the report calls it
+  std::string file;  // the suite file it is built from
+  std::map<std::string, int> sizes;
+};
+
+// Moderate sizes: large enough that caches and vectors matter, small enough to measure 200
+// variants of each in minutes.
+const std::vector<KernelSpec>& specs() {
+  static const std::vector<KernelSpec> kSpecs = {
+      {"matmul", "matmul-256", {{"M", 256}, {"N", 256}, {"K", 256}}},
+      {"softmax", "softmax", {{"B", 256}, {"N", 1024}}},
+      {"conv2d", "conv2d-3x3", {{"C", 32}, {"K", 32}, {"H", 28}, {"W", 28}, {"HI", 30}, {"WI", 30}}},
+      {"layernorm", "layernorm", {{"R", 256}, {"N", 1024}}},
+  };
+  return kSpecs;
+}
+
+// The suite file with its `NAME = VALUE` size lines replaced (as tests/support/scaled_kernels.h).
+std::string kernel_text(const KernelSpec& k) {
+  std::ifstream in(std::string(PERFDOJO_KERNEL_DIR) + "/" + k.file + ".pdj");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string out, line;
+  std::istringstream lines(ss.str());
+  while (std::getline(lines, line)) {
+    auto eq = line.find(" = ");
+    if (eq != std::string::npos && line.find('[') == std::string::npos && line[0] != '#' &&
+        line.rfind("temp", 0) != 0 && line.rfind("output", 0) != 0) {
+      auto s = k.sizes.find(line.substr(0, eq));
+      if (s != k.sizes.end()) line = s->first + " = " + std::to_string(s->second);
+    }
+    out += line + "\n";
+  }
+  return out;
+}
+
+// A random legal action: a kind uniformly among those with a legal candidate, then one of its
+// legal candidates (so tile factors do not crowd out the rarer transformations).
+std::optional<transforms::Action> random_action(const ir::Program& p, const transforms::Target& t,
+                                                std::mt19937_64& rng) {
+  auto cands = transforms::candidate_actions(p, t);
+  std::vector<std::vector<transforms::Action>> by_kind(transforms::kNumKinds);
+  for (auto& a : cands) by_kind[static_cast<int>(a.kind)].push_back(std::move(a));
+  std::vector<int> kinds;
+  for (int k = 0; k < transforms::kNumKinds; ++k)
+    if (!by_kind[k].empty()) kinds.push_back(k);
+  while (!kinds.empty()) {
+    size_t ki = std::uniform_int_distribution<size_t>(0, kinds.size() - 1)(rng);
+    auto& pool = by_kind[kinds[ki]];
+    std::shuffle(pool.begin(), pool.end(), rng);
+    for (const auto& a : pool)
+      if (transforms::check(p, a, t).ok()) return a;
+    kinds.erase(kinds.begin() + static_cast<long>(ki));
+  }
+  return std::nullopt;
+}
+
+// Statement copies the C printer emits (`:unroll` scopes up to 64 are written out), a proxy for
+// compile time: nested unrolls can make GCC run for minutes and gigabytes.
+double printed_size(const std::vector<ir::NodePtr>& body) {
+  double n = 0;
+  for (const auto& c : body) {
+    if (!c->is_scope) {
+      n += 1;
+    } else {
+      double inner = printed_size(c->body);
+      n += c->annot == ir::Annot::kUnroll && c->extent <= 64 ? static_cast<double>(c->extent) * inner : inner + 1;
+    }
+  }
+  return n;
+}
+
+std::vector<double> ranks(const std::vector<double>& v) {
+  std::vector<size_t> idx(v.size());
+  for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+  std::sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return v[a] < v[b]; });
+  std::vector<double> r(v.size());
+  for (size_t i = 0; i < idx.size();) {
+    size_t j = i;
+    while (j + 1 < idx.size() && v[idx[j + 1]] == v[idx[i]]) ++j;
+    for (size_t k = i; k <= j; ++k) r[idx[k]] = (static_cast<double>(i) + static_cast<double>(j)) / 2;
+    i = j + 1;
+  }
+  return r;
+}
+
+double pearson(const std::vector<double>& x, const std::vector<double>& y) {
+  const double n = static_cast<double>(x.size());
+  if (x.size() < 2) return 0;
+  double mx = 0, my = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    mx += x[i] / n;
+    my += y[i] / n;
+  }
+  double sxy = 0, sxx = 0, syy = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    sxy += (x[i] - mx) * (y[i] - my);
+    sxx += (x[i] - mx) * (x[i] - mx);
+    syy += (y[i] - my) * (y[i] - my);
+  }
+  return sxx > 0 && syy > 0 ? sxy / std::sqrt(sxx * syy) : 0;
+}
+
+double spearman(const std::vector<double>& x, const std::vector<double>& y) { return pearson(ranks(x), ranks(y)); }
+
+struct Sample {
+  std::string kernel;
+  std::vector<transforms::Action> trace;
+  ir::Program program;
+  double measured = 0;
+  double estimate = 0;
+};
+
+std::string join_trace(const std::vector<transforms::Action>& t) {
+  std::string s;
+  for (const auto& a : t) s += (s.empty() ? "" : ";") + transforms::print_action(a);
+  return s;
+}
+
+std::string arg(const std::map<std::string, std::string>& a, const std::string& k, const std::string& d) {
+  auto it = a.find(k);
+  return it == a.end() ? d : it->second;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::map<std::string, std::string> args;
+  for (int i = 1; i < argc; ++i) {
+    std::string s = argv[i];
+    if (s.rfind("--", 0) != 0 || i + 1 >= argc) {
+      std::cerr << "usage: cost_model_quality [--samples N] [--backend NAME] [--profile FILE] [--seed S] "
+                   "[--kernels a,b] [--csv OUT] [--replay CSV] [--budget SECONDS]\n";
+      return 2;
+    }
+    args[s.substr(2)] = argv[++i];
+  }
+  const int samples = std::atoi(arg(args, "samples", "200").c_str());
+  const uint64_t seed = std::strtoull(arg(args, "seed", "1").c_str(), nullptr, 10);
+  const std::string kernels_arg = arg(args, "kernels", "matmul,softmax,conv2d,layernorm");
+  const std::string replay = arg(args, "replay", "");
+  const double max_size = std::atof(arg(args, "max-size", "1500").c_str());
+  if (args.count("csv") && args["csv"] == replay) {
+    std::cerr << "--csv and --replay name the same file\n";
+    return 2;
+  }
+
+  backends::MachineProfile profile = backends::default_profile();
+  if (args.count("profile")) {
+    std::string err;
+    auto p = backends::load_profile(args["profile"], &err);
+    if (!p) {
+      std::cerr << err << "\n";
+      return 1;
+    }
+    profile = *p;
+  }
+  std::unique_ptr<backends::Backend> backend;
+  std::string backend_name = arg(args, "backend", "x86_avx512");
+  if (replay.empty()) {
+    backend = backends::make_backend(backend_name);
+    if (!backend) {
+      std::cerr << "unknown backend '" << backend_name << "'\n";
+      return 2;
+    }
+    auto av = backend->available();
+    if (!av.ok) {
+      std::cerr << backend_name << " is not available here (" << av.why << "); measuring on x86_avx2 instead\n";
+      backend_name = "x86_avx2";
+      backend = backends::make_backend(backend_name);
+      if (!backend || !backend->available().ok) {
+        std::cerr << "x86_avx2 is not available either\n";
+        return 1;
+      }
+    }
+  }
+  const transforms::Target target = *transforms::target_by_name("x86_avx512");
+  backends::MeasureOptions mo;
+  mo.verify = false;  // the transformations preserve semantics (the semantics guard checks that)
+  mo.time_budget_s = std::atof(arg(args, "budget", "0.15").c_str());
+  mo.min_reps = 1;  // a slow variant is timed once: its rank is clear, its cost is not worth more
+  mo.max_reps = 30;
+  mo.timeout_s = std::atof(arg(args, "timeout", "3").c_str());
+
+  std::set<std::string> wanted;
+  {
+    std::stringstream ss(kernels_arg);
+    std::string k;
+    while (std::getline(ss, k, ',')) wanted.insert(k);
+  }
+  std::map<std::string, ir::Program> originals;
+  for (const auto& k : specs()) {
+    if (!wanted.count(k.name)) continue;
+    auto r = ir::load_program(kernel_text(k), k.file + ".pdj");
+    if (!r.ok()) {
+      std::cerr << k.name << ": " << r.error_text() << "\n";
+      return 1;
+    }
+    originals.emplace(k.name, r.value());
+  }
+
+  std::vector<Sample> all;
+  // Samples are written as they are measured, so an interrupted run still leaves its data.
+  std::ofstream csv;
+  if (args.count("csv")) {
+    csv.open(args["csv"]);
+    csv << "kernel,measured_s,estimate_s,trace\n";
+  }
+  if (!replay.empty()) {
+    // kernel,measured_s,estimate_s,trace
+    std::ifstream in(replay);
+    if (!in) {
+      std::cerr << replay << ": cannot read\n";
+      return 1;
+    }
+    std::string line;
+    std::getline(in, line);  // header
+    while (std::getline(in, line)) {
+      std::stringstream ls(line);
+      std::string kernel, meas, est, trace;
+      std::getline(ls, kernel, ',');
+      std::getline(ls, meas, ',');
+      std::getline(ls, est, ',');
+      std::getline(ls, trace);
+      if (!originals.count(kernel)) continue;
+      std::string text;
+      for (char c : trace) text += c == ';' ? '\n' : c;
+      auto parsed = transforms::parse_trace(text);
+      if (!parsed.ok()) continue;
+      auto prog = transforms::replay(originals.at(kernel), parsed.value(), target);
+      if (!prog.ok()) {
+        std::cerr << "cannot replay a " << kernel << " trace: " << prog.error_text() << "\n";
+        continue;
+      }
+      all.push_back({kernel, parsed.value(), prog.value(), std::atof(meas.c_str()), 0});
+    }
+  } else {
+    for (const auto& k : specs()) {
+      if (!originals.count(k.name)) continue;
+      const ir::Program& original = originals.at(k.name);
+      std::set<uint64_t> seen;
+      std::mt19937_64 rng(seed * 0x9e3779b97f4a7c15ULL + std::hash<std::string>{}(k.name));
+      int made = 0, attempts = 0, timeouts = 0, too_large = 0;
+      // The original itself is one sample.
+      while (made < samples && attempts < samples * 20) {
+        ++attempts;
+        ir::Program cur = original;
+        std::vector<transforms::Action> trace;
+        int steps = made == 0 ? 0 : std::uniform_int_distribution<int>(1, 12)(rng);
+        for (int s = 0; s < steps; ++s) {
+          auto a = random_action(cur, target, rng);
+          if (!a) break;
+          auto next = transforms::apply(cur, *a, target);
+          if (!next.ok()) break;
+          cur = std::move(next).value();
+          trace.push_back(*a);
+        }
+        if (!seen.insert(ir::structural_hash(cur)).second) continue;
+        if (printed_size(cur.body) > max_size) {
+          ++too_large;
+          continue;
+        }
+        auto m = backend->measure(cur, mo);
+        double t = m.median_s;
+        if (!m.ok()) {
+          // A variant slower than the timeout is still a sample: ranked at the timeout.
+          if (m.error->find("timed out") == std::string::npos) {
+            std::cerr << "\n" << k.name << ": measurement failed (" << *m.error << ") for trace "
+                      << join_trace(trace) << "\n";
+            continue;
+          }
+          t = mo.timeout_s;
+          ++timeouts;
+        }
+        ++made;
+        all.push_back({k.name, trace, cur, t, 0});
+        if (csv.is_open()) {
+          csv << k.name << "," << t << "," << backends::estimate_cost(cur, profile).time_s << ","
+              << join_trace(trace) << std::endl;
+        }
+        std::fprintf(stderr, "\r[%s] %d/%d measured on %s (%d over the timeout), last %.3g ms   ",
+                     k.name.c_str(), made, samples, backend_name.c_str(), timeouts, t * 1e3);
+        std::fflush(stderr);
+      }
+      std::fprintf(stderr, "\n[%s] %d variants skipped as too large to compile quickly\n", k.name.c_str(), too_large);
+    }
+  }
+
+  // Estimates, and the model's evaluation time per call (best of several passes).
+  double best_per_call = 1e30;
+  for (int pass = 0; pass < 5; ++pass) {
+    auto t0 = std::chrono::steady_clock::now();
+    for (auto& s : all) s.estimate = backends::estimate_cost(s.program, profile).time_s;
+    double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!all.empty()) best_per_call = std::min(best_per_call, dt / static_cast<double>(all.size()));
+  }
+
+  if (csv.is_open() && !replay.empty()) {
+    for (const auto& s : all) csv << s.kernel << "," << s.measured << "," << s.estimate << "," << join_trace(s.trace) << "\n";
+  }
+
+  std::printf("cost model quality (%s profile, %s measurements)\n", profile.name.c_str(),
+              replay.empty() ? backend_name.c_str() : replay.c_str());
+  std::printf("%-10s %8s %9s %9s %12s %12s\n", "kernel", "samples", "spearman", "log-corr", "median-ratio",
+              "us/estimate");
+  bool all_good = true;
+  for (const auto& k : specs()) {
+    std::vector<double> meas, est, lm, le, ratio;
+    double eval_s = 0;
+    for (const auto& s : all) {
+      if (s.kernel != k.name) continue;
+      meas.push_back(s.measured);
+      est.push_back(s.estimate);
+      lm.push_back(std::log(std::max(s.measured, 1e-12)));
+      le.push_back(std::log(std::max(s.estimate, 1e-12)));
+      ratio.push_back(s.estimate / std::max(s.measured, 1e-12));
+    }
+    if (meas.empty()) continue;
+    {
+      // Per-kernel evaluation time.
+      auto t0 = std::chrono::steady_clock::now();
+      int n = 0;
+      for (int rep = 0; rep < 5; ++rep)
+        for (const auto& s : all)
+          if (s.kernel == k.name) {
+            backends::estimate_cost(s.program, profile);
+            ++n;
+          }
+      eval_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / n;
+    }
+    std::sort(ratio.begin(), ratio.end());
+    double rho = spearman(meas, est);
+    all_good = all_good && rho >= 0.8;
+    std::printf("%-10s %8zu %9.3f %9.3f %12.3g %12.2f\n", k.name.c_str(), meas.size(), rho, pearson(lm, le),
+                ratio[ratio.size() / 2], eval_s * 1e6);
+  }
+  csv.close();
+  std::printf("model evaluation: %.2f us per call (best of 5 passes over %zu programs)\n", best_per_call * 1e6,
+              all.size());
+  std::printf("%s\n", all_good ? "target met: Spearman >= 0.8 on every kernel"
+                               : "target missed: Spearman < 0.8 on some kernel");
+  return 0;
+}
