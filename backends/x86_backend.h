@@ -14,7 +14,9 @@
 // the tests. A large program without annotations has nothing to compare and is reported with
 // verified = false; verify large programs end to end on a scaled-down instance of the kernel.
 // Tolerance: max relative error 1e-4 for f32 (vectorised reductions reassociate), 1e-9 for f64,
-// 0 for i32; a larger error is the error "wrong result: max relative error X ...".
+// 0 for i32, the float ones scaled by sqrt(L / 1024) when a reduction sums L > 1024 terms into
+// one element (two summation orders legitimately differ by ~eps sqrt(L) times the partial sums);
+// a larger error is the error "wrong result: max relative error X ... (tolerance T)".
 //
 // BackendConfig::extra keys:
 //   worker                        path of perfdojo-worker (default: found next to the program)
@@ -52,6 +54,8 @@ const char* x86_isa_name(X86Isa isa);
 std::vector<std::string> x86_compile_flags(X86Isa isa);
 /// The C the backend compiles for `p` (what `perfdojo codegen` prints).
 GeneratedC x86_generate_c(X86Isa isa, const ir::Program& p, const BackendConfig& config = {});
+/// The verification tolerance (max relative error) of outputs of type `t` of `p` (see above).
+double x86_verification_tolerance(ir::DType t, const ir::Program& p);
 /// Peak f32 FMA throughput of one core in GFLOP/s for `isa` (docs: machine.md; the portable
 /// figure assumes 4-lane SSE without FMA, a quarter of AVX2).
 double x86_peak_gflops_per_core(X86Isa isa);

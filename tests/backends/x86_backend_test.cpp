@@ -335,3 +335,22 @@ TEST_CASE("an invalid program is an error record, not a crash") {
   REQUIRE_FALSE(m.ok());
   CHECK(m.error->find("invalid program") != std::string::npos);
 }
+
+TEST_CASE("the verification tolerance is 1e-4 for f32 and grows with the square root of long reductions") {
+  using backends::x86_verification_tolerance;
+  // matmul-256 sums K = 256 terms per element; rowsum 4096; global-sum 4194304.
+  auto kernel = [](const std::string& name) {
+    auto r = ir::load_file(std::string(PERFDOJO_KERNEL_DIR) + "/" + name + ".pdj");
+    REQUIRE(r.ok());
+    return r.value();
+  };
+  CHECK(x86_verification_tolerance(ir::DType::kF32, kernel("matmul-256")) == doctest::Approx(1e-4));
+  CHECK(x86_verification_tolerance(ir::DType::kF32, kernel("bias-relu")) == doctest::Approx(1e-4));
+  CHECK(x86_verification_tolerance(ir::DType::kF32, kernel("rowsum")) == doctest::Approx(2e-4));
+  CHECK(x86_verification_tolerance(ir::DType::kF32, kernel("global-sum")) == doctest::Approx(6.4e-3));
+  CHECK(x86_verification_tolerance(ir::DType::kF64, kernel("rowsum")) == doctest::Approx(2e-9));
+  CHECK(x86_verification_tolerance(ir::DType::kI32, kernel("rowsum")) == 0);
+  // Tiling the reduction does not change its length.
+  CHECK(x86_verification_tolerance(ir::DType::kF32, transformed(kernel("rowsum"), "tile_scope 0.0 16\n")) ==
+        doctest::Approx(2e-4));
+}
