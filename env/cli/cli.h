@@ -60,4 +60,7 @@ std::vector<Command> cost_commands();
 /// Subcommands of the Gym socket bridge (serve, episode).
 std::vector<Command> bridge_commands();
 
+/// The optimiser (optimize).
+std::vector<Command> optimize_commands();
+
 }  // namespace perfdojo::cli

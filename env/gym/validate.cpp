@@ -13,32 +13,8 @@
 namespace perfdojo::env {
 namespace {
 
-// Interpreting more than this many operations takes too long for a validation.
-constexpr double kMaxInterpretedFlops = 2e7;
-
-// `p` with every size divided by `g` where that keeps it whole; buffers keep their size names.
-std::optional<ir::Program> scaled(const ir::Program& p, int64_t g) {
-  ir::Program q = p;
-  std::map<std::string, int64_t> value;
-  for (auto& s : q.sizes) {
-    if (s.value % g == 0 && s.value / g >= 1) s.value /= g;
-    value[s.name] = s.value;
-  }
-  // Re-derive every named extent and dimension from the new sizes.
-  for (auto& b : q.buffers)
-    for (size_t i = 0; i < b.shape.size(); ++i)
-      if (!b.shape_names[i].empty()) b.shape[i] = value[b.shape_names[i]];
-  std::function<ir::NodePtr(const ir::NodePtr&)> walk = [&](const ir::NodePtr& n) -> ir::NodePtr {
-    if (!n->is_scope) return n;
-    std::vector<ir::NodePtr> body;
-    for (const auto& c : n->body) body.push_back(walk(c));
-    int64_t e = n->extent_name.empty() ? n->extent : value[n->extent_name];
-    return ir::Node::scope(e, n->extent_name, n->annot, std::move(body), n->loc);
-  };
-  for (auto& n : q.body) n = walk(n);
-  if (!ir::check_program(q).empty()) return std::nullopt;
-  return q;
-}
+// Interpreting more than this many scope iterations takes too long for a validation.
+constexpr double kMaxInterpretedWork = 2e7;
 
 }  // namespace
 
@@ -84,24 +60,19 @@ Validation validate(const EpisodeState& s, const EnvConfig& base) {
   double final_time = e.state().final_time_s;
   v.reward_reproduced = !e.deterministic() || final_time == s.final_time_s;
   // Semantics: interpret both on the same seeded inputs, scaled down when needed.
-  for (int64_t g = 1; g <= 4096; g *= 2) {
-    auto small = scaled(original, g);
-    if (!small) break;
-    if (backends::flop_count(*small) > kMaxInterpretedFlops && g < 4096) continue;
-    auto small_final = transforms::replay(*small, actions, target);
-    if (!small_final.ok()) continue;  // a tile factor no longer divides: scale less
-    if (backends::flop_count(*small) > kMaxInterpretedFlops) break;
-    auto inputs = ir::make_inputs(*small, s.seed);
-    auto a = ir::interpret(*small, inputs);
-    auto b = ir::interpret(small_final.value(), inputs);
-    if (!a.ok() || !b.ok()) break;
-    v.semantics_checked = true;
-    v.semantics_equal = true;
-    for (const auto& d : small->buffers)
-      if (d.role == ir::Role::kOutput && ir::max_relative_error(a->at(d.name), b->at(d.name)) != 0)
-        v.semantics_equal = false;
-    if (g > 1) v.scaled_note = "sizes divided by " + std::to_string(g);
-    break;
+  if (auto inst = transforms::small_instance(original, actions, target, kMaxInterpretedWork)) {
+    const auto& [small, small_final] = *inst;
+    auto inputs = ir::make_inputs(small, s.seed);
+    auto a = ir::interpret(small, inputs);
+    auto b = ir::interpret(small_final, inputs);
+    if (a.ok() && b.ok()) {
+      v.semantics_checked = true;
+      v.semantics_equal = true;
+      for (const auto& d : small.buffers)
+        if (d.role == ir::Role::kOutput && ir::max_relative_error(a->at(d.name), b->at(d.name)) != 0)
+          v.semantics_equal = false;
+      if (!structurally_equal(small, original)) v.scaled_note = "checked on a scaled-down instance";
+    }
   }
   if (!v.semantics_checked) {
     v.message = "the kernel is too large to interpret and no scaled-down copy admits the trace";

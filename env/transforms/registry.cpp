@@ -1,5 +1,10 @@
 #include "transforms/registry.h"
 
+#include <functional>
+#include <map>
+
+#include "ir/check.h"
+
 #include "transforms/analysis.h"
 #include "transforms/create_temporary.h"
 #include "transforms/hoist.h"
@@ -66,6 +71,50 @@ ir::Result<ir::Program> replay(const ir::Program& p, const std::vector<Action>& 
     cur = std::move(r).value();
   }
   return cur;
+}
+
+std::optional<ir::Program> scale_sizes(const ir::Program& p, int64_t g) {
+  ir::Program q = p;
+  std::map<std::string, int64_t> value;
+  for (auto& s : q.sizes) {
+    if (s.value % g == 0) s.value /= g;
+    value[s.name] = s.value;
+  }
+  for (auto& b : q.buffers)
+    for (size_t i = 0; i < b.shape.size(); ++i)
+      if (!b.shape_names[i].empty()) b.shape[i] = value[b.shape_names[i]];
+  std::function<ir::NodePtr(const ir::NodePtr&)> walk = [&](const ir::NodePtr& n) -> ir::NodePtr {
+    if (!n->is_scope) return n;
+    std::vector<ir::NodePtr> body;
+    for (const auto& c : n->body) body.push_back(walk(c));
+    int64_t e = n->extent_name.empty() ? n->extent : value[n->extent_name];
+    return ir::Node::scope(e, n->extent_name, n->annot, std::move(body), n->loc);
+  };
+  for (auto& n : q.body) n = walk(n);
+  if (!ir::check_program(q).empty()) return std::nullopt;
+  return q;
+}
+
+namespace {
+double work(const std::vector<ir::NodePtr>& body) {
+  double w = 0;
+  for (const auto& c : body) w += c->is_scope ? static_cast<double>(c->extent) * work(c->body) : 1.0;
+  return w;
+}
+}  // namespace
+
+std::optional<std::pair<ir::Program, ir::Program>> small_instance(const ir::Program& p,
+                                                                  const std::vector<Action>& trace,
+                                                                  const Target& t, double max_work) {
+  std::optional<std::pair<ir::Program, ir::Program>> fallback;
+  for (int64_t g = 1; g <= 4096; g *= 2) {
+    auto small = scale_sizes(p, g);
+    if (!small) break;
+    auto result = replay(*small, trace, t);
+    if (!result.ok()) continue;  // a tile factor no longer divides: try another scale
+    if (work(small->body) <= max_work) return std::make_pair(*small, result.value());
+  }
+  return fallback;
 }
 
 const std::vector<int64_t>& param_values(ParamKind k, const Target& t) {

@@ -1,0 +1,102 @@
+// The optimiser performance engineers run: a kernel and an architecture in, the fastest verified
+// kernel it can find out. Beam search over legal actions guided by the cost model, with the best
+// candidates confirmed by real measurement on the target (which verifies them against the
+// interpreter before a time counts).
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"
+#include "ir/diagnostic.h"
+#include "ir/ir.h"
+#include "transforms/action.h"
+
+namespace perfdojo::optimizer {
+
+/// How hard to search and how much numeric freedom to take (docs/optimizer.md).
+enum class Mode { kConservative, kBalanced, kAggressive };
+
+/// "conservative" / "balanced" / "aggressive", or nullopt.
+std::optional<Mode> mode_by_name(const std::string& name);
+/// The mode's name.
+const char* mode_name(Mode m);
+
+/// What a mode sets.
+struct ModeSettings {
+  int beam_width;           ///< programs kept per depth
+  int max_depth;            ///< actions per trace at most
+  int confirm_top;          ///< best cost-model candidates measured for real
+  int measure_reps;         ///< timed repetitions per real measurement (at most)
+  bool allow_reassociation; ///< vectorised reductions may change floating-point evaluation order
+};
+
+/// The settings of a mode.
+ModeSettings settings_for(Mode m);
+
+/// One point of the search curve.
+struct CurvePoint {
+  double elapsed_s;
+  int evaluations;
+  double best_estimate_s;  ///< cost model's estimate of the best program so far
+};
+
+/// What `transform` found, with the figures behind it.
+struct Report {
+  std::string arch, mode;
+  double baseline_s = 0;        ///< measured time of the original program on the target
+  double final_s = 0;           ///< measured time of the returned program
+  double speedup = 1;
+  double gflops = 0;            ///< of the returned program
+  double peak_fraction = 0;     ///< gflops / the target's FMA peak per core x threads used
+  int evaluations = 0;          ///< cost-model evaluations
+  int measurements = 0;         ///< real measurements (each verified)
+  bool verified = false;        ///< the returned program passed the correctness check
+  bool interrupted = false;     ///< stopped by the deadline or a cancel request
+  std::string flags;            ///< compiler and flags of the final measurement
+  std::vector<CurvePoint> curve;
+  std::string note;             ///< anything the user should know (e.g. why no speed-up)
+};
+
+/// The returned kernel.
+struct Result {
+  ir::Program program;
+  std::vector<transforms::Action> trace;
+  std::string c_source;   ///< the generated translation unit
+  std::string c_header;   ///< declares `kernel`'s C signature
+  Report report;
+};
+
+/// Progress callback: (fraction of the time budget used, evaluations, best speed-up estimate).
+using Progress = std::function<void(double, int, double)>;
+
+/// An optimiser for one architecture and mode.
+class Optimizer {
+ public:
+  /// `arch`: x86_avx512, x86_avx2 or x86_64. Errors when unknown or unavailable here.
+  static ir::Result<std::unique_ptr<Optimizer>> make(const std::string& arch, Mode mode,
+                                                     const backends::BackendConfig& config = {});
+  /// Searches for at most `timeout_s` seconds (measurement included). Never returns nothing:
+  /// on timeout or cancel it returns the best verified program so far (the original at worst).
+  Result transform(const ir::Program& program, double timeout_s, const Progress& progress = {},
+                   const std::atomic<bool>* cancel = nullptr);
+
+ private:
+  Optimizer(std::string arch, Mode mode, backends::BackendConfig config);
+  bool verify_small(const ir::Program& original, const std::vector<transforms::Action>& trace,
+                    const transforms::Target& target);
+  std::string arch_;
+  Mode mode_;
+  backends::BackendConfig config_;
+  std::unique_ptr<backends::Backend> target_;
+  std::unique_ptr<backends::Backend> model_;
+};
+
+/// A C header declaring the kernel's signature (inputs const, in declaration order).
+std::string c_header(const ir::Program& p);
+
+}  // namespace perfdojo::optimizer
