@@ -62,7 +62,18 @@ int cmd_optimize(const Args& a) {
   if (!a.has("no-cache")) {
     if (const char* home = std::getenv("HOME")) config.cache_dir = std::string(home) + "/.cache/perfdojo";
   }
-  auto opt = optimizer::Optimizer::make(a.get("arch", "x86_avx512"), *mode, config);
+  // Without --arch, the widest ISA this CPU runs.
+  std::string arch = a.get("arch");
+  if (arch.empty()) {
+    for (const char* candidate : {"x86_avx512", "x86_avx2", "x86_64"}) {
+      auto b = backends::make_backend(candidate, config);
+      if (b && b->available().ok) {
+        arch = candidate;
+        break;
+      }
+    }
+  }
+  auto opt = optimizer::Optimizer::make(arch, *mode, config);
   if (!opt.ok()) return usage_error(opt.error_text(), a.json);
 
   g_cancel.store(false);
@@ -131,7 +142,7 @@ int cmd_optimize(const Args& a) {
 }  // namespace
 
 std::vector<Command> optimize_commands() {
-  return {{"optimize", "optimize FILE [--arch A] [--mode M] [--timeout S] [--out DIR] [--no-cache]",
+  return {{"optimize", "optimize FILE [--arch A (default: widest available)] [--mode M] [--timeout S] [--out DIR] [--no-cache]",
            "search for the fastest verified kernel; writes the .pdj, trace, C source, header and report.json",
            {"arch", "mode", "timeout", "out", "agent"}, {"no-cache"}, cmd_optimize}};
 }
