@@ -21,9 +21,12 @@ using Path = std::vector<int>;
 
 const char* ctype(DType t) {
   switch (t) {
-    case DType::kF32: return "float";
-    case DType::kF64: return "double";
-    case DType::kI32: return "int32_t";
+    case DType::kF32:
+      return "float";
+    case DType::kF64:
+      return "double";
+    case DType::kI32:
+      return "int32_t";
   }
   return "float";
 }
@@ -31,25 +34,36 @@ const char* ctype(DType t) {
 // Suffix of the scalar helpers: pd_maxf (f32), pd_maxd (f64), pd_maxi (i32).
 const char* sfx(DType t) {
   switch (t) {
-    case DType::kF32: return "f";
-    case DType::kF64: return "d";
-    case DType::kI32: return "i";
+    case DType::kF32:
+      return "f";
+    case DType::kF64:
+      return "d";
+    case DType::kI32:
+      return "i";
   }
   return "f";
 }
 
-std::string vtype(DType t, int64_t w) { return (t == DType::kF32 ? "f32x" : "f64x") + std::to_string(w); }
-std::string mtype(DType t, int64_t w) { return (t == DType::kF32 ? "m32x" : "m64x") + std::to_string(w); }
+std::string vtype(DType t, int64_t w) {
+  return (t == DType::kF32 ? "f32x" : "f64x") + std::to_string(w);
+}
+std::string mtype(DType t, int64_t w) {
+  return (t == DType::kF32 ? "m32x" : "m64x") + std::to_string(w);
+}
 
 bool is_c_reserved(const std::string& n) {
   static const std::set<std::string> kWords = {
-      "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else",
-      "enum", "extern", "float", "for", "goto", "if", "inline", "int", "long", "register",
-      "restrict", "return", "short", "signed", "sizeof", "static", "struct", "switch", "typedef",
-      "union", "unsigned", "void", "volatile", "while", "asm", "typeof", "bool", "true", "false",
-      "int32_t", "int64_t", "uint32_t", "uint64_t", "size_t", "uintptr_t", "memcpy", "malloc",
-      "expf", "exp", "logf", "log", "sqrtf", "sqrt", "tanhf", "tanh", "trunc", "fmod", "errno",
-      "kernel", "perfdojo_entry", "bufs", "main", "I", "NULL"};
+      "auto",     "break",    "case",      "char",    "const",   "continue",
+      "default",  "do",       "double",    "else",    "enum",    "extern",
+      "float",    "for",      "goto",      "if",      "inline",  "int",
+      "long",     "register", "restrict",  "return",  "short",   "signed",
+      "sizeof",   "static",   "struct",    "switch",  "typedef", "union",
+      "unsigned", "void",     "volatile",  "while",   "asm",     "typeof",
+      "bool",     "true",     "false",     "int32_t", "int64_t", "uint32_t",
+      "uint64_t", "size_t",   "uintptr_t", "memcpy",  "malloc",  "expf",
+      "exp",      "logf",     "log",       "sqrtf",   "sqrt",    "tanhf",
+      "tanh",     "trunc",    "fmod",      "errno",   "kernel",  "perfdojo_entry",
+      "bufs",     "main",     "I",         "NULL"};
   if (kWords.count(n) || n[0] == '_') return true;
   if (n.rfind("pd_", 0) == 0 || n.rfind("acc", 0) == 0) return true;
   // Iterators i0, i1, ... and the vector type names f32x16, m64x8, ...
@@ -61,7 +75,8 @@ bool is_c_reserved(const std::string& n) {
     if (n.rfind(p, 0) == 0 && digits_after(4)) return true;
   // Upper-case names of three letters or more may be macros of the standard headers
   // (INFINITY, NAN, M_PI, INT32_MAX, EOF...).
-  if (n.size() >= 3 && n.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") == std::string::npos)
+  if (n.size() >= 3 &&
+      n.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") == std::string::npos)
     return true;
   return false;
 }
@@ -125,7 +140,8 @@ struct Flat {
 
 std::optional<DType> type_of(const ir::Program& p, const ir::Expr& e) {
   switch (e.kind) {
-    case ir::ExprKind::kConst: return std::nullopt;
+    case ir::ExprKind::kConst:
+      return std::nullopt;
     case ir::ExprKind::kLoad: {
       const ir::BufferDecl* b = p.find_buffer(e.access.buffer);
       return b ? std::optional<DType>(b->dtype) : std::nullopt;
@@ -152,28 +168,41 @@ bool is_cast(ir::UnOp u) {
 }
 
 DType cast_type(ir::UnOp u) {
-  return u == ir::UnOp::kCastF32 ? DType::kF32 : u == ir::UnOp::kCastF64 ? DType::kF64 : DType::kI32;
+  return u == ir::UnOp::kCastF32   ? DType::kF32
+         : u == ir::UnOp::kCastF64 ? DType::kF64
+                                   : DType::kI32;
 }
 
 const char* cmp_text(ir::CmpOp c) {
   switch (c) {
-    case ir::CmpOp::kLt: return "<";
-    case ir::CmpOp::kLe: return "<=";
-    case ir::CmpOp::kGt: return ">";
-    case ir::CmpOp::kGe: return ">=";
-    case ir::CmpOp::kEq: return "==";
-    case ir::CmpOp::kNe: return "!=";
+    case ir::CmpOp::kLt:
+      return "<";
+    case ir::CmpOp::kLe:
+      return "<=";
+    case ir::CmpOp::kGt:
+      return ">";
+    case ir::CmpOp::kGe:
+      return ">=";
+    case ir::CmpOp::kEq:
+      return "==";
+    case ir::CmpOp::kNe:
+      return "!=";
   }
   return "<";
 }
 
 const char* binop_text(ir::BinOp b) {
   switch (b) {
-    case ir::BinOp::kAdd: return "+";
-    case ir::BinOp::kSub: return "-";
-    case ir::BinOp::kMul: return "*";
-    case ir::BinOp::kDiv: return "/";
-    default: return "?";
+    case ir::BinOp::kAdd:
+      return "+";
+    case ir::BinOp::kSub:
+      return "-";
+    case ir::BinOp::kMul:
+      return "*";
+    case ir::BinOp::kDiv:
+      return "/";
+    default:
+      return "?";
   }
 }
 
@@ -236,18 +265,25 @@ std::string vector_helpers(DType t, int64_t w, bool libmvec) {
   std::string splat;
   for (int64_t l = 0; l < w; ++l) splat += (l ? ", x" : "x");
   std::string s;
-  s += "typedef " + S + " " + V + " __attribute__((vector_size(" + std::to_string(w * (t == DType::kF32 ? 4 : 8)) + ")));\n";
-  s += "typedef " + I + " " + M + " __attribute__((vector_size(" + std::to_string(w * (t == DType::kF32 ? 4 : 8)) + ")));\n";
+  s += "typedef " + S + " " + V + " __attribute__((vector_size(" +
+       std::to_string(w * (t == DType::kF32 ? 4 : 8)) + ")));\n";
+  s += "typedef " + I + " " + M + " __attribute__((vector_size(" +
+       std::to_string(w * (t == DType::kF32 ? 4 : 8)) + ")));\n";
   // Unaligned, aliasing-safe loads and stores, as the intrinsics headers define _mm256_loadu_ps.
-  s += "typedef " + S + " " + V + "u __attribute__((vector_size(" + std::to_string(w * (t == DType::kF32 ? 4 : 8)) +
-       "), aligned(" + (t == DType::kF32 ? "4" : "8") + "), may_alias));\n";
+  s += "typedef " + S + " " + V + "u __attribute__((vector_size(" +
+       std::to_string(w * (t == DType::kF32 ? 4 : 8)) + "), aligned(" +
+       (t == DType::kF32 ? "4" : "8") + "), may_alias));\n";
   s += "PD_INLINE " + V + " " + V + "_load(const " + S + "* p) { return *(const " + V + "u*)p; }\n";
   s += "PD_INLINE void " + V + "_store(" + S + "* p, " + V + " v) { *(" + V + "u*)p = v; }\n";
   s += "PD_INLINE " + V + " " + V + "_splat(" + S + " x) { return (" + V + "){" + splat + "}; }\n";
-  s += "PD_INLINE " + V + " " + V + "_sel(" + M + " m, " + V + " a, " + V + " b) { return (" + V + ")((m & (" + M + ")a) | (~m & (" + M + ")b)); }\n";
-  s += "PD_INLINE " + V + " " + V + "_max(" + V + " a, " + V + " b) { return " + V + "_sel(a > b, a, b); }\n";
-  s += "PD_INLINE " + V + " " + V + "_min(" + V + " a, " + V + " b) { return " + V + "_sel(a < b, a, b); }\n";
-  s += "PD_INLINE " + V + " " + V + "_abs(" + V + " a) { return " + V + "_sel(a < " + V + "_splat(" + zero + "), -a, a); }\n";
+  s += "PD_INLINE " + V + " " + V + "_sel(" + M + " m, " + V + " a, " + V + " b) { return (" + V +
+       ")((m & (" + M + ")a) | (~m & (" + M + ")b)); }\n";
+  s += "PD_INLINE " + V + " " + V + "_max(" + V + " a, " + V + " b) { return " + V +
+       "_sel(a > b, a, b); }\n";
+  s += "PD_INLINE " + V + " " + V + "_min(" + V + " a, " + V + " b) { return " + V +
+       "_sel(a < b, a, b); }\n";
+  s += "PD_INLINE " + V + " " + V + "_abs(" + V + " a) { return " + V + "_sel(a < " + V +
+       "_splat(" + zero + "), -a, a); }\n";
   // exp, log, tanh: glibc's vector math library (libmvec, <= 4 ulp) for register-sized vectors,
   // named by the x86-64 vector function ABI (b: 16 bytes, d: 32 bytes AVX2, e: 64 bytes
   // AVX-512); otherwise one libm call per lane. sqrt per lane compiles to one instruction.
@@ -260,14 +296,20 @@ std::string vector_helpers(DType t, int64_t w, bool libmvec) {
       s += "PD_INLINE " + V + " " + V + "_" + fn + "(" + V + " a) { return " + vfn + "(a); }\n";
       continue;
     }
-    s += "PD_INLINE " + V + " " + V + "_" + fn + "(" + V + " a) { " + V + " r; for (int l = 0; l < " + W +
-         "; ++l) r[l] = " + fn + f + "(a[l]); return r; }\n";
+    s += "PD_INLINE " + V + " " + V + "_" + fn + "(" + V + " a) { " + V +
+         " r; for (int l = 0; l < " + W + "; ++l) r[l] = " + fn + f + "(a[l]); return r; }\n";
   }
   const std::string sx = sfx(t);
-  s += "PD_INLINE " + S + " " + V + "_hadd(" + V + " v) { " + S + " s = v[0]; for (int l = 1; l < " + W + "; ++l) s += v[l]; return s; }\n";
-  s += "PD_INLINE " + S + " " + V + "_hmul(" + V + " v) { " + S + " s = v[0]; for (int l = 1; l < " + W + "; ++l) s *= v[l]; return s; }\n";
-  s += "PD_INLINE " + S + " " + V + "_hmax(" + V + " v) { " + S + " s = v[0]; for (int l = 1; l < " + W + "; ++l) s = pd_max" + sx + "(s, v[l]); return s; }\n";
-  s += "PD_INLINE " + S + " " + V + "_hmin(" + V + " v) { " + S + " s = v[0]; for (int l = 1; l < " + W + "; ++l) s = pd_min" + sx + "(s, v[l]); return s; }\n";
+  s += "PD_INLINE " + S + " " + V + "_hadd(" + V + " v) { " + S +
+       " s = v[0]; for (int l = 1; l < " + W + "; ++l) s += v[l]; return s; }\n";
+  s += "PD_INLINE " + S + " " + V + "_hmul(" + V + " v) { " + S +
+       " s = v[0]; for (int l = 1; l < " + W + "; ++l) s *= v[l]; return s; }\n";
+  s += "PD_INLINE " + S + " " + V + "_hmax(" + V + " v) { " + S +
+       " s = v[0]; for (int l = 1; l < " + W + "; ++l) s = pd_max" + sx +
+       "(s, v[l]); return s; }\n";
+  s += "PD_INLINE " + S + " " + V + "_hmin(" + V + " v) { " + S +
+       " s = v[0]; for (int l = 1; l < " + W + "; ++l) s = pd_min" + sx +
+       "(s, v[l]); return s; }\n";
   return s;
 }
 
@@ -303,9 +345,11 @@ class Printer {
 
   static int widest_bytes(const ir::Program& p, const ir::Expr& e, int w) {
     if (e.kind == ir::ExprKind::kLoad) {
-      if (const auto* b = p.find_buffer(e.access.buffer)) w = std::max(w, ir::dtype_bytes(b->dtype));
+      if (const auto* b = p.find_buffer(e.access.buffer))
+        w = std::max(w, ir::dtype_bytes(b->dtype));
     }
-    if (e.kind == ir::ExprKind::kUnary && is_cast(e.un)) w = std::max(w, ir::dtype_bytes(cast_type(e.un)));
+    if (e.kind == ir::ExprKind::kUnary && is_cast(e.un))
+      w = std::max(w, ir::dtype_bytes(cast_type(e.un)));
     for (const auto& a : e.args) w = widest_bytes(p, *a, w);
     return w;
   }
@@ -332,12 +376,14 @@ class Printer {
       if (is_c_reserved(n)) {
         // A trailing underscore leaves the reserved forms (no keyword, macro or printer name
         // ends in one); repeat only to step past another buffer's name.
-        do n += "_"; while (used.count(n));
+        do n += "_";
+        while (used.count(n));
         used.insert(n);
       }
       cname_[b.name] = n;
       std::vector<int64_t> st(b.shape.size(), 1);
-      for (int i = static_cast<int>(b.shape.size()) - 2; i >= 0; --i) st[i] = st[i + 1] * b.shape[i + 1];
+      for (int i = static_cast<int>(b.shape.size()) - 2; i >= 0; --i)
+        st[i] = st[i + 1] * b.shape[i + 1];
       strides_[b.name] = st;
       dtype_[b.name] = b.dtype;
     }
@@ -367,12 +413,16 @@ class Printer {
       std::string term = "i" + std::to_string(k);
       int64_t m = c < 0 ? -c : c;
       if (m != 1) term += " * " + std::to_string(m);
-      if (s.empty()) s = c < 0 ? "-" + term : term;
-      else s += (c < 0 ? " - " : " + ") + term;
+      if (s.empty())
+        s = c < 0 ? "-" + term : term;
+      else
+        s += (c < 0 ? " - " : " + ") + term;
     }
     if (f.k0 != 0 || s.empty()) {
-      if (s.empty()) s = std::to_string(f.k0);
-      else s += (f.k0 < 0 ? " - " : " + ") + std::to_string(f.k0 < 0 ? -f.k0 : f.k0);
+      if (s.empty())
+        s = std::to_string(f.k0);
+      else
+        s += (f.k0 < 0 ? " - " : " + ") + std::to_string(f.k0 < 0 ? -f.k0 : f.k0);
     }
     return s;
   }
@@ -392,17 +442,22 @@ class Printer {
   std::string sfn(const char* fn, const std::string& a, DType t) const {
     std::string arg = unparen(a);
     switch (t) {
-      case DType::kF32: return std::string(fn) + "f(" + arg + ")";
-      case DType::kF64: return std::string(fn) + "(" + arg + ")";
-      case DType::kI32: return std::string("pd_to_i32(") + fn + "((double)" + a + "))";
+      case DType::kF32:
+        return std::string(fn) + "f(" + arg + ")";
+      case DType::kF64:
+        return std::string(fn) + "(" + arg + ")";
+      case DType::kI32:
+        return std::string("pd_to_i32(") + fn + "((double)" + a + "))";
     }
     return arg;
   }
 
   std::string sexpr(const ir::Expr& e, DType t) const {
     switch (e.kind) {
-      case ir::ExprKind::kConst: return literal(e.value, t);
-      case ir::ExprKind::kLoad: return convert(access(e.access), dtype_.at(e.access.buffer), t);
+      case ir::ExprKind::kConst:
+        return literal(e.value, t);
+      case ir::ExprKind::kLoad:
+        return convert(access(e.access), dtype_.at(e.access.buffer), t);
       case ir::ExprKind::kUnary: {
         if (is_cast(e.un)) {
           DType ti = type_of(p_, *e.args[0]).value_or(DType::kF64);
@@ -412,25 +467,35 @@ class Printer {
         std::string a = sexpr(*e.args[0], t);
         switch (e.un) {
           case ir::UnOp::kNeg:  // "- -1.0f", never "--1.0f" (the decrement operator)
-            return t == DType::kI32 ? "pd_negi(" + unparen(a) + ")" : std::string("(-") + (a[0] == '-' ? " " : "") + a + ")";
-          case ir::UnOp::kAbs: return std::string("pd_abs") + sfx(t) + "(" + unparen(a) + ")";
-          case ir::UnOp::kExp: return sfn("exp", a, t);
-          case ir::UnOp::kLog: return sfn("log", a, t);
-          case ir::UnOp::kSqrt: return sfn("sqrt", a, t);
-          case ir::UnOp::kTanh: return sfn("tanh", a, t);
+            return t == DType::kI32 ? "pd_negi(" + unparen(a) + ")"
+                                    : std::string("(-") + (a[0] == '-' ? " " : "") + a + ")";
+          case ir::UnOp::kAbs:
+            return std::string("pd_abs") + sfx(t) + "(" + unparen(a) + ")";
+          case ir::UnOp::kExp:
+            return sfn("exp", a, t);
+          case ir::UnOp::kLog:
+            return sfn("log", a, t);
+          case ir::UnOp::kSqrt:
+            return sfn("sqrt", a, t);
+          case ir::UnOp::kTanh:
+            return sfn("tanh", a, t);
           case ir::UnOp::kRsqrt:
             if (t == DType::kI32) return "pd_divi(1, " + sfn("sqrt", a, t) + ")";
             return "(" + literal(1, t) + " / " + sfn("sqrt", a, t) + ")";
-          default: return a;
+          default:
+            return a;
         }
       }
       case ir::ExprKind::kBinary: {
         std::string a = sexpr(*e.args[0], t), b = sexpr(*e.args[1], t);
         if (e.bin == ir::BinOp::kMax || e.bin == ir::BinOp::kMin)
-          return std::string(e.bin == ir::BinOp::kMax ? "pd_max" : "pd_min") + sfx(t) + "(" + unparen(a) + ", " + unparen(b) + ")";
+          return std::string(e.bin == ir::BinOp::kMax ? "pd_max" : "pd_min") + sfx(t) + "(" +
+                 unparen(a) + ", " + unparen(b) + ")";
         if (t == DType::kI32) {
-          const char* fn = e.bin == ir::BinOp::kAdd ? "pd_addi" : e.bin == ir::BinOp::kSub ? "pd_subi"
-                         : e.bin == ir::BinOp::kMul ? "pd_muli" : "pd_divi";
+          const char* fn = e.bin == ir::BinOp::kAdd   ? "pd_addi"
+                           : e.bin == ir::BinOp::kSub ? "pd_subi"
+                           : e.bin == ir::BinOp::kMul ? "pd_muli"
+                                                      : "pd_divi";
           return std::string(fn) + "(" + unparen(a) + ", " + unparen(b) + ")";
         }
         return "(" + a + " " + binop_text(e.bin) + " " + b + ")";
@@ -439,8 +504,8 @@ class Printer {
         auto ct = type_of(p_, *e.args[0]);
         if (!ct) ct = type_of(p_, *e.args[1]);
         DType tc = ct.value_or(DType::kF64);
-        return "(" + sexpr(*e.args[0], tc) + " " + cmp_text(e.cmp) + " " + sexpr(*e.args[1], tc) + " ? " +
-               sexpr(*e.args[2], t) + " : " + sexpr(*e.args[3], t) + ")";
+        return "(" + sexpr(*e.args[0], tc) + " " + cmp_text(e.cmp) + " " + sexpr(*e.args[1], tc) +
+               " ? " + sexpr(*e.args[2], t) + " : " + sexpr(*e.args[3], t) + ")";
       }
     }
     return "0";
@@ -449,12 +514,14 @@ class Printer {
   // ----- vector expressions: lanes lane0 .. lane0 + lanes - 1 of the iterator at depth d;
   // nullopt when unsupported
 
-  std::optional<std::string> vexpr(const ir::Expr& e, DType t, int d, int64_t lanes, int64_t lane0 = 0) {
+  std::optional<std::string> vexpr(const ir::Expr& e, DType t, int d, int64_t lanes,
+                                   int64_t lane0 = 0) {
     if (t == DType::kI32) return std::nullopt;
     vtypes_.insert({t, lanes});
     const std::string V = vtype(t, lanes);
     switch (e.kind) {
-      case ir::ExprKind::kConst: return V + "_splat(" + literal(e.value, t) + ")";
+      case ir::ExprKind::kConst:
+        return V + "_splat(" + literal(e.value, t) + ")";
       case ir::ExprKind::kLoad: {
         if (dtype_.at(e.access.buffer) != t) return std::nullopt;
         int64_t c = flat(e.access).coeff(d);
@@ -478,32 +545,44 @@ class Printer {
         auto a = vexpr(*e.args[0], t, d, lanes, lane0);
         if (!a) return std::nullopt;
         switch (e.un) {
-          case ir::UnOp::kNeg: return "(-" + *a + ")";
-          case ir::UnOp::kAbs: return V + "_abs(" + unparen(*a) + ")";
-          case ir::UnOp::kExp: return V + "_exp(" + unparen(*a) + ")";
-          case ir::UnOp::kLog: return V + "_log(" + unparen(*a) + ")";
-          case ir::UnOp::kSqrt: return V + "_sqrt(" + unparen(*a) + ")";
-          case ir::UnOp::kTanh: return V + "_tanh(" + unparen(*a) + ")";
-          case ir::UnOp::kRsqrt: return "(" + V + "_splat(" + literal(1, t) + ") / " + V + "_sqrt(" + unparen(*a) + "))";
-          default: return std::nullopt;
+          case ir::UnOp::kNeg:
+            return "(-" + *a + ")";
+          case ir::UnOp::kAbs:
+            return V + "_abs(" + unparen(*a) + ")";
+          case ir::UnOp::kExp:
+            return V + "_exp(" + unparen(*a) + ")";
+          case ir::UnOp::kLog:
+            return V + "_log(" + unparen(*a) + ")";
+          case ir::UnOp::kSqrt:
+            return V + "_sqrt(" + unparen(*a) + ")";
+          case ir::UnOp::kTanh:
+            return V + "_tanh(" + unparen(*a) + ")";
+          case ir::UnOp::kRsqrt:
+            return "(" + V + "_splat(" + literal(1, t) + ") / " + V + "_sqrt(" + unparen(*a) + "))";
+          default:
+            return std::nullopt;
         }
       }
       case ir::ExprKind::kBinary: {
         auto a = vexpr(*e.args[0], t, d, lanes, lane0), b = vexpr(*e.args[1], t, d, lanes, lane0);
         if (!a || !b) return std::nullopt;
         if (e.bin == ir::BinOp::kMax || e.bin == ir::BinOp::kMin)
-          return V + (e.bin == ir::BinOp::kMax ? "_max(" : "_min(") + unparen(*a) + ", " + unparen(*b) + ")";
+          return V + (e.bin == ir::BinOp::kMax ? "_max(" : "_min(") + unparen(*a) + ", " +
+                 unparen(*b) + ")";
         return "(" + *a + " " + binop_text(e.bin) + " " + *b + ")";
       }
       case ir::ExprKind::kSelect: {
         auto ct = type_of(p_, *e.args[0]);
         if (!ct) ct = type_of(p_, *e.args[1]);
         // A comparison's mask has its operands' element width; it must match the result's.
-        if (!ct || *ct == DType::kI32 || ir::dtype_bytes(*ct) != ir::dtype_bytes(t)) return std::nullopt;
-        auto l = vexpr(*e.args[0], *ct, d, lanes, lane0), r = vexpr(*e.args[1], *ct, d, lanes, lane0);
+        if (!ct || *ct == DType::kI32 || ir::dtype_bytes(*ct) != ir::dtype_bytes(t))
+          return std::nullopt;
+        auto l = vexpr(*e.args[0], *ct, d, lanes, lane0),
+             r = vexpr(*e.args[1], *ct, d, lanes, lane0);
         auto x = vexpr(*e.args[2], t, d, lanes, lane0), y = vexpr(*e.args[3], t, d, lanes, lane0);
         if (!l || !r || !x || !y) return std::nullopt;
-        return V + "_sel(" + *l + " " + cmp_text(e.cmp) + " " + *r + ", " + unparen(*x) + ", " + unparen(*y) + ")";
+        return V + "_sel(" + *l + " " + cmp_text(e.cmp) + " " + *r + ", " + unparen(*x) + ", " +
+               unparen(*y) + ")";
       }
     }
     return std::nullopt;
@@ -555,7 +634,8 @@ class Printer {
     }
     for (const auto& s : sites) {
       int64_t c = flat(*s.a).coeff(d);
-      if (c != 0 && c != 1) return "access to " + s.a->buffer + " is neither unit-stride nor invariant in the lanes";
+      if (c != 0 && c != 1)
+        return "access to " + s.a->buffer + " is neither unit-stride nor invariant in the lanes";
     }
     // Lanes run each statement for all lanes before the next statement: equivalent when every
     // lane touches its own element of each written buffer, or the write is a reduction into one
@@ -567,7 +647,8 @@ class Printer {
       for (const auto& o : sites) {
         if (o.a->buffer != s.a->buffer) continue;
         ++same_buffer;
-        if (!(flat(*o.a) == f)) return "buffer " + s.a->buffer + " is accessed at different elements in one lane";
+        if (!(flat(*o.a) == f))
+          return "buffer " + s.a->buffer + " is accessed at different elements in one lane";
       }
       if (f.coeff(d) == 0 && (!s.reduce || same_buffer != 1))
         return "every lane writes the same element of " + s.a->buffer;
@@ -614,36 +695,46 @@ class Printer {
     std::string sig;
     for (const auto* b : kernel_parameters(p_)) {
       if (!sig.empty()) sig += ", ";
-      sig += std::string(b->role == ir::Role::kInput ? "const " : "") + ctype(b->dtype) + "* restrict " + cname_.at(b->name);
+      sig += std::string(b->role == ir::Role::kInput ? "const " : "") + ctype(b->dtype) +
+             "* restrict " + cname_.at(b->name);
     }
     line("void kernel(" + sig + ") {");
     ++indent_;
     for (const auto& b : p_.buffers) {
       if (b.role != ir::Role::kTemp) continue;
-      std::string decl = std::string(ctype(b.dtype)) + " " + cname_.at(b.name) + "[" + std::to_string(b.elements()) +
-                         "] __attribute__((aligned(64)));";
+      std::string decl = std::string(ctype(b.dtype)) + " " + cname_.at(b.name) + "[" +
+                         std::to_string(b.elements()) + "] __attribute__((aligned(64)));";
       std::string what = "// temp " + b.name + ": " + ir::dtype_name(b.dtype);
-      if (b.elements() <= o_.small_temp_elements) line(decl + "  " + what + " (small: a local the compiler may keep in registers)");
-      else line("static " + decl + "  " + what);
+      if (b.elements() <= o_.small_temp_elements)
+        line(decl + "  " + what + " (small: a local the compiler may keep in registers)");
+      else
+        line("static " + decl + "  " + what);
     }
-    if (o_.inject == "segv") line("*(volatile float*)(uintptr_t)16 = 1.0f;  // test hook inject=segv: crash");
-    if (o_.inject == "hang") line("for (;;) __asm__ volatile(\"\");  // test hook inject=hang: never return");
+    if (o_.inject == "segv")
+      line("*(volatile float*)(uintptr_t)16 = 1.0f;  // test hook inject=segv: crash");
+    if (o_.inject == "hang")
+      line("for (;;) __asm__ volatile(\"\");  // test hook inject=hang: never return");
     if (o_.inject == "alloc")
-      line("for (;;) { volatile char* pd_p = (volatile char*)malloc((size_t)1 << 28); pd_p[0] = 1; }  // test hook inject=alloc");
+      line(
+          "for (;;) { volatile char* pd_p = (volatile char*)malloc((size_t)1 << 28); pd_p[0] = 1; "
+          "}  // test hook inject=alloc");
     for (const auto& b : p_.buffers) {
       if (b.role == ir::Role::kInput) continue;
       std::optional<double> v = b.init;
-      if (!v && b.role == ir::Role::kTemp && b.dtype == DType::kI32) v = 0;  // the interpreter's fill
+      if (!v && b.role == ir::Role::kTemp && b.dtype == DType::kI32)
+        v = 0;  // the interpreter's fill
       if (!v) continue;
-      line("for (int64_t pd_n = 0; pd_n < " + std::to_string(b.elements()) + "; ++pd_n) " + cname_.at(b.name) +
-           "[pd_n] = " + literal(*v, b.dtype) + ";  // " + b.name + " = " + ir::print_number(*v));
+      line("for (int64_t pd_n = 0; pd_n < " + std::to_string(b.elements()) + "; ++pd_n) " +
+           cname_.at(b.name) + "[pd_n] = " + literal(*v, b.dtype) + ";  // " + b.name + " = " +
+           ir::print_number(*v));
     }
     Path path;
     print_body(p_.body, path, 0);
     if (o_.inject == "wrong") {
       for (const auto* b : kernel_parameters(p_)) {
         if (b->role != ir::Role::kOutput) continue;
-        line(cname_.at(b->name) + "[0] += " + literal(1, b->dtype) + ";  // test hook inject=wrong");
+        line(cname_.at(b->name) + "[0] += " + literal(1, b->dtype) +
+             ";  // test hook inject=wrong");
         break;
       }
     }
@@ -654,8 +745,8 @@ class Printer {
     auto params = kernel_parameters(p_);
     for (size_t i = 0; i < params.size(); ++i) {
       if (i) args += ", ";
-      args += std::string("(") + (params[i]->role == ir::Role::kInput ? "const " : "") + ctype(params[i]->dtype) +
-              "*)bufs[" + std::to_string(i) + "]";
+      args += std::string("(") + (params[i]->role == ir::Role::kInput ? "const " : "") +
+              ctype(params[i]->dtype) + "*)bufs[" + std::to_string(i) + "]";
     }
     line("void perfdojo_entry(void* const* bufs) { kernel(" + args + "); }");
     return out_;
@@ -671,20 +762,29 @@ class Printer {
 
   static const char* reduce_name(ir::Reduce r) {
     switch (r) {
-      case ir::Reduce::kAdd: return "hadd";
-      case ir::Reduce::kMul: return "hmul";
-      case ir::Reduce::kMax: return "hmax";
-      case ir::Reduce::kMin: return "hmin";
-      default: return "";
+      case ir::Reduce::kAdd:
+        return "hadd";
+      case ir::Reduce::kMul:
+        return "hmul";
+      case ir::Reduce::kMax:
+        return "hmax";
+      case ir::Reduce::kMin:
+        return "hmin";
+      default:
+        return "";
     }
   }
 
   static std::string identity(ir::Reduce r, DType t) {
     switch (r) {
-      case ir::Reduce::kMul: return literal(1, t);
-      case ir::Reduce::kMax: return literal(-INFINITY, t);
-      case ir::Reduce::kMin: return literal(INFINITY, t);
-      default: return literal(0, t);
+      case ir::Reduce::kMul:
+        return literal(1, t);
+      case ir::Reduce::kMax:
+        return literal(-INFINITY, t);
+      case ir::Reduce::kMin:
+        return literal(INFINITY, t);
+      default:
+        return literal(0, t);
     }
   }
 
@@ -700,7 +800,8 @@ class Printer {
       for (const auto& a : accs->second) {
         std::string V = vtype(a.t, a.lanes), decl;
         for (int64_t k = 0; k < a.chunks; ++k)
-          decl += (k ? ", " : "") + acc_name(a.id, k) + " = " + V + "_splat(" + identity(a.stmt->op, a.t) + ")";
+          decl += (k ? ", " : "") + acc_name(a.id, k) + " = " + V + "_splat(" +
+                  identity(a.stmt->op, a.t) + ")";
         line(V + " " + decl + ";  // lanes of " + comment_text(ir::print_stmt(*a.stmt)));
       }
     }
@@ -709,7 +810,8 @@ class Printer {
       for (const auto& a : accs->second) {
         std::string lhs = access(a.stmt->lhs);
         std::string V = vtype(a.t, a.lanes), all = acc_name(a.id, 0);
-        for (int64_t k = 1; k < a.chunks; ++k) all = unparen(combine_vector(a.stmt->op, V, all, acc_name(a.id, k)));
+        for (int64_t k = 1; k < a.chunks; ++k)
+          all = unparen(combine_vector(a.stmt->op, V, all, acc_name(a.id, k)));
         std::string h = V + "_" + reduce_name(a.stmt->op) + "(" + all + ")";
         line(combine_scalar(a.stmt->op, a.t, lhs, h) + "  // sum across lanes");
       }
@@ -718,13 +820,21 @@ class Printer {
     }
   }
 
-  static std::string combine_scalar(ir::Reduce op, DType t, const std::string& lhs, const std::string& v) {
+  static std::string combine_scalar(ir::Reduce op, DType t, const std::string& lhs,
+                                    const std::string& v) {
     switch (op) {
-      case ir::Reduce::kNone: return lhs + " = " + v + ";";
-      case ir::Reduce::kAdd: return t == DType::kI32 ? lhs + " = pd_addi(" + lhs + ", " + v + ");" : lhs + " += " + v + ";";
-      case ir::Reduce::kMul: return t == DType::kI32 ? lhs + " = pd_muli(" + lhs + ", " + v + ");" : lhs + " *= " + v + ";";
-      case ir::Reduce::kMax: return lhs + " = pd_max" + sfx(t) + "(" + lhs + ", " + v + ");";
-      case ir::Reduce::kMin: return lhs + " = pd_min" + sfx(t) + "(" + lhs + ", " + v + ");";
+      case ir::Reduce::kNone:
+        return lhs + " = " + v + ";";
+      case ir::Reduce::kAdd:
+        return t == DType::kI32 ? lhs + " = pd_addi(" + lhs + ", " + v + ");"
+                                : lhs + " += " + v + ";";
+      case ir::Reduce::kMul:
+        return t == DType::kI32 ? lhs + " = pd_muli(" + lhs + ", " + v + ");"
+                                : lhs + " *= " + v + ";";
+      case ir::Reduce::kMax:
+        return lhs + " = pd_max" + sfx(t) + "(" + lhs + ", " + v + ");";
+      case ir::Reduce::kMin:
+        return lhs + " = pd_min" + sfx(t) + "(" + lhs + ", " + v + ");";
     }
     return "";
   }
@@ -737,7 +847,8 @@ class Printer {
 
   void plain_loop(const ir::Node& n, Path& path, int depth) {
     std::string it = "i" + std::to_string(depth);
-    line("for (int64_t " + it + " = 0; " + it + " < " + std::to_string(n.extent) + "; ++" + it + ") {");
+    line("for (int64_t " + it + " = 0; " + it + " < " + std::to_string(n.extent) + "; ++" + it +
+         ") {");
     ++indent_;
     print_body(n.body, path, depth + 1);
     --indent_;
@@ -759,7 +870,8 @@ class Printer {
         if (!o_.unroll) return plain_loop(n, path, depth);
         if (copies_ * n.extent > o_.max_unrolled_copies) {
           // Nested unrolling multiplies code size; past the budget the compiler decides.
-          line("// :unroll " + std::to_string(n.extent) + " left as a loop: nested unrolling would exceed " +
+          line("// :unroll " + std::to_string(n.extent) +
+               " left as a loop: nested unrolling would exceed " +
                std::to_string(o_.max_unrolled_copies) + " copies");
           return plain_loop(n, path, depth);
         }
@@ -769,7 +881,8 @@ class Printer {
         }
         copies_ *= n.extent;
         for (int64_t v = 0; v < n.extent; ++v) {
-          line("{  // " + it + " = " + std::to_string(v) + " (:unroll " + std::to_string(n.extent) + ")");
+          line("{  // " + it + " = " + std::to_string(v) + " (:unroll " + std::to_string(n.extent) +
+               ")");
           ++indent_;
           line("const int64_t " + it + " = " + std::to_string(v) + ";");
           print_body(n.body, path, depth + 1);
@@ -778,11 +891,14 @@ class Printer {
         }
         copies_ /= n.extent;
         return;
-      default: return plain_loop(n, path, depth);
+      default:
+        return plain_loop(n, path, depth);
     }
   }
 
-  static std::string acc_name(int id, int64_t chunk) { return "acc" + std::to_string(id) + "_" + std::to_string(chunk); }
+  static std::string acc_name(int id, int64_t chunk) {
+    return "acc" + std::to_string(id) + "_" + std::to_string(chunk);
+  }
 
   void print_vector_scope(const ir::Node& v, Path& path, int d) {
     line("{  // " + std::to_string(v.extent) + " lanes of i" + std::to_string(d) + " (:vec)");
@@ -792,8 +908,10 @@ class Printer {
       DType t = dtype_.at(s.lhs.buffer);
       int64_t lanes = chunk_lanes(s, v.extent);
       const std::string V = vtype(t, lanes);
-      line("// " + comment_text(ir::print_stmt(s)) + (lanes < v.extent ? "  (" + std::to_string(v.extent / lanes) +
-                                                                         " registers of " + std::to_string(lanes) + ")" : ""));
+      line("// " + comment_text(ir::print_stmt(s)) +
+           (lanes < v.extent ? "  (" + std::to_string(v.extent / lanes) + " registers of " +
+                                   std::to_string(lanes) + ")"
+                             : ""));
       path.push_back(static_cast<int>(k));
       auto acc = acc_of_.find(path);
       path.pop_back();
@@ -805,29 +923,40 @@ class Printer {
           continue;
         }
         std::string addr = "&" + access(s.lhs, d, c * lanes);
-        if (s.op == ir::Reduce::kNone) line(V + "_store(" + addr + ", " + rhs + ");");
-        else line(V + "_store(" + addr + ", " + unparen(combine_vector(s.op, V, V + "_load(" + addr + ")", rhs)) + ");");
+        if (s.op == ir::Reduce::kNone)
+          line(V + "_store(" + addr + ", " + rhs + ");");
+        else
+          line(V + "_store(" + addr + ", " +
+               unparen(combine_vector(s.op, V, V + "_load(" + addr + ")", rhs)) + ");");
       }
     }
     --indent_;
     line("}");
   }
 
-  static std::string combine_vector(ir::Reduce op, const std::string& V, const std::string& old, const std::string& v) {
+  static std::string combine_vector(ir::Reduce op, const std::string& V, const std::string& old,
+                                    const std::string& v) {
     switch (op) {
-      case ir::Reduce::kAdd: return "(" + old + " + " + v + ")";
-      case ir::Reduce::kMul: return "(" + old + " * " + v + ")";
-      case ir::Reduce::kMax: return V + "_max(" + old + ", " + v + ")";
-      case ir::Reduce::kMin: return V + "_min(" + old + ", " + v + ")";
-      default: return v;
+      case ir::Reduce::kAdd:
+        return "(" + old + " + " + v + ")";
+      case ir::Reduce::kMul:
+        return "(" + old + " * " + v + ")";
+      case ir::Reduce::kMax:
+        return V + "_max(" + old + ", " + v + ")";
+      case ir::Reduce::kMin:
+        return V + "_min(" + old + ", " + v + ")";
+      default:
+        return v;
     }
   }
 
   std::string preamble() const {
-    std::string s = "// Generated by PerfDojo's C printer (" + std::string(kCodegenVersion) + ") for " + o_.target + ".\n";
+    std::string s = "// Generated by PerfDojo's C printer (" + std::string(kCodegenVersion) +
+                    ") for " + o_.target + ".\n";
     std::istringstream doc(p_.doc);
     std::string l;
-    if (std::getline(doc, l) && !l.empty()) s += "//" + comment_text(l[0] == ' ' ? l : " " + l) + "\n";
+    if (std::getline(doc, l) && !l.empty())
+      s += "//" + comment_text(l[0] == ' ' ? l : " " + l) + "\n";
     s += "// IR structural hash " + std::to_string(ir::structural_hash(p_)) + "\n";
     s += "#include <math.h>\n#include <stdint.h>\n#include <stdlib.h>\n#include <string.h>\n\n";
     s += kScalarHelpers;

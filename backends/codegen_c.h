@@ -20,12 +20,13 @@ inline constexpr const char* kCodegenVersion = "c1";
 
 /// What the printer may use. The defaults honour every annotation.
 struct CodegenOptions {
-  std::string target = "x86";         ///< named in the banner comment only
-  bool vectorize = true;              ///< `:vec` scopes become GCC vector-extension code
-  bool parallel = true;               ///< `:par` scopes become `#pragma omp parallel for` loops
-  bool unroll = true;                 ///< `:unroll` scopes are unrolled
-  int64_t max_unroll = 64;            ///< larger `:unroll` scopes get `#pragma GCC unroll` instead
-  int64_t max_unrolled_copies = 1024; ///< nested unrolling stops (plain loops) beyond this many copies
+  std::string target = "x86";  ///< named in the banner comment only
+  bool vectorize = true;       ///< `:vec` scopes become GCC vector-extension code
+  bool parallel = true;        ///< `:par` scopes become `#pragma omp parallel for` loops
+  bool unroll = true;          ///< `:unroll` scopes are unrolled
+  int64_t max_unroll = 64;     ///< larger `:unroll` scopes get `#pragma GCC unroll` instead
+  int64_t max_unrolled_copies =
+      1024;  ///< nested unrolling stops (plain loops) beyond this many copies
   int64_t small_temp_elements = 256;  ///< temporaries up to this size are locals (registers)
   int native_vector_bytes = 64;       ///< register width; wider `:vec` scopes print in chunks
   /// Vector exp/log/tanh call glibc's libmvec (link with -lmvec); else one libm call per lane.
@@ -39,9 +40,9 @@ struct CodegenOptions {
 /// The printed unit and the printer's decisions.
 struct GeneratedC {
   std::string source;
-  int vector_scopes = 0;             ///< `:vec` scopes printed as vector code
-  int scalar_fallbacks = 0;          ///< `:vec` scopes printed as plain loops (reason in a comment)
-  std::vector<std::string> notes;    ///< one line per fallback: why the scope stayed scalar
+  int vector_scopes = 0;           ///< `:vec` scopes printed as vector code
+  int scalar_fallbacks = 0;        ///< `:vec` scopes printed as plain loops (reason in a comment)
+  std::vector<std::string> notes;  ///< one line per fallback: why the scope stayed scalar
 };
 
 /// The C translation unit for a checked program.

@@ -80,8 +80,10 @@ int run_capture(const std::vector<std::string>& argv, std::string* output) {
   char buf[4096];
   for (;;) {
     ssize_t n = read(fds[0], buf, sizeof buf);
-    if (n > 0) out.append(buf, static_cast<size_t>(n));
-    else if (n == 0 || errno != EINTR) break;
+    if (n > 0)
+      out.append(buf, static_cast<size_t>(n));
+    else if (n == 0 || errno != EINTR)
+      break;
   }
   close(fds[0]);
   int status = 0;
@@ -95,7 +97,9 @@ int run_capture(const std::vector<std::string>& argv, std::string* output) {
 
 std::string find_executable(const std::string& name) {
   if (name.empty()) return "";
-  auto runnable = [](const std::string& p) { return access(p.c_str(), X_OK) == 0 && !fs::is_directory(p); };
+  auto runnable = [](const std::string& p) {
+    return access(p.c_str(), X_OK) == 0 && !fs::is_directory(p);
+  };
   if (name.find('/') != std::string::npos) return runnable(name) ? name : "";
   const char* path = std::getenv("PATH");
   std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
@@ -125,7 +129,8 @@ std::string compiler_version(const std::string& compiler) {
   return v;
 }
 
-CompileResult compile_shared_object(const std::string& compiler, const std::vector<std::string>& flags,
+CompileResult compile_shared_object(const std::string& compiler,
+                                    const std::vector<std::string>& flags,
                                     const std::string& source, const std::string& dir,
                                     const std::vector<std::string>& libs) {
   CompileResult r;
@@ -162,8 +167,8 @@ CompileResult compile_shared_object(const std::string& compiler, const std::vect
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (rc != 0) {
     fs::remove(tmp, ec);
-    r.error = "compile failed (" + compiler + " exit " + std::to_string(rc) + ", source " + stem + ".c):\n" +
-              trim_diagnostics(output);
+    r.error = "compile failed (" + compiler + " exit " + std::to_string(rc) + ", source " + stem +
+              ".c):\n" + trim_diagnostics(output);
     return r;
   }
   fs::rename(tmp, r.so_path, ec);

@@ -17,7 +17,8 @@ struct CompileResult {
 
 /// Compiles `source` with `compiler flags... -shared -fPIC -o OUT SOURCE libs...` into `dir`,
 /// naming the files by a hash of (compiler, flags, libs, source) so an identical build is reused.
-CompileResult compile_shared_object(const std::string& compiler, const std::vector<std::string>& flags,
+CompileResult compile_shared_object(const std::string& compiler,
+                                    const std::vector<std::string>& flags,
                                     const std::string& source, const std::string& dir,
                                     const std::vector<std::string>& libs = {});
 

@@ -90,7 +90,8 @@ std::string do_load(std::istringstream& in) {
     g_size = 0;
     if (size > 0) {
       void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, kBuffersFd, 0);
-      if (p == MAP_FAILED) return std::string("err cannot map the shared buffers: ") + std::strerror(errno);
+      if (p == MAP_FAILED)
+        return std::string("err cannot map the shared buffers: ") + std::strerror(errno);
       g_base = static_cast<unsigned char*>(p);
       g_size = size;
     }
@@ -162,10 +163,14 @@ int main() {
     std::istringstream in(line);
     std::string cmd;
     in >> cmd;
-    if (cmd == "load") reply(do_load(in));
-    else if (cmd == "run") reply(do_run(in));
-    else if (cmd == "quit") return 0;
-    else reply("err unknown command '" + cmd + "'");
+    if (cmd == "load")
+      reply(do_load(in));
+    else if (cmd == "run")
+      reply(do_run(in));
+    else if (cmd == "quit")
+      return 0;
+    else
+      reply("err unknown command '" + cmd + "'");
   }
   return 0;
 }

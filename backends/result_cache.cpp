@@ -41,8 +41,9 @@ bool parse_double(const std::string& s, double* out) {
 }  // namespace
 
 std::string CacheKey::text() const {
-  return "program=" + hex64(program_hash) + " backend=" + backend + " seed=" + std::to_string(seed) + " variant=" +
-         variant + " cpu=" + cpu + " flags=" + one_line(flags);
+  return "program=" + hex64(program_hash) + " backend=" + backend +
+         " seed=" + std::to_string(seed) + " variant=" + variant + " cpu=" + cpu +
+         " flags=" + one_line(flags);
 }
 
 std::string ResultCache::path_of(const CacheKey& key) const {
@@ -55,7 +56,8 @@ std::optional<Measurement> ResultCache::lookup(const CacheKey& key) const {
   if (!in) return std::nullopt;
   std::string magic, stored_key;
   if (!std::getline(in, magic) || magic != kMagic) return std::nullopt;
-  if (!std::getline(in, stored_key) || stored_key != "key " + one_line(key.text())) return std::nullopt;
+  if (!std::getline(in, stored_key) || stored_key != "key " + one_line(key.text()))
+    return std::nullopt;
   std::map<std::string, std::string> f;
   std::string line;
   while (std::getline(in, line)) {
@@ -68,7 +70,8 @@ std::optional<Measurement> ResultCache::lookup(const CacheKey& key) const {
   double reps = 0, verified = 0;
   if (!parse_double(f["median_s"], &m.median_s) || !parse_double(f["min_s"], &m.min_s) ||
       !parse_double(f["spread"], &m.spread) || !parse_double(f["reps"], &reps) ||
-      !parse_double(f["verified"], &verified) || !parse_double(f["max_rel_error"], &m.max_rel_error))
+      !parse_double(f["verified"], &verified) ||
+      !parse_double(f["max_rel_error"], &m.max_rel_error))
     return std::nullopt;
   if (!(m.median_s > 0) || !(m.min_s > 0)) return std::nullopt;
   m.reps = static_cast<int>(reps);

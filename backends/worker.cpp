@@ -52,7 +52,8 @@ std::string find_worker(const std::string& configured) {
   return "";
 }
 
-Worker::Worker(std::string exe, uint64_t memory_limit_bytes) : exe_(std::move(exe)), memory_limit_(memory_limit_bytes) {}
+Worker::Worker(std::string exe, uint64_t memory_limit_bytes)
+    : exe_(std::move(exe)), memory_limit_(memory_limit_bytes) {}
 
 Worker::~Worker() {
   stop();
@@ -72,7 +73,8 @@ uint8_t* Worker::reserve(size_t bytes, std::string* error) {
   if (bytes <= size_) return base_;
   size_t want = (bytes + 4095) & ~size_t{4095};
   if (ftruncate(memfd_, static_cast<off_t>(want)) != 0) {
-    *error = "cannot size the shared buffers to " + std::to_string(want) + " bytes: " + std::strerror(errno);
+    *error = "cannot size the shared buffers to " + std::to_string(want) +
+             " bytes: " + std::strerror(errno);
     return nullptr;
   }
   if (base_) munmap(base_, size_);
@@ -155,7 +157,8 @@ std::string Worker::reap(bool killed, double timeout_s) {
   return "the measuring worker stopped";
 }
 
-std::optional<std::string> Worker::request(const std::string& line, double timeout_s, std::string* reply) {
+std::optional<std::string> Worker::request(const std::string& line, double timeout_s,
+                                           std::string* reply) {
   std::string msg = line + "\n";
   size_t sent = 0;
   while (sent < msg.size()) {
@@ -186,7 +189,8 @@ std::optional<std::string> Worker::request(const std::string& line, double timeo
   }
 }
 
-std::optional<std::string> Worker::load(const std::string& so, const std::vector<size_t>& offsets, double timeout_s) {
+std::optional<std::string> Worker::load(const std::string& so, const std::vector<size_t>& offsets,
+                                        double timeout_s) {
   // The memory limit is set when the worker starts; a larger region needs a fresh worker.
   if (pid_ > 0 && size_ > limit_region_) stop();
   if (pid_ <= 0)
@@ -208,7 +212,8 @@ Worker::Timing Worker::run(int batch, bool flush, double timeout_s) {
     return t;
   }
   std::string reply;
-  if (auto err = request("run " + std::to_string(batch) + " " + (flush ? "1" : "0"), timeout_s, &reply)) {
+  if (auto err =
+          request("run " + std::to_string(batch) + " " + (flush ? "1" : "0"), timeout_s, &reply)) {
     t.error = err;
     return t;
   }

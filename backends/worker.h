@@ -22,7 +22,8 @@
 namespace perfdojo::backends {
 
 /// The worker program: `configured` when set, else $PERFDOJO_WORKER, else perfdojo-worker next to
-/// the running program or in ../bin, else the build tree's bin/perfdojo-worker. "" when none exists.
+/// the running program or in ../bin, else the build tree's bin/perfdojo-worker. "" when none
+/// exists.
 std::string find_worker(const std::string& configured = "");
 
 /// One worker process and the shared buffer region, owned by one backend instance.
@@ -39,7 +40,8 @@ class Worker {
   uint8_t* reserve(size_t bytes, std::string* error);
   /// Loads the kernel in `so` with its parameters at `offsets` in the shared region; starts a
   /// worker when none runs. An error (dlopen failed, the worker died or timed out) is returned.
-  std::optional<std::string> load(const std::string& so, const std::vector<size_t>& offsets, double timeout_s);
+  std::optional<std::string> load(const std::string& so, const std::vector<size_t>& offsets,
+                                  double timeout_s);
 
   /// Time of one `run` request.
   struct Timing {

@@ -29,7 +29,8 @@ namespace fs = std::filesystem;
 // Whether glibc's vector math library can be linked (libc6-dev ships libmvec.so).
 bool have_libmvec() {
   static const bool kHave = [] {
-    for (const char* d : {"/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu", "/usr/lib64", "/lib64", "/usr/lib"})
+    for (const char* d :
+         {"/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu", "/usr/lib64", "/lib64", "/usr/lib"})
       if (access((std::string(d) + "/libmvec.so").c_str(), R_OK) == 0) return true;
     return false;
   }();
@@ -37,7 +38,9 @@ bool have_libmvec() {
 }
 
 // Libraries linked after the generated source.
-std::vector<std::string> link_libraries() { return have_libmvec() ? std::vector<std::string>{"-lmvec"} : std::vector<std::string>{}; }
+std::vector<std::string> link_libraries() {
+  return have_libmvec() ? std::vector<std::string>{"-lmvec"} : std::vector<std::string>{};
+}
 
 // Printer options of `isa`: vectors are printed in registers of the ISA's width.
 CodegenOptions x86_codegen_options(X86Isa isa) {
@@ -52,7 +55,8 @@ double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-std::string extra(const BackendConfig& c, const std::string& key, const std::string& fallback = "") {
+std::string extra(const BackendConfig& c, const std::string& key,
+                  const std::string& fallback = "") {
   auto it = c.extra.find(key);
   return it == c.extra.end() ? fallback : it->second;
 }
@@ -108,9 +112,12 @@ double longest_reduction(const std::vector<ir::NodePtr>& body, std::vector<int64
 double tolerance(ir::DType t, double reduction_terms) {
   double scale = std::max(1.0, std::sqrt(reduction_terms / 1024));
   switch (t) {
-    case ir::DType::kF32: return 1e-4 * scale;
-    case ir::DType::kF64: return 1e-9 * scale;
-    case ir::DType::kI32: return 0;
+    case ir::DType::kF32:
+      return 1e-4 * scale;
+    case ir::DType::kF64:
+      return 1e-9 * scale;
+    case ir::DType::kI32:
+      return 0;
   }
   return 0;
 }
@@ -119,9 +126,15 @@ double tolerance(ir::DType t, double reduction_terms) {
 void write_tensor(uint8_t* dst, ir::DType t, const std::vector<double>& v) {
   for (size_t i = 0; i < v.size(); ++i) {
     switch (t) {
-      case ir::DType::kF32: reinterpret_cast<float*>(dst)[i] = static_cast<float>(v[i]); break;
-      case ir::DType::kF64: reinterpret_cast<double*>(dst)[i] = v[i]; break;
-      case ir::DType::kI32: reinterpret_cast<int32_t*>(dst)[i] = static_cast<int32_t>(v[i]); break;
+      case ir::DType::kF32:
+        reinterpret_cast<float*>(dst)[i] = static_cast<float>(v[i]);
+        break;
+      case ir::DType::kF64:
+        reinterpret_cast<double*>(dst)[i] = v[i];
+        break;
+      case ir::DType::kI32:
+        reinterpret_cast<int32_t*>(dst)[i] = static_cast<int32_t>(v[i]);
+        break;
     }
   }
 }
@@ -130,9 +143,15 @@ ir::Tensor read_tensor(const uint8_t* src, const ir::BufferDecl& b) {
   ir::Tensor t{b.dtype, b.shape, std::vector<double>(b.elements())};
   for (size_t i = 0; i < t.data.size(); ++i) {
     switch (b.dtype) {
-      case ir::DType::kF32: t.data[i] = reinterpret_cast<const float*>(src)[i]; break;
-      case ir::DType::kF64: t.data[i] = reinterpret_cast<const double*>(src)[i]; break;
-      case ir::DType::kI32: t.data[i] = reinterpret_cast<const int32_t*>(src)[i]; break;
+      case ir::DType::kF32:
+        t.data[i] = reinterpret_cast<const float*>(src)[i];
+        break;
+      case ir::DType::kF64:
+        t.data[i] = reinterpret_cast<const double*>(src)[i];
+        break;
+      case ir::DType::kI32:
+        t.data[i] = reinterpret_cast<const int32_t*>(src)[i];
+        break;
     }
   }
   return t;
@@ -140,7 +159,8 @@ ir::Tensor read_tensor(const uint8_t* src, const ir::BufferDecl& b) {
 
 // Outputs without an initial value start as the interpreter starts them: NaN (0 for i32), so a
 // kernel reading one before writing it shows up in verification.
-void prefill_outputs(uint8_t* base, const std::vector<const ir::BufferDecl*>& params, const std::vector<size_t>& offs) {
+void prefill_outputs(uint8_t* base, const std::vector<const ir::BufferDecl*>& params,
+                     const std::vector<size_t>& offs) {
   for (size_t i = 0; i < params.size(); ++i) {
     const auto& b = *params[i];
     if (b.role != ir::Role::kOutput) continue;
@@ -191,7 +211,8 @@ class MeasureLock {
 
 class X86Backend final : public Backend {
  public:
-  X86Backend(X86Isa isa, BackendConfig c) : isa_(isa), config_(std::move(c)), cache_(config_.cache_dir) {}
+  X86Backend(X86Isa isa, BackendConfig c)
+      : isa_(isa), config_(std::move(c)), cache_(config_.cache_dir) {}
 
   ~X86Backend() override {
     worker_.reset();
@@ -229,7 +250,9 @@ class X86Backend final : public Backend {
     return m;
   }
 
-  std::unique_ptr<Backend> clone() const override { return std::make_unique<X86Backend>(isa_, config_); }
+  std::unique_ptr<Backend> clone() const override {
+    return std::make_unique<X86Backend>(isa_, config_);
+  }
 
  private:
   Availability check_availability() const {
@@ -243,9 +266,10 @@ class X86Backend final : public Backend {
       return {false, std::string(name()) + ": no C compiler: '" + config_.compiler +
                          "' was not found (set BackendConfig::compiler, e.g. gcc or clang)"};
     if (find_worker(extra(config_, "worker")).empty())
-      return {false, std::string(name()) +
-                         ": the measuring worker perfdojo-worker was not found (build the perfdojo-worker "
-                         "target, or set $PERFDOJO_WORKER)"};
+      return {false,
+              std::string(name()) +
+                  ": the measuring worker perfdojo-worker was not found (build the perfdojo-worker "
+                  "target, or set $PERFDOJO_WORKER)"};
     return {};
   }
 
@@ -267,8 +291,11 @@ class X86Backend final : public Backend {
       std::string tmpl = (fs::temp_directory_path() / "perfdojo-x86-XXXXXX").string();
       std::vector<char> buf(tmpl.begin(), tmpl.end());
       buf.push_back('\0');
-      if (mkdtemp(buf.data())) work_dir_ = buf.data();
-      else throw std::runtime_error(std::string("cannot create a build directory: ") + std::strerror(errno));
+      if (mkdtemp(buf.data()))
+        work_dir_ = buf.data();
+      else
+        throw std::runtime_error(std::string("cannot create a build directory: ") +
+                                 std::strerror(errno));
     }
     return work_dir_;
   }
@@ -276,14 +303,16 @@ class X86Backend final : public Backend {
   Worker& worker() {
     if (!worker_) {
       double mb = extra_number(config_, "worker_memory_mb", 8192);
-      worker_ = std::make_unique<Worker>(find_worker(extra(config_, "worker")), static_cast<uint64_t>(mb * 1048576.0));
+      worker_ = std::make_unique<Worker>(find_worker(extra(config_, "worker")),
+                                         static_cast<uint64_t>(mb * 1048576.0));
     }
     return *worker_;
   }
 
   // Places the kernel's parameters in the shared region: page-aligned, each shifted by a few
   // cache lines so equal-sized buffers do not alias in the caches (4K aliasing).
-  static std::vector<size_t> layout(const std::vector<const ir::BufferDecl*>& params, size_t* total) {
+  static std::vector<size_t> layout(const std::vector<const ir::BufferDecl*>& params,
+                                    size_t* total) {
     std::vector<size_t> offs;
     size_t at = 0;
     for (size_t i = 0; i < params.size(); ++i) {
@@ -309,9 +338,13 @@ class X86Backend final : public Backend {
       return;
     }
     std::string inject = inject_for(p);
-    CacheKey key{ir::structural_hash(p), name(), m.flags, cpu_identity(), o.seed,
-                 std::string(kCodegenVersion) + (o.verify ? " verify" : " noverify") + (o.flush_cache ? " flush" : "") +
-                     (inject.empty() ? "" : " inject=" + inject)};
+    CacheKey key{ir::structural_hash(p),
+                 name(),
+                 m.flags,
+                 cpu_identity(),
+                 o.seed,
+                 std::string(kCodegenVersion) + (o.verify ? " verify" : " noverify") +
+                     (o.flush_cache ? " flush" : "") + (inject.empty() ? "" : " inject=" + inject)};
     if (auto hit = cache_.lookup(key)) {
       m = *hit;
       return;
@@ -322,7 +355,8 @@ class X86Backend final : public Backend {
     CodegenOptions co = x86_codegen_options(isa_);
     co.inject = inject;
     GeneratedC gen = generate_c(p, co);
-    CompileResult cr = compile_shared_object(config_.compiler, flags(), gen.source, work_dir(), link_libraries());
+    CompileResult cr =
+        compile_shared_object(config_.compiler, flags(), gen.source, work_dir(), link_libraries());
     m.compile_s = cr.reused ? 0 : now_s() - t0;
     if (cr.error) {
       m.error = *cr.error;
@@ -342,7 +376,8 @@ class X86Backend final : public Backend {
     }
     ir::TensorMap inputs = ir::make_inputs(p, o.seed);
     for (size_t i = 0; i < params.size(); ++i)
-      if (params[i]->role == ir::Role::kInput) write_tensor(base + offs[i], params[i]->dtype, inputs.at(params[i]->name).data);
+      if (params[i]->role == ir::Role::kInput)
+        write_tensor(base + offs[i], params[i]->dtype, inputs.at(params[i]->name).data);
     prefill_outputs(base, params, offs);
 
     // Runs of any kernel never overlap, here or in other processes; the lock is let go while the
@@ -363,7 +398,8 @@ class X86Backend final : public Backend {
       lock.reset();
       std::map<std::string, ir::Tensor> got;
       for (size_t i = 0; i < params.size(); ++i)
-        if (params[i]->role == ir::Role::kOutput) got[params[i]->name] = read_tensor(base + offs[i], *params[i]);
+        if (params[i]->role == ir::Role::kOutput)
+          got[params[i]->name] = read_tensor(base + offs[i], *params[i]);
       std::map<std::string, ir::Tensor> want;
       double max_flops = extra_number(config_, "verify_interpreter_max_flops", 1e7);
       if (flop_count(p) <= max_flops) {
@@ -395,7 +431,8 @@ class X86Backend final : public Backend {
         m.max_rel_error = worst;
         if (!bad.empty()) {
           char buf[200];
-          std::snprintf(buf, sizeof buf, "wrong result: max relative error %.3g in output '%s' (tolerance %g)",
+          std::snprintf(buf, sizeof buf,
+                        "wrong result: max relative error %.3g in output '%s' (tolerance %g)",
                         ir::max_relative_error(got.at(bad), want.at(bad)), bad.c_str(),
                         x86_verification_tolerance(got.at(bad).dtype, p));
           m.error = buf;
@@ -432,7 +469,8 @@ class X86Backend final : public Backend {
     for (const auto& x : flags())
       if (x != "-fopenmp") f.push_back(x);
     f.push_back("-ffp-contract=off");
-    CompileResult cr = compile_shared_object(config_.compiler, f, gen.source, work_dir(), link_libraries());
+    CompileResult cr =
+        compile_shared_object(config_.compiler, f, gen.source, work_dir(), link_libraries());
     if (cr.error) return "cannot build the sequential reference for verification: " + *cr.error;
     prefill_outputs(base, params, offs);
     Worker& w = worker();
@@ -442,7 +480,8 @@ class X86Backend final : public Backend {
       return "could not verify: the sequential reference failed (" + *t.error +
              "); measure with verify = false, or verify a scaled-down instance";
     for (size_t i = 0; i < params.size(); ++i)
-      if (params[i]->role == ir::Role::kOutput) want[params[i]->name] = read_tensor(base + offs[i], *params[i]);
+      if (params[i]->role == ir::Role::kOutput)
+        want[params[i]->name] = read_tensor(base + offs[i], *params[i]);
     ref_cache_.emplace_front(rkey, want);
     if (ref_cache_.size() > 2) ref_cache_.pop_back();
     return std::nullopt;
@@ -462,9 +501,12 @@ class X86Backend final : public Backend {
       }
       est = std::max(t.seconds, 1e-9);
     }
-    long batch = o.flush_cache ? 1 : std::clamp<long>(static_cast<long>(std::ceil(kBatchTarget / est)), 1, 1000000);
+    long batch = o.flush_cache ? 1
+                               : std::clamp<long>(static_cast<long>(std::ceil(kBatchTarget / est)),
+                                                  1, 1000000);
     if (batch > 1) {  // warm the batch itself (caches, branch predictors, OpenMP threads)
-      Worker::Timing t = w.run(static_cast<int>(batch), false, o.timeout_s + 4 * est * static_cast<double>(batch));
+      Worker::Timing t =
+          w.run(static_cast<int>(batch), false, o.timeout_s + 4 * est * static_cast<double>(batch));
       if (t.error) {
         m.error = *t.error;
         return;
@@ -474,7 +516,8 @@ class X86Backend final : public Backend {
     double spent = 0;
     int max_reps = std::max(o.max_reps, 1), min_reps = std::clamp(o.min_reps, 1, max_reps);
     while (static_cast<int>(times.size()) < max_reps) {
-      Worker::Timing t = w.run(static_cast<int>(batch), o.flush_cache, o.timeout_s + 4 * est * static_cast<double>(batch));
+      Worker::Timing t = w.run(static_cast<int>(batch), o.flush_cache,
+                               o.timeout_s + 4 * est * static_cast<double>(batch));
       if (t.error) {
         m.error = *t.error;
         return;
@@ -515,20 +558,30 @@ std::optional<X86Isa> x86_isa_by_name(std::string_view name) {
 
 const char* x86_isa_name(X86Isa isa) {
   switch (isa) {
-    case X86Isa::kAvx512: return "x86_avx512";
-    case X86Isa::kAvx2: return "x86_avx2";
-    case X86Isa::kPortable: return "x86_64";
+    case X86Isa::kAvx512:
+      return "x86_avx512";
+    case X86Isa::kAvx2:
+      return "x86_avx2";
+    case X86Isa::kPortable:
+      return "x86_64";
   }
   return "x86_64";
 }
 
 std::vector<std::string> x86_compile_flags(X86Isa isa) {
   // -fno-math-errno changes no result (only errno) and lets sqrt become one instruction.
-  std::vector<std::string> f = {"-O3", "-march=native", "-std=gnu11", "-fno-math-errno", "-fopenmp", "-w"};
+  std::vector<std::string> f = {"-O3", "-march=native", "-std=gnu11", "-fno-math-errno", "-fopenmp",
+                                "-w"};
   switch (isa) {
-    case X86Isa::kAvx512: f.insert(f.end(), {"-mavx512f", "-mprefer-vector-width=512"}); break;
-    case X86Isa::kAvx2: f.insert(f.end(), {"-mavx2", "-mfma", "-mno-avx512f", "-mprefer-vector-width=256"}); break;
-    case X86Isa::kPortable: f.insert(f.end(), {"-mno-avx"}); break;
+    case X86Isa::kAvx512:
+      f.insert(f.end(), {"-mavx512f", "-mprefer-vector-width=512"});
+      break;
+    case X86Isa::kAvx2:
+      f.insert(f.end(), {"-mavx2", "-mfma", "-mno-avx512f", "-mprefer-vector-width=256"});
+      break;
+    case X86Isa::kPortable:
+      f.insert(f.end(), {"-mno-avx"});
+      break;
   }
   return f;
 }
@@ -546,9 +599,12 @@ double x86_verification_tolerance(ir::DType t, const ir::Program& p) {
 
 double x86_peak_gflops_per_core(X86Isa isa) {
   switch (isa) {
-    case X86Isa::kAvx512: return 223;
-    case X86Isa::kAvx2: return 167;
-    case X86Isa::kPortable: return 167.0 / 4;
+    case X86Isa::kAvx512:
+      return 223;
+    case X86Isa::kAvx2:
+      return 167;
+    case X86Isa::kPortable:
+      return 167.0 / 4;
   }
   return 0;
 }

@@ -127,12 +127,14 @@ std::string register_tile_trace(int rows, int cols) {
   std::string t =
       "tile_scope 0 32\ntile_scope 0.0.0 32\ntile_scope 0.0.0.0.0 32\n"
       "swap_scopes 0.0\nswap_scopes 0.0.0.0\nswap_scopes 0.0.0\nswap_scopes 0.0.0.0.0\n"
-      "create_temporary 0.0.0 B\ncreate_temporary 0.0.0 A\nvectorize 0.0.0.0.0 16\nvectorize 0.0.0.1.0 16\n";
+      "create_temporary 0.0.0 B\ncreate_temporary 0.0.0 A\nvectorize 0.0.0.0.0 16\nvectorize "
+      "0.0.0.1.0 16\n";
   const std::string c = "0.0.0.2";  // the compute nest M K N inside the K block
   t += "tile_scope " + c + " " + std::to_string(rows) + "\nswap_scopes " + c + ".0\n";
   std::string s = c;  // the scope whose iteration owns one register tile
   if (cols < 32) {
-    t += "tile_scope " + c + ".0.0.0 " + std::to_string(cols) + "\nswap_scopes " + c + ".0.0\nswap_scopes " + c + ".0\n";
+    t += "tile_scope " + c + ".0.0.0 " + std::to_string(cols) + "\nswap_scopes " + c +
+         ".0.0\nswap_scopes " + c + ".0\n";
     s = c + ".0";
   }
   t += "create_temporary " + s + " C\n";
@@ -153,7 +155,8 @@ struct Row {
 };
 
 void print_row(const Row& r) {
-  std::printf("  %-34s %8.1f GFLOP/s  %6.1f%% of peak  %s\n", r.name.c_str(), r.gflops, 100 * r.fraction, r.note.c_str());
+  std::printf("  %-34s %8.1f GFLOP/s  %6.1f%% of peak  %s\n", r.name.c_str(), r.gflops,
+              100 * r.fraction, r.note.c_str());
 }
 
 // ----- OpenBLAS
@@ -166,7 +169,8 @@ double sgemm_gflops(int n, int threads, int reps) {
     b[i] = static_cast<float>((i * 104729) % 1000) / 500.0f - 1.0f;
   }
   auto run = [&] {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n,
+                0.0f, c.data(), n);
   };
   run();
   run();
@@ -185,7 +189,8 @@ double sgemm_gflops(int n, int threads, int reps) {
 int main(int argc, char** argv) {
   // OpenBLAS read OPENBLAS_CORETYPE when it loaded: run again without it (see the header).
   if (std::getenv("OPENBLAS_CORETYPE")) {
-    std::fprintf(stderr, "x86_matmul_bench: re-executing without OPENBLAS_CORETYPE=%s\n", std::getenv("OPENBLAS_CORETYPE"));
+    std::fprintf(stderr, "x86_matmul_bench: re-executing without OPENBLAS_CORETYPE=%s\n",
+                 std::getenv("OPENBLAS_CORETYPE"));
     unsetenv("OPENBLAS_CORETYPE");
     execv("/proc/self/exe", argv);
     std::perror("execv");
@@ -207,11 +212,16 @@ int main(int argc, char** argv) {
   }
   auto isa = *backends::x86_isa_by_name(isa_name);
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  std::printf("x86_matmul_bench: backend %s, %d hardware threads, matmul 1024^3 f32 (2.15 GFLOP per call)\n", isa_name, threads);
+  std::printf(
+      "x86_matmul_bench: backend %s, %d hardware threads, matmul 1024^3 f32 (2.15 GFLOP per "
+      "call)\n",
+      isa_name, threads);
 
   double peak = peak_gflops(isa);
-  std::printf("\nFMA peak of one core, measured (12 chains): %.1f GFLOP/s (machine.md: %.0f on the project's AVX-512 machines)\n",
-              peak, backends::x86_peak_gflops_per_core(isa));
+  std::printf(
+      "\nFMA peak of one core, measured (12 chains): %.1f GFLOP/s (machine.md: %.0f on the "
+      "project's AVX-512 machines)\n",
+      peak, backends::x86_peak_gflops_per_core(isa));
 
   auto base = ir::load_file(std::string(PERFDOJO_KERNEL_DIR) + "/matmul-1024.pdj");
   if (!base.ok()) {
@@ -219,7 +229,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   const double flops = backends::flop_count(*base);
-  int rows = isa == backends::X86Isa::kAvx512 ? 8 : 4, cols = isa == backends::X86Isa::kAvx512 ? 32 : 16;
+  int rows = isa == backends::X86Isa::kAvx512 ? 8 : 4,
+      cols = isa == backends::X86Isa::kAvx512 ? 32 : 16;
   std::string tile = register_tile_trace(rows, cols);
   struct Prog {
     std::string name;
@@ -228,15 +239,21 @@ int main(int argc, char** argv) {
   };
   std::vector<Prog> progs = {
       {"as written", *base, false},
-      {"brief trace", replay(*base, read_file(std::string(PERFDOJO_SOURCE_DIR) + "/tests/data/traces/matmul-brief.trace")), false},
-      {"register tile " + std::to_string(rows) + "x" + std::to_string(cols), replay(*base, tile), false},
+      {"brief trace",
+       replay(*base, read_file(std::string(PERFDOJO_SOURCE_DIR) +
+                               "/tests/data/traces/matmul-brief.trace")),
+       false},
+      {"register tile " + std::to_string(rows) + "x" + std::to_string(cols), replay(*base, tile),
+       false},
   };
 
   auto backend = backends::make_backend(isa_name);
   backends::MeasureOptions o;
   o.time_budget_s = quick ? 0.3 : 1.0;
   o.timeout_s = 60;
-  std::printf("\nGenerated code (measure(): verified, median of warm runs; fraction of the measured peak of the cores used)\n");
+  std::printf(
+      "\nGenerated code (measure(): verified, median of warm runs; fraction of the measured peak "
+      "of the cores used)\n");
   std::vector<double> compile_s;
   double tile_gflops = 0;
   for (const auto& pr : progs) {
@@ -251,25 +268,32 @@ int main(int argc, char** argv) {
     Row r{pr.name, flops / m.median_s * 1e-9, 0, ""};
     r.fraction = r.gflops / (peak * (pr.parallel ? threads : 1));
     char note[160];
-    std::snprintf(note, sizeof note, "(%s, spread %.1f%%, %d reps, compile %.2f s, measure() %.1f s)",
-                  m.verified ? "verified" : "not verified", 100 * m.spread, m.reps, m.compile_s, wall);
+    std::snprintf(
+        note, sizeof note, "(%s, spread %.1f%%, %d reps, compile %.2f s, measure() %.1f s)",
+        m.verified ? "verified" : "not verified", 100 * m.spread, m.reps, m.compile_s, wall);
     r.note = note;
     print_row(r);
     if (pr.name.find("register tile") == 0) tile_gflops = r.gflops;
   }
 
-  std::printf("\nOpenBLAS cblas_sgemm (core %s, OPENBLAS_CORETYPE unset)\n", openblas_get_corename());
+  std::printf("\nOpenBLAS cblas_sgemm (core %s, OPENBLAS_CORETYPE unset)\n",
+              openblas_get_corename());
   double blas1 = sgemm_gflops(1024, 1, quick ? 3 : 9);
   double blasn = sgemm_gflops(1024, threads, quick ? 3 : 9);
   print_row({"sgemm 1 thread", blas1, blas1 / peak, ""});
   print_row({"sgemm " + std::to_string(threads) + " threads", blasn, blasn / (peak * threads), ""});
-  if (tile_gflops > 0) std::printf("  register tile / OpenBLAS, 1 core: %.2f\n", tile_gflops / blas1);
+  if (tile_gflops > 0)
+    std::printf("  register tile / OpenBLAS, 1 core: %.2f\n", tile_gflops / blas1);
 
   // ----- the machinery's own costs, on a tiny kernel (its run time is negligible)
-  std::printf("\nBackend machinery (a 4096-element kernel, so the kernel's own time is negligible)\n");
-  auto tiny = ir::load_program("input x: f32[4096]\noutput y: f32[4096]\n\n4096 y[{0}] = x[{0}] * 2 + 1\n");
+  std::printf(
+      "\nBackend machinery (a 4096-element kernel, so the kernel's own time is negligible)\n");
+  auto tiny =
+      ir::load_program("input x: f32[4096]\noutput y: f32[4096]\n\n4096 y[{0}] = x[{0}] * 2 + 1\n");
   backends::MeasureOptions fast;  // the defaults an RL environment would use
-  std::string dir = (std::filesystem::temp_directory_path() / ("perfdojo-bench-cache-" + std::to_string(getpid()))).string();
+  std::string dir = (std::filesystem::temp_directory_path() /
+                     ("perfdojo-bench-cache-" + std::to_string(getpid())))
+                        .string();
   backends::BackendConfig cached_config;
   cached_config.cache_dir = dir;
   auto b2 = backends::make_backend(isa_name, cached_config);
@@ -290,14 +314,20 @@ int main(int argc, char** argv) {
     if (!m.ok()) std::printf("  error: %s\n", m.error->c_str());
   }
   std::sort(overhead.begin(), overhead.end());
-  std::printf("  first measure() (print, compile, start the worker, verify, time): %.3f s, of which compile %.3f s\n",
-              first_wall, first.compile_s);
+  std::printf(
+      "  first measure() (print, compile, start the worker, verify, time): %.3f s, of which "
+      "compile %.3f s\n",
+      first_wall, first.compile_s);
   std::sort(compile_s.begin(), compile_s.end());
   if (!compile_s.empty())
-    std::printf("  compile latency of the matmul programs: %.3f s min, %.3f s max\n", compile_s.front(), compile_s.back());
-  std::printf("  measure() of an already compiled program (verify + timing to 2%% spread): %.1f ms median (kernel %.2f us)\n",
-              1e3 * overhead[overhead.size() / 2], 1e6 * again.median_s);
-  std::printf("  cache hit: %.1f us (cached=%s)\n", 1e6 * hit_wall, again.cached ? "true" : "false");
+    std::printf("  compile latency of the matmul programs: %.3f s min, %.3f s max\n",
+                compile_s.front(), compile_s.back());
+  std::printf(
+      "  measure() of an already compiled program (verify + timing to 2%% spread): %.1f ms median "
+      "(kernel %.2f us)\n",
+      1e3 * overhead[overhead.size() / 2], 1e6 * again.median_s);
+  std::printf("  cache hit: %.1f us (cached=%s)\n", 1e6 * hit_wall,
+              again.cached ? "true" : "false");
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
   return 0;

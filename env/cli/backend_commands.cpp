@@ -60,7 +60,10 @@ int cmd_codegen(const Args& a) {
   if (a.positional.size() != 1) return usage_error("codegen takes exactly one FILE", a.json);
   std::string name = a.get("backend", "x86_avx512");
   auto isa = backends::x86_isa_by_name(name);
-  if (!isa) return usage_error("codegen needs an x86 --backend (x86_avx512, x86_avx2, x86_64), not '" + name + "'", a.json);
+  if (!isa)
+    return usage_error(
+        "codegen needs an x86 --backend (x86_avx512, x86_avx2, x86_64), not '" + name + "'",
+        a.json);
   auto r = ir::load_file(a.positional[0]);
   if (!r.ok()) return report_errors(r.errors(), a.json, a.positional[0]);
   backends::GeneratedC g = backends::x86_generate_c(*isa, *r, config_of(a));
@@ -93,11 +96,14 @@ int cmd_measure(const Args& a) {
   if (name.empty()) name = default_backend();
   backends::MeasureOptions o;
   if (a.values.count("seed") && !parse_u64(a.get("seed"), &o.seed))
-    return usage_error("--seed needs a non-negative integer, found '" + a.get("seed") + "'", a.json);
+    return usage_error("--seed needs a non-negative integer, found '" + a.get("seed") + "'",
+                       a.json);
   if (a.values.count("budget") && !parse_positive(a.get("budget"), &o.time_budget_s))
-    return usage_error("--budget needs a positive number of seconds, found '" + a.get("budget") + "'", a.json);
+    return usage_error(
+        "--budget needs a positive number of seconds, found '" + a.get("budget") + "'", a.json);
   if (a.values.count("timeout") && !parse_positive(a.get("timeout"), &o.timeout_s))
-    return usage_error("--timeout needs a positive number of seconds, found '" + a.get("timeout") + "'", a.json);
+    return usage_error(
+        "--timeout needs a positive number of seconds, found '" + a.get("timeout") + "'", a.json);
   o.verify = !a.has("no-verify");
   o.flush_cache = a.has("flush");
   auto backend = backends::make_backend(name, config_of(a));
@@ -112,7 +118,13 @@ int cmd_measure(const Args& a) {
   double flops = backends::flop_count(*r), bytes = backends::compulsory_bytes(*r);
   if (!m.ok()) {
     if (a.json) {
-      std::cout << JsonObject().add("ok", false).add("file", file).add("backend", name).add("error", *m.error).add("flags", m.flags).str()
+      std::cout << JsonObject()
+                       .add("ok", false)
+                       .add("file", file)
+                       .add("backend", name)
+                       .add("error", *m.error)
+                       .add("flags", m.flags)
+                       .str()
                 << "\n";
     } else {
       std::cerr << file << ": " << name << ": " << *m.error << "\n";
@@ -124,30 +136,42 @@ int cmd_measure(const Args& a) {
   // Peak of the cores the program may use: one, or all of them with a parallel scope.
   double peak = 0;
   int cores = any_parallel(r->body) ? backend->capabilities().threads : 1;
-  if (auto isa = backends::x86_isa_by_name(name)) peak = backends::x86_peak_gflops_per_core(*isa) * cores;
-  std::string verdict = m.verified ? "verified" : o.verify ? "not verified (large program without annotations)" : "not verified (--no-verify)";
+  if (auto isa = backends::x86_isa_by_name(name))
+    peak = backends::x86_peak_gflops_per_core(*isa) * cores;
+  std::string verdict = m.verified ? "verified"
+                        : o.verify ? "not verified (large program without annotations)"
+                                   : "not verified (--no-verify)";
   if (a.json) {
     JsonObject j;
-    j.add("ok", true).add("file", file).add("backend", name).add("median_s", m.median_s).add("min_s", m.min_s);
+    j.add("ok", true)
+        .add("file", file)
+        .add("backend", name)
+        .add("median_s", m.median_s)
+        .add("min_s", m.min_s);
     j.add("spread", m.spread).add("reps", m.reps).add("gflops", gflops).add("gbytes_per_s", gbytes);
     if (peak > 0) j.add("peak_gflops", peak).add("fraction_of_peak", gflops / peak);
-    j.add("verified", m.verified).add("max_rel_error", m.max_rel_error).add("compile_s", m.compile_s);
+    j.add("verified", m.verified)
+        .add("max_rel_error", m.max_rel_error)
+        .add("compile_s", m.compile_s);
     j.add("cached", m.cached).add("flags", m.flags).add("seed", o.seed);
     std::cout << j.str() << "\n";
   } else {
     char buf[512];
-    std::snprintf(buf, sizeof buf, "%s on %s: median %.6g s (min %.6g s, spread %.1f%%, %d reps)%s\n", file.c_str(),
-                  name.c_str(), m.median_s, m.min_s, 100 * m.spread, m.reps, m.cached ? " [cached]" : "");
+    std::snprintf(buf, sizeof buf,
+                  "%s on %s: median %.6g s (min %.6g s, spread %.1f%%, %d reps)%s\n", file.c_str(),
+                  name.c_str(), m.median_s, m.min_s, 100 * m.spread, m.reps,
+                  m.cached ? " [cached]" : "");
     std::cout << buf;
     std::snprintf(buf, sizeof buf, "  %.3f GFLOP/s, %.3f GB/s compulsory", gflops, gbytes);
     std::cout << buf;
     if (peak > 0) {
-      std::snprintf(buf, sizeof buf, ", %.1f%% of peak (%.0f GFLOP/s on %d core%s)", 100 * gflops / peak, peak, cores,
-                    cores == 1 ? "" : "s");
+      std::snprintf(buf, sizeof buf, ", %.1f%% of peak (%.0f GFLOP/s on %d core%s)",
+                    100 * gflops / peak, peak, cores, cores == 1 ? "" : "s");
       std::cout << buf;
     }
-    std::snprintf(buf, sizeof buf, "\n  result: %s (max relative error %.3g); compile %.3f s\n  flags: %s\n", verdict.c_str(),
-                  m.max_rel_error, m.compile_s, m.flags.c_str());
+    std::snprintf(buf, sizeof buf,
+                  "\n  result: %s (max relative error %.3g); compile %.3f s\n  flags: %s\n",
+                  verdict.c_str(), m.max_rel_error, m.compile_s, m.flags.c_str());
     std::cout << buf;
   }
   return kExitOk;
@@ -157,13 +181,21 @@ int cmd_measure(const Args& a) {
 
 std::vector<Command> backend_commands() {
   return {
-      {"codegen", "codegen FILE [--backend B]",
+      {"codegen",
+       "codegen FILE [--backend B]",
        "print the C an x86 backend compiles for FILE (x86_avx512, x86_avx2, x86_64)",
-       {"backend"}, {}, cmd_codegen},
-      {"measure", "measure FILE [--backend B] [--seed S] [--no-verify] [--no-cache] [--budget S] [--timeout S]",
-       "compile, verify and time FILE on a backend (default: the best x86 one available); prints the median time, "
+       {"backend"},
+       {},
+       cmd_codegen},
+      {"measure",
+       "measure FILE [--backend B] [--seed S] [--no-verify] [--no-cache] [--budget S] [--timeout "
+       "S]",
+       "compile, verify and time FILE on a backend (default: the best x86 one available); prints "
+       "the median time, "
        "GFLOP/s, GB/s, the fraction of peak and the correctness verdict",
-       {"backend", "seed", "budget", "timeout", "compiler", "cache-dir"}, {"no-verify", "no-cache", "flush"}, cmd_measure},
+       {"backend", "seed", "budget", "timeout", "compiler", "cache-dir"},
+       {"no-verify", "no-cache", "flush"},
+       cmd_measure},
   };
 }
 

@@ -1,7 +1,8 @@
 // The C printer as a printer: what it writes for each IR form, without compiling anything.
+#include "backends/codegen_c.h"
+
 #include <doctest/doctest.h>
 
-#include "backends/codegen_c.h"
 #include "backends/x86_test_support.h"
 
 using namespace perfdojo;
@@ -13,7 +14,9 @@ using testing::transformed;
 
 namespace {
 
-bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+bool has(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
 
 size_t count_of(const std::string& s, const std::string& part) {
   size_t n = 0;
@@ -25,12 +28,15 @@ size_t count_of(const std::string& s, const std::string& part) {
 
 TEST_CASE("a plain matmul prints as three nested loops with the IR statement as a comment") {
   auto g = generate_c(scaled("matmul-256"));  // M = 8, N = 16, K = 8
-  CHECK(has(g.source, "void kernel(const float* restrict A, const float* restrict B, float* restrict C) {"));
+  CHECK(has(g.source,
+            "void kernel(const float* restrict A, const float* restrict B, float* restrict C) {"));
   CHECK(has(g.source, "for (int64_t i2 = 0; i2 < 8; ++i2) {"));
   CHECK(has(g.source, "// C[{0},{1}] += A[{0},{2}] * B[{2},{1}]"));
   CHECK(has(g.source, "C[i0 * 16 + i1] += A[i0 * 8 + i2] * B[i1 + i2 * 16];"));  // terms by depth
   CHECK(has(g.source, "C[pd_n] = 0.0f;  // C = 0"));
-  CHECK(has(g.source, "void perfdojo_entry(void* const* bufs) { kernel((const float*)bufs[0], (const float*)bufs[1], (float*)bufs[2]); }"));
+  CHECK(has(g.source,
+            "void perfdojo_entry(void* const* bufs) { kernel((const float*)bufs[0], (const "
+            "float*)bufs[1], (float*)bufs[2]); }"));
   CHECK(g.vector_scopes == 0);
   CHECK(g.scalar_fallbacks == 0);
 }
@@ -49,11 +55,16 @@ TEST_CASE("kernel parameters are the inputs then the outputs, temporaries are lo
 }
 
 TEST_CASE("temporaries above the small size are static arrays") {
-  auto g = generate_c(program_of("input x: f32[512]\noutput y: f32[512]\ntemp t: f32[512]\n\n512 t[{0}] = x[{0}]\n512 y[{0}] = t[{0}]\n"));
+  auto g =
+      generate_c(program_of("input x: f32[512]\noutput y: f32[512]\ntemp t: f32[512]\n\n512 t[{0}] "
+                            "= x[{0}]\n512 y[{0}] = t[{0}]\n"));
   CHECK(has(g.source, "static float t[512] __attribute__((aligned(64)));"));
   CodegenOptions o;
   o.small_temp_elements = 1024;
-  CHECK_FALSE(has(generate_c(program_of("input x: f32[512]\noutput y: f32[512]\ntemp t: f32[512]\n\n512 t[{0}] = x[{0}]\n512 y[{0}] = t[{0}]\n"), o).source,
+  CHECK_FALSE(has(generate_c(program_of("input x: f32[512]\noutput y: f32[512]\ntemp t: "
+                                        "f32[512]\n\n512 t[{0}] = x[{0}]\n512 y[{0}] = t[{0}]\n"),
+                             o)
+                      .source,
                   "static float t"));
 }
 
@@ -63,7 +74,9 @@ TEST_CASE("a vectorised inner scope prints as vector loads, stores and broadcast
   CHECK(g.vector_scopes == 1);
   CHECK(g.scalar_fallbacks == 0);
   CHECK(has(g.source, "typedef float f32x16 __attribute__((vector_size(64)));"));
-  CHECK(has(g.source, "f32x16_store(&C[i0 * 16], f32x16_load(&C[i0 * 16]) + f32x16_splat(A[i0 * 8 + i1]) * f32x16_load(&B[i1 * 16]));"));
+  CHECK(has(g.source,
+            "f32x16_store(&C[i0 * 16], f32x16_load(&C[i0 * 16]) + f32x16_splat(A[i0 * 8 + i1]) * "
+            "f32x16_load(&B[i1 * 16]));"));
 }
 
 TEST_CASE("a scope wider than a register prints as several registers") {
@@ -78,7 +91,8 @@ TEST_CASE("a scope wider than a register prints as several registers") {
   CHECK(has(g.source, "f32x8_load(&B[i1 * 16 + 8])"));
 }
 
-TEST_CASE("a reduction into a lane-invariant element accumulates in registers summed once per row") {
+TEST_CASE(
+    "a reduction into a lane-invariant element accumulates in registers summed once per row") {
   // rowsum: M N y[{0}] += x[{0},{1}], N = 16 tiled 2 x 8:vec, so the reduction spans two scopes.
   auto p = transformed(scaled("rowsum"), "tile_scope 0.0 8\nvectorize 0.0.0 8\n");
   auto g = generate_c(p);
@@ -87,32 +101,39 @@ TEST_CASE("a reduction into a lane-invariant element accumulates in registers su
   CHECK(has(g.source, "acc0_0 = acc0_0 + f32x8_load(&x[i0 * 16 + i1 * 8]);"));
   CHECK(has(g.source, "y[i0] += f32x8_hadd(acc0_0);  // sum across lanes"));
   // The accumulator lives outside the loop over the tiles of the row, not inside it.
-  CHECK(g.source.find("acc0_0 = f32x8_splat") < g.source.find("for (int64_t i1 = 0; i1 < 2; ++i1)"));
+  CHECK(g.source.find("acc0_0 = f32x8_splat") <
+        g.source.find("for (int64_t i1 = 0; i1 < 2; ++i1)"));
 }
 
 TEST_CASE("a max reduction over lanes keeps the IR's max and its identity") {
-  auto p = program_of("input x: f32[4, 16]\noutput y: f32[4] = -inf\n\n4 16:vec y[{0}] = max(x[{0},{1}])\n");
+  auto p = program_of(
+      "input x: f32[4, 16]\noutput y: f32[4] = -inf\n\n4 16:vec y[{0}] = max(x[{0},{1}])\n");
   CodegenOptions o;
   o.native_vector_bytes = 32;
   auto g = generate_c(p, o);
   CHECK(g.vector_scopes == 1);
-  CHECK(has(g.source, "f32x8 acc0_0 = f32x8_splat((-INFINITY)), acc0_1 = f32x8_splat((-INFINITY));"));
+  CHECK(
+      has(g.source, "f32x8 acc0_0 = f32x8_splat((-INFINITY)), acc0_1 = f32x8_splat((-INFINITY));"));
   CHECK(has(g.source, "acc0_1 = f32x8_max(acc0_1, f32x8_load(&x[i0 * 16 + 8]));"));
   CHECK(has(g.source, "y[i0] = pd_maxf(y[i0], f32x8_hmax(f32x8_max(acc0_0, acc0_1)));"));
 }
 
 TEST_CASE("a vec scope the printer cannot vectorise falls back to a plain loop and says why") {
   SUBCASE("strided access") {
-    auto g = generate_c(program_of("input x: f32[32]\noutput y: f32[16]\n\n16:vec y[{0}] = x[2*{0}]\n"));
+    auto g =
+        generate_c(program_of("input x: f32[32]\noutput y: f32[16]\n\n16:vec y[{0}] = x[2*{0}]\n"));
     CHECK(g.vector_scopes == 0);
     CHECK(g.scalar_fallbacks == 1);
     REQUIRE(g.notes.size() == 1);
     CHECK(has(g.notes[0], "neither unit-stride nor invariant"));
-    CHECK(has(g.source, "// :vec scope kept scalar: access to x is neither unit-stride nor invariant in the lanes"));
+    CHECK(has(g.source,
+              "// :vec scope kept scalar: access to x is neither unit-stride nor invariant in the "
+              "lanes"));
     CHECK(has(g.source, "y[i0] = x[i0 * 2];"));
   }
   SUBCASE("a lane reads what another lane writes") {
-    auto g = generate_c(program_of("input x: f32[17]\noutput y: f32[17] = 0\n\n16:vec y[{0}+1] = y[{0}] + x[{0}]\n"));
+    auto g = generate_c(program_of(
+        "input x: f32[17]\noutput y: f32[17] = 0\n\n16:vec y[{0}+1] = y[{0}] + x[{0}]\n"));
     CHECK(g.scalar_fallbacks == 1);
     CHECK(has(g.source, "accessed at different elements"));
   }
@@ -122,14 +143,16 @@ TEST_CASE("a vec scope the printer cannot vectorise falls back to a plain loop a
     CHECK(has(g.source, "every lane writes the same element of y"));
   }
   SUBCASE("i32 arithmetic") {
-    auto g = generate_c(program_of("input x: i32[16]\noutput y: i32[16]\n\n16:vec y[{0}] = x[{0}] * 3\n"));
+    auto g = generate_c(
+        program_of("input x: i32[16]\noutput y: i32[16]\n\n16:vec y[{0}] = x[{0}] * 3\n"));
     CHECK(g.scalar_fallbacks == 1);
     CHECK(has(g.source, "y[i0] = pd_muli(x[i0], 3);"));
   }
   SUBCASE("vectorisation switched off") {
     CodegenOptions o;
     o.vectorize = false;
-    auto g = generate_c(program_of("input x: f32[16]\noutput y: f32[16]\n\n16:vec y[{0}] = x[{0}]\n"), o);
+    auto g = generate_c(
+        program_of("input x: f32[16]\noutput y: f32[16]\n\n16:vec y[{0}] = x[{0}]\n"), o);
     CHECK(g.vector_scopes == 0);
     CHECK(g.scalar_fallbacks == 0);
     CHECK(has(g.source, "y[i0] = x[i0];"));
@@ -137,9 +160,11 @@ TEST_CASE("a vec scope the printer cannot vectorise falls back to a plain loop a
 }
 
 TEST_CASE("parallel scopes print as OpenMP loops and unrolled scopes as constant blocks") {
-  auto p = program_of("input x: f32[8, 4]\noutput y: f32[8, 4]\n\n8:par 4:unroll y[{0},{1}] = x[{0},{1}] * 2\n");
+  auto p = program_of(
+      "input x: f32[8, 4]\noutput y: f32[8, 4]\n\n8:par 4:unroll y[{0},{1}] = x[{0},{1}] * 2\n");
   auto g = generate_c(p);
-  CHECK(has(g.source, "#pragma omp parallel for schedule(static)\n  for (int64_t i0 = 0; i0 < 8; ++i0) {"));
+  CHECK(has(g.source,
+            "#pragma omp parallel for schedule(static)\n  for (int64_t i0 = 0; i0 < 8; ++i0) {"));
   CHECK(count_of(g.source, "const int64_t i1 = ") == 4);
   CHECK(has(g.source, "const int64_t i1 = 3;"));
   CodegenOptions o;
@@ -153,28 +178,40 @@ TEST_CASE("parallel scopes print as OpenMP loops and unrolled scopes as constant
 }
 
 TEST_CASE("buffer names that are C words or header macros are renamed, the rest kept") {
-  auto g = generate_c(program_of("input float: f32[4]\ninput i1: f32[4]\noutput NAN: f32[4]\n\n4 NAN[{0}] = float[{0}] + i1[{0}]\n"));
-  CHECK(has(g.source, "const float* restrict float_, const float* restrict i1_, float* restrict NAN_"));
+  auto g =
+      generate_c(program_of("input float: f32[4]\ninput i1: f32[4]\noutput NAN: f32[4]\n\n4 "
+                            "NAN[{0}] = float[{0}] + i1[{0}]\n"));
+  CHECK(has(g.source,
+            "const float* restrict float_, const float* restrict i1_, float* restrict NAN_"));
   CHECK(has(g.source, "NAN_[i0] = float_[i0] + i1_[i0];"));
 }
 
 TEST_CASE("literals keep the statement's type and negative literals never form a decrement") {
-  auto g = generate_c(program_of("input x: f64[4]\noutput y: f64[4]\noutput z: f32[4]\n\n4 y[{0}] = x[{0}] * 0.1 - -1\n| z[{0}] = f32(-(x[{0}] - 2)) * 1e-5\n"));
+  auto g =
+      generate_c(program_of("input x: f64[4]\noutput y: f64[4]\noutput z: f32[4]\n\n4 y[{0}] = "
+                            "x[{0}] * 0.1 - -1\n| z[{0}] = f32(-(x[{0}] - 2)) * 1e-5\n"));
   CHECK(has(g.source, "y[i0] = (x[i0] * 0.1) - -1.0;"));
   CHECK(has(g.source, "z[i0] = (float)(-(x[i0] - 2.0)) * 1e-05f;"));
 }
 
 TEST_CASE("i32 statements use wrapping helpers and casts follow the interpreter") {
-  auto g = generate_c(program_of("input x: f32[4]\ninput k: i32[4]\noutput y: i32[4]\n\n4 y[{0}] = i32(x[{0}] * 10) / k[{0}] - k[{0}]\n"));
+  auto g =
+      generate_c(program_of("input x: f32[4]\ninput k: i32[4]\noutput y: i32[4]\n\n4 y[{0}] = "
+                            "i32(x[{0}] * 10) / k[{0}] - k[{0}]\n"));
   CHECK(has(g.source, "y[i0] = pd_subi(pd_divi(pd_to_i32(x[i0] * 10.0f), k[i0]), k[i0]);"));
 }
 
 TEST_CASE("selects compare in their operands' type and pick in the statement's") {
-  auto g = generate_c(program_of("input x: f32[4]\noutput y: f32[4]\n\n4 y[{0}] = x[{0}] > 0 ? x[{0}] : 0.5 * x[{0}]\n"));
+  auto g = generate_c(program_of(
+      "input x: f32[4]\noutput y: f32[4]\n\n4 y[{0}] = x[{0}] > 0 ? x[{0}] : 0.5 * x[{0}]\n"));
   CHECK(has(g.source, "y[i0] = x[i0] > 0.0f ? x[i0] : (0.5f * x[i0]);"));
-  auto v = generate_c(program_of("input x: f32[16]\noutput y: f32[16]\n\n16:vec y[{0}] = x[{0}] > 0 ? x[{0}] : 0.5 * x[{0}]\n"));
+  auto v =
+      generate_c(program_of("input x: f32[16]\noutput y: f32[16]\n\n16:vec y[{0}] = x[{0}] > 0 ? "
+                            "x[{0}] : 0.5 * x[{0}]\n"));
   CHECK(v.vector_scopes == 1);
-  CHECK(has(v.source, "f32x16_sel(f32x16_load(&x[0]) > f32x16_splat(0.0f), f32x16_load(&x[0]), f32x16_splat(0.5f) * f32x16_load(&x[0]))"));
+  CHECK(has(v.source,
+            "f32x16_sel(f32x16_load(&x[0]) > f32x16_splat(0.0f), f32x16_load(&x[0]), "
+            "f32x16_splat(0.5f) * f32x16_load(&x[0]))"));
 }
 
 TEST_CASE("each test hook changes the printed kernel and none is on by default") {
@@ -188,7 +225,9 @@ TEST_CASE("each test hook changes the printed kernel and none is on by default")
 }
 
 TEST_CASE("nested unrolling stops at the code size budget") {
-  auto p = program_of("input x: f32[64, 64]\noutput y: f32[64, 64]\n\n64:unroll 64:unroll y[{0},{1}] = x[{0},{1}]\n");
+  auto p = program_of(
+      "input x: f32[64, 64]\noutput y: f32[64, 64]\n\n64:unroll 64:unroll y[{0},{1}] = "
+      "x[{0},{1}]\n");
   auto g = generate_c(p);  // 64 copies of the outer body, then the budget (1024) stops the inner
   CHECK(count_of(g.source, "const int64_t i0 = ") == 64);
   CHECK(count_of(g.source, "const int64_t i1 = ") == 0);
@@ -198,12 +237,16 @@ TEST_CASE("nested unrolling stops at the code size budget") {
   CHECK(count_of(generate_c(p, o).source, "const int64_t i1 = ") == 64 * 64);
 }
 
-TEST_CASE("vector exp calls glibc's vector math library when allowed, one libm call per lane otherwise") {
-  auto p = program_of("input x: f32[4, 16]\noutput y: f32[4, 16]\n\n4 16:vec y[{0},{1}] = exp(x[{0},{1}])\n");
+TEST_CASE(
+    "vector exp calls glibc's vector math library when allowed, one libm call per lane otherwise") {
+  auto p = program_of(
+      "input x: f32[4, 16]\noutput y: f32[4, 16]\n\n4 16:vec y[{0},{1}] = exp(x[{0},{1}])\n");
   CodegenOptions o;
   o.native_vector_bytes = 32;
   auto per_lane = generate_c(p, o);
-  CHECK(has(per_lane.source, "PD_INLINE f32x8 f32x8_exp(f32x8 a) { f32x8 r; for (int l = 0; l < 8; ++l) r[l] = expf(a[l]); return r; }"));
+  CHECK(has(per_lane.source,
+            "PD_INLINE f32x8 f32x8_exp(f32x8 a) { f32x8 r; for (int l = 0; l < 8; ++l) r[l] = "
+            "expf(a[l]); return r; }"));
   CHECK_FALSE(has(per_lane.source, "_ZGV"));
   o.libmvec = true;
   auto mvec = generate_c(p, o);

@@ -1,10 +1,10 @@
 // The on-disk result cache: round trips, keys, and entries that must read as misses.
+#include "backends/result_cache.h"
+
 #include <doctest/doctest.h>
 
 #include <filesystem>
 #include <fstream>
-
-#include "backends/result_cache.h"
 
 using namespace perfdojo::backends;
 

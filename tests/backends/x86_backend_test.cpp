@@ -1,5 +1,7 @@
 // The x86 backends end to end: generated code compiles, runs in the worker and matches the
 // interpreter; failures (crash, hang, runaway allocation, wrong result) are records; the cache.
+#include "backends/x86_backend.h"
+
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -8,7 +10,6 @@
 #include <random>
 
 #include "backends/compiler.h"
-#include "backends/x86_backend.h"
 #include "backends/x86_test_support.h"
 
 using namespace perfdojo;
@@ -24,7 +25,8 @@ namespace {
 namespace fs = std::filesystem;
 
 // The backend, or nullptr with a MESSAGE when this machine cannot run it.
-std::unique_ptr<backends::Backend> backend_or_skip(const std::string& name, const BackendConfig& c = {}) {
+std::unique_ptr<backends::Backend> backend_or_skip(const std::string& name,
+                                                   const BackendConfig& c = {}) {
   auto b = backends::make_backend(name, c);
   REQUIRE(b != nullptr);
   if (!b->available().ok) {
@@ -34,7 +36,8 @@ std::unique_ptr<backends::Backend> backend_or_skip(const std::string& name, cons
   return b;
 }
 
-void check_matches(backends::Backend& b, const ir::Program& p, const std::string& what, uint64_t seed = 0) {
+void check_matches(backends::Backend& b, const ir::Program& p, const std::string& what,
+                   uint64_t seed = 0) {
   Measurement m = b.measure(p, quick(seed));
   CHECK_MESSAGE(m.ok(), what << " on " << b.name() << ": " << m.error.value_or(""));
   CHECK_MESSAGE(m.verified, what << " on " << b.name() << " was not verified");
@@ -59,7 +62,8 @@ struct TempDir {
 
 const char* kSmall = "input x: f32[64]\noutput y: f32[64]\n\n64 y[{0}] = x[{0}] * 2 + 1\n";
 // Declares `crashme`, which the test hooks below key on.
-const char* kCrashMe = "input x: f32[64]\noutput crashme: f32[64]\n\n64 crashme[{0}] = x[{0}] + 1\n";
+const char* kCrashMe =
+    "input x: f32[64]\noutput crashme: f32[64]\n\n64 crashme[{0}] = x[{0}] + 1\n";
 
 }  // namespace
 
@@ -81,7 +85,8 @@ TEST_CASE("every suite kernel at small size matches the interpreter on x86_avx2"
   for (const auto& name : testing::suite_kernel_names()) check_matches(*b, scaled(name), name);
 }
 
-TEST_CASE("AVX-512 code for every suite kernel, vectorised where possible, compiles on any x86 machine") {
+TEST_CASE(
+    "AVX-512 code for every suite kernel, vectorised where possible, compiles on any x86 machine") {
   // Where the CPU lacks AVX-512 the code cannot run, but it must still compile: the printer's
   // vector code for 16 lanes is exercised here even on AVX2-only machines.
   if (backends::find_executable("cc").empty()) {
@@ -90,7 +95,8 @@ TEST_CASE("AVX-512 code for every suite kernel, vectorised where possible, compi
   }
   TempDir dir;
   auto flags = backends::x86_compile_flags(backends::X86Isa::kAvx512);
-  for (const auto& name : {"softmax", "layernorm", "matmul-256", "rowsum", "maxpool", "bias-gelu"}) {
+  for (const auto& name :
+       {"softmax", "layernorm", "matmul-256", "rowsum", "maxpool", "bias-gelu"}) {
     ir::Program p = scaled(name);
     // Vectorise the innermost scope of the first nest when legal (16 lanes, tiling if needed).
     const ir::Node* n = p.body[0].get();
@@ -114,31 +120,49 @@ TEST_CASE("transformed programs still match the interpreter") {
     if (!b) continue;
     CAPTURE(backend);
     // matmul (M 8, N 16, K 8): K moved out, N vectorised.
-    check_matches(*b, transformed(scaled("matmul-256"), "swap_scopes 0.0\nvectorize 0.0.0 16\n"), "matmul vectorised");
-    // The brief's shape on a 32^3 matmul: 32-blocks, K outward, register temporary, vectors, unrolling.
-    ir::Program mm32 = program_of("M = 32\nN = 32\nK = 32\ninput A: f32[M, K]\ninput B: f32[K, N]\noutput C: f32[M, N] = 0\n\nM N K C[{0},{1}] += A[{0},{2}] * B[{2},{1}]\n");
-    check_matches(*b, transformed(mm32, "tile_scope 0 8\nswap_scopes 0.0.0\nswap_scopes 0.0\ncreate_temporary 0 C\n"
-                                        "vectorize 0.0.0 16\nunroll 0.0.0 2\nunroll 0.0 8\n"
-                                        "vectorize 0.1.0.0 16\nunroll 0.1.0.0 2\nunroll 0.1.0 8\n"
-                                        "vectorize 0.2.0 16\nunroll 0.2.0 2\nunroll 0.2 8\n"),
-                  "matmul with a register tile");
+    check_matches(*b, transformed(scaled("matmul-256"), "swap_scopes 0.0\nvectorize 0.0.0 16\n"),
+                  "matmul vectorised");
+    // The brief's shape on a 32^3 matmul: 32-blocks, K outward, register temporary, vectors,
+    // unrolling.
+    ir::Program mm32 = program_of(
+        "M = 32\nN = 32\nK = 32\ninput A: f32[M, K]\ninput B: f32[K, N]\noutput C: f32[M, N] = "
+        "0\n\nM N K C[{0},{1}] += A[{0},{2}] * B[{2},{1}]\n");
+    check_matches(
+        *b,
+        transformed(mm32,
+                    "tile_scope 0 8\nswap_scopes 0.0.0\nswap_scopes 0.0\ncreate_temporary 0 C\n"
+                    "vectorize 0.0.0 16\nunroll 0.0.0 2\nunroll 0.0 8\n"
+                    "vectorize 0.1.0.0 16\nunroll 0.1.0.0 2\nunroll 0.1.0 8\n"
+                    "vectorize 0.2.0 16\nunroll 0.2.0 2\nunroll 0.2 8\n"),
+        "matmul with a register tile");
     // Row sums: a reduction over vector lanes.
     check_matches(*b, transformed(scaled("rowsum"), "vectorize 0.0 16\n"), "rowsum vectorised");
-    check_matches(*b, transformed(scaled("global-sum"), "vectorize 0 16\n"), "global sum vectorised");
-    check_matches(*b, transformed(scaled("softmax"), "vectorize 0.0 16\nvectorize 0.1 16\nvectorize 1.1 16\n"), "softmax vectorised");
-    check_matches(*b, transformed(scaled("rowsum"), "tile_scope 0.0 8\nvectorize 0.0.0 8\n"), "rowsum tiled and vectorised");
+    check_matches(*b, transformed(scaled("global-sum"), "vectorize 0 16\n"),
+                  "global sum vectorised");
+    check_matches(
+        *b,
+        transformed(scaled("softmax"), "vectorize 0.0 16\nvectorize 0.1 16\nvectorize 1.1 16\n"),
+        "softmax vectorised");
+    check_matches(*b, transformed(scaled("rowsum"), "tile_scope 0.0 8\nvectorize 0.0.0 8\n"),
+                  "rowsum tiled and vectorised");
     // Threads and unrolling.
-    check_matches(*b, transformed(scaled("layernorm"), "parallelize 0\nunroll 0.0 4\n"), "layernorm parallel and unrolled");
-    check_matches(*b, transformed(scaled("matmul-256"), "parallelize 0\nunroll 0.0.0 8\n"), "matmul parallel and unrolled");
-    check_matches(*b, transformed(scaled("bias-relu"), "parallelize 0\nvectorize 0.0 16\n"), "bias-relu parallel and vectorised");
-    check_matches(*b, transformed(scaled("maxpool"), "parallelize 0.0\nunroll 0.0.0.0.0 2\n"), "maxpool parallel and unrolled");
+    check_matches(*b, transformed(scaled("layernorm"), "parallelize 0\nunroll 0.0 4\n"),
+                  "layernorm parallel and unrolled");
+    check_matches(*b, transformed(scaled("matmul-256"), "parallelize 0\nunroll 0.0.0 8\n"),
+                  "matmul parallel and unrolled");
+    check_matches(*b, transformed(scaled("bias-relu"), "parallelize 0\nvectorize 0.0 16\n"),
+                  "bias-relu parallel and vectorised");
+    check_matches(*b, transformed(scaled("maxpool"), "parallelize 0.0\nunroll 0.0.0.0.0 2\n"),
+                  "maxpool parallel and unrolled");
   }
 }
 
 TEST_CASE("random legal trajectories compile to code that matches the interpreter") {
   // A few seeded trajectories per kernel (PERFDOJO_X86_TRAJECTORIES raises it), on the best
   // backend this machine runs.
-  int per_kernel = std::getenv("PERFDOJO_X86_TRAJECTORIES") ? std::atoi(std::getenv("PERFDOJO_X86_TRAJECTORIES")) : 1;
+  int per_kernel = std::getenv("PERFDOJO_X86_TRAJECTORIES")
+                       ? std::atoi(std::getenv("PERFDOJO_X86_TRAJECTORIES"))
+                       : 1;
   std::unique_ptr<backends::Backend> b;
   for (const char* n : {"x86_avx512", "x86_avx2", "x86_64"}) {
     b = backends::make_backend(n);
@@ -226,13 +250,15 @@ TEST_CASE("a wrong result is an error, not a time") {
   CHECK_FALSE(unchecked.verified);
 }
 
-TEST_CASE("large programs are verified against their sequential C, which catches wrong vector code") {
+TEST_CASE(
+    "large programs are verified against their sequential C, which catches wrong vector code") {
   // Force the large-program path on a small program: no interpreter verification at all.
   BackendConfig c;
   c.extra["verify_interpreter_max_flops"] = "0";
   auto b = backend_or_skip("x86_64", c);
   if (!b) return;
-  auto vec = transformed(scaled("softmax"), "vectorize 0.0 16\nvectorize 0.1 16\nvectorize 1.1 16\n");
+  auto vec =
+      transformed(scaled("softmax"), "vectorize 0.0 16\nvectorize 0.1 16\nvectorize 1.1 16\n");
   Measurement ok = b->measure(vec, quick());
   CHECK_MESSAGE(ok.ok(), ok.error.value_or(""));
   CHECK(ok.verified);
@@ -302,7 +328,8 @@ TEST_CASE("unavailable backends say why, and measuring on one is an error record
 }
 
 TEST_CASE("capabilities follow the instruction set") {
-  CHECK(backends::make_backend("x86_avx512")->capabilities().vector_widths == std::vector<int>{16, 8});
+  CHECK(backends::make_backend("x86_avx512")->capabilities().vector_widths ==
+        std::vector<int>{16, 8});
   CHECK(backends::make_backend("x86_avx2")->capabilities().vector_widths == std::vector<int>{8});
   CHECK(backends::make_backend("x86_64")->capabilities().vector_widths.empty());
   CHECK(backends::make_backend("x86_64")->capabilities().parallel);
@@ -336,7 +363,9 @@ TEST_CASE("an invalid program is an error record, not a crash") {
   CHECK(m.error->find("invalid program") != std::string::npos);
 }
 
-TEST_CASE("the verification tolerance is 1e-4 for f32 and grows with the square root of long reductions") {
+TEST_CASE(
+    "the verification tolerance is 1e-4 for f32 and grows with the square root of long "
+    "reductions") {
   using backends::x86_verification_tolerance;
   // matmul-256 sums K = 256 terms per element; rowsum 4096; global-sum 4194304.
   auto kernel = [](const std::string& name) {
@@ -347,10 +376,12 @@ TEST_CASE("the verification tolerance is 1e-4 for f32 and grows with the square 
   CHECK(x86_verification_tolerance(ir::DType::kF32, kernel("matmul-256")) == doctest::Approx(1e-4));
   CHECK(x86_verification_tolerance(ir::DType::kF32, kernel("bias-relu")) == doctest::Approx(1e-4));
   CHECK(x86_verification_tolerance(ir::DType::kF32, kernel("rowsum")) == doctest::Approx(2e-4));
-  CHECK(x86_verification_tolerance(ir::DType::kF32, kernel("global-sum")) == doctest::Approx(6.4e-3));
+  CHECK(x86_verification_tolerance(ir::DType::kF32, kernel("global-sum")) ==
+        doctest::Approx(6.4e-3));
   CHECK(x86_verification_tolerance(ir::DType::kF64, kernel("rowsum")) == doctest::Approx(2e-9));
   CHECK(x86_verification_tolerance(ir::DType::kI32, kernel("rowsum")) == 0);
   // Tiling the reduction does not change its length.
-  CHECK(x86_verification_tolerance(ir::DType::kF32, transformed(kernel("rowsum"), "tile_scope 0.0 16\n")) ==
+  CHECK(x86_verification_tolerance(ir::DType::kF32,
+                                   transformed(kernel("rowsum"), "tile_scope 0.0 16\n")) ==
         doctest::Approx(2e-4));
 }

@@ -29,7 +29,8 @@ inline ir::Program scaled(const std::string& name) {
 }
 
 /// `p` after the actions (one per line, trace syntax); fails the test when one is refused.
-inline ir::Program transformed(const ir::Program& p, const std::string& trace, const std::string& target = "x86_avx512") {
+inline ir::Program transformed(const ir::Program& p, const std::string& trace,
+                               const std::string& target = "x86_avx512") {
   auto t = transforms::parse_trace(trace);
   REQUIRE_MESSAGE(t.ok(), t.error_text());
   auto r = transforms::replay(p, t.value(), *transforms::target_by_name(target));
