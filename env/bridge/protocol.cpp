@@ -327,18 +327,17 @@ std::optional<Error> parse_request(std::string_view body, Request* out) {
   }
   if (!out->doc.IsObject())
     return Error{ErrorType::kInvalidJson, "a request must be a JSON object"};
-  auto id = out->doc.FindMember("id");
-  if (id == out->doc.MemberEnd())
-    return Error{ErrorType::kBadRequest, "missing field 'id' (an integer or a string)"};
-  if (!id->value.IsInt64() && !id->value.IsUint64() && !id->value.IsString())
+  const json::Value* id = member(out->doc, "id");
+  if (!id) return Error{ErrorType::kBadRequest, "missing field 'id' (an integer or a string)"};
+  if (!id->IsInt64() && !id->IsUint64() && !id->IsString())
     return Error{ErrorType::kBadRequest, "field 'id' must be an integer or a string"};
-  if (id->value.IsString() && id->value.GetStringLength() > 256)
+  if (id->IsString() && id->GetStringLength() > 256)
     return Error{ErrorType::kBadRequest, "field 'id' is longer than 256 characters"};
-  out->id = id_text(id->value);
-  auto op = out->doc.FindMember("op");
-  if (op == out->doc.MemberEnd()) return Error{ErrorType::kBadRequest, "missing field 'op'"};
-  if (!op->value.IsString()) return Error{ErrorType::kBadRequest, "field 'op' must be a string"};
-  out->op.assign(op->value.GetString(), op->value.GetStringLength());
+  out->id = id_text(*id);
+  const json::Value* op = member(out->doc, "op");
+  if (!op) return Error{ErrorType::kBadRequest, "missing field 'op'"};
+  if (!op->IsString()) return Error{ErrorType::kBadRequest, "field 'op' must be a string"};
+  out->op.assign(op->GetString(), op->GetStringLength());
   return std::nullopt;
 }
 
@@ -361,9 +360,10 @@ std::string error_reply(std::string_view id, const Error& e) {
 }
 
 const json::Value* member(const json::Value& obj, const char* name) {
-  auto it = obj.FindMember(name);
-  if (it == obj.MemberEnd() || it->value.IsNull()) return nullptr;
-  return &it->value;
+  // HasMember, not FindMember: rapidjson 1.1's iterator == is ambiguous under C++20 rules.
+  if (!obj.IsObject() || !obj.HasMember(name)) return nullptr;
+  const json::Value& v = obj[name];
+  return v.IsNull() ? nullptr : &v;
 }
 
 std::string get_string(const json::Value& obj, const char* name) {

@@ -149,7 +149,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
       closed_flag_ = true;
       sessions.swap(sessions_);
     }
-    for (auto& [id, s] : sessions) {
+    for (auto& entry : sessions) {
+      std::shared_ptr<Session> s = entry.second;
       s->closed = true;
       // Destroy the env on its own strand, after whatever request is running there.
       asio::post(s->strand, [s] { s->env.reset(); });
