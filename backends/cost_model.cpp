@@ -14,6 +14,8 @@ constexpr double kLineBytes = 64;
 constexpr double kIssueWidth = 4;       // uops issued per cycle
 constexpr double kLoadsPerCycle = 2;    // load ports
 constexpr double kStoresPerCycle = 1;   // store port
+constexpr double kWindowUops = 192;     // uops the out-of-order window holds
+constexpr double kCallUops = 20;        // a libm or libmvec exp/log/tanh call
 constexpr double kRegisterElements = 64;  // a temporary this small can live in registers
 // Fraction of a cache that holds a working set before conflicts and other data evict it.
 constexpr double kCacheShare[3] = {0.75, 0.7, 0.6};
@@ -501,9 +503,10 @@ struct Model {
       // Outer loop: across the parent's iterations when the parent holds nothing else.
       if (sc.annot == Annot::kNone && sc.parent >= 0) {
         const ScopeInfo& p = f.scopes[sc.parent];
+        const double lanes = std::min(native, floor_pow2(static_cast<double>(p.extent)));
         if ((p.annot == Annot::kNone || p.annot == Annot::kParallel) && p.kids_end - p.kids_begin == 1 &&
-            static_cast<double>(p.extent) >= native && vectorisable(si, p.depth, true)) {
-          run[sc.parent].lanes = native;
+            lanes >= 4 && vectorisable(si, p.depth, true)) {
+          run[sc.parent].lanes = lanes;
           continue;
         }
       }
@@ -554,9 +557,9 @@ struct Model {
       if (stmt.op != ir::Reduce::kNone) ops.fp += 1;  // the accumulation (an FMA with a product)
       fp += instr * ops.fp / pipe_rate(lanes);
       div += instr * ops.div * (lanes > 1 ? m.div_cycles_vector * lanes / m.native_lanes() : m.div_cycles_scalar);
-      // libm has no vector variants here: a vector of exp is one call per lane.
+      // exp, log, tanh: a call per vector (libmvec) or per element, as the profile measured.
       fp += instr * ops.trans * (lanes > 1 ? lanes * m.exp_cycles_vector / m.native_lanes() : m.exp_cycles_scalar);
-      uops += instr * (ops.fp + ops.div + ops.trans * (lanes > 1 ? 2 * lanes : 1));
+      uops += instr * (ops.fp + ops.div + ops.trans * kCallUops);
 
       // Memory instructions. An access is loaded once per iteration of the loops it varies in
       // and of every loop outside them: invariant loops inside are hoisted over, and so are
@@ -595,21 +598,38 @@ struct Model {
           l1_bytes += count * width;
         }
       }
-      // Dependence chain through a reduction target: carried by the innermost scope (other than
-      // a vector scope, whose chunks keep separate accumulators) in which the target is
-      // invariant; the steps of the scopes inside it are independent chains the core overlaps.
+      // Dependence chains through a reduction target. From the statement outward: the scopes
+      // in which the target stays the same make one serial segment of `seg` updates; the
+      // scopes around them over which it changes (and vector chunks, separate accumulators)
+      // give independent segments, which the out-of-order window overlaps as far as it
+      // reaches; the next scope in which the target is again the same waits for the segments
+      // of its previous iteration.
       if (stmt.op != ir::Reduce::kNone) {
-        double indep = 1;
-        bool carried = false;
-        for (int k = s.depth - 1; k >= 0; --k) {
+        const double lat = m.fma_latency_cycles;
+        int k = s.depth - 1;
+        double seg = 1;
+        for (; k >= 0; --k) {
           const int sc = scope_at(k);
-          if (f.scopes[sc].annot != Annot::kVector && f.coefs[target.coef_off + k] == 0 && f.scopes[sc].extent > 1) {
-            carried = true;
-            break;
-          }
+          if (f.scopes[sc].annot == Annot::kVector || f.coefs[target.coef_off + k] != 0) break;
+          seg *= run[sc].chunks;
+        }
+        const int inner_varying = k;
+        double indep = 1;
+        for (; k >= 0; --k) {
+          const int sc = scope_at(k);
+          if (f.scopes[sc].annot != Annot::kVector && f.coefs[target.coef_off + k] == 0) break;
           indep *= run[sc].chunks;
         }
-        if (carried) chain = std::max(chain, instr * m.fma_latency_cycles / indep);
+        const int carrier = k;
+        const double seg_uops = seg * (ops.fp + ops.div + 2 * ops.trans + static_cast<double>(s.acc_end - s.acc_begin));
+        const double window = std::max(1.0, kWindowUops / std::max(seg_uops, 1.0));
+        double bound = 0;
+        if (carrier >= 0) bound = run[scope_at(carrier)].trips * seg * lat;
+        if (seg > 1) {
+          const double segments = inner_varying >= 0 ? run[scope_at(inner_varying)].trips : 1.0;
+          bound = std::max(bound, segments * seg * lat / std::min(indep, window));
+        }
+        chain = std::max(chain, bound);
       }
     }
     // Loop bookkeeping of the owner, when it is a real loop.
@@ -697,10 +717,12 @@ CostEstimate estimate_cost(const ir::Program& p, const MachineProfile& m) {
   // Compute: group statements by their nearest non-vector enclosing scope.
   {
     std::vector<int> group;
+    // The loop a statement's instructions sit in once vector scopes and unrolled scopes are
+    // written out.
     auto owner_of = [&](const StmtInfo& s) {
       for (int k = s.depth - 1; k >= 0; --k) {
         int sc = f.chains[s.chain_off + k];
-        if (f.scopes[sc].annot != Annot::kVector) return sc;
+        if (f.scopes[sc].annot != Annot::kVector && !md.run[sc].unrolled) return sc;
       }
       return -1;
     };
@@ -713,7 +735,7 @@ CostEstimate estimate_cost(const ir::Program& p, const MachineProfile& m) {
       group.clear();
       for (size_t j = i; j < f.stmts.size(); ++j) {
         if (done[j]) continue;
-        if (owner < 0 ? (f.stmts[j].depth == 0 && j == i) : owner_of(f.stmts[j]) == owner) {
+        if (owner_of(f.stmts[j]) == owner) {
           group.push_back(static_cast<int>(j));
           done[j] = 1;
         }

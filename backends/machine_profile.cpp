@@ -295,6 +295,30 @@ PERFDOJO_READ(read_avx2, V8, "avx2")
 
 volatile float g_sink;
 
+#ifdef PERFDOJO_HAVE_LIBMVEC
+// glibc's vector math library, which generated vector code calls for exp (x86-64 vector ABI).
+extern "C" V8 _ZGVdN8v_expf(V8);
+extern "C" V16 _ZGVeN16v_expf(V16);
+
+__attribute__((target("avx2,fma"), noinline)) void exp_vec8(const float* x, float* y, long n) {
+  for (long i = 0; i + 8 <= n; i += 8) {
+    V8 v;
+    std::memcpy(&v, x + i, sizeof v);
+    v = _ZGVdN8v_expf(v);
+    std::memcpy(y + i, &v, sizeof v);
+  }
+}
+
+__attribute__((target("avx512f"), noinline)) void exp_vec16(const float* x, float* y, long n) {
+  for (long i = 0; i + 16 <= n; i += 16) {
+    V16 v;
+    std::memcpy(&v, x + i, sizeof v);
+    v = _ZGVeN16v_expf(v);
+    std::memcpy(y + i, &v, sizeof v);
+  }
+}
+#endif
+
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
@@ -407,36 +431,61 @@ MachineProfile calibrate(const CalibrateOptions& o) {
       g_sink = ys[n % 4096];
     });
     p.exp_cycles_scalar = std::max(1.0, p.freq_ghz * 1e9 / per_s);
-    // Generated vector code calls libm once per lane (no vector variants without -ffast-math),
-    // plus moving each lane out and back.
+    // Without libmvec, generated vector code calls libm once per lane, moving each lane out
+    // and back; with it, one call per register.
     p.exp_cycles_vector = p.native_lanes() * (p.exp_cycles_scalar + 1);
+#ifdef PERFDOJO_HAVE_LIBMVEC
+    if (has2) {
+      const bool wide = has512;
+      double vec_per_s = best_rate(secs, 4096.0 / (wide ? 16 : 8), [&](long n) {
+        for (long r = 0; r < n; ++r) {
+          if (wide) {
+            exp_vec16(xs.data(), ys.data(), 4096);
+          } else {
+            exp_vec8(xs.data(), ys.data(), 4096);
+          }
+          asm volatile("" ::: "memory");
+        }
+        g_sink = ys[n % 4096];
+      });
+      p.exp_cycles_vector = std::max(1.0, p.freq_ghz * 1e9 / vec_per_s);
+    }
+#endif
+    say("exp vector: " + std::to_string(p.exp_cycles_vector) + " cycles per register");
     say("exp scalar: " + std::to_string(p.exp_cycles_scalar) + " cycles");
   }
 
-  // OpenMP, as generated `:par` scopes use it: the cost of one parallel loop with nothing to
-  // do (the mean, tails included, as a kernel's time includes them), and the speed-up of a
-  // parallel loop with real work over the same loop run serially.
+  // OpenMP, as generated `:par` scopes use it. A fork is timed between stretches of serial
+  // work, as in a kernel (its threads have gone idle in between, so waking them is part of the
+  // cost); the speed-up is timed on regions long enough to bury the fork. Medians, not bests:
+  // the disturbances of a shared machine are part of what kernels pay here.
   {
     const int t = std::max(1, p.cores);
-    double per_fork = 1 / rate(secs, 1, [&](long n) {
+    const long gap = 20000;  // FMA-chain steps of serial work between forks, about 50 us
+    double serial_gaps = rate(secs, 1, [&](long n) {
+      for (long r = 0; r < n; ++r) g_sink = fma_chain_latency(gap, m, a);
+    }, Pick::kMedian);
+    double forks = rate(secs, 1, [&](long n) {
       for (long r = 0; r < n; ++r) {
+        g_sink = fma_chain_latency(gap, m, a);
 #pragma omp parallel for schedule(static)
         for (int i = 0; i < t; ++i) g_sink = static_cast<float>(i);
       }
     }, Pick::kMedian);
-    p.fork_join_us = per_fork * 1e6;
-    const long work = 200000;  // FMA-chain steps per thread, about 0.2 ms
-    double serial = rate(secs, 1, [&](long n) {
+    p.fork_join_us = std::max(0.0, 1 / forks - 1 / serial_gaps) * 1e6;
+    const long work = 400000;  // FMA-chain steps per thread, about 1 ms
+    double serial = rate(secs * 2, 1, [&](long n) {
       for (long r = 0; r < n; ++r)
         for (int i = 0; i < t; ++i) g_sink = fma_chain_latency(work, m, a);
     }, Pick::kMedian);
-    double parallel = rate(secs, 1, [&](long n) {
+    double parallel = rate(secs * 2, 1, [&](long n) {
       for (long r = 0; r < n; ++r) {
 #pragma omp parallel for schedule(static)
         for (int i = 0; i < t; ++i) g_sink = fma_chain_latency(work, m, a);
       }
     }, Pick::kMedian);
-    p.parallel_efficiency = std::clamp(parallel / serial / t, 0.05, 1.0);
+    const double region = std::max(1e-9, 1 / parallel - p.fork_join_us * 1e-6);
+    p.parallel_efficiency = std::clamp((1 / serial) / region / t, 0.05, 1.0);
     say("openmp: fork/join " + std::to_string(p.fork_join_us) + " us, parallel efficiency " +
         std::to_string(p.parallel_efficiency) + " on " + std::to_string(t) + " threads");
   }
