@@ -1,5 +1,7 @@
 #include "agents/evaluate.h"
 
+#include <cmath>
+#include <queue>
 #include <random>
 
 #include "agents/train.h"
@@ -73,6 +75,56 @@ SearchResult agent_search(Policy& policy, const env::EnvConfig& config, const st
     // A purely greedy policy on a deterministic env repeats itself: without exploration one
     // episode is all there is.
     if (epsilon == 0) break;
+  }
+  return budget.finish();
+}
+
+SearchResult agent_best_first(Policy& policy, const env::EnvConfig& config, const std::vector<int>& budgets) {
+  EvalBudget budget(budgets);
+  auto fail = [&](const std::string& m) {
+    SearchResult r;
+    r.error = m;
+    r.best_at.assign(budgets.size(), 1.0);
+    return r;
+  };
+  auto made = env::Env::make(config);
+  if (!made.ok()) return fail(made.error_text());
+  std::unique_ptr<env::Env> root = std::move(made).value();
+  if (auto m = policy.check_env(*root); !m.empty()) return fail(m);
+  auto [obs, info] = root->reset();
+  if (info.error) return fail(*info.error);
+  budget.start(*root, info.initial_time_s);
+  const AgentConfig& ac = policy.config();
+  const bool maxq = ac.target == "maxq";
+  const double t0 = info.initial_time_s;
+
+  struct Entry {
+    double priority;
+    int node, action;
+    int64_t order;  // FIFO among equal priorities: reproducible
+    bool operator<(const Entry& o) const { return priority != o.priority ? priority < o.priority : order > o.order; }
+  };
+  std::vector<std::unique_ptr<env::Env>> nodes;
+  std::priority_queue<Entry> queue;
+  int64_t order = 0;
+  auto push_actions = [&](std::unique_ptr<env::Env> e, const env::Observation& o, const std::vector<uint8_t>& mask,
+                          double time_s) {
+    AgentObs a = to_agent_obs(o, mask, ac);
+    std::vector<float> q = policy.q_values(a);
+    const double base = maxq ? 0.0 : std::log(t0 / time_s);
+    int id = static_cast<int>(nodes.size());
+    for (int i = 0; i + 1 < static_cast<int>(a.mask.size()); ++i)
+      if (a.mask[i]) queue.push({base + q[i], id, i, order++});
+    nodes.push_back(std::move(e));
+  };
+  push_actions(std::move(root), obs, info.action_mask, t0);
+  while (!budget.exhausted() && !budget.steps_exhausted() && !queue.empty()) {
+    Entry top = queue.top();
+    queue.pop();
+    std::unique_ptr<env::Env> child = nodes[top.node]->fork();
+    env::StepResult r = child->step(top.action);
+    if (!budget.record(*child, r) || r.terminated || r.truncated) continue;
+    push_actions(std::move(child), r.observation, r.info.action_mask, r.info.time_s);
   }
   return budget.finish();
 }

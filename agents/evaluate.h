@@ -1,7 +1,13 @@
-// A trained policy loaded from a checkpoint, and its budgeted search on a kernel: episode 1 is
-// purely greedy (masked argmax of Q); later episodes restart and take a random legal action with
-// probability eval_epsilon, so a larger budget buys new programs instead of replaying the greedy
-// trace. Budget accounting is EvalBudget's (baselines.h), the same as the baselines'.
+// A trained policy loaded from a checkpoint, and two budgeted searches with it (budget accounting
+// is EvalBudget's, baselines.h, the same as the baselines'):
+//  - agent_search: rollouts; episode 1 is purely greedy (masked argmax of Q), later episodes
+//    restart and take a random legal action with probability eval_epsilon, so a larger budget
+//    buys new programs instead of replaying the greedy trace.
+//  - agent_best_first: Q-guided best-first; every (program, legal action) pair seen waits in one
+//    queue ranked by the value Q predicts for it (maxq: the peak log speed-up reachable, sum: the
+//    current log speed-up plus the predicted gain), and the best pair is timed next. Greedy
+//    masked argmax is its first choice at every program; the budget widens the search where Q
+//    is least sure.
 #pragma once
 
 #include <memory>
@@ -37,5 +43,8 @@ class Policy {
 /// The policy's search on the kernel `config` names, with the evaluation budget.
 SearchResult agent_search(Policy& policy, const env::EnvConfig& config, const std::vector<int>& budgets,
                           uint64_t seed, double epsilon);
+
+/// Q-guided best-first search (see the top of this file).
+SearchResult agent_best_first(Policy& policy, const env::EnvConfig& config, const std::vector<int>& budgets);
 
 }  // namespace perfdojo::agents

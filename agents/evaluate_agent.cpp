@@ -29,8 +29,10 @@ void usage(std::FILE* f) {
                "                      [--baselines] [--no-agent] [--beam-width 4] [--epsilon E] [--backend NAME]\n"
                "                      [--out DIR] [--json]\n"
                "\n"
-               "Runs the checkpoint's policy on held-out kernels: the first episode greedy (masked argmax),\n"
-               "restarts with epsilon exploration while budget remains. One evaluation = one step that\n"
+               "Runs the checkpoint's policy on held-out kernels two ways: 'agent' is Q-guided best-first\n"
+               "search (the (program, action) pair with the highest masked Q is timed next, so greedy\n"
+               "argmax comes first everywhere); 'agent-rollout' runs a greedy episode, then restarts with\n"
+               "epsilon exploration while budget remains. One evaluation = one step that\n"
                "times a program this search has not timed before. --baselines adds random search, greedy\n"
                "best-first and beam search under the same accounting. Speed-ups are averaged over seeds.\n"
                "\n"
@@ -123,7 +125,7 @@ int main(int argc, char** argv) {
   if (!uris.ok()) return fail(uris.error_text());
 
   std::vector<std::string> methods;
-  if (policy) methods.push_back("agent");
+  if (policy) methods.insert(methods.end(), {"agent", "agent-rollout"});
   if (baselines) methods.insert(methods.end(), {"random", "greedy", "beam"});
   std::vector<Job> jobs;
   for (const auto& k : uris.value())
@@ -134,7 +136,8 @@ int main(int argc, char** argv) {
   tbb::parallel_for(size_t{0}, jobs.size(), [&](size_t i) {
     Job& j = jobs[i];
     env::EnvConfig ec = env_config_for(base, j.kernel, 0);
-    if (j.method == "agent") j.result = agent_search(*policy, ec, budgets, j.seed, epsilon);
+    if (j.method == "agent") j.result = agent_best_first(*policy, ec, budgets);
+    else if (j.method == "agent-rollout") j.result = agent_search(*policy, ec, budgets, j.seed, epsilon);
     else if (j.method == "random") j.result = random_search(ec, budgets, j.seed);
     else if (j.method == "greedy") j.result = greedy_search(ec, budgets, j.seed);
     else j.result = beam_search(ec, budgets, j.seed, beam_width);
