@@ -16,6 +16,11 @@ constexpr double kLoadsPerCycle = 2;    // load ports
 constexpr double kStoresPerCycle = 1;   // store port
 constexpr double kWindowUops = 192;     // uops the out-of-order window holds
 constexpr double kCallUops = 20;        // a libm or libmvec exp/log/tanh call
+// A line fetched for one element of a large stride costs this many streamed lines: the
+// prefetchers do not run ahead of it and a latency-bound loop waits for each.
+constexpr double kScatteredLineCost = 4;
+// The parts of a nest's time below its slowest one overlap with it only partly.
+constexpr double kRestShare = 0.3;
 constexpr double kRegisterElements = 64;  // a temporary this small can live in registers
 // Fraction of a cache that holds a working set before conflicts and other data evict it.
 constexpr double kCacheShare[3] = {0.75, 0.7, 0.6};
@@ -47,6 +52,7 @@ struct ScopeInfo {
   double f1_bytes[3] = {};   // footprint of one iteration, as each cache level sees it
   double fall_bytes = 0;     // footprint of one whole execution
   double fall_traffic = 0;   // the same with written lines counted twice (write-back)
+  double fall_cost = 0;      // the same with scattered lines weighted by their extra cost
 };
 
 struct AccInfo {
@@ -73,6 +79,7 @@ struct Lines {
   double lines = 0;
   double blocks = 1;
   double align = 1;
+  bool scattered = false;  // one line or less per block: a line fetched for a few elements
 };
 
 struct Flat {
@@ -204,6 +211,7 @@ Lines access_lines(const Flat& f, const AccInfo& a, const StmtInfo& s, int dmin)
     }
   }
   out.lines = std::min(out.blocks * std::ceil(run * esz / kLineBytes), f.bufs[a.buf].lines);
+  out.scattered = out.blocks > 1 && run * esz <= kLineBytes / 2;
   return out;
 }
 
@@ -220,10 +228,11 @@ struct CacheGeometry {
 // effectively uses up.
 void footprint(const Flat& f, int b, int e, int dmin, CacheGeometry g, std::vector<double>& canon_lines,
                std::vector<double>& buf_lines, std::vector<char>& buf_written, double* bytes,
-               double* traffic) {
+               double* traffic, char* scattered = nullptr, double* weighted = nullptr) {
   std::fill(canon_lines.begin(), canon_lines.end(), 0.0);
   std::fill(buf_lines.begin(), buf_lines.end(), 0.0);
   std::fill(buf_written.begin(), buf_written.end(), 0);
+  if (scattered) std::fill(scattered, scattered + buf_lines.size(), 0);
   for (int i = b; i < e; ++i) {
     const AccInfo& a = f.accs[i];
     if (f.bufs[a.buf].small_temp) continue;
@@ -235,6 +244,7 @@ void footprint(const Flat& f, int b, int e, int dmin, CacheGeometry g, std::vect
     }
     canon_lines[a.canon] = std::max(canon_lines[a.canon], lines);
     if (a.write) buf_written[a.buf] = 1;
+    if (l.scattered && scattered) scattered[a.buf] = 1;
   }
   for (int i = b; i < e; ++i) {
     const AccInfo& a = f.accs[i];
@@ -243,14 +253,16 @@ void footprint(const Flat& f, int b, int e, int dmin, CacheGeometry g, std::vect
       canon_lines[a.canon] = 0;
     }
   }
-  double by = 0, tr = 0;
+  double by = 0, tr = 0, cost = 0;
   for (size_t k = 0; k < buf_lines.size(); ++k) {
     double l = (g.sets > 0 ? buf_lines[k] : std::min(buf_lines[k], f.bufs[k].lines)) * kLineBytes;
     by += l;
     tr += buf_written[k] ? 2 * l : l;
+    if (scattered) cost += (buf_written[k] ? 2 * l : l) * (scattered[k] ? kScatteredLineCost : 1.0);
   }
   *bytes = by;
   *traffic = tr;
+  if (weighted) *weighted = cost;
 }
 
 Flat flatten(const ir::Program& p, const MachineProfile& m) {
@@ -306,7 +318,7 @@ Flat flatten(const ir::Program& p, const MachineProfile& m) {
       }
   }
   std::vector<double> canon_lines(f.canon_count), buf_lines(f.bufs.size());
-  std::vector<char> buf_written(f.bufs.size());
+  std::vector<char> buf_written(f.bufs.size()), scattered(f.bufs.size());
   const CacheGeometry geo[3] = {{m.l1_bytes / (kLineBytes * m.l1_ways), m.l1_ways},
                                 {m.l2_bytes / (kLineBytes * m.l2_ways), m.l2_ways},
                                 {0, m.l3_ways}};  // the last level hashes its sets
@@ -316,7 +328,7 @@ Flat flatten(const ir::Program& p, const MachineProfile& m) {
       footprint(f, s.acc_begin, s.acc_end, s.depth + 1, geo[level], canon_lines, buf_lines, buf_written,
                 &s.f1_bytes[level], &t);
     footprint(f, s.acc_begin, s.acc_end, s.depth, CacheGeometry{}, canon_lines, buf_lines, buf_written,
-              &s.fall_bytes, &s.fall_traffic);
+              &s.fall_bytes, &s.fall_traffic, scattered.data(), &s.fall_cost);
   }
   return f;
 }
@@ -455,7 +467,9 @@ struct Model {
   void plan_vectors() {
     const size_t n = f.scopes.size();
     run.assign(n, ScopeRun{});
-    std::vector<char> unrolled(n, 0), flat(n, 1), has_vec(n, 0);
+    // early: written out before GCC vectorises (`:unroll`, and loops of a few iterations it
+    // peels right away); unrolled: also the loops its later complete unrolling takes.
+    std::vector<char> early(n, 0), unrolled(n, 0), flat(n, 1), flat_late(n, 1), has_vec(n, 0);
     std::vector<double> copies(n, 1);  // statement copies one execution of the scope prints
     const double native = m.native_lanes();
     auto floor_pow2 = [](double x) {
@@ -474,14 +488,14 @@ struct Model {
           continue;
         }
         body += copies[kid];
-        if (!unrolled[kid] && f.scopes[kid].annot != Annot::kVector) flat[s] = 0;
-        if (!flat[kid]) flat[s] = 0;
-        if (has_vec[kid] || f.scopes[kid].annot == Annot::kVector) has_vec[s] = 1;
+        const bool vec_kid = f.scopes[kid].annot == Annot::kVector;
+        if ((!early[kid] && !vec_kid) || !flat[kid]) flat[s] = 0;
+        if ((!unrolled[kid] && !vec_kid) || !flat_late[kid]) flat_late[s] = 0;
+        if (has_vec[kid] || vec_kid) has_vec[s] = 1;
       }
       const double e = static_cast<double>(sc.extent);
-      // GCC peels loops of up to 16 iterations whose copies stay small.
-      unrolled[s] = sc.annot == Annot::kUnroll ||
-                    (sc.annot == Annot::kNone && flat[s] && e <= 16 && e * body <= 32);
+      early[s] = sc.annot == Annot::kUnroll || (sc.annot == Annot::kNone && flat[s] && e <= 4 && e * body <= 16);
+      unrolled[s] = early[s] || (sc.annot == Annot::kNone && flat_late[s] && e <= 16 && e * body <= 32);
       copies[s] = unrolled[s] ? e * body : body + 1;
     }
     for (size_t s = 0; s < n; ++s) {
@@ -492,7 +506,7 @@ struct Model {
         continue;
       }
       // The innermost real loop: everything inside it is written out.
-      if (unrolled[s] || !flat[s] || has_vec[s] || sc.acc_begin == sc.acc_end) continue;
+      if (early[s] || !flat[s] || has_vec[s] || sc.acc_begin == sc.acc_end) continue;
       if (sc.annot != Annot::kNone && sc.annot != Annot::kParallel) continue;
       const int si = static_cast<int>(s);
       if (vectorisable(si, sc.depth, false)) {
@@ -513,7 +527,7 @@ struct Model {
       // Straight-line code: copies of an unrolled scope inside that touch consecutive elements.
       for (size_t u = s + 1; u < n && f.scopes[u].acc_begin < sc.acc_end; ++u) {
         const ScopeInfo& us = f.scopes[u];
-        if (!unrolled[u] || us.extent < 4) continue;
+        if (!early[u] || us.extent < 4) continue;
         bool inner_unrolled = false;
         for (int k = us.kids_begin; k < us.kids_end; ++k) inner_unrolled = inner_unrolled || f.kids[k] >= 0;
         if (!inner_unrolled && vectorisable(static_cast<int>(u), us.depth, false))
@@ -647,7 +661,7 @@ struct Model {
   void traffic(int s, double mult, double cap, int level) {
     const ScopeInfo& sc = f.scopes[s];
     if (sc.f1_bytes[level - 1] <= cap) {
-      add_traffic(sc.nest, level, mult * sc.fall_traffic, sc.par >= 0 || sc.has_par ? par_of(s) : -1);
+      add_traffic(sc.nest, level, mult * sc.fall_traffic, mult * sc.fall_cost, sc.par >= 0 || sc.has_par ? par_of(s) : -1);
       return;
     }
     double m2 = mult * run[s].chunks;  // a vectorised scope steps through its lanes together
@@ -656,7 +670,7 @@ struct Model {
       if (kid >= 0) {
         traffic(kid, m2, cap, level);
       } else {
-        add_traffic(sc.nest, level, m2 * stmt_bytes(~kid), sc.par);
+        add_traffic(sc.nest, level, m2 * stmt_bytes(~kid, false), m2 * stmt_bytes(~kid, true), sc.par);
       }
     }
   }
@@ -672,24 +686,31 @@ struct Model {
     return -1;
   }
 
-  double stmt_bytes(int si) const {
+  // Bytes one execution of a statement brings in when nothing around it stays cached: a line
+  // per access (`cost`: weighted when the innermost loop strides past a line per step).
+  double stmt_bytes(int si, bool cost) const {
     const StmtInfo& s = f.stmts[si];
     double b = 0;
     for (int i = s.acc_begin; i < s.acc_end; ++i) {
       const AccInfo& a = f.accs[i];
       if (f.bufs[a.buf].small_temp) continue;
       if (i == s.acc_begin + 1 && s.stmt->op != ir::Reduce::kNone) continue;
-      b += kLineBytes * (a.write ? 2 : 1);
+      double w = 1;
+      if (cost && a.depth > 0) {
+        int64_t c = f.coefs[a.coef_off + a.depth - 1];
+        if ((c < 0 ? -c : c) * f.bufs[a.buf].esz >= kLineBytes) w = kScatteredLineCost;
+      }
+      b += kLineBytes * (a.write ? 2 : 1) * w;
     }
     return b;
   }
 
-  void add_traffic(int nest, int level, double bytes, int par) {
+  void add_traffic(int nest, int level, double bytes, double cost, int par) {
     double bw = level == 1 ? m.l2_bw_gbs : level == 2 ? m.l3_bw_gbs : m.dram_bw_gbs;
     double sp = par_speedup(par);
     if (level == 3) sp = std::min(sp, std::max(1.0, m.dram_bw_all_gbs / m.dram_bw_gbs));
     nests[nest].bytes[level] += bytes;
-    nests[nest].level_s[level] += bytes / (bw * 1e9) / sp;
+    nests[nest].level_s[level] += cost / (bw * 1e9) / sp;
   }
 };
 
@@ -774,7 +795,7 @@ CostEstimate estimate_cost(const ir::Program& p, const MachineProfile& m) {
         if (kid >= 0) {
           md.traffic(kid, 1, caps[level - 1], level);
         } else {
-          md.add_traffic(static_cast<int>(t), level, md.stmt_bytes(~kid), -1);
+          md.add_traffic(static_cast<int>(t), level, md.stmt_bytes(~kid, false), md.stmt_bytes(~kid, true), -1);
         }
       }
     }
@@ -793,7 +814,7 @@ CostEstimate estimate_cost(const ir::Program& p, const MachineProfile& m) {
     double core = nc.core_cycles / md.freq_hz;
     double t = std::max({core, nc.level_s[1], nc.level_s[2], nc.level_s[3]});
     double rest = core + nc.level_s[1] + nc.level_s[2] + nc.level_s[3] - t;
-    out.time_s += t + 0.1 * rest + nc.overhead_cycles / md.freq_hz;
+    out.time_s += t + kRestShare * rest + nc.overhead_cycles / md.freq_hz;
     out.overhead_s += nc.overhead_cycles / md.freq_hz;
     comp_total += (nc.core_cycles - nc.l1_cycles) / md.freq_hz;
     l1_total += nc.l1_cycles / md.freq_hz;
