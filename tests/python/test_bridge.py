@@ -409,6 +409,26 @@ def test_envs_in_worker_processes_answer_action_masks():
         envs.close()
 
 
+def test_multistep_step_text_and_list_benchmarks(server):
+    env = PerfDojoEnv("perfdojo://suite/softmax", address=server.address, max_episode_steps=20)
+    _, info = env.reset(seed=0)
+    legal = [int(a) for a in np.flatnonzero(info["action_mask"][:-1])[:2]]
+    twin = env.fork()
+    _, r_many, _, _, info_many = env.multistep(legal)
+    r_one = sum(twin.step(a)[1] for a in legal)
+    assert info_many["step"] == 2 and r_many == pytest.approx(r_one)
+    text = info_many["best_trace"][0] if info_many["best_trace"] else "tile_scope 0 2"
+    _, _, _, _, info_text = twin.step_text(text)
+    assert info_text["action"] == text
+    with pytest.raises(InvalidActionError):
+        twin.step_text("not an action")
+    b = env.benchmarks()
+    assert "perfdojo://suite/softmax" in b["suite"] and set(b["test"]) <= set(b["suite"])
+    assert "matmul" in b["generators"]
+    env.close()
+    twin.close()
+
+
 # ---------------------------------------------------------------- bad input
 
 
@@ -574,3 +594,44 @@ def test_32_concurrent_clients_get_correct_results(server):
         t.join(timeout=120)
     assert not errors, errors[:3]
     assert all(e >= 1 for e in episodes), episodes
+
+
+def test_a_slow_measurement_does_not_stall_a_cost_model_client():
+    # One thread per pool: were measuring and cost-model sessions on one pool, every fast request
+    # would wait for the compile-and-time steps of the slow session.
+    s = Server("--workers", "1", "--measure-workers", "1")
+    try:
+        slow = Client(HOST, s.port, timeout=300)
+        try:
+            ms = slow.request("make", config={"benchmark": "perfdojo://suite/softmax", "backend": "x86_64"})
+        except BridgeError as e:
+            pytest.skip(f"no measuring backend on this machine: {e.message}")
+        fast = Client(HOST, s.port, timeout=60)
+        fs = fast.request("make", config={"benchmark": "perfdojo://suite/softmax"})["session"]
+        fast.request("reset", session=fs, seed=0)
+        started, done = threading.Event(), threading.Event()
+
+        def measure():
+            started.set()
+            slow.request("reset", session=ms["session"], seed=0)
+            for a in (0, 1):
+                slow.request("step", session=ms["session"], action=a)
+            done.set()
+
+        worker = threading.Thread(target=measure)
+        worker.start()
+        started.wait()
+        latencies = []
+        deadline = time.monotonic() + 120
+        while not done.is_set() and time.monotonic() < deadline:
+            t = time.monotonic()
+            fast.request("action_mask", session=fs)
+            latencies.append(time.monotonic() - t)
+        worker.join(timeout=120)
+        assert done.is_set()
+        assert len(latencies) >= 20, latencies
+        assert sorted(latencies)[len(latencies) // 2] < 0.05 and max(latencies) < 0.4, max(latencies)
+        slow.close()
+        fast.close()
+    finally:
+        s.stop()
