@@ -1,6 +1,7 @@
 #include "gym/dataset.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -134,9 +135,9 @@ ir::Result<ir::Program> load_benchmark(const std::string& uri) {
     uint64_t seed = 0;
     if (auto q = rest.find("?seed="); q != std::string::npos) {
       std::string v = rest.substr(q + 6);
-      if (v.empty() || v.find_first_not_of("0123456789") != std::string::npos)
-        return fail(uri, "seed must be a non-negative integer");
-      seed = std::stoull(v);
+      auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), seed);
+      if (v.empty() || ec != std::errc() || ptr != v.data() + v.size())
+        return fail(uri, "seed must be an integer in [0, 2^64)");
     } else if (rest.find('?') != std::string::npos) {
       return fail(uri, "expected perfdojo://gen/FAMILY?seed=S");
     }

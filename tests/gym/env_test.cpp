@@ -280,6 +280,8 @@ TEST_CASE("benchmark URIs: suite, generators, files, and precise errors") {
     }
   CHECK(env::load_benchmark("perfdojo://gen/fft?seed=1").error_text().find("unknown generator family") != std::string::npos);
   CHECK(env::load_benchmark("perfdojo://gen/matmul?seed=x").error_text().find("seed") != std::string::npos);
+  CHECK(env::load_benchmark("perfdojo://gen/matmul?seed=99999999999999999999999").error_text().find("seed") !=
+        std::string::npos);
   CHECK(env::load_benchmark("perfdojo://suite/../etc").error_text().find("expected") != std::string::npos);
   CHECK(env::load_benchmark("http://x").error_text().find("scheme") != std::string::npos);
 }

@@ -196,7 +196,7 @@ def test_an_unknown_command_with_json_reports_the_error_as_json():
         ["run", "FILE", "--seed", "abc"],
         ["run", "FILE", "--seed", "-1"],
         ["run", "FILE", "--seed", " 5"],
-        ["run", "FILE", "--out", "--json"],
+        ["run", "FILE", "--out", "--seed"],
     ],
 )
 def test_bad_arguments_are_usage_errors_with_exit_2(tiny, args):
