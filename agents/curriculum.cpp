@@ -86,7 +86,9 @@ bool Curriculum::update(double progress, const std::map<std::string, double>& be
     }
     log_sum += std::log(std::max(it->second, 1e-9));
   }
-  bool threshold_met = all_seen && std::exp(log_sum / active_) >= promote_;
+  // Early exploration meets a modest threshold by chance within seconds; a stage lasts at least a
+  // quarter of its share so the network sees its kernels before more arrive.
+  bool threshold_met = all_seen && std::exp(log_sum / active_) >= promote_ && progress >= stage_started_ + share / 4;
   if (!budget_spent && !threshold_met) return false;
   ++stage_;
   stage_started_ = progress;

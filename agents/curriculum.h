@@ -36,7 +36,8 @@ class Curriculum {
   Curriculum(std::vector<RankedKernel> kernels, const AgentConfig& config);
 
   /// Updates the stage from the budget fraction spent and the best speed-ups so far; returns true
-  /// when the active set grew.
+  /// when the active set grew: the stage's share of the staged budget is spent, or the threshold
+  /// is met after at least a quarter of that share.
   bool update(double progress, const std::map<std::string, double>& best_speedup);
   /// A kernel from the active set, uniformly.
   const std::string& sample(std::mt19937_64& rng) const;

@@ -275,7 +275,8 @@ TEST_CASE("the curriculum starts with the simplest kernels and ends on all of th
   CHECK(cur.stages() == 3);
   CHECK(cur.active() == 1);
   CHECK_FALSE(cur.update(0.01, {}));
-  CHECK(cur.update(0.01, {{ranked->front().uri, 10.0}}));  // threshold met
+  CHECK_FALSE(cur.update(0.01, {{ranked->front().uri, 10.0}}));  // threshold met, stage too young
+  CHECK(cur.update(0.1, {{ranked->front().uri, 10.0}}));          // threshold met
   CHECK(cur.active() == 2);
   CHECK(cur.update(0.6, {}));  // staged budget spent
   CHECK(cur.active() == 3);
