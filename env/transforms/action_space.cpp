@@ -140,12 +140,27 @@ namespace {
 class Prefilter {
  public:
   Prefilter(const ir::Program& p, const std::vector<Path>& scopes) : p_(p) {
-    for (size_t b = 0; b < p.buffers.size() && b < 64; ++b) index_[p.buffers[b].name] = static_cast<int>(b);
+    const size_t nb = std::min<size_t>(p.buffers.size(), 64);
+    for (size_t b = 0; b < nb; ++b) index_[p.buffers[b].name] = static_cast<int>(b);
+    buffers_.resize(nb);
+    for (size_t b = 0; b < nb; ++b) {
+      buffers_[b].dim_ok.assign(p.buffers[b].shape.size(), true);
+      buffers_[b].depth.assign(p.buffers[b].shape.size(), -1);
+    }
     for (const auto& path : scopes) {
-      const ir::Node* n = node_at(p, path);
-      uint64_t used = 0;
-      mark(*n, used);
-      scopes_.push_back({n, used});
+      ScopeSummary sum;
+      sum.node = node_at(p, path);
+      sum.first.assign(nb, nullptr);
+      scopes_.push_back(std::move(sum));
+    }
+    for (size_t i = 0; i < scopes.size(); ++i) slot_of_[scopes[i]] = static_cast<int>(i);
+    Path cur;
+    std::vector<int> stack;
+    for (int i = 0; i < static_cast<int>(p.body.size()); ++i) {
+      top_ = i;
+      cur.push_back(i);
+      walk(*p.body[i], cur, stack);
+      cur.pop_back();
     }
   }
 
@@ -166,23 +181,41 @@ class Prefilter {
       case Kind::kParallelize:
         return s->extent > 1;
       case Kind::kCreateTemporary: {
-        auto it = index_.find(a.buffer);
-        return it == index_.end() || (scopes_[scope_slot].used >> it->second) & 1;
+        // Used inside the scope, always with one and the same index.
+        int b = buffer(a.buffer);
+        if (b < 0) return true;
+        const ScopeSummary& sum = scopes_[scope_slot];
+        return ((sum.used >> b) & 1) && !((sum.irregular >> b) & 1);
       }
-      case Kind::kShrinkBuffer:
+      case Kind::kShrinkBuffer: {
+        int b = buffer(a.buffer);
+        if (b < 0) return true;
+        const ir::BufferDecl& d = p_.buffers[b];
+        return d.role == ir::Role::kTemp && a.param >= 0 && a.param < static_cast<int64_t>(d.shape.size()) &&
+               buffers_[b].dim_ok[a.param];
+      }
       case Kind::kInlineTemporary: {
-        const ir::BufferDecl* b = p_.find_buffer(a.buffer);
-        return b && b->role == ir::Role::kTemp && (k != Kind::kShrinkBuffer || a.param < static_cast<int64_t>(b->shape.size()));
+        // A temporary without initial value written by exactly one plain store.
+        int b = buffer(a.buffer);
+        if (b < 0) return true;
+        const ir::BufferDecl& d = p_.buffers[b];
+        return d.role == ir::Role::kTemp && !d.init && buffers_[b].writers == 1 && !buffers_[b].reduced;
       }
       case Kind::kSwapBufferDims: {
-        const ir::BufferDecl* b = p_.find_buffer(a.buffer);
-        return b && b->role != ir::Role::kOutput && a.param + 1 < static_cast<int64_t>(b->shape.size());
+        const ir::BufferDecl* d = p_.find_buffer(a.buffer);
+        return d && d->role != ir::Role::kOutput && a.param + 1 < static_cast<int64_t>(d->shape.size());
       }
       case Kind::kReuseBuffers: {
-        const ir::BufferDecl* x = p_.find_buffer(a.buffer);
-        const ir::BufferDecl* y = p_.find_buffer(a.buffer2);
-        return x && y && x->role == ir::Role::kTemp && y->role == ir::Role::kTemp && x->dtype == y->dtype &&
-               x->shape == y->shape;
+        int bx = buffer(a.buffer), by = buffer(a.buffer2);
+        if (bx < 0 || by < 0) return true;
+        const ir::BufferDecl& x = p_.buffers[bx];
+        const ir::BufferDecl& y = p_.buffers[by];
+        if (x.role != ir::Role::kTemp || y.role != ir::Role::kTemp || x.dtype != y.dtype || x.shape != y.shape || y.init)
+          return false;
+        const BufferSummary& fx = buffers_[bx];
+        const BufferSummary& fy = buffers_[by];
+        if (fx.first < 0 || fy.first < 0) return true;
+        return fx.last < fy.first || (fy.last < fx.first && !x.init);
       }
       default:
         return true;
@@ -190,30 +223,79 @@ class Prefilter {
   }
 
  private:
-  void mark(const ir::Node& n, uint64_t& used) const {
+  int buffer(const std::string& name) const {
+    auto it = index_.find(name);
+    return it == index_.end() ? -1 : it->second;
+  }
+
+  void walk(const ir::Node& n, Path& cur, std::vector<int>& stack) {
     if (n.is_scope) {
-      for (const auto& c : n.body) mark(*c, used);
+      auto it = slot_of_.find(cur);
+      bool pushed = it != slot_of_.end();
+      if (pushed) stack.push_back(it->second);
+      for (int i = 0; i < static_cast<int>(n.body.size()); ++i) {
+        cur.push_back(i);
+        walk(*n.body[i], cur, stack);
+        cur.pop_back();
+      }
+      if (pushed) stack.pop_back();
       return;
     }
-    mark_access(n.stmt.lhs, used);
-    mark_expr(*n.stmt.rhs, used);
+    int b = buffer(n.stmt.lhs.buffer);
+    if (b >= 0) {
+      ++buffers_[b].writers;
+      buffers_[b].reduced = buffers_[b].reduced || n.stmt.op != ir::Reduce::kNone;
+    }
+    access(n.stmt.lhs, stack);
+    expr(*n.stmt.rhs, stack);
   }
-  void mark_expr(const ir::Expr& e, uint64_t& used) const {
-    if (e.kind == ir::ExprKind::kLoad) mark_access(e.access, used);
-    for (const auto& a : e.args) mark_expr(*a, used);
+
+  void expr(const ir::Expr& e, const std::vector<int>& stack) {
+    if (e.kind == ir::ExprKind::kLoad) access(e.access, stack);
+    for (const auto& a : e.args) expr(*a, stack);
   }
-  void mark_access(const ir::Access& a, uint64_t& used) const {
-    auto it = index_.find(a.buffer);
-    if (it != index_.end()) used |= uint64_t{1} << it->second;
+
+  void access(const ir::Access& a, const std::vector<int>& stack) {
+    int b = buffer(a.buffer);
+    if (b < 0) return;
+    BufferSummary& bs = buffers_[b];
+    if (bs.first < 0) bs.first = top_;
+    bs.last = top_;
+    for (size_t d = 0; d < bs.dim_ok.size() && d < a.index.size(); ++d) {
+      const ir::Affine& ix = a.index[d];
+      int k = ix.max_depth();
+      bool single = k >= 0 && ix.constant == 0 && ix.coeff(k) == 1;
+      for (int j = 0; single && j < k; ++j) single = ix.coeff(j) == 0;
+      if (!single || (bs.depth[d] >= 0 && bs.depth[d] != k)) bs.dim_ok[d] = false;
+      else bs.depth[d] = k;
+    }
+    for (int slot : stack) {
+      ScopeSummary& sum = scopes_[slot];
+      sum.used |= uint64_t{1} << b;
+      if (!sum.first[b]) sum.first[b] = &a.index;
+      else if (*sum.first[b] != a.index) sum.irregular |= uint64_t{1} << b;
+    }
   }
 
   struct ScopeSummary {
-    const ir::Node* node;
-    uint64_t used;  ///< bit b: buffer b is accessed in the subtree
+    const ir::Node* node = nullptr;
+    uint64_t used = 0;       ///< bit b: buffer b is accessed in the subtree
+    uint64_t irregular = 0;  ///< bit b: accesses of buffer b in the subtree differ in index
+    std::vector<const std::vector<ir::Affine>*> first;  ///< first index of each buffer seen
+  };
+  struct BufferSummary {
+    int writers = 0;          ///< statements writing the buffer
+    bool reduced = false;     ///< some writer is a reduction
+    int first = -1, last = -1;  ///< top-level nodes using it
+    std::vector<bool> dim_ok;   ///< dimension is exactly one {k}, the same k everywhere
+    std::vector<int> depth;     ///< the k of dimension d's {k}, -1 before the first access
   };
   const ir::Program& p_;
   std::map<std::string, int> index_;
+  std::map<Path, int> slot_of_;
   std::vector<ScopeSummary> scopes_;
+  std::vector<BufferSummary> buffers_;
+  int top_ = 0;
 };
 
 }  // namespace
