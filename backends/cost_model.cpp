@@ -34,8 +34,7 @@ struct BufInfo {
   double esz;             // bytes per element
   double lines;           // cache lines of the whole buffer
   bool small_temp;        // a temporary of at most kRegisterElements elements: no cache traffic
-  bool registers = true;  // small_temp and every index constant once unrolled: no load/store uops
-  std::vector<int64_t> row_stride;  // elements between consecutive indices, per dimension
+  int stride_off = 0;      // into Flat::strides: elements between consecutive indices, per dim
 };
 
 struct ScopeInfo {
@@ -46,7 +45,6 @@ struct ScopeInfo {
   int nest;        // index of the top-level node it belongs to
   int par;         // the parallel scope it is in (itself included), -1 if none
   bool has_par;    // a parallel scope lies inside it
-  double trips;    // how often its body runs: product of the extents down to it
   int acc_begin, acc_end;  // its accesses (depth-first order makes them contiguous)
   int kids_begin, kids_end;  // into the children pool: scope index, or ~statement index
   double f1_bytes[3] = {};   // footprint of one iteration, as each cache level sees it
@@ -91,6 +89,8 @@ struct Flat {
   std::vector<int64_t> coefs;   // pool
   std::vector<Lines> lines;     // pool
   std::vector<int> kids;        // pool
+  std::vector<int64_t> strides;  // pool
+  std::vector<int> stack;       // scratch of walk: children of the scopes being walked
   std::vector<int> top;         // top-level children: scope index or ~statement index
   int canon_count = 0;
 };
@@ -107,11 +107,13 @@ void add_access(Flat& f, const ir::Access& a, bool write, int stmt, int depth) {
   const BufInfo& bi = f.bufs[b];
   AccInfo ai{b, stmt, write, depth, static_cast<int>(f.coefs.size()), 0, -1, -1};
   f.coefs.resize(f.coefs.size() + depth, 0);
-  for (size_t d = 0; d < a.index.size() && d < bi.row_stride.size(); ++d) {
+  const size_t rank = bi.decl->shape.size();
+  for (size_t d = 0; d < a.index.size() && d < rank; ++d) {
     const ir::Affine& ix = a.index[d];
+    const int64_t stride = f.strides[bi.stride_off + d];
     for (size_t k = 0; k < ix.coeffs.size() && static_cast<int>(k) < depth; ++k)
-      f.coefs[ai.coef_off + k] += ix.coeffs[k] * bi.row_stride[d];
-    ai.constant += ix.constant * bi.row_stride[d];
+      f.coefs[ai.coef_off + k] += ix.coeffs[k] * stride;
+    ai.constant += ix.constant * stride;
   }
   f.accs.push_back(ai);
 }
@@ -121,8 +123,10 @@ void add_loads(Flat& f, const ir::Expr& e, int stmt, int depth) {
   for (const auto& a : e.args) add_loads(f, *a, stmt, depth);
 }
 
+// Children are pushed on f.stack as they complete; a scope moves its own off the stack into the
+// kids pool when it completes (its grandchildren have left the stack by then).
 void walk(Flat& f, const std::vector<ir::NodePtr>& body, int parent, int depth, int nest, int par,
-          std::vector<int>& chain, double trips, std::vector<int>& kids_out) {
+          std::vector<int>& chain) {
   for (size_t i = 0; i < body.size(); ++i) {
     const ir::Node& n = *body[i];
     int my_nest = parent < 0 ? static_cast<int>(f.top.size()) : nest;
@@ -136,21 +140,21 @@ void walk(Flat& f, const std::vector<ir::NodePtr>& body, int parent, int depth, 
       s.parent = parent;
       s.nest = my_nest;
       s.par = n.annot == Annot::kParallel && par < 0 ? idx : par;
-      s.trips = trips * static_cast<double>(s.extent);
       s.acc_begin = static_cast<int>(f.accs.size());
       f.scopes.push_back(s);
       chain.push_back(idx);
-      std::vector<int> kids;
-      walk(f, n.body, idx, depth + 1, my_nest, f.scopes[idx].par, chain, f.scopes[idx].trips, kids);
+      const size_t base = f.stack.size();
+      walk(f, n.body, idx, depth + 1, my_nest, f.scopes[idx].par, chain);
       chain.pop_back();
       ScopeInfo& me = f.scopes[idx];
       me.acc_end = static_cast<int>(f.accs.size());
       me.kids_begin = static_cast<int>(f.kids.size());
-      f.kids.insert(f.kids.end(), kids.begin(), kids.end());
+      f.kids.insert(f.kids.end(), f.stack.begin() + static_cast<long>(base), f.stack.end());
+      f.stack.resize(base);
       me.kids_end = static_cast<int>(f.kids.size());
       if (me.par >= 0)
         for (int p = idx; p >= 0; p = f.scopes[p].parent) f.scopes[p].has_par = true;
-      kids_out.push_back(idx);
+      f.stack.push_back(idx);
     } else {
       int si = static_cast<int>(f.stmts.size());
       StmtInfo st{&n.stmt, depth, static_cast<int>(f.chains.size()), static_cast<int>(f.accs.size()), 0, my_nest};
@@ -160,9 +164,12 @@ void walk(Flat& f, const std::vector<ir::NodePtr>& body, int parent, int depth, 
       add_loads(f, *n.stmt.rhs, si, depth);
       st.acc_end = static_cast<int>(f.accs.size());
       f.stmts.push_back(st);
-      kids_out.push_back(~si);
+      f.stack.push_back(~si);
     }
-    if (parent < 0) f.top.back() = kids_out.back();
+    if (parent < 0) {
+      f.top.back() = f.stack.back();
+      f.stack.pop_back();
+    }
   }
 }
 
@@ -275,17 +282,25 @@ Flat flatten(const ir::Program& p, const MachineProfile& m) {
     double el = static_cast<double>(std::max<int64_t>(d.elements(), 1));
     b.lines = std::ceil(el * b.esz / kLineBytes);
     b.small_temp = d.role == ir::Role::kTemp && el <= kRegisterElements;
-    b.registers = b.small_temp;
-    b.row_stride.assign(d.shape.size(), 1);
+    b.stride_off = static_cast<int>(f.strides.size());
+    f.strides.resize(f.strides.size() + d.shape.size(), 1);
     for (int k = static_cast<int>(d.shape.size()) - 2; k >= 0; --k)
-      b.row_stride[k] = b.row_stride[k + 1] * d.shape[k + 1];
-    f.bufs.push_back(std::move(b));
+      f.strides[b.stride_off + k] = f.strides[b.stride_off + k + 1] * d.shape[k + 1];
+    f.bufs.push_back(b);
   }
-  f.scopes.reserve(32);
-  f.accs.reserve(64);
+  // One allocation per pool for the usual sizes.
+  f.scopes.reserve(64);
+  f.stmts.reserve(32);
+  f.accs.reserve(128);
+  f.chains.reserve(512);
+  f.coefs.reserve(2048);
+  f.lines.reserve(2048);
+  f.kids.reserve(128);
+  f.top.reserve(16);
+  f.stack.reserve(64);
   std::vector<int> chain;
-  std::vector<int> kids;
-  walk(f, p.body, -1, 0, 0, -1, chain, 1.0, kids);
+  chain.reserve(32);
+  walk(f, p.body, -1, 0, 0, -1, chain);
 
   // Canonical ids: accesses with the same buffer, offsets and depth touch the same elements.
   std::vector<int> reps;
@@ -304,18 +319,11 @@ Flat flatten(const ir::Program& p, const MachineProfile& m) {
       reps.push_back(static_cast<int>(&a - f.accs.data()));
     }
   }
-  // Lines touched per access for every depth cut, and whether small temporaries stay in
-  // registers (every index is fixed once unrolled and vector scopes are expanded).
+  // Lines touched per access for every depth cut.
   for (auto& a : f.accs) {
     const StmtInfo& s = f.stmts[a.stmt];
     a.lines_off = static_cast<int>(f.lines.size());
     for (int d = 0; d <= a.depth; ++d) f.lines.push_back(access_lines(f, a, s, d));
-    BufInfo& b = f.bufs[a.buf];
-    if (b.registers)
-      for (int k = 0; k < a.depth; ++k) {
-        Annot an = f.scopes[f.chains[s.chain_off + k]].annot;
-        if (f.coefs[a.coef_off + k] != 0 && an != Annot::kUnroll && an != Annot::kVector) b.registers = false;
-      }
   }
   std::vector<double> canon_lines(f.canon_count), buf_lines(f.bufs.size());
   std::vector<char> buf_written(f.bufs.size()), scattered(f.bufs.size());
@@ -374,8 +382,6 @@ void count_ops(const ir::Expr& e, bool fused_into_parent, OpCounts& c) {
   }
 }
 
-bool invariant_at(const Flat& f, const AccInfo& a, int k) { return f.coefs[a.coef_off + k] == 0; }
-
 struct NestCost {
   double core_cycles = 0;   // compute and L1 (per-body maxima, threads applied)
   double l1_cycles = 0;     // the part of core_cycles where loads or stores bound
@@ -408,6 +414,11 @@ struct Model {
   std::vector<NestCost> nests;
   double freq_hz;
   std::vector<ScopeRun> run;
+  // Small temporaries whose every index is fixed once unrolled scopes are written out (and
+  // vector scopes expanded) become registers: before vectorisation (`reg_early`, GCC's scalar
+  // replacement can then privatise them per lane) and in the final code (`reg`: no loads or
+  // stores at all).
+  std::vector<char> reg_early, reg;
 
   double par_speedup(int par) const {
     if (par < 0) return 1;
@@ -427,16 +438,6 @@ struct Model {
     return std::max(0.25, peak / (2.0 * width * m.freq_ghz));
   }
 
-  bool innermost(int s) const {
-    for (int k = f.scopes[s].kids_begin; k < f.scopes[s].kids_end; ++k)
-      if (f.kids[k] >= 0) return false;
-    return true;
-  }
-
-  // Whether GCC's vectoriser takes the iterations of the scope at depth d over the statements
-  // `kids` of `scope`: every access unit-stride or invariant in it, no libm call (no vector
-  // variants without -ffast-math), and no float reduction into an element invariant in it
-  // (reassociation is not allowed). `invariant_reduction` reports the last case on its own.
   // Whether GCC's vectoriser can take the iterations of depth d over every statement inside
   // `scope`: every access unit-stride or invariant in them, no libm call (no vector variants
   // without -ffast-math), and no float reduction into an element invariant in them
@@ -454,9 +455,9 @@ struct Model {
       if (has_trans(*st.stmt->rhs)) return false;
       const AccInfo& t = f.accs[st.acc_begin];
       if (f.coefs[t.coef_off + d] != 0) continue;
-      if (private_registers && f.bufs[t.buf].registers) continue;
+      if (private_registers && reg_early[t.buf]) continue;
       if (st.stmt->op != ir::Reduce::kNone) return false;
-      if (!f.bufs[t.buf].registers) return false;  // every lane stores to one element
+      if (!reg_early[t.buf]) return false;  // every lane stores to one element
     }
     return true;
   }
@@ -494,9 +495,22 @@ struct Model {
         if (has_vec[kid] || vec_kid) has_vec[s] = 1;
       }
       const double e = static_cast<double>(sc.extent);
-      early[s] = sc.annot == Annot::kUnroll || (sc.annot == Annot::kNone && flat[s] && e <= 4 && e * body <= 16);
+      early[s] = sc.annot == Annot::kUnroll || (sc.annot == Annot::kNone && flat[s] && e <= 4 && e * body <= 32);
       unrolled[s] = early[s] || (sc.annot == Annot::kNone && flat_late[s] && e <= 16 && e * body <= 32);
       copies[s] = unrolled[s] ? e * body : body + 1;
+    }
+    reg_early.assign(f.bufs.size(), 0);
+    reg.assign(f.bufs.size(), 0);
+    for (size_t b = 0; b < f.bufs.size(); ++b) reg_early[b] = reg[b] = f.bufs[b].small_temp;
+    for (const auto& a : f.accs) {
+      const StmtInfo& st = f.stmts[a.stmt];
+      for (int k = 0; k < a.depth; ++k) {
+        if (f.coefs[a.coef_off + k] == 0) continue;
+        const int sc = f.chains[st.chain_off + k];
+        const bool vec = f.scopes[sc].annot == Annot::kVector;
+        if (!vec && !early[sc]) reg_early[a.buf] = 0;
+        if (!vec && !unrolled[sc]) reg[a.buf] = 0;
+      }
     }
     for (size_t s = 0; s < n; ++s) {
       const ScopeInfo& sc = f.scopes[s];
@@ -580,7 +594,7 @@ struct Model {
       // unrolled copies (and vector chunks) that differ in it, while they fit in registers.
       for (int i = s.acc_begin; i < s.acc_end; ++i) {
         const AccInfo& a = f.accs[i];
-        if (f.bufs[a.buf].registers) continue;
+        if (reg[a.buf]) continue;
         if (i == s.acc_begin + 1 && stmt.op != ir::Reduce::kNone) continue;  // the target's read: below
         double count = 1, regs = 1;
         bool hoisting = true;
@@ -732,7 +746,7 @@ CostEstimate estimate_cost(const ir::Program& p, const MachineProfile& m) {
   CostEstimate out;
   out.flops = flop_count(p);
   Flat f = flatten(p, m);
-  Model md{m, f, std::vector<NestCost>(f.top.size()), m.freq_ghz * 1e9, {}};
+  Model md{m, f, std::vector<NestCost>(f.top.size()), m.freq_ghz * 1e9, {}, {}, {}};
   md.plan_vectors();
 
   // Compute: group statements by their nearest non-vector enclosing scope.
@@ -803,7 +817,7 @@ CostEstimate estimate_cost(const ir::Program& p, const MachineProfile& m) {
     int home = total <= caps[0] ? 0 : total <= caps[1] ? 1 : total <= caps[2] ? 2 : 3;
     const double bw[4] = {m.l1_bw_gbs, m.l2_bw_gbs, m.l3_bw_gbs, m.dram_bw_gbs};
     for (const auto& b : f.bufs) {
-      if (!b.decl->init || b.registers) continue;
+      if (!b.decl->init || md.reg[&b - f.bufs.data()]) continue;
       double bytes = b.lines * kLineBytes;
       out.overhead_s += bytes / (bw[home] * 1e9) + bytes / kLineBytes / md.freq_hz;
     }

@@ -218,7 +218,7 @@ int main(int argc, char** argv) {
   backends::MeasureOptions mo;
   mo.verify = false;  // the transformations preserve semantics (the semantics guard checks that)
   mo.time_budget_s = std::atof(arg(args, "budget", "0.15").c_str());
-  mo.min_reps = 1;  // a slow variant is timed once: its rank is clear, its cost is not worth more
+  mo.min_reps = 3;  // the backend stops at min_reps when their spread is small: never at one
   mo.max_reps = 30;
   mo.timeout_s = std::atof(arg(args, "timeout", "3").c_str());
 

@@ -105,6 +105,35 @@ TEST_CASE("parallelizing a scope of one iteration gains nothing and pays the for
   CHECK(par > serial);
 }
 
+TEST_CASE("a parallel scope entered inside a loop pays a fork and join per entry") {
+  double outer = estimate(matmul(256, "S:par S S C[{0},{2}] += A[{0},{1}] * B[{1},{2}]"));
+  double inner = estimate(matmul(256, "S S:par S C[{0},{2}] += A[{0},{1}] * B[{1},{2}]"));
+  auto prof = backends::default_profile();
+  CHECK(inner > outer + 200 * prof.fork_join_us * 1e-6);
+}
+
+TEST_CASE("a column walk whose stride is a power of two crowds into a few cache sets") {
+  // Rows of 256 floats put a column's elements 1 KiB apart: 4 of the L1's 64 sets. Rows of 260
+  // spread them over every set. The traffic per flop from L2 shows the difference.
+  auto walk = [](int row) {
+    return "S = 256\nR = " + std::to_string(row) +
+           "\ninput A: f32[S, R]\ninput B: f32[S, R]\noutput C: f32[S, R] = 0\n\n"
+           "S S S C[{1},{0}] += A[{1},{2}] * B[{2},{0}]\n";
+  };
+  auto pow2 = backends::estimate_cost(load(walk(256)), backends::default_profile());
+  auto odd = backends::estimate_cost(load(walk(260)), backends::default_profile());
+  CHECK(pow2.bytes[1] > 4 * odd.bytes[1]);
+}
+
+TEST_CASE("a loop GCC vectorises by itself is estimated as vector code") {
+  // i,k,j: the j loop is unit-stride everywhere, so -O3 vectorises it without a :vec.
+  double auto_vec = estimate(matmul(256, kIKJ));
+  double chain = estimate(matmul(256, kIJKBt));
+  double explicit_vec = estimate(matmul(256, "S S 16 16:vec C[{0},{2}*16+{3}] += A[{0},{1}] * B[{1},{2}*16+{3}]"));
+  CHECK(auto_vec < chain / 4);
+  CHECK(auto_vec < explicit_vec * 2);
+}
+
 TEST_CASE("strided matmul orderings are slower than the unit-stride ordering i,k,j") {
   double ikj = estimate(matmul(256, kIKJ));
   CHECK(estimate(matmul(256, kIJK)) > ikj);
