@@ -15,6 +15,9 @@ const std::vector<std::string>& reward_spaces() {
 
 namespace {
 
+// Longest trace and reward history an episode keeps.
+constexpr size_t kMaxHistory = 100000;
+
 transforms::Target target_for(const backends::Backend& b) {
   auto caps = b.capabilities();
   return transforms::Target{b.name(), caps.vector_widths, caps.parallel};
@@ -159,7 +162,8 @@ Info Env::make_info() const {
 }
 
 StepResult Env::finish_step(double r, Info info) {
-  rewards_.push_back(r);
+  // History is bounded: an endless episode must not grow the env.
+  if (rewards_.size() < kMaxHistory) rewards_.push_back(r);
   StepResult res;
   res.reward = r;
   res.truncated = !done_ && steps_ >= config_.max_episode_steps;
@@ -216,7 +220,7 @@ StepResult Env::step_action(const transforms::Action& a) {
   double prev = time_;
   program_ = std::move(candidate);
   time_ = t;
-  if (trace_.size() < 100000) trace_.push_back(a);
+  if (trace_.size() < kMaxHistory) trace_.push_back(a);
   if (t < best_time_) {
     best_time_ = t;
     best_trace_ = trace_;
