@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 
 #include "transforms/analysis.h"
 
@@ -164,8 +165,12 @@ class Prefilter {
     }
   }
 
-  bool maybe_legal(Kind k, int scope_slot, const Action& a) const {
+  // `scope_slot`, `b`, `b2`: the candidate's scope slot and buffer indices (-1 when unused).
+  bool maybe_legal(Kind k, int scope_slot, int b, int b2, int64_t param) const {
     const ir::Node* s = scope_slot >= 0 ? scopes_[scope_slot].node : nullptr;
+    struct {
+      int64_t param;
+    } a{param};
     switch (k) {
       case Kind::kTileScope:
         return a.param > 1 && a.param < s->extent && s->extent % a.param == 0;
@@ -182,32 +187,31 @@ class Prefilter {
         return s->extent > 1;
       case Kind::kCreateTemporary: {
         // Used inside the scope, always with one and the same index.
-        int b = buffer(a.buffer);
-        if (b < 0) return true;
+        if (b < 0 || b >= static_cast<int>(buffers_.size())) return true;
         const ScopeSummary& sum = scopes_[scope_slot];
         return ((sum.used >> b) & 1) && !((sum.irregular >> b) & 1);
       }
       case Kind::kShrinkBuffer: {
-        int b = buffer(a.buffer);
-        if (b < 0) return true;
+        if (b < 0 || b >= static_cast<int>(buffers_.size())) return true;
         const ir::BufferDecl& d = p_.buffers[b];
         return d.role == ir::Role::kTemp && a.param >= 0 && a.param < static_cast<int64_t>(d.shape.size()) &&
                buffers_[b].dim_ok[a.param];
       }
       case Kind::kInlineTemporary: {
         // A temporary without initial value written by exactly one plain store.
-        int b = buffer(a.buffer);
-        if (b < 0) return true;
+        if (b < 0 || b >= static_cast<int>(buffers_.size())) return true;
         const ir::BufferDecl& d = p_.buffers[b];
         return d.role == ir::Role::kTemp && !d.init && buffers_[b].writers == 1 && !buffers_[b].reduced;
       }
       case Kind::kSwapBufferDims: {
-        const ir::BufferDecl* d = p_.find_buffer(a.buffer);
-        return d && d->role != ir::Role::kOutput && a.param + 1 < static_cast<int64_t>(d->shape.size());
+        if (b < 0) return true;
+        const ir::BufferDecl& d = p_.buffers[b];
+        return d.role != ir::Role::kOutput && a.param + 1 < static_cast<int64_t>(d.shape.size());
       }
       case Kind::kReuseBuffers: {
-        int bx = buffer(a.buffer), by = buffer(a.buffer2);
-        if (bx < 0 || by < 0) return true;
+        const int bx = b, by = b2;
+        if (bx < 0 || by < 0 || bx >= static_cast<int>(buffers_.size()) || by >= static_cast<int>(buffers_.size()))
+          return true;
         const ir::BufferDecl& x = p_.buffers[bx];
         const ir::BufferDecl& y = p_.buffers[by];
         if (x.role != ir::Role::kTemp || y.role != ir::Role::kTemp || x.dtype != y.dtype || x.shape != y.shape || y.init)
@@ -313,30 +317,35 @@ std::vector<uint8_t> FlatActionSpace::mask(const ir::Program& p) const {
     Kind kind = static_cast<Kind>(k);
     const auto& params = param_values(param_kind(kind), target_);
     const int np = static_cast<int>(params.size());
-    auto fill = [&](int slot, int scope_slot, Action a) {
+    // The Action is built only for candidates that pass the prefilter.
+    auto fill = [&](int slot, int scope_slot, int b, int b2, const Path* path) {
+      std::optional<Action> a;
       for (int pi = 0; pi < np; ++pi) {
-        a.param = params[pi];
-        if (pre.maybe_legal(kind, scope_slot, a) && check(p, a, target_).ok()) m[offsets_[k] + slot * np + pi] = 1;
+        if (!pre.maybe_legal(kind, scope_slot, b, b2, params[pi])) continue;
+        if (!a) {
+          a = Action{kind, path ? *path : Path{}, b >= 0 ? p.buffers[b].name : "", b2 >= 0 ? p.buffers[b2].name : "", 0};
+        }
+        a->param = params[pi];
+        if (check(p, *a, target_).ok()) m[offsets_[k] + slot * np + pi] = 1;
       }
     };
     switch (loc_kind(kind)) {
       case LocKind::kScope:
-        for (int s = 0; s < ns; ++s) fill(s, s, {kind, scopes[s], "", "", 0});
+        for (int s = 0; s < ns; ++s) fill(s, s, -1, -1, &scopes[s]);
         break;
       case LocKind::kNode:
-        for (int s = 0; s < nn; ++s) fill(s, -1, {kind, nodes[s], "", "", 0});
+        for (int s = 0; s < nn; ++s) fill(s, -1, -1, -1, &nodes[s]);
         break;
       case LocKind::kBuffer:
-        for (int b = 0; b < nb; ++b) fill(b, -1, {kind, {}, p.buffers[b].name, "", 0});
+        for (int b = 0; b < nb; ++b) fill(b, -1, b, -1, nullptr);
         break;
       case LocKind::kBufferPair:
         for (int i = 0; i < nb; ++i)
-          for (int j = i + 1; j < nb; ++j)
-            fill(slot_of_pair(i, j, config_.max_buffers), -1, {kind, {}, p.buffers[i].name, p.buffers[j].name, 0});
+          for (int j = i + 1; j < nb; ++j) fill(slot_of_pair(i, j, config_.max_buffers), -1, i, j, nullptr);
         break;
       case LocKind::kScopeBuffer:
         for (int s = 0; s < ns; ++s)
-          for (int b = 0; b < nb; ++b) fill(s * config_.max_buffers + b, s, {kind, scopes[s], p.buffers[b].name, "", 0});
+          for (int b = 0; b < nb; ++b) fill(s * config_.max_buffers + b, s, b, -1, &scopes[s]);
         break;
     }
   }
