@@ -18,7 +18,7 @@ constexpr double kWindowUops = 192;     // uops the out-of-order window holds
 constexpr double kCallUops = 20;        // a libm or libmvec exp/log/tanh call
 // A line fetched for one element of a large stride costs this many streamed lines: the
 // prefetchers do not run ahead of it and a latency-bound loop waits for each.
-constexpr double kScatteredLineCost = 4;
+constexpr double kScatteredLineCost = 2;
 // The parts of a nest's time below its slowest one overlap with it only partly.
 constexpr double kRestShare = 0.3;
 constexpr double kRegisterElements = 64;  // a temporary this small can live in registers
@@ -419,6 +419,16 @@ struct Model {
   // replacement can then privatise them per lane) and in the final code (`reg`: no loads or
   // stores at all).
   std::vector<char> reg_early, reg;
+  std::vector<std::pair<double, int>> group_cycles;  // per group: core cycles, parallel scope
+
+  // Cycles between two entries of parallel scope p: everything outside it, spread over its
+  // entries (its threads idle that long).
+  double fork_gap_cycles(int p, double entries) const {
+    double outside = 0;
+    for (const auto& [cycles, par] : group_cycles)
+      if (par != p) outside += cycles;
+    return outside / std::max(entries, 1.0);
+  }
 
   double par_speedup(int par) const {
     if (par < 0) return 1;
@@ -667,6 +677,7 @@ struct Model {
     double sp = par_speedup(par);
     NestCost& nc = nests[nest];
     nc.core_cycles += core / sp;
+    group_cycles.push_back({core / sp, par});
     if (core == ld / kLoadsPerCycle || core == st / kStoresPerCycle) nc.l1_cycles += core / sp;
     nc.bytes[0] += l1_bytes;
   }
@@ -746,7 +757,7 @@ CostEstimate estimate_cost(const ir::Program& p, const MachineProfile& m) {
   CostEstimate out;
   out.flops = flop_count(p);
   Flat f = flatten(p, m);
-  Model md{m, f, std::vector<NestCost>(f.top.size()), m.freq_ghz * 1e9, {}, {}, {}};
+  Model md{m, f, std::vector<NestCost>(f.top.size()), m.freq_ghz * 1e9, {}, {}, {}, {}};
   md.plan_vectors();
 
   // Compute: group statements by their nearest non-vector enclosing scope.
@@ -784,8 +795,12 @@ CostEstimate estimate_cost(const ir::Program& p, const MachineProfile& m) {
     const double trips = md.run[s].trips, execs = trips / md.run[s].chunks;
     NestCost& nc = md.nests[sc.nest];
     double sp = md.par_speedup(sc.par);
-    if (sc.annot == Annot::kParallel) {
-      nc.overhead_cycles += execs * m.fork_join_us * 1e-6 * md.freq_hz;
+    if (sc.annot == Annot::kParallel && sc.par == static_cast<int>(s)) {
+      // Threads still spinning from the previous entry join cheaply; asleep, they cost a wake-up.
+      const double gap_us = md.fork_gap_cycles(static_cast<int>(s), execs) / md.freq_hz * 1e6;
+      const double idle = std::clamp(gap_us / std::max(m.fork_spin_us, 1e-9) - 0.5, 0.0, 1.0);
+      const double fork_us = m.fork_join_hot_us + idle * std::max(0.0, m.fork_join_us - m.fork_join_hot_us);
+      nc.overhead_cycles += execs * fork_us * 1e-6 * md.freq_hz;
       sp = 1;
     }
     if (md.run[s].unrolled || sc.annot == Annot::kVector) continue;

@@ -48,7 +48,9 @@ const std::vector<Field>& fields() {
       {"div_cycles_scalar", &MachineProfile::div_cycles_scalar, "divide/sqrt throughput, scalar", false},
       {"div_cycles_vector", &MachineProfile::div_cycles_vector, "divide/sqrt throughput, vector", false},
       {"loop_overhead_uops", &MachineProfile::loop_overhead_uops, "uops per loop iteration", true},
-      {"fork_join_us", &MachineProfile::fork_join_us, "one parallel scope entry", true},
+      {"fork_join_us", &MachineProfile::fork_join_us, "one parallel scope entry, threads idle", true},
+      {"fork_join_hot_us", &MachineProfile::fork_join_hot_us, "one entry right after another", true},
+      {"fork_spin_us", &MachineProfile::fork_spin_us, "idle OpenMP threads spin this long", true},
       {"parallel_efficiency", &MachineProfile::parallel_efficiency, "parallel speed-up / threads", false},
       {"call_overhead_us", &MachineProfile::call_overhead_us, "one kernel call", true},
   };
@@ -455,24 +457,28 @@ MachineProfile calibrate(const CalibrateOptions& o) {
     say("exp scalar: " + std::to_string(p.exp_cycles_scalar) + " cycles");
   }
 
-  // OpenMP, as generated `:par` scopes use it. A fork is timed between stretches of serial
-  // work, as in a kernel (its threads have gone idle in between, so waking them is part of the
-  // cost); the speed-up is timed on regions long enough to bury the fork. Medians, not bests:
-  // the disturbances of a shared machine are part of what kernels pay here.
+  // OpenMP, as generated `:par` scopes use it. A fork right after another finds the threads
+  // still spinning; one after a stretch of serial work longer than their spin finds them asleep
+  // and pays for waking them (on a loaded machine, milliseconds). The speed-up is timed on
+  // regions long enough to bury the fork. Medians, not bests: the disturbances of a shared
+  // machine are part of what kernels pay here.
   {
     const int t = std::max(1, p.cores);
-    const long gap = 20000;  // FMA-chain steps of serial work between forks, about 50 us
-    double serial_gaps = rate(secs, 1, [&](long n) {
-      for (long r = 0; r < n; ++r) g_sink = fma_chain_latency(gap, m, a);
-    }, Pick::kMedian);
-    double forks = rate(secs, 1, [&](long n) {
-      for (long r = 0; r < n; ++r) {
-        g_sink = fma_chain_latency(gap, m, a);
+    auto fork_cost = [&](long gap) {
+      double serial_gaps = rate(secs, 1, [&](long n) {
+        for (long r = 0; r < n; ++r) g_sink = fma_chain_latency(gap, m, a);
+      }, Pick::kMedian);
+      double forks = rate(secs, 1, [&](long n) {
+        for (long r = 0; r < n; ++r) {
+          g_sink = fma_chain_latency(gap, m, a);
 #pragma omp parallel for schedule(static)
-        for (int i = 0; i < t; ++i) g_sink = static_cast<float>(i);
-      }
-    }, Pick::kMedian);
-    p.fork_join_us = std::max(0.0, 1 / forks - 1 / serial_gaps) * 1e6;
+          for (int i = 0; i < t; ++i) g_sink = static_cast<float>(i);
+        }
+      }, Pick::kMedian);
+      return std::max(0.0, 1 / forks - 1 / serial_gaps) * 1e6;
+    };
+    p.fork_join_hot_us = fork_cost(1);
+    p.fork_join_us = std::max(p.fork_join_hot_us, fork_cost(400000));  // about 1 ms between forks
     const long work = 400000;  // FMA-chain steps per thread, about 1 ms
     double serial = rate(secs * 2, 1, [&](long n) {
       for (long r = 0; r < n; ++r)
@@ -486,7 +492,8 @@ MachineProfile calibrate(const CalibrateOptions& o) {
     }, Pick::kMedian);
     const double region = std::max(1e-9, 1 / parallel - p.fork_join_us * 1e-6);
     p.parallel_efficiency = std::clamp((1 / serial) / region / t, 0.05, 1.0);
-    say("openmp: fork/join " + std::to_string(p.fork_join_us) + " us, parallel efficiency " +
+    say("openmp: fork/join " + std::to_string(p.fork_join_us) + " us (" + std::to_string(p.fork_join_hot_us) +
+        " us right after another), parallel efficiency " +
         std::to_string(p.parallel_efficiency) + " on " + std::to_string(t) + " threads");
   }
 

@@ -38,7 +38,9 @@ struct MachineProfile {
   double div_cycles_scalar = 4;   ///< throughput of one scalar divide or square root
   double div_cycles_vector = 10;  ///< one full-width vector divide or square root
   double loop_overhead_uops = 2;  ///< increment, compare and branch per loop iteration
-  double fork_join_us = 3;        ///< entering and leaving one parallel scope (OpenMP)
+  double fork_join_us = 30;       ///< one parallel scope entered after its threads went idle
+  double fork_join_hot_us = 2;    ///< one entered right after another (threads still spinning)
+  double fork_spin_us = 200;      ///< how long idle OpenMP threads spin before they sleep
   double parallel_efficiency = 0.9;  ///< speed-up of a parallel scope over its thread count
   double call_overhead_us = 0.3;  ///< calling the compiled kernel once
 

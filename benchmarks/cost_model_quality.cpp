@@ -4,6 +4,12 @@
 //
 //   cost_model_quality [--samples N] [--backend NAME] [--profile FILE] [--seed S]
 //                      [--kernels a,b] [--csv OUT] [--replay CSV] [--budget SECONDS]
+//                      [--calibrate-each yes]
+//
+// --calibrate-each runs `calibrate` before each kernel's measurements and estimates that
+// kernel with the result (saved next to the CSV as OUT.KERNEL.profile, which --replay reads
+// back): a shared machine's load drifts over the minutes a kernel takes, and OpenMP's fork cost
+// with it, by orders of magnitude.
 //
 // Spearman is computed against the backend's median time ("spearman") and against the fastest
 // timed run ("vs-min"), which shared, noisy machines disturb less.
@@ -218,7 +224,7 @@ int main(int argc, char** argv) {
   backends::MeasureOptions mo;
   mo.verify = false;  // the transformations preserve semantics (the semantics guard checks that)
   mo.time_budget_s = std::atof(arg(args, "budget", "0.15").c_str());
-  mo.min_reps = 3;  // the backend stops at min_reps when their spread is small: never at one
+  mo.min_reps = 7;  // a median of several: on a shared machine single runs are often disturbed
   mo.max_reps = 30;
   mo.timeout_s = std::atof(arg(args, "timeout", "3").c_str());
 
@@ -228,6 +234,13 @@ int main(int argc, char** argv) {
     std::string k;
     while (std::getline(ss, k, ',')) wanted.insert(k);
   }
+  // The profile each kernel is estimated with (--calibrate-each, or saved with a replayed CSV).
+  std::map<std::string, backends::MachineProfile> kernel_profile;
+  auto profile_of = [&](const std::string& k) -> const backends::MachineProfile& {
+    auto it = kernel_profile.find(k);
+    return it == kernel_profile.end() ? profile : it->second;
+  };
+  const bool calibrate_each = args.count("calibrate-each") && args["calibrate-each"] != "no";
   std::map<std::string, ir::Program> originals;
   for (const auto& k : specs()) {
     if (!wanted.count(k.name)) continue;
@@ -245,6 +258,12 @@ int main(int argc, char** argv) {
   if (args.count("csv")) {
     csv.open(args["csv"]);
     csv << "kernel,measured_s,min_s,estimate_s,trace\n";
+  }
+  if (!replay.empty() && !args.count("profile")) {
+    for (const auto& k : specs()) {
+      std::string err;
+      if (auto p = backends::load_profile(replay + "." + k.name + ".profile", &err)) kernel_profile[k.name] = *p;
+    }
   }
   if (!replay.empty()) {
     // kernel,measured_s,min_s,estimate_s,trace (min_s absent in older files)
@@ -281,6 +300,15 @@ int main(int argc, char** argv) {
     for (const auto& k : specs()) {
       if (!originals.count(k.name)) continue;
       const ir::Program& original = originals.at(k.name);
+      if (calibrate_each) {
+        backends::CalibrateOptions co;
+        co.progress = [&](const std::string& line) { std::fprintf(stderr, "\r[%s] calibrate: %s\n", k.name.c_str(), line.c_str()); };
+        kernel_profile[k.name] = backends::calibrate(co);
+        if (args.count("csv")) {
+          std::string err;
+          backends::save_profile(kernel_profile[k.name], args["csv"] + "." + k.name + ".profile", &err);
+        }
+      }
       std::set<uint64_t> seen;
       std::mt19937_64 rng(seed * 0x9e3779b97f4a7c15ULL + std::hash<std::string>{}(k.name));
       int made = 0, attempts = 0, timeouts = 0, too_large = 0;
@@ -318,7 +346,7 @@ int main(int argc, char** argv) {
         ++made;
         all.push_back({k.name, trace, cur, t, fastest, 0});
         if (csv.is_open()) {
-          csv << k.name << "," << t << "," << fastest << "," << backends::estimate_cost(cur, profile).time_s << ","
+          csv << k.name << "," << t << "," << fastest << "," << backends::estimate_cost(cur, profile_of(k.name)).time_s << ","
               << join_trace(trace) << std::endl;
         }
         std::fprintf(stderr, "\r[%s] %d/%d measured on %s (%d over the timeout), last %.3g ms   ",
@@ -337,7 +365,7 @@ int main(int argc, char** argv) {
     double best = 1e30;
     for (int round = 0; round < 5; ++round) {
       auto t0 = std::chrono::steady_clock::now();
-      for (int i = 0; i < 3; ++i) s.estimate = backends::estimate_cost(s.program, profile).time_s;
+      for (int i = 0; i < 3; ++i) s.estimate = backends::estimate_cost(s.program, profile_of(s.kernel)).time_s;
       best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 3);
     }
     eval[s.kernel].first += best;
@@ -352,7 +380,8 @@ int main(int argc, char** argv) {
       csv << s.kernel << "," << s.measured << "," << s.fastest << "," << s.estimate << "," << join_trace(s.trace) << "\n";
   }
 
-  std::printf("cost model quality (%s profile, %s measurements)\n", profile.name.c_str(),
+  std::printf("cost model quality (%s, %s measurements)\n",
+              kernel_profile.empty() ? (profile.name + " profile").c_str() : "a profile calibrated per kernel",
               replay.empty() ? backend_name.c_str() : replay.c_str());
   std::printf("%-10s %8s %9s %9s %9s %12s %12s\n", "kernel", "samples", "spearman", "vs-min", "log-corr",
               "median-ratio", "us/estimate");

@@ -109,7 +109,24 @@ TEST_CASE("a parallel scope entered inside a loop pays a fork and join per entry
   double outer = estimate(matmul(256, "S:par S S C[{0},{2}] += A[{0},{1}] * B[{1},{2}]"));
   double inner = estimate(matmul(256, "S S:par S C[{0},{2}] += A[{0},{1}] * B[{1},{2}]"));
   auto prof = backends::default_profile();
-  CHECK(inner > outer + 200 * prof.fork_join_us * 1e-6);
+  CHECK(inner > outer + 200 * prof.fork_join_hot_us * 1e-6);
+}
+
+TEST_CASE("a fork after long serial work pays for waking idle threads, back-to-back forks do not") {
+  auto prof = backends::default_profile();
+  REQUIRE(prof.fork_join_us > 4 * prof.fork_join_hot_us);
+  // A heavy serial nest, then a parallel scope with next to nothing to do: its threads have
+  // been idle for the whole matmul.
+  const std::string serial = matmul(256, std::string(kIJKBt) + "\n2 C[0,{0}] = A[0,{0}] * 2");
+  const std::string after_serial = matmul(256, std::string(kIJKBt) + "\n2:par C[0,{0}] = A[0,{0}] * 2");
+  double cold = estimate(after_serial) - estimate(serial);
+  CHECK(cold > 0.9 * prof.fork_join_us * 1e-6);
+  // The same tiny parallel scope entered 256 times in a row, with nothing in between.
+  const std::string loop = matmul(256, "S 2 C[{0},{1}] = A[{0},{1}] * 2");
+  const std::string loop_par = matmul(256, "S 2:par C[{0},{1}] = A[{0},{1}] * 2");
+  double per_entry = (estimate(loop_par) - estimate(loop)) / 256;
+  CHECK(per_entry < 2 * prof.fork_join_hot_us * 1e-6);
+  CHECK(per_entry > 0.5 * prof.fork_join_hot_us * 1e-6);
 }
 
 TEST_CASE("a column walk whose stride is a power of two crowds into a few cache sets") {
