@@ -79,25 +79,9 @@ std::string kernel_text(const KernelSpec& k) {
   return out;
 }
 
-// A random legal action: a kind uniformly among those with a legal candidate, then one of its
-// legal candidates (so tile factors do not crowd out the rarer transformations).
 std::optional<transforms::Action> random_action(const ir::Program& p, const transforms::Target& t,
                                                 std::mt19937_64& rng) {
-  auto cands = transforms::candidate_actions(p, t);
-  std::vector<std::vector<transforms::Action>> by_kind(transforms::kNumKinds);
-  for (auto& a : cands) by_kind[static_cast<int>(a.kind)].push_back(std::move(a));
-  std::vector<int> kinds;
-  for (int k = 0; k < transforms::kNumKinds; ++k)
-    if (!by_kind[k].empty()) kinds.push_back(k);
-  while (!kinds.empty()) {
-    size_t ki = std::uniform_int_distribution<size_t>(0, kinds.size() - 1)(rng);
-    auto& pool = by_kind[kinds[ki]];
-    std::shuffle(pool.begin(), pool.end(), rng);
-    for (const auto& a : pool)
-      if (transforms::check(p, a, t).ok()) return a;
-    kinds.erase(kinds.begin() + static_cast<long>(ki));
-  }
-  return std::nullopt;
+  return transforms::sample_legal_action(p, t, rng);
 }
 
 // Statement copies the C printer emits (`:unroll` scopes up to 64 are written out), a proxy for

@@ -1,5 +1,6 @@
 #include "transforms/registry.h"
 
+#include <algorithm>
 #include <functional>
 #include <map>
 
@@ -178,6 +179,23 @@ std::vector<Candidate> enumerate(const ir::Program& p, const Target& t) {
     out.push_back({std::move(a), std::move(l)});
   }
   return out;
+}
+
+std::optional<Action> sample_legal_action(const ir::Program& p, const Target& t, std::mt19937_64& rng) {
+  std::vector<std::vector<Action>> by_kind(kNumKinds);
+  for (auto& a : candidate_actions(p, t)) by_kind[static_cast<int>(a.kind)].push_back(std::move(a));
+  std::vector<int> kinds;
+  for (int k = 0; k < kNumKinds; ++k)
+    if (!by_kind[k].empty()) kinds.push_back(k);
+  while (!kinds.empty()) {
+    size_t ki = std::uniform_int_distribution<size_t>(0, kinds.size() - 1)(rng);
+    auto& pool = by_kind[kinds[ki]];
+    std::shuffle(pool.begin(), pool.end(), rng);
+    for (const auto& a : pool)
+      if (check(p, a, t).ok()) return a;
+    kinds.erase(kinds.begin() + static_cast<long>(ki));
+  }
+  return std::nullopt;
 }
 
 std::vector<Action> legal_actions(const ir::Program& p, const Target& t) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <optional>
+#include <random>
 #include <utility>
 #include <vector>
 
@@ -55,6 +56,10 @@ struct Candidate {
 std::vector<Action> candidate_actions(const ir::Program& p, const Target& t);
 /// Every candidate action on `p` with its legality.
 std::vector<Candidate> enumerate(const ir::Program& p, const Target& t);
+/// A random legal action: a kind uniformly among those with a legal candidate, then one of its
+/// legal candidates (so the many tile factors do not crowd out the rarer transformations);
+/// nullopt when nothing is legal. Checks candidates one at a time, not the whole mask.
+std::optional<Action> sample_legal_action(const ir::Program& p, const Target& t, std::mt19937_64& rng);
 /// Only the legal ones.
 std::vector<Action> legal_actions(const ir::Program& p, const Target& t);
 

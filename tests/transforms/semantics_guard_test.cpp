@@ -29,25 +29,10 @@ int env_int(const char* name, int fallback) {
   return v ? std::atoi(v) : fallback;
 }
 
-// A random legal action: pick a kind uniformly among those with candidates, then a candidate of
-// that kind, and keep the first legal one (the mask's verdict, one check at a time).
+// The trajectories' action sampler: a kind uniformly, then a legal candidate of that kind.
 std::optional<Action> random_legal_action(const ir::Program& p, const transforms::Target& t,
                                           std::mt19937_64& rng) {
-  auto cands = transforms::candidate_actions(p, t);
-  std::vector<std::vector<Action>> by_kind(transforms::kNumKinds);
-  for (auto& a : cands) by_kind[static_cast<int>(a.kind)].push_back(std::move(a));
-  std::vector<int> kinds;
-  for (int k = 0; k < transforms::kNumKinds; ++k)
-    if (!by_kind[k].empty()) kinds.push_back(k);
-  while (!kinds.empty()) {
-    size_t ki = std::uniform_int_distribution<size_t>(0, kinds.size() - 1)(rng);
-    auto& pool = by_kind[kinds[ki]];
-    std::shuffle(pool.begin(), pool.end(), rng);
-    for (const auto& a : pool)
-      if (transforms::check(p, a, t).ok()) return a;
-    kinds.erase(kinds.begin() + static_cast<long>(ki));
-  }
-  return std::nullopt;
+  return transforms::sample_legal_action(p, t, rng);
 }
 
 }  // namespace
