@@ -139,6 +139,12 @@ class Env {
   double initial_time_ = 0, time_ = 0, best_time_ = 0;
   std::vector<transforms::Action> trace_, best_trace_;
   std::vector<double> rewards_;
+  // Mask cache. Holding the body's node pointers keeps those nodes alive, so pointer equality
+  // means the same immutable program (declarations only change together with the body).
+  mutable bool mask_valid_ = false;
+  mutable std::vector<ir::NodePtr> mask_program_;
+  mutable int mask_cursor_ = -1;
+  mutable std::vector<uint8_t> mask_;
 };
 
 }  // namespace perfdojo::env

@@ -356,3 +356,21 @@ TEST_CASE("vector env: next-step auto-reset reports the ignored action") {
   auto wrong = ve.step({1});
   CHECK(wrong[0].result.info.error.has_value());
 }
+
+TEST_CASE("the mask is recomputed exactly when the program changes") {
+  auto e = make(small_config());
+  e->reset(1);
+  auto before = e->action_mask();
+  int bad = first_illegal_existing(*e);
+  REQUIRE(bad >= 0);
+  auto refused = e->step(bad);
+  CHECK(refused.info.action_mask == before);  // unchanged program, same mask
+  auto r = e->step(first_legal(*e));
+  REQUIRE_FALSE(r.info.illegal_action);
+  // The cached mask after a change equals a mask computed from scratch on a fresh env.
+  auto fresh = make(small_config());
+  REQUIRE(fresh->restore(e->state()).ok());
+  CHECK(e->action_mask() == fresh->action_mask());
+  e->reset(1);
+  CHECK(e->action_mask() == before);
+}
