@@ -538,12 +538,18 @@ struct Model {
         if (lanes >= 4) run[s].lanes = lanes;
         continue;
       }
-      // Outer loop: across the parent's iterations when the parent holds nothing else.
+      // Outer loop: across the parent's iterations when this is the only loop the parent holds
+      // (statements around it are fine: `s = C[i]; for k ...; C[i] = s`).
       if (sc.annot == Annot::kNone && sc.parent >= 0) {
         const ScopeInfo& p = f.scopes[sc.parent];
         const double lanes = std::min(native, floor_pow2(static_cast<double>(p.extent)));
-        if ((p.annot == Annot::kNone || p.annot == Annot::kParallel) && p.kids_end - p.kids_begin == 1 &&
-            lanes >= 4 && vectorisable(si, p.depth, true)) {
+        int loops = 0;
+        for (int k = p.kids_begin; k < p.kids_end; ++k) {
+          const int kid = f.kids[k];
+          if (kid >= 0 && (!early[kid] || has_vec[kid] || f.scopes[kid].annot == Annot::kVector)) ++loops;
+        }
+        if ((p.annot == Annot::kNone || p.annot == Annot::kParallel) && loops == 1 && lanes >= 4 &&
+            vectorisable(sc.parent, p.depth, true)) {
           run[sc.parent].lanes = lanes;
           continue;
         }

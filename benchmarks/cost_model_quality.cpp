@@ -11,8 +11,10 @@
 // back): a shared machine's load drifts over the minutes a kernel takes, and OpenMP's fork cost
 // with it, by orders of magnitude.
 //
-// Spearman is computed against the backend's median time ("spearman") and against the fastest
-// timed run ("vs-min"), which shared, noisy machines disturb less.
+// Spearman is computed against the backend's median time ("spearman"), against the fastest
+// timed run ("vs-min", which shared machines disturb less), and separately over the variants
+// without and with a parallel scope ("serial", "parallel": OpenMP's costs on a shared machine
+// drift the most).
 //
 // --csv writes every sample (kernel, median, fastest, estimate, trace) so the model can be
 // re-evaluated later with --replay, which re-applies the traces and re-estimates without
@@ -97,6 +99,12 @@ double printed_size(const std::vector<ir::NodePtr>& body) {
     }
   }
   return n;
+}
+
+bool has_parallel(const std::vector<ir::NodePtr>& body) {
+  for (const auto& c : body)
+    if (c->is_scope && (c->annot == ir::Annot::kParallel || has_parallel(c->body))) return true;
+  return false;
 }
 
 std::vector<double> ranks(const std::vector<double>& v) {
@@ -367,15 +375,17 @@ int main(int argc, char** argv) {
   std::printf("cost model quality (%s, %s measurements)\n",
               kernel_profile.empty() ? (profile.name + " profile").c_str() : "a profile calibrated per kernel",
               replay.empty() ? backend_name.c_str() : replay.c_str());
-  std::printf("%-10s %8s %9s %9s %9s %12s %12s\n", "kernel", "samples", "spearman", "vs-min", "log-corr",
-              "median-ratio", "us/estimate");
+  std::printf("%-10s %8s %9s %9s %9s %9s %9s %12s %12s\n", "kernel", "samples", "spearman", "vs-min", "serial",
+              "parallel", "log-corr", "median-ratio", "us/estimate");
   bool all_good = true;
   for (const auto& k : specs()) {
-    std::vector<double> meas, fastest, est, lm, le, ratio;
+    std::vector<double> meas, fastest, est, lm, le, ratio, sm, se, pm, pe;
     double eval_s = 0;
     for (const auto& s : all) {
       if (s.kernel != k.name) continue;
       meas.push_back(s.measured);
+      (has_parallel(s.program.body) ? pm : sm).push_back(s.measured);
+      (has_parallel(s.program.body) ? pe : se).push_back(s.estimate);
       fastest.push_back(s.fastest);
       est.push_back(s.estimate);
       lm.push_back(std::log(std::max(s.measured, 1e-12)));
@@ -387,8 +397,9 @@ int main(int argc, char** argv) {
     std::sort(ratio.begin(), ratio.end());
     double rho = spearman(meas, est);
     all_good = all_good && rho >= 0.8;
-    std::printf("%-10s %8zu %9.3f %9.3f %9.3f %12.3g %12.2f\n", k.name.c_str(), meas.size(), rho,
-                spearman(fastest, est), pearson(lm, le), ratio[ratio.size() / 2], eval_s * 1e6);
+    std::printf("%-10s %8zu %9.3f %9.3f %9.3f %9.3f %9.3f %12.3g %12.2f\n", k.name.c_str(), meas.size(), rho,
+                spearman(fastest, est), spearman(sm, se), spearman(pm, pe), pearson(lm, le), ratio[ratio.size() / 2],
+                eval_s * 1e6);
   }
   csv.close();
   std::printf("model evaluation: %.2f us per call on average, %.2f us at most (%zu programs)\n",
