@@ -331,8 +331,8 @@ double now_s() {
 enum class Pick { kBest, kMedian };
 
 template <typename F>
-double rate(double seconds, double units_per_count, F body, Pick pick = Pick::kBest) {
-  long count = 1;
+double rate(double seconds, double units_per_count, F body, Pick pick = Pick::kBest, long min_count = 1) {
+  long count = min_count;
   for (;;) {
     double t0 = now_s();
     body(count);
@@ -468,13 +468,15 @@ MachineProfile calibrate(const CalibrateOptions& o) {
       double serial_gaps = rate(secs, 1, [&](long n) {
         for (long r = 0; r < n; ++r) g_sink = fma_chain_latency(gap, m, a);
       }, Pick::kMedian);
+      // At least a few dozen forks per round, or a slow first one (creating the threads, or
+      // waking them) decides how many follow and every round times a fork after a pause.
       double forks = rate(secs, 1, [&](long n) {
         for (long r = 0; r < n; ++r) {
           g_sink = fma_chain_latency(gap, m, a);
 #pragma omp parallel for schedule(static)
           for (int i = 0; i < t; ++i) g_sink = static_cast<float>(i);
         }
-      }, Pick::kMedian);
+      }, Pick::kMedian, gap < 1000 ? 64 : 4);
       return std::max(0.0, 1 / forks - 1 / serial_gaps) * 1e6;
     };
     p.fork_join_hot_us = fork_cost(1);
@@ -489,8 +491,9 @@ MachineProfile calibrate(const CalibrateOptions& o) {
 #pragma omp parallel for schedule(static)
         for (int i = 0; i < t; ++i) g_sink = fma_chain_latency(work, m, a);
       }
-    }, Pick::kMedian);
-    const double region = std::max(1e-9, 1 / parallel - p.fork_join_us * 1e-6);
+    }, Pick::kMedian, 8);
+    // The regions run back to back: what they pay beyond their work is the hot fork.
+    const double region = std::max(1e-9, 1 / parallel - p.fork_join_hot_us * 1e-6);
     p.parallel_efficiency = std::clamp((1 / serial) / region / t, 0.05, 1.0);
     say("openmp: fork/join " + std::to_string(p.fork_join_us) + " us (" + std::to_string(p.fork_join_hot_us) +
         " us right after another), parallel efficiency " +
