@@ -218,14 +218,15 @@ bool save_profile(const MachineProfile& p, const std::string& path, std::string*
 // Calibration. The kernels are written with GCC vector extensions and compiled into this file
 // for each instruction set (target attributes), so the figures describe the code shapes the
 // generated kernels use, not a vendor library. Each runs `reps` passes and returns a value that
-// depends on every result, so nothing is optimised away.
+// depends on every result, so nothing is optimised away; `noipa` keeps GCC from seeing that a
+// kernel is pure and calling it once for a loop of identical calls.
 namespace {
 
 typedef float V16 __attribute__((vector_size(64)));
 typedef float V8 __attribute__((vector_size(32)));
 
 #define PERFDOJO_FMA_CHAINS(NAME, V, TARGET)                                          \
-  __attribute__((target(TARGET), noinline)) float NAME(long iters, float m, float a) { \
+  __attribute__((target(TARGET), noipa)) float NAME(long iters, float m, float a) { \
     V c0 = V{} + 1.0f, c1 = c0 + 1, c2 = c0 + 2, c3 = c0 + 3, c4 = c0 + 4, c5 = c0 + 5; \
     V c6 = c0 + 6, c7 = c0 + 7, c8 = c0 + 8, c9 = c0 + 9, c10 = c0 + 10, c11 = c0 + 11; \
     V vm = V{} + m, va = V{} + a;                                                     \
@@ -243,7 +244,7 @@ typedef float V8 __attribute__((vector_size(32)));
 PERFDOJO_FMA_CHAINS(fma_chains_avx512, V16, "avx512f,fma")
 PERFDOJO_FMA_CHAINS(fma_chains_avx2, V8, "avx2,fma")
 
-__attribute__((target("fma"), noinline)) float fma_chains_scalar(long iters, float m, float a) {
+__attribute__((target("fma"), noipa)) float fma_chains_scalar(long iters, float m, float a) {
   float c[12];
   for (int k = 0; k < 12; ++k) c[k] = 1.0f + k;
   for (long i = 0; i < iters; ++i) {
@@ -256,14 +257,14 @@ __attribute__((target("fma"), noinline)) float fma_chains_scalar(long iters, flo
 }
 
 // One dependent chain: its time per step is the FMA latency.
-__attribute__((target("fma"), noinline)) float fma_chain_latency(long iters, float m, float a) {
+__attribute__((target("fma"), noipa)) float fma_chain_latency(long iters, float m, float a) {
   float c = 1;
   for (long i = 0; i < iters; ++i) c = c * m + a;
   return c;
 }
 
 #define PERFDOJO_READ(NAME, V, TARGET)                                                       \
-  __attribute__((target(TARGET), noinline)) float NAME(const float* p, long n, int passes) { \
+  __attribute__((target(TARGET), noipa)) float NAME(const float* p, long n, int passes) { \
     constexpr long kL = sizeof(V) / sizeof(float);                                          \
     V s0 = {}, s1 = {}, s2 = {}, s3 = {}, s4 = {}, s5 = {}, s6 = {}, s7 = {};               \
     for (int r = 0; r < passes; ++r) {                                                      \
@@ -279,7 +280,7 @@ __attribute__((target("fma"), noinline)) float fma_chain_latency(long iters, flo
     for (long k = 0; k < kL; ++k) t += s[k];                                                \
     return t;                                                                               \
   }                                                                                         \
-  __attribute__((target(TARGET), noinline)) void NAME##_copy(float* d, const float* p, long n, \
+  __attribute__((target(TARGET), noipa)) void NAME##_copy(float* d, const float* p, long n, \
                                                              int passes) {                  \
     constexpr long kL = sizeof(V) / sizeof(float);                                          \
     for (int r = 0; r < passes; ++r) {                                                      \
@@ -302,7 +303,7 @@ volatile float g_sink;
 extern "C" V8 _ZGVdN8v_expf(V8);
 extern "C" V16 _ZGVeN16v_expf(V16);
 
-__attribute__((target("avx2,fma"), noinline)) void exp_vec8(const float* x, float* y, long n) {
+__attribute__((target("avx2,fma"), noipa)) void exp_vec8(const float* x, float* y, long n) {
   for (long i = 0; i + 8 <= n; i += 8) {
     V8 v;
     std::memcpy(&v, x + i, sizeof v);
@@ -311,7 +312,7 @@ __attribute__((target("avx2,fma"), noinline)) void exp_vec8(const float* x, floa
   }
 }
 
-__attribute__((target("avx512f"), noinline)) void exp_vec16(const float* x, float* y, long n) {
+__attribute__((target("avx512f"), noipa)) void exp_vec16(const float* x, float* y, long n) {
   for (long i = 0; i + 16 <= n; i += 16) {
     V16 v;
     std::memcpy(&v, x + i, sizeof v);
