@@ -548,8 +548,10 @@ struct Model {
           const int kid = f.kids[k];
           if (kid >= 0 && (!early[kid] || has_vec[kid] || f.scopes[kid].annot == Annot::kVector)) ++loops;
         }
-        if ((p.annot == Annot::kNone || p.annot == Annot::kParallel) && loops == 1 && lanes >= 4 &&
-            vectorisable(sc.parent, p.depth, true)) {
+        // Inside an OpenMP region the parameters lose `restrict`, and GCC versions only
+        // innermost loops for aliasing: no outer loop storing to a parameter there.
+        if (p.annot == Annot::kNone && (p.par < 0 || !subtree_stores_to_parameter(sc.parent)) && loops == 1 &&
+            lanes >= 4 && vectorisable(sc.parent, p.depth, true)) {
           run[sc.parent].lanes = lanes;
           continue;
         }
@@ -570,6 +572,30 @@ struct Model {
       run[s].trips = (sc.parent >= 0 ? run[sc.parent].trips : 1.0) * run[s].chunks;
       run[s].unrolled = unrolled[s];
     }
+  }
+
+  // Whether an access invariant in the scope at depth k may be hoisted out of it: always
+  // outside OpenMP regions (the kernel's pointers are `restrict`), inside only for an explicit
+  // vector scope's own accumulator.
+  bool unaliased_outside_par(const StmtInfo& s, int k, int vdepth) const {
+    const int sc = f.chains[s.chain_off + k];
+    if (f.scopes[sc].par < 0 || !stores_to_parameter(s)) return true;
+    return vdepth >= 0 && k == vdepth && f.scopes[sc].annot == Annot::kVector;
+  }
+
+  // Whether a statement stores to a kernel parameter (an input or output buffer, not a
+  // temporary: those are the kernel's own arrays, which GCC tells apart from any pointer).
+  bool stores_to_parameter(const StmtInfo& s) const {
+    const AccInfo& t = f.accs[s.acc_begin];
+    return !reg[t.buf] && f.bufs[t.buf].decl->role != ir::Role::kTemp;
+  }
+
+  // Whether any statement inside scope s stores to a kernel parameter.
+  bool subtree_stores_to_parameter(int s) const {
+    const ScopeInfo& sc = f.scopes[s];
+    for (const auto& st : f.stmts)
+      if (st.acc_begin >= sc.acc_begin && st.acc_begin < sc.acc_end && stores_to_parameter(st)) return true;
+    return false;
   }
 
   // One group: the statements whose nearest enclosing non-vector scope is `owner` (-1: top
@@ -617,8 +643,11 @@ struct Model {
         for (int k = s.depth - 1; k >= 0; --k) {
           const int sc = scope_at(k);
           const bool varies = f.coefs[a.coef_off + k] != 0;
+          // Inside an OpenMP region the buffers reach the code through a shared struct without
+          // `restrict`: GCC cannot prove a store does not alias a load and keeps both in the
+          // loop. (Explicit vector accumulators are locals: unaffected.)
+          if (hoisting && !varies && unaliased_outside_par(s, k, vdepth)) continue;
           if (hoisting) {
-            if (!varies) continue;
             const bool copies = run[sc].unrolled || f.scopes[sc].annot == Annot::kVector;
             if (copies && regs * run[sc].chunks <= hoist_regs) {
               regs *= run[sc].chunks;
