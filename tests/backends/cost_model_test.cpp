@@ -129,6 +129,16 @@ TEST_CASE("a fork after long serial work pays for waking idle threads, back-to-b
   CHECK(per_entry > 0.5 * prof.fork_join_hot_us * 1e-6);
 }
 
+TEST_CASE("inside a parallel scope a loop storing to a parameter loses GCC's outer-loop vectorisation") {
+  // Plain i,j,k runs vectorised across j (outer-loop vectorisation); in the OpenMP region the
+  // pointers lose `restrict`, the j loop stays scalar and two threads do not win it back.
+  double serial = estimate(matmul(256, kIJK));
+  double parallel = estimate(matmul(256, "S:par S S C[{0},{1}] += A[{0},{2}] * B[{2},{1}]"));
+  CHECK(parallel > serial);
+  // The i,k,j order vectorises its innermost loop (versioned for aliasing): parallel helps.
+  CHECK(estimate(matmul(256, "S:par S S C[{0},{2}] += A[{0},{1}] * B[{1},{2}]")) < estimate(matmul(256, kIKJ)));
+}
+
 TEST_CASE("a column walk whose stride is a power of two crowds into a few cache sets") {
   // Rows of 256 floats put a column's elements 1 KiB apart: 4 of the L1's 64 sets. Rows of 260
   // spread them over every set. The traffic per flop from L2 shows the difference.
