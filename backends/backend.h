@@ -58,6 +58,7 @@ struct BackendConfig {
   std::string compiler = "cc";       ///< C compiler for generated code
   std::string cache_dir;             ///< on-disk result cache; "" disables it
   std::string machine_profile;       ///< cost model's calibrated profile file; "" = built-in
+  double compile_timeout_s = 120;    ///< a C compile running longer is killed (0: no limit)
   std::map<std::string, std::string> extra;
 };
 

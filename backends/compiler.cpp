@@ -1,6 +1,8 @@
 #include "backends/compiler.h"
 
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -56,7 +58,9 @@ std::string hex64(uint64_t v) {
   return buf;
 }
 
-int run_capture(const std::vector<std::string>& argv, std::string* output) {
+int run_capture(const std::vector<std::string>& argv, std::string* output, double timeout_s,
+                bool* timed_out) {
+  if (timed_out) *timed_out = false;
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) return -1;
   posix_spawn_file_actions_t fa;
@@ -64,21 +68,44 @@ int run_capture(const std::vector<std::string>& argv, std::string* output) {
   posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
   posix_spawn_file_actions_adddup2(&fa, fds[1], 2);
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  // Its own process group, so a timeout also kills what it started (cc1, as, ld).
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   pid_t pid = -1;
-  int rc = posix_spawnp(&pid, args[0], &fa, nullptr, args.data(), environ);
+  int rc = posix_spawnp(&pid, args[0], &fa, &attr, args.data(), environ);
   posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
   close(fds[1]);
   if (rc != 0) {
     close(fds[0]);
     if (output) *output = std::string("cannot run ") + argv[0] + ": " + std::strerror(rc);
     return -1;
   }
+  using Clock = std::chrono::steady_clock;
+  const bool bounded = timeout_s > 0;
+  const auto deadline =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                         std::chrono::duration<double>(bounded ? timeout_s : 0.0));
+  bool killed = false;
   std::string out;
   char buf[4096];
   for (;;) {
+    if (bounded) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      pollfd pfd{fds[0], POLLIN, 0};
+      int pr = left.count() > 0 ? poll(&pfd, 1, static_cast<int>(left.count())) : 0;
+      if (pr < 0 && errno == EINTR) continue;
+      if (pr == 0) {  // deadline passed with the pipe still open
+        kill(-pid, SIGKILL);
+        killed = true;
+        break;
+      }
+    }
     ssize_t n = read(fds[0], buf, sizeof buf);
     if (n > 0)
       out.append(buf, static_cast<size_t>(n));
@@ -88,6 +115,10 @@ int run_capture(const std::vector<std::string>& argv, std::string* output) {
   close(fds[0]);
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (killed) {
+    if (timed_out) *timed_out = true;
+    out += "\n(killed after " + std::to_string(timeout_s) + " s)";
   }
   if (output) *output = std::move(out);
   if (WIFEXITED(status)) return WEXITSTATUS(status);
@@ -132,7 +163,7 @@ std::string compiler_version(const std::string& compiler) {
 CompileResult compile_shared_object(const std::string& compiler,
                                     const std::vector<std::string>& flags,
                                     const std::string& source, const std::string& dir,
-                                    const std::vector<std::string>& libs) {
+                                    const std::vector<std::string>& libs, double timeout_s) {
   CompileResult r;
   std::string key = compiler;
   for (const auto& f : flags) key += '\0' + f;
@@ -163,10 +194,16 @@ CompileResult compile_shared_object(const std::string& compiler,
   argv.insert(argv.end(), libs.begin(), libs.end());  // after the source: --as-needed linkers
   std::string output;
   auto t0 = std::chrono::steady_clock::now();
-  int rc = run_capture(argv, &output);
+  bool timed_out = false;
+  int rc = run_capture(argv, &output, timeout_s, &timed_out);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (rc != 0) {
     fs::remove(tmp, ec);
+    if (timed_out) {
+      r.error = "compile timed out after " + std::to_string(timeout_s) + " s (" + compiler +
+                ", source " + stem + ".c)";
+      return r;
+    }
     r.error = "compile failed (" + compiler + " exit " + std::to_string(rc) + ", source " + stem +
               ".c):\n" + trim_diagnostics(output);
     return r;

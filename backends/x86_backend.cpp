@@ -356,7 +356,8 @@ class X86Backend final : public Backend {
     co.inject = inject;
     GeneratedC gen = generate_c(p, co);
     CompileResult cr =
-        compile_shared_object(config_.compiler, flags(), gen.source, work_dir(), link_libraries());
+        compile_shared_object(config_.compiler, flags(), gen.source, work_dir(), link_libraries(),
+                              config_.compile_timeout_s);
     m.compile_s = cr.reused ? 0 : now_s() - t0;
     if (cr.error) {
       m.error = *cr.error;
@@ -470,7 +471,8 @@ class X86Backend final : public Backend {
       if (x != "-fopenmp") f.push_back(x);
     f.push_back("-ffp-contract=off");
     CompileResult cr =
-        compile_shared_object(config_.compiler, f, gen.source, work_dir(), link_libraries());
+        compile_shared_object(config_.compiler, f, gen.source, work_dir(), link_libraries(),
+                              config_.compile_timeout_s);
     if (cr.error) return "cannot build the sequential reference for verification: " + *cr.error;
     prefill_outputs(base, params, offs);
     Worker& w = worker();

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <random>
 
 #include "backends/compiler.h"
@@ -220,6 +221,33 @@ TEST_CASE("a hanging kernel is killed within its timeout and the backend goes on
   CHECK(took < 0.5 + 5.0);  // the timeout plus compiling, never the hang
   Measurement after = b->measure(program_of(kSmall), quick());
   CHECK_MESSAGE(after.ok(), after.error.value_or(""));
+}
+
+TEST_CASE("a compiler that hangs is killed at the compile time limit with what it started") {
+  TempDir dir;
+  // A "compiler" that never finishes and holds the output pipe through a child process.
+  std::string cc = dir.path + "/hanging-cc";
+  {
+    std::ofstream f(cc);
+    f << "#!/bin/sh\nsleep 60 &\nsleep 60\n";
+  }
+  fs::permissions(cc, fs::perms::owner_all);
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = backends::compile_shared_object(cc, {"-O2"}, "int x;\n", dir.path, {}, 0.5);
+  double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  REQUIRE(r.error);
+  CHECK_MESSAGE(r.error->find("compile timed out") != std::string::npos, *r.error);
+  CHECK(took < 5.0);
+  CHECK_FALSE(fs::exists(r.so_path));
+  // Through a backend, the same limit is an error record and the backend goes on.
+  BackendConfig c;
+  c.compiler = cc;
+  c.compile_timeout_s = 0.5;
+  auto b = backend_or_skip("x86_64", c);
+  if (!b) return;
+  Measurement m = b->measure(program_of(kSmall), quick());
+  REQUIRE_FALSE(m.ok());
+  CHECK_MESSAGE(m.error->find("timed out") != std::string::npos, *m.error);
 }
 
 TEST_CASE("a runaway allocation is stopped by the worker's memory limit") {
