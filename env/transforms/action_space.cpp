@@ -1,7 +1,6 @@
 #include "transforms/action_space.h"
 
 #include <algorithm>
-#include <map>
 #include <optional>
 
 #include "transforms/analysis.h"
@@ -140,33 +139,41 @@ namespace {
 // candidate is decided by the full check, so the mask equals the checks (a tested invariant).
 class Prefilter {
  public:
-  Prefilter(const ir::Program& p, const std::vector<Path>& scopes) : p_(p) {
+  explicit Prefilter(const ProgramIndex& ix, int max_scopes) : ix_(ix), p_(ix.program()) {
+    const ir::Program& p = p_;
     const size_t nb = std::min<size_t>(p.buffers.size(), 64);
-    for (size_t b = 0; b < nb; ++b) index_[p.buffers[b].name] = static_cast<int>(b);
     buffers_.resize(nb);
     for (size_t b = 0; b < nb; ++b) {
       buffers_[b].dim_ok.assign(p.buffers[b].shape.size(), true);
       buffers_[b].depth.assign(p.buffers[b].shape.size(), -1);
     }
-    for (const auto& path : scopes) {
+    const int ns = std::min<int>(max_scopes, static_cast<int>(ix.scopes().size()));
+    slot_of_.assign(ix.size(), -1);
+    for (int i = 0; i < ns; ++i) {
+      slot_of_[ix.scopes()[i]] = i;
       ScopeSummary sum;
-      sum.node = node_at(p, path);
+      sum.node = ix.node(ix.scopes()[i]).node;
       sum.first.assign(nb, nullptr);
       scopes_.push_back(std::move(sum));
     }
-    for (size_t i = 0; i < scopes.size(); ++i) slot_of_[scopes[i]] = static_cast<int>(i);
-    Path cur;
-    std::vector<int> stack;
-    for (int i = 0; i < static_cast<int>(p.body.size()); ++i) {
-      top_ = i;
-      cur.push_back(i);
-      walk(*p.body[i], cur, stack);
-      cur.pop_back();
+    // The declaration each site's buffer names (the first of that name), -1 beyond 64.
+    std::vector<int> decl_of;
+    for (int s = 0; s < static_cast<int>(ix.sites().size()); ++s) {
+      const int id = ix.site_buffer(s);
+      if (id >= static_cast<int>(decl_of.size())) {
+        const std::string& name = ix.sites()[s].access->buffer;
+        int b = -1;
+        for (size_t i = 0; i < nb && b < 0; ++i)
+          if (p.buffers[i].name == name) b = static_cast<int>(i);
+        decl_of.push_back(b);
+      }
+      if (decl_of[id] >= 0) site(s, decl_of[id]);
     }
   }
 
-  // `scope_slot`, `b`, `b2`: the candidate's scope slot and buffer indices (-1 when unused).
-  bool maybe_legal(Kind k, int scope_slot, int b, int b2, int64_t param) const {
+  // `scope_slot`, `b`, `b2`: the candidate's scope slot and buffer indices (-1 when unused);
+  // `node`: the node index of a node location (-1 when unused).
+  bool maybe_legal(Kind k, int scope_slot, int node, int b, int b2, int64_t param) const {
     const ir::Node* s = scope_slot >= 0 ? scopes_[scope_slot].node : nullptr;
     struct {
       int64_t param;
@@ -185,6 +192,12 @@ class Prefilter {
         return s->body.size() == 1 && s->body[0]->is_scope;
       case Kind::kParallelize:
         return s->extent > 1;
+      case Kind::kHoist: {
+        // A plain store, first or last in a scope.
+        const ProgramIndex::NodeInfo& n = ix_.node(node);
+        if (n.node->is_scope || n.parent < 0 || n.node->stmt.op != ir::Reduce::kNone) return false;
+        return ix_.node(n.parent).first_child == node || n.next < 0;
+      }
       case Kind::kCreateTemporary: {
         // Used inside the scope, always with one and the same index.
         if (b < 0 || b >= static_cast<int>(buffers_.size())) return true;
@@ -227,44 +240,19 @@ class Prefilter {
   }
 
  private:
-  int buffer(const std::string& name) const {
-    auto it = index_.find(name);
-    return it == index_.end() ? -1 : it->second;
-  }
-
-  void walk(const ir::Node& n, Path& cur, std::vector<int>& stack) {
-    if (n.is_scope) {
-      auto it = slot_of_.find(cur);
-      bool pushed = it != slot_of_.end();
-      if (pushed) stack.push_back(it->second);
-      for (int i = 0; i < static_cast<int>(n.body.size()); ++i) {
-        cur.push_back(i);
-        walk(*n.body[i], cur, stack);
-        cur.pop_back();
-      }
-      if (pushed) stack.pop_back();
-      return;
-    }
-    int b = buffer(n.stmt.lhs.buffer);
-    if (b >= 0) {
-      ++buffers_[b].writers;
-      buffers_[b].reduced = buffers_[b].reduced || n.stmt.op != ir::Reduce::kNone;
-    }
-    access(n.stmt.lhs, stack);
-    expr(*n.stmt.rhs, stack);
-  }
-
-  void expr(const ir::Expr& e, const std::vector<int>& stack) {
-    if (e.kind == ir::ExprKind::kLoad) access(e.access, stack);
-    for (const auto& a : e.args) expr(*a, stack);
-  }
-
-  void access(const ir::Access& a, const std::vector<int>& stack) {
-    int b = buffer(a.buffer);
-    if (b < 0) return;
+  // Site `si` of declared buffer `b`.
+  void site(int si, int b) {
+    const AccessSite& x = ix_.sites()[si];
+    const ir::Access& a = *x.access;
     BufferSummary& bs = buffers_[b];
-    if (bs.first < 0) bs.first = top_;
-    bs.last = top_;
+    if (x.write) {
+      ++bs.writers;
+      bs.reduced = bs.reduced || x.reduction;
+    }
+    const int node = ix_.site_node(si);
+    const int top = ix_.node(node).top;
+    if (bs.first < 0) bs.first = top;
+    bs.last = top;
     for (size_t d = 0; d < bs.dim_ok.size() && d < a.index.size(); ++d) {
       const ir::Affine& ix = a.index[d];
       int k = ix.max_depth();
@@ -273,8 +261,9 @@ class Prefilter {
       if (!single || (bs.depth[d] >= 0 && bs.depth[d] != k)) bs.dim_ok[d] = false;
       else bs.depth[d] = k;
     }
-    for (int slot : stack) {
-      ScopeSummary& sum = scopes_[slot];
+    for (int n = ix_.node(node).parent; n >= 0; n = ix_.node(n).parent) {
+      if (slot_of_[n] < 0) continue;
+      ScopeSummary& sum = scopes_[slot_of_[n]];
       sum.used |= uint64_t{1} << b;
       if (!sum.first[b]) sum.first[b] = &a.index;
       else if (*sum.first[b] != a.index) sum.irregular |= uint64_t{1} << b;
@@ -294,58 +283,58 @@ class Prefilter {
     std::vector<bool> dim_ok;   ///< dimension is exactly one {k}, the same k everywhere
     std::vector<int> depth;     ///< the k of dimension d's {k}, -1 before the first access
   };
+  const ProgramIndex& ix_;
   const ir::Program& p_;
-  std::map<std::string, int> index_;
-  std::map<Path, int> slot_of_;
+  std::vector<int> slot_of_;  ///< node index -> scope slot, -1 for none
   std::vector<ScopeSummary> scopes_;
   std::vector<BufferSummary> buffers_;
-  int top_ = 0;
 };
 
 }  // namespace
 
 std::vector<uint8_t> FlatActionSpace::mask(const ir::Program& p) const {
   std::vector<uint8_t> m(size_, 0);
-  auto scopes = scope_paths(p);
-  auto nodes = node_paths(p);
+  const ProgramIndex ix(p);
   const int nb = std::min<int>(config_.max_buffers, static_cast<int>(p.buffers.size()));
-  const int ns = std::min<int>(config_.max_scopes, static_cast<int>(scopes.size()));
-  const int nn = std::min<int>(config_.max_nodes, static_cast<int>(nodes.size()));
-  scopes.resize(ns);
-  const Prefilter pre(p, scopes);
+  const int ns = std::min<int>(config_.max_scopes, static_cast<int>(ix.scopes().size()));
+  const int nn = std::min<int>(config_.max_nodes, ix.size());
+  const Prefilter pre(ix, ns);
   for (int k = 0; k < kNumKinds; ++k) {
     Kind kind = static_cast<Kind>(k);
     const auto& params = param_values(param_kind(kind), target_);
     const int np = static_cast<int>(params.size());
     // The Action is built only for candidates that pass the prefilter.
-    auto fill = [&](int slot, int scope_slot, int b, int b2, const Path* path) {
+    auto fill = [&](int slot, int scope_slot, int node, int b, int b2) {
       std::optional<Action> a;
       for (int pi = 0; pi < np; ++pi) {
-        if (!pre.maybe_legal(kind, scope_slot, b, b2, params[pi])) continue;
+        if (!pre.maybe_legal(kind, scope_slot, node, b, b2, params[pi])) continue;
         if (!a) {
-          a = Action{kind, path ? *path : Path{}, b >= 0 ? p.buffers[b].name : "", b2 >= 0 ? p.buffers[b2].name : "", 0};
+          const int at = scope_slot >= 0 ? ix.scopes()[scope_slot] : node;
+          a = Action{kind, at >= 0 ? ix.path(at) : Path{}, b >= 0 ? p.buffers[b].name : "",
+                     b2 >= 0 ? p.buffers[b2].name : "", 0};
         }
         a->param = params[pi];
-        if (check(p, *a, target_).ok()) m[offsets_[k] + slot * np + pi] = 1;
+        if (check(p, *a, target_, ix).ok()) m[offsets_[k] + slot * np + pi] = 1;
       }
     };
     switch (loc_kind(kind)) {
       case LocKind::kScope:
-        for (int s = 0; s < ns; ++s) fill(s, s, -1, -1, &scopes[s]);
+        for (int s = 0; s < ns; ++s) fill(s, s, -1, -1, -1);
         break;
       case LocKind::kNode:
-        for (int s = 0; s < nn; ++s) fill(s, -1, -1, -1, &nodes[s]);
+        for (int s = 0; s < nn; ++s) fill(s, -1, s, -1, -1);
         break;
       case LocKind::kBuffer:
-        for (int b = 0; b < nb; ++b) fill(b, -1, b, -1, nullptr);
+        for (int b = 0; b < nb; ++b) fill(b, -1, -1, b, -1);
         break;
       case LocKind::kBufferPair:
         for (int i = 0; i < nb; ++i)
-          for (int j = i + 1; j < nb; ++j) fill(slot_of_pair(i, j, config_.max_buffers), -1, i, j, nullptr);
+          for (int j = i + 1; j < nb; ++j)
+            fill(slot_of_pair(i, j, config_.max_buffers), -1, -1, i, j);
         break;
       case LocKind::kScopeBuffer:
         for (int s = 0; s < ns; ++s)
-          for (int b = 0; b < nb; ++b) fill(s * config_.max_buffers + b, s, b, -1, &scopes[s]);
+          for (int b = 0; b < nb; ++b) fill(s * config_.max_buffers + b, s, -1, b, -1);
         break;
     }
   }

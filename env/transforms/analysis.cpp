@@ -116,6 +116,15 @@ void collect_expr(const Expr& e, const ir::Stmt& s, int64_t off, int depth, Acce
   for (const auto& a : e.args) collect_expr(*a, s, off, depth, out);
 }
 
+void collect_statement(const Node* n, const std::vector<int64_t>& ext, AccessSites& out) {
+  auto off = static_cast<int64_t>(out.storage.size());
+  int depth = static_cast<int>(ext.size());
+  out.storage.insert(out.storage.end(), ext.begin(), ext.end());
+  out.push_back({&n->stmt.lhs, true, n->stmt.op != ir::Reduce::kNone, &n->stmt,
+                 reinterpret_cast<const int64_t*>(off), depth});
+  collect_expr(*n->stmt.rhs, n->stmt, off, depth, out);
+}
+
 void collect(const NodePtr& n, std::vector<int64_t>& ext, AccessSites& out) {
   if (n->is_scope) {
     ext.push_back(n->extent);
@@ -123,12 +132,13 @@ void collect(const NodePtr& n, std::vector<int64_t>& ext, AccessSites& out) {
     ext.pop_back();
     return;
   }
-  auto off = static_cast<int64_t>(out.storage.size());
-  int depth = static_cast<int>(ext.size());
-  out.storage.insert(out.storage.end(), ext.begin(), ext.end());
-  out.push_back({&n->stmt.lhs, true, n->stmt.op != ir::Reduce::kNone, &n->stmt,
-                 reinterpret_cast<const int64_t*>(off), depth});
-  collect_expr(*n->stmt.rhs, n->stmt, off, depth, out);
+  collect_statement(n.get(), ext, out);
+}
+
+// Turns the offsets recorded while collecting into pointers into `storage`.
+void fix_extents(AccessSites& out) {
+  for (auto& site : out)
+    site.extents = out.storage.data() + reinterpret_cast<intptr_t>(site.extents);
 }
 
 struct Range {
@@ -147,8 +157,7 @@ AccessSites collect_accesses(const std::vector<NodePtr>& nodes, const std::vecto
   AccessSites out;
   std::vector<int64_t> ext = outer;
   for (const auto& n : nodes) collect(n, ext, out);
-  for (auto& site : out)
-    site.extents = out.storage.data() + reinterpret_cast<intptr_t>(site.extents);
+  fix_extents(out);
   return out;
 }
 
@@ -228,13 +237,19 @@ bool may_depend(const AccessSite& a, const AccessSite& b, const std::vector<Dir>
   return may_overlap(a, b, dirs);
 }
 
-std::optional<std::string> find_dependence(const std::vector<AccessSite>& from,
-                                           const std::vector<AccessSite>& to,
+std::optional<std::string> find_dependence(std::span<const AccessSite> from,
+                                           std::span<const AccessSite> to,
                                            const std::vector<Dir>& dirs) {
   for (const auto& a : from)
     for (const auto& b : to)
       if (may_depend(a, b, dirs)) return a.access->buffer;
   return std::nullopt;
+}
+
+std::optional<std::string> find_dependence(const std::vector<AccessSite>& from,
+                                           const std::vector<AccessSite>& to,
+                                           const std::vector<Dir>& dirs) {
+  return find_dependence(std::span<const AccessSite>(from), std::span<const AccessSite>(to), dirs);
 }
 
 int count_statements(const NodePtr& n) {
@@ -288,6 +303,111 @@ std::string fresh_buffer_name(const Program& p, const std::string& base) {
     std::string n = base + std::to_string(i);
     if (!p.find_buffer(n) && !p.find_size(n)) return n;
   }
+}
+
+ProgramIndex::ProgramIndex(const Program& p) : p_(p) {
+  Path cur;
+  std::vector<int64_t> ext;
+  walk(p.body, -1, cur, ext);
+  fix_extents(sites_);
+  // Buffer ids, in order of first appearance among the sites.
+  site_buffer_.reserve(sites_.size());
+  for (int s = 0; s < static_cast<int>(sites_.size()); ++s) {
+    const std::string& name = sites_[s].access->buffer;
+    int id = buffer_id(name);
+    if (id < 0) {
+      id = static_cast<int>(names_.size());
+      names_.push_back(name);
+      buffer_sites_.emplace_back();
+    }
+    site_buffer_.push_back(id);
+    buffer_sites_[id].push_back(s);
+  }
+}
+
+void ProgramIndex::walk(const std::vector<NodePtr>& body, int parent, Path& cur,
+                        std::vector<int64_t>& ext) {
+  int prev = -1;
+  for (int i = 0; i < static_cast<int>(body.size()); ++i) {
+    const Node* n = body[i].get();
+    const int me = static_cast<int>(nodes_.size());
+    cur.push_back(i);
+    NodeInfo info;
+    info.node = n;
+    info.parent = parent;
+    info.top = parent < 0 ? i : nodes_[parent].top;
+    info.site_begin = static_cast<int>(sites_.size());
+    nodes_.push_back(info);
+    paths_.push_back(cur);
+    if (prev >= 0)
+      nodes_[prev].next = me;
+    else if (parent >= 0)
+      nodes_[parent].first_child = me;
+    if (parent < 0) top_nodes_.push_back(me);
+    if (n->is_scope) {
+      scopes_.push_back(me);
+      ext.push_back(n->extent);
+      walk(n->body, me, cur, ext);
+      ext.pop_back();
+    } else {
+      collect_statement(n, ext, sites_);
+      site_node_.resize(sites_.size(), me);
+    }
+    nodes_[me].site_end = static_cast<int>(sites_.size());
+    cur.pop_back();
+    prev = me;
+  }
+}
+
+int ProgramIndex::find(const Path& path) const {
+  int n = -1;
+  for (size_t k = 0; k < path.size(); ++k) {
+    if (path[k] < 0) return -1;
+    if (k == 0) {
+      if (path[0] >= static_cast<int>(top_nodes_.size())) return -1;
+      n = top_nodes_[path[0]];
+      continue;
+    }
+    n = nodes_[n].first_child;
+    for (int i = 0; i < path[k] && n >= 0; ++i) n = nodes_[n].next;
+    if (n < 0) return -1;
+  }
+  return n;
+}
+
+int ProgramIndex::buffer_id(std::string_view name) const {
+  for (size_t i = 0; i < names_.size(); ++i)
+    if (names_[i] == name) return static_cast<int>(i);
+  return -1;
+}
+
+std::span<const AccessSite> ProgramIndex::child_sites(int scope, int from, int to) const {
+  if (from >= to) return {};
+  auto nth = [&](int i) {
+    int n = scope < 0 ? top_nodes_[0] : nodes_[scope].first_child;
+    for (int k = 0; k < i; ++k) n = nodes_[n].next;
+    return n;
+  };
+  const int first = nth(from);
+  int last = first;
+  for (int k = from + 1; k < to; ++k) last = nodes_[last].next;
+  return sites(nodes_[first].site_begin, nodes_[last].site_end);
+}
+
+ChildSites::ChildSites(const ProgramIndex* index, const Program& p, const Path& scope, int from,
+                       int to) {
+  if (index) {
+    view_ = index->child_sites(scope.empty() ? -1 : index->find(scope), from, to);
+    return;
+  }
+  const std::vector<NodePtr>& body = scope.empty() ? p.body : node_at(p, scope)->body;
+  std::vector<int64_t> outer;
+  if (!scope.empty()) {
+    outer = enclosing_extents(p, scope);
+    outer.push_back(node_at(p, scope)->extent);
+  }
+  owned_ = collect_accesses(std::vector<NodePtr>(body.begin() + from, body.begin() + to), outer);
+  view_ = owned_;
 }
 
 }  // namespace perfdojo::transforms

@@ -4,7 +4,9 @@
 
 #include <functional>
 #include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ir/ir.h"
@@ -73,8 +75,11 @@ bool may_overlap(const AccessSite& a, const AccessSite& b, const std::vector<Dir
 /// Whether two sites conflict (same buffer, at least one writes) under `dirs`.
 bool may_depend(const AccessSite& a, const AccessSite& b, const std::vector<Dir>& dirs);
 
-/// The first buffer with a dependence between `from` and `to` under `dirs` (checked both ways
-/// round for pairs within one list when `to` is null), or nullopt.
+/// The first buffer with a dependence between `from` and `to` under `dirs` (pairs taken in
+/// order: every site of `from`, then every site of `to`), or nullopt.
+std::optional<std::string> find_dependence(std::span<const AccessSite> from,
+                                           std::span<const AccessSite> to,
+                                           const std::vector<Dir>& dirs);
 std::optional<std::string> find_dependence(const std::vector<AccessSite>& from,
                                            const std::vector<AccessSite>& to,
                                            const std::vector<Dir>& dirs);
@@ -89,5 +94,84 @@ std::vector<Path> scope_paths(const ir::Program& p);
 std::vector<Path> node_paths(const ir::Program& p);
 /// A buffer name not yet used in `p`, starting from `base`.
 std::string fresh_buffer_name(const ir::Program& p, const std::string& base);
+
+/// What many legality checks of one program share, computed once (for a whole mask): every node
+/// in pre-order with its path, parent and the range of its subtree's access sites, and every
+/// access site with the buffer it names. The sites are collect_accesses(p.body, {}): a subtree's
+/// sites are a contiguous range holding exactly what collect_accesses of that subtree (with its
+/// enclosing extents) returns, so a check given an index answers exactly as without one.
+/// Holds pointers into `p`, which must outlive it unchanged.
+class ProgramIndex {
+ public:
+  explicit ProgramIndex(const ir::Program& p);
+  ProgramIndex(const ProgramIndex&) = delete;
+  ProgramIndex& operator=(const ProgramIndex&) = delete;
+
+  struct NodeInfo {
+    const ir::Node* node = nullptr;
+    int parent = -1;       ///< node index of the enclosing scope, -1 at the top level
+    int next = -1;         ///< node index of the next sibling, -1 for the last child
+    int first_child = -1;  ///< node index of the first child, -1 for none
+    int top = 0;           ///< index of the top-level node holding it
+    int site_begin = 0;    ///< the subtree's sites are sites()[site_begin, site_end)
+    int site_end = 0;
+  };
+
+  const ir::Program& program() const { return p_; }
+  /// Number of nodes; node indices are pre-order positions.
+  int size() const { return static_cast<int>(nodes_.size()); }
+  const NodeInfo& node(int i) const { return nodes_[i]; }
+  const Path& path(int i) const { return paths_[i]; }
+  /// The node index at `path`, or -1 when the path leads nowhere.
+  int find(const Path& path) const;
+  /// Node indices of the scopes, in pre-order (scope_paths order).
+  const std::vector<int>& scopes() const { return scopes_; }
+  /// Every access site of the program, in collect_accesses order.
+  const AccessSites& sites() const { return sites_; }
+  std::span<const AccessSite> sites(int begin, int end) const {
+    return {sites_.data() + begin, static_cast<size_t>(end - begin)};
+  }
+  /// Node index of the statement holding site s.
+  int site_node(int s) const { return site_node_[s]; }
+  /// The id of the buffer site s names.
+  int site_buffer(int s) const { return site_buffer_[s]; }
+  /// Id of a buffer name that some site names, or -1.
+  int buffer_id(std::string_view name) const;
+  /// Sites naming buffer `id`, increasing.
+  const std::vector<int>& buffer_sites(int id) const { return buffer_sites_[id]; }
+  /// Sites naming buffer `name`, increasing; empty when none does.
+  std::span<const int> buffer_sites(std::string_view name) const {
+    const int id = buffer_id(name);
+    return id < 0 ? std::span<const int>() : std::span<const int>(buffer_sites_[id]);
+  }
+  /// Sites of the children [from, to) of the scope at node index `scope` (-1: the top level).
+  std::span<const AccessSite> child_sites(int scope, int from, int to) const;
+
+ private:
+  void walk(const std::vector<ir::NodePtr>& body, int parent, Path& cur, std::vector<int64_t>& ext);
+  const ir::Program& p_;
+  std::vector<NodeInfo> nodes_;
+  std::vector<Path> paths_;
+  std::vector<int> top_nodes_;
+  std::vector<int> scopes_;
+  AccessSites sites_;
+  std::vector<int> site_node_;
+  std::vector<int> site_buffer_;
+  std::vector<std::string_view> names_;  ///< buffer names by id
+  std::vector<std::vector<int>> buffer_sites_;
+};
+
+/// The sites of the children [from, to) of the scope at `scope` (the top level when empty), with
+/// the extents of the scopes enclosing them: a view into `index` when there is one, else
+/// collected here. `scope` must name a scope (or be empty) and from <= to <= its body's size.
+class ChildSites {
+ public:
+  ChildSites(const ProgramIndex* index, const ir::Program& p, const Path& scope, int from, int to);
+  std::span<const AccessSite> sites() const { return view_; }
+
+ private:
+  AccessSites owned_;
+  std::span<const AccessSite> view_;
+};
 
 }  // namespace perfdojo::transforms

@@ -60,7 +60,28 @@ struct Plan {
   bool copy_out = false;
 };
 
-Legality make_plan(const ir::Program& p, const Action& a, Plan& plan) {
+// Whether every access of buffer `buf` in the subtree of the scope at `path` uses one index;
+// `first` is that index, or null when there is no access.
+bool one_index(const ProgramIndex& index, const Path& path, const std::string& buf,
+               const std::vector<ir::Affine>*& first) {
+  first = nullptr;
+  const ProgramIndex::NodeInfo& n = index.node(index.find(path));
+  const std::span<const int> sites = index.buffer_sites(buf);
+  for (auto it = std::lower_bound(sites.begin(), sites.end(), n.site_begin);
+       it != sites.end() && *it < n.site_end; ++it) {
+    const std::vector<ir::Affine>& ix = index.sites()[*it].access->index;
+    if (!first)
+      first = &ix;
+    else if (ix != *first)
+      return false;
+  }
+  return true;
+}
+
+// The check, and the plan apply follows. With an index and no `uses` asked for, only the
+// verdict and `plan.index` are made (from the index).
+Legality make_plan(const ir::Program& p, const Action& a, const ProgramIndex* index, Plan& plan,
+                   std::vector<Use>* uses) {
   const ir::Node* s = nullptr;
   if (auto l = scope_location(p, a.path, &s); !l.ok()) return l;
   plan.scope = s;
@@ -72,22 +93,27 @@ Legality make_plan(const ir::Program& p, const Action& a, Plan& plan) {
   for (const ir::Node* e : enclosing_scopes(p, a.path))
     if (is_shared_storage_annot(e->annot)) return {Reason::kAnnotated, a.buffer, a.path};
 
-  std::vector<const ir::Node*> scopes;
-  std::vector<Use> uses;
-  std::vector<const ir::Access*> accesses;
-  gather(s->body, a.buffer, scopes, uses, accesses);
-  if (accesses.empty()) return {Reason::kNothingToDo, a.buffer, a.path};
-  plan.index = accesses[0]->index;
-  for (const ir::Access* x : accesses)
-    if (x->index != plan.index) return {Reason::kIrregularAccess, a.buffer, a.path};
+  const std::vector<ir::Affine>* first = nullptr;
+  bool regular = true;
+  if (index && !uses) {
+    regular = one_index(*index, a.path, a.buffer, first);
+  } else {
+    std::vector<const ir::Node*> scopes;
+    std::vector<const ir::Access*> accesses;
+    gather(s->body, a.buffer, scopes, *uses, accesses);
+    if (!accesses.empty()) first = &accesses[0]->index;
+    for (const ir::Access* x : accesses) regular &= x->index == *first;
+  }
+  if (!first) return {Reason::kNothingToDo, a.buffer, a.path};
+  if (!regular) return {Reason::kIrregularAccess, a.buffer, a.path};
+  const std::vector<ir::Affine>& ix = *first;
 
   // Injectivity: each inner iterator in exactly one dimension, at most one per dimension.
   const int d = plan.depth;
-  std::vector<int> dim_of;
-  for (size_t m = 0; m < plan.index.size(); ++m) {
+  for (size_t m = 0; m < ix.size(); ++m) {
     int found = 0;
-    for (int k = d + 1; k < static_cast<int>(plan.index[m].coeffs.size()); ++k) {
-      if (plan.index[m].coeff(k) == 0) continue;
+    for (int k = d + 1; k < static_cast<int>(ix[m].coeffs.size()); ++k) {
+      if (ix[m].coeff(k) == 0) continue;
       if (++found > 1) return {Reason::kIrregularAccess, a.buffer, a.path};
       if (std::find(plan.inner.begin(), plan.inner.end(), k) != plan.inner.end())
         return {Reason::kIrregularAccess, a.buffer, a.path};
@@ -95,7 +121,13 @@ Legality make_plan(const ir::Program& p, const Action& a, Plan& plan) {
     }
   }
   std::sort(plan.inner.begin(), plan.inner.end());
+  if (uses) plan.index = ix;
+  return {};
+}
 
+// The rest of the plan, for apply: extents of the temporary and which copies it needs.
+void complete_plan(const std::vector<Use>& uses, Plan& plan) {
+  const int d = plan.depth;
   // Extents: the largest scope at each inner depth holding an access. Every access uses every
   // inner iterator, so each use lies inside a scope at each of those depths.
   for (int k : plan.inner) {
@@ -124,7 +156,6 @@ Legality make_plan(const ir::Program& p, const Action& a, Plan& plan) {
   }
   plan.copy_out = any_write;
   plan.copy_in = any_read || !covered || plan.decl->role == ir::Role::kInput;
-  return {};
 }
 
 // `index` with inner iterator inner[m] moved to depth d+1+m (the copy nest's iterators).
@@ -164,14 +195,18 @@ ir::NodePtr copy_nest(const Plan& plan, ir::Access dst, ir::Access src) {
 
 }  // namespace
 
-Legality check_create_temporary(const ir::Program& p, const Action& a, const Target&) {
+Legality check_create_temporary(const ir::Program& p, const Action& a, const Target&,
+                                const ProgramIndex* index) {
   Plan plan;
-  return make_plan(p, a, plan);
+  std::vector<Use> uses;
+  return make_plan(p, a, index, plan, index ? nullptr : &uses);
 }
 
 ir::Program apply_create_temporary(const ir::Program& p, const Action& a, const Target&) {
   Plan plan;
-  make_plan(p, a, plan);
+  std::vector<Use> uses;
+  make_plan(p, a, nullptr, plan, &uses);
+  complete_plan(uses, plan);
   const std::string tmp = fresh_buffer_name(p, a.buffer + "_t");
   const ir::Node& s = *plan.scope;
 

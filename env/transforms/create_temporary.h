@@ -18,7 +18,8 @@
 namespace perfdojo::transforms {
 
 /// Legality of `create_temporary` (no change is made).
-Legality check_create_temporary(const ir::Program& p, const Action& a, const Target& t);
+Legality check_create_temporary(const ir::Program& p, const Action& a, const Target& t,
+                                const ProgramIndex* index = nullptr);
 /// Applies a legal `create_temporary`.
 ir::Program apply_create_temporary(const ir::Program& p, const Action& a, const Target& t);
 

@@ -37,7 +37,7 @@ bool expr_uses_depth_or_deeper(const ir::Expr& e, int d) {
 
 }  // namespace
 
-Legality check_hoist(const ir::Program& p, const Action& a, const Target&) {
+Legality check_hoist(const ir::Program& p, const Action& a, const Target&, const ProgramIndex*) {
   const ir::Node* n = node_at(p, a.path);
   if (!n) return {Reason::kNoSuchLocation, "", a.path};
   if (n->is_scope || a.path.size() < 2) return {Reason::kBadParameter, "", a.path};

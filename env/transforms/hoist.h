@@ -15,7 +15,8 @@
 namespace perfdojo::transforms {
 
 /// Legality of `hoist` (no change is made).
-Legality check_hoist(const ir::Program& p, const Action& a, const Target& t);
+Legality check_hoist(const ir::Program& p, const Action& a, const Target& t,
+                     const ProgramIndex* index = nullptr);
 /// Applies a legal `hoist`.
 ir::Program apply_hoist(const ir::Program& p, const Action& a, const Target& t);
 

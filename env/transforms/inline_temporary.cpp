@@ -69,6 +69,27 @@ void gather(const std::vector<ir::NodePtr>& body, const std::string& buf, Path& 
   }
 }
 
+// Every statement touching `buf`, in program order.
+void gather(const ir::Program& p, const ProgramIndex* index, const std::string& buf,
+            std::vector<Use>& out) {
+  if (!index) {
+    Path cur;
+    gather(p.body, buf, cur, out);
+    return;
+  }
+  int last = -1;
+  for (int s : index->buffer_sites(buf)) {
+    const int n = index->site_node(s);
+    if (n != last) {
+      const ir::Stmt& st = index->node(n).node->stmt;
+      out.push_back(Use{index->path(n), &st, st.lhs.buffer == buf, {}});
+      last = n;
+    }
+    const AccessSite& site = index->sites()[s];
+    if (!site.write) out.back().reads.push_back(site.access);
+  }
+}
+
 const std::vector<ir::NodePtr>& parent_body(const ir::Program& p, const Path& path) {
   if (path.size() == 1) return p.body;
   return node_at(p, Path(path.begin(), path.end() - 1))->body;
@@ -79,14 +100,13 @@ struct Plan {
   std::vector<int> readers;  ///< sibling indices of the readers, increasing
 };
 
-Legality make_plan(const ir::Program& p, const Action& a, Plan& plan) {
+Legality make_plan(const ir::Program& p, const Action& a, const ProgramIndex* index, Plan& plan) {
   const ir::BufferDecl* decl = p.find_buffer(a.buffer);
   if (!decl) return {Reason::kNoSuchLocation, a.buffer, {}};
   if (decl->role != ir::Role::kTemp) return {Reason::kNotATemporary, a.buffer, {}};
   if (decl->init) return {Reason::kHasInitialValue, a.buffer, {}};
   std::vector<Use> uses;
-  Path cur;
-  gather(p.body, a.buffer, cur, uses);
+  gather(p, index, a.buffer, uses);
   if (uses.empty()) return {Reason::kNothingToDo, a.buffer, {}};
 
   const Use* w = nullptr;
@@ -136,14 +156,15 @@ ir::ExprPtr substitute(const ir::ExprPtr& e, const std::string& buf, const ir::E
 
 }  // namespace
 
-Legality check_inline_temporary(const ir::Program& p, const Action& a, const Target&) {
+Legality check_inline_temporary(const ir::Program& p, const Action& a, const Target&,
+                                const ProgramIndex* index) {
   Plan plan;
-  return make_plan(p, a, plan);
+  return make_plan(p, a, index, plan);
 }
 
 ir::Program apply_inline_temporary(const ir::Program& p, const Action& a, const Target&) {
   Plan plan;
-  make_plan(p, a, plan);
+  make_plan(p, a, nullptr, plan);
   ir::Program q =
       replace_in_parent(p, plan.writer, [&](const std::vector<ir::NodePtr>& list, int wi) {
         const ir::ExprPtr e = list[wi]->stmt.rhs;

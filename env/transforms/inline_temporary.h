@@ -15,7 +15,8 @@
 namespace perfdojo::transforms {
 
 /// Legality of `inline_temporary` (no change is made).
-Legality check_inline_temporary(const ir::Program& p, const Action& a, const Target& t);
+Legality check_inline_temporary(const ir::Program& p, const Action& a, const Target& t,
+                                const ProgramIndex* index = nullptr);
 /// Applies a legal `inline_temporary`.
 ir::Program apply_inline_temporary(const ir::Program& p, const Action& a, const Target& t);
 

@@ -9,14 +9,18 @@ bool perfect_pair(const ir::Node* s) { return s->body.size() == 1 && s->body[0]-
 
 }  // namespace
 
-Legality check_join_nested(const ir::Program& p, const Action& a, const Target&) {
+Legality check_join_nested(const ir::Program& p, const Action& a, const Target&,
+                           const ProgramIndex* index) {
   const ir::Node* s = nullptr;
   if (auto l = scope_location(p, a.path, &s); !l.ok()) return l;
   if (!perfect_pair(s)) return {Reason::kNotPerfectlyNested, "", a.path};
   const ir::Node& t = *s->body[0];
   if (s->annot != ir::Annot::kNone || t.annot != ir::Annot::kNone) return {Reason::kAnnotated, "", a.path};
   int d = static_cast<int>(a.path.size()) - 1;
-  for (const auto& site : collect_accesses(t.body, {}))
+  Path inner = a.path;
+  inner.push_back(0);
+  const ChildSites body(index, p, inner, 0, static_cast<int>(t.body.size()));
+  for (const auto& site : body.sites())
     for (const auto& ix : site.access->index)
       if (ix.coeff(d) != ix.coeff(d + 1) * t.extent) return {Reason::kIndexNotMergeable, site.access->buffer, a.path};
   return {};

@@ -6,7 +6,8 @@
 namespace perfdojo::transforms {
 
 /// Legality of `join_nested` (no change is made).
-Legality check_join_nested(const ir::Program& p, const Action& a, const Target& t);
+Legality check_join_nested(const ir::Program& p, const Action& a, const Target& t,
+                           const ProgramIndex* index = nullptr);
 /// Applies a legal `join_nested`.
 ir::Program apply_join_nested(const ir::Program& p, const Action& a, const Target& t);
 

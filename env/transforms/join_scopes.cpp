@@ -4,7 +4,8 @@
 
 namespace perfdojo::transforms {
 
-Legality check_join_scopes(const ir::Program& p, const Action& a, const Target&) {
+Legality check_join_scopes(const ir::Program& p, const Action& a, const Target&,
+                           const ProgramIndex* index) {
   const ir::Node* s = nullptr;
   if (auto l = scope_location(p, a.path, &s); !l.ok()) return l;
   Path next = a.path;
@@ -14,19 +15,19 @@ Legality check_join_scopes(const ir::Program& p, const Action& a, const Target&)
   if (s->extent != s2->extent) return {Reason::kExtentMismatch, "", a.path};
   if (s->annot != s2->annot) return {Reason::kAnnotated, "", a.path};
   int d = static_cast<int>(a.path.size()) - 1;
-  auto outer = enclosing_extents(p, a.path);
-  outer.push_back(s->extent);
-  auto first = collect_accesses(s->body, outer);
-  auto second = collect_accesses(s2->body, outer);
+  const ChildSites first(index, p, a.path, 0, static_cast<int>(s->body.size()));
+  const ChildSites second(index, p, next, 0, static_cast<int>(s2->body.size()));
   // After fusion, iteration y of the second runs before iteration x > y of the first.
   std::vector<Dir> dirs(d, Dir::kEq);
   dirs.push_back(Dir::kGt);
-  if (auto b = find_dependence(first, second, dirs)) return {Reason::kDependence, *b, a.path};
+  if (auto b = find_dependence(first.sites(), second.sites(), dirs))
+    return {Reason::kDependence, *b, a.path};
   // Two parallel scopes fuse into one parallel scope: it must not carry a dependence from the
   // first body to the second either (iteration x of the first feeding iteration y > x).
   if (s->annot == ir::Annot::kParallel) {
     dirs.back() = Dir::kLt;
-    if (auto b = find_dependence(first, second, dirs)) return {Reason::kDependence, *b, a.path};
+    if (auto b = find_dependence(first.sites(), second.sites(), dirs))
+      return {Reason::kDependence, *b, a.path};
   }
   return {};
 }

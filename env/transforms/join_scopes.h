@@ -6,7 +6,8 @@
 namespace perfdojo::transforms {
 
 /// Legality of `join_scopes` (no change is made).
-Legality check_join_scopes(const ir::Program& p, const Action& a, const Target& t);
+Legality check_join_scopes(const ir::Program& p, const Action& a, const Target& t,
+                           const ProgramIndex* index = nullptr);
 /// Applies a legal `join_scopes`.
 ir::Program apply_join_scopes(const ir::Program& p, const Action& a, const Target& t);
 

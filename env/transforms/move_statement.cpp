@@ -4,7 +4,8 @@
 
 namespace perfdojo::transforms {
 
-Legality check_move_statement(const ir::Program& p, const Action& a, const Target&) {
+Legality check_move_statement(const ir::Program& p, const Action& a, const Target&,
+                              const ProgramIndex* index) {
   const ir::Node* n = node_at(p, a.path);
   if (!n) return {Reason::kNoSuchLocation, "", a.path};
   Path next = a.path;
@@ -12,14 +13,14 @@ Legality check_move_statement(const ir::Program& p, const Action& a, const Targe
   const ir::Node* m = node_at(p, next);
   if (!m) return {Reason::kNoNextSibling, "", a.path};
   int d = static_cast<int>(a.path.size()) - 1;
-  auto outer = enclosing_extents(p, a.path);
   (void)n;
-  const std::vector<ir::NodePtr>* list = &p.body;
-  for (size_t k = 0; k + 1 < a.path.size(); ++k) list = &(*list)[a.path[k]]->body;
-  auto sa = collect_accesses((*list)[a.path.back()], outer);
-  auto sb = collect_accesses((*list)[a.path.back() + 1], outer);
+  const Path parent(a.path.begin(), a.path.end() - 1);
+  const int i = a.path.back();
+  const ChildSites sa(index, p, parent, i, i + 1);
+  const ChildSites sb(index, p, parent, i + 1, i + 2);
   std::vector<Dir> dirs(d, Dir::kEq);
-  if (auto b = find_dependence(sa, sb, dirs)) return {Reason::kDependence, *b, a.path};
+  if (auto b = find_dependence(sa.sites(), sb.sites(), dirs))
+    return {Reason::kDependence, *b, a.path};
   return {};
 }
 

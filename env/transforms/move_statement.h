@@ -6,7 +6,8 @@
 namespace perfdojo::transforms {
 
 /// Legality of `move_statement` (no change is made).
-Legality check_move_statement(const ir::Program& p, const Action& a, const Target& t);
+Legality check_move_statement(const ir::Program& p, const Action& a, const Target& t,
+                              const ProgramIndex* index = nullptr);
 /// Applies a legal `move_statement`.
 ir::Program apply_move_statement(const ir::Program& p, const Action& a, const Target& t);
 

@@ -15,7 +15,8 @@ bool contains_parallel(const ir::Node& n) {
 
 }  // namespace
 
-Legality check_parallelize(const ir::Program& p, const Action& a, const Target& t) {
+Legality check_parallelize(const ir::Program& p, const Action& a, const Target& t,
+                           const ProgramIndex* index) {
   const ir::Node* s = nullptr;
   if (auto l = scope_location(p, a.path, &s); !l.ok()) return l;
   if (!t.parallel) return {Reason::kUnsupportedByTarget, "", a.path};
@@ -25,9 +26,8 @@ Legality check_parallelize(const ir::Program& p, const Action& a, const Target& 
     if (e->annot == ir::Annot::kParallel) return {Reason::kNestedParallel, "", a.path};
   if (contains_parallel(*s)) return {Reason::kNestedParallel, "", a.path};
   int d = static_cast<int>(a.path.size()) - 1;
-  auto outer = enclosing_extents(p, a.path);
-  outer.push_back(s->extent);
-  auto sites = collect_accesses(s->body, outer);
+  const ChildSites body(index, p, a.path, 0, static_cast<int>(s->body.size()));
+  const auto sites = body.sites();
   std::vector<Dir> dirs(d, Dir::kEq);
   dirs.push_back(Dir::kLt);
   if (auto b = find_dependence(sites, sites, dirs)) return {Reason::kDependence, *b, a.path};

@@ -6,7 +6,8 @@
 namespace perfdojo::transforms {
 
 /// Legality of `parallelize` (no change is made).
-Legality check_parallelize(const ir::Program& p, const Action& a, const Target& t);
+Legality check_parallelize(const ir::Program& p, const Action& a, const Target& t,
+                           const ProgramIndex* index = nullptr);
 /// Applies a legal `parallelize`.
 ir::Program apply_parallelize(const ir::Program& p, const Action& a, const Target& t);
 

@@ -46,11 +46,22 @@ const std::vector<TransformInfo>& registry() {
   return kTable;
 }
 
-Legality check(const ir::Program& p, const Action& a, const Target& t) {
+namespace {
+Legality check_with(const ir::Program& p, const Action& a, const Target& t,
+                    const ProgramIndex* index) {
   int k = static_cast<int>(a.kind);
   if (k < 0 || k >= kNumKinds) return {Reason::kNoSuchLocation, "", {}};
   if (param_kind(a.kind) == ParamKind::kNone && a.param != 0) return {Reason::kBadParameter, "", a.path};
-  return registry()[k].check(p, a, t);
+  return registry()[k].check(p, a, t, index);
+}
+}  // namespace
+
+Legality check(const ir::Program& p, const Action& a, const Target& t) {
+  return check_with(p, a, t, nullptr);
+}
+
+Legality check(const ir::Program& p, const Action& a, const Target& t, const ProgramIndex& index) {
+  return check_with(p, a, t, &index);
 }
 
 ir::Result<ir::Program> apply(const ir::Program& p, const Action& a, const Target& t) {
@@ -174,8 +185,9 @@ std::vector<Action> candidate_actions(const ir::Program& p, const Target& t) {
 
 std::vector<Candidate> enumerate(const ir::Program& p, const Target& t) {
   std::vector<Candidate> out;
+  const ProgramIndex index(p);
   for (auto& a : candidate_actions(p, t)) {
-    Legality l = check(p, a, t);
+    Legality l = check(p, a, t, index);
     out.push_back({std::move(a), std::move(l)});
   }
   return out;
@@ -187,12 +199,13 @@ std::optional<Action> sample_legal_action(const ir::Program& p, const Target& t,
   std::vector<int> kinds;
   for (int k = 0; k < kNumKinds; ++k)
     if (!by_kind[k].empty()) kinds.push_back(k);
+  const ProgramIndex index(p);
   while (!kinds.empty()) {
     size_t ki = std::uniform_int_distribution<size_t>(0, kinds.size() - 1)(rng);
     auto& pool = by_kind[kinds[ki]];
     std::shuffle(pool.begin(), pool.end(), rng);
     for (const auto& a : pool)
-      if (check(p, a, t).ok()) return a;
+      if (check(p, a, t, index).ok()) return a;
     kinds.erase(kinds.begin() + static_cast<long>(ki));
   }
   return std::nullopt;

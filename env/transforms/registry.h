@@ -26,6 +26,9 @@ const std::vector<TransformInfo>& registry();
 
 /// Legality of `a` on `p`; never throws, never changes `p`.
 Legality check(const ir::Program& p, const Action& a, const Target& t);
+/// The same verdict, faster when many actions are checked on one program: `index` must have been
+/// built from `p` (analysis.h).
+Legality check(const ir::Program& p, const Action& a, const Target& t, const ProgramIndex& index);
 /// Applies `a` when legal; an illegal action is refused with the explanation as a diagnostic.
 ir::Result<ir::Program> apply(const ir::Program& p, const Action& a, const Target& t);
 /// Replays a trace from `p`; stops at the first illegal action, naming its line.

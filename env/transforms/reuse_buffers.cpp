@@ -8,7 +8,14 @@ namespace perfdojo::transforms {
 namespace {
 
 // First and last top-level node using `buf`, or {-1, -1} when none does.
-std::pair<int, int> live_range(const ir::Program& p, const std::string& buf) {
+std::pair<int, int> live_range(const ir::Program& p, const ProgramIndex* index,
+                               const std::string& buf) {
+  if (index) {
+    const std::span<const int> sites = index->buffer_sites(buf);
+    if (sites.empty()) return {-1, -1};
+    return {index->node(index->site_node(sites.front())).top,
+            index->node(index->site_node(sites.back())).top};
+  }
   int first = -1, last = -1;
   for (int i = 0; i < static_cast<int>(p.body.size()); ++i) {
     if (!uses_buffer(p.body[i], buf)) continue;
@@ -20,7 +27,8 @@ std::pair<int, int> live_range(const ir::Program& p, const std::string& buf) {
 
 }  // namespace
 
-Legality check_reuse_buffers(const ir::Program& p, const Action& a, const Target&) {
+Legality check_reuse_buffers(const ir::Program& p, const Action& a, const Target&,
+                             const ProgramIndex* index) {
   const ir::BufferDecl* x = p.find_buffer(a.buffer);
   const ir::BufferDecl* y = p.find_buffer(a.buffer2);
   if (!x) return {Reason::kNoSuchLocation, a.buffer, {}};
@@ -30,8 +38,8 @@ Legality check_reuse_buffers(const ir::Program& p, const Action& a, const Target
   if (y->role != ir::Role::kTemp) return {Reason::kNotATemporary, y->name, {}};
   if (x->dtype != y->dtype || x->shape != y->shape) return {Reason::kShapeMismatch, y->name, {}};
   if (y->init) return {Reason::kHasInitialValue, y->name, {}};
-  auto [fx, lx] = live_range(p, x->name);
-  auto [fy, ly] = live_range(p, y->name);
+  auto [fx, lx] = live_range(p, index, x->name);
+  auto [fy, ly] = live_range(p, index, y->name);
   if (fx < 0 || fy < 0) return {};
   if (lx < fy) return {};  // X, then Y: Y (no initial value) starts from X's leftovers
   if (ly < fx) {           // Y, then X: X would start from Y's leftovers

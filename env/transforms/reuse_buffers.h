@@ -14,7 +14,8 @@
 namespace perfdojo::transforms {
 
 /// Legality of `reuse_buffers` (no change is made).
-Legality check_reuse_buffers(const ir::Program& p, const Action& a, const Target& t);
+Legality check_reuse_buffers(const ir::Program& p, const Action& a, const Target& t,
+                             const ProgramIndex* index = nullptr);
 /// Applies a legal `reuse_buffers`.
 ir::Program apply_reuse_buffers(const ir::Program& p, const Action& a, const Target& t);
 

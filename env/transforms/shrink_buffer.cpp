@@ -1,6 +1,7 @@
 #include "transforms/shrink_buffer.h"
 
 #include <algorithm>
+#include <deque>
 
 #include "transforms/analysis.h"
 
@@ -14,27 +15,44 @@ bool is_shared_storage_annot(ir::Annot a) {
 // An access of the buffer and the path of its statement.
 struct Site {
   const ir::Access* access;
-  Path path;
+  const Path* path;
 };
 
-void loads(const ir::Expr& e, const std::string& buf, const Path& path, std::vector<Site>& out) {
+// The paths the sites point to, when there is no index to hold them.
+struct Sites {
+  std::vector<Site> sites;
+  std::deque<Path> paths;
+};
+
+void loads(const ir::Expr& e, const std::string& buf, const Path* path, std::vector<Site>& out) {
   if (e.kind == ir::ExprKind::kLoad && e.access.buffer == buf) out.push_back({&e.access, path});
   for (const auto& a : e.args) loads(*a, buf, path, out);
 }
 
-void gather(const std::vector<ir::NodePtr>& body, const std::string& buf, Path& path,
-            std::vector<Site>& out) {
+void gather(const std::vector<ir::NodePtr>& body, const std::string& buf, Path& path, Sites& out) {
   for (int i = 0; i < static_cast<int>(body.size()); ++i) {
     path.push_back(i);
     const ir::Node& n = *body[i];
     if (n.is_scope) {
       gather(n.body, buf, path, out);
-    } else {
-      if (n.stmt.lhs.buffer == buf) out.push_back({&n.stmt.lhs, path});
-      loads(*n.stmt.rhs, buf, path, out);
+    } else if (uses_buffer(body[i], buf)) {
+      const Path* at = &out.paths.emplace_back(path);
+      if (n.stmt.lhs.buffer == buf) out.sites.push_back({&n.stmt.lhs, at});
+      loads(*n.stmt.rhs, buf, at, out.sites);
     }
     path.pop_back();
   }
+}
+
+// Every access of `buf` in the program, in collect_accesses order.
+void gather(const ir::Program& p, const ProgramIndex* index, const std::string& buf, Sites& out) {
+  if (!index) {
+    Path cur;
+    gather(p.body, buf, cur, out);
+    return;
+  }
+  for (int s : index->buffer_sites(buf))
+    out.sites.push_back({index->sites()[s].access, &index->path(index->site_node(s))});
 }
 
 struct Plan {
@@ -43,7 +61,7 @@ struct Plan {
   int depth = 0;
 };
 
-Legality make_plan(const ir::Program& p, const Action& a, Plan& plan) {
+Legality make_plan(const ir::Program& p, const Action& a, const ProgramIndex* index, Plan& plan) {
   plan.decl = p.find_buffer(a.buffer);
   if (!plan.decl) return {Reason::kNoSuchLocation, a.buffer, {}};
   if (plan.decl->role != ir::Role::kTemp) return {Reason::kNotATemporary, a.buffer, {}};
@@ -51,21 +69,22 @@ Legality make_plan(const ir::Program& p, const Action& a, Plan& plan) {
   if (a.param < 0 || a.param >= rank) return {Reason::kBadParameter, a.buffer, {}};
   const auto dim = static_cast<size_t>(a.param);
 
-  std::vector<Site> sites;
-  Path cur;
-  gather(p.body, a.buffer, cur, sites);
+  Sites all_sites;
+  gather(p, index, a.buffer, all_sites);
+  const std::vector<Site>& sites = all_sites.sites;
   if (sites.empty()) return {Reason::kNothingToDo, a.buffer, {}};
   const int k = sites[0].access->index[dim].max_depth();
   if (k < 0) return {Reason::kIrregularAccess, a.buffer, {}};
   plan.depth = k;
-  plan.scope.assign(sites[0].path.begin(), sites[0].path.begin() + k + 1);
+  plan.scope.assign(sites[0].path->begin(), sites[0].path->begin() + k + 1);
+  const ir::Affine iter_k = ir::Affine::iter(k);
   for (const Site& s : sites) {
     const auto& ix = s.access->index;
-    if (ix[dim] != ir::Affine::iter(k)) return {Reason::kIrregularAccess, a.buffer, s.path};
+    if (ix[dim] != iter_k) return {Reason::kIrregularAccess, a.buffer, *s.path};
     for (size_t m = 0; m < ix.size(); ++m)
-      if (m != dim && ix[m].coeff(k) != 0) return {Reason::kIrregularAccess, a.buffer, s.path};
-    if (!std::equal(plan.scope.begin(), plan.scope.end(), s.path.begin()))
-      return {Reason::kIrregularAccess, a.buffer, s.path};
+      if (m != dim && ix[m].coeff(k) != 0) return {Reason::kIrregularAccess, a.buffer, *s.path};
+    if (!std::equal(plan.scope.begin(), plan.scope.end(), s.path->begin()))
+      return {Reason::kIrregularAccess, a.buffer, *s.path};
   }
 
   const ir::Node* s = node_at(p, plan.scope);
@@ -77,11 +96,11 @@ Legality make_plan(const ir::Program& p, const Action& a, Plan& plan) {
 
   // A value must not flow from one execution of S to a later one: no element may be touched
   // (one of the two touches a write) under two different iterations of S's enclosing scopes.
-  auto outer = enclosing_extents(p, plan.scope);
-  outer.push_back(s->extent);
-  const AccessSites all = collect_accesses(node_at(p, plan.scope)->body, outer);  // owns `mine`'s extents
+  // Every access of the buffer lies in S, so its sites in S are all its sites.
+  const ChildSites all(index, p, plan.scope, 0,
+                       static_cast<int>(s->body.size()));  // owns `mine`'s extents
   std::vector<AccessSite> mine;
-  for (const auto& x : all)
+  for (const auto& x : all.sites())
     if (x.access->buffer == a.buffer) mine.push_back(x);
   for (int j = 0; j < k; ++j) {
     std::vector<Dir> dirs(j, Dir::kEq);
@@ -93,14 +112,15 @@ Legality make_plan(const ir::Program& p, const Action& a, Plan& plan) {
 
 }  // namespace
 
-Legality check_shrink_buffer(const ir::Program& p, const Action& a, const Target&) {
+Legality check_shrink_buffer(const ir::Program& p, const Action& a, const Target&,
+                             const ProgramIndex* index) {
   Plan plan;
-  return make_plan(p, a, plan);
+  return make_plan(p, a, index, plan);
 }
 
 ir::Program apply_shrink_buffer(const ir::Program& p, const Action& a, const Target&) {
   Plan plan;
-  make_plan(p, a, plan);
+  make_plan(p, a, nullptr, plan);
   const auto dim = static_cast<size_t>(a.param);
   ir::BufferDecl decl = *plan.decl;
   decl.shape_names.resize(decl.shape.size());

@@ -17,7 +17,8 @@
 namespace perfdojo::transforms {
 
 /// Legality of `shrink_buffer` (no change is made).
-Legality check_shrink_buffer(const ir::Program& p, const Action& a, const Target& t);
+Legality check_shrink_buffer(const ir::Program& p, const Action& a, const Target& t,
+                             const ProgramIndex* index = nullptr);
 /// Applies a legal `shrink_buffer`.
 ir::Program apply_shrink_buffer(const ir::Program& p, const Action& a, const Target& t);
 

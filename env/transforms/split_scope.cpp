@@ -4,22 +4,21 @@
 
 namespace perfdojo::transforms {
 
-Legality check_split_scope(const ir::Program& p, const Action& a, const Target&) {
+Legality check_split_scope(const ir::Program& p, const Action& a, const Target&,
+                           const ProgramIndex* index) {
   const ir::Node* s = nullptr;
   if (auto l = scope_location(p, a.path, &s); !l.ok()) return l;
   if (s->body.size() < 2) return {Reason::kNothingToDo, "", a.path};
   if (a.param < 1 || a.param >= static_cast<int64_t>(s->body.size())) return {Reason::kBadParameter, "", a.path};
   int d = static_cast<int>(a.path.size()) - 1;
-  auto outer = enclosing_extents(p, a.path);
-  outer.push_back(s->extent);
-  std::vector<ir::NodePtr> head(s->body.begin(), s->body.begin() + a.param);
-  std::vector<ir::NodePtr> tail(s->body.begin() + a.param, s->body.end());
-  auto first = collect_accesses(head, outer);
-  auto second = collect_accesses(tail, outer);
+  const int n = static_cast<int>(s->body.size()), i = static_cast<int>(a.param);
+  const ChildSites first(index, p, a.path, 0, i);
+  const ChildSites second(index, p, a.path, i, n);
   // Before fission the tail of iteration y ran before the head of iteration x > y.
   std::vector<Dir> dirs(d, Dir::kEq);
   dirs.push_back(Dir::kGt);
-  if (auto b = find_dependence(first, second, dirs)) return {Reason::kDependence, *b, a.path};
+  if (auto b = find_dependence(first.sites(), second.sites(), dirs))
+    return {Reason::kDependence, *b, a.path};
   return {};
 }
 

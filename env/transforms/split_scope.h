@@ -6,7 +6,8 @@
 namespace perfdojo::transforms {
 
 /// Legality of `split_scope` (no change is made).
-Legality check_split_scope(const ir::Program& p, const Action& a, const Target& t);
+Legality check_split_scope(const ir::Program& p, const Action& a, const Target& t,
+                           const ProgramIndex* index = nullptr);
 /// Applies a legal `split_scope`.
 ir::Program apply_split_scope(const ir::Program& p, const Action& a, const Target& t);
 

@@ -49,23 +49,41 @@ bool all_accesses(const std::vector<ir::NodePtr>& body, const std::string& buf,
 
 }  // namespace
 
-Legality check_swap_buffer_dims(const ir::Program& p, const Action& a, const Target&) {
+Legality check_swap_buffer_dims(const ir::Program& p, const Action& a, const Target&,
+                                const ProgramIndex* index) {
   const ir::BufferDecl* decl = p.find_buffer(a.buffer);
   if (!decl) return {Reason::kNoSuchLocation, a.buffer, {}};
   if (decl->role == ir::Role::kOutput) return {Reason::kNotATemporary, a.buffer, {}};
   const int rank = static_cast<int>(decl->shape.size());
   if (a.param < 0 || a.param + 1 >= rank) return {Reason::kBadParameter, a.buffer, {}};
   bool used = false;
-  for (const auto& n : p.body) used |= uses_buffer(n, a.buffer);
+  if (index) {
+    used = index->buffer_id(a.buffer) >= 0;
+  } else {
+    for (const auto& n : p.body) used |= uses_buffer(n, a.buffer);
+  }
   if (!used) return {Reason::kNothingToDo, a.buffer, {}};
   std::vector<int> vec;
   const auto i = static_cast<size_t>(a.param);
-  bool ok =
-      all_accesses(p.body, a.buffer, vec, 0, [&](const ir::Access& x, const std::vector<int>& v) {
-        for (int d : v)
-          if (contiguous_in(x.index, d) && !contiguous_in(swapped(x.index, i), d)) return false;
-        return true;
-      });
+  auto keeps = [&](const ir::Access& x, const std::vector<int>& v) {
+    for (int d : v)
+      if (contiguous_in(x.index, d) && !contiguous_in(swapped(x.index, i), d)) return false;
+    return true;
+  };
+  bool ok = true;
+  if (index) {
+    // Every access, with the depths of the vectorised scopes around it (innermost first: the
+    // order does not change the verdict).
+    for (int s : index->buffer_sites(a.buffer)) {
+      vec.clear();
+      for (int n = index->node(index->site_node(s)).parent; n >= 0; n = index->node(n).parent)
+        if (index->node(n).node->annot == ir::Annot::kVector)
+          vec.push_back(static_cast<int>(index->path(n).size()) - 1);
+      if (!(ok = keeps(*index->sites()[s].access, vec))) break;
+    }
+  } else {
+    ok = all_accesses(p.body, a.buffer, vec, 0, keeps);
+  }
   if (!ok) return {Reason::kAnnotated, a.buffer, {}};
   return {};
 }

@@ -13,7 +13,8 @@
 namespace perfdojo::transforms {
 
 /// Legality of `swap_buffer_dims` (no change is made).
-Legality check_swap_buffer_dims(const ir::Program& p, const Action& a, const Target& t);
+Legality check_swap_buffer_dims(const ir::Program& p, const Action& a, const Target& t,
+                                const ProgramIndex* index = nullptr);
 /// Applies a legal `swap_buffer_dims`.
 ir::Program apply_swap_buffer_dims(const ir::Program& p, const Action& a, const Target& t);
 

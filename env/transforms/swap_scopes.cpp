@@ -4,7 +4,8 @@
 
 namespace perfdojo::transforms {
 
-Legality check_swap_scopes(const ir::Program& p, const Action& a, const Target&) {
+Legality check_swap_scopes(const ir::Program& p, const Action& a, const Target&,
+                           const ProgramIndex* index) {
   const ir::Node* s = nullptr;
   if (auto l = scope_location(p, a.path, &s); !l.ok()) return l;
   if (s->body.size() != 1 || !s->body[0]->is_scope) return {Reason::kNotPerfectlyNested, "", a.path};
@@ -12,10 +13,10 @@ Legality check_swap_scopes(const ir::Program& p, const Action& a, const Target&)
   // Vector scopes must stay innermost; other annotations travel with their scope.
   if (s->annot == ir::Annot::kVector || t.annot == ir::Annot::kVector) return {Reason::kAnnotated, "", a.path};
   int d = static_cast<int>(a.path.size()) - 1;
-  auto outer = enclosing_extents(p, a.path);
-  outer.push_back(s->extent);
-  outer.push_back(t.extent);
-  auto sites = collect_accesses(t.body, outer);
+  Path inner = a.path;
+  inner.push_back(0);
+  const ChildSites body(index, p, inner, 0, static_cast<int>(t.body.size()));
+  const auto sites = body.sites();
   std::vector<Dir> dirs(d, Dir::kEq);
   dirs.push_back(Dir::kLt);
   dirs.push_back(Dir::kGt);

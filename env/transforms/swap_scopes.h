@@ -6,7 +6,8 @@
 namespace perfdojo::transforms {
 
 /// Legality of `swap_scopes` (no change is made).
-Legality check_swap_scopes(const ir::Program& p, const Action& a, const Target& t);
+Legality check_swap_scopes(const ir::Program& p, const Action& a, const Target& t,
+                           const ProgramIndex* index = nullptr);
 /// Applies a legal `swap_scopes`.
 ir::Program apply_swap_scopes(const ir::Program& p, const Action& a, const Target& t);
 

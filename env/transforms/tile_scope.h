@@ -6,7 +6,8 @@
 namespace perfdojo::transforms {
 
 /// Legality of `tile_scope` (no change is made).
-Legality check_tile_scope(const ir::Program& p, const Action& a, const Target& t);
+Legality check_tile_scope(const ir::Program& p, const Action& a, const Target& t,
+                          const ProgramIndex* index = nullptr);
 /// Applies a legal `tile_scope`.
 ir::Program apply_tile_scope(const ir::Program& p, const Action& a, const Target& t);
 

@@ -10,8 +10,11 @@
 
 namespace perfdojo::transforms {
 
-/// Decides whether an action is legal on a program for a target.
-using CheckFn = Legality (*)(const ir::Program&, const Action&, const Target&);
+class ProgramIndex;
+
+/// Decides whether an action is legal on a program for a target. The index, when given, was
+/// built from the same program and only makes the check faster, never changes its verdict.
+using CheckFn = Legality (*)(const ir::Program&, const Action&, const Target&, const ProgramIndex*);
 /// Applies a legal action; the result computes what the input computed.
 using ApplyFn = ir::Program (*)(const ir::Program&, const Action&, const Target&);
 

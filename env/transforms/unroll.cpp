@@ -4,7 +4,7 @@
 
 namespace perfdojo::transforms {
 
-Legality check_unroll(const ir::Program& p, const Action& a, const Target&) {
+Legality check_unroll(const ir::Program& p, const Action& a, const Target&, const ProgramIndex*) {
   const ir::Node* s = nullptr;
   if (auto l = scope_location(p, a.path, &s); !l.ok()) return l;
   if (s->annot != ir::Annot::kNone) return {Reason::kAnnotated, "", a.path};

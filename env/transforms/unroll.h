@@ -6,7 +6,8 @@
 namespace perfdojo::transforms {
 
 /// Legality of `unroll` (no change is made).
-Legality check_unroll(const ir::Program& p, const Action& a, const Target& t);
+Legality check_unroll(const ir::Program& p, const Action& a, const Target& t,
+                      const ProgramIndex* index = nullptr);
 /// Applies a legal `unroll`.
 ir::Program apply_unroll(const ir::Program& p, const Action& a, const Target& t);
 

@@ -15,7 +15,8 @@ bool invariant_in(const ir::Access& a, int d) {
 
 }  // namespace
 
-Legality check_vectorize(const ir::Program& p, const Action& a, const Target& t) {
+Legality check_vectorize(const ir::Program& p, const Action& a, const Target& t,
+                         const ProgramIndex* index) {
   const ir::Node* s = nullptr;
   if (auto l = scope_location(p, a.path, &s); !l.ok()) return l;
   if (std::find(t.vector_widths.begin(), t.vector_widths.end(), a.param) == t.vector_widths.end())
@@ -25,9 +26,8 @@ Legality check_vectorize(const ir::Program& p, const Action& a, const Target& t)
     if (c->is_scope) return {Reason::kNotInnermost, "", a.path};
   if (s->extent % a.param != 0) return {Reason::kNotDivisible, "", a.path};
   int d = static_cast<int>(a.path.size()) - 1;
-  auto outer = enclosing_extents(p, a.path);
-  outer.push_back(s->extent);
-  auto sites = collect_accesses(s->body, outer);
+  const ChildSites body(index, p, a.path, 0, static_cast<int>(s->body.size()));
+  const auto sites = body.sites();
   for (const auto& site : sites) {
     const auto& ix = site.access->index;
     for (size_t k = 0; k + 1 < ix.size(); ++k)

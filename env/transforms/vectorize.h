@@ -6,7 +6,8 @@
 namespace perfdojo::transforms {
 
 /// Legality of `vectorize` (no change is made).
-Legality check_vectorize(const ir::Program& p, const Action& a, const Target& t);
+Legality check_vectorize(const ir::Program& p, const Action& a, const Target& t,
+                         const ProgramIndex* index = nullptr);
 /// Applies a legal `vectorize`.
 ir::Program apply_vectorize(const ir::Program& p, const Action& a, const Target& t);
 

@@ -17,6 +17,7 @@
 #include "ir/print.h"
 #include "support/scaled_kernels.h"
 #include "transforms/action_space.h"
+#include "transforms/analysis.h"
 #include "transforms/registry.h"
 
 using namespace perfdojo;
@@ -132,4 +133,37 @@ TEST_CASE("the flat mask is exactly the legality checks, on every state of rando
   }
   CHECK(states > 100);
   CHECK(legal_seen > 1000);
+}
+
+TEST_CASE("checks given a program index give exactly the verdicts of checks without one") {
+  const transforms::Target target;
+  int compared = 0;
+  for (const auto& name : testing::suite_kernel_names()) {
+    auto loaded = testing::load_scaled_kernel(name);
+    REQUIRE(loaded.ok());
+    for (int t = 0; t < 3; ++t) {
+      std::mt19937_64 rng(std::hash<std::string>{}(name)*31 + static_cast<uint64_t>(t));
+      ir::Program cur = loaded.value();
+      for (int s = 0; s < 30; ++s) {
+        const transforms::ProgramIndex index(cur);
+        for (const auto& a : transforms::candidate_actions(cur, target)) {
+          const transforms::Legality plain = transforms::check(cur, a, target);
+          const transforms::Legality fast = transforms::check(cur, a, target, index);
+          ++compared;
+          REQUIRE_MESSAGE((fast.reason == plain.reason && fast.buffer == plain.buffer &&
+                           fast.where == plain.where),
+                          name << ": " << transforms::print_action(a) << ": with index "
+                               << transforms::reason_name(fast.reason) << " " << fast.buffer << " "
+                               << transforms::print_path(fast.where) << ", without "
+                               << transforms::reason_name(plain.reason) << " " << plain.buffer
+                               << " " << transforms::print_path(plain.where) << "\n"
+                               << ir::print_program(cur));
+        }
+        auto next = random_legal_action(cur, target, rng);
+        if (!next) break;
+        cur = transforms::apply(cur, *next, target).value();
+      }
+    }
+  }
+  CHECK(compared > 10000);
 }
