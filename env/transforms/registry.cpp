@@ -85,11 +85,11 @@ ir::Result<ir::Program> replay(const ir::Program& p, const std::vector<Action>& 
   return cur;
 }
 
-std::optional<ir::Program> scale_sizes(const ir::Program& p, int64_t g) {
+std::optional<ir::Program> scale_sizes(const ir::Program& p, int64_t g, const std::string& only) {
   ir::Program q = p;
   std::map<std::string, int64_t> value;
   for (auto& s : q.sizes) {
-    if (s.value % g == 0) s.value /= g;
+    if (s.value % g == 0 && (only.empty() || s.name == only)) s.value /= g;
     value[s.name] = s.value;
   }
   for (auto& b : q.buffers)
@@ -118,7 +118,6 @@ double work(const std::vector<ir::NodePtr>& body) {
 std::optional<std::pair<ir::Program, ir::Program>> small_instance(const ir::Program& p,
                                                                   const std::vector<Action>& trace,
                                                                   const Target& t, double max_work) {
-  std::optional<std::pair<ir::Program, ir::Program>> fallback;
   for (int64_t g = 1; g <= 4096; g *= 2) {
     auto small = scale_sizes(p, g);
     if (!small) break;
@@ -126,7 +125,32 @@ std::optional<std::pair<ir::Program, ir::Program>> small_instance(const ir::Prog
     if (!result.ok()) continue;  // a tile factor no longer divides: try another scale
     if (work(small->body) <= max_work) return std::make_pair(*small, result.value());
   }
-  return fallback;
+  // Sizes tied by the indices (a convolution's input is H + KH - 1 wide) cannot all be halved
+  // at once: halve one size at a time, the largest that keeps the program valid and the trace
+  // legal, until the instance is small enough.
+  ir::Program cur = p;
+  for (int round = 0; round < 64; ++round) {
+    if (work(cur.body) <= max_work) {
+      auto result = replay(cur, trace, t);
+      if (result.ok()) return std::make_pair(cur, result.value());
+    }
+    std::vector<size_t> order(cur.sizes.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      return cur.sizes[a].value > cur.sizes[b].value;
+    });
+    bool halved = false;
+    for (size_t i : order) {
+      if (cur.sizes[i].value % 2 != 0) continue;
+      auto smaller = scale_sizes(cur, 2, cur.sizes[i].name);
+      if (!smaller || !replay(*smaller, trace, t).ok()) continue;
+      cur = std::move(*smaller);
+      halved = true;
+      break;
+    }
+    if (!halved) break;
+  }
+  return std::nullopt;
 }
 
 const std::vector<int64_t>& param_values(ParamKind k, const Target& t) {

@@ -34,13 +34,15 @@ ir::Result<ir::Program> apply(const ir::Program& p, const Action& a, const Targe
 /// Replays a trace from `p`; stops at the first illegal action, naming its line.
 ir::Result<ir::Program> replay(const ir::Program& p, const std::vector<Action>& trace, const Target& t);
 
-/// `p` with every size divided by `g` where that keeps it whole; dimensions and extents written
-/// with a size name follow it. nullopt when the result no longer checks (e.g. `HI = H + 2`).
-std::optional<ir::Program> scale_sizes(const ir::Program& p, int64_t g);
+/// `p` with every size (or only the size named `only`) divided by `g` where that keeps it whole;
+/// dimensions and extents written with a size name follow it. nullopt when the result no longer
+/// checks (e.g. `HI = H + 2`).
+std::optional<ir::Program> scale_sizes(const ir::Program& p, int64_t g, const std::string& only = "");
 
 /// A smaller instance of `p` on which `trace` still replays, small enough to interpret
-/// (`max_work` scope iterations x statements): {small original, small result}. Tries dividing the
-/// sizes by 1, 2, 4, ... 4096; nullopt when none fits.
+/// (`max_work` scope iterations x statements): {small original, small result}. Tries dividing all
+/// sizes by 1, 2, 4, ... 4096, then halving one size at a time (sizes tied by indices, like a
+/// convolution's); nullopt when none fits.
 std::optional<std::pair<ir::Program, ir::Program>> small_instance(const ir::Program& p,
                                                                   const std::vector<Action>& trace,
                                                                   const Target& t, double max_work = 2e7);
