@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <vector>
 
 namespace perfdojo::backends {
@@ -922,6 +923,11 @@ class CostModelBackend final : public Backend {
       } else {
         error_ = err;
       }
+    }
+    // extra["threads"]: the cores a parallel scope may use (1: a single-core target).
+    if (auto it = config_.extra.find("threads"); it != config_.extra.end()) {
+      int t = std::atoi(it->second.c_str());
+      if (t >= 1) profile_.cores = std::min(profile_.cores, t);
     }
   }
   std::string name() const override { return "cost_model"; }

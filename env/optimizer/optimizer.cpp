@@ -1,13 +1,19 @@
 #include "optimizer/optimizer.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <set>
 
 #include "backends/codegen_c.h"
+#include "backends/compiler.h"
+#include "backends/machine_profile.h"
+#include "backends/result_cache.h"
 #include "backends/x86_backend.h"
 #include "ir/print.h"
 #include "transforms/analysis.h"
@@ -102,8 +108,68 @@ std::string c_header(const ir::Program& p) {
   return h;
 }
 
+std::string cached_profile_path(const std::string& cache_dir) {
+  if (cache_dir.empty()) return "";
+  return (std::filesystem::path(cache_dir) /
+          ("machine-" + backends::hex64(backends::stable_hash(backends::cpu_identity())) +
+           ".profile"))
+      .string();
+}
+
+namespace {
+
+// The cost model's profile for this machine: given, from the environment, cached, or measured
+// now (and cached). Sets config.machine_profile to a readable file; returns where it came from.
+std::string resolve_profile(backends::BackendConfig& config, backends::MachineProfile* out) {
+  std::string err;
+  auto use = [&](const std::string& path, const std::string& how) -> std::string {
+    auto p = backends::load_profile(path, &err);
+    if (!p) return "";
+    config.machine_profile = path;
+    *out = *p;
+    return p->name + " (" + how + ")";
+  };
+  if (!config.machine_profile.empty()) return use(config.machine_profile, config.machine_profile);
+  if (const char* env = std::getenv("PERFDOJO_MACHINE_PROFILE"); env && *env) {
+    if (auto s = use(env, "$PERFDOJO_MACHINE_PROFILE"); !s.empty()) return s;
+  }
+  auto it = config.extra.find("calibrate");
+  if (it != config.extra.end() && it->second == "off") {
+    *out = backends::default_profile();
+    return out->name + " (built-in)";
+  }
+  std::string cached = cached_profile_path(config.cache_dir);
+  if (!cached.empty() && std::filesystem::exists(cached)) {
+    if (auto s = use(cached, "calibrated earlier, " + cached); !s.empty()) return s;
+  }
+  backends::MachineProfile measured = backends::calibrate();
+  std::string path = cached;
+  if (path.empty())
+    path = (std::filesystem::temp_directory_path() /
+            ("perfdojo-profile-" + std::to_string(::getpid()) + ".txt"))
+               .string();
+  else
+    std::filesystem::create_directories(config.cache_dir);
+  if (backends::save_profile(measured, path, &err)) {
+    config.machine_profile = path;
+    *out = measured;
+    return measured.name + " (calibrated now" + (cached.empty() ? "" : ", kept in " + path) + ")";
+  }
+  *out = backends::default_profile();
+  return out->name + " (built-in: " + err + ")";
+}
+
+}  // namespace
+
 Optimizer::Optimizer(std::string arch, Mode mode, backends::BackendConfig config)
     : arch_(std::move(arch)), mode_(mode), config_(std::move(config)) {
+  backends::MachineProfile profile;
+  profile_note_ = resolve_profile(config_, &profile);
+  auto isa = backends::x86_isa_by_name(arch_);
+  if (isa == backends::X86Isa::kAvx512) peak_gflops_ = profile.peak_gflops_avx512;
+  if (isa == backends::X86Isa::kAvx2 || isa == backends::X86Isa::kPortable)
+    peak_gflops_ = profile.peak_gflops_avx2;  // portable C: the compiler still vectorises
+  if (!(peak_gflops_ > 0) && isa) peak_gflops_ = backends::x86_peak_gflops_per_core(*isa);
   target_ = backends::make_backend(arch_, config_);
   model_ = backends::make_backend("cost_model", config_);
 }
@@ -113,9 +179,15 @@ ir::Result<std::unique_ptr<Optimizer>> Optimizer::make(const std::string& arch, 
   auto fail = [](const std::string& m) { return std::vector<ir::Diagnostic>{{{"optimizer", 0, 0}, m}}; };
   if (!backends::x86_isa_by_name(arch))
     return fail("unknown architecture '" + arch + "'; expected x86_avx512, x86_avx2 or x86_64");
+  {  // refuse an unavailable target before spending seconds on calibration
+    auto probe = backends::make_backend(arch, config);
+    if (!probe) return fail("no backend for '" + arch + "'");
+    if (auto av = probe->available(); !av.ok) return fail(arch + " is not available here: " + av.why);
+  }
   std::unique_ptr<Optimizer> o(new Optimizer(arch, mode, config));
   if (!o->target_) return fail("no backend for '" + arch + "'");
-  if (auto av = o->target_->available(); !av.ok) return fail(arch + " is not available here: " + av.why);
+  if (!o->model_ || !o->model_->available().ok)
+    return fail("the cost model cannot start: " + o->model_->available().why);
   return o;
 }
 
@@ -144,19 +216,27 @@ Result Optimizer::transform(const ir::Program& program, double timeout_s, const 
   const transforms::Target target{arch_, caps.vector_widths, caps.parallel};
   auto cancelled = [&] { return cancel && cancel->load(); };
   auto over = [&](double fraction) { return seconds_since(start) > timeout_s * fraction || cancelled(); };
+  auto by_estimate = [](const Candidate& x, const Candidate& y) { return x.estimate < y.estimate; };
 
   Result res;
   res.program = program;
   Report& r = res.report;
   r.arch = arch_;
   r.mode = mode_name(mode_);
+  r.profile = profile_note_;
+  r.threads = caps.parallel ? std::max(1, caps.threads) : 1;
+  r.peak_gflops = peak_gflops_;
 
+  // Verified measurements decide; screening runs (no verification, a short budget) only rank.
   backends::MeasureOptions mo;
   mo.max_reps = ms.measure_reps;
   mo.min_reps = 3;
-  mo.time_budget_s = std::clamp(timeout_s * 0.02, 0.05, 2.0);
+  mo.time_budget_s = std::clamp(timeout_s * 0.01, 0.05, 1.0);
   mo.verify = true;
   mo.timeout_s = std::max(2.0, timeout_s * 0.2);
+  backends::MeasureOptions screen = mo;
+  screen.verify = false;
+  screen.time_budget_s = std::clamp(timeout_s * 0.002, 0.02, 0.25);
 
   auto baseline = target_->measure(program, mo);
   ++r.measurements;
@@ -168,85 +248,128 @@ Result Optimizer::transform(const ir::Program& program, double timeout_s, const 
     r.flags = baseline.flags;
   }
 
-  // Beam search on the cost model, until 60% of the budget is used.
+  // Beam search on the cost model until half of the budget is used. A pass that ends early
+  // starts again four times as wide: cheap estimates buy breadth while there is time.
   backends::MeasureOptions est;
   auto estimate = [&](const ir::Program& p) {
     ++r.evaluations;
     auto m = model_->measure(p, est);
     return m.ok() ? m.median_s : INFINITY;
   };
-  const double start_estimate = estimate(program);
-  std::vector<Candidate> beam = {{program, {}, start_estimate}};
-  std::vector<Candidate> pool = beam;  // best distinct candidates seen, by estimate
-  std::set<uint64_t> seen = {ir::structural_hash(program)};
-  double best_estimate = start_estimate;
-  for (int depth = 0; depth < ms.max_depth && !over(0.6); ++depth) {
-    std::vector<Candidate> children;
-    for (const Candidate& c : beam) {
-      for (const auto& a : transforms::legal_actions(c.program, target)) {
-        if (over(0.6)) break;
-        if (!ms.allow_reassociation && reassociates(c.program, a)) continue;
-        ir::Program q = transforms::apply(c.program, a, target).value();
-        if (!seen.insert(ir::structural_hash(q)).second) continue;
-        if (unrolled_copies(q.body) > kMaxUnrolledCopies) continue;
-        double e = estimate(q);
-        if (!std::isfinite(e)) continue;
-        auto trace = c.trace;
-        trace.push_back(a);
-        children.push_back({std::move(q), std::move(trace), e});
-      }
+  auto children_of = [&](const Candidate& c, std::vector<Candidate>* out, std::set<uint64_t>* seen,
+                         double stop_fraction) {
+    for (const auto& a : transforms::legal_actions(c.program, target)) {
+      if (over(stop_fraction)) break;
+      if (!ms.allow_reassociation && reassociates(c.program, a)) continue;
+      ir::Program q = transforms::apply(c.program, a, target).value();
+      if (seen && !seen->insert(ir::structural_hash(q)).second) continue;
+      if (unrolled_copies(q.body) > kMaxUnrolledCopies) continue;
+      double e = estimate(q);
+      if (!std::isfinite(e)) continue;
+      auto trace = c.trace;
+      trace.push_back(a);
+      out->push_back({std::move(q), std::move(trace), e});
     }
-    if (children.empty()) break;
-    std::sort(children.begin(), children.end(), [](const Candidate& x, const Candidate& y) { return x.estimate < y.estimate; });
-    if (static_cast<int>(children.size()) > ms.beam_width) children.resize(ms.beam_width);
-    beam = children;
-    pool.insert(pool.end(), children.begin(), children.end());
-    std::sort(pool.begin(), pool.end(), [](const Candidate& x, const Candidate& y) { return x.estimate < y.estimate; });
-    if (static_cast<int>(pool.size()) > ms.confirm_top) pool.resize(ms.confirm_top);
-    best_estimate = std::min(best_estimate, beam.front().estimate);
-    r.curve.push_back({seconds_since(start), r.evaluations, best_estimate});
-    if (progress) progress(std::min(1.0, seconds_since(start) / timeout_s), r.evaluations, start_estimate / best_estimate);
+  };
+  const double start_estimate = estimate(program);
+  double best_estimate = start_estimate;
+  std::vector<Candidate> pool;  // best distinct candidates of all passes, by estimate
+  std::set<uint64_t> in_pool;
+  const double beam_share = 0.5;
+  // Outside proposals, replayed step by step on this target: beam roots and pool members.
+  std::vector<Candidate> roots = {{program, {}, start_estimate}};
+  for (const auto& trace : proposals_) {
+    Candidate c{program, {}, 0};
+    for (const auto& a : trace) {
+      if (!ms.allow_reassociation && reassociates(c.program, a)) continue;
+      auto q = transforms::apply(c.program, a, target);
+      if (!q.ok() || unrolled_copies(q.value().body) > kMaxUnrolledCopies) continue;
+      c.program = std::move(q).value();
+      c.trace.push_back(a);
+    }
+    c.estimate = estimate(c.program);
+    if (c.trace.empty() || !std::isfinite(c.estimate)) continue;
+    if (!in_pool.insert(ir::structural_hash(c.program)).second) continue;
+    ++r.proposals_used;
+    roots.push_back(c);
+    pool.push_back(c);
+    best_estimate = std::min(best_estimate, c.estimate);
+  }
+  const std::vector<Candidate> proposed(roots.begin() + 1, roots.end());
+  for (int width = ms.beam_width; !over(beam_share); width *= 4) {
+    std::vector<Candidate> beam = roots;
+    std::set<uint64_t> seen;
+    for (const Candidate& c : roots) seen.insert(ir::structural_hash(c.program));
+    for (int depth = 0; depth < ms.max_depth && !over(beam_share); ++depth) {
+      std::vector<Candidate> children;
+      for (const Candidate& c : beam) children_of(c, &children, &seen, beam_share);
+      if (children.empty()) break;
+      std::sort(children.begin(), children.end(), by_estimate);
+      if (static_cast<int>(children.size()) > width) children.resize(width);
+      beam = children;
+      for (const Candidate& c : children)
+        if (in_pool.insert(ir::structural_hash(c.program)).second) pool.push_back(c);
+      std::sort(pool.begin(), pool.end(), by_estimate);
+      if (static_cast<int>(pool.size()) > ms.confirm_top * 4) pool.resize(ms.confirm_top * 4);
+      in_pool.clear();
+      for (const Candidate& c : pool) in_pool.insert(ir::structural_hash(c.program));
+      best_estimate = std::min(best_estimate, beam.front().estimate);
+      r.curve.push_back({seconds_since(start), r.evaluations, best_estimate});
+      if (progress) progress(std::min(1.0, seconds_since(start) / timeout_s), r.evaluations, start_estimate / best_estimate);
+    }
+    if (width > 1 << 16) break;
   }
 
-  // Confirm the best candidates by real, verified measurement; then climb from the best measured
-  // program, letting the model propose and the measurement decide.
+  // Confirm the best candidates by measurement: a quick unverified screening run ranks; only a
+  // candidate that screens faster than the best so far gets the verified measurement and the
+  // scaled-down interpreter check before it counts. Then climb from the best measured program,
+  // the model proposing and the measurement deciding.
+  double best_screen = INFINITY;
+  std::set<uint64_t> measured = {ir::structural_hash(program)};
   auto try_candidate = [&](const ir::Program& q, const std::vector<transforms::Action>& trace) {
+    if (!measured.insert(ir::structural_hash(q)).second) return false;
     const auto t0 = Clock::now();
-    auto m = target_->measure(q, mo);
+    auto sm = target_->measure(q, screen);
     ++r.measurements;
-    if (std::getenv("PERFDOJO_VERBOSE"))
-      fprintf(stderr, "\nmeasured in %.2fs: %s\n%s", seconds_since(t0),
-              m.ok() ? std::to_string(m.median_s).c_str() : m.error->c_str(), transforms::print_trace(trace).c_str());
-    bool better = m.ok() && m.median_s < r.final_s && verify_small(program, trace, target);
-    if (better) {
-      r.final_s = m.median_s;
-      r.flags = m.flags;
-      r.verified = true;
-      res.program = q;
-      res.trace = trace;
+    bool better = false;
+    if (sm.ok() && sm.median_s < std::min(best_screen, r.final_s) * 0.98) {
+      auto m = target_->measure(q, mo);
+      ++r.measurements;
+      better = m.ok() && m.verified && m.median_s < r.final_s && verify_small(program, trace, target);
+      if (better) {
+        best_screen = sm.median_s;
+        r.final_s = m.median_s;
+        r.flags = m.flags;
+        r.verified = true;
+        res.program = q;
+        res.trace = trace;
+      }
     }
+    if (std::getenv("PERFDOJO_VERBOSE"))
+      fprintf(stderr, "\n%s in %.2fs: %s\n%s", better ? "accepted" : "measured", seconds_since(t0),
+              sm.ok() ? std::to_string(sm.median_s).c_str() : sm.error->c_str(),
+              transforms::print_trace(trace).c_str());
     if (progress) progress(std::min(1.0, seconds_since(start) / timeout_s), r.evaluations, r.baseline_s / r.final_s);
+    r.curve.push_back({seconds_since(start), r.evaluations, best_estimate});
     return better;
   };
   if (baseline.ok()) {
+    for (const Candidate& c : proposed) {  // the proposals first, whatever the model thinks
+      if (over(0.75)) break;
+      try_candidate(c.program, c.trace);
+    }
     for (const Candidate& c : pool) {
-      if (over(0.7)) break;
+      if (over(0.75)) break;
       if (!c.trace.empty()) try_candidate(c.program, c.trace);
     }
     bool moved = true;
     while (moved && !over(0.95)) {
       moved = false;
       std::vector<Candidate> next;
-      for (const auto& a : transforms::legal_actions(res.program, target)) {
-        if (!ms.allow_reassociation && reassociates(res.program, a)) continue;
-        ir::Program q = transforms::apply(res.program, a, target).value();
-        if (unrolled_copies(q.body) > kMaxUnrolledCopies) continue;
-        auto trace = res.trace;
-        trace.push_back(a);
-        next.push_back({std::move(q), std::move(trace), estimate(q)});
-      }
-      std::sort(next.begin(), next.end(), [](const Candidate& x, const Candidate& y) { return x.estimate < y.estimate; });
-      for (size_t i = 0; i < next.size() && i < 4 && !over(0.95); ++i) {
+      Candidate here{res.program, res.trace, 0};
+      children_of(here, &next, nullptr, 0.95);
+      std::sort(next.begin(), next.end(), by_estimate);
+      for (size_t i = 0; i < next.size() && i < 6 && !over(0.95); ++i) {
         if (try_candidate(next[i].program, next[i].trace)) {
           moved = true;
           break;
@@ -259,10 +382,9 @@ Result Optimizer::transform(const ir::Program& program, double timeout_s, const 
   if (r.final_s > 0) {
     r.speedup = r.baseline_s / r.final_s;
     r.gflops = backends::flop_count(res.program) / r.final_s / 1e9;
-    auto isa = backends::x86_isa_by_name(arch_);
     const bool parallel = ir::print_program(res.program).find(":par") != std::string::npos;
-    double threads = parallel ? std::max(1, caps.threads) : 1;
-    r.peak_fraction = r.gflops / (backends::x86_peak_gflops_per_core(*isa) * threads);
+    double threads = parallel ? r.threads : 1;
+    r.peak_fraction = r.peak_gflops > 0 ? r.gflops / (r.peak_gflops * threads) : 0;
   }
   if (res.trace.empty() && r.note.empty())
     r.note = "no candidate measured faster than the original; returning it unchanged";

@@ -54,10 +54,14 @@ struct Report {
   double gflops = 0;            ///< of the returned program
   double peak_fraction = 0;     ///< gflops / the target's FMA peak per core x threads used
   int evaluations = 0;          ///< cost-model evaluations
-  int measurements = 0;         ///< real measurements (each verified)
+  int measurements = 0;         ///< real measurements (screening runs and verified runs)
+  int proposals_used = 0;       ///< outside proposals that replayed to a new program
   bool verified = false;        ///< the returned program passed the correctness check
   bool interrupted = false;     ///< stopped by the deadline or a cancel request
   std::string flags;            ///< compiler and flags of the final measurement
+  std::string profile;          ///< the cost model's machine profile (name and where it came from)
+  int threads = 1;              ///< threads the target may use (1: single core)
+  double peak_gflops = 0;       ///< the target's FMA peak per core, from the profile
   std::vector<CurvePoint> curve;
   std::string note;             ///< anything the user should know (e.g. why no speed-up)
 };
@@ -78,8 +82,18 @@ using Progress = std::function<void(double, int, double)>;
 class Optimizer {
  public:
   /// `arch`: x86_avx512, x86_avx2 or x86_64. Errors when unknown or unavailable here.
+  /// `config.extra["threads"]` caps the threads (1: single core, no parallel scopes). The cost
+  /// model reads `config.machine_profile`, else $PERFDOJO_MACHINE_PROFILE, else this machine's
+  /// calibrated profile kept in `config.cache_dir` (calibrated on first use, about 6 s), else a
+  /// fresh calibration; `config.extra["calibrate"] = "off"` uses the built-in profile instead.
   static ir::Result<std::unique_ptr<Optimizer>> make(const std::string& arch, Mode mode,
                                                      const backends::BackendConfig& config = {});
+  /// Traces proposed from outside (a trained policy, `perfdojo optimize --agent`): replayed on the
+  /// target with every step's legality checked (refused steps are skipped), then searched from
+  /// and measured first. They never bypass verification.
+  void add_proposals(std::vector<std::vector<transforms::Action>> traces) {
+    proposals_ = std::move(traces);
+  }
   /// Searches for at most `timeout_s` seconds (measurement included). Never returns nothing:
   /// on timeout or cancel it returns the best verified program so far (the original at worst).
   Result transform(const ir::Program& program, double timeout_s, const Progress& progress = {},
@@ -91,10 +105,16 @@ class Optimizer {
                     const transforms::Target& target);
   std::string arch_;
   Mode mode_;
+  std::string profile_note_;
+  std::vector<std::vector<transforms::Action>> proposals_;
+  double peak_gflops_ = 0;
   backends::BackendConfig config_;
   std::unique_ptr<backends::Backend> target_;
   std::unique_ptr<backends::Backend> model_;
 };
+
+/// Where the calibrated profile of this machine is kept under `cache_dir` ("" without one).
+std::string cached_profile_path(const std::string& cache_dir);
 
 /// A C header declaring the kernel's signature (inputs const, in declaration order).
 std::string c_header(const ir::Program& p);

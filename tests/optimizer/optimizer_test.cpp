@@ -1,9 +1,14 @@
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
 #include <atomic>
+#include <cstdlib>
+#include <filesystem>
 
 #include "backends/x86_backend.h"
+#include "ir/check.h"
 #include "ir/interp.h"
 #include "ir/parse.h"
 #include "optimizer/optimizer.h"
@@ -19,6 +24,19 @@ const char* kSmallMatmul =
 
 std::string portable_arch() { return "x86_64"; }
 
+// The built-in profile: no calibration run per test (one test below covers calibration).
+backends::BackendConfig quick_config() {
+  backends::BackendConfig c;
+  c.extra["calibrate"] = "off";
+  return c;
+}
+
+const char* kSoftmax =
+    "B = 8\nN = 64\ninput s: f32[B, N]\noutput d: f32[B, N]\ntemp m: f32[B] = -inf\n"
+    "temp e: f32[B, N]\ntemp a: f32[B] = 0\n\nB N m[{0}] = max(s[{0},{1}])\n"
+    "| N e[{0},{1}] = exp(s[{0},{1}] - m[{0}])\n| | a[{0}] += e[{0},{1}]\n"
+    "| N d[{0},{1}] = e[{0},{1}] / a[{0}]\n";
+
 }  // namespace
 
 TEST_CASE("modes and architectures are validated by name") {
@@ -33,7 +51,7 @@ TEST_CASE("modes and architectures are validated by name") {
 TEST_CASE("the optimiser returns a verified kernel that computes what the original computes") {
   auto p = ir::load_program(kSmallMatmul, "mm.pdj");
   REQUIRE(p.ok());
-  auto opt = optimizer::Optimizer::make(portable_arch(), optimizer::Mode::kConservative);
+  auto opt = optimizer::Optimizer::make(portable_arch(), optimizer::Mode::kConservative, quick_config());
   REQUIRE_MESSAGE(opt.ok(), opt.error_text());
   auto r = opt.value()->transform(p.value(), 8.0);
   CHECK(r.report.verified);
@@ -55,11 +73,78 @@ TEST_CASE("the optimiser returns a verified kernel that computes what the origin
 
 TEST_CASE("a cancelled search still returns the best program so far") {
   auto p = ir::load_program(kSmallMatmul, "mm.pdj");
-  auto opt = optimizer::Optimizer::make(portable_arch(), optimizer::Mode::kBalanced);
+  auto opt = optimizer::Optimizer::make(portable_arch(), optimizer::Mode::kBalanced, quick_config());
   REQUIRE(opt.ok());
   std::atomic<bool> cancel{true};
   auto r = opt.value()->transform(p.value(), 60.0, {}, &cancel);
   CHECK(r.report.interrupted);
   CHECK(r.program.body.size() > 0);
   CHECK(r.report.verified);
+}
+
+TEST_CASE("proposals are replayed step by step: illegal steps skipped, the rest searched and verified") {
+  auto p = ir::load_program(kSoftmax, "softmax.pdj");
+  REQUIRE(p.ok());
+  auto opt = optimizer::Optimizer::make(portable_arch(), optimizer::Mode::kBalanced, quick_config());
+  REQUIRE(opt.ok());
+  auto good = transforms::parse_trace("shrink_buffer e 0\nswap_scopes 7.7\nunroll 0.0 4\n");
+  auto bogus = transforms::parse_trace("swap_scopes 9\n");  // nothing legal: no proposal at all
+  REQUIRE((good.ok() && bogus.ok()));
+  opt.value()->add_proposals({good.value(), bogus.value()});
+  auto r = opt.value()->transform(p.value(), 6.0);
+  CHECK(r.report.proposals_used == 1);
+  CHECK(r.report.verified);
+  auto replayed = transforms::replay(p.value(), r.trace, transforms::Target{"x86_64", {}, true});
+  REQUIRE_MESSAGE(replayed.ok(), replayed.error_text());
+  auto inputs = ir::make_inputs(p.value(), 5);
+  auto a = ir::interpret(p.value(), inputs);
+  auto b = ir::interpret(r.program, inputs);
+  REQUIRE((a.ok() && b.ok()));
+  CHECK(ir::max_relative_error(a->at("d"), b->at("d")) < 1e-5);
+}
+
+TEST_CASE("one thread means no parallel scopes, and the report says so") {
+  auto p = ir::load_program(kSmallMatmul, "mm.pdj");
+  backends::BackendConfig c = quick_config();
+  c.extra["threads"] = "1";
+  auto opt = optimizer::Optimizer::make(portable_arch(), optimizer::Mode::kBalanced, c);
+  REQUIRE(opt.ok());
+  auto r = opt.value()->transform(p.value(), 5.0);
+  CHECK(r.report.threads == 1);
+  for (const auto& a : r.trace) CHECK(a.kind != transforms::Kind::kParallelize);
+}
+
+TEST_CASE("the cost model's profile is calibrated once per machine and kept in the cache folder") {
+  std::string dir = (std::filesystem::temp_directory_path() /
+                     ("perfdojo-opt-test-" + std::to_string(::getpid())))
+                        .string();
+  backends::BackendConfig c;
+  c.cache_dir = dir;
+  unsetenv("PERFDOJO_MACHINE_PROFILE");  // the cached calibration is what is tested
+  auto p = ir::load_program(kSmallMatmul, "mm.pdj");
+  auto first = optimizer::Optimizer::make(portable_arch(), optimizer::Mode::kConservative, c);
+  REQUIRE(first.ok());
+  std::atomic<bool> cancel{true};
+  auto r1 = first.value()->transform(p.value(), 5.0, {}, &cancel);
+  CHECK_MESSAGE(r1.report.profile.find("calibrated now") != std::string::npos, r1.report.profile);
+  CHECK(std::filesystem::exists(optimizer::cached_profile_path(dir)));
+  CHECK(r1.report.peak_gflops > 0);
+  auto second = optimizer::Optimizer::make(portable_arch(), optimizer::Mode::kConservative, c);
+  REQUIRE(second.ok());
+  auto r2 = second.value()->transform(p.value(), 5.0, {}, &cancel);
+  CHECK_MESSAGE(r2.report.profile.find("calibrated earlier") != std::string::npos, r2.report.profile);
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+}
+
+TEST_CASE("every shipped kernel has a scaled-down instance the verification can interpret") {
+  for (const auto& entry : std::filesystem::directory_iterator(PERFDOJO_KERNEL_DIR)) {
+    if (entry.path().extension() != ".pdj") continue;
+    CAPTURE(entry.path().string());
+    auto p = ir::load_file(entry.path().string());
+    REQUIRE(p.ok());
+    auto small = transforms::small_instance(p.value(), {}, transforms::Target{"x86_64", {}, true}, 2e6);
+    REQUIRE(small.has_value());
+    CHECK(ir::check_program(small->first).empty());
+  }
 }
