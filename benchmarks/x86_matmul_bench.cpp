@@ -21,9 +21,7 @@
 // when the library loads, from OPENBLAS_CORETYPE (the project's machines set it to Haswell); the
 // program re-executes itself without that variable so OpenBLAS chooses by CPUID, as the brief
 // asks, and prints the core it chose.
-#include <cblas.h>
 #include <immintrin.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -39,6 +37,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "blas_reference.h"
 #include "backends/x86_backend.h"
 #include "ir/parse.h"
 #include "transforms/registry.h"
@@ -47,9 +46,7 @@ using namespace perfdojo;
 
 namespace {
 
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+using bench::now_s;
 
 // ----- the FMA peak of one core, measured: 12 independent chains of vector FMAs
 
@@ -162,40 +159,14 @@ void print_row(const Row& r) {
 // ----- OpenBLAS
 
 double sgemm_gflops(int n, int threads, int reps) {
-  openblas_set_num_threads(threads);
-  std::vector<float> a(static_cast<size_t>(n) * n), b(a.size()), c(a.size());
-  for (size_t i = 0; i < a.size(); ++i) {
-    a[i] = static_cast<float>((i * 7919) % 1000) / 500.0f - 1.0f;
-    b[i] = static_cast<float>((i * 104729) % 1000) / 500.0f - 1.0f;
-  }
-  auto run = [&] {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n,
-                0.0f, c.data(), n);
-  };
-  run();
-  run();
-  std::vector<double> t;
-  for (int r = 0; r < reps; ++r) {
-    double t0 = now_s();
-    run();
-    t.push_back(now_s() - t0);
-  }
-  std::sort(t.begin(), t.end());
-  return 2.0 * n * n * static_cast<double>(n) / t[t.size() / 2] * 1e-9;
+  return 2.0 * n * n * static_cast<double>(n) / bench::sgemm_seconds(n, n, n, threads, reps) * 1e-9;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   // OpenBLAS read OPENBLAS_CORETYPE when it loaded: run again without it (see the header).
-  if (std::getenv("OPENBLAS_CORETYPE")) {
-    std::fprintf(stderr, "x86_matmul_bench: re-executing without OPENBLAS_CORETYPE=%s\n",
-                 std::getenv("OPENBLAS_CORETYPE"));
-    unsetenv("OPENBLAS_CORETYPE");
-    execv("/proc/self/exe", argv);
-    std::perror("execv");
-    return 1;
-  }
+  bench::reexec_without_openblas_coretype(argv, "x86_matmul_bench");
   bool quick = argc > 1 && std::string(argv[1]) == "--quick";
 
   const char* isa_name = nullptr;
