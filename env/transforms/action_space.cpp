@@ -149,11 +149,24 @@ class Prefilter {
     }
     const int ns = std::min<int>(max_scopes, static_cast<int>(ix.scopes().size()));
     slot_of_.assign(ix.size(), -1);
+    std::vector<bool> parallel_inside(ix.size(), false);  // a :par scope in the subtree
+    for (int n = ix.size() - 1; n >= 0; --n) {
+      const ProgramIndex::NodeInfo& info = ix.node(n);
+      if (info.node->annot == ir::Annot::kParallel && info.node->is_scope)
+        parallel_inside[n] = true;
+      if (parallel_inside[n] && info.parent >= 0) parallel_inside[info.parent] = true;
+    }
     for (int i = 0; i < ns; ++i) {
-      slot_of_[ix.scopes()[i]] = i;
+      const int n = ix.scopes()[i];
+      slot_of_[n] = i;
       ScopeSummary sum;
-      sum.node = ix.node(ix.scopes()[i]).node;
+      sum.node = ix.node(n).node;
       sum.first.assign(nb, nullptr);
+      sum.innermost = true;
+      for (const auto& c : sum.node->body) sum.innermost = sum.innermost && !c->is_scope;
+      sum.near_parallel = parallel_inside[n];
+      for (int e = ix.node(n).parent; e >= 0; e = ix.node(e).parent)
+        sum.near_parallel = sum.near_parallel || ix.node(e).node->annot == ir::Annot::kParallel;
       scopes_.push_back(std::move(sum));
     }
     // The declaration each site's buffer names (the first of that name), -1 beyond 64.
@@ -178,20 +191,34 @@ class Prefilter {
     struct {
       int64_t param;
     } a{param};
+    constexpr ir::Annot kNone = ir::Annot::kNone;
     switch (k) {
       case Kind::kTileScope:
-        return a.param > 1 && a.param < s->extent && s->extent % a.param == 0;
+        return s->annot == kNone && a.param > 1 && a.param < s->extent && s->extent % a.param == 0;
       case Kind::kUnroll:
-        return a.param > 1 && a.param <= s->extent && s->extent % a.param == 0;
+        return s->annot == kNone && a.param > 1 && a.param <= s->extent && s->extent % a.param == 0;
       case Kind::kVectorize:
-        return a.param > 0 && s->extent % a.param == 0;
+        return s->annot == kNone && a.param > 0 && s->extent % a.param == 0 &&
+               scopes_[scope_slot].innermost;
       case Kind::kSplitScope:
         return a.param >= 1 && a.param < static_cast<int64_t>(s->body.size());
       case Kind::kSwapScopes:
+        return s->body.size() == 1 && s->body[0]->is_scope && s->annot != ir::Annot::kVector &&
+               s->body[0]->annot != ir::Annot::kVector;
       case Kind::kJoinNested:
-        return s->body.size() == 1 && s->body[0]->is_scope;
+        return s->body.size() == 1 && s->body[0]->is_scope && s->annot == kNone &&
+               s->body[0]->annot == kNone;
+      case Kind::kJoinScopes: {
+        // The next sibling is a scope of the same extent and annotation.
+        const int next = ix_.node(ix_.scopes()[scope_slot]).next;
+        if (next < 0) return false;
+        const ir::Node* t = ix_.node(next).node;
+        return t->is_scope && t->extent == s->extent && t->annot == s->annot;
+      }
       case Kind::kParallelize:
-        return s->extent > 1;
+        return s->annot == kNone && s->extent > 1 && !scopes_[scope_slot].near_parallel;
+      case Kind::kMoveStatement:
+        return ix_.node(node).next >= 0;
       case Kind::kHoist: {
         // A plain store, first or last in a scope.
         const ProgramIndex::NodeInfo& n = ix_.node(node);
@@ -272,6 +299,8 @@ class Prefilter {
 
   struct ScopeSummary {
     const ir::Node* node = nullptr;
+    bool innermost = false;      ///< no child is a scope
+    bool near_parallel = false;  ///< a :par scope encloses it, is it, or lies inside it
     uint64_t used = 0;       ///< bit b: buffer b is accessed in the subtree
     uint64_t irregular = 0;  ///< bit b: accesses of buffer b in the subtree differ in index
     std::vector<const std::vector<ir::Affine>*> first;  ///< first index of each buffer seen
@@ -299,22 +328,37 @@ std::vector<uint8_t> FlatActionSpace::mask(const ir::Program& p) const {
   const int ns = std::min<int>(config_.max_scopes, static_cast<int>(ix.scopes().size()));
   const int nn = std::min<int>(config_.max_nodes, ix.size());
   const Prefilter pre(ix, ns);
+  Action a;
   for (int k = 0; k < kNumKinds; ++k) {
     Kind kind = static_cast<Kind>(k);
     const auto& params = param_values(param_kind(kind), target_);
     const int np = static_cast<int>(params.size());
     // The Action is built only for candidates that pass the prefilter.
+    // One Action is reused (its path and names keep their storage); its location is set only
+    // for candidates that pass the prefilter.
+    a.kind = kind;
     auto fill = [&](int slot, int scope_slot, int node, int b, int b2) {
-      std::optional<Action> a;
+      bool located = false;
       for (int pi = 0; pi < np; ++pi) {
         if (!pre.maybe_legal(kind, scope_slot, node, b, b2, params[pi])) continue;
-        if (!a) {
+        if (!located) {
           const int at = scope_slot >= 0 ? ix.scopes()[scope_slot] : node;
-          a = Action{kind, at >= 0 ? ix.path(at) : Path{}, b >= 0 ? p.buffers[b].name : "",
-                     b2 >= 0 ? p.buffers[b2].name : "", 0};
+          if (at >= 0)
+            a.path = ix.path(at);
+          else
+            a.path.clear();
+          if (b >= 0)
+            a.buffer = p.buffers[b].name;
+          else
+            a.buffer.clear();
+          if (b2 >= 0)
+            a.buffer2 = p.buffers[b2].name;
+          else
+            a.buffer2.clear();
+          located = true;
         }
-        a->param = params[pi];
-        if (check(p, *a, target_, ix).ok()) m[offsets_[k] + slot * np + pi] = 1;
+        a.param = params[pi];
+        if (check(p, a, target_, ix).ok()) m[offsets_[k] + slot * np + pi] = 1;
       }
     };
     switch (loc_kind(kind)) {

@@ -35,6 +35,16 @@ std::vector<const Node*> enclosing_scopes(const Program& p, const Path& path) {
   return out;
 }
 
+bool any_enclosing_annot(const Program& p, const Path& path, bool (*pred)(ir::Annot)) {
+  const std::vector<NodePtr>* list = &p.body;
+  for (size_t k = 0; k + 1 < path.size(); ++k) {
+    const Node* n = (*list)[path[k]].get();
+    if (pred(n->annot)) return true;
+    list = &n->body;
+  }
+  return false;
+}
+
 std::vector<int64_t> enclosing_extents(const Program& p, const Path& path) {
   std::vector<int64_t> out;
   for (const Node* n : enclosing_scopes(p, path)) out.push_back(n->extent);

@@ -16,6 +16,9 @@ namespace perfdojo::transforms {
 
 /// The node at `path`, or nullptr when the path leads nowhere.
 const ir::Node* node_at(const ir::Program& p, const Path& path);
+/// Whether a scope enclosing the node at `path` (the node excluded) carries an annotation for
+/// which `pred` holds. Allocates nothing.
+bool any_enclosing_annot(const ir::Program& p, const Path& path, bool (*pred)(ir::Annot));
 /// Extents of the scopes enclosing the node at `path` (outermost first), excluding the node.
 std::vector<int64_t> enclosing_extents(const ir::Program& p, const Path& path);
 /// The scopes on the way to `path`, outermost first, excluding the node itself.

@@ -90,8 +90,8 @@ Legality make_plan(const ir::Program& p, const Action& a, const ProgramIndex* in
   if (!plan.decl) return {Reason::kNoSuchLocation, a.buffer, a.path};
   if (s->annot != ir::Annot::kNone && s->annot != ir::Annot::kUnroll)
     return {Reason::kAnnotated, a.buffer, a.path};
-  for (const ir::Node* e : enclosing_scopes(p, a.path))
-    if (is_shared_storage_annot(e->annot)) return {Reason::kAnnotated, a.buffer, a.path};
+  if (any_enclosing_annot(p, a.path, is_shared_storage_annot))
+    return {Reason::kAnnotated, a.buffer, a.path};
 
   const std::vector<ir::Affine>* first = nullptr;
   bool regular = true;

@@ -22,8 +22,8 @@ Legality check_parallelize(const ir::Program& p, const Action& a, const Target& 
   if (!t.parallel) return {Reason::kUnsupportedByTarget, "", a.path};
   if (s->annot != ir::Annot::kNone) return {Reason::kAnnotated, "", a.path};
   if (s->extent < 2) return {Reason::kNothingToDo, "", a.path};
-  for (const ir::Node* e : enclosing_scopes(p, a.path))
-    if (e->annot == ir::Annot::kParallel) return {Reason::kNestedParallel, "", a.path};
+  if (any_enclosing_annot(p, a.path, [](ir::Annot x) { return x == ir::Annot::kParallel; }))
+    return {Reason::kNestedParallel, "", a.path};
   if (contains_parallel(*s)) return {Reason::kNestedParallel, "", a.path};
   int d = static_cast<int>(a.path.size()) - 1;
   const ChildSites body(index, p, a.path, 0, static_cast<int>(s->body.size()));

@@ -90,9 +90,8 @@ Legality make_plan(const ir::Program& p, const Action& a, const ProgramIndex* in
   const ir::Node* s = node_at(p, plan.scope);
   if (s->annot != ir::Annot::kNone && s->annot != ir::Annot::kUnroll)
     return {Reason::kAnnotated, a.buffer, plan.scope};
-  if (plan.decl->init)
-    for (const ir::Node* e : enclosing_scopes(p, plan.scope))
-      if (is_shared_storage_annot(e->annot)) return {Reason::kAnnotated, a.buffer, plan.scope};
+  if (plan.decl->init && any_enclosing_annot(p, plan.scope, is_shared_storage_annot))
+    return {Reason::kAnnotated, a.buffer, plan.scope};
 
   // A value must not flow from one execution of S to a later one: no element may be touched
   // (one of the two touches a write) under two different iterations of S's enclosing scopes.
