@@ -112,12 +112,13 @@ std::vector<float> features(const ir::Program& p, int cursor) {
   f[8] = static_cast<float>(scopes.size() > kFeatureScopes);  // some scopes not shown
   f[9] = cursor >= 0 ? static_cast<float>(cursor) / kFeatureScopes : -1.0f;
   // Per-scope block.
+  std::vector<const ir::Access*> acc;  // reused: one allocation for all scopes
   for (int i = 0; i < std::min<int>(kFeatureScopes, static_cast<int>(scopes.size())); ++i) {
     const ir::Node& s = *scopes[i].node;
     float* row = &f[kGlobalFeatures + i * kScopeFeatures];
     bool innermost = true;
     for (const auto& c : s.body) innermost = innermost && !c->is_scope;
-    std::vector<const ir::Access*> acc;
+    acc.clear();
     subtree_accesses(s, acc);
     int d = scopes[i].depth;
     int zero = 0, unit = 0, strided = 0;

@@ -161,7 +161,6 @@ class Prefilter {
       slot_of_[n] = i;
       ScopeSummary sum;
       sum.node = ix.node(n).node;
-      sum.first.assign(nb, nullptr);
       sum.innermost = true;
       for (const auto& c : sum.node->body) sum.innermost = sum.innermost && !c->is_scope;
       sum.near_parallel = parallel_inside[n];
@@ -169,6 +168,7 @@ class Prefilter {
         sum.near_parallel = sum.near_parallel || ix.node(e).node->annot == ir::Annot::kParallel;
       scopes_.push_back(std::move(sum));
     }
+    first_.assign(scopes_.size() * nb, nullptr);
     // The declaration each site's buffer names (the first of that name), -1 beyond 64.
     std::vector<int> decl_of;
     for (int s = 0; s < static_cast<int>(ix.sites().size()); ++s) {
@@ -220,10 +220,16 @@ class Prefilter {
       case Kind::kMoveStatement:
         return ix_.node(node).next >= 0;
       case Kind::kHoist: {
-        // A plain store, first or last in a scope.
+        // A plain store, first or last in a scope, none of whose accesses uses that scope's
+        // iterator or a deeper one.
         const ProgramIndex::NodeInfo& n = ix_.node(node);
         if (n.node->is_scope || n.parent < 0 || n.node->stmt.op != ir::Reduce::kNone) return false;
-        return ix_.node(n.parent).first_child == node || n.next < 0;
+        if (ix_.node(n.parent).first_child != node && n.next >= 0) return false;
+        const int d = static_cast<int>(ix_.path(node).size()) - 2;
+        for (const AccessSite& x : ix_.sites(n.site_begin, n.site_end))
+          for (const ir::Affine& f : x.access->index)
+            if (f.max_depth() >= d) return false;
+        return true;
       }
       case Kind::kCreateTemporary: {
         // Used inside the scope, always with one and the same index.
@@ -292,8 +298,11 @@ class Prefilter {
       if (slot_of_[n] < 0) continue;
       ScopeSummary& sum = scopes_[slot_of_[n]];
       sum.used |= uint64_t{1} << b;
-      if (!sum.first[b]) sum.first[b] = &a.index;
-      else if (*sum.first[b] != a.index) sum.irregular |= uint64_t{1} << b;
+      const std::vector<ir::Affine>*& first = first_[slot_of_[n] * buffers_.size() + b];
+      if (!first)
+        first = &a.index;
+      else if (*first != a.index)
+        sum.irregular |= uint64_t{1} << b;
     }
   }
 
@@ -303,7 +312,6 @@ class Prefilter {
     bool near_parallel = false;  ///< a :par scope encloses it, is it, or lies inside it
     uint64_t used = 0;       ///< bit b: buffer b is accessed in the subtree
     uint64_t irregular = 0;  ///< bit b: accesses of buffer b in the subtree differ in index
-    std::vector<const std::vector<ir::Affine>*> first;  ///< first index of each buffer seen
   };
   struct BufferSummary {
     int writers = 0;          ///< statements writing the buffer
@@ -317,6 +325,8 @@ class Prefilter {
   std::vector<int> slot_of_;  ///< node index -> scope slot, -1 for none
   std::vector<ScopeSummary> scopes_;
   std::vector<BufferSummary> buffers_;
+  /// [scope slot][buffer]: the first index of the buffer seen in the scope's subtree
+  std::vector<const std::vector<ir::Affine>*> first_;
 };
 
 }  // namespace

@@ -316,6 +316,12 @@ std::string fresh_buffer_name(const Program& p, const std::string& base) {
 }
 
 ProgramIndex::ProgramIndex(const Program& p) : p_(p) {
+  // Enough for the suite's kernels after many steps: one allocation each.
+  nodes_.reserve(64);
+  paths_.reserve(64);
+  sites_.reserve(256);
+  sites_.storage.reserve(1024);
+  site_node_.reserve(256);
   Path cur;
   std::vector<int64_t> ext;
   walk(p.body, -1, cur, ext);
