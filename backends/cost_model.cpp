@@ -94,6 +94,10 @@ struct Flat {
   std::vector<int> stack;       // scratch of walk: children of the scopes being walked
   std::vector<int> top;         // top-level children: scope index or ~statement index
   int canon_count = 0;
+  // Scratch of flatten and footprints.
+  std::vector<int> chain, reps;
+  std::vector<double> canon_lines, buf_lines;
+  std::vector<char> buf_written, scattered;
 };
 
 int find_buffer(const Flat& f, const std::string& name) {
@@ -229,52 +233,79 @@ struct CacheGeometry {
   double ways = 8;
 };
 
-// Footprint in bytes of the accesses [b, e) with iterators of depth >= dmin free. Identical
-// accesses count once; a buffer never counts more lines than it has. `traffic` counts written
-// buffers twice (the line comes in and is written back). With a cache geometry, an access whose
-// blocks crowd into fewer sets than they need counts as large as the share of the cache it
-// effectively uses up.
-void footprint(const Flat& f, int b, int e, int dmin, CacheGeometry g, std::vector<double>& canon_lines,
-               std::vector<double>& buf_lines, std::vector<char>& buf_written, double* bytes,
-               double* traffic, char* scattered = nullptr, double* weighted = nullptr) {
-  std::fill(canon_lines.begin(), canon_lines.end(), 0.0);
+// Footprints in bytes of the accesses [b, e): one per variant v < 4, with iterators of depth >=
+// dmin[v] free, under cache geometry g[v]. Identical accesses count once; a buffer never counts
+// more lines than it has (without a geometry). `traffic` counts written buffers twice (the line
+// comes in and is written back). With a cache geometry, an access whose blocks crowd into fewer
+// sets than they need counts as large as the share of the cache it effectively uses up. Variant
+// 3 also gives `weighted`: scattered lines weighted by their extra cost. The four variants are
+// computed in one pass over the accesses, each with exactly the operations (in the same order)
+// it would have on its own. `canon_lines` (4 per canonical id) must be zero on entry and is zero
+// on return; `buf_lines` holds 4 per buffer.
+void footprints(const Flat& f, int b, int e, const int dmin[4], const CacheGeometry g[4],
+                std::vector<double>& canon_lines, std::vector<double>& buf_lines,
+                std::vector<char>& buf_written, std::vector<char>& scattered, double bytes[4],
+                double traffic[4], double* weighted) {
   std::fill(buf_lines.begin(), buf_lines.end(), 0.0);
   std::fill(buf_written.begin(), buf_written.end(), 0);
-  if (scattered) std::fill(scattered, scattered + buf_lines.size(), 0);
+  std::fill(scattered.begin(), scattered.end(), 0);
   for (int i = b; i < e; ++i) {
     const AccInfo& a = f.accs[i];
     if (f.bufs[a.buf].small_temp) continue;
-    const Lines& l = f.lines[a.lines_off + std::min(dmin, a.depth)];
-    double lines = l.lines;
-    if (g.sets > 0 && l.align > 1) {
-      double used = std::max(1.0, g.sets / std::min(l.align, g.sets));
-      if (l.blocks > used * g.ways) lines *= g.sets / used;
+    double* cl = &canon_lines[4 * static_cast<size_t>(a.canon)];
+    for (int v = 0; v < 4; ++v) {
+      const Lines& l = f.lines[a.lines_off + std::min(dmin[v], a.depth)];
+      double lines = l.lines;
+      if (g[v].sets > 0 && l.align > 1) {
+        double used = std::max(1.0, g[v].sets / std::min(l.align, g[v].sets));
+        if (l.blocks > used * g[v].ways) lines *= g[v].sets / used;
+      }
+      cl[v] = std::max(cl[v], lines);
+      if (v == 3 && l.scattered) scattered[a.buf] = 1;
     }
-    canon_lines[a.canon] = std::max(canon_lines[a.canon], lines);
     if (a.write) buf_written[a.buf] = 1;
-    if (l.scattered && scattered) scattered[a.buf] = 1;
   }
   for (int i = b; i < e; ++i) {
     const AccInfo& a = f.accs[i];
-    if (canon_lines[a.canon] > 0) {
-      buf_lines[a.buf] += canon_lines[a.canon];
-      canon_lines[a.canon] = 0;
+    double* cl = &canon_lines[4 * static_cast<size_t>(a.canon)];
+    for (int v = 0; v < 4; ++v) {
+      if (cl[v] > 0) {
+        buf_lines[4 * static_cast<size_t>(a.buf) + v] += cl[v];
+        cl[v] = 0;
+      }
     }
   }
-  double by = 0, tr = 0, cost = 0;
-  for (size_t k = 0; k < buf_lines.size(); ++k) {
-    double l = (g.sets > 0 ? buf_lines[k] : std::min(buf_lines[k], f.bufs[k].lines)) * kLineBytes;
-    by += l;
-    tr += buf_written[k] ? 2 * l : l;
-    if (scattered) cost += (buf_written[k] ? 2 * l : l) * (scattered[k] ? kScatteredLineCost : 1.0);
+  double by[4] = {}, tr[4] = {}, cost = 0;
+  for (size_t k = 0; k < f.bufs.size(); ++k) {
+    for (int v = 0; v < 4; ++v) {
+      const double bl = buf_lines[4 * k + v];
+      double l = (g[v].sets > 0 ? bl : std::min(bl, f.bufs[k].lines)) * kLineBytes;
+      by[v] += l;
+      tr[v] += buf_written[k] ? 2 * l : l;
+      if (v == 3) cost += (buf_written[k] ? 2 * l : l) * (scattered[k] ? kScatteredLineCost : 1.0);
+    }
   }
-  *bytes = by;
-  *traffic = tr;
-  if (weighted) *weighted = cost;
+  for (int v = 0; v < 4; ++v) {
+    bytes[v] = by[v];
+    traffic[v] = tr[v];
+  }
+  *weighted = cost;
 }
 
-Flat flatten(const ir::Program& p, const MachineProfile& m) {
-  Flat f;
+// Fills `f` (whose pools keep their storage from the previous program: cleared, not freed).
+void flatten(const ir::Program& p, const MachineProfile& m, Flat& f) {
+  f.bufs.clear();
+  f.scopes.clear();
+  f.stmts.clear();
+  f.accs.clear();
+  f.chains.clear();
+  f.coefs.clear();
+  f.lines.clear();
+  f.kids.clear();
+  f.strides.clear();
+  f.stack.clear();
+  f.top.clear();
+  f.canon_count = 0;
   f.bufs.reserve(p.buffers.size());
   for (const auto& d : p.buffers) {
     BufInfo b;
@@ -299,12 +330,13 @@ Flat flatten(const ir::Program& p, const MachineProfile& m) {
   f.kids.reserve(128);
   f.top.reserve(16);
   f.stack.reserve(64);
-  std::vector<int> chain;
-  chain.reserve(32);
+  std::vector<int>& chain = f.chain;
+  chain.clear();
   walk(f, p.body, -1, 0, 0, -1, chain);
 
   // Canonical ids: accesses with the same buffer, offsets and depth touch the same elements.
-  std::vector<int> reps;
+  std::vector<int>& reps = f.reps;
+  reps.clear();
   for (auto& a : f.accs) {
     for (int r : reps) {
       const AccInfo& o = f.accs[r];
@@ -326,20 +358,24 @@ Flat flatten(const ir::Program& p, const MachineProfile& m) {
     a.lines_off = static_cast<int>(f.lines.size());
     for (int d = 0; d <= a.depth; ++d) f.lines.push_back(access_lines(f, a, s, d));
   }
-  std::vector<double> canon_lines(f.canon_count), buf_lines(f.bufs.size());
-  std::vector<char> buf_written(f.bufs.size()), scattered(f.bufs.size());
-  const CacheGeometry geo[3] = {{m.l1_bytes / (kLineBytes * m.l1_ways), m.l1_ways},
+  f.canon_lines.assign(4 * static_cast<size_t>(f.canon_count), 0.0);
+  f.buf_lines.resize(4 * f.bufs.size());
+  f.buf_written.resize(f.bufs.size());
+  f.scattered.resize(f.bufs.size());
+  const CacheGeometry geo[4] = {{m.l1_bytes / (kLineBytes * m.l1_ways), m.l1_ways},
                                 {m.l2_bytes / (kLineBytes * m.l2_ways), m.l2_ways},
-                                {0, m.l3_ways}};  // the last level hashes its sets
+                                {0, m.l3_ways},  // the last level hashes its sets
+                                CacheGeometry{}};
   for (auto& s : f.scopes) {
-    double t = 0;
-    for (int level = 0; level < 3; ++level)
-      footprint(f, s.acc_begin, s.acc_end, s.depth + 1, geo[level], canon_lines, buf_lines, buf_written,
-                &s.f1_bytes[level], &t);
-    footprint(f, s.acc_begin, s.acc_end, s.depth, CacheGeometry{}, canon_lines, buf_lines, buf_written,
-              &s.fall_bytes, &s.fall_traffic, scattered.data(), &s.fall_cost);
+    // Variants 0-2: one iteration at each cache level; 3: one whole execution.
+    const int dmin[4] = {s.depth + 1, s.depth + 1, s.depth + 1, s.depth};
+    double bytes[4], traffic[4];
+    footprints(f, s.acc_begin, s.acc_end, dmin, geo, f.canon_lines, f.buf_lines, f.buf_written,
+               f.scattered, bytes, traffic, &s.fall_cost);
+    for (int level = 0; level < 3; ++level) s.f1_bytes[level] = bytes[level];
+    s.fall_bytes = bytes[3];
+    s.fall_traffic = traffic[3];
   }
-  return f;
 }
 
 // ---- Compute: instructions per loop body, ports and dependence chains. ----
@@ -792,7 +828,9 @@ const char* bound_name(Bound b) {
 CostEstimate estimate_cost(const ir::Program& p, const MachineProfile& m) {
   CostEstimate out;
   out.flops = flop_count(p);
-  Flat f = flatten(p, m);
+  // One Flat per thread, reused: its pools keep their storage across estimates.
+  thread_local Flat f;
+  flatten(p, m, f);
   Model md{m, f, std::vector<NestCost>(f.top.size()), m.freq_ghz * 1e9, {}, {}, {}, {}};
   md.plan_vectors();
 
