@@ -43,7 +43,12 @@ void usage(std::FILE* f) {
                "  --epsilon E        exploration of the agent's restarts (default: the checkpoint's eval_epsilon)\n"
                "  --backend NAME     backend to evaluate on (default: the checkpoint's, else cost_model)\n"
                "  --out DIR          where eval.csv and eval.json go (default: the checkpoint's folder)\n"
-               "  --json             print the table as JSON on stdout\n");
+               "  --json             print the table as JSON on stdout\n"
+               "\n"
+               "evaluate_agent --checkpoint CKPT --propose FILE [--budget N] [--json]\n"
+               "  The policy's proposals for one kernel (a .pdj file or URI), as `perfdojo optimize --agent`\n"
+               "  reads them: the best trace of Q-guided best-first search and of a greedy rollout, each\n"
+               "  after N cost-model evaluations (default 2000), with the speed-up the model gives it.\n");
 }
 
 struct Job {
@@ -52,11 +57,57 @@ struct Job {
   SearchResult result;
 };
 
+// `--propose`: the policy's two searches on one kernel, their best traces as JSON (or text).
+bool print_proposals(Policy& policy, const AgentConfig& base, const std::string& kernel, int budget,
+                     bool json) {
+  env::EnvConfig ec = env_config_for(base, kernel, 0);
+  util::JsonArray proposals;
+  std::string text, error;
+  for (const char* method : {"agent", "agent-rollout"}) {
+    SearchResult r = std::string(method) == "agent"
+                         ? agent_best_first(policy, ec, {budget})
+                         : agent_search(policy, ec, {budget}, 1000, base.eval_epsilon);
+    if (!r.error.empty()) {
+      error = r.error;
+      break;
+    }
+    util::JsonArray trace;
+    for (const auto& a : r.best_trace) trace.add(a);
+    proposals.raw(util::JsonObject()
+                      .add("method", method)
+                      .add("speedup", r.best_speedup)
+                      .add("evaluations", r.evaluations)
+                      .raw("trace", trace.str())
+                      .str());
+    char line[128];
+    std::snprintf(line, sizeof line, "%s: x%.2f after %d evaluations (%s)\n", method, r.best_speedup,
+                  r.evaluations, ec.backend.c_str());
+    text += line;
+    for (const auto& a : r.best_trace) text += "  " + a + "\n";
+  }
+  if (!error.empty()) {
+    if (json) std::printf("%s\n", util::JsonObject().add("error", error).str().c_str());
+    std::fprintf(stderr, "evaluate_agent: %s\n", error.c_str());
+    return false;
+  }
+  if (json)
+    std::printf("%s\n", util::JsonObject()
+                            .add("kernel", kernel)
+                            .add("backend", ec.backend)
+                            .raw("proposals", proposals.str())
+                            .str()
+                            .c_str());
+  else
+    std::printf("%s", text.c_str());
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
-  std::string checkpoint = "runs/default/agent.ckpt", kernels_spec = "test", backend, out_dir;
+  std::string checkpoint = "runs/default/agent.ckpt", kernels_spec = "test", backend, out_dir, propose;
+  int propose_budget = 2000;
   std::vector<int> budgets = {10, 100, 1000};
   int seeds = 3, beam_width = 4;
   bool baselines = false, no_agent = false, json = false, checkpoint_given = false;
@@ -87,6 +138,8 @@ int main(int argc, char** argv) {
       else if (a == "--out") out_dir = value();
       else if (a == "--seeds") seeds = std::stoi(value());
       else if (a == "--beam-width") beam_width = std::stoi(value());
+      else if (a == "--propose") propose = value();
+      else if (a == "--budget") propose_budget = std::stoi(value());
       else if (a == "--epsilon") epsilon = std::stod(value());
       else if (a == "--budgets") {
         budgets.clear();
@@ -117,6 +170,11 @@ int main(int argc, char** argv) {
   }
   if (!policy && !baselines) return fail("nothing to evaluate (--no-agent without --baselines)");
   if (!backend.empty()) base.backend = backend;
+  if (!propose.empty()) {
+    if (!policy) return fail("--propose needs a checkpoint");
+    if (propose_budget < 1) return fail("--budget must be >= 1");
+    return print_proposals(*policy, base, propose, propose_budget, json) ? 0 : 1;
+  }
   if (epsilon < 0) epsilon = base.eval_epsilon;
   if (out_dir.empty())
     out_dir = policy ? std::filesystem::path(checkpoint).parent_path().string() : std::string("runs/eval");

@@ -8,6 +8,7 @@
 //   optimizer_bench [--budget S] [--kernels a,b,...] [--arch A] [--mode M] [--threads N]
 //                   [--python PY] [--json FILE]
 //
+// Needs python3-torch for the PyTorch column (`scripts/bootstrap --bench`).
 // Prints one row per kernel with the ratios, then the targets with met / missed.
 // --json writes every figure (and each kernel's trace) for scripts/plot_optimizer_bench.py.
 #include <array>

@@ -1,4 +1,5 @@
 // `perfdojo optimize`: a kernel in, the fastest verified kernel out.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -6,6 +7,8 @@
 #include <fstream>
 #include <iostream>
 
+#include "backends/compiler.h"
+#include "bridge/json.h"
 #include "cli/cli.h"
 #include "ir/parse.h"
 #include "ir/print.h"
@@ -43,6 +46,78 @@ std::string write_file(const fs::path& path, const std::string& text) {
   return out ? "" : "error writing '" + path.string() + "'";
 }
 
+struct Proposals {
+  std::vector<std::vector<transforms::Action>> traces;
+  std::string note;   ///< what the policy proposed, for the report
+  std::string error;  ///< the checkpoint or the policy failed
+};
+
+// The trained policy's proposals for FILE. The policy runs in `evaluate_agent --propose`, a
+// separate process next to this one: LibTorch stays out of the CLI, and a crash or hang there
+// costs the proposals, never the optimisation.
+Proposals agent_proposals(const std::string& checkpoint, const std::string& file, double timeout_s) {
+  Proposals out;
+  std::error_code ec;
+  fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  std::string tool = backends::find_executable((self.parent_path() / "evaluate_agent").string());
+  if (tool.empty()) tool = backends::find_executable("evaluate_agent");
+  if (tool.empty()) {
+    out.error = "--agent needs evaluate_agent next to perfdojo (a build with PERFDOJO_BUILD_AGENTS=ON)";
+    return out;
+  }
+  if (!fs::exists(checkpoint, ec)) {
+    out.error = "cannot read checkpoint '" + checkpoint + "'";
+    return out;
+  }
+  std::string text;
+  bool timed_out = false;
+  // Evaluations the policy's searches may spend: a few hundred per second of its time limit
+  // (LibTorch's start-up and the env's steps on this machine), 2000 at most.
+  const int evals = static_cast<int>(std::clamp(timeout_s * 150, 100.0, 2000.0));
+  int rc = backends::run_capture({tool, "--checkpoint", checkpoint, "--propose", file, "--budget",
+                                  std::to_string(evals), "--json"},
+                                 &text, timeout_s, &timed_out);
+  // The JSON document is the last line that starts with '{' (stderr is captured too).
+  std::string line;
+  for (size_t pos = 0; pos < text.size();) {
+    size_t nl = text.find('\n', pos);
+    if (nl == std::string::npos) nl = text.size();
+    if (text[pos] == '{') line = text.substr(pos, nl - pos);
+    pos = nl + 1;
+  }
+  bridge::json::Document d;
+  const bool parsed = !line.empty() && !d.Parse(line.c_str()).HasParseError() && d.IsObject();
+  if (timed_out) {
+    out.note = "the policy gave no proposals within " + std::to_string(static_cast<int>(timeout_s)) + " s";
+    return out;
+  }
+  if (rc != 0 || !parsed || !d.HasMember("proposals") || !d["proposals"].IsArray()) {
+    out.error = parsed && d.HasMember("error") && d["error"].IsString()
+                    ? std::string(d["error"].GetString())
+                    : "evaluate_agent failed (exit " + std::to_string(rc) + "): " + text.substr(0, 300);
+    const std::string prefix = checkpoint + ": error: ";  // report_errors adds its own
+    if (out.error.rfind(prefix, 0) == 0) out.error.erase(0, prefix.size());
+    return out;
+  }
+  for (const auto& p : d["proposals"].GetArray()) {
+    if (!p.IsObject() || !p.HasMember("trace") || !p["trace"].IsArray()) continue;
+    std::string trace_text;
+    for (const auto& t : p["trace"].GetArray())
+      if (t.IsString()) trace_text += std::string(t.GetString()) + "\n";
+    auto trace = transforms::parse_trace(trace_text);
+    if (!trace.ok()) continue;  // the optimiser replays and checks each step anyway
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "%s%s: %zu actions, x%.2f on %s", out.note.empty() ? "" : "; ",
+                  p.HasMember("method") && p["method"].IsString() ? p["method"].GetString() : "?",
+                  trace.value().size(),
+                  p.HasMember("speedup") && p["speedup"].IsNumber() ? p["speedup"].GetDouble() : 0.0,
+                  d.HasMember("backend") && d["backend"].IsString() ? d["backend"].GetString() : "?");
+    out.note += buf;
+    out.traces.push_back(std::move(trace).value());
+  }
+  return out;
+}
+
 int cmd_optimize(const Args& a) {
   if (a.positional.size() != 1) return usage_error("optimize takes exactly one FILE", a.json);
   auto mode = optimizer::mode_by_name(a.get("mode", "balanced"));
@@ -54,14 +129,27 @@ int cmd_optimize(const Args& a) {
     timeout = -1;
   }
   if (!(timeout > 0)) return usage_error("--timeout needs a positive number of seconds", a.json);
-  if (a.values.count("agent"))
-    return usage_error("--agent: policy-guided search is not available in this build (see docs/optimizer.md)", a.json);
   auto program = ir::load_file(a.positional[0]);
   if (!program.ok()) return report_errors(program.errors(), a.json, a.positional[0]);
   backends::BackendConfig config;
-  if (!a.has("no-cache")) {
-    if (const char* home = std::getenv("HOME")) config.cache_dir = std::string(home) + "/.cache/perfdojo";
+  if (const char* home = std::getenv("HOME")) {
+    // The machine profile is kept even with --no-cache, which is about measured times.
+    config.extra["profile_dir"] = std::string(home) + "/.cache/perfdojo";
+    if (!a.has("no-cache")) config.cache_dir = config.extra["profile_dir"];
   }
+  if (a.has("threads")) {
+    int threads = 0;
+    try {
+      threads = std::stoi(a.get("threads"));
+    } catch (const std::exception&) {
+      threads = 0;
+    }
+    if (threads < 1) return usage_error("--threads needs a positive whole number", a.json);
+    config.extra["threads"] = std::to_string(threads);
+  }
+  if (!std::getenv("PERFDOJO_MACHINE_PROFILE") &&
+      !fs::exists(optimizer::cached_profile_path(config.extra["profile_dir"])))
+    fprintf(stderr, "calibrating this machine for the cost model (once, a few seconds)...\n");
   // Without --arch, the widest ISA this CPU runs.
   std::string arch = a.get("arch");
   if (arch.empty()) {
@@ -76,10 +164,28 @@ int cmd_optimize(const Args& a) {
   auto opt = optimizer::Optimizer::make(arch, *mode, config);
   if (!opt.ok()) return usage_error(opt.error_text(), a.json);
 
+  const auto start = std::chrono::steady_clock::now();
+  std::string agent_note;
+  if (a.has("agent")) {
+    // A quarter of the budget (LibTorch alone needs about a second to start), 120 s at most.
+    const double agent_s = std::min({120.0, timeout * 0.5, std::max(3.0, timeout * 0.25)});
+    auto proposals = agent_proposals(a.get("agent"), a.positional[0], agent_s);
+    if (!proposals.error.empty()) {
+      ir::Diagnostic d;
+      d.loc.file = a.get("agent");
+      d.message = proposals.error;
+      return report_errors({d}, a.json, a.get("agent"));
+    }
+    agent_note = proposals.note;
+    fprintf(stderr, "agent: %s\n", agent_note.empty() ? "no proposals" : agent_note.c_str());
+    opt.value()->add_proposals(std::move(proposals.traces));
+  }
+  const double left =
+      timeout - std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
   g_cancel.store(false);
   auto previous = std::signal(SIGINT, on_sigint);
-  const auto start = std::chrono::steady_clock::now();
-  auto result = opt.value()->transform(program.value(), timeout, [&](double f, int evals, double speedup) {
+  auto result = opt.value()->transform(program.value(), std::max(1.0, left), [&](double f, int evals, double speedup) {
     double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     draw_progress(f, evals, speedup, elapsed);
   }, &g_cancel);
@@ -106,6 +212,12 @@ int cmd_optimize(const Args& a) {
                            .add("verified", r.verified)
                            .add("interrupted", r.interrupted)
                            .add("flags", r.flags)
+                           .add("threads", r.threads)
+                           .add("peak_gflops_per_core", r.peak_gflops)
+                           .add("profile", r.profile)
+                           .add("agent", a.get("agent"))
+                           .add("agent_proposals", agent_note)
+                           .add("proposals_used", r.proposals_used)
                            .add("note", r.note)
                            .raw("trace", trace.str())
                            .raw("curve", curve.str())
@@ -142,9 +254,9 @@ int cmd_optimize(const Args& a) {
 }  // namespace
 
 std::vector<Command> optimize_commands() {
-  return {{"optimize", "optimize FILE [--arch A (default: widest available)] [--mode M] [--timeout S] [--out DIR] [--no-cache]",
+  return {{"optimize", "optimize FILE [--arch A (default: widest available)] [--mode M] [--timeout S] [--threads N] [--agent CHECKPOINT] [--out DIR] [--no-cache]",
            "search for the fastest verified kernel; writes the .pdj, trace, C source, header and report.json",
-           {"arch", "mode", "timeout", "out", "agent"}, {"no-cache"}, cmd_optimize}};
+           {"arch", "mode", "timeout", "out", "agent", "threads"}, {"no-cache"}, cmd_optimize}};
 }
 
 }  // namespace perfdojo::cli

@@ -84,8 +84,9 @@ class Optimizer {
   /// `arch`: x86_avx512, x86_avx2 or x86_64. Errors when unknown or unavailable here.
   /// `config.extra["threads"]` caps the threads (1: single core, no parallel scopes). The cost
   /// model reads `config.machine_profile`, else $PERFDOJO_MACHINE_PROFILE, else this machine's
-  /// calibrated profile kept in `config.cache_dir` (calibrated on first use, about 6 s), else a
-  /// fresh calibration; `config.extra["calibrate"] = "off"` uses the built-in profile instead.
+  /// calibrated profile kept in `config.extra["profile_dir"]`, else in `config.cache_dir`
+  /// (calibrated on first use, about 6 s, and kept there), else a fresh calibration;
+  /// `config.extra["calibrate"] = "off"` uses the built-in profile instead.
   static ir::Result<std::unique_ptr<Optimizer>> make(const std::string& arch, Mode mode,
                                                      const backends::BackendConfig& config = {});
   /// Traces proposed from outside (a trained policy, `perfdojo optimize --agent`): replayed on the

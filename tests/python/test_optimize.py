@@ -1,0 +1,111 @@
+"""`perfdojo optimize`: the report, the written files, and a trained policy proposing first.
+
+Runs the built binaries (build/bin or $PERFDOJO_BIN_DIR) for real: the x86 backend compiles and
+times every candidate, and `--agent` runs `evaluate_agent --propose` on a checkpoint that
+`train_agent` writes here. The `--agent` tests are skipped in a build without the agents
+(PERFDOJO_BUILD_AGENTS=OFF).
+"""
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN_DIR = Path(os.environ.get("PERFDOJO_BIN_DIR") or ROOT / "build" / "bin")
+PERFDOJO = BIN_DIR / "perfdojo"
+KERNELS = ROOT / "kernels"
+
+SOFTMAX = """\
+B = 16
+N = 64
+input s: f32[B, N]
+output d: f32[B, N]
+temp m: f32[B] = -inf
+temp e: f32[B, N]
+temp a: f32[B] = 0
+
+B N m[{0}] = max(s[{0},{1}])
+| N e[{0},{1}] = exp(s[{0},{1}] - m[{0}])
+| | a[{0}] += e[{0},{1}]
+| N d[{0},{1}] = e[{0},{1}] / a[{0}]
+"""
+
+
+def optimize(*args, timeout=120):
+    return subprocess.run([str(PERFDOJO), "optimize", *map(str, args)], capture_output=True,
+                          text=True, timeout=timeout)
+
+
+@pytest.fixture
+def softmax(tmp_path):
+    p = tmp_path / "softmax.pdj"
+    p.write_text(SOFTMAX)
+    return p
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    if not (BIN_DIR / "train_agent").exists() or not (BIN_DIR / "evaluate_agent").exists():
+        pytest.skip("built without the agents")
+    out = tmp_path_factory.mktemp("agent")
+    r = subprocess.run([str(BIN_DIR / "train_agent"), "--steps", "200", "--out", str(out)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return out / "agent.ckpt"
+
+
+def test_optimize_writes_a_verified_kernel_its_trace_source_header_and_report(tmp_path, softmax):
+    out = tmp_path / "out"
+    r = optimize(softmax, "--timeout", 8, "--threads", 1, "--no-cache", "--out", out, "--json")
+    assert r.returncode == 0, r.stderr[-2000:]
+    report = json.loads(r.stdout)["report"]
+    assert report["verified"] is True
+    assert report["threads"] == 1
+    assert report["final_s"] <= report["baseline_s"]
+    assert report["profile"]
+    for name in ("softmax.pdj", "trace.txt", "kernel.c", "kernel.h", "report.json"):
+        assert (out / name).exists(), name
+    # The trace replays to the written program.
+    replayed = subprocess.run([str(PERFDOJO), "apply", str(softmax), "--trace", str(out / "trace.txt")],
+                              capture_output=True, text=True, timeout=60)
+    assert replayed.returncode == 0, replayed.stderr
+    fmt = subprocess.run([str(PERFDOJO), "fmt", str(out / "softmax.pdj")], capture_output=True,
+                         text=True, timeout=60)
+    assert fmt.stdout.split("\n\n", 1)[-1] == replayed.stdout.split("\n\n", 1)[-1]
+    assert ":par" not in (out / "softmax.pdj").read_text()  # --threads 1
+
+
+@pytest.mark.parametrize("args", [["--threads", "0"], ["--threads", "x"], ["--timeout", "-1"],
+                                  ["--mode", "reckless"]])
+def test_bad_options_are_usage_errors(softmax, args):
+    r = optimize(softmax, *args)
+    assert r.returncode == 2, r.stderr
+
+
+def test_agent_proposals_are_searched_and_verified(softmax, checkpoint):
+    r = optimize(softmax, "--timeout", 20, "--threads", 1, "--no-cache", "--agent", checkpoint,
+                 "--json")
+    assert r.returncode == 0, r.stderr[-2000:]
+    report = json.loads(r.stdout)["report"]
+    assert report["agent"] == str(checkpoint)
+    assert report["agent_proposals"].startswith("agent: ")  # what the policy proposed
+    assert report["verified"] is True
+
+
+def test_a_corrupt_checkpoint_is_an_error_before_any_search(tmp_path, softmax, checkpoint):
+    bad = tmp_path / "bad.ckpt"
+    data = checkpoint.read_bytes()
+    bad.write_bytes(data[: len(data) // 2])
+    r = optimize(softmax, "--timeout", 30, "--agent", bad)
+    assert r.returncode == 1
+    assert f"{bad}: error:" in r.stderr
+    assert "checkpoint" in r.stderr
+
+
+def test_a_missing_checkpoint_is_an_error(tmp_path, softmax):
+    r = optimize(softmax, "--timeout", 5, "--agent", tmp_path / "none.ckpt", "--json")
+    assert r.returncode == 1
+    assert "cannot read checkpoint" in json.loads(r.stdout)["errors"][0]["message"]
