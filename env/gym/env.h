@@ -122,6 +122,8 @@ class Env {
   double time_of(const ir::Program& p, std::optional<std::string>* error);
   double reward(double prev, double now) const;
   Info make_info() const;
+  /// step_action; `known_legal`: the action is legal on the current program (no check needed).
+  StepResult step_action(const transforms::Action& action, bool known_legal);
   Observation observe_now() const;
   StepResult finish_step(double reward, Info info);
 

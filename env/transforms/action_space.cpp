@@ -48,6 +48,21 @@ int buffer_index(const ir::Program& p, const std::string& name) {
   return -1;
 }
 
+// The path of the n-th node (the n-th scope when `scopes_only`) in pre-order, as scope_paths /
+// node_paths would list it, without building the whole list. Counts n down; true when found.
+bool nth_path(const std::vector<ir::NodePtr>& body, bool scopes_only, int& n, Path& cur) {
+  for (int i = 0; i < static_cast<int>(body.size()); ++i) {
+    cur.push_back(i);
+    if (body[i]->is_scope || !scopes_only) {
+      if (n == 0) return true;
+      --n;
+    }
+    if (body[i]->is_scope && nth_path(body[i]->body, scopes_only, n, cur)) return true;
+    cur.pop_back();
+  }
+  return false;
+}
+
 int path_index(const std::vector<Path>& paths, const Path& p) {
   auto it = std::find(paths.begin(), paths.end(), p);
   return it == paths.end() ? -1 : static_cast<int>(it - paths.begin());
@@ -70,16 +85,10 @@ std::optional<Action> FlatActionSpace::decode(const ir::Program& p, int index) c
     return i < static_cast<int>(p.buffers.size()) ? &p.buffers[i] : nullptr;
   };
   switch (loc_kind(kind)) {
-    case LocKind::kScope: {
-      auto paths = scope_paths(p);
-      if (slot >= static_cast<int>(paths.size())) return std::nullopt;
-      a.path = paths[slot];
-      break;
-    }
+    case LocKind::kScope:
     case LocKind::kNode: {
-      auto paths = node_paths(p);
-      if (slot >= static_cast<int>(paths.size())) return std::nullopt;
-      a.path = paths[slot];
+      int n = slot;
+      if (!nth_path(p.body, loc_kind(kind) == LocKind::kScope, n, a.path)) return std::nullopt;
       break;
     }
     case LocKind::kBuffer:
@@ -94,10 +103,8 @@ std::optional<Action> FlatActionSpace::decode(const ir::Program& p, int index) c
       break;
     }
     case LocKind::kScopeBuffer: {
-      auto paths = scope_paths(p);
       int s = slot / nb, b = slot % nb;
-      if (s >= static_cast<int>(paths.size()) || !buffer(b)) return std::nullopt;
-      a.path = paths[s];
+      if (!buffer(b) || !nth_path(p.body, true, s, a.path)) return std::nullopt;
       a.buffer = buffer(b)->name;
       break;
     }
