@@ -17,8 +17,7 @@
 namespace perfdojo::bench {
 
 inline double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 /// Runs this program again without OPENBLAS_CORETYPE when it is set (returns only when unset).
@@ -43,8 +42,8 @@ inline double sgemm_seconds(int m, int n, int k, int threads, int reps) {
   for (size_t i = 0; i < b.size(); ++i)
     b[i] = static_cast<float>((i * 104729) % 1000) / 500.0f - 1.0f;
   auto run = [&] {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a.data(), k, b.data(),
-                n, 0.0f, c.data(), n);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a.data(), k, b.data(), n,
+                0.0f, c.data(), n);
   };
   run();
   run();

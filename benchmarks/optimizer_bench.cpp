@@ -13,12 +13,12 @@
 // --json writes every figure (and each kernel's trace) for scripts/plot_optimizer_bench.py.
 #include <array>
 #include <cmath>
-#include <optional>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -42,8 +42,8 @@ namespace fs = std::filesystem;
 
 struct Options {
   double budget = 300;
-  std::vector<std::string> kernels = {"matmul-1024", "softmax",   "layernorm", "rmsnorm",
-                                      "attention",   "mlp",       "conv2d-3x3"};
+  std::vector<std::string> kernels = {"matmul-1024", "softmax", "layernorm", "rmsnorm",
+                                      "attention",   "mlp",     "conv2d-3x3"};
   std::string arch, mode = "balanced", python = "/usr/bin/python3", json;
   int threads = 1;
 };
@@ -76,7 +76,7 @@ std::optional<std::array<int, 3>> gemm_shape(const std::string& name, const ir::
 
 // PyTorch's median seconds per kernel (or its error), from one run of the script.
 std::map<std::string, std::pair<double, std::string>> torch_times(const Options& o,
-                                                                   const std::string& kernel_dir) {
+                                                                  const std::string& kernel_dir) {
   std::map<std::string, std::pair<double, std::string>> out;
   std::vector<std::string> argv = {o.python, PERFDOJO_SOURCE_DIR "/benchmarks/torch_baseline.py",
                                    "--json"};
@@ -85,8 +85,8 @@ std::map<std::string, std::pair<double, std::string>> torch_times(const Options&
   int rc = backends::run_capture(argv, &text, 600);
   if (rc != 0) {
     for (const auto& k : o.kernels)
-      out[k] = {0, "the PyTorch script failed (exit " + std::to_string(rc) + "): " +
-                       text.substr(0, 200)};
+      out[k] = {
+          0, "the PyTorch script failed (exit " + std::to_string(rc) + "): " + text.substr(0, 200)};
     return out;
   }
   for (const auto& line : split(text, '\n')) {
@@ -144,19 +144,28 @@ int main(int argc, char** argv) {
     std::string a = argv[i];
     auto value = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
     try {
-      if (a == "--budget") o.budget = std::stod(value());
-      else if (a == "--kernels") o.kernels = split(value(), ',');
-      else if (a == "--arch") o.arch = value();
-      else if (a == "--mode") o.mode = value();
-      else if (a == "--threads") o.threads = std::stoi(value());
-      else if (a == "--python") o.python = value();
-      else if (a == "--json") o.json = value();
-      else return usage(("unknown argument " + a).c_str());
+      if (a == "--budget")
+        o.budget = std::stod(value());
+      else if (a == "--kernels")
+        o.kernels = split(value(), ',');
+      else if (a == "--arch")
+        o.arch = value();
+      else if (a == "--mode")
+        o.mode = value();
+      else if (a == "--threads")
+        o.threads = std::stoi(value());
+      else if (a == "--python")
+        o.python = value();
+      else if (a == "--json")
+        o.json = value();
+      else
+        return usage(("unknown argument " + a).c_str());
     } catch (const std::exception&) {
       return usage(("bad value for " + a).c_str());
     }
   }
-  if (!(o.budget > 0) || o.threads < 1 || o.kernels.empty()) return usage("bad budget, threads or kernels");
+  if (!(o.budget > 0) || o.threads < 1 || o.kernels.empty())
+    return usage("bad budget, threads or kernels");
   auto mode = optimizer::mode_by_name(o.mode);
   if (!mode) return usage("unknown --mode");
   if (o.arch.empty()) {
@@ -228,20 +237,23 @@ int main(int argc, char** argv) {
         ++log_n;
       }
   }
-  std::printf("\n(\"vs X\" = X's time / the optimised kernel's time: above 1 means faster than X)\n");
+  std::printf(
+      "\n(\"vs X\" = X's time / the optimised kernel's time: above 1 means faster than X)\n");
   for (const auto& r : rows)
-    if (!r.torch_note.empty()) std::printf("PyTorch, %s: %s\n", r.kernel.c_str(), r.torch_note.c_str());
+    if (!r.torch_note.empty())
+      std::printf("PyTorch, %s: %s\n", r.kernel.c_str(), r.torch_note.c_str());
 
   std::printf("\ntargets (issue #8):\n");
   auto verdict = [](bool ok) { return ok ? "met" : "MISSED"; };
   for (const auto& r : rows) {
     const auto& p = r.report;
     if (r.kernel == "matmul-1024")
-      std::printf("  matmul-1024: %.1f%% of FMA peak (target 75%%): %s; %s of OpenBLAS's speed "
-                  "(target within 1.25x, i.e. >= 0.80x): %s\n",
-                  100 * p.peak_fraction, verdict(p.peak_fraction >= 0.75),
-                  ratio(r.blas_s, p.final_s).c_str(),
-                  verdict(r.blas_s > 0 && p.final_s > 0 && r.blas_s / p.final_s >= 0.8));
+      std::printf(
+          "  matmul-1024: %.1f%% of FMA peak (target 75%%): %s; %s of OpenBLAS's speed "
+          "(target within 1.25x, i.e. >= 0.80x): %s\n",
+          100 * p.peak_fraction, verdict(p.peak_fraction >= 0.75),
+          ratio(r.blas_s, p.final_s).c_str(),
+          verdict(r.blas_s > 0 && p.final_s > 0 && r.blas_s / p.final_s >= 0.8));
     if (r.kernel.rfind("conv2d", 0) == 0)
       std::printf("  %s: %s PyTorch's speed (target > 1x): %s\n", r.kernel.c_str(),
                   ratio(r.torch_s, p.final_s).c_str(),
@@ -253,9 +265,10 @@ int main(int argc, char** argv) {
                     verdict(r.torch_s > 0 && p.final_s > 0 && r.torch_s > p.final_s));
   }
   if (log_n > 0)
-    std::printf("  geometric mean over softmax, layernorm, RMSNorm, attention, MLP (%d of 5): "
-                "%.2fx PyTorch (target >= 1.5x): %s\n",
-                log_n, std::exp(log_sum / log_n), verdict(std::exp(log_sum / log_n) >= 1.5));
+    std::printf(
+        "  geometric mean over softmax, layernorm, RMSNorm, attention, MLP (%d of 5): "
+        "%.2fx PyTorch (target >= 1.5x): %s\n",
+        log_n, std::exp(log_sum / log_n), verdict(std::exp(log_sum / log_n) >= 1.5));
 
   if (!o.json.empty()) {
     util::JsonArray arr;

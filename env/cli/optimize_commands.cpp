@@ -55,14 +55,16 @@ struct Proposals {
 // The trained policy's proposals for FILE. The policy runs in `evaluate_agent --propose`, a
 // separate process next to this one: LibTorch stays out of the CLI, and a crash or hang there
 // costs the proposals, never the optimisation.
-Proposals agent_proposals(const std::string& checkpoint, const std::string& file, double timeout_s) {
+Proposals agent_proposals(const std::string& checkpoint, const std::string& file,
+                          double timeout_s) {
   Proposals out;
   std::error_code ec;
   fs::path self = fs::read_symlink("/proc/self/exe", ec);
   std::string tool = backends::find_executable((self.parent_path() / "evaluate_agent").string());
   if (tool.empty()) tool = backends::find_executable("evaluate_agent");
   if (tool.empty()) {
-    out.error = "--agent needs evaluate_agent next to perfdojo (a build with PERFDOJO_BUILD_AGENTS=ON)";
+    out.error =
+        "--agent needs evaluate_agent next to perfdojo (a build with PERFDOJO_BUILD_AGENTS=ON)";
     return out;
   }
   if (!fs::exists(checkpoint, ec)) {
@@ -88,13 +90,15 @@ Proposals agent_proposals(const std::string& checkpoint, const std::string& file
   bridge::json::Document d;
   const bool parsed = !line.empty() && !d.Parse(line.c_str()).HasParseError() && d.IsObject();
   if (timed_out) {
-    out.note = "the policy gave no proposals within " + std::to_string(static_cast<int>(timeout_s)) + " s";
+    out.note =
+        "the policy gave no proposals within " + std::to_string(static_cast<int>(timeout_s)) + " s";
     return out;
   }
   if (rc != 0 || !parsed || !d.HasMember("proposals") || !d["proposals"].IsArray()) {
-    out.error = parsed && d.HasMember("error") && d["error"].IsString()
-                    ? std::string(d["error"].GetString())
-                    : "evaluate_agent failed (exit " + std::to_string(rc) + "): " + text.substr(0, 300);
+    out.error =
+        parsed && d.HasMember("error") && d["error"].IsString()
+            ? std::string(d["error"].GetString())
+            : "evaluate_agent failed (exit " + std::to_string(rc) + "): " + text.substr(0, 300);
     const std::string prefix = checkpoint + ": error: ";  // report_errors adds its own
     if (out.error.rfind(prefix, 0) == 0) out.error.erase(0, prefix.size());
     return out;
@@ -107,11 +111,12 @@ Proposals agent_proposals(const std::string& checkpoint, const std::string& file
     auto trace = transforms::parse_trace(trace_text);
     if (!trace.ok()) continue;  // the optimiser replays and checks each step anyway
     char buf[160];
-    std::snprintf(buf, sizeof buf, "%s%s: %zu actions, x%.2f on %s", out.note.empty() ? "" : "; ",
-                  p.HasMember("method") && p["method"].IsString() ? p["method"].GetString() : "?",
-                  trace.value().size(),
-                  p.HasMember("speedup") && p["speedup"].IsNumber() ? p["speedup"].GetDouble() : 0.0,
-                  d.HasMember("backend") && d["backend"].IsString() ? d["backend"].GetString() : "?");
+    std::snprintf(
+        buf, sizeof buf, "%s%s: %zu actions, x%.2f on %s", out.note.empty() ? "" : "; ",
+        p.HasMember("method") && p["method"].IsString() ? p["method"].GetString() : "?",
+        trace.value().size(),
+        p.HasMember("speedup") && p["speedup"].IsNumber() ? p["speedup"].GetDouble() : 0.0,
+        d.HasMember("backend") && d["backend"].IsString() ? d["backend"].GetString() : "?");
     out.note += buf;
     out.traces.push_back(std::move(trace).value());
   }
@@ -121,7 +126,9 @@ Proposals agent_proposals(const std::string& checkpoint, const std::string& file
 int cmd_optimize(const Args& a) {
   if (a.positional.size() != 1) return usage_error("optimize takes exactly one FILE", a.json);
   auto mode = optimizer::mode_by_name(a.get("mode", "balanced"));
-  if (!mode) return usage_error("unknown --mode '" + a.get("mode") + "' (conservative, balanced, aggressive)", a.json);
+  if (!mode)
+    return usage_error(
+        "unknown --mode '" + a.get("mode") + "' (conservative, balanced, aggressive)", a.json);
   double timeout = 0;
   try {
     timeout = std::stod(a.get("timeout", "60"));
@@ -185,10 +192,14 @@ int cmd_optimize(const Args& a) {
 
   g_cancel.store(false);
   auto previous = std::signal(SIGINT, on_sigint);
-  auto result = opt.value()->transform(program.value(), std::max(1.0, left), [&](double f, int evals, double speedup) {
-    double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    draw_progress(f, evals, speedup, elapsed);
-  }, &g_cancel);
+  auto result = opt.value()->transform(
+      program.value(), std::max(1.0, left),
+      [&](double f, int evals, double speedup) {
+        double elapsed =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        draw_progress(f, evals, speedup, elapsed);
+      },
+      &g_cancel);
   std::signal(SIGINT, previous);
   fprintf(stderr, "\n");
   const auto& r = result.report;
@@ -196,8 +207,11 @@ int cmd_optimize(const Args& a) {
   JsonArray trace, curve;
   for (const auto& act : result.trace) trace.add(transforms::print_action(act));
   for (const auto& pt : r.curve)
-    curve.raw(JsonObject().add("elapsed_s", pt.elapsed_s).add("evaluations", pt.evaluations)
-                  .add("best_estimate_s", pt.best_estimate_s).str());
+    curve.raw(JsonObject()
+                  .add("elapsed_s", pt.elapsed_s)
+                  .add("evaluations", pt.evaluations)
+                  .add("best_estimate_s", pt.best_estimate_s)
+                  .str());
   std::string report = JsonObject()
                            .add("file", a.positional[0])
                            .add("arch", r.arch)
@@ -239,13 +253,20 @@ int cmd_optimize(const Args& a) {
     }
   }
   if (a.json) {
-    std::cout << JsonObject().add("ok", true).raw("report", report).add("text", ir::print_program(result.program)).str()
+    std::cout << JsonObject()
+                     .add("ok", true)
+                     .raw("report", report)
+                     .add("text", ir::print_program(result.program))
+                     .str()
               << "\n";
   } else {
     std::cout << ir::print_program(result.program);
-    fprintf(stderr, "%s %s: %.3g s -> %.3g s (x%.2f), %.1f GFLOP/s = %.0f%% of peak, %d evaluations, %d measurements%s\n",
-            r.arch.c_str(), r.mode.c_str(), r.baseline_s, r.final_s, r.speedup, r.gflops, r.peak_fraction * 100,
-            r.evaluations, r.measurements, r.verified ? ", verified" : ", NOT verified");
+    fprintf(stderr,
+            "%s %s: %.3g s -> %.3g s (x%.2f), %.1f GFLOP/s = %.0f%% of peak, %d evaluations, %d "
+            "measurements%s\n",
+            r.arch.c_str(), r.mode.c_str(), r.baseline_s, r.final_s, r.speedup, r.gflops,
+            r.peak_fraction * 100, r.evaluations, r.measurements,
+            r.verified ? ", verified" : ", NOT verified");
     if (!r.note.empty()) fprintf(stderr, "note: %s\n", r.note.c_str());
   }
   return r.verified ? kExitOk : kExitInvalid;
@@ -254,9 +275,14 @@ int cmd_optimize(const Args& a) {
 }  // namespace
 
 std::vector<Command> optimize_commands() {
-  return {{"optimize", "optimize FILE [--arch A (default: widest available)] [--mode M] [--timeout S] [--threads N] [--agent CHECKPOINT] [--out DIR] [--no-cache]",
-           "search for the fastest verified kernel; writes the .pdj, trace, C source, header and report.json",
-           {"arch", "mode", "timeout", "out", "agent", "threads"}, {"no-cache"}, cmd_optimize}};
+  return {{"optimize",
+           "optimize FILE [--arch A (default: widest available)] [--mode M] [--timeout S] "
+           "[--threads N] [--agent CHECKPOINT] [--out DIR] [--no-cache]",
+           "search for the fastest verified kernel; writes the .pdj, trace, C source, header and "
+           "report.json",
+           {"arch", "mode", "timeout", "out", "agent", "threads"},
+           {"no-cache"},
+           cmd_optimize}};
 }
 
 }  // namespace perfdojo::cli

@@ -28,11 +28,11 @@ const char* mode_name(Mode m);
 
 /// What a mode sets.
 struct ModeSettings {
-  int beam_width;           ///< programs kept per depth
-  int max_depth;            ///< actions per trace at most
-  int confirm_top;          ///< best cost-model candidates measured for real
-  int measure_reps;         ///< timed repetitions per real measurement (at most)
-  bool allow_reassociation; ///< vectorised reductions may change floating-point evaluation order
+  int beam_width;            ///< programs kept per depth
+  int max_depth;             ///< actions per trace at most
+  int confirm_top;           ///< best cost-model candidates measured for real
+  int measure_reps;          ///< timed repetitions per real measurement (at most)
+  bool allow_reassociation;  ///< vectorised reductions may change floating-point evaluation order
 };
 
 /// The settings of a mode.
@@ -48,30 +48,30 @@ struct CurvePoint {
 /// What `transform` found, with the figures behind it.
 struct Report {
   std::string arch, mode;
-  double baseline_s = 0;        ///< measured time of the original program on the target
-  double final_s = 0;           ///< measured time of the returned program
+  double baseline_s = 0;  ///< measured time of the original program on the target
+  double final_s = 0;     ///< measured time of the returned program
   double speedup = 1;
-  double gflops = 0;            ///< of the returned program
-  double peak_fraction = 0;     ///< gflops / the target's FMA peak per core x threads used
-  int evaluations = 0;          ///< cost-model evaluations
-  int measurements = 0;         ///< real measurements (screening runs and verified runs)
-  int proposals_used = 0;       ///< outside proposals that replayed to a new program
-  bool verified = false;        ///< the returned program passed the correctness check
-  bool interrupted = false;     ///< stopped by the deadline or a cancel request
-  std::string flags;            ///< compiler and flags of the final measurement
-  std::string profile;          ///< the cost model's machine profile (name and where it came from)
-  int threads = 1;              ///< threads the target may use (1: single core)
-  double peak_gflops = 0;       ///< the target's FMA peak per core, from the profile
+  double gflops = 0;         ///< of the returned program
+  double peak_fraction = 0;  ///< gflops / the target's FMA peak per core x threads used
+  int evaluations = 0;       ///< cost-model evaluations
+  int measurements = 0;      ///< real measurements (screening runs and verified runs)
+  int proposals_used = 0;    ///< outside proposals that replayed to a new program
+  bool verified = false;     ///< the returned program passed the correctness check
+  bool interrupted = false;  ///< stopped by the deadline or a cancel request
+  std::string flags;         ///< compiler and flags of the final measurement
+  std::string profile;       ///< the cost model's machine profile (name and where it came from)
+  int threads = 1;           ///< threads the target may use (1: single core)
+  double peak_gflops = 0;    ///< the target's FMA peak per core, from the profile
   std::vector<CurvePoint> curve;
-  std::string note;             ///< anything the user should know (e.g. why no speed-up)
+  std::string note;  ///< anything the user should know (e.g. why no speed-up)
 };
 
 /// The returned kernel.
 struct Result {
   ir::Program program;
   std::vector<transforms::Action> trace;
-  std::string c_source;   ///< the generated translation unit
-  std::string c_header;   ///< declares `kernel`'s C signature
+  std::string c_source;  ///< the generated translation unit
+  std::string c_header;  ///< declares `kernel`'s C signature
   Report report;
 };
 
