@@ -193,7 +193,9 @@ class Prefilter {
 
   // `scope_slot`, `b`, `b2`: the candidate's scope slot and buffer indices (-1 when unused);
   // `node`: the node index of a node location (-1 when unused).
-  bool maybe_legal(Kind k, int scope_slot, int node, int b, int b2, int64_t param) const {
+  // Inlined into the mask's loops: it runs once per candidate.
+  [[gnu::always_inline]] bool maybe_legal(Kind k, int scope_slot, int node, int b, int b2,
+                                          int64_t param) const {
     const ir::Node* s = scope_slot >= 0 ? scopes_[scope_slot].node : nullptr;
     struct {
       int64_t param;

@@ -250,9 +250,17 @@ bool may_depend(const AccessSite& a, const AccessSite& b, const std::vector<Dir>
 std::optional<std::string> find_dependence(std::span<const AccessSite> from,
                                            std::span<const AccessSite> to,
                                            const std::vector<Dir>& dirs) {
-  for (const auto& a : from)
-    for (const auto& b : to)
-      if (may_depend(a, b, dirs)) return a.access->buffer;
+  // may_depend on every pair, in the same order; names are told apart by length and first
+  // character before a full comparison (most pairs name different buffers).
+  for (const auto& a : from) {
+    const std::string& na = a.access->buffer;
+    for (const auto& b : to) {
+      if (!a.write && !b.write) continue;
+      const std::string& nb = b.access->buffer;
+      if (na.size() != nb.size() || (!na.empty() && na[0] != nb[0]) || na != nb) continue;
+      if (may_overlap(a, b, dirs)) return na;
+    }
+  }
   return std::nullopt;
 }
 

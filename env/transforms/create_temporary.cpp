@@ -109,15 +109,20 @@ Legality make_plan(const ir::Program& p, const Action& a, const ProgramIndex* in
   const std::vector<ir::Affine>& ix = *first;
 
   // Injectivity: each inner iterator in exactly one dimension, at most one per dimension.
+  // Iterators below 64 are remembered in a bit set; the list (which apply needs) is only built
+  // when asked for, or for deeper iterators.
   const int d = plan.depth;
+  uint64_t seen = 0;
   for (size_t m = 0; m < ix.size(); ++m) {
     int found = 0;
     for (int k = d + 1; k < static_cast<int>(ix[m].coeffs.size()); ++k) {
-      if (ix[m].coeff(k) == 0) continue;
+      if (ix[m].coeffs[k] == 0) continue;
       if (++found > 1) return {Reason::kIrregularAccess, a.buffer, a.path};
-      if (std::find(plan.inner.begin(), plan.inner.end(), k) != plan.inner.end())
-        return {Reason::kIrregularAccess, a.buffer, a.path};
-      plan.inner.push_back(k);
+      const bool dup = k < 64 ? ((seen >> k) & 1) != 0
+                              : std::find(plan.inner.begin(), plan.inner.end(), k) != plan.inner.end();
+      if (dup) return {Reason::kIrregularAccess, a.buffer, a.path};
+      if (k < 64) seen |= uint64_t{1} << k;
+      if (uses || k >= 64) plan.inner.push_back(k);
     }
   }
   std::sort(plan.inner.begin(), plan.inner.end());
