@@ -341,7 +341,10 @@ class Prefilter {
 }  // namespace
 
 std::vector<uint8_t> FlatActionSpace::mask(const ir::Program& p) const {
-  std::vector<uint8_t> m(size_, 0);
+  // Room for one more entry: Env appends the stop action without reallocating.
+  std::vector<uint8_t> m;
+  m.reserve(size_ + 1);
+  m.resize(size_, 0);
   const ProgramIndex ix(p);
   const int nb = std::min<int>(config_.max_buffers, static_cast<int>(p.buffers.size()));
   const int ns = std::min<int>(config_.max_scopes, static_cast<int>(ix.scopes().size()));
@@ -362,10 +365,12 @@ std::vector<uint8_t> FlatActionSpace::mask(const ir::Program& p) const {
         if (!pre.maybe_legal(kind, scope_slot, node, b, b2, params[pi])) continue;
         if (!located) {
           const int at = scope_slot >= 0 ? ix.scopes()[scope_slot] : node;
-          if (at >= 0)
-            a.path = ix.path(at);
-          else
+          if (at >= 0) {
+            const std::span<const int> path = ix.path(at);
+            a.path.assign(path.begin(), path.end());
+          } else {
             a.path.clear();
+          }
           if (b >= 0)
             a.buffer = p.buffers[b].name;
           else

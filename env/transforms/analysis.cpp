@@ -326,13 +326,15 @@ std::string fresh_buffer_name(const Program& p, const std::string& base) {
 ProgramIndex::ProgramIndex(const Program& p) : p_(p) {
   // Enough for the suite's kernels after many steps: one allocation each.
   nodes_.reserve(64);
-  paths_.reserve(64);
+  path_pool_.reserve(256);
+  path_begin_.reserve(65);
   sites_.reserve(256);
   sites_.storage.reserve(1024);
   site_node_.reserve(256);
   Path cur;
   std::vector<int64_t> ext;
   walk(p.body, -1, cur, ext);
+  path_begin_.push_back(static_cast<int>(path_pool_.size()));
   fix_extents(sites_);
   // Buffer ids, in order of first appearance among the sites.
   site_buffer_.reserve(sites_.size());
@@ -362,7 +364,8 @@ void ProgramIndex::walk(const std::vector<NodePtr>& body, int parent, Path& cur,
     info.top = parent < 0 ? i : nodes_[parent].top;
     info.site_begin = static_cast<int>(sites_.size());
     nodes_.push_back(info);
-    paths_.push_back(cur);
+    path_begin_.push_back(static_cast<int>(path_pool_.size()));
+    path_pool_.insert(path_pool_.end(), cur.begin(), cur.end());
     if (prev >= 0)
       nodes_[prev].next = me;
     else if (parent >= 0)
@@ -401,7 +404,7 @@ int ProgramIndex::find(const Path& path) const {
 
 int ProgramIndex::buffer_id(std::string_view name) const {
   for (size_t i = 0; i < names_.size(); ++i)
-    if (names_[i] == name) return static_cast<int>(i);
+    if (same_name(names_[i], name)) return static_cast<int>(i);
   return -1;
 }
 

@@ -2,6 +2,7 @@
 // the dependence test every legality check relies on.
 #pragma once
 
+#include <cstring>
 #include <functional>
 #include <optional>
 #include <span>
@@ -98,6 +99,20 @@ std::vector<Path> node_paths(const ir::Program& p);
 /// A buffer name not yet used in `p`, starting from `base`.
 std::string fresh_buffer_name(const ir::Program& p, const std::string& base);
 
+/// a == b, comparing length and first character before the bytes: buffer names mostly differ
+/// in one of those, and the mask's checks compare names thousands of times.
+inline bool same_name(std::string_view a, std::string_view b) {
+  return a.size() == b.size() &&
+         (a.empty() || (a[0] == b[0] && std::memcmp(a.data(), b.data(), a.size()) == 0));
+}
+
+/// p.find_buffer(name) with same_name's comparison: the first declaration named `name`, or null.
+inline const ir::BufferDecl* find_decl(const ir::Program& p, std::string_view name) {
+  for (const ir::BufferDecl& b : p.buffers)
+    if (same_name(b.name, name)) return &b;
+  return nullptr;
+}
+
 /// What many legality checks of one program share, computed once (for a whole mask): every node
 /// in pre-order with its path, parent and the range of its subtree's access sites, and every
 /// access site with the buffer it names. The sites are collect_accesses(p.body, {}): a subtree's
@@ -124,7 +139,10 @@ class ProgramIndex {
   /// Number of nodes; node indices are pre-order positions.
   int size() const { return static_cast<int>(nodes_.size()); }
   const NodeInfo& node(int i) const { return nodes_[i]; }
-  const Path& path(int i) const { return paths_[i]; }
+  /// The path of node i (a view into one pool shared by every node's path).
+  std::span<const int> path(int i) const {
+    return {path_pool_.data() + path_begin_[i], path_pool_.data() + path_begin_[i + 1]};
+  }
   /// The node index at `path`, or -1 when the path leads nowhere.
   int find(const Path& path) const;
   /// Node indices of the scopes, in pre-order (scope_paths order).
@@ -154,7 +172,8 @@ class ProgramIndex {
   void walk(const std::vector<ir::NodePtr>& body, int parent, Path& cur, std::vector<int64_t>& ext);
   const ir::Program& p_;
   std::vector<NodeInfo> nodes_;
-  std::vector<Path> paths_;
+  std::vector<int> path_pool_;   ///< every node's path, in pre-order, back to back
+  std::vector<int> path_begin_;  ///< node i's path is path_pool_[path_begin_[i], path_begin_[i+1])
   std::vector<int> top_nodes_;
   std::vector<int> scopes_;
   AccessSites sites_;

@@ -86,7 +86,7 @@ Legality make_plan(const ir::Program& p, const Action& a, const ProgramIndex* in
   if (auto l = scope_location(p, a.path, &s); !l.ok()) return l;
   plan.scope = s;
   plan.depth = static_cast<int>(a.path.size()) - 1;
-  plan.decl = p.find_buffer(a.buffer);
+  plan.decl = find_decl(p, a.buffer);
   if (!plan.decl) return {Reason::kNoSuchLocation, a.buffer, a.path};
   if (s->annot != ir::Annot::kNone && s->annot != ir::Annot::kUnroll)
     return {Reason::kAnnotated, a.buffer, a.path};

@@ -82,7 +82,8 @@ void gather(const ir::Program& p, const ProgramIndex* index, const std::string& 
     const int n = index->site_node(s);
     if (n != last) {
       const ir::Stmt& st = index->node(n).node->stmt;
-      out.push_back(Use{index->path(n), &st, st.lhs.buffer == buf, {}});
+      const std::span<const int> at = index->path(n);
+      out.push_back(Use{Path(at.begin(), at.end()), &st, st.lhs.buffer == buf, {}});
       last = n;
     }
     const AccessSite& site = index->sites()[s];
@@ -101,7 +102,7 @@ struct Plan {
 };
 
 Legality make_plan(const ir::Program& p, const Action& a, const ProgramIndex* index, Plan& plan) {
-  const ir::BufferDecl* decl = p.find_buffer(a.buffer);
+  const ir::BufferDecl* decl = find_decl(p, a.buffer);
   if (!decl) return {Reason::kNoSuchLocation, a.buffer, {}};
   if (decl->role != ir::Role::kTemp) return {Reason::kNotATemporary, a.buffer, {}};
   if (decl->init) return {Reason::kHasInitialValue, a.buffer, {}};

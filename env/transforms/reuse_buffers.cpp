@@ -29,8 +29,8 @@ std::pair<int, int> live_range(const ir::Program& p, const ProgramIndex* index,
 
 Legality check_reuse_buffers(const ir::Program& p, const Action& a, const Target&,
                              const ProgramIndex* index) {
-  const ir::BufferDecl* x = p.find_buffer(a.buffer);
-  const ir::BufferDecl* y = p.find_buffer(a.buffer2);
+  const ir::BufferDecl* x = find_decl(p, a.buffer);
+  const ir::BufferDecl* y = find_decl(p, a.buffer2);
   if (!x) return {Reason::kNoSuchLocation, a.buffer, {}};
   if (!y) return {Reason::kNoSuchLocation, a.buffer2, {}};
   if (x == y) return {Reason::kNothingToDo, a.buffer, {}};

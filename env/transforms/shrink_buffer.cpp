@@ -15,7 +15,7 @@ bool is_shared_storage_annot(ir::Annot a) {
 // An access of the buffer and the path of its statement.
 struct Site {
   const ir::Access* access;
-  const Path* path;
+  std::span<const int> path;
 };
 
 // The paths the sites point to, when there is no index to hold them.
@@ -24,7 +24,8 @@ struct Sites {
   std::deque<Path> paths;
 };
 
-void loads(const ir::Expr& e, const std::string& buf, const Path* path, std::vector<Site>& out) {
+void loads(const ir::Expr& e, const std::string& buf, std::span<const int> path,
+           std::vector<Site>& out) {
   if (e.kind == ir::ExprKind::kLoad && e.access.buffer == buf) out.push_back({&e.access, path});
   for (const auto& a : e.args) loads(*a, buf, path, out);
 }
@@ -36,7 +37,7 @@ void gather(const std::vector<ir::NodePtr>& body, const std::string& buf, Path& 
     if (n.is_scope) {
       gather(n.body, buf, path, out);
     } else if (uses_buffer(body[i], buf)) {
-      const Path* at = &out.paths.emplace_back(path);
+      const std::span<const int> at = out.paths.emplace_back(path);
       if (n.stmt.lhs.buffer == buf) out.sites.push_back({&n.stmt.lhs, at});
       loads(*n.stmt.rhs, buf, at, out.sites);
     }
@@ -52,7 +53,7 @@ void gather(const ir::Program& p, const ProgramIndex* index, const std::string& 
     return;
   }
   for (int s : index->buffer_sites(buf))
-    out.sites.push_back({index->sites()[s].access, &index->path(index->site_node(s))});
+    out.sites.push_back({index->sites()[s].access, index->path(index->site_node(s))});
 }
 
 struct Plan {
@@ -62,7 +63,7 @@ struct Plan {
 };
 
 Legality make_plan(const ir::Program& p, const Action& a, const ProgramIndex* index, Plan& plan) {
-  plan.decl = p.find_buffer(a.buffer);
+  plan.decl = find_decl(p, a.buffer);
   if (!plan.decl) return {Reason::kNoSuchLocation, a.buffer, {}};
   if (plan.decl->role != ir::Role::kTemp) return {Reason::kNotATemporary, a.buffer, {}};
   const int rank = static_cast<int>(plan.decl->shape.size());
@@ -76,15 +77,17 @@ Legality make_plan(const ir::Program& p, const Action& a, const ProgramIndex* in
   const int k = sites[0].access->index[dim].max_depth();
   if (k < 0) return {Reason::kIrregularAccess, a.buffer, {}};
   plan.depth = k;
-  plan.scope.assign(sites[0].path->begin(), sites[0].path->begin() + k + 1);
+  plan.scope.assign(sites[0].path.begin(), sites[0].path.begin() + k + 1);
   const ir::Affine iter_k = ir::Affine::iter(k);
   for (const Site& s : sites) {
     const auto& ix = s.access->index;
-    if (ix[dim] != iter_k) return {Reason::kIrregularAccess, a.buffer, *s.path};
+    if (ix[dim] != iter_k)
+      return {Reason::kIrregularAccess, a.buffer, Path(s.path.begin(), s.path.end())};
     for (size_t m = 0; m < ix.size(); ++m)
-      if (m != dim && ix[m].coeff(k) != 0) return {Reason::kIrregularAccess, a.buffer, *s.path};
-    if (!std::equal(plan.scope.begin(), plan.scope.end(), s.path->begin()))
-      return {Reason::kIrregularAccess, a.buffer, *s.path};
+      if (m != dim && ix[m].coeff(k) != 0)
+        return {Reason::kIrregularAccess, a.buffer, Path(s.path.begin(), s.path.end())};
+    if (!std::equal(plan.scope.begin(), plan.scope.end(), s.path.begin()))
+      return {Reason::kIrregularAccess, a.buffer, Path(s.path.begin(), s.path.end())};
   }
 
   const ir::Node* s = node_at(p, plan.scope);

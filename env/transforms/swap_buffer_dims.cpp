@@ -51,7 +51,7 @@ bool all_accesses(const std::vector<ir::NodePtr>& body, const std::string& buf,
 
 Legality check_swap_buffer_dims(const ir::Program& p, const Action& a, const Target&,
                                 const ProgramIndex* index) {
-  const ir::BufferDecl* decl = p.find_buffer(a.buffer);
+  const ir::BufferDecl* decl = find_decl(p, a.buffer);
   if (!decl) return {Reason::kNoSuchLocation, a.buffer, {}};
   if (decl->role == ir::Role::kOutput) return {Reason::kNotATemporary, a.buffer, {}};
   const int rank = static_cast<int>(decl->shape.size());
@@ -89,7 +89,7 @@ Legality check_swap_buffer_dims(const ir::Program& p, const Action& a, const Tar
 }
 
 ir::Program apply_swap_buffer_dims(const ir::Program& p, const Action& a, const Target&) {
-  const ir::BufferDecl& decl = *p.find_buffer(a.buffer);
+  const ir::BufferDecl& decl = *find_decl(p, a.buffer);
   const auto i = static_cast<size_t>(a.param);
   ir::BufferDecl relaid = decl;
   relaid.shape_names.resize(relaid.shape.size());
