@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <functional>
+#include <initializer_list>
 #include <optional>
 #include <span>
 #include <string>
@@ -69,6 +70,25 @@ AccessSites collect_accesses(const ir::NodePtr& node, const std::vector<int64_t>
 
 /// Relation required between the iterators of two access instances at one paired level.
 enum class Dir { kAny, kLt, kEq, kGt };
+
+/// `d` kEq directions followed by `tail`: a dependence test's direction vector, built with one
+/// allocation (the checks build one per test, hundreds per mask).
+inline std::vector<Dir> eq_dirs(int d, std::initializer_list<Dir> tail = {}) {
+  std::vector<Dir> v;
+  v.reserve(d + tail.size());
+  v.assign(d, Dir::kEq);
+  v.insert(v.end(), tail);
+  return v;
+}
+
+/// `path` extended by child index `i`, built with one allocation.
+inline Path child_path(const Path& path, int i) {
+  Path out;
+  out.reserve(path.size() + 1);
+  out.assign(path.begin(), path.end());
+  out.push_back(i);
+  return out;
+}
 
 /// Whether instances of `a` and `b` might touch the same element with the iterators at paired
 /// levels 0..dirs.size()-1 related as `dirs` (a's iterator `dir` b's iterator); unpaired levels

@@ -17,8 +17,7 @@ Legality check_join_nested(const ir::Program& p, const Action& a, const Target&,
   const ir::Node& t = *s->body[0];
   if (s->annot != ir::Annot::kNone || t.annot != ir::Annot::kNone) return {Reason::kAnnotated, "", a.path};
   int d = static_cast<int>(a.path.size()) - 1;
-  Path inner = a.path;
-  inner.push_back(0);
+  const Path inner = child_path(a.path, 0);
   const ChildSites body(index, p, inner, 0, static_cast<int>(t.body.size()));
   for (const auto& site : body.sites())
     for (const auto& ix : site.access->index)

@@ -13,25 +13,18 @@ Legality check_swap_scopes(const ir::Program& p, const Action& a, const Target&,
   // Vector scopes must stay innermost; other annotations travel with their scope.
   if (s->annot == ir::Annot::kVector || t.annot == ir::Annot::kVector) return {Reason::kAnnotated, "", a.path};
   int d = static_cast<int>(a.path.size()) - 1;
-  Path inner = a.path;
-  inner.push_back(0);
+  const Path inner = child_path(a.path, 0);
   const ChildSites body(index, p, inner, 0, static_cast<int>(t.body.size()));
   const auto sites = body.sites();
-  std::vector<Dir> dirs(d, Dir::kEq);
-  dirs.push_back(Dir::kLt);
-  dirs.push_back(Dir::kGt);
+  const std::vector<Dir> dirs = eq_dirs(d, {Dir::kLt, Dir::kGt});
   if (auto b = find_dependence(sites, sites, dirs)) return {Reason::kDependence, *b, a.path};
   // A parallel scope must stay free of carried dependences at its new depth.
   if (t.annot == ir::Annot::kParallel) {  // moves out: it must not carry any dependence
-    std::vector<Dir> out_dirs(d, Dir::kEq);
-    out_dirs.push_back(Dir::kAny);
-    out_dirs.push_back(Dir::kLt);
+    const std::vector<Dir> out_dirs = eq_dirs(d, {Dir::kAny, Dir::kLt});
     if (auto b = find_dependence(sites, sites, out_dirs)) return {Reason::kDependence, *b, a.path};
   }
   if (s->annot == ir::Annot::kParallel) {  // moves in: none carried within one outer iteration
-    std::vector<Dir> in_dirs(d, Dir::kEq);
-    in_dirs.push_back(Dir::kLt);
-    in_dirs.push_back(Dir::kEq);
+    const std::vector<Dir> in_dirs = eq_dirs(d, {Dir::kLt, Dir::kEq});
     if (auto b = find_dependence(sites, sites, in_dirs)) return {Reason::kDependence, *b, a.path};
   }
   return {};
