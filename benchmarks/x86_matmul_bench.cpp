@@ -21,7 +21,6 @@
 // when the library loads, from OPENBLAS_CORETYPE (the project's machines set it to Haswell); the
 // program re-executes itself without that variable so OpenBLAS chooses by CPUID, as the brief
 // asks, and prints the core it chose.
-#include <immintrin.h>
 
 #include <algorithm>
 #include <chrono>
@@ -37,8 +36,8 @@
 #include <vector>
 
 #include "backends/backend.h"
-#include "blas_reference.h"
 #include "backends/x86_backend.h"
+#include "blas_reference.h"
 #include "ir/parse.h"
 #include "transforms/registry.h"
 
@@ -47,50 +46,6 @@ using namespace perfdojo;
 namespace {
 
 using bench::now_s;
-
-// ----- the FMA peak of one core, measured: 12 independent chains of vector FMAs
-
-// Explicit FMA intrinsics: the C++ build is ISO mode, where GCC does not contract a * b + c.
-__attribute__((target("avx512f"))) double fma_avx512(long iters) {
-  __m512 a[12], m = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-7f);
-  for (int k = 0; k < 12; ++k) a[k] = _mm512_set1_ps(static_cast<float>(k));
-  for (long i = 0; i < iters; ++i) {
-    for (int k = 0; k < 12; ++k) a[k] = _mm512_fmadd_ps(a[k], m, c);
-  }
-  double s = 0;
-  for (int k = 0; k < 12; ++k) s += _mm512_reduce_add_ps(a[k]);
-  return s;
-}
-
-__attribute__((target("avx2,fma"))) double fma_avx2(long iters) {
-  __m256 a[12], m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f);
-  for (int k = 0; k < 12; ++k) a[k] = _mm256_set1_ps(static_cast<float>(k));
-  for (long i = 0; i < iters; ++i) {
-    for (int k = 0; k < 12; ++k) a[k] = _mm256_fmadd_ps(a[k], m, c);
-  }
-  float out[8];
-  double s = 0;
-  for (int k = 0; k < 12; ++k) {
-    _mm256_storeu_ps(out, a[k]);
-    s += out[0];
-  }
-  return s;
-}
-
-// Best GFLOP/s of 5 runs of 12 chains x lanes x 2 flops.
-double peak_gflops(backends::X86Isa isa) {
-  const long iters = 20'000'000;
-  int lanes = isa == backends::X86Isa::kAvx512 ? 16 : 8;
-  double best = 0;
-  volatile double sink = 0;
-  for (int r = 0; r < 5; ++r) {
-    double t0 = now_s();
-    sink = sink + (isa == backends::X86Isa::kAvx512 ? fma_avx512(iters) : fma_avx2(iters));
-    double t = now_s() - t0;
-    best = std::max(best, 2.0 * lanes * 12 * static_cast<double>(iters) / t * 1e-9);
-  }
-  return best;
-}
 
 // ----- programs
 
@@ -188,7 +143,7 @@ int main(int argc, char** argv) {
       "call)\n",
       isa_name, threads);
 
-  double peak = peak_gflops(isa);
+  double peak = bench::peak_gflops(isa == backends::X86Isa::kAvx512 ? 16 : 8);
   std::printf(
       "\nFMA peak of one core, measured (12 chains): %.1f GFLOP/s (machine.md: %.0f on the "
       "project's AVX-512 machines)\n",
