@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <map>
 #include <set>
+#include <thread>
 
 #include "backends/codegen_c.h"
 #include "backends/compiler.h"
@@ -148,6 +149,16 @@ std::string cached_profile_path(const std::string& cache_dir) {
 
 namespace {
 
+// The 1-minute load average (0 when unknown).
+double one_minute_load() {
+  double load = 0;
+  if (std::FILE* f = std::fopen("/proc/loadavg", "r")) {
+    if (std::fscanf(f, "%lf", &load) != 1) load = 0;
+    std::fclose(f);
+  }
+  return load;
+}
+
 // The cost model's profile for this machine: given, from the environment, cached, or measured
 // now (and cached). Sets config.machine_profile to a readable file; returns where it came from.
 std::string resolve_profile(backends::BackendConfig& config, backends::MachineProfile* out) {
@@ -174,8 +185,13 @@ std::string resolve_profile(backends::BackendConfig& config, backends::MachinePr
   if (!cached.empty() && std::filesystem::exists(cached)) {
     if (auto s = use(cached, "calibrated earlier, " + cached); !s.empty()) return s;
   }
+  // A calibration taken while other jobs keep the cores busy describes a slower machine (an FMA
+  // peak of 43 instead of ~90 GFLOP/s was seen): use it for this run, never keep it.
+  const double load_before = one_minute_load();
   backends::MachineProfile measured = backends::calibrate();
-  std::string path = cached;
+  const double load = std::max(load_before, one_minute_load());
+  const bool busy = load > 0.75 * std::max(1u, std::thread::hardware_concurrency());
+  std::string path = busy ? std::string() : cached;
   if (path.empty())
     path = (std::filesystem::temp_directory_path() /
             ("perfdojo-profile-" + std::to_string(::getpid()) + ".txt"))
@@ -185,6 +201,12 @@ std::string resolve_profile(backends::BackendConfig& config, backends::MachinePr
   if (backends::save_profile(measured, path, &err)) {
     config.machine_profile = path;
     *out = measured;
+    if (busy) {
+      char why[96];
+      std::snprintf(why, sizeof why, " (calibrated now on a busy machine, load %.1f: not kept)",
+                    load);
+      return measured.name + why;
+    }
     return measured.name + " (calibrated now" + (cached.empty() ? "" : ", kept in " + path) + ")";
   }
   *out = backends::default_profile();
