@@ -70,7 +70,7 @@ int64_t unrolled_statements(const std::vector<ir::NodePtr>& body) {
              : 1;
   return n;
 }
-constexpr int64_t kMaxUnrolledStatements = 256;
+constexpr int64_t kMaxUnrolledStatements = 96;
 
 bool too_much_code(const ir::Program& p) {
   return unrolled_copies(p.body) > kMaxUnrolledCopies ||
@@ -301,7 +301,7 @@ Result Optimizer::transform(const ir::Program& program, double timeout_s, const 
   // A compile that would eat a large share of the budget is not worth waiting for.
   {
     backends::BackendConfig c = config_;
-    c.compile_timeout_s = std::clamp(timeout_s * 0.05, 5.0, config_.compile_timeout_s);
+    c.compile_timeout_s = std::clamp(timeout_s * 0.02, 5.0, config_.compile_timeout_s);
     target_ = backends::make_backend(arch_, c);
   }
   auto baseline = target_->measure(program, mo);
