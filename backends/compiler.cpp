@@ -114,7 +114,20 @@ int run_capture(const std::vector<std::string>& argv, std::string* output, doubl
   }
   close(fds[0]);
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  // A command may close its output and still run: the deadline holds for its exit too.
+  while (bounded && !killed) {
+    pid_t w = waitpid(pid, &status, WNOHANG);
+    if (w == pid || (w < 0 && errno != EINTR)) break;
+    if (Clock::now() >= deadline) {
+      kill(-pid, SIGKILL);
+      killed = true;
+      break;
+    }
+    usleep(1000);
+  }
+  if (!bounded || killed) {
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
   }
   if (killed) {
     if (timed_out) *timed_out = true;
@@ -154,7 +167,8 @@ std::string compiler_version(const std::string& compiler) {
   if (it != cache.end()) return it->second;
   std::string out;
   std::string v;
-  if (!find_executable(compiler).empty() && run_capture({compiler, "--version"}, &out) == 0)
+  // Bounded: a broken compiler must not stall every measurement that records its version.
+  if (!find_executable(compiler).empty() && run_capture({compiler, "--version"}, &out, 5.0) == 0)
     v = out.substr(0, out.find('\n'));
   cache[compiler] = v;
   return v;

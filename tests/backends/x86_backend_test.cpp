@@ -239,6 +239,19 @@ TEST_CASE("a compiler that hangs is killed at the compile time limit with what i
   CHECK_MESSAGE(r.error->find("compile timed out") != std::string::npos, *r.error);
   CHECK(took < 5.0);
   CHECK_FALSE(fs::exists(r.so_path));
+  // One that closes its output first and then hangs is held to the same limit.
+  std::string quiet_cc = dir.path + "/quiet-hanging-cc";
+  {
+    std::ofstream f(quiet_cc);
+    f << "#!/bin/sh\nexec >/dev/null 2>&1\nsleep 60\n";
+  }
+  fs::permissions(quiet_cc, fs::perms::owner_all);
+  t0 = std::chrono::steady_clock::now();
+  auto q = backends::compile_shared_object(quiet_cc, {"-O2"}, "int y;\n", dir.path, {}, 0.5);
+  took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  REQUIRE(q.error);
+  CHECK_MESSAGE(q.error->find("compile timed out") != std::string::npos, *q.error);
+  CHECK(took < 5.0);
   // Through a backend, the same limit is an error record and the backend goes on.
   BackendConfig c;
   c.compiler = cc;
