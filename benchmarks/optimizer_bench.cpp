@@ -221,14 +221,8 @@ int main(int argc, char** argv) {
 
   const auto& rep0 = rows.front().report;
   peak = std::max({peak, bench::peak_gflops(lanes), rep0.peak_gflops});
-  for (auto& r : rows) {  // the same fraction against this peak (threads used: 1 or all)
-    auto& p = r.report;
-    const double used =
-        p.peak_fraction > 0 && p.peak_gflops > 0
-            ? std::max(1.0, std::round(p.gflops / (p.peak_fraction * p.peak_gflops)))
-            : 1.0;
-    p.peak_fraction = p.gflops / (peak * used);
-  }
+  for (auto& r : rows)  // the same fraction, against this peak instead of the profile's
+    if (r.report.peak_gflops > 0) r.report.peak_fraction *= r.report.peak_gflops / peak;
   std::printf("optimizer_bench: %s, mode %s, %d thread(s), budget %.0f s per kernel\n",
               o.arch.c_str(), o.mode.c_str(), o.threads, o.budget);
   std::printf("cost model profile: %s\n", rep0.profile.c_str());

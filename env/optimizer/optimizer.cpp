@@ -438,6 +438,8 @@ Result Optimizer::transform(const ir::Program& program, double timeout_s, const 
     // slower) thus costs a few measurements, not the budget; the loop ends when the favourites
     // and the best program's children are exhausted, or at 95% of the budget.
     std::map<uint64_t, size_t> children_tried;
+    std::vector<Candidate> next;  // the best program's children, by estimate
+    uint64_t next_of = 0;         // whose children `next` holds (0: none yet)
     size_t next_favourite = 0;
     while (!over(0.95)) {
       const size_t favourites_before = next_favourite;
@@ -448,11 +450,14 @@ Result Optimizer::transform(const ir::Program& program, double timeout_s, const 
         }
       bool climbed = false, exhausted = false;
       while (!over(0.95) && !exhausted) {
-        std::vector<Candidate> next;
-        Candidate here{res.program, res.trace, 0};
-        children_of(here, &next, nullptr, 0.95);
-        std::sort(next.begin(), next.end(), by_estimate);
-        size_t& tried = children_tried[ir::structural_hash(res.program)];
+        const uint64_t here_hash = ir::structural_hash(res.program);
+        if (next_of != here_hash) {  // computed once per program, not once per round
+          next.clear();
+          children_of(Candidate{res.program, res.trace, 0}, &next, nullptr, 0.95);
+          std::sort(next.begin(), next.end(), by_estimate);
+          next_of = here_hash;
+        }
+        size_t& tried = children_tried[here_hash];
         bool moved = false;
         for (size_t stop = tried + 6; tried < next.size() && tried < stop && !over(0.95); ++tried) {
           if (try_candidate(next[tried].program, next[tried].trace)) {
