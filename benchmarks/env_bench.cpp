@@ -3,12 +3,16 @@
 // Target: >= 20,000 steps/s per core on each kernel.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <fstream>
+#include <map>
 #include <random>
 #include <string>
 
+#include "backends/cost_model.h"
 #include "gym/env.h"
 #include "gym/vector_env.h"
+#include "transforms/registry.h"
 
 namespace {
 
@@ -48,6 +52,103 @@ void BM_Step(benchmark::State& state, const std::string& kernel) {
       mask = r.info.action_mask;
     }
     mask.back() = 0;
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
+// The programs BM_Step visits (its random policy, seed and episode length), recorded once per
+// kernel so the parts of a step can be timed on exactly those programs.
+struct Trajectory {
+  std::vector<ir::Program> programs;        ///< each step's program before its action
+  std::vector<transforms::Action> actions;  ///< the legal action taken on it
+  transforms::FlatActionSpace space{{}, transforms::Target{}};
+};
+
+const Trajectory& trajectory(const std::string& kernel) {
+  static std::map<std::string, Trajectory> cache;
+  if (auto it = cache.find(kernel); it != cache.end()) return it->second;
+  Trajectory& t = cache[kernel];
+  auto e = std::move(env::Env::make(config(kernel))).value();
+  std::mt19937 rng(1);
+  auto [obs, info] = e->reset(0);
+  std::vector<uint8_t> mask = info.action_mask;
+  for (int i = 0; i < 300; ++i) {
+    mask.back() = 0;
+    const int a = pick(mask, rng);
+    t.programs.push_back(e->program());
+    t.actions.push_back(*e->decode(a));
+    auto r = e->step(a);
+    if (r.terminated || r.truncated) {
+      auto [o, inf] = e->reset();
+      mask = inf.action_mask;
+    } else {
+      mask = r.info.action_mask;
+    }
+  }
+  return t;
+}
+
+// The parts of one step on the recorded programs: the flat mask, the cost model's estimate,
+// the feature observation and applying the action. Their sum against BM_Step says what the
+// env's own bookkeeping costs. The mask visits the programs in order with a MaskMemo, as an Env
+// does (BM_StepMaskFresh: without one, every node checked).
+void step_mask(benchmark::State& state, const std::string& kernel, bool memo) {
+  const Trajectory& t = trajectory(kernel);
+  transforms::MaskMemo m;
+  size_t i = 0, legal = 0, n = 0;
+  for (auto _ : state) {
+    auto mask = t.space.mask(t.programs[i], memo ? &m : nullptr);
+    for (auto b : mask) legal += b;
+    ++n;
+    benchmark::DoNotOptimize(mask.data());
+    i = (i + 1) % t.programs.size();
+  }
+  state.counters["legal_per_mask"] = static_cast<double>(legal) / static_cast<double>(n);
+  if (memo)
+    state.counters["memo_hit_rate"] =
+        static_cast<double>(m.hits()) /
+        static_cast<double>(std::max<uint64_t>(m.hits() + m.misses(), 1));
+  state.SetItemsProcessed(state.iterations());
+}
+
+void BM_StepMask(benchmark::State& state, const std::string& kernel) {
+  step_mask(state, kernel, true);
+}
+void BM_StepMaskFresh(benchmark::State& state, const std::string& kernel) {
+  step_mask(state, kernel, false);
+}
+
+void BM_StepEstimate(benchmark::State& state, const std::string& kernel) {
+  const Trajectory& t = trajectory(kernel);
+  const backends::MachineProfile m = backends::default_profile();
+  size_t i = 0;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(backends::estimate_cost(t.programs[i], m).time_s);
+    i = (i + 1) % t.programs.size();
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
+void BM_StepFeatures(benchmark::State& state, const std::string& kernel) {
+  const Trajectory& t = trajectory(kernel);
+  size_t i = 0;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(env::features(t.programs[i], -1).data());
+    i = (i + 1) % t.programs.size();
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
+void BM_StepApply(benchmark::State& state, const std::string& kernel) {
+  const Trajectory& t = trajectory(kernel);
+  const transforms::Target target;
+  size_t i = 0;
+  for (auto _ : state) {
+    const transforms::Action& a = t.actions[i];
+    ir::Program q =
+        transforms::registry()[static_cast<int>(a.kind)].apply(t.programs[i], a, target);
+    benchmark::DoNotOptimize(q.body.data());
+    i = (i + 1) % t.programs.size();
   }
   state.SetItemsProcessed(state.iterations());
 }
@@ -125,8 +226,13 @@ void BM_Memory(benchmark::State& state) {
 }  // namespace
 
 #define PERFDOJO_ENV_KERNELS(X) X(softmax) X(matmul-1024) X(conv2d-3x3) X(attention)
-#define PERFDOJO_ENV_REG(k)                          \
-  BENCHMARK_CAPTURE(BM_Step, k, std::string(#k));    \
+#define PERFDOJO_ENV_REG(k)                                \
+  BENCHMARK_CAPTURE(BM_Step, k, std::string(#k));          \
+  BENCHMARK_CAPTURE(BM_StepMask, k, std::string(#k));      \
+  BENCHMARK_CAPTURE(BM_StepMaskFresh, k, std::string(#k)); \
+  BENCHMARK_CAPTURE(BM_StepEstimate, k, std::string(#k));  \
+  BENCHMARK_CAPTURE(BM_StepFeatures, k, std::string(#k));  \
+  BENCHMARK_CAPTURE(BM_StepApply, k, std::string(#k));     \
   BENCHMARK_CAPTURE(BM_Reset, k, std::string(#k));
 PERFDOJO_ENV_KERNELS(PERFDOJO_ENV_REG)
 BENCHMARK(BM_VectorStep)->Arg(1)->Arg(2)->Arg(8)->UseRealTime();

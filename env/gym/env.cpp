@@ -149,7 +149,8 @@ std::vector<uint8_t> Env::action_mask() const {
   // The mask is a pure function of (program, cursor); refused actions, repeated calls and the
   // bridge's several mask views all hit this cache.
   if (mask_valid_ && mask_cursor_ == cursor_ && mask_program_ == program_.body) return mask_;
-  mask_ = config_.action_space == "flat" ? flat_.mask(program_) : cursor_space_.mask(program_, cursor_);
+  mask_ = config_.action_space == "flat" ? flat_.mask(program_, &mask_memo_)
+                                         : cursor_space_.mask(program_, cursor_);
   mask_.push_back(1);  // stop is always allowed
   mask_program_ = program_.body;
   mask_cursor_ = cursor_;

@@ -147,6 +147,8 @@ class Env {
   mutable std::vector<ir::NodePtr> mask_program_;
   mutable int mask_cursor_ = -1;
   mutable std::vector<uint8_t> mask_;
+  // Verdicts of the nodes a step did not rebuild (flat space): each mask checks only new nodes.
+  mutable transforms::MaskMemo mask_memo_;
 };
 
 }  // namespace perfdojo::env

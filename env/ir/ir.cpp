@@ -18,18 +18,8 @@ Affine Affine::constant_of(int64_t c) {
   return a;
 }
 
-int64_t Affine::coeff(int depth) const {
-  return depth >= 0 && depth < static_cast<int>(coeffs.size()) ? coeffs[depth] : 0;
-}
-
 void Affine::normalise() {
   while (!coeffs.empty() && coeffs.back() == 0) coeffs.pop_back();
-}
-
-int Affine::max_depth() const {
-  for (int k = static_cast<int>(coeffs.size()) - 1; k >= 0; --k)
-    if (coeffs[k] != 0) return k;
-  return -1;
 }
 
 ExprPtr Expr::constant(double v) {

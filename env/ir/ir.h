@@ -36,11 +36,17 @@ struct Affine {
   /// A constant.
   static Affine constant_of(int64_t c);
   /// Coefficient of {depth} (0 beyond the stored range).
-  int64_t coeff(int depth) const;
+  int64_t coeff(int depth) const {
+    return depth >= 0 && depth < static_cast<int>(coeffs.size()) ? coeffs[depth] : 0;
+  }
   /// Drops trailing zero coefficients so equal functions compare equal.
   void normalise();
   /// Highest depth with a non-zero coefficient, or -1 for a constant.
-  int max_depth() const;
+  int max_depth() const {
+    for (int k = static_cast<int>(coeffs.size()) - 1; k >= 0; --k)
+      if (coeffs[k] != 0) return k;
+    return -1;
+  }
   bool operator==(const Affine&) const = default;
 };
 

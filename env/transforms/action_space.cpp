@@ -1,7 +1,9 @@
 #include "transforms/action_space.h"
 
 #include <algorithm>
+#include <cassert>
 #include <optional>
+#include <unordered_map>
 
 #include "transforms/analysis.h"
 
@@ -12,7 +14,8 @@ FlatActionSpace::FlatActionSpace(FlatSpaceConfig config, Target target)
   for (int k = 0; k < kNumKinds; ++k) {
     offsets_.push_back(size_);
     Kind kind = static_cast<Kind>(k);
-    size_ += slots(kind) * static_cast<int>(param_values(param_kind(kind), target_).size());
+    params_.push_back(param_values(param_kind(kind), target_));
+    size_ += slots(kind) * static_cast<int>(params_.back().size());
   }
 }
 
@@ -155,7 +158,6 @@ class Prefilter {
       buffers_[b].depth.assign(p.buffers[b].shape.size(), -1);
     }
     const int ns = std::min<int>(max_scopes, static_cast<int>(ix.scopes().size()));
-    slot_of_.assign(ix.size(), -1);
     std::vector<bool> parallel_inside(ix.size(), false);  // a :par scope in the subtree
     for (int n = ix.size() - 1; n >= 0; --n) {
       const ProgramIndex::NodeInfo& info = ix.node(n);
@@ -165,7 +167,6 @@ class Prefilter {
     }
     for (int i = 0; i < ns; ++i) {
       const int n = ix.scopes()[i];
-      slot_of_[n] = i;
       ScopeSummary sum;
       sum.node = ix.node(n).node;
       sum.innermost = true;
@@ -175,19 +176,45 @@ class Prefilter {
         sum.near_parallel = sum.near_parallel || ix.node(e).node->annot == ir::Annot::kParallel;
       scopes_.push_back(std::move(sum));
     }
-    first_.assign(scopes_.size() * nb, nullptr);
     // The declaration each site's buffer names (the first of that name), -1 beyond 64.
-    std::vector<int> decl_of;
     for (int s = 0; s < static_cast<int>(ix.sites().size()); ++s) {
       const int id = ix.site_buffer(s);
-      if (id >= static_cast<int>(decl_of.size())) {
+      if (id >= static_cast<int>(decl_of_.size())) {
         const std::string& name = ix.sites()[s].access->buffer;
         int b = -1;
         for (size_t i = 0; i < nb && b < 0; ++i)
-          if (p.buffers[i].name == name) b = static_cast<int>(i);
-        decl_of.push_back(b);
+          if (same_name(p.buffers[i].name, name)) b = static_cast<int>(i);
+        decl_of_.push_back(b);
       }
-      if (decl_of[id] >= 0) site(s, decl_of[id]);
+      if (decl_of_[id] >= 0) site(s, decl_of_[id]);
+    }
+  }
+
+  // First and last top-level node using declaration b, {-1, -1} when none does, {-2, -2} when
+  // not summarised (beyond 64 declarations).
+  std::pair<int, int> live_range(int b) const {
+    if (b >= static_cast<int>(buffers_.size())) return {-2, -2};
+    return {buffers_[b].first, buffers_[b].last};
+  }
+
+  // Which buffers scope slot `i` uses, and with more than one index: what create_temporary's
+  // prefilter reads. Made on demand (a mask with a memo needs it for few scopes).
+  void summarise_uses(int i) {
+    ScopeSummary& sum = scopes_[i];
+    if (sum.uses_done) return;
+    sum.uses_done = true;
+    const ProgramIndex::NodeInfo& info = ix_.node(ix_.scopes()[i]);
+    const int nb = static_cast<int>(buffers_.size());
+    first_.assign(nb, nullptr);
+    for (int s = info.site_begin; s < info.site_end; ++s) {
+      const int b = decl_of_[ix_.site_buffer(s)];
+      if (b < 0) continue;
+      const std::vector<ir::Affine>& index = ix_.sites()[s].access->index;
+      sum.used |= uint64_t{1} << b;
+      if (!first_[b])
+        first_[b] = &index;
+      else if (*first_[b] != index)
+        sum.irregular |= uint64_t{1} << b;
     }
   }
 
@@ -244,6 +271,7 @@ class Prefilter {
         // Used inside the scope, always with one and the same index.
         if (b < 0 || b >= static_cast<int>(buffers_.size())) return true;
         const ScopeSummary& sum = scopes_[scope_slot];
+        assert(sum.uses_done);
         return ((sum.used >> b) & 1) && !((sum.irregular >> b) & 1);
       }
       case Kind::kShrinkBuffer: {
@@ -303,22 +331,13 @@ class Prefilter {
       if (!single || (bs.depth[d] >= 0 && bs.depth[d] != k)) bs.dim_ok[d] = false;
       else bs.depth[d] = k;
     }
-    for (int n = ix_.node(node).parent; n >= 0; n = ix_.node(n).parent) {
-      if (slot_of_[n] < 0) continue;
-      ScopeSummary& sum = scopes_[slot_of_[n]];
-      sum.used |= uint64_t{1} << b;
-      const std::vector<ir::Affine>*& first = first_[slot_of_[n] * buffers_.size() + b];
-      if (!first)
-        first = &a.index;
-      else if (*first != a.index)
-        sum.irregular |= uint64_t{1} << b;
-    }
   }
 
   struct ScopeSummary {
     const ir::Node* node = nullptr;
     bool innermost = false;      ///< no child is a scope
     bool near_parallel = false;  ///< a :par scope encloses it, is it, or lies inside it
+    bool uses_done = false;      ///< `used` and `irregular` are made (summarise_uses)
     uint64_t used = 0;       ///< bit b: buffer b is accessed in the subtree
     uint64_t irregular = 0;  ///< bit b: accesses of buffer b in the subtree differ in index
   };
@@ -331,16 +350,63 @@ class Prefilter {
   };
   const ProgramIndex& ix_;
   const ir::Program& p_;
-  std::vector<int> slot_of_;  ///< node index -> scope slot, -1 for none
   std::vector<ScopeSummary> scopes_;
   std::vector<BufferSummary> buffers_;
-  /// [scope slot][buffer]: the first index of the buffer seen in the scope's subtree
+  std::vector<int> decl_of_;  ///< buffer id (ProgramIndex) -> declaration index, -1 beyond 64
+  /// summarise_uses' scratch: per buffer, the first index seen in the scope's subtree
   std::vector<const std::vector<ir::Affine>*> first_;
 };
 
+// What MaskMemo remembers of one node.
+struct NodeVerdicts {
+  ir::NodePtr node;              ///< held: its address stays this node's while remembered
+  uint32_t seen = 0;             ///< the last mask that met it
+  std::vector<int64_t> context;  ///< (extent, annot) of each enclosing scope, innermost first
+  bool scope_done = false;
+  uint16_t bits[kNumKinds] = {};  ///< scope kinds: bit i = the kind's i-th parameter is legal
+  ir::NodePtr next;               ///< the next sibling join_scopes and move_statement saw
+  bool join_done = false, join = false, move_done = false, move = false;
+  ir::NodePtr parent;  ///< the parent hoist saw, and this node's index in it
+  int index = -1;
+  bool hoist_done = false, hoist = false;
+  std::vector<std::pair<std::string, bool>> temps;  ///< create_temporary, by buffer name
+};
+
+// What MaskMemo remembers of one buffer's shrink_buffer, inline_temporary and swap_buffer_dims.
+struct BufferVerdicts {
+  uint32_t seen = 0;              ///< the last mask that met it
+  ir::BufferDecl decl;            ///< the declaration they saw
+  std::vector<ir::NodePtr> tops;  ///< the top-level nodes from its first use to its last
+  uint16_t bits[kNumKinds] = {};  ///< bit i = the kind's i-th parameter is legal
+};
+
+// What those checks read of a declaration.
+bool same_decl(const ir::BufferDecl& x, const ir::BufferDecl& y) {
+  return x.role == y.role && x.dtype == y.dtype && x.shape == y.shape && x.init == y.init;
+}
+
 }  // namespace
 
-std::vector<uint8_t> FlatActionSpace::mask(const ir::Program& p) const {
+struct MaskMemo::Impl {
+  std::unordered_map<const ir::Node*, NodeVerdicts> nodes;
+  std::vector<BufferVerdicts> buffers;
+  uint32_t epoch = 0;  ///< masks made
+  uint64_t hits = 0, misses = 0;
+};
+
+MaskMemo::MaskMemo() : impl_(std::make_unique<Impl>()) {}
+MaskMemo::~MaskMemo() = default;
+MaskMemo::MaskMemo(MaskMemo&&) noexcept = default;
+MaskMemo& MaskMemo::operator=(MaskMemo&&) noexcept = default;
+void MaskMemo::clear() {
+  impl_->nodes.clear();
+  impl_->buffers.clear();
+}
+size_t MaskMemo::size() const { return impl_->nodes.size() + impl_->buffers.size(); }
+uint64_t MaskMemo::hits() const { return impl_->hits; }
+uint64_t MaskMemo::misses() const { return impl_->misses; }
+
+std::vector<uint8_t> FlatActionSpace::mask(const ir::Program& p, MaskMemo* memo) const {
   // Room for one more entry: Env appends the stop action without reallocating.
   std::vector<uint8_t> m;
   m.reserve(size_ + 1);
@@ -349,62 +415,226 @@ std::vector<uint8_t> FlatActionSpace::mask(const ir::Program& p) const {
   const int nb = std::min<int>(config_.max_buffers, static_cast<int>(p.buffers.size()));
   const int ns = std::min<int>(config_.max_scopes, static_cast<int>(ix.scopes().size()));
   const int nn = std::min<int>(config_.max_nodes, ix.size());
-  const Prefilter pre(ix, ns);
+  Prefilter pre(ix, ns);
+  MaskMemo::Impl* mem = memo ? memo->impl_.get() : nullptr;
+  if (mem) ++mem->epoch;
+
+  // One Action is reused (its path and names keep their storage).
   Action a;
-  for (int k = 0; k < kNumKinds; ++k) {
-    Kind kind = static_cast<Kind>(k);
-    const auto& params = param_values(param_kind(kind), target_);
-    const int np = static_cast<int>(params.size());
-    // The Action is built only for candidates that pass the prefilter.
-    // One Action is reused (its path and names keep their storage); its location is set only
-    // for candidates that pass the prefilter.
+  auto check_at = [&](Kind kind, int64_t param) {
     a.kind = kind;
-    auto fill = [&](int slot, int scope_slot, int node, int b, int b2) {
-      bool located = false;
-      for (int pi = 0; pi < np; ++pi) {
-        if (!pre.maybe_legal(kind, scope_slot, node, b, b2, params[pi])) continue;
-        if (!located) {
-          const int at = scope_slot >= 0 ? ix.scopes()[scope_slot] : node;
-          if (at >= 0) {
-            const std::span<const int> path = ix.path(at);
-            a.path.assign(path.begin(), path.end());
-          } else {
-            a.path.clear();
-          }
-          if (b >= 0)
-            a.buffer = p.buffers[b].name;
-          else
-            a.buffer.clear();
-          if (b2 >= 0)
-            a.buffer2 = p.buffers[b2].name;
-          else
-            a.buffer2.clear();
-          located = true;
-        }
-        a.param = params[pi];
-        if (check(p, a, target_, ix).ok()) m[offsets_[k] + slot * np + pi] = 1;
-      }
-    };
-    switch (loc_kind(kind)) {
-      case LocKind::kScope:
-        for (int s = 0; s < ns; ++s) fill(s, s, -1, -1, -1);
-        break;
-      case LocKind::kNode:
-        for (int s = 0; s < nn; ++s) fill(s, -1, s, -1, -1);
-        break;
-      case LocKind::kBuffer:
-        for (int b = 0; b < nb; ++b) fill(b, -1, -1, b, -1);
-        break;
-      case LocKind::kBufferPair:
-        for (int i = 0; i < nb; ++i)
-          for (int j = i + 1; j < nb; ++j)
-            fill(slot_of_pair(i, j, config_.max_buffers), -1, -1, i, j);
-        break;
-      case LocKind::kScopeBuffer:
-        for (int s = 0; s < ns; ++s)
-          for (int b = 0; b < nb; ++b) fill(s * config_.max_buffers + b, s, -1, b, -1);
-        break;
+    a.param = param;
+    return check(p, a, target_, ix).ok();
+  };
+  auto locate = [&](int n) {
+    const std::span<const int> path = ix.path(n);
+    a.path.assign(path.begin(), path.end());
+    a.buffer.clear();
+    a.buffer2.clear();
+  };
+  // The shared pointer holding node n (its parent's child, or a top-level node).
+  auto held = [&](int n) -> const ir::NodePtr& {
+    const int i = ix.path(n).back();
+    const int parent = ix.node(n).parent;
+    return parent < 0 ? p.body[i] : ix.node(parent).node->body[i];
+  };
+  // The verdicts of node n: remembered when its context matches, else fresh.
+  NodeVerdicts scratch;
+  std::vector<int64_t> context;
+  auto verdicts = [&](int n) -> NodeVerdicts& {
+    context.clear();
+    for (int e = ix.node(n).parent; e >= 0; e = ix.node(e).parent) {
+      context.push_back(ix.node(e).node->extent);
+      context.push_back(static_cast<int64_t>(ix.node(e).node->annot));
     }
+    NodeVerdicts* v = &scratch;
+    if (mem) {
+      v = &mem->nodes[ix.node(n).node];
+      v->seen = mem->epoch;
+      if (v->node && v->context == context) {
+        ++mem->hits;
+        return *v;
+      }
+      ++mem->misses;
+    }
+    *v = NodeVerdicts{};
+    if (mem) v->seen = mem->epoch;
+    v->node = held(n);
+    v->context.assign(context.begin(), context.end());
+    return *v;
+  };
+  auto sync_next = [&](NodeVerdicts& v, int n) {
+    const int next = ix.node(n).next;
+    const ir::Node* now = next >= 0 ? ix.node(next).node : nullptr;
+    if (v.next.get() == now) return;
+    v.next = next >= 0 ? held(next) : nullptr;
+    v.join_done = v.move_done = false;
+  };
+
+  // Scopes: every scope kind, and create_temporary for each buffer.
+  static constexpr Kind kScopeKinds[] = {Kind::kTileScope,  Kind::kJoinNested, Kind::kSwapScopes,
+                                         Kind::kSplitScope, Kind::kVectorize,  Kind::kUnroll,
+                                         Kind::kParallelize};
+  const int ct = static_cast<int>(Kind::kCreateTemporary);
+  for (int s = 0; s < ns; ++s) {
+    const int n = ix.scopes()[s];
+    NodeVerdicts& v = verdicts(n);
+    bool located = false;
+    auto at = [&] {
+      if (!located) locate(n);
+      located = true;
+    };
+    if (!v.scope_done) {
+      for (const Kind kind : kScopeKinds) {
+        const int k = static_cast<int>(kind);
+        const std::vector<int64_t>& params = params_[k];
+        uint16_t bits = 0;
+        for (int pi = 0; pi < static_cast<int>(params.size()); ++pi) {
+          if (!pre.maybe_legal(kind, s, -1, -1, -1, params[pi])) continue;
+          at();
+          if (check_at(kind, params[pi])) bits |= uint16_t{1} << pi;
+        }
+        v.bits[k] = bits;
+      }
+      v.scope_done = true;
+    }
+    sync_next(v, n);
+    if (!v.join_done) {
+      v.join = pre.maybe_legal(Kind::kJoinScopes, s, -1, -1, -1, 0) &&
+               (at(), check_at(Kind::kJoinScopes, 0));
+      v.join_done = true;
+    }
+    for (const Kind kind : kScopeKinds) {
+      const int k = static_cast<int>(kind);
+      const int np = static_cast<int>(params_[k].size());
+      uint8_t* out = m.data() + offsets_[k] + s * np;
+      for (int pi = 0; pi < np; ++pi) out[pi] = (v.bits[k] >> pi) & 1;
+    }
+    m[offsets_[static_cast<int>(Kind::kJoinScopes)] + s] = v.join;
+    // create_temporary, by buffer name: the verdict sits at the buffer's own position unless
+    // declarations were added or removed since.
+    if (v.temps.size() < static_cast<size_t>(nb)) v.temps.reserve(nb);
+    for (int b = 0; b < nb; ++b) {
+      const std::string& name = p.buffers[b].name;
+      const std::pair<std::string, bool>* found = nullptr;
+      if (b < static_cast<int>(v.temps.size()) && same_name(v.temps[b].first, name)) {
+        found = &v.temps[b];
+      } else {
+        for (const auto& t : v.temps)
+          if (same_name(t.first, name)) found = &t;
+      }
+      bool ok;
+      if (found) {
+        ok = found->second;
+      } else {
+        pre.summarise_uses(s);
+        ok = pre.maybe_legal(Kind::kCreateTemporary, s, -1, b, -1, 0);
+        if (ok) {
+          at();
+          a.buffer = name;
+          ok = check_at(Kind::kCreateTemporary, 0);
+          a.buffer.clear();
+        }
+        v.temps.emplace_back(name, ok);
+      }
+      m[offsets_[ct] + s * config_.max_buffers + b] = ok;
+    }
+  }
+
+  // Nodes: move_statement (next sibling) and hoist (parent).
+  for (int n = 0; n < nn; ++n) {
+    NodeVerdicts& v = verdicts(n);
+    bool located = false;
+    auto at = [&] {
+      if (!located) locate(n);
+      located = true;
+    };
+    sync_next(v, n);
+    if (!v.move_done) {
+      v.move = pre.maybe_legal(Kind::kMoveStatement, -1, n, -1, -1, 0) &&
+               (at(), check_at(Kind::kMoveStatement, 0));
+      v.move_done = true;
+    }
+    const int parent = ix.node(n).parent;
+    const ir::Node* parent_now = parent >= 0 ? ix.node(parent).node : nullptr;
+    const int index = ix.path(n).back();
+    if (v.parent.get() != parent_now || v.index != index) {
+      v.parent = parent >= 0 ? held(parent) : nullptr;
+      v.index = index;
+      v.hoist_done = false;
+    }
+    if (!v.hoist_done) {
+      v.hoist =
+          pre.maybe_legal(Kind::kHoist, -1, n, -1, -1, 0) && (at(), check_at(Kind::kHoist, 0));
+      v.hoist_done = true;
+    }
+    m[offsets_[static_cast<int>(Kind::kMoveStatement)] + n] = v.move;
+    m[offsets_[static_cast<int>(Kind::kHoist)] + n] = v.hoist;
+  }
+
+  // Buffers: shrink_buffer, inline_temporary and swap_buffer_dims read the buffer's declaration
+  // and the top-level nodes from its first use to its last (where they lie does not matter);
+  // reuse_buffers compares two buffers' live ranges and is checked every time.
+  static constexpr Kind kBufferKinds[] = {Kind::kShrinkBuffer, Kind::kInlineTemporary,
+                                          Kind::kSwapBufferDims};
+  for (int b = 0; b < nb; ++b) {
+    const ir::BufferDecl& decl = p.buffers[b];
+    const auto [first, last] = pre.live_range(b);
+    BufferVerdicts scratch_buffer;
+    BufferVerdicts* v = &scratch_buffer;
+    bool known = false;
+    if (mem && first > -2) {
+      auto it =
+          std::find_if(mem->buffers.begin(), mem->buffers.end(),
+                       [&](const BufferVerdicts& x) { return same_name(x.decl.name, decl.name); });
+      if (it == mem->buffers.end()) it = mem->buffers.emplace(mem->buffers.end());
+      v = &*it;
+      v->seen = mem->epoch;
+      known = v->decl.name == decl.name && same_decl(v->decl, decl) &&
+              static_cast<int>(v->tops.size()) == (first < 0 ? 0 : last - first + 1);
+      for (int t = 0; known && t < static_cast<int>(v->tops.size()); ++t)
+        known = v->tops[t] == p.body[first + t];
+      ++(known ? mem->hits : mem->misses);
+    }
+    if (!known) {
+      v->decl = decl;
+      v->tops.clear();
+      if (first >= 0 && mem) v->tops.assign(p.body.begin() + first, p.body.begin() + last + 1);
+      a.path.clear();
+      a.buffer = decl.name;
+      a.buffer2.clear();
+      for (const Kind kind : kBufferKinds) {
+        const int k = static_cast<int>(kind);
+        const std::vector<int64_t>& params = params_[k];
+        uint16_t bits = 0;
+        for (int pi = 0; pi < static_cast<int>(params.size()); ++pi)
+          if (pre.maybe_legal(kind, -1, -1, b, -1, params[pi]) && check_at(kind, params[pi]))
+            bits |= uint16_t{1} << pi;
+        v->bits[k] = bits;
+      }
+    }
+    for (const Kind kind : kBufferKinds) {
+      const int k = static_cast<int>(kind);
+      const int np = static_cast<int>(params_[k].size());
+      uint8_t* out = m.data() + offsets_[k] + b * np;
+      for (int pi = 0; pi < np; ++pi) out[pi] = (v->bits[k] >> pi) & 1;
+    }
+  }
+  const int reuse = static_cast<int>(Kind::kReuseBuffers);
+  a.path.clear();
+  for (int i = 0; i < nb; ++i) {
+    for (int j = i + 1; j < nb; ++j) {
+      if (!pre.maybe_legal(Kind::kReuseBuffers, -1, -1, i, j, 0)) continue;
+      a.buffer = p.buffers[i].name;
+      a.buffer2 = p.buffers[j].name;
+      if (check_at(Kind::kReuseBuffers, 0))
+        m[offsets_[reuse] + slot_of_pair(i, j, config_.max_buffers)] = 1;
+    }
+  }
+  // Keep what this program has: the next one shares most of it (and nothing else is held).
+  if (mem) {
+    std::erase_if(mem->nodes, [&](const auto& e) { return e.second.seen != mem->epoch; });
+    std::erase_if(mem->buffers, [&](const BufferVerdicts& b) { return b.seen != mem->epoch; });
   }
   return m;
 }

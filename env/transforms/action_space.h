@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,6 +21,37 @@ struct FlatSpaceConfig {
   int max_buffers = 16;  ///< buffers, in declaration order
 };
 
+/// Verdicts of the last program's checks, kept for the next mask.
+///
+/// A check at a scope or statement reads only that node's subtree, the extents and annotations
+/// of the scopes enclosing it, and (join_scopes and move_statement) its next sibling or (hoist)
+/// its parent. shrink_buffer, inline_temporary and swap_buffer_dims read the buffer's
+/// declaration and the top-level nodes from its first use to its last. Programs are immutable
+/// and a transformation shares every subtree it does not touch, so a node met again under the
+/// same enclosing scopes, or a buffer whose declaration and nests are the same nodes, has the
+/// verdicts computed before: a step re-checks only what it rebuilt. The memo holds the nodes of
+/// the last program it saw (an address is never reused while remembered) and nothing older.
+/// One memo serves one FlatActionSpace (its target and parameters). Not thread-safe.
+class MaskMemo {
+ public:
+  MaskMemo();
+  ~MaskMemo();
+  MaskMemo(MaskMemo&&) noexcept;
+  MaskMemo& operator=(MaskMemo&&) noexcept;
+  /// Forgets everything.
+  void clear();
+  /// Nodes and buffers remembered.
+  size_t size() const;
+  /// Lookups (nodes and buffers) answered from memory, and those that had to check.
+  uint64_t hits() const;
+  uint64_t misses() const;
+
+ private:
+  friend class FlatActionSpace;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
 /// Flat space: index = offset(kind) + slot * |params(kind)| + param_index. Fixed for a given
 /// config and target, so an index means the same (kind, slot, parameter) on every program.
 class FlatActionSpace {
@@ -32,8 +64,9 @@ class FlatActionSpace {
   std::optional<Action> decode(const ir::Program& p, int index) const;
   /// The index of `a` on `p`, or -1 when its location has no slot.
   int encode(const ir::Program& p, const Action& a) const;
-  /// 1 where the action exists and is legal, else 0.
-  std::vector<uint8_t> mask(const ir::Program& p) const;
+  /// 1 where the action exists and is legal, else 0. With a memo, nodes it remembers are not
+  /// checked again (the result is the same, a tested invariant).
+  std::vector<uint8_t> mask(const ir::Program& p, MaskMemo* memo = nullptr) const;
   /// Human-readable name of index i's (kind, slot, parameter), e.g. "tile_scope[scope 3][8]".
   std::string describe(int index) const;
   /// First index of a kind's block.
@@ -46,6 +79,7 @@ class FlatActionSpace {
   FlatSpaceConfig config_;
   Target target_;
   std::vector<int> offsets_;
+  std::vector<std::vector<int64_t>> params_;  ///< param_values of each kind on the target
   int size_ = 0;
 };
 

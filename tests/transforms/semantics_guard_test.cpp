@@ -106,6 +106,9 @@ TEST_CASE("random legal trajectories never change what a suite kernel computes")
 TEST_CASE("the flat mask is exactly the legality checks, on every state of random trajectories") {
   const transforms::Target target;
   const transforms::FlatActionSpace space({}, target);
+  // One memo across every trajectory of every kernel: the mask it gives must be the checks'
+  // verdicts too.
+  transforms::MaskMemo memo;
   int states = 0, legal_seen = 0;
   for (const auto& name : testing::suite_kernel_names()) {
     auto loaded = testing::load_scaled_kernel(name);
@@ -115,6 +118,8 @@ TEST_CASE("the flat mask is exactly the legality checks, on every state of rando
       ir::Program cur = loaded.value();
       for (int s = 0; s < 12; ++s) {
         auto mask = space.mask(cur);
+        REQUIRE_MESSAGE(space.mask(cur, &memo) == mask, name << ": the memo's mask differs\n"
+                                                             << ir::print_program(cur));
         ++states;
         for (int i = 0; i < space.size(); ++i) {
           auto a = space.decode(cur, i);
@@ -133,6 +138,41 @@ TEST_CASE("the flat mask is exactly the legality checks, on every state of rando
   }
   CHECK(states > 100);
   CHECK(legal_seen > 1000);
+  CHECK(memo.hits() > memo.misses());  // the trajectories reuse most nodes
+}
+
+TEST_CASE("masks with a memo equal fresh masks along long trajectories that revisit nodes") {
+  // Every state of long trajectories whose actions are drawn from the mask itself, so hoisted
+  // statements (a remembered node under new enclosing scopes), moved siblings, split and joined
+  // scopes and new or removed buffers all meet remembered verdicts.
+  const transforms::Target target;
+  const transforms::FlatActionSpace space({}, target);
+  int states = 0;
+  for (const auto& name : testing::suite_kernel_names()) {
+    auto loaded = testing::load_scaled_kernel(name);
+    REQUIRE(loaded.ok());
+    transforms::MaskMemo memo;
+    std::mt19937_64 rng(std::hash<std::string>{}(name)*7 + 1);
+    for (int t = 0; t < 3; ++t) {
+      ir::Program cur = loaded.value();
+      for (int s = 0; s < 40; ++s) {
+        const auto fresh = space.mask(cur);
+        const auto remembered = space.mask(cur, &memo);
+        ++states;
+        REQUIRE_MESSAGE(remembered == fresh, name << ", trajectory " << t << ", step " << s
+                                                  << ": the memo's mask differs\n"
+                                                  << ir::print_program(cur));
+        std::vector<int> legal;
+        for (int i = 0; i < space.size(); ++i)
+          if (fresh[i]) legal.push_back(i);
+        if (legal.empty()) break;
+        const int pick = legal[std::uniform_int_distribution<size_t>(0, legal.size() - 1)(rng)];
+        cur = transforms::apply(cur, *space.decode(cur, pick), target).value();
+      }
+    }
+    CHECK(memo.hits() > 0);
+  }
+  CHECK(states > 500);
 }
 
 TEST_CASE("checks given a program index give exactly the verdicts of checks without one") {
