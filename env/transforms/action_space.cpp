@@ -369,7 +369,8 @@ struct NodeVerdicts {
   ir::NodePtr parent;  ///< the parent hoist saw, and this node's index in it
   int index = -1;
   bool hoist_done = false, hoist = false;
-  std::vector<std::pair<std::string, bool>> temps;  ///< create_temporary, by buffer name
+  /// create_temporary: bit b = decided / legal for the memo's b-th buffer name (b < 64)
+  uint64_t temp_known = 0, temp_ok = 0;
 };
 
 // What MaskMemo remembers of one buffer's shrink_buffer, inline_temporary and swap_buffer_dims.
@@ -390,6 +391,7 @@ bool same_decl(const ir::BufferDecl& x, const ir::BufferDecl& y) {
 struct MaskMemo::Impl {
   std::unordered_map<const ir::Node*, NodeVerdicts> nodes;
   std::vector<BufferVerdicts> buffers;
+  std::vector<std::string> names;  ///< the buffer names (first 64) temp_known/temp_ok refer to
   uint32_t epoch = 0;  ///< masks made
   uint64_t hits = 0, misses = 0;
 };
@@ -401,6 +403,7 @@ MaskMemo& MaskMemo::operator=(MaskMemo&&) noexcept = default;
 void MaskMemo::clear() {
   impl_->nodes.clear();
   impl_->buffers.clear();
+  impl_->names.clear();
 }
 size_t MaskMemo::size() const { return impl_->nodes.size() + impl_->buffers.size(); }
 uint64_t MaskMemo::hits() const { return impl_->hits; }
@@ -417,7 +420,35 @@ std::vector<uint8_t> FlatActionSpace::mask(const ir::Program& p, MaskMemo* memo)
   const int nn = std::min<int>(config_.max_nodes, ix.size());
   Prefilter pre(ix, ns);
   MaskMemo::Impl* mem = memo ? memo->impl_.get() : nullptr;
-  if (mem) ++mem->epoch;
+  if (mem) {
+    ++mem->epoch;
+    // create_temporary's bits follow the buffers' positions: when declarations were removed or
+    // reordered, move each remembered bit to its name's new position (appended ones are new).
+    const size_t n = std::min<size_t>(p.buffers.size(), 64);
+    bool same = mem->names.size() <= n;
+    for (size_t b = 0; same && b < mem->names.size(); ++b)
+      same = same_name(mem->names[b], p.buffers[b].name);
+    if (!same) {
+      std::vector<int> from(n, -1);  // new position -> old position
+      for (size_t b = 0; b < n; ++b)
+        for (size_t o = 0; o < mem->names.size(); ++o)
+          if (same_name(mem->names[o], p.buffers[b].name)) from[b] = static_cast<int>(o);
+      for (auto& [node, v] : mem->nodes) {
+        uint64_t known = 0, ok = 0;
+        for (size_t b = 0; b < n; ++b) {
+          if (from[b] < 0 || !((v.temp_known >> from[b]) & 1)) continue;
+          known |= uint64_t{1} << b;
+          ok |= ((v.temp_ok >> from[b]) & 1) << b;
+        }
+        v.temp_known = known;
+        v.temp_ok = ok;
+      }
+    }
+    if (!same || mem->names.size() != n) {
+      mem->names.resize(n);
+      for (size_t b = 0; b < n; ++b) mem->names[b] = p.buffers[b].name;
+    }
+  }
 
   // One Action is reused (its path and names keep their storage).
   Action a;
@@ -511,31 +542,23 @@ std::vector<uint8_t> FlatActionSpace::mask(const ir::Program& p, MaskMemo* memo)
       for (int pi = 0; pi < np; ++pi) out[pi] = (v.bits[k] >> pi) & 1;
     }
     m[offsets_[static_cast<int>(Kind::kJoinScopes)] + s] = v.join;
-    // create_temporary, by buffer name: the verdict sits at the buffer's own position unless
-    // declarations were added or removed since.
-    if (v.temps.size() < static_cast<size_t>(nb)) v.temps.reserve(nb);
+    // create_temporary, by buffer position in the memo's name list (see names_changed below).
     for (int b = 0; b < nb; ++b) {
-      const std::string& name = p.buffers[b].name;
-      const std::pair<std::string, bool>* found = nullptr;
-      if (b < static_cast<int>(v.temps.size()) && same_name(v.temps[b].first, name)) {
-        found = &v.temps[b];
-      } else {
-        for (const auto& t : v.temps)
-          if (same_name(t.first, name)) found = &t;
-      }
+      const uint64_t bit = b < 64 ? uint64_t{1} << b : 0;
       bool ok;
-      if (found) {
-        ok = found->second;
+      if (v.temp_known & bit) {
+        ok = (v.temp_ok & bit) != 0;
       } else {
         pre.summarise_uses(s);
         ok = pre.maybe_legal(Kind::kCreateTemporary, s, -1, b, -1, 0);
         if (ok) {
           at();
-          a.buffer = name;
+          a.buffer = p.buffers[b].name;
           ok = check_at(Kind::kCreateTemporary, 0);
           a.buffer.clear();
         }
-        v.temps.emplace_back(name, ok);
+        v.temp_known |= bit;
+        if (ok) v.temp_ok |= bit;
       }
       m[offsets_[ct] + s * config_.max_buffers + b] = ok;
     }
