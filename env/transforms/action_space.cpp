@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "transforms/analysis.h"
+#include "transforms/unroll.h"
 
 namespace perfdojo::transforms {
 
@@ -147,8 +148,11 @@ namespace {
 // Necessary conditions for legality that are cheap to test from a summary of the program made
 // once per mask. A candidate failing one is illegal without running its check; every other
 // candidate is decided by the full check, so the mask equals the checks (a tested invariant).
+// For tile_scope and unroll at a scope slot the conditions are the whole check (`decides`).
 class Prefilter {
  public:
+  static bool decides(Kind k) { return k == Kind::kTileScope || k == Kind::kUnroll; }
+
   explicit Prefilter(const ProgramIndex& ix, int max_scopes) : ix_(ix), p_(ix.program()) {
     const ir::Program& p = p_;
     const size_t nb = std::min<size_t>(p.buffers.size(), 64);
@@ -232,7 +236,8 @@ class Prefilter {
       case Kind::kTileScope:
         return s->annot == kNone && a.param > 1 && a.param < s->extent && s->extent % a.param == 0;
       case Kind::kUnroll:
-        return s->annot == kNone && a.param > 1 && a.param <= s->extent && s->extent % a.param == 0;
+        return s->annot == kNone && a.param > 1 && a.param <= kMaxUnroll && a.param <= s->extent &&
+               s->extent % a.param == 0;
       case Kind::kVectorize:
         return s->annot == kNone && a.param > 0 && s->extent % a.param == 0 &&
                scopes_[scope_slot].innermost;
@@ -522,6 +527,10 @@ std::vector<uint8_t> FlatActionSpace::mask(const ir::Program& p, MaskMemo* memo)
         uint16_t bits = 0;
         for (int pi = 0; pi < static_cast<int>(params.size()); ++pi) {
           if (!pre.maybe_legal(kind, s, -1, -1, -1, params[pi])) continue;
+          if (Prefilter::decides(kind)) {
+            bits |= uint16_t{1} << pi;
+            continue;
+          }
           at();
           if (check_at(kind, params[pi])) bits |= uint16_t{1} << pi;
         }

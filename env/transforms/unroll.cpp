@@ -8,7 +8,8 @@ Legality check_unroll(const ir::Program& p, const Action& a, const Target&, cons
   const ir::Node* s = nullptr;
   if (auto l = scope_location(p, a.path, &s); !l.ok()) return l;
   if (s->annot != ir::Annot::kNone) return {Reason::kAnnotated, "", a.path};
-  if (a.param < 2 || a.param > 64 || a.param > s->extent) return {Reason::kBadParameter, "", a.path};
+  if (a.param < 2 || a.param > kMaxUnroll || a.param > s->extent)
+    return {Reason::kBadParameter, "", a.path};
   if (s->extent % a.param != 0) return {Reason::kNotDivisible, "", a.path};
   return {};
 }

@@ -5,6 +5,9 @@
 
 namespace perfdojo::transforms {
 
+/// The largest factor `unroll` accepts (copies of the body written out).
+inline constexpr int64_t kMaxUnroll = 64;
+
 /// Legality of `unroll` (no change is made).
 Legality check_unroll(const ir::Program& p, const Action& a, const Target& t,
                       const ProgramIndex* index = nullptr);
