@@ -1,11 +1,11 @@
 #include "transforms/action_space.h"
 
 #include <algorithm>
-#include <cassert>
 #include <optional>
 #include <unordered_map>
 
 #include "transforms/analysis.h"
+#include "transforms/create_temporary.h"
 #include "transforms/unroll.h"
 
 namespace perfdojo::transforms {
@@ -148,7 +148,8 @@ namespace {
 // Necessary conditions for legality that are cheap to test from a summary of the program made
 // once per mask. A candidate failing one is illegal without running its check; every other
 // candidate is decided by the full check, so the mask equals the checks (a tested invariant).
-// For tile_scope and unroll at a scope slot the conditions are the whole check (`decides`).
+// For tile_scope and unroll at a scope slot the conditions are the whole check (`decides`);
+// create_temporary is decided from the scope's summary (`temporary_ok`).
 class Prefilter {
  public:
   static bool decides(Kind k) { return k == Kind::kTileScope || k == Kind::kUnroll; }
@@ -176,8 +177,12 @@ class Prefilter {
       sum.innermost = true;
       for (const auto& c : sum.node->body) sum.innermost = sum.innermost && !c->is_scope;
       sum.near_parallel = parallel_inside[n];
-      for (int e = ix.node(n).parent; e >= 0; e = ix.node(e).parent)
+      sum.depth = static_cast<int>(ix.path(n).size()) - 1;
+      sum.temporary_scope = temporary_scope_annot(sum.node->annot);
+      for (int e = ix.node(n).parent; e >= 0; e = ix.node(e).parent) {
         sum.near_parallel = sum.near_parallel || ix.node(e).node->annot == ir::Annot::kParallel;
+        sum.temporary_scope = sum.temporary_scope && !shares_storage(ix.node(e).node->annot);
+      }
       scopes_.push_back(std::move(sum));
     }
     // The declaration each site's buffer names (the first of that name), -1 beyond 64.
@@ -194,6 +199,9 @@ class Prefilter {
     }
   }
 
+  // Declarations with a summary (the first 64).
+  int summarised_buffers() const { return static_cast<int>(buffers_.size()); }
+
   // First and last top-level node using declaration b, {-1, -1} when none does, {-2, -2} when
   // not summarised (beyond 64 declarations).
   std::pair<int, int> live_range(int b) const {
@@ -201,15 +209,26 @@ class Prefilter {
     return {buffers_[b].first, buffers_[b].last};
   }
 
-  // Which buffers scope slot `i` uses, and with more than one index: what create_temporary's
-  // prefilter reads. Made on demand (a mask with a memo needs it for few scopes).
+  // create_temporary's verdict at scope slot `i` for declaration `b` (below 64): the check reads
+  // the scope's annotation and those enclosing it, and the one index every access of the buffer
+  // in the scope uses; the same functions decide here (a tested invariant).
+  bool temporary_ok(int i, int b) {
+    summarise_uses(i);
+    const ScopeSummary& sum = scopes_[i];
+    if (!sum.temporary_scope || !((sum.used >> b) & 1) || ((sum.irregular >> b) & 1)) return false;
+    return inner_iterators(*first_[b], sum.depth, nullptr);
+  }
+
+  // Which buffers scope slot `i` uses, with more than one index, and the first index of each
+  // (first_, for the last scope summarised). Made on demand: a mask with a memo needs few.
   void summarise_uses(int i) {
+    if (first_scope_ == i) return;
+    first_scope_ = i;
     ScopeSummary& sum = scopes_[i];
-    if (sum.uses_done) return;
-    sum.uses_done = true;
     const ProgramIndex::NodeInfo& info = ix_.node(ix_.scopes()[i]);
     const int nb = static_cast<int>(buffers_.size());
     first_.assign(nb, nullptr);
+    sum.used = sum.irregular = 0;
     for (int s = info.site_begin; s < info.site_end; ++s) {
       const int b = decl_of_[ix_.site_buffer(s)];
       if (b < 0) continue;
@@ -271,13 +290,6 @@ class Prefilter {
           for (const ir::Affine& f : x.access->index)
             if (f.max_depth() >= d) return false;
         return true;
-      }
-      case Kind::kCreateTemporary: {
-        // Used inside the scope, always with one and the same index.
-        if (b < 0 || b >= static_cast<int>(buffers_.size())) return true;
-        const ScopeSummary& sum = scopes_[scope_slot];
-        assert(sum.uses_done);
-        return ((sum.used >> b) & 1) && !((sum.irregular >> b) & 1);
       }
       case Kind::kShrinkBuffer: {
         if (b < 0 || b >= static_cast<int>(buffers_.size())) return true;
@@ -342,7 +354,8 @@ class Prefilter {
     const ir::Node* node = nullptr;
     bool innermost = false;      ///< no child is a scope
     bool near_parallel = false;  ///< a :par scope encloses it, is it, or lies inside it
-    bool uses_done = false;      ///< `used` and `irregular` are made (summarise_uses)
+    int depth = 0;               ///< number of scopes enclosing it
+    bool temporary_scope = false;  ///< plain or unrolled, in no parallel or GPU-mapped scope
     uint64_t used = 0;       ///< bit b: buffer b is accessed in the subtree
     uint64_t irregular = 0;  ///< bit b: accesses of buffer b in the subtree differ in index
   };
@@ -358,8 +371,9 @@ class Prefilter {
   std::vector<ScopeSummary> scopes_;
   std::vector<BufferSummary> buffers_;
   std::vector<int> decl_of_;  ///< buffer id (ProgramIndex) -> declaration index, -1 beyond 64
-  /// summarise_uses' scratch: per buffer, the first index seen in the scope's subtree
+  /// summarise_uses: per buffer, the first index seen in scope slot first_scope_'s subtree
   std::vector<const std::vector<ir::Affine>*> first_;
+  int first_scope_ = -1;
 };
 
 // What MaskMemo remembers of one node.
@@ -557,17 +571,15 @@ std::vector<uint8_t> FlatActionSpace::mask(const ir::Program& p, MaskMemo* memo)
       bool ok;
       if (v.temp_known & bit) {
         ok = (v.temp_ok & bit) != 0;
-      } else {
-        pre.summarise_uses(s);
-        ok = pre.maybe_legal(Kind::kCreateTemporary, s, -1, b, -1, 0);
-        if (ok) {
-          at();
-          a.buffer = p.buffers[b].name;
-          ok = check_at(Kind::kCreateTemporary, 0);
-          a.buffer.clear();
-        }
+      } else if (b < pre.summarised_buffers()) {
+        ok = pre.temporary_ok(s, b);
         v.temp_known |= bit;
         if (ok) v.temp_ok |= bit;
+      } else {
+        at();
+        a.buffer = p.buffers[b].name;
+        ok = check_at(Kind::kCreateTemporary, 0);
+        a.buffer.clear();
       }
       m[offsets_[ct] + s * config_.max_buffers + b] = ok;
     }

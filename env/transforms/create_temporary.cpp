@@ -5,11 +5,39 @@
 #include "transforms/analysis.h"
 
 namespace perfdojo::transforms {
-namespace {
 
-bool is_shared_storage_annot(ir::Annot a) {
+bool shares_storage(ir::Annot a) {
   return a == ir::Annot::kParallel || a == ir::Annot::kGpuBlock || a == ir::Annot::kGpuThread;
 }
+
+bool temporary_scope_annot(ir::Annot a) { return a == ir::Annot::kNone || a == ir::Annot::kUnroll; }
+
+bool inner_iterators(const std::vector<ir::Affine>& index, int depth, std::vector<int>* inner) {
+  // Iterators below 64 are remembered in a bit set, deeper ones (rare) in a list.
+  uint64_t seen = 0;
+  std::vector<int> deep;
+  for (const ir::Affine& f : index) {
+    int found = 0;
+    for (int k = depth + 1; k < static_cast<int>(f.coeffs.size()); ++k) {
+      if (f.coeffs[k] == 0) continue;
+      if (++found > 1) return false;
+      bool dup;
+      if (k < 64) {
+        dup = ((seen >> k) & 1) != 0;
+        seen |= uint64_t{1} << k;
+      } else {
+        dup = std::find(deep.begin(), deep.end(), k) != deep.end();
+        deep.push_back(k);
+      }
+      if (dup) return false;
+      if (inner) inner->push_back(k);
+    }
+  }
+  if (inner) std::sort(inner->begin(), inner->end());
+  return true;
+}
+
+namespace {
 
 // One statement inside S that touches the buffer, with the scopes enclosing it inside S.
 struct Use {
@@ -88,10 +116,8 @@ Legality make_plan(const ir::Program& p, const Action& a, const ProgramIndex* in
   plan.depth = static_cast<int>(a.path.size()) - 1;
   plan.decl = find_decl(p, a.buffer);
   if (!plan.decl) return {Reason::kNoSuchLocation, a.buffer, a.path};
-  if (s->annot != ir::Annot::kNone && s->annot != ir::Annot::kUnroll)
-    return {Reason::kAnnotated, a.buffer, a.path};
-  if (any_enclosing_annot(p, a.path, is_shared_storage_annot))
-    return {Reason::kAnnotated, a.buffer, a.path};
+  if (!temporary_scope_annot(s->annot)) return {Reason::kAnnotated, a.buffer, a.path};
+  if (any_enclosing_annot(p, a.path, shares_storage)) return {Reason::kAnnotated, a.buffer, a.path};
 
   const std::vector<ir::Affine>* first = nullptr;
   bool regular = true;
@@ -108,24 +134,8 @@ Legality make_plan(const ir::Program& p, const Action& a, const ProgramIndex* in
   if (!regular) return {Reason::kIrregularAccess, a.buffer, a.path};
   const std::vector<ir::Affine>& ix = *first;
 
-  // Injectivity: each inner iterator in exactly one dimension, at most one per dimension.
-  // Iterators below 64 are remembered in a bit set; the list (which apply needs) is only built
-  // when asked for, or for deeper iterators.
-  const int d = plan.depth;
-  uint64_t seen = 0;
-  for (size_t m = 0; m < ix.size(); ++m) {
-    int found = 0;
-    for (int k = d + 1; k < static_cast<int>(ix[m].coeffs.size()); ++k) {
-      if (ix[m].coeffs[k] == 0) continue;
-      if (++found > 1) return {Reason::kIrregularAccess, a.buffer, a.path};
-      const bool dup = k < 64 ? ((seen >> k) & 1) != 0
-                              : std::find(plan.inner.begin(), plan.inner.end(), k) != plan.inner.end();
-      if (dup) return {Reason::kIrregularAccess, a.buffer, a.path};
-      if (k < 64) seen |= uint64_t{1} << k;
-      if (uses || k >= 64) plan.inner.push_back(k);
-    }
-  }
-  std::sort(plan.inner.begin(), plan.inner.end());
+  if (!inner_iterators(ix, plan.depth, uses ? &plan.inner : nullptr))
+    return {Reason::kIrregularAccess, a.buffer, a.path};
   if (uses) plan.index = ix;
   return {};
 }

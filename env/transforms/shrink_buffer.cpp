@@ -4,13 +4,10 @@
 #include <deque>
 
 #include "transforms/analysis.h"
+#include "transforms/create_temporary.h"
 
 namespace perfdojo::transforms {
 namespace {
-
-bool is_shared_storage_annot(ir::Annot a) {
-  return a == ir::Annot::kParallel || a == ir::Annot::kGpuBlock || a == ir::Annot::kGpuThread;
-}
 
 // An access of the buffer and the path of its statement.
 struct Site {
@@ -93,7 +90,7 @@ Legality make_plan(const ir::Program& p, const Action& a, const ProgramIndex* in
   const ir::Node* s = node_at(p, plan.scope);
   if (s->annot != ir::Annot::kNone && s->annot != ir::Annot::kUnroll)
     return {Reason::kAnnotated, a.buffer, plan.scope};
-  if (plan.decl->init && any_enclosing_annot(p, plan.scope, is_shared_storage_annot))
+  if (plan.decl->init && any_enclosing_annot(p, plan.scope, shares_storage))
     return {Reason::kAnnotated, a.buffer, plan.scope};
 
   // A value must not flow from one execution of S to a later one: no element may be touched
