@@ -83,10 +83,20 @@ Program replace_node(const Program& p, const Path& path, std::vector<NodePtr> no
 ExprPtr map_accesses(const ExprPtr& e, const std::function<Access(const Access&)>& f) {
   switch (e->kind) {
     case ir::ExprKind::kConst: return e;
-    case ir::ExprKind::kLoad: return Expr::load(f(e->access));
+    case ir::ExprKind::kLoad: {
+      Access b = f(e->access);
+      if (b == e->access) return e;
+      return Expr::load(std::move(b));
+    }
     default: {
-      auto c = std::make_shared<Expr>(*e);
-      for (auto& a : c->args) a = map_accesses(a, f);
+      std::shared_ptr<Expr> c;  // made at the first argument that changes
+      for (size_t i = 0; i < e->args.size(); ++i) {
+        ExprPtr a = map_accesses(e->args[i], f);
+        if (a == e->args[i]) continue;
+        if (!c) c = std::make_shared<Expr>(*e);
+        c->args[i] = std::move(a);
+      }
+      if (!c) return e;
       return c;
     }
   }
@@ -94,14 +104,22 @@ ExprPtr map_accesses(const ExprPtr& e, const std::function<Access(const Access&)
 
 NodePtr map_accesses(const NodePtr& n, const std::function<Access(const Access&)>& f) {
   if (!n->is_scope) {
+    Access lhs = f(n->stmt.lhs);
+    ExprPtr rhs = map_accesses(n->stmt.rhs, f);
+    if (rhs == n->stmt.rhs && lhs == n->stmt.lhs) return n;
     ir::Stmt s = n->stmt;
-    s.lhs = f(s.lhs);
-    s.rhs = map_accesses(s.rhs, f);
+    s.lhs = std::move(lhs);
+    s.rhs = std::move(rhs);
     return Node::statement(std::move(s));
   }
   std::vector<NodePtr> body;
   body.reserve(n->body.size());
-  for (const auto& c : n->body) body.push_back(map_accesses(c, f));
+  bool changed = false;
+  for (const auto& c : n->body) {
+    body.push_back(map_accesses(c, f));
+    changed = changed || body.back() != c;
+  }
+  if (!changed) return n;
   return Node::scope(n->extent, n->extent_name, n->annot, std::move(body), n->loc);
 }
 

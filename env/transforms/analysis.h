@@ -34,7 +34,8 @@ ir::Program replace_in_parent(const ir::Program& p, const Path& path,
 /// A copy of `p` with the node at `path` replaced by `nodes` (zero or more).
 ir::Program replace_node(const ir::Program& p, const Path& path, std::vector<ir::NodePtr> nodes);
 
-/// Rewrites every access (targets and reads) in a subtree. `f` maps an access to a new one.
+/// Rewrites every access (targets and reads) in a subtree. `f` maps an access to a new one; a
+/// subtree in which `f` changes no access is shared, not copied.
 ir::NodePtr map_accesses(const ir::NodePtr& n, const std::function<ir::Access(const ir::Access&)>& f);
 /// Rewrites every access in an expression.
 ir::ExprPtr map_accesses(const ir::ExprPtr& e, const std::function<ir::Access(const ir::Access&)>& f);
