@@ -178,33 +178,14 @@ void walk(Flat& f, const std::vector<ir::NodePtr>& body, int parent, int depth, 
   }
 }
 
-// Cache lines one access touches while the iterators of depth >= dmin run over their extents
-// and the others stay fixed, as `blocks` separate runs. Iterators are taken in order of
-// increasing stride: one whose stride stays within the contiguous run so far (or within a line)
-// extends the run, a larger one repeats it as separate blocks. `align` is the largest power of
-// two dividing the first block stride in lines: blocks that far apart share cache sets.
-Lines access_lines(const Flat& f, const AccInfo& a, const StmtInfo& s, int dmin) {
-  struct Term {
-    int64_t stride;
-    int64_t span;
-  };
-  Term terms[64];
-  int n = 0;
-  for (int k = dmin; k < a.depth && n < 64; ++k) {
-    int64_t c = f.coefs[a.coef_off + k];
-    int64_t e = f.scopes[f.chains[s.chain_off + k]].extent;
-    if (c == 0 || e <= 1) continue;
-    c = c < 0 ? -c : c;
-    int j = 0;
-    while (j < n && terms[j].stride != c) ++j;
-    if (j < n) {
-      terms[j].span += e - 1;  // same stride (a stencil's h + r): the ranges add up
-    } else {
-      terms[n++] = {c, e - 1};
-    }
-  }
-  std::sort(terms, terms + n, [](const Term& x, const Term& y) { return x.stride < y.stride; });
-  const double esz = f.bufs[a.buf].esz;
+struct Term {
+  int64_t stride;
+  int64_t span;
+};
+
+// The Lines of `n` terms sorted by increasing stride, of an access with elements of `esz` bytes
+// to a buffer of `buf_lines` lines.
+Lines lines_of(const Term* terms, int n, double esz, double buf_lines) {
   double run = 1;
   Lines out;
   for (int j = 0; j < n; ++j) {
@@ -222,9 +203,65 @@ Lines access_lines(const Flat& f, const AccInfo& a, const StmtInfo& s, int dmin)
       out.blocks *= s2 + 1;
     }
   }
-  out.lines = std::min(out.blocks * std::ceil(run * esz / kLineBytes), f.bufs[a.buf].lines);
+  out.lines = std::min(out.blocks * std::ceil(run * esz / kLineBytes), buf_lines);
   out.scattered = out.blocks > 1 && run * esz <= kLineBytes / 2;
   return out;
+}
+
+// Cache lines one access touches while the iterators of depth >= dmin run over their extents
+// and the others stay fixed, as `blocks` separate runs. Iterators are taken in order of
+// increasing stride: one whose stride stays within the contiguous run so far (or within a line)
+// extends the run, a larger one repeats it as separate blocks. `align` is the largest power of
+// two dividing the first block stride in lines: blocks that far apart share cache sets.
+Lines access_lines(const Flat& f, const AccInfo& a, const StmtInfo& s, int dmin) {
+  Term terms[64];
+  int n = 0;
+  for (int k = dmin; k < a.depth && n < 64; ++k) {
+    int64_t c = f.coefs[a.coef_off + k];
+    int64_t e = f.scopes[f.chains[s.chain_off + k]].extent;
+    if (c == 0 || e <= 1) continue;
+    c = c < 0 ? -c : c;
+    int j = 0;
+    while (j < n && terms[j].stride != c) ++j;
+    if (j < n) {
+      terms[j].span += e - 1;  // same stride (a stencil's h + r): the ranges add up
+    } else {
+      terms[n++] = {c, e - 1};
+    }
+  }
+  std::sort(terms, terms + n, [](const Term& x, const Term& y) { return x.stride < y.stride; });
+  return lines_of(terms, n, f.bufs[a.buf].esz, f.bufs[a.buf].lines);
+}
+
+// access_lines(f, a, s, d) for every d = 0..a.depth, into out[d]: cut d has the terms of cut
+// d + 1 and iterator d's, so the cuts are made deepest first with one sorted list (the same
+// terms in the same order as access_lines makes, so the same figures).
+void all_access_lines(const Flat& f, const AccInfo& a, const StmtInfo& s, Lines* out) {
+  if (a.depth > 64) {  // access_lines keeps the first 64 strides; rare enough to do its way
+    for (int d = 0; d <= a.depth; ++d) out[d] = access_lines(f, a, s, d);
+    return;
+  }
+  Term terms[64];
+  int n = 0;
+  const double esz = f.bufs[a.buf].esz, buf_lines = f.bufs[a.buf].lines;
+  out[a.depth] = lines_of(terms, 0, esz, buf_lines);
+  for (int d = a.depth - 1; d >= 0; --d) {
+    int64_t c = f.coefs[a.coef_off + d];
+    const int64_t e = f.scopes[f.chains[s.chain_off + d]].extent;
+    if (c != 0 && e > 1) {
+      c = c < 0 ? -c : c;
+      int j = 0;
+      while (j < n && terms[j].stride < c) ++j;
+      if (j < n && terms[j].stride == c) {
+        terms[j].span += e - 1;
+      } else {
+        for (int i = n; i > j; --i) terms[i] = terms[i - 1];
+        terms[j] = {c, e - 1};
+        ++n;
+      }
+    }
+    out[d] = lines_of(terms, n, esz, buf_lines);
+  }
 }
 
 // A set-associative cache level, for conflicts: `sets` sets of `ways` lines.
@@ -356,7 +393,8 @@ void flatten(const ir::Program& p, const MachineProfile& m, Flat& f) {
   for (auto& a : f.accs) {
     const StmtInfo& s = f.stmts[a.stmt];
     a.lines_off = static_cast<int>(f.lines.size());
-    for (int d = 0; d <= a.depth; ++d) f.lines.push_back(access_lines(f, a, s, d));
+    f.lines.resize(f.lines.size() + a.depth + 1);
+    all_access_lines(f, a, s, f.lines.data() + a.lines_off);
   }
   f.canon_lines.assign(4 * static_cast<size_t>(f.canon_count), 0.0);
   f.buf_lines.resize(4 * f.bufs.size());
