@@ -412,6 +412,7 @@ struct MaskMemo::Impl {
   std::vector<BufferVerdicts> buffers;
   std::vector<std::string> names;  ///< the buffer names (first 64) temp_known/temp_ok refer to
   uint32_t epoch = 0;  ///< masks made
+  const FlatActionSpace* space = nullptr;  ///< the space whose verdicts it holds
   uint64_t hits = 0, misses = 0;
 };
 
@@ -440,6 +441,11 @@ std::vector<uint8_t> FlatActionSpace::mask(const ir::Program& p, MaskMemo* memo)
   Prefilter pre(ix, ns);
   MaskMemo::Impl* mem = memo ? memo->impl_.get() : nullptr;
   if (mem) {
+    // Verdict bits follow this space's parameter lists: a memo used by another space starts over.
+    if (mem->space != this) {
+      memo->clear();
+      mem->space = this;
+    }
     ++mem->epoch;
     // create_temporary's bits follow the buffers' positions: when declarations were removed or
     // reordered, move each remembered bit to its name's new position (appended ones are new).

@@ -31,7 +31,8 @@ struct FlatSpaceConfig {
 /// same enclosing scopes, or a buffer whose declaration and nests are the same nodes, has the
 /// verdicts computed before: a step re-checks only what it rebuilt. The memo holds the nodes of
 /// the last program it saw (an address is never reused while remembered) and nothing older.
-/// One memo serves one FlatActionSpace (its target and parameters). Not thread-safe.
+/// A memo serves one FlatActionSpace at a time (given to another, it starts over). Not
+/// thread-safe: one per env.
 class MaskMemo {
  public:
   MaskMemo();

@@ -175,6 +175,20 @@ TEST_CASE("masks with a memo equal fresh masks along long trajectories that revi
   CHECK(states > 500);
 }
 
+TEST_CASE("a memo given to another action space starts over instead of reusing its verdicts") {
+  auto loaded = testing::load_scaled_kernel("softmax");
+  REQUIRE(loaded.ok());
+  const ir::Program& p = loaded.value();
+  const transforms::FlatActionSpace wide({}, *transforms::target_by_name("x86_avx512"));
+  const transforms::FlatActionSpace narrow({}, *transforms::target_by_name("x86_avx2"));
+  transforms::MaskMemo memo;
+  CHECK(wide.mask(p, &memo) == wide.mask(p));
+  const uint64_t misses = memo.misses();
+  CHECK(narrow.mask(p, &memo) == narrow.mask(p));
+  CHECK(memo.misses() > misses);  // nothing of the other space's verdicts was taken
+  CHECK(wide.mask(p, &memo) == wide.mask(p));
+}
+
 TEST_CASE("checks given a program index give exactly the verdicts of checks without one") {
   const transforms::Target target;
   int compared = 0;
