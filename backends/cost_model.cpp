@@ -283,12 +283,19 @@ void footprints(const Flat& f, int b, int e, const int dmin[4], const CacheGeome
                 std::vector<double>& canon_lines, std::vector<double>& buf_lines,
                 std::vector<char>& buf_written, std::vector<char>& scattered, double bytes[4],
                 double traffic[4], double* weighted) {
-  std::fill(buf_lines.begin(), buf_lines.end(), 0.0);
-  std::fill(buf_written.begin(), buf_written.end(), 0);
-  std::fill(scattered.begin(), scattered.end(), 0);
+  // Buffers the accesses touch, in a bit set when there are at most 64: only they contribute
+  // (the others add zeros), and only their entries need clearing afterwards.
+  const bool few = f.bufs.size() <= 64;
+  uint64_t touched = 0;
+  if (!few) {
+    std::fill(buf_lines.begin(), buf_lines.end(), 0.0);
+    std::fill(buf_written.begin(), buf_written.end(), 0);
+    std::fill(scattered.begin(), scattered.end(), 0);
+  }
   for (int i = b; i < e; ++i) {
     const AccInfo& a = f.accs[i];
     if (f.bufs[a.buf].small_temp) continue;
+    if (few) touched |= uint64_t{1} << a.buf;
     double* cl = &canon_lines[4 * static_cast<size_t>(a.canon)];
     for (int v = 0; v < 4; ++v) {
       const Lines& l = f.lines[a.lines_off + std::min(dmin[v], a.depth)];
@@ -313,7 +320,7 @@ void footprints(const Flat& f, int b, int e, const int dmin[4], const CacheGeome
     }
   }
   double by[4] = {}, tr[4] = {}, cost = 0;
-  for (size_t k = 0; k < f.bufs.size(); ++k) {
+  auto add = [&](size_t k) {
     for (int v = 0; v < 4; ++v) {
       const double bl = buf_lines[4 * k + v];
       double l = (g[v].sets > 0 ? bl : std::min(bl, f.bufs[k].lines)) * kLineBytes;
@@ -321,6 +328,18 @@ void footprints(const Flat& f, int b, int e, const int dmin[4], const CacheGeome
       tr[v] += buf_written[k] ? 2 * l : l;
       if (v == 3) cost += (buf_written[k] ? 2 * l : l) * (scattered[k] ? kScatteredLineCost : 1.0);
     }
+  };
+  if (few) {
+    // In increasing order, as the full loop adds them; then left zero for the next call.
+    for (uint64_t t = touched; t; t &= t - 1) {
+      const size_t k = static_cast<size_t>(__builtin_ctzll(t));
+      add(k);
+      for (int v = 0; v < 4; ++v) buf_lines[4 * k + v] = 0;
+      buf_written[k] = 0;
+      scattered[k] = 0;
+    }
+  } else {
+    for (size_t k = 0; k < f.bufs.size(); ++k) add(k);
   }
   for (int v = 0; v < 4; ++v) {
     bytes[v] = by[v];
@@ -397,9 +416,10 @@ void flatten(const ir::Program& p, const MachineProfile& m, Flat& f) {
     all_access_lines(f, a, s, f.lines.data() + a.lines_off);
   }
   f.canon_lines.assign(4 * static_cast<size_t>(f.canon_count), 0.0);
-  f.buf_lines.resize(4 * f.bufs.size());
-  f.buf_written.resize(f.bufs.size());
-  f.scattered.resize(f.bufs.size());
+  // footprints() leaves these zero (it clears what it touched).
+  f.buf_lines.assign(4 * f.bufs.size(), 0.0);
+  f.buf_written.assign(f.bufs.size(), 0);
+  f.scattered.assign(f.bufs.size(), 0);
   const CacheGeometry geo[4] = {{m.l1_bytes / (kLineBytes * m.l1_ways), m.l1_ways},
                                 {m.l2_bytes / (kLineBytes * m.l2_ways), m.l2_ways},
                                 {0, m.l3_ways},  // the last level hashes its sets
