@@ -158,10 +158,6 @@ class Prefilter {
     const ir::Program& p = p_;
     const size_t nb = std::min<size_t>(p.buffers.size(), 64);
     buffers_.resize(nb);
-    for (size_t b = 0; b < nb; ++b) {
-      buffers_[b].dim_ok.assign(p.buffers[b].shape.size(), true);
-      buffers_[b].depth.assign(p.buffers[b].shape.size(), -1);
-    }
     const int ns = std::min<int>(max_scopes, static_cast<int>(ix.scopes().size()));
     std::vector<bool> parallel_inside(ix.size(), false);  // a :par scope in the subtree
     for (int n = ix.size() - 1; n >= 0; --n) {
@@ -197,6 +193,9 @@ class Prefilter {
       }
       if (decl_of_[id] >= 0) site(s, decl_of_[id]);
     }
+    id_of_.assign(nb, -1);
+    for (int id = 0; id < static_cast<int>(decl_of_.size()); ++id)
+      if (decl_of_[id] >= 0 && id_of_[decl_of_[id]] < 0) id_of_[decl_of_[id]] = id;
   }
 
   // Declarations with a summary (the first 64).
@@ -245,7 +244,7 @@ class Prefilter {
   // `node`: the node index of a node location (-1 when unused).
   // Inlined into the mask's loops: it runs once per candidate.
   [[gnu::always_inline]] bool maybe_legal(Kind k, int scope_slot, int node, int b, int b2,
-                                          int64_t param) const {
+                                          int64_t param) {
     const ir::Node* s = scope_slot >= 0 ? scopes_[scope_slot].node : nullptr;
     struct {
       int64_t param;
@@ -294,8 +293,8 @@ class Prefilter {
       case Kind::kShrinkBuffer: {
         if (b < 0 || b >= static_cast<int>(buffers_.size())) return true;
         const ir::BufferDecl& d = p_.buffers[b];
-        return d.role == ir::Role::kTemp && a.param >= 0 && a.param < static_cast<int64_t>(d.shape.size()) &&
-               buffers_[b].dim_ok[a.param];
+        return d.role == ir::Role::kTemp && a.param >= 0 &&
+               a.param < static_cast<int64_t>(d.shape.size()) && dim_ok(b)[a.param];
       }
       case Kind::kInlineTemporary: {
         // A temporary without initial value written by exactly one plain store.
@@ -330,7 +329,6 @@ class Prefilter {
   // Site `si` of declared buffer `b`.
   void site(int si, int b) {
     const AccessSite& x = ix_.sites()[si];
-    const ir::Access& a = *x.access;
     BufferSummary& bs = buffers_[b];
     if (x.write) {
       ++bs.writers;
@@ -340,14 +338,33 @@ class Prefilter {
     const int top = ix_.node(node).top;
     if (bs.first < 0) bs.first = top;
     bs.last = top;
-    for (size_t d = 0; d < bs.dim_ok.size() && d < a.index.size(); ++d) {
-      const ir::Affine& ix = a.index[d];
-      int k = ix.max_depth();
-      bool single = k >= 0 && ix.constant == 0 && ix.coeff(k) == 1;
-      for (int j = 0; single && j < k; ++j) single = ix.coeff(j) == 0;
-      if (!single || (bs.depth[d] >= 0 && bs.depth[d] != k)) bs.dim_ok[d] = false;
-      else bs.depth[d] = k;
+  }
+
+  // Per dimension of declaration b: every access indexes it with one same iterator {k}
+  // (shrink_buffer's prefilter). Made on first use, from b's sites in order.
+  const std::vector<bool>& dim_ok(int b) {
+    BufferSummary& bs = buffers_[b];
+    if (bs.dims_done) return bs.dim_ok;
+    bs.dims_done = true;
+    const size_t rank = p_.buffers[b].shape.size();
+    bs.dim_ok.assign(rank, true);
+    std::vector<int> depth(rank, -1);  // the k of dimension d's {k}, -1 before the first access
+    if (id_of_[b] >= 0) {
+      for (int si : ix_.buffer_sites(id_of_[b])) {
+        const ir::Access& a = *ix_.sites()[si].access;
+        for (size_t d = 0; d < rank && d < a.index.size(); ++d) {
+          const ir::Affine& ix = a.index[d];
+          int k = ix.max_depth();
+          bool single = k >= 0 && ix.constant == 0 && ix.coeff(k) == 1;
+          for (int j = 0; single && j < k; ++j) single = ix.coeff(j) == 0;
+          if (!single || (depth[d] >= 0 && depth[d] != k))
+            bs.dim_ok[d] = false;
+          else
+            depth[d] = k;
+        }
+      }
     }
+    return bs.dim_ok;
   }
 
   struct ScopeSummary {
@@ -363,14 +380,15 @@ class Prefilter {
     int writers = 0;          ///< statements writing the buffer
     bool reduced = false;     ///< some writer is a reduction
     int first = -1, last = -1;  ///< top-level nodes using it
+    bool dims_done = false;     ///< dim_ok is made (dim_ok())
     std::vector<bool> dim_ok;   ///< dimension is exactly one {k}, the same k everywhere
-    std::vector<int> depth;     ///< the k of dimension d's {k}, -1 before the first access
   };
   const ProgramIndex& ix_;
   const ir::Program& p_;
   std::vector<ScopeSummary> scopes_;
   std::vector<BufferSummary> buffers_;
   std::vector<int> decl_of_;  ///< buffer id (ProgramIndex) -> declaration index, -1 beyond 64
+  std::vector<int> id_of_;    ///< declaration index -> buffer id, -1 when no site names it
   /// summarise_uses: per buffer, the first index seen in scope slot first_scope_'s subtree
   std::vector<const std::vector<ir::Affine>*> first_;
   int first_scope_ = -1;
