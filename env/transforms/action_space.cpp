@@ -585,27 +585,26 @@ std::vector<uint8_t> FlatActionSpace::mask(const ir::Program& p, MaskMemo* memo)
     for (const Kind kind : kScopeKinds) {
       const int k = static_cast<int>(kind);
       const int np = static_cast<int>(params_[k].size());
-      uint8_t* out = m.data() + offsets_[k] + s * np;
-      for (int pi = 0; pi < np; ++pi) out[pi] = (v.bits[k] >> pi) & 1;
+      uint8_t* out = m.data() + offsets_[k] + s * np;  // zero: only the legal ones are set
+      for (unsigned bits = v.bits[k]; bits; bits &= bits - 1) out[__builtin_ctz(bits)] = 1;
     }
     m[offsets_[static_cast<int>(Kind::kJoinScopes)] + s] = v.join;
-    // create_temporary, by buffer position in the memo's name list (see names_changed below).
-    for (int b = 0; b < nb; ++b) {
-      const uint64_t bit = b < 64 ? uint64_t{1} << b : 0;
-      bool ok;
-      if (v.temp_known & bit) {
-        ok = (v.temp_ok & bit) != 0;
-      } else if (b < pre.summarised_buffers()) {
-        ok = pre.temporary_ok(s, b);
-        v.temp_known |= bit;
-        if (ok) v.temp_ok |= bit;
-      } else {
-        at();
-        a.buffer = p.buffers[b].name;
-        ok = check_at(Kind::kCreateTemporary, 0);
-        a.buffer.clear();
-      }
-      m[offsets_[ct] + s * config_.max_buffers + b] = ok;
+    // create_temporary, by buffer position in the memo's name list: decide the buffers not
+    // yet known (the first 64 from the scope summary), then set the legal ones.
+    uint8_t* out = m.data() + offsets_[ct] + s * config_.max_buffers;
+    const int known_limit = std::min(nb, pre.summarised_buffers());
+    const uint64_t all = known_limit >= 64 ? ~uint64_t{0} : (uint64_t{1} << known_limit) - 1;
+    for (uint64_t need = all & ~v.temp_known; need; need &= need - 1) {
+      const int b = __builtin_ctzll(need);
+      if (pre.temporary_ok(s, b)) v.temp_ok |= uint64_t{1} << b;
+    }
+    v.temp_known |= all;
+    for (uint64_t ok = v.temp_ok & all; ok; ok &= ok - 1) out[__builtin_ctzll(ok)] = 1;
+    for (int b = known_limit; b < nb; ++b) {
+      at();
+      a.buffer = p.buffers[b].name;
+      out[b] = check_at(Kind::kCreateTemporary, 0);
+      a.buffer.clear();
     }
   }
 
@@ -685,7 +684,7 @@ std::vector<uint8_t> FlatActionSpace::mask(const ir::Program& p, MaskMemo* memo)
       const int k = static_cast<int>(kind);
       const int np = static_cast<int>(params_[k].size());
       uint8_t* out = m.data() + offsets_[k] + b * np;
-      for (int pi = 0; pi < np; ++pi) out[pi] = (v->bits[k] >> pi) & 1;
+      for (unsigned bits = v->bits[k]; bits; bits &= bits - 1) out[__builtin_ctz(bits)] = 1;
     }
   }
   const int reuse = static_cast<int>(Kind::kReuseBuffers);
