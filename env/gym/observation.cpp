@@ -29,14 +29,47 @@ void expr_loads(const ir::Expr& e, std::vector<const ir::Access*>& out) {
   for (const auto& a : e.args) expr_loads(*a, out);
 }
 
-// Every access (target first) in a subtree.
-void subtree_accesses(const ir::Node& n, std::vector<const ir::Access*>& out) {
-  if (!n.is_scope) {
-    out.push_back(&n.stmt.lhs);
-    expr_loads(*n.stmt.rhs, out);
-    return;
+// How the accesses inside a scope move with its iterator (its features' stride block).
+struct AccessCounts {
+  int zero = 0;     // invariant in the iterator
+  int unit = 0;     // unit stride in the last dimension only
+  int strided = 0;  // anything else
+  int all = 0;
+};
+
+// One walk for every scope's counts: an access counts for each scope enclosing it, classified
+// by that scope's iterator (its depth). `stack` holds the pre-order numbers of the enclosing
+// scopes; only the first `counts.size()` scopes are counted.
+void count_accesses(const std::vector<ir::NodePtr>& body, std::vector<int>& stack, int& next,
+                    std::vector<const ir::Access*>& acc, std::vector<AccessCounts>& counts) {
+  for (const auto& c : body) {
+    if (c->is_scope) {
+      stack.push_back(next++);
+      count_accesses(c->body, stack, next, acc, counts);
+      stack.pop_back();
+      continue;
+    }
+    acc.clear();
+    acc.push_back(&c->stmt.lhs);
+    expr_loads(*c->stmt.rhs, acc);
+    for (int d = 0; d < static_cast<int>(stack.size()); ++d) {
+      if (stack[d] >= static_cast<int>(counts.size())) continue;
+      AccessCounts& k = counts[stack[d]];
+      for (const ir::Access* a : acc) {
+        int64_t coeff = a->index.empty() ? 0 : a->index.back().coeff(d);
+        bool other_dims = false;
+        for (size_t m = 0; m + 1 < a->index.size(); ++m)
+          other_dims = other_dims || a->index[m].coeff(d) != 0;
+        if (coeff == 0 && !other_dims)
+          ++k.zero;
+        else if (coeff == 1 && !other_dims)
+          ++k.unit;
+        else
+          ++k.strided;
+        ++k.all;
+      }
+    }
   }
-  for (const auto& c : n.body) subtree_accesses(*c, out);
 }
 
 int count_stmts(const ir::Node& n) {
@@ -112,25 +145,22 @@ std::vector<float> features(const ir::Program& p, int cursor) {
   f[8] = static_cast<float>(scopes.size() > kFeatureScopes);  // some scopes not shown
   f[9] = cursor >= 0 ? static_cast<float>(cursor) / kFeatureScopes : -1.0f;
   // Per-scope block.
-  std::vector<const ir::Access*> acc;  // reused: one allocation for all scopes
-  for (int i = 0; i < std::min<int>(kFeatureScopes, static_cast<int>(scopes.size())); ++i) {
+  const int shown = std::min<int>(kFeatureScopes, static_cast<int>(scopes.size()));
+  std::vector<AccessCounts> counts(shown);
+  {
+    std::vector<int> stack;
+    std::vector<const ir::Access*> acc;  // one statement's accesses, reused
+    int next = 0;
+    count_accesses(p.body, stack, next, acc, counts);
+  }
+  for (int i = 0; i < shown; ++i) {
     const ir::Node& s = *scopes[i].node;
     float* row = &f[kGlobalFeatures + i * kScopeFeatures];
     bool innermost = true;
     for (const auto& c : s.body) innermost = innermost && !c->is_scope;
-    acc.clear();
-    subtree_accesses(s, acc);
-    int d = scopes[i].depth;
-    int zero = 0, unit = 0, strided = 0;
-    for (const ir::Access* a : acc) {
-      int64_t c = a->index.empty() ? 0 : a->index.back().coeff(d);
-      bool other_dims = false;
-      for (size_t k = 0; k + 1 < a->index.size(); ++k) other_dims = other_dims || a->index[k].coeff(d) != 0;
-      if (c == 0 && !other_dims) ++zero;
-      else if (c == 1 && !other_dims) ++unit;
-      else ++strided;
-    }
-    float n = std::max<float>(1.0f, static_cast<float>(acc.size()));
+    const int d = scopes[i].depth;
+    const int zero = counts[i].zero, unit = counts[i].unit, strided = counts[i].strided;
+    float n = std::max<float>(1.0f, static_cast<float>(counts[i].all));
     row[0] = 1.0f;  // slot used
     row[1] = static_cast<float>(d);
     row[2] = log2p(static_cast<double>(s.extent));
