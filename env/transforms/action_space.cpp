@@ -240,12 +240,10 @@ class Prefilter {
     }
   }
 
-  // `scope_slot`, `b`, `b2`: the candidate's scope slot and buffer indices (-1 when unused);
-  // `node`: the node index of a node location (-1 when unused).
-  // Inlined into the mask's loops: it runs once per candidate.
-  [[gnu::always_inline]] bool maybe_legal(Kind k, int scope_slot, int node, int b, int b2,
-                                          int64_t param) {
-    const ir::Node* s = scope_slot >= 0 ? scopes_[scope_slot].node : nullptr;
+  // A kind located at a scope, at scope slot `scope_slot`. Inlined into the mask's loops: it
+  // runs once per candidate.
+  [[gnu::always_inline]] bool maybe_legal_at_scope(Kind k, int scope_slot, int64_t param) const {
+    const ir::Node* s = scopes_[scope_slot].node;
     struct {
       int64_t param;
     } a{param};
@@ -276,6 +274,18 @@ class Prefilter {
       }
       case Kind::kParallelize:
         return s->annot == kNone && s->extent > 1 && !scopes_[scope_slot].near_parallel;
+      default:
+        return true;
+    }
+  }
+
+  // A kind located at a node (`node`: its node index) or at buffers (`b`, `b2`: declaration
+  // indices); the unused locations are -1.
+  [[gnu::always_inline]] bool maybe_legal(Kind k, int node, int b, int b2, int64_t param) {
+    struct {
+      int64_t param;
+    } a{param};
+    switch (k) {
       case Kind::kMoveStatement:
         return ix_.node(node).next >= 0;
       case Kind::kHoist: {
@@ -493,6 +503,10 @@ std::vector<uint8_t> FlatActionSpace::mask(const ir::Program& p, MaskMemo* memo)
     }
   }
 
+  // Sets out[i] for every set bit i (the mask starts zeroed: only legal entries are written).
+  auto set_legal = [](uint8_t* out, unsigned bits) {
+    for (; bits; bits &= bits - 1) out[__builtin_ctz(bits)] = 1;
+  };
   // One Action is reused (its path and names keep their storage).
   Action a;
   auto check_at = [&](Kind kind, int64_t param) {
@@ -532,12 +546,15 @@ std::vector<uint8_t> FlatActionSpace::mask(const ir::Program& p, MaskMemo* memo)
       ++mem->misses;
     }
     *v = NodeVerdicts{};
-    if (mem) v->seen = mem->epoch;
-    v->node = held(n);
-    v->context.assign(context.begin(), context.end());
+    if (mem) {  // without a memo the verdicts live for this node only: nothing to hold
+      v->seen = mem->epoch;
+      v->node = held(n);
+      v->context.assign(context.begin(), context.end());
+    }
     return *v;
   };
   auto sync_next = [&](NodeVerdicts& v, int n) {
+    if (!mem) return;  // fresh verdicts: nothing decided yet
     const int next = ix.node(n).next;
     const ir::Node* now = next >= 0 ? ix.node(next).node : nullptr;
     if (v.next.get() == now) return;
@@ -564,7 +581,7 @@ std::vector<uint8_t> FlatActionSpace::mask(const ir::Program& p, MaskMemo* memo)
         const std::vector<int64_t>& params = params_[k];
         uint16_t bits = 0;
         for (int pi = 0; pi < static_cast<int>(params.size()); ++pi) {
-          if (!pre.maybe_legal(kind, s, -1, -1, -1, params[pi])) continue;
+          if (!pre.maybe_legal_at_scope(kind, s, params[pi])) continue;
           if (Prefilter::decides(kind)) {
             bits |= uint16_t{1} << pi;
             continue;
@@ -578,15 +595,14 @@ std::vector<uint8_t> FlatActionSpace::mask(const ir::Program& p, MaskMemo* memo)
     }
     sync_next(v, n);
     if (!v.join_done) {
-      v.join = pre.maybe_legal(Kind::kJoinScopes, s, -1, -1, -1, 0) &&
+      v.join = pre.maybe_legal_at_scope(Kind::kJoinScopes, s, 0) &&
                (at(), check_at(Kind::kJoinScopes, 0));
       v.join_done = true;
     }
     for (const Kind kind : kScopeKinds) {
       const int k = static_cast<int>(kind);
       const int np = static_cast<int>(params_[k].size());
-      uint8_t* out = m.data() + offsets_[k] + s * np;  // zero: only the legal ones are set
-      for (unsigned bits = v.bits[k]; bits; bits &= bits - 1) out[__builtin_ctz(bits)] = 1;
+      set_legal(m.data() + offsets_[k] + s * np, v.bits[k]);
     }
     m[offsets_[static_cast<int>(Kind::kJoinScopes)] + s] = v.join;
     // create_temporary, by buffer position in the memo's name list: decide the buffers not
@@ -618,21 +634,20 @@ std::vector<uint8_t> FlatActionSpace::mask(const ir::Program& p, MaskMemo* memo)
     };
     sync_next(v, n);
     if (!v.move_done) {
-      v.move = pre.maybe_legal(Kind::kMoveStatement, -1, n, -1, -1, 0) &&
+      v.move = pre.maybe_legal(Kind::kMoveStatement, n, -1, -1, 0) &&
                (at(), check_at(Kind::kMoveStatement, 0));
       v.move_done = true;
     }
     const int parent = ix.node(n).parent;
     const ir::Node* parent_now = parent >= 0 ? ix.node(parent).node : nullptr;
     const int index = ix.path(n).back();
-    if (v.parent.get() != parent_now || v.index != index) {
+    if (mem && (v.parent.get() != parent_now || v.index != index)) {
       v.parent = parent >= 0 ? held(parent) : nullptr;
       v.index = index;
       v.hoist_done = false;
     }
     if (!v.hoist_done) {
-      v.hoist =
-          pre.maybe_legal(Kind::kHoist, -1, n, -1, -1, 0) && (at(), check_at(Kind::kHoist, 0));
+      v.hoist = pre.maybe_legal(Kind::kHoist, n, -1, -1, 0) && (at(), check_at(Kind::kHoist, 0));
       v.hoist_done = true;
     }
     m[offsets_[static_cast<int>(Kind::kMoveStatement)] + n] = v.move;
@@ -664,9 +679,11 @@ std::vector<uint8_t> FlatActionSpace::mask(const ir::Program& p, MaskMemo* memo)
       ++(known ? mem->hits : mem->misses);
     }
     if (!known) {
-      v->decl = decl;
-      v->tops.clear();
-      if (first >= 0 && mem) v->tops.assign(p.body.begin() + first, p.body.begin() + last + 1);
+      if (mem) {
+        v->decl = decl;
+        v->tops.clear();
+        if (first >= 0) v->tops.assign(p.body.begin() + first, p.body.begin() + last + 1);
+      }
       a.path.clear();
       a.buffer = decl.name;
       a.buffer2.clear();
@@ -675,7 +692,7 @@ std::vector<uint8_t> FlatActionSpace::mask(const ir::Program& p, MaskMemo* memo)
         const std::vector<int64_t>& params = params_[k];
         uint16_t bits = 0;
         for (int pi = 0; pi < static_cast<int>(params.size()); ++pi)
-          if (pre.maybe_legal(kind, -1, -1, b, -1, params[pi]) && check_at(kind, params[pi]))
+          if (pre.maybe_legal(kind, -1, b, -1, params[pi]) && check_at(kind, params[pi]))
             bits |= uint16_t{1} << pi;
         v->bits[k] = bits;
       }
@@ -683,15 +700,14 @@ std::vector<uint8_t> FlatActionSpace::mask(const ir::Program& p, MaskMemo* memo)
     for (const Kind kind : kBufferKinds) {
       const int k = static_cast<int>(kind);
       const int np = static_cast<int>(params_[k].size());
-      uint8_t* out = m.data() + offsets_[k] + b * np;
-      for (unsigned bits = v->bits[k]; bits; bits &= bits - 1) out[__builtin_ctz(bits)] = 1;
+      set_legal(m.data() + offsets_[k] + b * np, v->bits[k]);
     }
   }
   const int reuse = static_cast<int>(Kind::kReuseBuffers);
   a.path.clear();
   for (int i = 0; i < nb; ++i) {
     for (int j = i + 1; j < nb; ++j) {
-      if (!pre.maybe_legal(Kind::kReuseBuffers, -1, -1, i, j, 0)) continue;
+      if (!pre.maybe_legal(Kind::kReuseBuffers, -1, i, j, 0)) continue;
       a.buffer = p.buffers[i].name;
       a.buffer2 = p.buffers[j].name;
       if (check_at(Kind::kReuseBuffers, 0))
