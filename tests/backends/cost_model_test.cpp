@@ -340,3 +340,23 @@ TEST_CASE("a partially given profile keeps the defaults for the rest") {
   CHECK(p->name == "half");
   CHECK(p->l2_bytes == backends::default_profile().l2_bytes);
 }
+
+TEST_CASE("a nest tiled past 64 scopes still gets a finite estimate") {
+  // The parser takes at most 64 nested scopes; tiling makes deeper ones, whose cache lines the
+  // model counts one depth cut at a time (the 64-stride limit of its one-pass count).
+  std::string body;
+  for (int k = 0; k < 64; ++k) body += "4 ";
+  body += "x[{63}] += 1";
+  const ir::Program p = load("output x: f32[4] = 0\n\n" + body + "\n");
+  transforms::Path inner;
+  for (int k = 0; k < 64; ++k) inner.push_back(0);
+  auto tiled =
+      transforms::apply(p, {transforms::Kind::kTileScope, inner, "", "", 2}, transforms::Target{});
+  REQUIRE_MESSAGE(tiled.ok(), tiled.error_text());
+  const double shallow = backends::estimate_cost(p, backends::default_profile()).time_s;
+  const double deep = backends::estimate_cost(tiled.value(), backends::default_profile()).time_s;
+  CHECK(std::isfinite(deep));
+  CHECK(deep > 0);
+  CHECK(deep == backends::estimate_cost(tiled.value(), backends::default_profile()).time_s);
+  CHECK(std::isfinite(shallow));
+}
