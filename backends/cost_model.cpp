@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <span>
+#include <unordered_map>
 #include <vector>
 
 namespace perfdojo::backends {
@@ -93,7 +95,7 @@ struct Flat {
   std::vector<int64_t> strides;  // pool
   std::vector<int> stack;       // scratch of walk: children of the scopes being walked
   std::vector<int> top;         // top-level children: scope index or ~statement index
-  int canon_count = 0;
+  int dropped = 0;              // accesses naming no declared buffer (left out)
   // Scratch of flatten and footprints.
   std::vector<int> chain, reps;
   std::vector<double> canon_lines, buf_lines;
@@ -108,7 +110,10 @@ int find_buffer(const Flat& f, const std::string& name) {
 
 void add_access(Flat& f, const ir::Access& a, bool write, int stmt, int depth) {
   int b = find_buffer(f, a.buffer);
-  if (b < 0) return;  // an unchecked program; the checker reports it
+  if (b < 0) {  // an unchecked program; the checker reports it
+    ++f.dropped;
+    return;
+  }
   const BufInfo& bi = f.bufs[b];
   AccInfo ai{b, stmt, write, depth, static_cast<int>(f.coefs.size()), 0, -1, -1};
   f.coefs.resize(f.coefs.size() + depth, 0);
@@ -131,51 +136,58 @@ void add_loads(Flat& f, const ir::Expr& e, int stmt, int depth) {
 // Children are pushed on f.stack as they complete; a scope moves its own off the stack into the
 // kids pool when it completes (its grandchildren have left the stack by then).
 void walk(Flat& f, const std::vector<ir::NodePtr>& body, int parent, int depth, int nest, int par,
-          std::vector<int>& chain) {
-  for (size_t i = 0; i < body.size(); ++i) {
-    const ir::Node& n = *body[i];
-    int my_nest = parent < 0 ? static_cast<int>(f.top.size()) : nest;
-    if (parent < 0) f.top.push_back(0);  // patched below
-    if (n.is_scope) {
-      int idx = static_cast<int>(f.scopes.size());
-      ScopeInfo s{};
-      s.extent = std::max<int64_t>(n.extent, 1);
-      s.annot = n.annot;
-      s.depth = depth;
-      s.parent = parent;
-      s.nest = my_nest;
-      s.par = n.annot == Annot::kParallel && par < 0 ? idx : par;
-      s.acc_begin = static_cast<int>(f.accs.size());
-      f.scopes.push_back(s);
-      chain.push_back(idx);
-      const size_t base = f.stack.size();
-      walk(f, n.body, idx, depth + 1, my_nest, f.scopes[idx].par, chain);
-      chain.pop_back();
-      ScopeInfo& me = f.scopes[idx];
-      me.acc_end = static_cast<int>(f.accs.size());
-      me.kids_begin = static_cast<int>(f.kids.size());
-      f.kids.insert(f.kids.end(), f.stack.begin() + static_cast<long>(base), f.stack.end());
-      f.stack.resize(base);
-      me.kids_end = static_cast<int>(f.kids.size());
-      if (me.par >= 0)
-        for (int p = idx; p >= 0; p = f.scopes[p].parent) f.scopes[p].has_par = true;
-      f.stack.push_back(idx);
-    } else {
-      int si = static_cast<int>(f.stmts.size());
-      StmtInfo st{&n.stmt, depth, static_cast<int>(f.chains.size()), static_cast<int>(f.accs.size()), 0, my_nest};
-      f.chains.insert(f.chains.end(), chain.begin(), chain.end());
-      add_access(f, n.stmt.lhs, true, si, depth);
-      if (n.stmt.op != ir::Reduce::kNone) add_access(f, n.stmt.lhs, false, si, depth);
-      add_loads(f, *n.stmt.rhs, si, depth);
-      st.acc_end = static_cast<int>(f.accs.size());
-      f.stmts.push_back(st);
-      f.stack.push_back(~si);
-    }
-    if (parent < 0) {
-      f.top.back() = f.stack.back();
-      f.stack.pop_back();
-    }
+          std::vector<int>& chain);
+
+// One node of walk; a top-level one (parent < 0) becomes f.top's next entry.
+void walk_node(Flat& f, const ir::Node& n, int parent, int depth, int nest, int par,
+               std::vector<int>& chain) {
+  int my_nest = parent < 0 ? static_cast<int>(f.top.size()) : nest;
+  if (parent < 0) f.top.push_back(0);  // patched below
+  if (n.is_scope) {
+    int idx = static_cast<int>(f.scopes.size());
+    ScopeInfo s{};
+    s.extent = std::max<int64_t>(n.extent, 1);
+    s.annot = n.annot;
+    s.depth = depth;
+    s.parent = parent;
+    s.nest = my_nest;
+    s.par = n.annot == Annot::kParallel && par < 0 ? idx : par;
+    s.acc_begin = static_cast<int>(f.accs.size());
+    f.scopes.push_back(s);
+    chain.push_back(idx);
+    const size_t base = f.stack.size();
+    walk(f, n.body, idx, depth + 1, my_nest, f.scopes[idx].par, chain);
+    chain.pop_back();
+    ScopeInfo& me = f.scopes[idx];
+    me.acc_end = static_cast<int>(f.accs.size());
+    me.kids_begin = static_cast<int>(f.kids.size());
+    f.kids.insert(f.kids.end(), f.stack.begin() + static_cast<long>(base), f.stack.end());
+    f.stack.resize(base);
+    me.kids_end = static_cast<int>(f.kids.size());
+    if (me.par >= 0)
+      for (int p = idx; p >= 0; p = f.scopes[p].parent) f.scopes[p].has_par = true;
+    f.stack.push_back(idx);
+  } else {
+    int si = static_cast<int>(f.stmts.size());
+    StmtInfo st{&n.stmt, depth,  static_cast<int>(f.chains.size()), static_cast<int>(f.accs.size()),
+                0,       my_nest};
+    f.chains.insert(f.chains.end(), chain.begin(), chain.end());
+    add_access(f, n.stmt.lhs, true, si, depth);
+    if (n.stmt.op != ir::Reduce::kNone) add_access(f, n.stmt.lhs, false, si, depth);
+    add_loads(f, *n.stmt.rhs, si, depth);
+    st.acc_end = static_cast<int>(f.accs.size());
+    f.stmts.push_back(st);
+    f.stack.push_back(~si);
   }
+  if (parent < 0) {
+    f.top.back() = f.stack.back();
+    f.stack.pop_back();
+  }
+}
+
+void walk(Flat& f, const std::vector<ir::NodePtr>& body, int parent, int depth, int nest, int par,
+          std::vector<int>& chain) {
+  for (const auto& n : body) walk_node(f, *n, parent, depth, nest, par, chain);
 }
 
 struct Term {
@@ -348,8 +360,153 @@ void footprints(const Flat& f, int b, int e, const int dmin[4], const CacheGeome
   *weighted = cost;
 }
 
+// What one top-level node contributes to a Flat: its slices of the pools, with every index
+// relative to the slice starts (a scope index s is s - first scope, and so on), its footprints
+// already computed. Valid while the node, the machine's cache geometry and the buffers its
+// accesses name (position and everything the model reads of them) are the same.
+struct NestSlice {
+  ir::NodePtr node;  // held: the address cannot be reused while it is remembered
+  std::vector<ScopeInfo> scopes;
+  std::vector<StmtInfo> stmts;
+  std::vector<AccInfo> accs;
+  std::vector<int> chains, kids;
+  std::vector<int64_t> coefs;
+  int top = 0;
+  struct Buf {
+    int index;
+    std::string name;
+    ir::DType dtype;
+    ir::Role role;
+    std::vector<int64_t> shape;
+  };
+  std::vector<Buf> bufs;  // the buffers its accesses name
+  uint64_t seen = 0;      // the last estimate that used it
+};
+
+// Pool offsets: where a nest's slices start in a Flat.
+struct Bases {
+  int scopes, stmts, accs, chains, kids, coefs;
+};
+
+Bases bases_of(const Flat& f) {
+  return {static_cast<int>(f.scopes.size()), static_cast<int>(f.stmts.size()),
+          static_cast<int>(f.accs.size()),   static_cast<int>(f.chains.size()),
+          static_cast<int>(f.kids.size()),   static_cast<int>(f.coefs.size())};
+}
+
+// Moves the indices in a nest's slices by `d` (positive: into a Flat; negative: out of one).
+void shift(std::span<ScopeInfo> scopes, std::span<StmtInfo> stmts, std::span<AccInfo> accs,
+           std::span<int> chains, std::span<int> kids, int& top, const Bases& d, int nest) {
+  auto kid = [&](int k) { return k >= 0 ? k + d.scopes : ~(~k + d.stmts); };
+  for (auto& s : scopes) {
+    if (s.parent >= 0) s.parent += d.scopes;
+    if (s.par >= 0) s.par += d.scopes;
+    s.nest = nest;
+    s.acc_begin += d.accs;
+    s.acc_end += d.accs;
+    s.kids_begin += d.kids;
+    s.kids_end += d.kids;
+  }
+  for (auto& s : stmts) {
+    s.chain_off += d.chains;
+    s.acc_begin += d.accs;
+    s.acc_end += d.accs;
+    s.nest = nest;
+  }
+  for (auto& a : accs) {
+    a.stmt += d.stmts;
+    a.coef_off += d.coefs;
+  }
+  for (int& c : chains) c += d.scopes;
+  for (int& k : kids) k = kid(k);
+  top = kid(top);
+}
+
+template <class T>
+std::span<T> tail(std::vector<T>& v, int from) {
+  return {v.data() + from, v.size() - static_cast<size_t>(from)};
+}
+
+}  // namespace
+
+struct CostMemo::Impl {
+  std::unordered_map<const ir::Node*, NestSlice> nests;
+  double geometry[4] = {};
+  uint64_t epoch = 0;
+  uint64_t hits = 0, misses = 0;
+};
+
+namespace {
+
+bool same_buffer(const NestSlice::Buf& b, const ir::BufferDecl& d) {
+  return b.dtype == d.dtype && b.role == d.role && b.shape == d.shape && b.name == d.name;
+}
+
+// Appends a remembered nest as top-level node `nest`.
+void append(const NestSlice& n, Flat& f, int nest) {
+  const Bases b = bases_of(f);
+  f.scopes.insert(f.scopes.end(), n.scopes.begin(), n.scopes.end());
+  f.stmts.insert(f.stmts.end(), n.stmts.begin(), n.stmts.end());
+  f.accs.insert(f.accs.end(), n.accs.begin(), n.accs.end());
+  f.chains.insert(f.chains.end(), n.chains.begin(), n.chains.end());
+  f.kids.insert(f.kids.end(), n.kids.begin(), n.kids.end());
+  f.coefs.insert(f.coefs.end(), n.coefs.begin(), n.coefs.end());
+  int top = n.top;
+  shift(tail(f.scopes, b.scopes), tail(f.stmts, b.stmts), tail(f.accs, b.accs),
+        tail(f.chains, b.chains), tail(f.kids, b.kids), top, b, nest);
+  f.top.push_back(top);
+}
+
+// Canonical ids, the lines of every access and the footprints of every scope, for the nest
+// whose slices start at `b`. Canonical ids only tell apart accesses within one scope, so they
+// are numbered per nest.
+void finish_nest(Flat& f, const Bases& b, const CacheGeometry geo[4]) {
+  // Canonical ids: accesses with the same buffer, offsets and depth touch the same elements.
+  std::vector<int>& reps = f.reps;
+  reps.clear();
+  int canon_count = 0;
+  for (auto& a : tail(f.accs, b.accs)) {
+    for (int r : reps) {
+      const AccInfo& o = f.accs[r];
+      if (o.buf == a.buf && o.depth == a.depth && o.constant == a.constant &&
+          std::equal(f.coefs.begin() + a.coef_off, f.coefs.begin() + a.coef_off + a.depth,
+                     f.coefs.begin() + o.coef_off)) {
+        a.canon = o.canon;
+        break;
+      }
+    }
+    if (a.canon < 0) {
+      a.canon = canon_count++;
+      reps.push_back(static_cast<int>(&a - f.accs.data()));
+    }
+  }
+  // Lines touched per access for every depth cut (a scratch pool: only footprints read it).
+  f.lines.clear();
+  for (auto& a : tail(f.accs, b.accs)) {
+    const StmtInfo& s = f.stmts[a.stmt];
+    a.lines_off = static_cast<int>(f.lines.size());
+    f.lines.resize(f.lines.size() + a.depth + 1);
+    all_access_lines(f, a, s, f.lines.data() + a.lines_off);
+  }
+  // footprints() leaves canon_lines zero (it clears what it touched).
+  if (f.canon_lines.size() < 4 * static_cast<size_t>(canon_count))
+    f.canon_lines.resize(4 * static_cast<size_t>(canon_count), 0.0);
+  for (auto& s : tail(f.scopes, b.scopes)) {
+    // Variants 0-2: one iteration at each cache level; 3: one whole execution.
+    const int dmin[4] = {s.depth + 1, s.depth + 1, s.depth + 1, s.depth};
+    double bytes[4], traffic[4];
+    footprints(f, s.acc_begin, s.acc_end, dmin, geo, f.canon_lines, f.buf_lines, f.buf_written,
+               f.scattered, bytes, traffic, &s.fall_cost);
+    for (int level = 0; level < 3; ++level) s.f1_bytes[level] = bytes[level];
+    s.fall_bytes = bytes[3];
+    s.fall_traffic = traffic[3];
+  }
+}
+
 // Fills `f` (whose pools keep their storage from the previous program: cleared, not freed).
-void flatten(const ir::Program& p, const MachineProfile& m, Flat& f) {
+// Each top-level node is flattened on its own (every index inside it stays inside it); with a
+// memo, a node the previous estimate saw is copied from it instead.
+void flatten(const ir::Program& p, const MachineProfile& m, Flat& f, CostMemo::Impl* memo) {
   f.bufs.clear();
   f.scopes.clear();
   f.stmts.clear();
@@ -361,7 +518,7 @@ void flatten(const ir::Program& p, const MachineProfile& m, Flat& f) {
   f.strides.clear();
   f.stack.clear();
   f.top.clear();
-  f.canon_count = 0;
+  f.dropped = 0;
   f.bufs.reserve(p.buffers.size());
   for (const auto& d : p.buffers) {
     BufInfo b;
@@ -386,36 +543,6 @@ void flatten(const ir::Program& p, const MachineProfile& m, Flat& f) {
   f.kids.reserve(128);
   f.top.reserve(16);
   f.stack.reserve(64);
-  std::vector<int>& chain = f.chain;
-  chain.clear();
-  walk(f, p.body, -1, 0, 0, -1, chain);
-
-  // Canonical ids: accesses with the same buffer, offsets and depth touch the same elements.
-  std::vector<int>& reps = f.reps;
-  reps.clear();
-  for (auto& a : f.accs) {
-    for (int r : reps) {
-      const AccInfo& o = f.accs[r];
-      if (o.buf == a.buf && o.depth == a.depth && o.constant == a.constant &&
-          std::equal(f.coefs.begin() + a.coef_off, f.coefs.begin() + a.coef_off + a.depth,
-                     f.coefs.begin() + o.coef_off)) {
-        a.canon = o.canon;
-        break;
-      }
-    }
-    if (a.canon < 0) {
-      a.canon = f.canon_count++;
-      reps.push_back(static_cast<int>(&a - f.accs.data()));
-    }
-  }
-  // Lines touched per access for every depth cut.
-  for (auto& a : f.accs) {
-    const StmtInfo& s = f.stmts[a.stmt];
-    a.lines_off = static_cast<int>(f.lines.size());
-    f.lines.resize(f.lines.size() + a.depth + 1);
-    all_access_lines(f, a, s, f.lines.data() + a.lines_off);
-  }
-  f.canon_lines.assign(4 * static_cast<size_t>(f.canon_count), 0.0);
   // footprints() leaves these zero (it clears what it touched).
   f.buf_lines.assign(4 * f.bufs.size(), 0.0);
   f.buf_written.assign(f.bufs.size(), 0);
@@ -424,16 +551,66 @@ void flatten(const ir::Program& p, const MachineProfile& m, Flat& f) {
                                 {m.l2_bytes / (kLineBytes * m.l2_ways), m.l2_ways},
                                 {0, m.l3_ways},  // the last level hashes its sets
                                 CacheGeometry{}};
-  for (auto& s : f.scopes) {
-    // Variants 0-2: one iteration at each cache level; 3: one whole execution.
-    const int dmin[4] = {s.depth + 1, s.depth + 1, s.depth + 1, s.depth};
-    double bytes[4], traffic[4];
-    footprints(f, s.acc_begin, s.acc_end, dmin, geo, f.canon_lines, f.buf_lines, f.buf_written,
-               f.scattered, bytes, traffic, &s.fall_cost);
-    for (int level = 0; level < 3; ++level) s.f1_bytes[level] = bytes[level];
-    s.fall_bytes = bytes[3];
-    s.fall_traffic = traffic[3];
+  if (memo) {
+    const double g[4] = {geo[0].sets, geo[0].ways, geo[1].sets, geo[1].ways};
+    if (!std::equal(g, g + 4, memo->geometry)) {
+      memo->nests.clear();
+      std::copy(g, g + 4, memo->geometry);
+    }
+    ++memo->epoch;
   }
+  std::vector<int>& chain = f.chain;
+  for (size_t t = 0; t < p.body.size(); ++t) {
+    const ir::NodePtr& node = p.body[t];
+    const int nest = static_cast<int>(t);
+    if (memo) {
+      auto it = memo->nests.find(node.get());
+      if (it != memo->nests.end()) {
+        bool valid = true;
+        for (const auto& b : it->second.bufs)
+          valid = valid && b.index < static_cast<int>(p.buffers.size()) &&
+                  same_buffer(b, p.buffers[b.index]);
+        if (valid) {
+          it->second.seen = memo->epoch;
+          ++memo->hits;
+          append(it->second, f, nest);
+          continue;
+        }
+        memo->nests.erase(it);
+      }
+      ++memo->misses;
+    }
+    const Bases b = bases_of(f);
+    const int dropped = f.dropped;
+    chain.clear();
+    walk_node(f, *node, -1, 0, nest, -1, chain);
+    finish_nest(f, b, geo);
+    // A nest naming an undeclared buffer is not remembered: a later declaration would change it.
+    if (!memo || f.dropped != dropped) continue;
+    NestSlice* slice = &memo->nests[node.get()];
+    slice->node = node;
+    slice->seen = memo->epoch;
+    slice->scopes.assign(f.scopes.begin() + b.scopes, f.scopes.end());
+    slice->stmts.assign(f.stmts.begin() + b.stmts, f.stmts.end());
+    slice->accs.assign(f.accs.begin() + b.accs, f.accs.end());
+    slice->chains.assign(f.chains.begin() + b.chains, f.chains.end());
+    slice->kids.assign(f.kids.begin() + b.kids, f.kids.end());
+    slice->coefs.assign(f.coefs.begin() + b.coefs, f.coefs.end());
+    slice->top = f.top.back();
+    const Bases back{-b.scopes, -b.stmts, -b.accs, -b.chains, -b.kids, -b.coefs};
+    shift(slice->scopes, slice->stmts, slice->accs, slice->chains, slice->kids, slice->top, back,
+          0);
+    slice->bufs.clear();
+    for (const auto& a : slice->accs) {
+      if (std::any_of(slice->bufs.begin(), slice->bufs.end(),
+                      [&](const auto& x) { return x.index == a.buf; }))
+        continue;
+      const ir::BufferDecl& d = p.buffers[a.buf];
+      slice->bufs.push_back({a.buf, d.name, d.dtype, d.role, d.shape});
+    }
+  }
+  // Keep what this program has: the next one shares most of it (and nothing else is held).
+  if (memo) std::erase_if(memo->nests, [&](const auto& e) { return e.second.seen != memo->epoch; });
 }
 
 // ---- Compute: instructions per loop body, ports and dependence chains. ----
@@ -883,12 +1060,28 @@ const char* bound_name(Bound b) {
   return "?";
 }
 
+CostMemo::CostMemo() : impl_(std::make_unique<Impl>()) {}
+CostMemo::~CostMemo() = default;
+CostMemo::CostMemo(const CostMemo&) : impl_(std::make_unique<Impl>()) {}
+CostMemo& CostMemo::operator=(const CostMemo&) {
+  clear();
+  return *this;
+}
+void CostMemo::clear() { impl_ = std::make_unique<Impl>(); }
+size_t CostMemo::size() const { return impl_->nests.size(); }
+uint64_t CostMemo::hits() const { return impl_->hits; }
+uint64_t CostMemo::misses() const { return impl_->misses; }
+
 CostEstimate estimate_cost(const ir::Program& p, const MachineProfile& m) {
+  return estimate_cost(p, m, nullptr);
+}
+
+CostEstimate estimate_cost(const ir::Program& p, const MachineProfile& m, CostMemo* memo) {
   CostEstimate out;
   out.flops = flop_count(p);
   // One Flat per thread, reused: its pools keep their storage across estimates.
   thread_local Flat f;
-  flatten(p, m, f);
+  flatten(p, m, f, memo ? memo->impl_.get() : nullptr);
   Model md{m, f, std::vector<NestCost>(f.top.size()), m.freq_ghz * 1e9, {}, {}, {}, {}};
   md.plan_vectors();
 
@@ -1039,7 +1232,7 @@ class CostModelBackend final : public Backend {
       m.error = *error_;
       return m;
     }
-    CostEstimate e = estimate_cost(p, profile_);
+    CostEstimate e = estimate_cost(p, profile_, &memo_);
     m.median_s = m.min_s = e.time_s;
     m.reps = 0;
     m.verified = false;
@@ -1052,6 +1245,7 @@ class CostModelBackend final : public Backend {
   BackendConfig config_;
   MachineProfile profile_ = default_profile();
   std::optional<std::string> error_;
+  CostMemo memo_;  // the nests of the last program measured (a clone starts with none)
 };
 
 }  // namespace

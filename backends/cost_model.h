@@ -7,6 +7,8 @@
 // and its traffic per level over that level's bandwidth (a roofline per nest), plus overheads.
 #pragma once
 
+#include <cstdint>
+#include <memory>
 #include <string>
 
 #include "backends/backend.h"
@@ -31,8 +33,37 @@ struct CostEstimate {
   Bound bound = Bound::kCompute;  ///< the part that dominates the estimate
 };
 
+/// What estimate_cost worked out for each top-level node of the last program it estimated with
+/// this memo. The IR is immutable and a transformation shares the nodes it did not change, so
+/// the next program's unchanged nests are copied instead of analysed again (their loop tree,
+/// accesses, cache lines and footprints; the whole-program parts are always redone). The
+/// estimate is bit-identical with or without one. Not thread-safe: one per caller (each
+/// cost-model backend holds its own). A copy starts empty.
+class CostMemo {
+ public:
+  CostMemo();
+  ~CostMemo();
+  CostMemo(const CostMemo&);
+  CostMemo& operator=(const CostMemo&);
+  /// Forgets everything.
+  void clear();
+  /// Nests remembered (those of the last program).
+  size_t size() const;
+  /// Nests copied from, and nests analysed, since construction.
+  uint64_t hits() const;
+  uint64_t misses() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+  friend CostEstimate estimate_cost(const ir::Program&, const MachineProfile&, CostMemo*);
+};
+
 /// Estimates `p` on the machine `m`. Deterministic; never throws on a checked program.
 CostEstimate estimate_cost(const ir::Program& p, const MachineProfile& m);
+/// The same, reusing what `memo` (may be null) remembers of `p`'s unchanged nests.
+CostEstimate estimate_cost(const ir::Program& p, const MachineProfile& m, CostMemo* memo);
 
 /// A new cost-model backend (reads config.machine_profile when set; a profile that cannot be
 /// loaded makes every measurement return that error).

@@ -173,11 +173,6 @@ struct Range {
   int64_t lo = 0, hi = 0;
 };
 
-// Affine::coeff(k) for k >= 0, inlined: the dependence tests read it for every pair of sites.
-inline int64_t coeff_of(const Affine& f, int k) {
-  return k < static_cast<int>(f.coeffs.size()) ? f.coeffs[k] : 0;
-}
-
 // Range of c*x for x in [0, e-1].
 Range span(int64_t c, int64_t e) {
   int64_t v = c * (e - 1);
@@ -214,10 +209,12 @@ bool may_overlap(const AccessSite& a, const AccessSite& b, const std::vector<Dir
     // f(i) - g(j) = sum a_k i_k - sum b_k j_k + (ca - cb); is 0 reachable?
     int64_t lo = fa.constant - fb.constant, hi = lo;
     int64_t g = 0;
-    int na = a.depth, nb = b.depth;
-    int n = std::max(na, nb);
+    // Coefficients past the stored ones are zero and contribute nothing: stop there.
+    const int na = std::min(a.depth, static_cast<int>(fa.coeffs.size()));
+    const int nb = std::min(b.depth, static_cast<int>(fb.coeffs.size()));
+    const int n = std::max(na, nb);
     for (int k = 0; k < n; ++k) {
-      int64_t ca = k < na ? coeff_of(fa, k) : 0, cb = k < nb ? coeff_of(fb, k) : 0;
+      const int64_t ca = k < na ? fa.coeffs[k] : 0, cb = k < nb ? fb.coeffs[k] : 0;
       if (ca == 0 && cb == 0) continue;
       if (k < paired) {
         int64_t e = std::min(a.extents[k], b.extents[k]);

@@ -1,16 +1,18 @@
 // The cost model: deterministic, finite, ordered the way the machine orders the classic cases,
 // and its machine profile survives a file round trip or says clearly why it does not.
+#include "backends/cost_model.h"
+
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
 #include <string>
 
 #include "backends/backend.h"
-#include "backends/cost_model.h"
 #include "backends/machine_profile.h"
 #include "ir/parse.h"
 #include "support/scaled_kernels.h"
@@ -359,4 +361,83 @@ TEST_CASE("a nest tiled past 64 scopes still gets a finite estimate") {
   CHECK(deep > 0);
   CHECK(deep == backends::estimate_cost(tiled.value(), backends::default_profile()).time_s);
   CHECK(std::isfinite(shallow));
+}
+
+namespace {
+
+// Every figure of two estimates, bit for bit.
+void check_identical(const backends::CostEstimate& a, const backends::CostEstimate& b,
+                     const std::string& what) {
+  CHECK_MESSAGE(std::memcmp(&a.time_s, &b.time_s, sizeof(double)) == 0, what);
+  CHECK_MESSAGE(a.compute_s == b.compute_s, what);
+  CHECK_MESSAGE(a.overhead_s == b.overhead_s, what);
+  CHECK_MESSAGE(a.flops == b.flops, what);
+  for (int k = 0; k < 4; ++k) {
+    CHECK_MESSAGE(a.bytes[k] == b.bytes[k], what << " level " << k);
+    CHECK_MESSAGE(a.level_s[k] == b.level_s[k], what << " level " << k);
+  }
+  CHECK_MESSAGE(a.bound == b.bound, what);
+}
+
+}  // namespace
+
+TEST_CASE("a memo of unchanged nests gives bit-identical estimates along random trajectories") {
+  const transforms::Target target;
+  const auto prof = backends::default_profile();
+  uint64_t reused = 0;
+  for (const auto& name : testing::suite_kernel_names()) {
+    auto loaded = ir::load_file(std::string(PERFDOJO_KERNEL_DIR) + "/" + name + ".pdj");
+    REQUIRE(loaded.ok());
+    std::mt19937_64 rng(std::hash<std::string>{}(name));
+    backends::CostMemo memo;  // one memo for every trajectory, as an env keeps its own
+    for (int t = 0; t < 4; ++t) {
+      ir::Program cur = loaded.value();
+      for (int s = 0; s < 25; ++s) {
+        check_identical(backends::estimate_cost(cur, prof, &memo),
+                        backends::estimate_cost(cur, prof),
+                        name + " trajectory " + std::to_string(t) + " step " + std::to_string(s));
+        CHECK(memo.size() <= cur.body.size());
+        auto legal = transforms::legal_actions(cur, target);
+        if (legal.empty()) break;
+        auto next = transforms::apply(
+            cur, legal[std::uniform_int_distribution<size_t>(0, legal.size() - 1)(rng)], target);
+        REQUIRE(next.ok());
+        cur = std::move(next).value();
+      }
+    }
+    reused += memo.hits();
+  }
+  CHECK(reused > 0);  // the memo did copy nests
+}
+
+TEST_CASE("a memo notices a changed buffer declaration and another machine's caches") {
+  const ir::Program p = load(
+      "S = 64\ninput A: f32[S, S]\ninput B: f32[S, S]\noutput C: f32[S, S] = 0\noutput D: f32[S, "
+      "S] = 0\n\n"
+      "S S S C[{0},{1}] += A[{0},{2}] * B[{2},{1}]\nS S D[{0},{1}] = B[{1},{0}]\n");
+  backends::CostMemo memo;
+  const auto prof = backends::default_profile();
+  check_identical(backends::estimate_cost(p, prof, &memo), backends::estimate_cost(p, prof),
+                  "first");
+  CHECK(memo.size() == 2);
+  // The same nodes over a buffer of another shape: every nest reading B is analysed again.
+  ir::Program wide = p;
+  wide.buffers[1].shape = {64, 128};
+  check_identical(backends::estimate_cost(wide, prof, &memo), backends::estimate_cost(wide, prof),
+                  "reshaped B");
+  const uint64_t hits = memo.hits();
+  check_identical(backends::estimate_cost(wide, prof, &memo), backends::estimate_cost(wide, prof),
+                  "again");
+  CHECK(memo.hits() == hits + 2);
+  // Another cache geometry: nothing remembered applies.
+  backends::MachineProfile small = prof;
+  small.l1_bytes /= 4;
+  small.l2_bytes /= 4;
+  check_identical(backends::estimate_cost(wide, small, &memo), backends::estimate_cost(wide, small),
+                  "small caches");
+  CHECK(memo.hits() == hits + 2);
+  // A copy of a memo starts empty.
+  backends::CostMemo copy = memo;
+  CHECK(copy.size() == 0);
+  CHECK(memo.size() == 2);
 }
