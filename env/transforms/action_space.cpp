@@ -154,17 +154,26 @@ class Prefilter {
  public:
   static bool decides(Kind k) { return k == Kind::kTileScope || k == Kind::kUnroll; }
 
-  explicit Prefilter(const ProgramIndex& ix, int max_scopes) : ix_(ix), p_(ix.program()) {
-    const ir::Program& p = p_;
+  explicit Prefilter(const ProgramIndex& ix, int max_scopes) { reset(ix, max_scopes); }
+
+  // Summarises the program `ix` indexes instead, keeping the storage (a MaskMemo keeps one).
+  void reset(const ProgramIndex& ix, int max_scopes) {
+    ix_ = &ix;
+    p_ = &ix.program();
+    const ir::Program& p = *p_;
     const size_t nb = std::min<size_t>(p.buffers.size(), 64);
+    for (auto& b : buffers_) b = BufferSummary{std::move(b.dim_ok)};
     buffers_.resize(nb);
+    scopes_.clear();
+    decl_of_.clear();
+    first_scope_ = -1;
     const int ns = std::min<int>(max_scopes, static_cast<int>(ix.scopes().size()));
-    std::vector<bool> parallel_inside(ix.size(), false);  // a :par scope in the subtree
+    std::vector<char>& parallel_inside = parallel_inside_;  // a :par scope in the subtree
+    parallel_inside.assign(ix.size(), 0);
     for (int n = ix.size() - 1; n >= 0; --n) {
       const ProgramIndex::NodeInfo& info = ix.node(n);
-      if (info.node->annot == ir::Annot::kParallel && info.node->is_scope)
-        parallel_inside[n] = true;
-      if (parallel_inside[n] && info.parent >= 0) parallel_inside[info.parent] = true;
+      if (info.node->annot == ir::Annot::kParallel && info.node->is_scope) parallel_inside[n] = 1;
+      if (parallel_inside[n] && info.parent >= 0) parallel_inside[info.parent] = 1;
     }
     for (int i = 0; i < ns; ++i) {
       const int n = ix.scopes()[i];
@@ -179,7 +188,7 @@ class Prefilter {
         sum.near_parallel = sum.near_parallel || ix.node(e).node->annot == ir::Annot::kParallel;
         sum.temporary_scope = sum.temporary_scope && !shares_storage(ix.node(e).node->annot);
       }
-      scopes_.push_back(std::move(sum));
+      scopes_.push_back(sum);
     }
     // The declaration each site's buffer names (the first of that name), -1 beyond 64.
     for (int s = 0; s < static_cast<int>(ix.sites().size()); ++s) {
@@ -224,14 +233,14 @@ class Prefilter {
     if (first_scope_ == i) return;
     first_scope_ = i;
     ScopeSummary& sum = scopes_[i];
-    const ProgramIndex::NodeInfo& info = ix_.node(ix_.scopes()[i]);
+    const ProgramIndex::NodeInfo& info = ix_->node(ix_->scopes()[i]);
     const int nb = static_cast<int>(buffers_.size());
     first_.assign(nb, nullptr);
     sum.used = sum.irregular = 0;
     for (int s = info.site_begin; s < info.site_end; ++s) {
-      const int b = decl_of_[ix_.site_buffer(s)];
+      const int b = decl_of_[ix_->site_buffer(s)];
       if (b < 0) continue;
-      const std::vector<ir::Affine>& index = ix_.sites()[s].access->index;
+      const std::vector<ir::Affine>& index = ix_->sites()[s].access->index;
       sum.used |= uint64_t{1} << b;
       if (!first_[b])
         first_[b] = &index;
@@ -267,9 +276,9 @@ class Prefilter {
                s->body[0]->annot == kNone;
       case Kind::kJoinScopes: {
         // The next sibling is a scope of the same extent and annotation.
-        const int next = ix_.node(ix_.scopes()[scope_slot]).next;
+        const int next = ix_->node(ix_->scopes()[scope_slot]).next;
         if (next < 0) return false;
-        const ir::Node* t = ix_.node(next).node;
+        const ir::Node* t = ix_->node(next).node;
         return t->is_scope && t->extent == s->extent && t->annot == s->annot;
       }
       case Kind::kParallelize:
@@ -287,42 +296,42 @@ class Prefilter {
     } a{param};
     switch (k) {
       case Kind::kMoveStatement:
-        return ix_.node(node).next >= 0;
+        return ix_->node(node).next >= 0;
       case Kind::kHoist: {
         // A plain store, first or last in a scope, none of whose accesses uses that scope's
         // iterator or a deeper one.
-        const ProgramIndex::NodeInfo& n = ix_.node(node);
+        const ProgramIndex::NodeInfo& n = ix_->node(node);
         if (n.node->is_scope || n.parent < 0 || n.node->stmt.op != ir::Reduce::kNone) return false;
-        if (ix_.node(n.parent).first_child != node && n.next >= 0) return false;
-        const int d = static_cast<int>(ix_.path(node).size()) - 2;
-        for (const AccessSite& x : ix_.sites(n.site_begin, n.site_end))
+        if (ix_->node(n.parent).first_child != node && n.next >= 0) return false;
+        const int d = static_cast<int>(ix_->path(node).size()) - 2;
+        for (const AccessSite& x : ix_->sites(n.site_begin, n.site_end))
           for (const ir::Affine& f : x.access->index)
             if (f.max_depth() >= d) return false;
         return true;
       }
       case Kind::kShrinkBuffer: {
         if (b < 0 || b >= static_cast<int>(buffers_.size())) return true;
-        const ir::BufferDecl& d = p_.buffers[b];
+        const ir::BufferDecl& d = p_->buffers[b];
         return d.role == ir::Role::kTemp && a.param >= 0 &&
                a.param < static_cast<int64_t>(d.shape.size()) && dim_ok(b)[a.param];
       }
       case Kind::kInlineTemporary: {
         // A temporary without initial value written by exactly one plain store.
         if (b < 0 || b >= static_cast<int>(buffers_.size())) return true;
-        const ir::BufferDecl& d = p_.buffers[b];
+        const ir::BufferDecl& d = p_->buffers[b];
         return d.role == ir::Role::kTemp && !d.init && buffers_[b].writers == 1 && !buffers_[b].reduced;
       }
       case Kind::kSwapBufferDims: {
         if (b < 0) return true;
-        const ir::BufferDecl& d = p_.buffers[b];
+        const ir::BufferDecl& d = p_->buffers[b];
         return d.role != ir::Role::kOutput && a.param + 1 < static_cast<int64_t>(d.shape.size());
       }
       case Kind::kReuseBuffers: {
         const int bx = b, by = b2;
         if (bx < 0 || by < 0 || bx >= static_cast<int>(buffers_.size()) || by >= static_cast<int>(buffers_.size()))
           return true;
-        const ir::BufferDecl& x = p_.buffers[bx];
-        const ir::BufferDecl& y = p_.buffers[by];
+        const ir::BufferDecl& x = p_->buffers[bx];
+        const ir::BufferDecl& y = p_->buffers[by];
         if (x.role != ir::Role::kTemp || y.role != ir::Role::kTemp || x.dtype != y.dtype || x.shape != y.shape || y.init)
           return false;
         const BufferSummary& fx = buffers_[bx];
@@ -338,14 +347,14 @@ class Prefilter {
  private:
   // Site `si` of declared buffer `b`.
   void site(int si, int b) {
-    const AccessSite& x = ix_.sites()[si];
+    const AccessSite& x = ix_->sites()[si];
     BufferSummary& bs = buffers_[b];
     if (x.write) {
       ++bs.writers;
       bs.reduced = bs.reduced || x.reduction;
     }
-    const int node = ix_.site_node(si);
-    const int top = ix_.node(node).top;
+    const int node = ix_->site_node(si);
+    const int top = ix_->node(node).top;
     if (bs.first < 0) bs.first = top;
     bs.last = top;
   }
@@ -356,12 +365,12 @@ class Prefilter {
     BufferSummary& bs = buffers_[b];
     if (bs.dims_done) return bs.dim_ok;
     bs.dims_done = true;
-    const size_t rank = p_.buffers[b].shape.size();
+    const size_t rank = p_->buffers[b].shape.size();
     bs.dim_ok.assign(rank, true);
     std::vector<int> depth(rank, -1);  // the k of dimension d's {k}, -1 before the first access
     if (id_of_[b] >= 0) {
-      for (int si : ix_.buffer_sites(id_of_[b])) {
-        const ir::Access& a = *ix_.sites()[si].access;
+      for (int si : ix_->buffer_sites(id_of_[b])) {
+        const ir::Access& a = *ix_->sites()[si].access;
         for (size_t d = 0; d < rank && d < a.index.size(); ++d) {
           const ir::Affine& ix = a.index[d];
           int k = ix.max_depth();
@@ -387,14 +396,14 @@ class Prefilter {
     uint64_t irregular = 0;  ///< bit b: accesses of buffer b in the subtree differ in index
   };
   struct BufferSummary {
+    std::vector<bool> dim_ok;  ///< dimension is exactly one {k}, the same k everywhere
     int writers = 0;          ///< statements writing the buffer
     bool reduced = false;     ///< some writer is a reduction
     int first = -1, last = -1;  ///< top-level nodes using it
     bool dims_done = false;     ///< dim_ok is made (dim_ok())
-    std::vector<bool> dim_ok;   ///< dimension is exactly one {k}, the same k everywhere
   };
-  const ProgramIndex& ix_;
-  const ir::Program& p_;
+  const ProgramIndex* ix_ = nullptr;
+  const ir::Program* p_ = nullptr;
   std::vector<ScopeSummary> scopes_;
   std::vector<BufferSummary> buffers_;
   std::vector<int> decl_of_;  ///< buffer id (ProgramIndex) -> declaration index, -1 beyond 64
@@ -402,6 +411,7 @@ class Prefilter {
   /// summarise_uses: per buffer, the first index seen in scope slot first_scope_'s subtree
   std::vector<const std::vector<ir::Affine>*> first_;
   int first_scope_ = -1;
+  std::vector<char> parallel_inside_;  ///< reset's scratch
 };
 
 // What MaskMemo remembers of one node.
@@ -442,6 +452,8 @@ struct MaskMemo::Impl {
   uint32_t epoch = 0;  ///< masks made
   const FlatActionSpace* space = nullptr;  ///< the space whose verdicts it holds
   uint64_t hits = 0, misses = 0;
+  std::unique_ptr<ProgramIndex> index;   ///< rebuilt for each mask, keeping its storage
+  std::unique_ptr<Prefilter> prefilter;  ///< the same
 };
 
 MaskMemo::MaskMemo() : impl_(std::make_unique<Impl>()) {}
@@ -462,12 +474,26 @@ std::vector<uint8_t> FlatActionSpace::mask(const ir::Program& p, MaskMemo* memo)
   std::vector<uint8_t> m;
   m.reserve(size_ + 1);
   m.resize(size_, 0);
-  const ProgramIndex ix(p);
+  MaskMemo::Impl* mem = memo ? memo->impl_.get() : nullptr;
+  std::optional<ProgramIndex> own;
+  if (mem && mem->index)
+    mem->index->rebuild(p);
+  else if (mem)
+    mem->index = std::make_unique<ProgramIndex>(p);
+  else
+    own.emplace(p);
+  const ProgramIndex& ix = mem ? *mem->index : *own;
   const int nb = std::min<int>(config_.max_buffers, static_cast<int>(p.buffers.size()));
   const int ns = std::min<int>(config_.max_scopes, static_cast<int>(ix.scopes().size()));
   const int nn = std::min<int>(config_.max_nodes, ix.size());
-  Prefilter pre(ix, ns);
-  MaskMemo::Impl* mem = memo ? memo->impl_.get() : nullptr;
+  std::optional<Prefilter> own_pre;
+  if (mem && mem->prefilter)
+    mem->prefilter->reset(ix, ns);
+  else if (mem)
+    mem->prefilter = std::make_unique<Prefilter>(ix, ns);
+  else
+    own_pre.emplace(ix, ns);
+  Prefilter& pre = mem ? *mem->prefilter : *own_pre;
   if (mem) {
     // Verdict bits follow this space's parameter lists: a memo used by another space starts over.
     if (mem->space != this) {

@@ -343,7 +343,7 @@ std::string fresh_buffer_name(const Program& p, const std::string& base) {
   }
 }
 
-ProgramIndex::ProgramIndex(const Program& p) : p_(p) {
+ProgramIndex::ProgramIndex(const Program& p) {
   // Enough for the suite's kernels after many steps: one allocation each.
   nodes_.reserve(64);
   path_pool_.reserve(256);
@@ -351,9 +351,25 @@ ProgramIndex::ProgramIndex(const Program& p) : p_(p) {
   sites_.reserve(256);
   sites_.storage.reserve(1024);
   site_node_.reserve(256);
-  Path cur;
-  std::vector<int64_t> ext;
-  walk(p.body, -1, cur, ext);
+  rebuild(p);
+}
+
+void ProgramIndex::rebuild(const Program& p) {
+  p_ = &p;
+  nodes_.clear();
+  path_pool_.clear();
+  path_begin_.clear();
+  top_nodes_.clear();
+  scopes_.clear();
+  sites_.clear();
+  sites_.storage.clear();
+  site_node_.clear();
+  site_buffer_.clear();
+  names_.clear();
+  for (auto& b : buffer_sites_) b.clear();  // kept with their storage; names_ says how many count
+  cur_.clear();
+  ext_.clear();
+  walk(p.body, -1, cur_, ext_);
   path_begin_.push_back(static_cast<int>(path_pool_.size()));
   fix_extents(sites_);
   // Buffer ids, in order of first appearance among the sites.
@@ -364,7 +380,7 @@ ProgramIndex::ProgramIndex(const Program& p) : p_(p) {
     if (id < 0) {
       id = static_cast<int>(names_.size());
       names_.push_back(name);
-      buffer_sites_.emplace_back();
+      if (buffer_sites_.size() < names_.size()) buffer_sites_.emplace_back();
     }
     site_buffer_.push_back(id);
     buffer_sites_[id].push_back(s);

@@ -145,6 +145,8 @@ class ProgramIndex {
   explicit ProgramIndex(const ir::Program& p);
   ProgramIndex(const ProgramIndex&) = delete;
   ProgramIndex& operator=(const ProgramIndex&) = delete;
+  /// Indexes `p` instead, keeping the storage (a MaskMemo rebuilds one index per mask).
+  void rebuild(const ir::Program& p);
 
   struct NodeInfo {
     const ir::Node* node = nullptr;
@@ -156,7 +158,7 @@ class ProgramIndex {
     int site_end = 0;
   };
 
-  const ir::Program& program() const { return p_; }
+  const ir::Program& program() const { return *p_; }
   /// Number of nodes; node indices are pre-order positions.
   int size() const { return static_cast<int>(nodes_.size()); }
   const NodeInfo& node(int i) const { return nodes_[i]; }
@@ -191,7 +193,7 @@ class ProgramIndex {
 
  private:
   void walk(const std::vector<ir::NodePtr>& body, int parent, Path& cur, std::vector<int64_t>& ext);
-  const ir::Program& p_;
+  const ir::Program* p_ = nullptr;
   std::vector<NodeInfo> nodes_;
   std::vector<int> path_pool_;   ///< every node's path, in pre-order, back to back
   std::vector<int> path_begin_;  ///< node i's path is path_pool_[path_begin_[i], path_begin_[i+1])
@@ -201,7 +203,9 @@ class ProgramIndex {
   std::vector<int> site_node_;
   std::vector<int> site_buffer_;
   std::vector<std::string_view> names_;  ///< buffer names by id
-  std::vector<std::vector<int>> buffer_sites_;
+  std::vector<std::vector<int>> buffer_sites_;  ///< the first names_.size() are in use
+  Path cur_;                                    ///< walk's scratch
+  std::vector<int64_t> ext_;
 };
 
 /// The sites of the children [from, to) of the scope at `scope` (the top level when empty), with
