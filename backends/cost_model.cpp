@@ -680,18 +680,33 @@ bool has_trans(const ir::Expr& e) {
   return false;
 }
 
+// The Model's vectors, kept per thread with the Flat: their storage outlives one estimate.
+struct ModelStorage {
+  std::vector<NestCost> nests;
+  std::vector<ScopeRun> run;
+  std::vector<char> reg_early, reg;
+  std::vector<std::pair<double, int>> group_cycles;
+  // Scratch of plan_vectors and estimate_cost.
+  std::vector<char> early, unrolled, flat, flat_late, has_vec, done;
+  std::vector<double> copies;
+  std::vector<int> group;
+};
+
 struct Model {
   const MachineProfile& m;
   const Flat& f;
-  std::vector<NestCost> nests;
-  double freq_hz;
-  std::vector<ScopeRun> run;
+  ModelStorage& x;
+  std::vector<NestCost>& nests = x.nests;
+  double freq_hz = m.freq_ghz * 1e9;
+  std::vector<ScopeRun>& run = x.run;
   // Small temporaries whose every index is fixed once unrolled scopes are written out (and
   // vector scopes expanded) become registers: before vectorisation (`reg_early`, GCC's scalar
   // replacement can then privatise them per lane) and in the final code (`reg`: no loads or
   // stores at all).
-  std::vector<char> reg_early, reg;
-  std::vector<std::pair<double, int>> group_cycles;  // per group: core cycles, parallel scope
+  std::vector<char>& reg_early = x.reg_early;
+  std::vector<char>& reg = x.reg;
+  std::vector<std::pair<double, int>>& group_cycles =
+      x.group_cycles;  // per group: core cycles, parallel scope
 
   // Cycles between two entries of parallel scope p: everything outside it, spread over its
   // entries (its threads idle that long).
@@ -752,8 +767,15 @@ struct Model {
     run.assign(n, ScopeRun{});
     // early: written out before GCC vectorises (`:unroll`, and loops of a few iterations it
     // peels right away); unrolled: also the loops its later complete unrolling takes.
-    std::vector<char> early(n, 0), unrolled(n, 0), flat(n, 1), flat_late(n, 1), has_vec(n, 0);
-    std::vector<double> copies(n, 1);  // statement copies one execution of the scope prints
+    std::vector<char>&early = x.early, &unrolled = x.unrolled, &flat = x.flat,
+    &flat_late = x.flat_late, &has_vec = x.has_vec;
+    early.assign(n, 0);
+    unrolled.assign(n, 0);
+    flat.assign(n, 1);
+    flat_late.assign(n, 1);
+    has_vec.assign(n, 0);
+    std::vector<double>& copies = x.copies;  // statement copies one execution of the scope prints
+    copies.assign(n, 1);
     const double native = m.native_lanes();
     auto floor_pow2 = [](double x) {
       double p = 1;
@@ -1082,12 +1104,15 @@ CostEstimate estimate_cost(const ir::Program& p, const MachineProfile& m, CostMe
   // One Flat per thread, reused: its pools keep their storage across estimates.
   thread_local Flat f;
   flatten(p, m, f, memo ? memo->impl_.get() : nullptr);
-  Model md{m, f, std::vector<NestCost>(f.top.size()), m.freq_ghz * 1e9, {}, {}, {}, {}};
+  thread_local ModelStorage storage;
+  storage.nests.assign(f.top.size(), NestCost{});
+  storage.group_cycles.clear();
+  Model md{m, f, storage};
   md.plan_vectors();
 
   // Compute: group statements by their nearest non-vector enclosing scope.
   {
-    std::vector<int> group;
+    std::vector<int>& group = storage.group;
     // The loop a statement's instructions sit in once vector scopes and unrolled scopes are
     // written out.
     auto owner_of = [&](const StmtInfo& s) {
@@ -1099,7 +1124,8 @@ CostEstimate estimate_cost(const ir::Program& p, const MachineProfile& m, CostMe
     };
     // Statements of a group are contiguous in depth-first order except around sibling scopes;
     // collect by owner with a linear scan per owner change.
-    std::vector<char> done(f.stmts.size(), 0);
+    std::vector<char>& done = storage.done;
+    done.assign(f.stmts.size(), 0);
     for (size_t i = 0; i < f.stmts.size(); ++i) {
       if (done[i]) continue;
       int owner = owner_of(f.stmts[i]);
