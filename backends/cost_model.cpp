@@ -195,29 +195,47 @@ struct Term {
   int64_t span;
 };
 
+// lines_of's state after a prefix of the terms: the contiguous run, the blocks and their
+// alignment so far.
+struct LinesState {
+  double run, blocks, align;
+};
+constexpr LinesState kNoTerms{1, 1, 1};
+
+// The state after one more term.
+LinesState add_term(LinesState st, const Term& t, double esz) {
+  double c = static_cast<double>(t.stride), s2 = static_cast<double>(t.span);
+  if (c <= st.run || c * esz <= kLineBytes) {
+    st.run += c * s2;
+  } else {
+    if (st.blocks == 1) {
+      const int64_t bytes = t.stride * static_cast<int64_t>(esz);
+      if (bytes % static_cast<int64_t>(kLineBytes) == 0) {
+        int64_t l = bytes / static_cast<int64_t>(kLineBytes);
+        st.align = static_cast<double>(l & -l);
+      }
+    }
+    st.blocks *= s2 + 1;
+  }
+  return st;
+}
+
+// The Lines of a final state, for elements of `esz` bytes in a buffer of `buf_lines` lines.
+Lines lines_of_state(const LinesState& st, double esz, double buf_lines) {
+  Lines out;
+  out.blocks = st.blocks;
+  out.align = st.align;
+  out.lines = std::min(st.blocks * std::ceil(st.run * esz / kLineBytes), buf_lines);
+  out.scattered = st.blocks > 1 && st.run * esz <= kLineBytes / 2;
+  return out;
+}
+
 // The Lines of `n` terms sorted by increasing stride, of an access with elements of `esz` bytes
 // to a buffer of `buf_lines` lines.
 Lines lines_of(const Term* terms, int n, double esz, double buf_lines) {
-  double run = 1;
-  Lines out;
-  for (int j = 0; j < n; ++j) {
-    double c = static_cast<double>(terms[j].stride), s2 = static_cast<double>(terms[j].span);
-    if (c <= run || c * esz <= kLineBytes) {
-      run += c * s2;
-    } else {
-      if (out.blocks == 1) {
-        const int64_t bytes = terms[j].stride * static_cast<int64_t>(esz);
-        if (bytes % static_cast<int64_t>(kLineBytes) == 0) {
-          int64_t l = bytes / static_cast<int64_t>(kLineBytes);
-          out.align = static_cast<double>(l & -l);
-        }
-      }
-      out.blocks *= s2 + 1;
-    }
-  }
-  out.lines = std::min(out.blocks * std::ceil(run * esz / kLineBytes), buf_lines);
-  out.scattered = out.blocks > 1 && run * esz <= kLineBytes / 2;
-  return out;
+  LinesState st = kNoTerms;
+  for (int j = 0; j < n; ++j) st = add_term(st, terms[j], esz);
+  return lines_of_state(st, esz, buf_lines);
 }
 
 // Cache lines one access touches while the iterators of depth >= dmin run over their extents
@@ -253,26 +271,34 @@ void all_access_lines(const Flat& f, const AccInfo& a, const StmtInfo& s, Lines*
     for (int d = 0; d <= a.depth; ++d) out[d] = access_lines(f, a, s, d);
     return;
   }
+  // states[j]: lines_of's state before term j. A cut changes the terms from some position on
+  // (strides mostly grow outward, so usually only the last), and only the states after it are
+  // made again: the same operations in the same order as lines_of, so the same figures.
   Term terms[64];
+  LinesState states[65];  // made as needed
+  states[0] = kNoTerms;
   int n = 0;
   const double esz = f.bufs[a.buf].esz, buf_lines = f.bufs[a.buf].lines;
-  out[a.depth] = lines_of(terms, 0, esz, buf_lines);
+  out[a.depth] = lines_of_state(states[0], esz, buf_lines);
   for (int d = a.depth - 1; d >= 0; --d) {
     int64_t c = f.coefs[a.coef_off + d];
     const int64_t e = f.scopes[f.chains[s.chain_off + d]].extent;
-    if (c != 0 && e > 1) {
-      c = c < 0 ? -c : c;
-      int j = 0;
-      while (j < n && terms[j].stride < c) ++j;
-      if (j < n && terms[j].stride == c) {
-        terms[j].span += e - 1;
-      } else {
-        for (int i = n; i > j; --i) terms[i] = terms[i - 1];
-        terms[j] = {c, e - 1};
-        ++n;
-      }
+    if (c == 0 || e <= 1) {
+      out[d] = out[d + 1];  // the same terms
+      continue;
     }
-    out[d] = lines_of(terms, n, esz, buf_lines);
+    c = c < 0 ? -c : c;
+    int j = 0;
+    while (j < n && terms[j].stride < c) ++j;
+    if (j < n && terms[j].stride == c) {
+      terms[j].span += e - 1;
+    } else {
+      for (int i = n; i > j; --i) terms[i] = terms[i - 1];
+      terms[j] = {c, e - 1};
+      ++n;
+    }
+    for (int k = j; k < n; ++k) states[k + 1] = add_term(states[k], terms[k], esz);
+    out[d] = lines_of_state(states[n], esz, buf_lines);
   }
 }
 
