@@ -158,7 +158,10 @@ std::vector<uint8_t> Env::action_mask() const {
   return mask_;
 }
 
-Observation Env::observe_now() const { return observe(program_, config_.observation_spaces, cursor_); }
+Observation Env::observe_now() const {
+  // The cursor features say -1 without a cursor space (docs/env.md), as info.cursor does.
+  return observe(program_, config_.observation_spaces, config_.action_space == "cursor" ? cursor_ : -1);
+}
 
 Info Env::make_info() const {
   Info i;
