@@ -160,7 +160,8 @@ std::vector<uint8_t> Env::action_mask() const {
 
 Observation Env::observe_now() const {
   // The cursor features say -1 without a cursor space (docs/env.md), as info.cursor does.
-  return observe(program_, config_.observation_spaces, config_.action_space == "cursor" ? cursor_ : -1);
+  return observe(program_, config_.observation_spaces,
+                 config_.action_space == "cursor" ? cursor_ : -1, &feature_memo_);
 }
 
 Info Env::make_info() const {

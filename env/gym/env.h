@@ -149,6 +149,8 @@ class Env {
   mutable std::vector<uint8_t> mask_;
   // Verdicts of the nodes a step did not rebuild (flat space): each mask checks only new nodes.
   mutable transforms::MaskMemo mask_memo_;
+  // Feature rows of the nests a step did not rebuild.
+  mutable FeatureMemo feature_memo_;
 };
 
 }  // namespace perfdojo::env

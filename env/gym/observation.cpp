@@ -3,6 +3,8 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <span>
+#include <unordered_map>
 
 #include "ir/print.h"
 
@@ -40,7 +42,7 @@ struct AccessCounts {
 // One walk for every scope's counts: an access counts for each scope enclosing it, classified
 // by that scope's iterator (its depth). `stack` holds the pre-order numbers of the enclosing
 // scopes; only the first `counts.size()` scopes are counted.
-void count_accesses(const std::vector<ir::NodePtr>& body, std::vector<int>& stack, int& next,
+void count_accesses(std::span<const ir::NodePtr> body, std::vector<int>& stack, int& next,
                     std::vector<const ir::Access*>& acc, std::vector<AccessCounts>& counts) {
   for (const auto& c : body) {
     if (c->is_scope) {
@@ -120,47 +122,50 @@ const ObservationSpaceInfo* find_observation_space(const std::string& name) {
   return nullptr;
 }
 
-std::vector<float> features(const ir::Program& p, int cursor) {
-  std::vector<float> f(kFeatureSize, 0.0f);
+namespace {
+
+// What the feature vector takes from one top-level node: its share of the totals and the rows of
+// its first kFeatureScopes scopes (pre-order within it; the cursor column left 0). Every figure
+// depends on the node's subtree alone.
+struct NestFeatures {
+  ir::NodePtr node;  // held: the address cannot be reused while it is remembered
+  double work = 0;   // its term of flops(p.body)
+  int stmts = 0;
+  int scopes = 0;
+  int max_depth = 0;  // depth + 1 of its deepest scope, 0 without scopes
+  std::vector<float> rows;
+  uint64_t seen = 0;
+};
+
+void nest_features(const ir::NodePtr& node, NestFeatures& out) {
+  const ir::Node& n = *node;
+  out.work = n.is_scope ? static_cast<double>(n.extent) * flops(n.body) : 1.0;
+  out.stmts = count_stmts(n);
   std::vector<ScopeInfo> scopes;
-  scopes_preorder(p.body, 0, scopes);
-  int max_depth = 0, stmts = 0, temps = 0;
-  for (const auto& s : scopes) max_depth = std::max(max_depth, s.depth + 1);
-  for (const auto& n : p.body) stmts += count_stmts(*n);
-  double in_bytes = 0;
-  for (const auto& b : p.buffers) {
-    temps += b.role == ir::Role::kTemp;
-    if (b.role != ir::Role::kTemp) in_bytes += static_cast<double>(b.elements()) * ir::dtype_bytes(b.dtype);
+  if (n.is_scope) {
+    scopes.push_back({&n, 0});
+    scopes_preorder(n.body, 1, scopes);
   }
-  double work = flops(p.body);
-  // Global block.
-  f[0] = log2p(work);
-  f[1] = log2p(in_bytes);
-  f[2] = log2p(work / std::max(1.0, in_bytes));
-  f[3] = static_cast<float>(stmts);
-  f[4] = static_cast<float>(scopes.size());
-  f[5] = static_cast<float>(max_depth);
-  f[6] = static_cast<float>(p.buffers.size());
-  f[7] = static_cast<float>(temps);
-  f[8] = static_cast<float>(scopes.size() > kFeatureScopes);  // some scopes not shown
-  f[9] = cursor >= 0 ? static_cast<float>(cursor) / kFeatureScopes : -1.0f;
-  // Per-scope block.
-  const int shown = std::min<int>(kFeatureScopes, static_cast<int>(scopes.size()));
+  out.scopes = static_cast<int>(scopes.size());
+  out.max_depth = 0;
+  for (const auto& s : scopes) out.max_depth = std::max(out.max_depth, s.depth + 1);
+  const int shown = std::min<int>(kFeatureScopes, out.scopes);
   std::vector<AccessCounts> counts(shown);
   {
     std::vector<int> stack;
     std::vector<const ir::Access*> acc;  // one statement's accesses, reused
     int next = 0;
-    count_accesses(p.body, stack, next, acc, counts);
+    count_accesses(std::span<const ir::NodePtr>(&node, 1), stack, next, acc, counts);
   }
+  out.rows.assign(static_cast<size_t>(shown) * kScopeFeatures, 0.0f);
   for (int i = 0; i < shown; ++i) {
     const ir::Node& s = *scopes[i].node;
-    float* row = &f[kGlobalFeatures + i * kScopeFeatures];
+    float* row = &out.rows[static_cast<size_t>(i) * kScopeFeatures];
     bool innermost = true;
     for (const auto& c : s.body) innermost = innermost && !c->is_scope;
     const int d = scopes[i].depth;
     const int zero = counts[i].zero, unit = counts[i].unit, strided = counts[i].strided;
-    float n = std::max<float>(1.0f, static_cast<float>(counts[i].all));
+    float k = std::max<float>(1.0f, static_cast<float>(counts[i].all));
     row[0] = 1.0f;  // slot used
     row[1] = static_cast<float>(d);
     row[2] = log2p(static_cast<double>(s.extent));
@@ -169,11 +174,96 @@ std::vector<float> features(const ir::Program& p, int cursor) {
     row[5] = s.annot == ir::Annot::kUnroll;
     row[6] = innermost;
     row[7] = static_cast<float>(s.body.size());
-    row[8] = zero / n;     // accesses invariant in this scope's iterator
-    row[9] = unit / n;     // unit-stride in the last dimension
-    row[10] = strided / n; // anything else (strided, non-last dimension)
-    row[11] = i == cursor;
+    row[8] = zero / k;      // accesses invariant in this scope's iterator
+    row[9] = unit / k;      // unit-stride in the last dimension
+    row[10] = strided / k;  // anything else (strided, non-last dimension)
   }
+}
+
+}  // namespace
+
+struct FeatureMemo::Impl {
+  std::unordered_map<const ir::Node*, NestFeatures> nests;
+  uint64_t epoch = 0;
+  uint64_t hits = 0, misses = 0;
+};
+
+FeatureMemo::FeatureMemo() : impl_(std::make_unique<Impl>()) {}
+FeatureMemo::~FeatureMemo() = default;
+FeatureMemo::FeatureMemo(const FeatureMemo&) : impl_(std::make_unique<Impl>()) {}
+FeatureMemo& FeatureMemo::operator=(const FeatureMemo&) {
+  clear();
+  return *this;
+}
+void FeatureMemo::clear() { impl_ = std::make_unique<Impl>(); }
+size_t FeatureMemo::size() const { return impl_->nests.size(); }
+uint64_t FeatureMemo::hits() const { return impl_->hits; }
+uint64_t FeatureMemo::misses() const { return impl_->misses; }
+
+std::vector<float> features(const ir::Program& p, int cursor) {
+  return features(p, cursor, nullptr);
+}
+
+std::vector<float> features(const ir::Program& p, int cursor, FeatureMemo* memo) {
+  std::vector<float> f(kFeatureSize, 0.0f);
+  FeatureMemo::Impl* mem = memo ? memo->impl_.get() : nullptr;
+  if (mem) ++mem->epoch;
+  // Every top-level node's share, remembered or made.
+  NestFeatures fresh;
+  std::vector<const NestFeatures*> nests;
+  nests.reserve(p.body.size());
+  std::vector<NestFeatures> owned;  // without a memo
+  if (!mem) owned.resize(p.body.size());
+  for (size_t t = 0; t < p.body.size(); ++t) {
+    const ir::NodePtr& node = p.body[t];
+    NestFeatures* nf = mem ? &mem->nests[node.get()] : &owned[t];
+    if (mem && nf->node) {
+      ++mem->hits;
+    } else {
+      if (mem) ++mem->misses;
+      nest_features(node, *nf);
+      if (mem) nf->node = node;
+    }
+    if (mem) nf->seen = mem->epoch;
+    nests.push_back(nf);
+  }
+  // Keep what this program has: the next one shares most of it (and nothing else is held).
+  if (mem) std::erase_if(mem->nests, [&](const auto& e) { return e.second.seen != mem->epoch; });
+  int max_depth = 0, stmts = 0, temps = 0, scopes = 0;
+  double work = 0;
+  for (const NestFeatures* n : nests) {
+    work += n->work;
+    stmts += n->stmts;
+    scopes += n->scopes;
+    max_depth = std::max(max_depth, n->max_depth);
+  }
+  double in_bytes = 0;
+  for (const auto& b : p.buffers) {
+    temps += b.role == ir::Role::kTemp;
+    if (b.role != ir::Role::kTemp)
+      in_bytes += static_cast<double>(b.elements()) * ir::dtype_bytes(b.dtype);
+  }
+  // Global block.
+  f[0] = log2p(work);
+  f[1] = log2p(in_bytes);
+  f[2] = log2p(work / std::max(1.0, in_bytes));
+  f[3] = static_cast<float>(stmts);
+  f[4] = static_cast<float>(scopes);
+  f[5] = static_cast<float>(max_depth);
+  f[6] = static_cast<float>(p.buffers.size());
+  f[7] = static_cast<float>(temps);
+  f[8] = static_cast<float>(scopes > kFeatureScopes);  // some scopes not shown
+  f[9] = cursor >= 0 ? static_cast<float>(cursor) / kFeatureScopes : -1.0f;
+  // Per-scope block: the nests' rows in order, as many as fit.
+  int slot = 0;
+  for (const NestFeatures* n : nests) {
+    const int rows =
+        std::min<int>(static_cast<int>(n->rows.size()) / kScopeFeatures, kFeatureScopes - slot);
+    std::copy(n->rows.begin(), n->rows.begin() + static_cast<long>(rows) * kScopeFeatures,
+              f.begin() + kGlobalFeatures + static_cast<long>(slot) * kScopeFeatures);
+    slot += rows;
+  }
+  if (cursor >= 0 && cursor < slot) f[kGlobalFeatures + cursor * kScopeFeatures + 11] = 1.0f;
   // Per-buffer block.
   for (int i = 0; i < std::min<int>(kFeatureBuffers, static_cast<int>(p.buffers.size())); ++i) {
     const auto& b = p.buffers[i];
@@ -311,10 +401,16 @@ Graph graph(const ir::Program& p) {
 }
 
 Observation observe(const ir::Program& p, const std::vector<std::string>& spaces, int cursor) {
+  return observe(p, spaces, cursor, nullptr);
+}
+
+Observation observe(const ir::Program& p, const std::vector<std::string>& spaces, int cursor,
+                    FeatureMemo* memo) {
   Observation o;
   for (const auto& s : spaces) {
     if (s == "ir_text") o.ir_text = ir::print_program(p);
-    else if (s == "features") o.features = features(p, cursor);
+    else if (s == "features")
+      o.features = features(p, cursor, memo);
     else if (s == "tokens") o.tokens = tokens(p);
     else if (s == "graph") o.graph = graph(p);
   }

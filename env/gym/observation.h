@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -61,13 +62,44 @@ const std::vector<ObservationSpaceInfo>& observation_spaces();
 /// The description of `name`, or nullptr.
 const ObservationSpaceInfo* find_observation_space(const std::string& name);
 
+/// What features() made of each top-level node of the last program it saw with this memo: the
+/// node's rows and totals, which depend on its subtree alone. A transformation shares the nodes
+/// it did not change, so the next program's unchanged nests are copied. Features are
+/// bit-identical with or without one. One per caller (each Env holds its own); not
+/// thread-safe; a copy starts empty.
+class FeatureMemo {
+ public:
+  FeatureMemo();
+  ~FeatureMemo();
+  FeatureMemo(const FeatureMemo&);
+  FeatureMemo& operator=(const FeatureMemo&);
+  /// Forgets everything.
+  void clear();
+  /// Nests remembered (those of the last program).
+  size_t size() const;
+  /// Nests copied, and nests made, since construction.
+  uint64_t hits() const;
+  uint64_t misses() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+  friend std::vector<float> features(const ir::Program&, int, FeatureMemo*);
+};
+
 /// The fixed-size feature vector; `cursor` is the cursor space's scope index or -1.
 std::vector<float> features(const ir::Program& p, int cursor);
+/// The same, reusing what `memo` (may be null) remembers of `p`'s unchanged nests.
+std::vector<float> features(const ir::Program& p, int cursor, FeatureMemo* memo);
 /// Token ids of the canonical IR text (fixed vocabulary; buffer and size names by slot).
 std::vector<int32_t> tokens(const ir::Program& p);
 /// The loop-tree graph.
 Graph graph(const ir::Program& p);
 /// Fills `spaces` of an observation.
 Observation observe(const ir::Program& p, const std::vector<std::string>& spaces, int cursor);
+/// The same, the features with `memo` (may be null).
+Observation observe(const ir::Program& p, const std::vector<std::string>& spaces, int cursor,
+                    FeatureMemo* memo);
 
 }  // namespace perfdojo::env

@@ -1,3 +1,5 @@
+#include "gym/env.h"
+
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -6,7 +8,7 @@
 #include <random>
 
 #include "gym/dataset.h"
-#include "gym/env.h"
+#include "gym/observation.h"
 #include "gym/vector_env.h"
 #include "ir/print.h"
 #include "transforms/registry.h"
@@ -373,4 +375,52 @@ TEST_CASE("the mask is recomputed exactly when the program changes") {
   CHECK(e->action_mask() == fresh->action_mask());
   e->reset(1);
   CHECK(e->action_mask() == before);
+}
+
+TEST_CASE(
+    "features from an env's memo of unchanged nests equal fresh ones on random trajectories") {
+  // The env's observation reuses the rows of nests a step did not rebuild; the free function
+  // without a memo makes everything anew. Both spaces: the cursor marks its scope's row.
+  uint64_t checked = 0;
+  for (const char* space : {"flat", "cursor"}) {
+    for (const char* kernel : {"softmax", "attention", "conv2d-3x3", "layernorm", "mlp"}) {
+      auto c = small_config(std::string("perfdojo://suite/") + kernel);
+      c.action_space = space;
+      c.max_episode_steps = 25;
+      auto e = make(c);
+      std::mt19937 rng(7);
+      auto [obs, info] = e->reset(0);
+      CHECK(obs.features == env::features(e->program(), info.cursor));
+      for (int s = 0; s < 60; ++s) {
+        std::vector<int> legal;
+        for (int i = 0; i + 1 < static_cast<int>(info.action_mask.size()); ++i)
+          if (info.action_mask[i]) legal.push_back(i);
+        if (legal.empty()) break;
+        auto r = e->step(legal[rng() % legal.size()]);
+        REQUIRE_MESSAGE(r.observation.features == env::features(e->program(), r.info.cursor),
+                        kernel << " " << space << " step " << s);
+        ++checked;
+        info = r.info;
+        if (r.terminated || r.truncated) {
+          std::tie(obs, info) = e->reset();
+          REQUIRE(obs.features == env::features(e->program(), info.cursor));
+        }
+      }
+    }
+  }
+  CHECK(checked > 300);
+}
+
+TEST_CASE("a feature memo copies only nests it saw and starts empty when copied") {
+  auto e = make(small_config("perfdojo://suite/attention"));
+  const ir::Program p = e->program();
+  env::FeatureMemo memo;
+  const auto fresh = env::features(p, -1);
+  CHECK(env::features(p, -1, &memo) == fresh);
+  CHECK(memo.hits() == 0);
+  CHECK(memo.size() == p.body.size());
+  CHECK(env::features(p, 2, &memo) == env::features(p, 2));  // the cursor row is not remembered
+  CHECK(memo.hits() == p.body.size());
+  env::FeatureMemo copy = memo;
+  CHECK(copy.size() == 0);
 }
