@@ -63,6 +63,8 @@ struct BackendConfig {
 };
 
 /// A backend instance. Instances are independent: a crash inside one never touches another.
+/// One thread uses an instance at a time (measure() may keep state between calls, as the cost
+/// model's memo of unchanged nests does); clone() one per thread.
 class Backend {
  public:
   virtual ~Backend() = default;
