@@ -715,7 +715,7 @@ struct ModelStorage {
   // Scratch of plan_vectors and estimate_cost.
   std::vector<char> early, unrolled, flat, flat_late, has_vec, done;
   std::vector<double> copies;
-  std::vector<int> group;
+  std::vector<int> group, owners;
 };
 
 struct Model {
@@ -1152,13 +1152,16 @@ CostEstimate estimate_cost(const ir::Program& p, const MachineProfile& m, CostMe
     // collect by owner with a linear scan per owner change.
     std::vector<char>& done = storage.done;
     done.assign(f.stmts.size(), 0);
+    std::vector<int>& owners = storage.owners;
+    owners.clear();
+    for (const auto& st : f.stmts) owners.push_back(owner_of(st));
     for (size_t i = 0; i < f.stmts.size(); ++i) {
       if (done[i]) continue;
-      int owner = owner_of(f.stmts[i]);
+      const int owner = owners[i];
       group.clear();
       for (size_t j = i; j < f.stmts.size(); ++j) {
         if (done[j]) continue;
-        if (owner_of(f.stmts[j]) == owner) {
+        if (owners[j] == owner) {
           group.push_back(static_cast<int>(j));
           done[j] = 1;
         }
