@@ -205,6 +205,19 @@ class Prefilter {
     id_of_.assign(nb, -1);
     for (int id = 0; id < static_cast<int>(decl_of_.size()); ++id)
       if (decl_of_[id] >= 0 && id_of_[decl_of_[id]] < 0) id_of_[decl_of_[id]] = id;
+    has_vector_ = false;
+    for (int n : ix.scopes())
+      has_vector_ = has_vector_ || ix.node(n).node->annot == ir::Annot::kVector;
+  }
+
+  // swap_buffer_dims on summarised declaration b, when the program has no vector scope: its
+  // check then only asks that some access names the buffer (the maybe_legal conditions aside),
+  // since no access has a vectorised scope around it whose contiguity the swap could break.
+  // Returns whether it decided, and the verdict in `legal`.
+  bool swap_dims_verdict(int b, int64_t param, bool& legal) const {
+    if (has_vector_ || b >= static_cast<int>(buffers_.size())) return false;
+    legal = param >= 0 && id_of_[b] >= 0;
+    return true;
   }
 
   // Declarations with a summary (the first 64).
@@ -408,6 +421,7 @@ class Prefilter {
   std::vector<BufferSummary> buffers_;
   std::vector<int> decl_of_;  ///< buffer id (ProgramIndex) -> declaration index, -1 beyond 64
   std::vector<int> id_of_;    ///< declaration index -> buffer id, -1 when no site names it
+  bool has_vector_ = false;   ///< some scope is :vec
   /// summarise_uses: per buffer, the first index seen in scope slot first_scope_'s subtree
   std::vector<const std::vector<ir::Affine>*> first_;
   int first_scope_ = -1;
@@ -717,9 +731,13 @@ std::vector<uint8_t> FlatActionSpace::mask(const ir::Program& p, MaskMemo* memo)
         const int k = static_cast<int>(kind);
         const std::vector<int64_t>& params = params_[k];
         uint16_t bits = 0;
-        for (int pi = 0; pi < static_cast<int>(params.size()); ++pi)
-          if (pre.maybe_legal(kind, -1, b, -1, params[pi]) && check_at(kind, params[pi]))
-            bits |= uint16_t{1} << pi;
+        for (int pi = 0; pi < static_cast<int>(params.size()); ++pi) {
+          if (!pre.maybe_legal(kind, -1, b, -1, params[pi])) continue;
+          bool legal = false;
+          if (!(kind == Kind::kSwapBufferDims && pre.swap_dims_verdict(b, params[pi], legal)))
+            legal = check_at(kind, params[pi]);
+          if (legal) bits |= uint16_t{1} << pi;
+        }
         v->bits[k] = bits;
       }
     }

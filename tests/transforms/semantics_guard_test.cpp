@@ -221,3 +221,34 @@ TEST_CASE("checks given a program index give exactly the verdicts of checks with
   }
   CHECK(compared > 10000);
 }
+
+TEST_CASE("the mask agrees with the checks on buffers no statement uses, with and without :vec") {
+  // The prefilter decides swap_buffer_dims itself in a program without vector scopes (the check
+  // then asks only that some access names the buffer); the suite never leaves a declared buffer
+  // unused, so this program does.
+  const transforms::Target target;
+  const transforms::FlatActionSpace space({}, target);
+  for (const char* inner : {"", ":vec"}) {
+    auto p =
+        ir::load_program(std::string("input A: f32[8, 16]\ntemp T: f32[8, 16]\ntemp U: f32[4, 4]\n"
+                                     "output B: f32[8, 16]\n\n8 16") +
+                         inner + " T[{0},{1}] = A[{0},{1}]\n8 16 B[{0},{1}] = T[{0},{1}]\n");
+    REQUIRE_MESSAGE(p.ok(), p.error_text());
+    transforms::MaskMemo memo;
+    const auto mask = space.mask(p.value(), &memo);
+    CHECK(mask == space.mask(p.value()));
+    int swap_legal = 0;
+    for (int i = 0; i < space.size(); ++i) {
+      auto a = space.decode(p.value(), i);
+      const bool legal = a && transforms::check(p.value(), *a, target).ok();
+      REQUIRE_MESSAGE(mask[i] == legal, space.describe(i) << " with inner scope '" << inner << "'");
+      if (legal && a->kind == transforms::Kind::kSwapBufferDims) {
+        CHECK(a->buffer != "U");  // declared, never used: nothing to swap
+        ++swap_legal;
+      }
+    }
+    // Without :vec the used buffers may swap; with it, every access is contiguous in a vector
+    // scope that the swap would break.
+    CHECK((swap_legal > 0) == (std::string(inner).empty()));
+  }
+}
