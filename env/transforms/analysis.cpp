@@ -193,7 +193,7 @@ AccessSites collect_accesses(const NodePtr& node, const std::vector<int64_t>& ou
   return collect_accesses(std::vector<NodePtr>{node}, outer);
 }
 
-bool may_overlap(const AccessSite& a, const AccessSite& b, const std::vector<Dir>& dirs) {
+bool may_overlap(const AccessSite& a, const AccessSite& b, std::span<const Dir> dirs) {
   const auto& ia = a.access->index;
   const auto& ib = b.access->index;
   if (ia.size() != ib.size()) return true;  // malformed; be conservative
@@ -261,7 +261,7 @@ bool may_overlap(const AccessSite& a, const AccessSite& b, const std::vector<Dir
   return true;
 }
 
-bool may_depend(const AccessSite& a, const AccessSite& b, const std::vector<Dir>& dirs) {
+bool may_depend(const AccessSite& a, const AccessSite& b, std::span<const Dir> dirs) {
   if (!a.write && !b.write) return false;
   if (a.access->buffer != b.access->buffer) return false;
   return may_overlap(a, b, dirs);
@@ -269,7 +269,7 @@ bool may_depend(const AccessSite& a, const AccessSite& b, const std::vector<Dir>
 
 std::optional<std::string> find_dependence(std::span<const AccessSite> from,
                                            std::span<const AccessSite> to,
-                                           const std::vector<Dir>& dirs) {
+                                           std::span<const Dir> dirs) {
   // may_depend on every pair, in the same order; names are told apart by length and first
   // character before a full comparison (most pairs name different buffers).
   for (const auto& a : from) {

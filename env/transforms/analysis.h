@@ -2,6 +2,7 @@
 // the dependence test every legality check relies on.
 #pragma once
 
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <initializer_list>
@@ -72,13 +73,32 @@ AccessSites collect_accesses(const ir::NodePtr& node, const std::vector<int64_t>
 /// Relation required between the iterators of two access instances at one paired level.
 enum class Dir { kAny, kLt, kEq, kGt };
 
-/// `d` kEq directions followed by `tail`: a dependence test's direction vector, built with one
-/// allocation (the checks build one per test, hundreds per mask).
-inline std::vector<Dir> eq_dirs(int d, std::initializer_list<Dir> tail = {}) {
-  std::vector<Dir> v;
-  v.reserve(d + tail.size());
-  v.assign(d, Dir::kEq);
-  v.insert(v.end(), tail);
+/// A dependence test's direction vector, held inline up to 64 levels (the checks build one per
+/// test, dozens per mask) and on the heap beyond. Views as std::span<const Dir>.
+class DirList {
+ public:
+  DirList(int n, Dir fill) : n_(n) {
+    if (n > kInline) heap_.assign(n, fill);
+    std::fill(data(), data() + n, fill);
+  }
+  Dir* data() { return n_ > kInline ? heap_.data() : inline_; }
+  const Dir* data() const { return n_ > kInline ? heap_.data() : inline_; }
+  size_t size() const { return static_cast<size_t>(n_); }
+  Dir& back() { return data()[n_ - 1]; }
+  Dir& operator[](size_t i) { return data()[i]; }
+  operator std::span<const Dir>() const { return {data(), size()}; }
+
+ private:
+  static constexpr int kInline = 64;
+  int n_;
+  Dir inline_[kInline];
+  std::vector<Dir> heap_;
+};
+
+/// `d` kEq directions followed by `tail`.
+inline DirList eq_dirs(int d, std::initializer_list<Dir> tail = {}) {
+  DirList v(d + static_cast<int>(tail.size()), Dir::kEq);
+  std::copy(tail.begin(), tail.end(), v.data() + d);
   return v;
 }
 
@@ -95,16 +115,23 @@ inline Path child_path(const Path& path, int i) {
 /// levels 0..dirs.size()-1 related as `dirs` (a's iterator `dir` b's iterator); unpaired levels
 /// range freely. Sound: false only when proven impossible (Banerjee bounds and GCD test per
 /// dimension). Does not look at whether either access writes.
-bool may_overlap(const AccessSite& a, const AccessSite& b, const std::vector<Dir>& dirs);
+bool may_overlap(const AccessSite& a, const AccessSite& b, std::span<const Dir> dirs);
+/// The same with the directions written out: may_overlap(a, b, {Dir::kEq, Dir::kLt}).
+inline bool may_overlap(const AccessSite& a, const AccessSite& b, std::initializer_list<Dir> dirs) {
+  return may_overlap(a, b, std::span<const Dir>(dirs.begin(), dirs.size()));
+}
 
 /// Whether two sites conflict (same buffer, at least one writes) under `dirs`.
-bool may_depend(const AccessSite& a, const AccessSite& b, const std::vector<Dir>& dirs);
+bool may_depend(const AccessSite& a, const AccessSite& b, std::span<const Dir> dirs);
+inline bool may_depend(const AccessSite& a, const AccessSite& b, std::initializer_list<Dir> dirs) {
+  return may_depend(a, b, std::span<const Dir>(dirs.begin(), dirs.size()));
+}
 
 /// The first buffer with a dependence between `from` and `to` under `dirs` (pairs taken in
 /// order: every site of `from`, then every site of `to`), or nullopt.
 std::optional<std::string> find_dependence(std::span<const AccessSite> from,
                                            std::span<const AccessSite> to,
-                                           const std::vector<Dir>& dirs);
+                                           std::span<const Dir> dirs);
 std::optional<std::string> find_dependence(const std::vector<AccessSite>& from,
                                            const std::vector<AccessSite>& to,
                                            const std::vector<Dir>& dirs);

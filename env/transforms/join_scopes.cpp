@@ -18,7 +18,7 @@ Legality check_join_scopes(const ir::Program& p, const Action& a, const Target&,
   const ChildSites first(index, p, a.path, 0, static_cast<int>(s->body.size()));
   const ChildSites second(index, p, next, 0, static_cast<int>(s2->body.size()));
   // After fusion, iteration y of the second runs before iteration x > y of the first.
-  std::vector<Dir> dirs = eq_dirs(d, {Dir::kGt});
+  DirList dirs = eq_dirs(d, {Dir::kGt});
   if (auto b = find_dependence(first.sites(), second.sites(), dirs))
     return {Reason::kDependence, *b, a.path};
   // Two parallel scopes fuse into one parallel scope: it must not carry a dependence from the

@@ -18,7 +18,7 @@ Legality check_move_statement(const ir::Program& p, const Action& a, const Targe
   const int i = a.path.back();
   const ChildSites sa(index, p, parent, i, i + 1);
   const ChildSites sb(index, p, parent, i + 1, i + 2);
-  std::vector<Dir> dirs(d, Dir::kEq);
+  const DirList dirs(d, Dir::kEq);
   if (auto b = find_dependence(sa.sites(), sb.sites(), dirs))
     return {Reason::kDependence, *b, a.path};
   return {};

@@ -28,7 +28,7 @@ Legality check_parallelize(const ir::Program& p, const Action& a, const Target& 
   int d = static_cast<int>(a.path.size()) - 1;
   const ChildSites body(index, p, a.path, 0, static_cast<int>(s->body.size()));
   const auto sites = body.sites();
-  const std::vector<Dir> dirs = eq_dirs(d, {Dir::kLt});
+  const DirList dirs = eq_dirs(d, {Dir::kLt});
   if (auto b = find_dependence(sites, sites, dirs)) return {Reason::kDependence, *b, a.path};
   return {};
 }

@@ -102,7 +102,7 @@ Legality make_plan(const ir::Program& p, const Action& a, const ProgramIndex* in
   for (const auto& x : all.sites())
     if (x.access->buffer == a.buffer) mine.push_back(x);
   for (int j = 0; j < k; ++j) {
-    const std::vector<Dir> dirs = eq_dirs(j, {Dir::kLt});
+    const DirList dirs = eq_dirs(j, {Dir::kLt});
     if (auto b = find_dependence(mine, mine, dirs)) return {Reason::kDependence, *b, plan.scope};
   }
   return {};

@@ -15,7 +15,7 @@ Legality check_split_scope(const ir::Program& p, const Action& a, const Target&,
   const ChildSites first(index, p, a.path, 0, i);
   const ChildSites second(index, p, a.path, i, n);
   // Before fission the tail of iteration y ran before the head of iteration x > y.
-  const std::vector<Dir> dirs = eq_dirs(d, {Dir::kGt});
+  const DirList dirs = eq_dirs(d, {Dir::kGt});
   if (auto b = find_dependence(first.sites(), second.sites(), dirs))
     return {Reason::kDependence, *b, a.path};
   return {};

@@ -16,15 +16,15 @@ Legality check_swap_scopes(const ir::Program& p, const Action& a, const Target&,
   const Path inner = child_path(a.path, 0);
   const ChildSites body(index, p, inner, 0, static_cast<int>(t.body.size()));
   const auto sites = body.sites();
-  const std::vector<Dir> dirs = eq_dirs(d, {Dir::kLt, Dir::kGt});
+  const DirList dirs = eq_dirs(d, {Dir::kLt, Dir::kGt});
   if (auto b = find_dependence(sites, sites, dirs)) return {Reason::kDependence, *b, a.path};
   // A parallel scope must stay free of carried dependences at its new depth.
   if (t.annot == ir::Annot::kParallel) {  // moves out: it must not carry any dependence
-    const std::vector<Dir> out_dirs = eq_dirs(d, {Dir::kAny, Dir::kLt});
+    const DirList out_dirs = eq_dirs(d, {Dir::kAny, Dir::kLt});
     if (auto b = find_dependence(sites, sites, out_dirs)) return {Reason::kDependence, *b, a.path};
   }
   if (s->annot == ir::Annot::kParallel) {  // moves in: none carried within one outer iteration
-    const std::vector<Dir> in_dirs = eq_dirs(d, {Dir::kLt, Dir::kEq});
+    const DirList in_dirs = eq_dirs(d, {Dir::kLt, Dir::kEq});
     if (auto b = find_dependence(sites, sites, in_dirs)) return {Reason::kDependence, *b, a.path};
   }
   return {};

@@ -35,7 +35,7 @@ Legality check_vectorize(const ir::Program& p, const Action& a, const Target& t,
     int64_t c = ix.back().coeff(d);
     if (c != 0 && c != 1) return {Reason::kNonContiguous, site.access->buffer, a.path};
   }
-  const std::vector<Dir> dirs = eq_dirs(d, {Dir::kLt});
+  const DirList dirs = eq_dirs(d, {Dir::kLt});
   for (const auto& x : sites) {
     for (const auto& y : sites) {
       if (!may_depend(x, y, dirs)) continue;
