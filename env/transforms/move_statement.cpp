@@ -6,6 +6,20 @@ namespace perfdojo::transforms {
 
 Legality check_move_statement(const ir::Program& p, const Action& a, const Target&,
                               const ProgramIndex* index) {
+  if (index && !a.path.empty()) {
+    // The node and its next sibling straight from the index: their sites are its two slices.
+    const int n = index->find(a.path);
+    if (n < 0) return {Reason::kNoSuchLocation, "", a.path};
+    const int m = index->node(n).next;
+    if (m < 0) return {Reason::kNoNextSibling, "", a.path};
+    const DirList dirs(static_cast<int>(a.path.size()) - 1, Dir::kEq);
+    const auto& x = index->node(n);
+    const auto& y = index->node(m);
+    if (auto b = find_dependence(index->sites(x.site_begin, x.site_end),
+                                 index->sites(y.site_begin, y.site_end), dirs))
+      return {Reason::kDependence, *b, a.path};
+    return {};
+  }
   const ir::Node* n = node_at(p, a.path);
   if (!n) return {Reason::kNoSuchLocation, "", a.path};
   Path next = a.path;
