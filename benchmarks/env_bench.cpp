@@ -90,6 +90,14 @@ const Trajectory& trajectory(const std::string& kernel) {
   return t;
 }
 
+// The share of a memo's lookups (MaskMemo, CostMemo, FeatureMemo) it answered.
+template <class Memo>
+void report_hit_rate(benchmark::State& state, const Memo& m) {
+  state.counters["memo_hit_rate"] =
+      static_cast<double>(m.hits()) /
+      static_cast<double>(std::max<uint64_t>(m.hits() + m.misses(), 1));
+}
+
 // The parts of one step on the recorded programs: the flat mask, the cost model's estimate,
 // the feature observation and applying the action. Their sum against BM_Step says what the
 // env's own bookkeeping costs. The mask visits the programs in order with a MaskMemo, as an Env
@@ -106,10 +114,7 @@ void step_mask(benchmark::State& state, const std::string& kernel, bool memo) {
     i = (i + 1) % t.programs.size();
   }
   state.counters["legal_per_mask"] = static_cast<double>(legal) / static_cast<double>(n);
-  if (memo)
-    state.counters["memo_hit_rate"] =
-        static_cast<double>(m.hits()) /
-        static_cast<double>(std::max<uint64_t>(m.hits() + m.misses(), 1));
+  if (memo) report_hit_rate(state, m);
   state.SetItemsProcessed(state.iterations());
 }
 
@@ -131,9 +136,7 @@ void BM_StepEstimate(benchmark::State& state, const std::string& kernel) {
     benchmark::DoNotOptimize(backends::estimate_cost(t.programs[i], m, &memo).time_s);
     i = (i + 1) % t.programs.size();
   }
-  state.counters["memo_hit_rate"] =
-      static_cast<double>(memo.hits()) /
-      static_cast<double>(std::max<uint64_t>(memo.hits() + memo.misses(), 1));
+  report_hit_rate(state, memo);
   state.SetItemsProcessed(state.iterations());
 }
 
@@ -145,9 +148,7 @@ void BM_StepFeatures(benchmark::State& state, const std::string& kernel) {
     benchmark::DoNotOptimize(env::features(t.programs[i], -1, &memo).data());
     i = (i + 1) % t.programs.size();
   }
-  state.counters["memo_hit_rate"] =
-      static_cast<double>(memo.hits()) /
-      static_cast<double>(std::max<uint64_t>(memo.hits() + memo.misses(), 1));
+  report_hit_rate(state, memo);
   state.SetItemsProcessed(state.iterations());
 }
 
