@@ -731,8 +731,8 @@ struct Model {
   // stores at all).
   std::vector<char>& reg_early = x.reg_early;
   std::vector<char>& reg = x.reg;
-  std::vector<std::pair<double, int>>& group_cycles =
-      x.group_cycles;  // per group: core cycles, parallel scope
+  // Per group: core cycles, parallel scope.
+  std::vector<std::pair<double, int>>& group_cycles = x.group_cycles;
 
   // Cycles between two entries of parallel scope p: everything outside it, spread over its
   // entries (its threads idle that long).
@@ -793,8 +793,11 @@ struct Model {
     run.assign(n, ScopeRun{});
     // early: written out before GCC vectorises (`:unroll`, and loops of a few iterations it
     // peels right away); unrolled: also the loops its later complete unrolling takes.
-    std::vector<char>&early = x.early, &unrolled = x.unrolled, &flat = x.flat,
-    &flat_late = x.flat_late, &has_vec = x.has_vec;
+    std::vector<char>& early = x.early;
+    std::vector<char>& unrolled = x.unrolled;
+    std::vector<char>& flat = x.flat;
+    std::vector<char>& flat_late = x.flat_late;
+    std::vector<char>& has_vec = x.has_vec;
     early.assign(n, 0);
     unrolled.assign(n, 0);
     flat.assign(n, 1);

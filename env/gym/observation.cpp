@@ -209,7 +209,6 @@ std::vector<float> features(const ir::Program& p, int cursor, FeatureMemo* memo)
   FeatureMemo::Impl* mem = memo ? memo->impl_.get() : nullptr;
   if (mem) ++mem->epoch;
   // Every top-level node's share, remembered or made.
-  NestFeatures fresh;
   std::vector<const NestFeatures*> nests;
   nests.reserve(p.body.size());
   std::vector<NestFeatures> owned;  // without a memo
