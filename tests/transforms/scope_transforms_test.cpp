@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <span>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -844,6 +845,29 @@ TEST_CASE("may_overlap uses the gcd: even and odd elements never meet") {
     CHECK_FALSE(transforms::may_overlap(odd, even, dirs));
   }
   CHECK(transforms::may_overlap(even, even, {}));
+}
+
+TEST_CASE("direction lists deeper than their inline storage test like short ones") {
+  // eq_dirs keeps up to 64 levels inline and the rest on the heap; a nest can be deeper.
+  for (int d : {3, 63, 64, 70}) {
+    const transforms::DirList dirs = transforms::eq_dirs(d, {Dir::kLt});
+    REQUIRE(dirs.size() == static_cast<size_t>(d + 1));
+    const std::span<const Dir> view = dirs;
+    CHECK(std::count(view.begin(), view.end(), Dir::kEq) == d);
+    CHECK(view.back() == Dir::kLt);
+    const transforms::DirList copy = dirs;  // a copy keeps its own storage
+    CHECK(std::equal(view.begin(), view.end(), std::span<const Dir>(copy).begin()));
+    // x[{d}] at depth d+1: iteration i < i' of the innermost level touches other elements, equal
+    // iterations the same one.
+    Sites s;
+    std::vector<int64_t> coeffs(d + 1, 0), extents(d + 1, 2);
+    coeffs[d] = 1;
+    ir::Affine f;
+    f.coeffs = coeffs;
+    const auto a = s.site("x", {f}, extents);
+    CHECK_FALSE(transforms::may_overlap(a, a, dirs));
+    CHECK(transforms::may_overlap(a, a, transforms::eq_dirs(d + 1)));
+  }
 }
 
 TEST_CASE("may_overlap lets unpaired levels range freely and checks every dimension") {
