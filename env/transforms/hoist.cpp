@@ -1,25 +1,36 @@
 #include "transforms/hoist.h"
 
-#include <set>
+#include <string>
+#include <vector>
 
 #include "transforms/analysis.h"
 
 namespace perfdojo::transforms {
 namespace {
 
-void read_buffers(const ir::Expr& e, std::set<std::string>& out) {
-  if (e.kind == ir::ExprKind::kLoad) out.insert(e.access.buffer);
+// Buffer names as pointers into the program, repeats allowed: a check meets a handful of
+// buffers, so a linear search beats building sets of strings.
+using Names = std::vector<const std::string*>;
+
+void read_buffers(const ir::Expr& e, Names& out) {
+  if (e.kind == ir::ExprKind::kLoad) out.push_back(&e.access.buffer);
   for (const auto& a : e.args) read_buffers(*a, out);
 }
 
-void buffers_of(const ir::Node& n, std::set<std::string>& reads, std::set<std::string>& writes) {
+void buffers_of(const ir::Node& n, Names& reads, Names& writes) {
   if (!n.is_scope) {
-    writes.insert(n.stmt.lhs.buffer);
-    if (n.stmt.op != ir::Reduce::kNone) reads.insert(n.stmt.lhs.buffer);
+    writes.push_back(&n.stmt.lhs.buffer);
+    if (n.stmt.op != ir::Reduce::kNone) reads.push_back(&n.stmt.lhs.buffer);
     read_buffers(*n.stmt.rhs, reads);
     return;
   }
   for (const auto& c : n.body) buffers_of(*c, reads, writes);
+}
+
+bool contains(const Names& names, const std::string& b) {
+  for (const std::string* n : names)
+    if (*n == b) return true;
+  return false;
 }
 
 bool uses_depth_or_deeper(const ir::Access& x, int d) {
@@ -52,17 +63,22 @@ Legality check_hoist(const ir::Program& p, const Action& a, const Target&, const
   if (st.op != ir::Reduce::kNone) return {Reason::kNotInvariant, st.lhs.buffer, a.path};
   if (uses_depth_or_deeper(st.lhs, d) || expr_uses_depth_or_deeper(*st.rhs, d))
     return {Reason::kNotInvariant, st.lhs.buffer, a.path};
-  std::set<std::string> reads;
+  thread_local Names reads, other_reads, other_writes;  // storage kept between checks
+  reads.clear();
   read_buffers(*st.rhs, reads);
-  if (reads.count(st.lhs.buffer)) return {Reason::kDependence, st.lhs.buffer, a.path};
+  if (contains(reads, st.lhs.buffer)) return {Reason::kDependence, st.lhs.buffer, a.path};
 
-  std::set<std::string> other_reads, other_writes;
+  other_reads.clear();
+  other_writes.clear();
   for (int j = 0; j <= last; ++j)
     if (j != i) buffers_of(*s->body[j], other_reads, other_writes);
-  if (other_writes.count(st.lhs.buffer)) return {Reason::kDependence, st.lhs.buffer, a.path};
-  for (const std::string& b : reads)
-    if (other_writes.count(b)) return {Reason::kDependence, b, a.path};
-  if (i != 0 && other_reads.count(st.lhs.buffer))
+  if (contains(other_writes, st.lhs.buffer)) return {Reason::kDependence, st.lhs.buffer, a.path};
+  // Of several conflicting reads, name the first in name order (a stable message).
+  const std::string* conflict = nullptr;
+  for (const std::string* b : reads)
+    if ((!conflict || *b < *conflict) && contains(other_writes, *b)) conflict = b;
+  if (conflict) return {Reason::kDependence, *conflict, a.path};
+  if (i != 0 && contains(other_reads, st.lhs.buffer))
     return {Reason::kDependence, st.lhs.buffer, a.path};
   return {};
 }
