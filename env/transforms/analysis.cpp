@@ -329,6 +329,24 @@ std::vector<Path> scope_paths(const Program& p) {
   return out;
 }
 
+void loaded_buffers(const ir::Expr& e, BufferNames& out) {
+  if (e.kind == ir::ExprKind::kLoad) out.push_back(&e.access.buffer);
+  for (const auto& a : e.args) loaded_buffers(*a, out);
+}
+
+bool holds_name(const BufferNames& names, std::string_view b) {
+  for (const std::string* n : names)
+    if (same_name(*n, b)) return true;
+  return false;
+}
+
+const std::string* first_common_name(const BufferNames& xs, const BufferNames& ys) {
+  const std::string* first = nullptr;
+  for (const std::string* x : xs)
+    if ((!first || *x < *first) && holds_name(ys, *x)) first = x;
+  return first;
+}
+
 std::vector<Path> node_paths(const Program& p) {
   std::vector<Path> out;
   Path cur;

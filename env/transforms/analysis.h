@@ -161,6 +161,16 @@ inline const ir::BufferDecl* find_decl(const ir::Program& p, std::string_view na
   return nullptr;
 }
 
+/// Buffer names as pointers into a program, repeats allowed. A check meets a handful of
+/// buffers, so a linear search beats building a set of strings.
+using BufferNames = std::vector<const std::string*>;
+/// Appends the buffers `e` loads.
+void loaded_buffers(const ir::Expr& e, BufferNames& out);
+/// Whether `names` holds `b`.
+bool holds_name(const BufferNames& names, std::string_view b);
+/// Of the names in both `xs` and `ys`, the first in name order (a stable message), or null.
+const std::string* first_common_name(const BufferNames& xs, const BufferNames& ys);
+
 /// What many legality checks of one program share, computed once (for a whole mask): every node
 /// in pre-order with its path, parent and the range of its subtree's access sites, and every
 /// access site with the buffer it names. The sites are collect_accesses(p.body, {}): a subtree's

@@ -1,36 +1,19 @@
 #include "transforms/hoist.h"
 
-#include <string>
-#include <vector>
-
 #include "transforms/analysis.h"
 
 namespace perfdojo::transforms {
 namespace {
 
-// Buffer names as pointers into the program, repeats allowed: a check meets a handful of
-// buffers, so a linear search beats building sets of strings.
-using Names = std::vector<const std::string*>;
-
-void read_buffers(const ir::Expr& e, Names& out) {
-  if (e.kind == ir::ExprKind::kLoad) out.push_back(&e.access.buffer);
-  for (const auto& a : e.args) read_buffers(*a, out);
-}
-
-void buffers_of(const ir::Node& n, Names& reads, Names& writes) {
+// The buffers a subtree reads and writes.
+void buffers_of(const ir::Node& n, BufferNames& reads, BufferNames& writes) {
   if (!n.is_scope) {
     writes.push_back(&n.stmt.lhs.buffer);
     if (n.stmt.op != ir::Reduce::kNone) reads.push_back(&n.stmt.lhs.buffer);
-    read_buffers(*n.stmt.rhs, reads);
+    loaded_buffers(*n.stmt.rhs, reads);
     return;
   }
   for (const auto& c : n.body) buffers_of(*c, reads, writes);
-}
-
-bool contains(const Names& names, const std::string& b) {
-  for (const std::string* n : names)
-    if (*n == b) return true;
-  return false;
 }
 
 bool uses_depth_or_deeper(const ir::Access& x, int d) {
@@ -63,22 +46,19 @@ Legality check_hoist(const ir::Program& p, const Action& a, const Target&, const
   if (st.op != ir::Reduce::kNone) return {Reason::kNotInvariant, st.lhs.buffer, a.path};
   if (uses_depth_or_deeper(st.lhs, d) || expr_uses_depth_or_deeper(*st.rhs, d))
     return {Reason::kNotInvariant, st.lhs.buffer, a.path};
-  thread_local Names reads, other_reads, other_writes;  // storage kept between checks
+  thread_local BufferNames reads, other_reads, other_writes;  // storage kept between checks
   reads.clear();
-  read_buffers(*st.rhs, reads);
-  if (contains(reads, st.lhs.buffer)) return {Reason::kDependence, st.lhs.buffer, a.path};
+  loaded_buffers(*st.rhs, reads);
+  if (holds_name(reads, st.lhs.buffer)) return {Reason::kDependence, st.lhs.buffer, a.path};
 
   other_reads.clear();
   other_writes.clear();
   for (int j = 0; j <= last; ++j)
     if (j != i) buffers_of(*s->body[j], other_reads, other_writes);
-  if (contains(other_writes, st.lhs.buffer)) return {Reason::kDependence, st.lhs.buffer, a.path};
-  // Of several conflicting reads, name the first in name order (a stable message).
-  const std::string* conflict = nullptr;
-  for (const std::string* b : reads)
-    if ((!conflict || *b < *conflict) && contains(other_writes, *b)) conflict = b;
-  if (conflict) return {Reason::kDependence, *conflict, a.path};
-  if (i != 0 && contains(other_reads, st.lhs.buffer))
+  if (holds_name(other_writes, st.lhs.buffer)) return {Reason::kDependence, st.lhs.buffer, a.path};
+  if (const std::string* b = first_common_name(reads, other_writes))
+    return {Reason::kDependence, *b, a.path};
+  if (i != 0 && holds_name(other_reads, st.lhs.buffer))
     return {Reason::kDependence, st.lhs.buffer, a.path};
   return {};
 }

@@ -1,7 +1,8 @@
 #include "transforms/inline_temporary.h"
 
 #include <algorithm>
-#include <set>
+#include <forward_list>
+#include <span>
 
 #include "transforms/analysis.h"
 
@@ -13,14 +14,9 @@ void loads(const ir::Expr& e, const std::string& buf, std::vector<const ir::Acce
   for (const auto& a : e.args) loads(*a, buf, out);
 }
 
-void read_buffers(const ir::Expr& e, std::set<std::string>& out) {
-  if (e.kind == ir::ExprKind::kLoad) out.insert(e.access.buffer);
-  for (const auto& a : e.args) read_buffers(*a, out);
-}
-
-void written_buffers(const ir::Node& n, std::set<std::string>& out) {
+void written_buffers(const ir::Node& n, BufferNames& out) {
   if (!n.is_scope) {
-    out.insert(n.stmt.lhs.buffer);
+    out.push_back(&n.stmt.lhs.buffer);
     return;
   }
   for (const auto& c : n.body) written_buffers(*c, out);
@@ -45,33 +41,41 @@ bool typed(const ir::Expr& e) {
   return false;
 }
 
-// A statement touching the buffer: its path and whether it writes or reads it.
+// A statement touching the buffer: its path, whether it writes the buffer, and its reads of
+// it (uses.reads[reads_begin, reads_end)).
 struct Use {
-  Path path;
+  std::span<const int> path;
   const ir::Stmt* stmt;
   bool writes;
-  std::vector<const ir::Access*> reads;
+  int reads_begin, reads_end;
 };
 
-void gather(const std::vector<ir::NodePtr>& body, const std::string& buf, Path& path,
-            std::vector<Use>& out) {
+struct Uses {
+  std::vector<Use> list;
+  std::vector<const ir::Access*> reads;
+  std::forward_list<Path> paths;  ///< what `path` points to when there is no index
+};
+
+void gather(const std::vector<ir::NodePtr>& body, const std::string& buf, Path& path, Uses& out) {
   for (int i = 0; i < static_cast<int>(body.size()); ++i) {
     path.push_back(i);
     const ir::Node& n = *body[i];
     if (n.is_scope) {
       gather(n.body, buf, path, out);
     } else {
-      Use u{path, &n.stmt, n.stmt.lhs.buffer == buf, {}};
-      loads(*n.stmt.rhs, buf, u.reads);
-      if (u.writes || !u.reads.empty()) out.push_back(std::move(u));
+      const int begin = static_cast<int>(out.reads.size());
+      loads(*n.stmt.rhs, buf, out.reads);
+      const int end = static_cast<int>(out.reads.size());
+      const bool writes = n.stmt.lhs.buffer == buf;
+      if (writes || end > begin)
+        out.list.push_back({out.paths.emplace_front(path), &n.stmt, writes, begin, end});
     }
     path.pop_back();
   }
 }
 
 // Every statement touching `buf`, in program order.
-void gather(const ir::Program& p, const ProgramIndex* index, const std::string& buf,
-            std::vector<Use>& out) {
+void gather(const ir::Program& p, const ProgramIndex* index, const std::string& buf, Uses& out) {
   if (!index) {
     Path cur;
     gather(p.body, buf, cur, out);
@@ -82,19 +86,26 @@ void gather(const ir::Program& p, const ProgramIndex* index, const std::string& 
     const int n = index->site_node(s);
     if (n != last) {
       const ir::Stmt& st = index->node(n).node->stmt;
-      const std::span<const int> at = index->path(n);
-      out.push_back(Use{Path(at.begin(), at.end()), &st, st.lhs.buffer == buf, {}});
+      const int r = static_cast<int>(out.reads.size());
+      out.list.push_back({index->path(n), &st, st.lhs.buffer == buf, r, r});
       last = n;
     }
     const AccessSite& site = index->sites()[s];
-    if (!site.write) out.back().reads.push_back(site.access);
+    if (!site.write) {
+      out.reads.push_back(site.access);
+      out.list.back().reads_end = static_cast<int>(out.reads.size());
+    }
   }
 }
 
-const std::vector<ir::NodePtr>& parent_body(const ir::Program& p, const Path& path) {
-  if (path.size() == 1) return p.body;
-  return node_at(p, Path(path.begin(), path.end() - 1))->body;
+// The body holding the node at `path`.
+const std::vector<ir::NodePtr>& parent_body(const ir::Program& p, std::span<const int> path) {
+  const std::vector<ir::NodePtr>* body = &p.body;
+  for (size_t k = 0; k + 1 < path.size(); ++k) body = &(*body)[path[k]]->body;
+  return *body;
 }
+
+Path to_path(std::span<const int> s) { return Path(s.begin(), s.end()); }
 
 struct Plan {
   Path writer;
@@ -106,44 +117,49 @@ Legality make_plan(const ir::Program& p, const Action& a, const ProgramIndex* in
   if (!decl) return {Reason::kNoSuchLocation, a.buffer, {}};
   if (decl->role != ir::Role::kTemp) return {Reason::kNotATemporary, a.buffer, {}};
   if (decl->init) return {Reason::kHasInitialValue, a.buffer, {}};
-  std::vector<Use> uses;
+  thread_local Uses uses;  // storage kept between checks
+  uses.list.clear();
+  uses.reads.clear();
+  uses.paths.clear();
   gather(p, index, a.buffer, uses);
-  if (uses.empty()) return {Reason::kNothingToDo, a.buffer, {}};
+  if (uses.list.empty()) return {Reason::kNothingToDo, a.buffer, {}};
 
   const Use* w = nullptr;
-  for (const Use& u : uses) {
+  for (const Use& u : uses.list) {
     if (!u.writes) continue;
-    if (w) return {Reason::kIrregularAccess, a.buffer, u.path};  // a second writer
+    if (w) return {Reason::kIrregularAccess, a.buffer, to_path(u.path)};  // a second writer
     w = &u;
   }
-  if (!w) return {Reason::kIrregularAccess, a.buffer, uses[0].path};
-  plan.writer = w->path;
+  if (!w) return {Reason::kIrregularAccess, a.buffer, to_path(uses.list[0].path)};
+  plan.writer = to_path(w->path);
   const ir::Stmt& ws = *w->stmt;
-  if (ws.op != ir::Reduce::kNone || !w->reads.empty() || !typed(*ws.rhs))
-    return {Reason::kIrregularAccess, a.buffer, w->path};
+  if (ws.op != ir::Reduce::kNone || w->reads_end > w->reads_begin || !typed(*ws.rhs))
+    return {Reason::kIrregularAccess, a.buffer, plan.writer};
 
-  const Path parent(w->path.begin(), w->path.end() - 1);
+  const std::span<const int> parent = w->path.first(w->path.size() - 1);
   const int wi = w->path.back();
-  for (const Use& u : uses) {
+  for (const Use& u : uses.list) {
     if (&u == w) continue;
     const bool sibling = u.path.size() == w->path.size() &&
                          std::equal(parent.begin(), parent.end(), u.path.begin()) &&
                          u.path.back() > wi;
-    if (!sibling) return {Reason::kIrregularAccess, a.buffer, u.path};
-    for (const ir::Access* x : u.reads)
-      if (x->index != ws.lhs.index) return {Reason::kIrregularAccess, a.buffer, u.path};
+    if (!sibling) return {Reason::kIrregularAccess, a.buffer, to_path(u.path)};
+    for (int r = u.reads_begin; r < u.reads_end; ++r)
+      if (uses.reads[r]->index != ws.lhs.index)
+        return {Reason::kIrregularAccess, a.buffer, to_path(u.path)};
     plan.readers.push_back(u.path.back());
   }
-  if (plan.readers.empty()) return {Reason::kIrregularAccess, a.buffer, w->path};
+  if (plan.readers.empty()) return {Reason::kIrregularAccess, a.buffer, plan.writer};
 
   // Nothing between the write and the last read may change what `e` reads.
-  std::set<std::string> inputs{a.buffer};
-  read_buffers(*ws.rhs, inputs);
+  thread_local BufferNames inputs, written;
+  inputs.assign(1, &a.buffer);
+  loaded_buffers(*ws.rhs, inputs);
   const auto& body = parent_body(p, w->path);
-  std::set<std::string> written;
+  written.clear();
   for (int i = wi + 1; i < plan.readers.back(); ++i) written_buffers(*body[i], written);
-  for (const std::string& b : written)
-    if (inputs.count(b)) return {Reason::kDependence, b, w->path};
+  if (const std::string* b = first_common_name(written, inputs))
+    return {Reason::kDependence, *b, plan.writer};
   return {};
 }
 

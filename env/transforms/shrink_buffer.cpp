@@ -1,7 +1,7 @@
 #include "transforms/shrink_buffer.h"
 
 #include <algorithm>
-#include <deque>
+#include <forward_list>
 
 #include "transforms/analysis.h"
 #include "transforms/create_temporary.h"
@@ -18,7 +18,7 @@ struct Site {
 // The paths the sites point to, when there is no index to hold them.
 struct Sites {
   std::vector<Site> sites;
-  std::deque<Path> paths;
+  std::forward_list<Path> paths;
 };
 
 void loads(const ir::Expr& e, const std::string& buf, std::span<const int> path,
@@ -34,7 +34,7 @@ void gather(const std::vector<ir::NodePtr>& body, const std::string& buf, Path& 
     if (n.is_scope) {
       gather(n.body, buf, path, out);
     } else if (uses_buffer(body[i], buf)) {
-      const std::span<const int> at = out.paths.emplace_back(path);
+      const std::span<const int> at = out.paths.emplace_front(path);
       if (n.stmt.lhs.buffer == buf) out.sites.push_back({&n.stmt.lhs, at});
       loads(*n.stmt.rhs, buf, at, out.sites);
     }
@@ -53,6 +53,15 @@ void gather(const ir::Program& p, const ProgramIndex* index, const std::string& 
     out.sites.push_back({index->sites()[s].access, index->path(index->site_node(s))});
 }
 
+// Whether `f` is the iterator {k}: ir::Affine::iter(k) == f, without building one.
+bool is_iter(const ir::Affine& f, int k) {
+  if (f.constant != 0 || static_cast<int>(f.coeffs.size()) != k + 1 || f.coeffs[k] != 1)
+    return false;
+  for (int j = 0; j < k; ++j)
+    if (f.coeffs[j] != 0) return false;
+  return true;
+}
+
 struct Plan {
   const ir::BufferDecl* decl = nullptr;
   Path scope;  ///< path of S
@@ -67,7 +76,9 @@ Legality make_plan(const ir::Program& p, const Action& a, const ProgramIndex* in
   if (a.param < 0 || a.param >= rank) return {Reason::kBadParameter, a.buffer, {}};
   const auto dim = static_cast<size_t>(a.param);
 
-  Sites all_sites;
+  thread_local Sites all_sites;  // storage kept between checks
+  all_sites.sites.clear();
+  all_sites.paths.clear();
   gather(p, index, a.buffer, all_sites);
   const std::vector<Site>& sites = all_sites.sites;
   if (sites.empty()) return {Reason::kNothingToDo, a.buffer, {}};
@@ -75,10 +86,9 @@ Legality make_plan(const ir::Program& p, const Action& a, const ProgramIndex* in
   if (k < 0) return {Reason::kIrregularAccess, a.buffer, {}};
   plan.depth = k;
   plan.scope.assign(sites[0].path.begin(), sites[0].path.begin() + k + 1);
-  const ir::Affine iter_k = ir::Affine::iter(k);
   for (const Site& s : sites) {
     const auto& ix = s.access->index;
-    if (ix[dim] != iter_k)
+    if (!is_iter(ix[dim], k))
       return {Reason::kIrregularAccess, a.buffer, Path(s.path.begin(), s.path.end())};
     for (size_t m = 0; m < ix.size(); ++m)
       if (m != dim && ix[m].coeff(k) != 0)
@@ -98,7 +108,8 @@ Legality make_plan(const ir::Program& p, const Action& a, const ProgramIndex* in
   // Every access of the buffer lies in S, so its sites in S are all its sites.
   const ChildSites all(index, p, plan.scope, 0,
                        static_cast<int>(s->body.size()));  // owns `mine`'s extents
-  std::vector<AccessSite> mine;
+  thread_local std::vector<AccessSite> mine;
+  mine.clear();
   for (const auto& x : all.sites())
     if (x.access->buffer == a.buffer) mine.push_back(x);
   for (int j = 0; j < k; ++j) {
