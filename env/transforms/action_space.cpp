@@ -175,19 +175,28 @@ class Prefilter {
       if (info.node->annot == ir::Annot::kParallel && info.node->is_scope) parallel_inside[n] = 1;
       if (parallel_inside[n] && info.parent >= 0) parallel_inside[info.parent] = 1;
     }
+    // Of the scopes enclosing each node: a :par one, one sharing storage between iterations.
+    // Node indices are pre-order, so a parent's flags are known before its children's.
+    std::vector<char>& parallel_above = parallel_above_;
+    std::vector<char>& shared_above = shared_above_;
+    parallel_above.assign(ix.size(), 0);
+    shared_above.assign(ix.size(), 0);
+    for (int n = 0; n < ix.size(); ++n) {
+      const int e = ix.node(n).parent;
+      if (e < 0) continue;
+      const ir::Annot annot = ix.node(e).node->annot;
+      parallel_above[n] = parallel_above[e] || annot == ir::Annot::kParallel;
+      shared_above[n] = shared_above[e] || shares_storage(annot);
+    }
     for (int i = 0; i < ns; ++i) {
       const int n = ix.scopes()[i];
       ScopeSummary sum;
       sum.node = ix.node(n).node;
       sum.innermost = true;
       for (const auto& c : sum.node->body) sum.innermost = sum.innermost && !c->is_scope;
-      sum.near_parallel = parallel_inside[n];
+      sum.near_parallel = parallel_inside[n] || parallel_above[n];
       sum.depth = static_cast<int>(ix.path(n).size()) - 1;
-      sum.temporary_scope = temporary_scope_annot(sum.node->annot);
-      for (int e = ix.node(n).parent; e >= 0; e = ix.node(e).parent) {
-        sum.near_parallel = sum.near_parallel || ix.node(e).node->annot == ir::Annot::kParallel;
-        sum.temporary_scope = sum.temporary_scope && !shares_storage(ix.node(e).node->annot);
-      }
+      sum.temporary_scope = temporary_scope_annot(sum.node->annot) && !shared_above[n];
       scopes_.push_back(sum);
     }
     // The declaration each site's buffer names (the first of that name), -1 beyond 64.
@@ -425,7 +434,7 @@ class Prefilter {
   /// summarise_uses: per buffer, the first index seen in scope slot first_scope_'s subtree
   std::vector<const std::vector<ir::Affine>*> first_;
   int first_scope_ = -1;
-  std::vector<char> parallel_inside_;  ///< reset's scratch
+  std::vector<char> parallel_inside_, parallel_above_, shared_above_;  ///< reset's scratch
 };
 
 // What MaskMemo remembers of one node.
@@ -496,7 +505,7 @@ std::vector<uint8_t> FlatActionSpace::mask(const ir::Program& p, MaskMemo* memo)
     mem->index = std::make_unique<ProgramIndex>(p);
   else
     own.emplace(p);
-  const ProgramIndex& ix = mem ? *mem->index : *own;
+  ProgramIndex& ix = mem ? *mem->index : *own;
   const int nb = std::min<int>(config_.max_buffers, static_cast<int>(p.buffers.size()));
   const int ns = std::min<int>(config_.max_scopes, static_cast<int>(ix.scopes().size()));
   const int nn = std::min<int>(config_.max_nodes, ix.size());
@@ -559,6 +568,7 @@ std::vector<uint8_t> FlatActionSpace::mask(const ir::Program& p, MaskMemo* memo)
     a.path.assign(path.begin(), path.end());
     a.buffer.clear();
     a.buffer2.clear();
+    ix.set_hint(n);
   };
   // The shared pointer holding node n (its parent's child, or a top-level node).
   auto held = [&](int n) -> const ir::NodePtr& {

@@ -384,6 +384,7 @@ void ProgramIndex::rebuild(const Program& p) {
   site_node_.clear();
   site_buffer_.clear();
   names_.clear();
+  hint_ = -1;
   for (auto& b : buffer_sites_) b.clear();  // kept with their storage; names_ says how many count
   cur_.clear();
   ext_.clear();
@@ -441,6 +442,17 @@ void ProgramIndex::walk(const std::vector<NodePtr>& body, int parent, Path& cur,
 }
 
 int ProgramIndex::find(const Path& path) const {
+  if (hint_ >= 0 && !path.empty()) {
+    const std::span<const int> h = this->path(hint_);
+    if ((path.size() == h.size() || path.size() == h.size() + 1) &&
+        std::equal(h.begin(), h.end(), path.begin())) {
+      if (path.size() == h.size()) return hint_;
+      if (path.back() < 0) return -1;
+      int n = nodes_[hint_].first_child;
+      for (int i = 0; i < path.back() && n >= 0; ++i) n = nodes_[n].next;
+      return n;
+    }
+  }
   int n = -1;
   for (size_t k = 0; k < path.size(); ++k) {
     if (path[k] < 0) return -1;

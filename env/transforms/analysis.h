@@ -205,6 +205,9 @@ class ProgramIndex {
   }
   /// The node index at `path`, or -1 when the path leads nowhere.
   int find(const Path& path) const;
+  /// Names node n as the likely subject of the next finds (a mask names the node it checks):
+  /// find() of its path or of a child's then starts there instead of at the top.
+  void set_hint(int n) { hint_ = n; }
   /// Node indices of the scopes, in pre-order (scope_paths order).
   const std::vector<int>& scopes() const { return scopes_; }
   /// Every access site of the program, in collect_accesses order.
@@ -241,6 +244,7 @@ class ProgramIndex {
   std::vector<int> site_buffer_;
   std::vector<std::string_view> names_;  ///< buffer names by id
   std::vector<std::vector<int>> buffer_sites_;  ///< the first names_.size() are in use
+  int hint_ = -1;                               ///< set_hint's node
   Path cur_;                                    ///< walk's scratch
   std::vector<int64_t> ext_;
 };

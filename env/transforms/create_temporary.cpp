@@ -111,7 +111,7 @@ bool one_index(const ProgramIndex& index, const Path& path, const std::string& b
 Legality make_plan(const ir::Program& p, const Action& a, const ProgramIndex* index, Plan& plan,
                    std::vector<Use>* uses) {
   const ir::Node* s = nullptr;
-  if (auto l = scope_location(p, a.path, &s); !l.ok()) return l;
+  if (auto l = scope_location(p, a.path, &s, index); !l.ok()) return l;
   plan.scope = s;
   plan.depth = static_cast<int>(a.path.size()) - 1;
   plan.decl = find_decl(p, a.buffer);

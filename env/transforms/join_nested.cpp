@@ -12,7 +12,7 @@ bool perfect_pair(const ir::Node* s) { return s->body.size() == 1 && s->body[0]-
 Legality check_join_nested(const ir::Program& p, const Action& a, const Target&,
                            const ProgramIndex* index) {
   const ir::Node* s = nullptr;
-  if (auto l = scope_location(p, a.path, &s); !l.ok()) return l;
+  if (auto l = scope_location(p, a.path, &s, index); !l.ok()) return l;
   if (!perfect_pair(s)) return {Reason::kNotPerfectlyNested, "", a.path};
   const ir::Node& t = *s->body[0];
   if (s->annot != ir::Annot::kNone || t.annot != ir::Annot::kNone) return {Reason::kAnnotated, "", a.path};

@@ -7,7 +7,7 @@ namespace perfdojo::transforms {
 Legality check_join_scopes(const ir::Program& p, const Action& a, const Target&,
                            const ProgramIndex* index) {
   const ir::Node* s = nullptr;
-  if (auto l = scope_location(p, a.path, &s); !l.ok()) return l;
+  if (auto l = scope_location(p, a.path, &s, index); !l.ok()) return l;
   Path next = a.path;
   ++next.back();
   const ir::Node* s2 = node_at(p, next);

@@ -18,7 +18,7 @@ bool contains_parallel(const ir::Node& n) {
 Legality check_parallelize(const ir::Program& p, const Action& a, const Target& t,
                            const ProgramIndex* index) {
   const ir::Node* s = nullptr;
-  if (auto l = scope_location(p, a.path, &s); !l.ok()) return l;
+  if (auto l = scope_location(p, a.path, &s, index); !l.ok()) return l;
   if (!t.parallel) return {Reason::kUnsupportedByTarget, "", a.path};
   if (s->annot != ir::Annot::kNone) return {Reason::kAnnotated, "", a.path};
   if (s->extent < 2) return {Reason::kNothingToDo, "", a.path};

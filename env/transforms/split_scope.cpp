@@ -7,7 +7,7 @@ namespace perfdojo::transforms {
 Legality check_split_scope(const ir::Program& p, const Action& a, const Target&,
                            const ProgramIndex* index) {
   const ir::Node* s = nullptr;
-  if (auto l = scope_location(p, a.path, &s); !l.ok()) return l;
+  if (auto l = scope_location(p, a.path, &s, index); !l.ok()) return l;
   if (s->body.size() < 2) return {Reason::kNothingToDo, "", a.path};
   if (a.param < 1 || a.param >= static_cast<int64_t>(s->body.size())) return {Reason::kBadParameter, "", a.path};
   int d = static_cast<int>(a.path.size()) - 1;

@@ -7,7 +7,7 @@ namespace perfdojo::transforms {
 Legality check_swap_scopes(const ir::Program& p, const Action& a, const Target&,
                            const ProgramIndex* index) {
   const ir::Node* s = nullptr;
-  if (auto l = scope_location(p, a.path, &s); !l.ok()) return l;
+  if (auto l = scope_location(p, a.path, &s, index); !l.ok()) return l;
   if (s->body.size() != 1 || !s->body[0]->is_scope) return {Reason::kNotPerfectlyNested, "", a.path};
   const ir::Node& t = *s->body[0];
   // Vector scopes must stay innermost; other annotations travel with their scope.

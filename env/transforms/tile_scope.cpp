@@ -5,9 +5,9 @@
 namespace perfdojo::transforms {
 
 Legality check_tile_scope(const ir::Program& p, const Action& a, const Target&,
-                          const ProgramIndex*) {
+                          const ProgramIndex* index) {
   const ir::Node* s = nullptr;
-  if (auto l = scope_location(p, a.path, &s); !l.ok()) return l;
+  if (auto l = scope_location(p, a.path, &s, index); !l.ok()) return l;
   if (s->annot != ir::Annot::kNone) return {Reason::kAnnotated, "", a.path};
   if (a.param < 2 || a.param >= s->extent) return {Reason::kBadParameter, "", a.path};
   if (s->extent % a.param != 0) return {Reason::kNotDivisible, "", a.path};

@@ -4,8 +4,14 @@
 
 namespace perfdojo::transforms {
 
-Legality scope_location(const ir::Program& p, const Path& path, const ir::Node** scope) {
-  const ir::Node* n = node_at(p, path);
+Legality scope_location(const ir::Program& p, const Path& path, const ir::Node** scope,
+                        const ProgramIndex* index) {
+  const ir::Node* n = nullptr;
+  if (!index) {
+    n = node_at(p, path);
+  } else if (const int i = index->find(path); i >= 0) {
+    n = index->node(i).node;
+  }
   if (!n) return {Reason::kNoSuchLocation, "", path};
   if (!n->is_scope) return {Reason::kNotAScope, "", path};
   *scope = n;

@@ -18,8 +18,10 @@ using CheckFn = Legality (*)(const ir::Program&, const Action&, const Target&, c
 /// Applies a legal action; the result computes what the input computed.
 using ApplyFn = ir::Program (*)(const ir::Program&, const Action&, const Target&);
 
-/// The scope at a.path, or a verdict saying why there is none.
-Legality scope_location(const ir::Program& p, const Path& path, const ir::Node** scope);
+/// The scope at a.path, or a verdict saying why there is none. The index, when given, indexes
+/// `p` and only makes it faster.
+Legality scope_location(const ir::Program& p, const Path& path, const ir::Node** scope,
+                        const ProgramIndex* index = nullptr);
 
 /// Affine map of tiling depth d by f: {d} -> {d}*f + {d+1}, {k>d} -> {k+1}.
 ir::Affine tile_index(const ir::Affine& a, int d, int64_t f);

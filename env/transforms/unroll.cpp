@@ -4,9 +4,10 @@
 
 namespace perfdojo::transforms {
 
-Legality check_unroll(const ir::Program& p, const Action& a, const Target&, const ProgramIndex*) {
+Legality check_unroll(const ir::Program& p, const Action& a, const Target&,
+                      const ProgramIndex* index) {
   const ir::Node* s = nullptr;
-  if (auto l = scope_location(p, a.path, &s); !l.ok()) return l;
+  if (auto l = scope_location(p, a.path, &s, index); !l.ok()) return l;
   if (s->annot != ir::Annot::kNone) return {Reason::kAnnotated, "", a.path};
   if (a.param < 2 || a.param > kMaxUnroll || a.param > s->extent)
     return {Reason::kBadParameter, "", a.path};

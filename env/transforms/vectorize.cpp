@@ -18,7 +18,7 @@ bool invariant_in(const ir::Access& a, int d) {
 Legality check_vectorize(const ir::Program& p, const Action& a, const Target& t,
                          const ProgramIndex* index) {
   const ir::Node* s = nullptr;
-  if (auto l = scope_location(p, a.path, &s); !l.ok()) return l;
+  if (auto l = scope_location(p, a.path, &s, index); !l.ok()) return l;
   if (std::find(t.vector_widths.begin(), t.vector_widths.end(), a.param) == t.vector_widths.end())
     return {Reason::kUnsupportedByTarget, "", a.path};
   if (s->annot != ir::Annot::kNone) return {Reason::kAnnotated, "", a.path};
