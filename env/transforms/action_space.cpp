@@ -455,14 +455,28 @@ struct NodeVerdicts {
 
 // What MaskMemo remembers of one buffer's shrink_buffer, inline_temporary and swap_buffer_dims.
 struct BufferVerdicts {
-  uint32_t seen = 0;              ///< the last mask that met it
-  ir::BufferDecl decl;            ///< the declaration they saw
+  uint32_t seen = 0;  ///< the last mask that met it
+  /// What the checks read of the declaration they saw.
+  struct Decl {
+    std::string name;
+    ir::Role role = ir::Role::kTemp;
+    ir::DType dtype = ir::DType::kF32;
+    std::vector<int64_t> shape;
+    std::optional<double> init;
+    void assign(const ir::BufferDecl& d) {
+      name = d.name;
+      role = d.role;
+      dtype = d.dtype;
+      shape = d.shape;
+      init = d.init;
+    }
+  } decl;
   std::vector<ir::NodePtr> tops;  ///< the top-level nodes from its first use to its last
   uint16_t bits[kNumKinds] = {};  ///< bit i = the kind's i-th parameter is legal
 };
 
 // What those checks read of a declaration.
-bool same_decl(const ir::BufferDecl& x, const ir::BufferDecl& y) {
+bool same_decl(const BufferVerdicts::Decl& x, const ir::BufferDecl& y) {
   return x.role == y.role && x.dtype == y.dtype && x.shape == y.shape && x.init == y.init;
 }
 
@@ -730,7 +744,7 @@ std::vector<uint8_t> FlatActionSpace::mask(const ir::Program& p, MaskMemo* memo)
     }
     if (!known) {
       if (mem) {
-        v->decl = decl;
+        v->decl.assign(decl);
         v->tops.clear();
         if (first >= 0) v->tops.assign(p.body.begin() + first, p.body.begin() + last + 1);
       }
