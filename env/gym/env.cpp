@@ -118,10 +118,22 @@ std::pair<Observation, Info> Env::reset(std::optional<uint64_t> seed, const Rese
   best_trace_.clear();
   rewards_.clear();
   std::optional<std::string> error;
-  initial_time_ = time_ = best_time_ = time_of(program_, &error);
+  if (config_.backend == "cost_model" && !start_body_.empty() && start_body_ == program_.body) {
+    initial_time_ = start_time_;  // a deterministic function of the program
+  } else {
+    initial_time_ = time_of(program_, &error);
+    start_body_.clear();
+    if (!error && config_.backend == "cost_model") {
+      start_body_ = program_.body;
+      start_time_ = initial_time_;
+    }
+  }
+  time_ = best_time_ = initial_time_;
   done_ = error.has_value();
   info = make_info();
   info.error = error;
+  // Every reset returns to this program: its nodes' verdicts stay remembered through the episode.
+  mask_memo_.pin();
   return {observe_now(), info};
 }
 

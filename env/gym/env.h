@@ -151,6 +151,10 @@ class Env {
   mutable transforms::MaskMemo mask_memo_;
   // Feature rows of the nests a step did not rebuild.
   mutable FeatureMemo feature_memo_;
+  // The cost model's estimate of the episodes' starting program (held, so its address cannot be
+  // reused while remembered): every reset returns to it.
+  std::vector<ir::NodePtr> start_body_;
+  double start_time_ = 0;
 };
 
 }  // namespace perfdojo::env

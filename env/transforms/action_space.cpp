@@ -441,6 +441,7 @@ class Prefilter {
 struct NodeVerdicts {
   ir::NodePtr node;              ///< held: its address stays this node's while remembered
   uint32_t seen = 0;             ///< the last mask that met it
+  bool pinned = false;           ///< kept while unseen (MaskMemo::pin)
   std::vector<int64_t> context;  ///< (extent, annot) of each enclosing scope, innermost first
   bool scope_done = false;
   uint16_t bits[kNumKinds] = {};  ///< scope kinds: bit i = the kind's i-th parameter is legal
@@ -505,6 +506,9 @@ void MaskMemo::clear() {
 size_t MaskMemo::size() const { return impl_->nodes.size() + impl_->buffers.size(); }
 uint64_t MaskMemo::hits() const { return impl_->hits; }
 uint64_t MaskMemo::misses() const { return impl_->misses; }
+void MaskMemo::pin() {
+  for (auto& [node, v] : impl_->nodes) v.pinned = v.seen == impl_->epoch;
+}
 
 std::vector<uint8_t> FlatActionSpace::mask(const ir::Program& p, MaskMemo* memo) const {
   // Room for one more entry: Env appends the stop action without reallocating.
@@ -784,7 +788,8 @@ std::vector<uint8_t> FlatActionSpace::mask(const ir::Program& p, MaskMemo* memo)
   }
   // Keep what this program has: the next one shares most of it (and nothing else is held).
   if (mem) {
-    std::erase_if(mem->nodes, [&](const auto& e) { return e.second.seen != mem->epoch; });
+    std::erase_if(mem->nodes,
+                  [&](const auto& e) { return e.second.seen != mem->epoch && !e.second.pinned; });
     std::erase_if(mem->buffers, [&](const BufferVerdicts& b) { return b.seen != mem->epoch; });
   }
   return m;

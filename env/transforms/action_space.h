@@ -46,6 +46,9 @@ class MaskMemo {
   /// Lookups (nodes and buffers) answered from memory, and those that had to check.
   uint64_t hits() const;
   uint64_t misses() const;
+  /// Keeps the nodes the last mask met, besides each later mask's, until the next pin. An Env
+  /// pins its episodes' starting program, to which every reset returns.
+  void pin();
 
  private:
   friend class FlatActionSpace;

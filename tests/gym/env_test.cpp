@@ -288,6 +288,33 @@ TEST_CASE("benchmark URIs: suite, generators, files, and precise errors") {
   CHECK(env::load_benchmark("http://x").error_text().find("scheme") != std::string::npos);
 }
 
+TEST_CASE("every reset reports its own starting program's time, across benchmark switches") {
+  // Env remembers the cost model's estimate of the episodes' start: it must follow the start.
+  auto time_on_fresh_env = [](const std::string& uri, uint64_t seed) {
+    return make(small_config(uri))->reset(seed).second.initial_time_s;
+  };
+  auto e = make(small_config("perfdojo://suite/softmax"));
+  for (const std::string uri :
+       {"perfdojo://suite/softmax", "perfdojo://suite/matmul-1024", "perfdojo://suite/softmax"}) {
+    env::ResetOptions o;
+    o.benchmark = uri;
+    const double expected = time_on_fresh_env(uri, 0);
+    auto [obs, info] = e->reset(0, o);
+    CHECK(info.initial_time_s == expected);
+    CHECK(info.time_s == expected);
+    e->step(first_legal(*e));
+    CHECK(e->reset().second.initial_time_s == expected);
+  }
+  // A generator without a seed draws a new starting program from each reset's seed.
+  auto g = make(small_config("perfdojo://gen/matmul"));
+  const double t1 = time_on_fresh_env("perfdojo://gen/matmul", 1);
+  const double t2 = time_on_fresh_env("perfdojo://gen/matmul", 2);
+  REQUIRE(t1 != t2);
+  CHECK(g->reset(1).second.initial_time_s == t1);
+  CHECK(g->reset(2).second.initial_time_s == t2);
+  CHECK(g->reset(1).second.initial_time_s == t1);
+}
+
 TEST_CASE("the cursor action space moves a cursor and applies at it") {
   auto c = small_config();
   c.action_space = "cursor";

@@ -158,6 +158,7 @@ TEST_CASE("masks with a memo equal fresh masks along long trajectories that revi
       for (int s = 0; s < 40; ++s) {
         const auto fresh = space.mask(cur);
         const auto remembered = space.mask(cur, &memo);
+        if (s == 0) memo.pin();  // as an Env pins its episodes' start
         ++states;
         REQUIRE_MESSAGE(remembered == fresh, name << ", trajectory " << t << ", step " << s
                                                   << ": the memo's mask differs\n"
@@ -173,6 +174,40 @@ TEST_CASE("masks with a memo equal fresh masks along long trajectories that revi
     CHECK(memo.hits() > 0);
   }
   CHECK(states > 500);
+}
+
+TEST_CASE("a pinned program's verdicts outlive the masks of the programs after it") {
+  const transforms::Target target;
+  const transforms::FlatActionSpace space({}, target);
+  for (const std::string name : {"conv2d-3x3", "attention"}) {
+    auto loaded = testing::load_scaled_kernel(name);
+    REQUIRE(loaded.ok());
+    const ir::Program& start = loaded.value();
+    const auto expected = space.mask(start);
+    // The same walk with a pinned memo and with an unpinned one, then back to the start.
+    uint64_t misses_back[2] = {};
+    for (const bool pin : {true, false}) {
+      transforms::MaskMemo memo;
+      std::mt19937_64 rng(5);
+      ir::Program cur = start;
+      REQUIRE(space.mask(cur, &memo) == expected);
+      if (pin) memo.pin();
+      for (int s = 0; s < 10; ++s) {
+        const auto m = space.mask(cur, &memo);
+        std::vector<int> legal;
+        for (int i = 0; i < space.size(); ++i)
+          if (m[i]) legal.push_back(i);
+        const int pick = legal[std::uniform_int_distribution<size_t>(0, legal.size() - 1)(rng)];
+        cur = transforms::apply(cur, *space.decode(cur, pick), target).value();
+      }
+      (void)space.mask(cur, &memo);
+      const uint64_t before = memo.misses();
+      CHECK(space.mask(start, &memo) == expected);
+      misses_back[pin ? 0 : 1] = memo.misses() - before;
+    }
+    INFO(name);
+    CHECK(misses_back[0] < misses_back[1]);  // the start's nodes were still remembered
+  }
 }
 
 TEST_CASE("a memo given to another action space starts over instead of reusing its verdicts") {
