@@ -103,8 +103,11 @@ struct Flat {
 };
 
 int find_buffer(const Flat& f, const std::string& name) {
-  for (size_t i = 0; i < f.bufs.size(); ++i)
-    if (f.bufs[i].decl->name == name) return static_cast<int>(i);
+  for (size_t i = 0; i < f.bufs.size(); ++i) {
+    const std::string& d = f.bufs[i].decl->name;  // length and first letter tell most apart
+    if (d.size() == name.size() && (d.empty() || (d[0] == name[0] && d == name)))
+      return static_cast<int>(i);
+  }
   return -1;
 }
 
@@ -836,6 +839,7 @@ struct Model {
     reg.assign(f.bufs.size(), 0);
     for (size_t b = 0; b < f.bufs.size(); ++b) reg_early[b] = reg[b] = f.bufs[b].small_temp;
     for (const auto& a : f.accs) {
+      if (!reg_early[a.buf] && !reg[a.buf]) continue;  // settled: flags only ever clear
       const StmtInfo& st = f.stmts[a.stmt];
       for (int k = 0; k < a.depth; ++k) {
         if (f.coefs[a.coef_off + k] == 0) continue;

@@ -92,6 +92,7 @@ std::optional<Action> FlatActionSpace::decode(const ir::Program& p, int index) c
     case LocKind::kScope:
     case LocKind::kNode: {
       int n = slot;
+      a.path.reserve(16);  // one allocation for the usual depths, not one per doubling
       if (!nth_path(p.body, loc_kind(kind) == LocKind::kScope, n, a.path)) return std::nullopt;
       break;
     }
@@ -778,6 +779,8 @@ std::vector<uint8_t> FlatActionSpace::mask(const ir::Program& p, MaskMemo* memo)
   const int reuse = static_cast<int>(Kind::kReuseBuffers);
   a.path.clear();
   for (int i = 0; i < nb; ++i) {
+    // maybe_legal's first condition, once per row: only a temporary can take another's storage.
+    if (i < pre.summarised_buffers() && p.buffers[i].role != ir::Role::kTemp) continue;
     for (int j = i + 1; j < nb; ++j) {
       if (!pre.maybe_legal(Kind::kReuseBuffers, -1, i, j, 0)) continue;
       a.buffer = p.buffers[i].name;
