@@ -270,14 +270,16 @@ bool may_depend(const AccessSite& a, const AccessSite& b, std::span<const Dir> d
 std::optional<std::string> find_dependence(std::span<const AccessSite> from,
                                            std::span<const AccessSite> to,
                                            std::span<const Dir> dirs) {
-  // may_depend on every pair, in the same order; names are told apart by length and first
-  // character before a full comparison (most pairs name different buffers).
+  // may_depend on every pair, in the same order.
   for (const auto& a : from) {
     const std::string& na = a.access->buffer;
     for (const auto& b : to) {
       if (!a.write && !b.write) continue;
-      const std::string& nb = b.access->buffer;
-      if (na.size() != nb.size() || (!na.empty() && na[0] != nb[0]) || na != nb) continue;
+      if (a.buffer >= 0 && b.buffer >= 0) {  // both from one index: its ids tell names apart
+        if (a.buffer != b.buffer) continue;
+      } else if (!same_name(na, b.access->buffer)) {
+        continue;
+      }
       if (may_overlap(a, b, dirs)) return na;
     }
   }
@@ -402,6 +404,7 @@ void ProgramIndex::rebuild(const Program& p) {
       if (buffer_sites_.size() < names_.size()) buffer_sites_.emplace_back();
     }
     site_buffer_.push_back(id);
+    sites_[s].buffer = id;
     buffer_sites_[id].push_back(s);
   }
 }

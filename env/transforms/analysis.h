@@ -51,6 +51,7 @@ struct AccessSite {
   const ir::Stmt* stmt;
   const int64_t* extents;     ///< extents of all scopes enclosing the statement, by depth
   int depth;                  ///< number of those scopes
+  int buffer = -1;            ///< in a ProgramIndex's sites: its id of the buffer named, else -1
 };
 
 /// The sites of a subtree. Sites point into the collection's own storage, so it is movable but
