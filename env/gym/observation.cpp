@@ -39,6 +39,45 @@ struct AccessCounts {
   int all = 0;
 };
 
+// count_accesses' counts for one statement's accesses `acc` under at most 64 enclosing scopes.
+// An access is invariant in every iterator its index does not use, so each scope first counts
+// all of them as invariant; then only the iterators an access uses are reclassified.
+void count_statement(const std::vector<const ir::Access*>& acc, const std::vector<int>& stack,
+                     std::vector<AccessCounts>& counts) {
+  const int depth = static_cast<int>(stack.size());
+  const int n = static_cast<int>(acc.size());
+  for (int d = 0; d < depth; ++d) {
+    if (stack[d] >= static_cast<int>(counts.size())) continue;
+    counts[stack[d]].zero += n;
+    counts[stack[d]].all += n;
+  }
+  for (const ir::Access* a : acc) {
+    if (a->index.empty()) continue;
+    // Iterators below `depth` that the dimensions other than the last use, and all that it uses.
+    uint64_t other = 0, used = 0;
+    for (size_t m = 0; m < a->index.size(); ++m) {
+      const auto& coeffs = a->index[m].coeffs;
+      const int top = std::min<int>(depth, static_cast<int>(coeffs.size()));
+      uint64_t bits = 0;
+      for (int k = 0; k < top; ++k)
+        if (coeffs[k] != 0) bits |= uint64_t{1} << k;
+      if (m + 1 < a->index.size()) other |= bits;
+      used |= bits;
+    }
+    const ir::Affine& last = a->index.back();
+    for (; used; used &= used - 1) {
+      const int d = __builtin_ctzll(used);
+      if (stack[d] >= static_cast<int>(counts.size())) continue;
+      AccessCounts& k = counts[stack[d]];
+      --k.zero;
+      if (!((other >> d) & 1) && last.coeff(d) == 1)
+        ++k.unit;
+      else
+        ++k.strided;
+    }
+  }
+}
+
 // One walk for every scope's counts: an access counts for each scope enclosing it, classified
 // by that scope's iterator (its depth). `stack` holds the pre-order numbers of the enclosing
 // scopes; only the first `counts.size()` scopes are counted.
@@ -54,6 +93,10 @@ void count_accesses(std::span<const ir::NodePtr> body, std::vector<int>& stack, 
     acc.clear();
     acc.push_back(&c->stmt.lhs);
     expr_loads(*c->stmt.rhs, acc);
+    if (stack.size() <= 64) {
+      count_statement(acc, stack, counts);
+      continue;
+    }
     for (int d = 0; d < static_cast<int>(stack.size()); ++d) {
       if (stack[d] >= static_cast<int>(counts.size())) continue;
       AccessCounts& k = counts[stack[d]];

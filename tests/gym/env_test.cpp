@@ -10,6 +10,7 @@
 #include "gym/dataset.h"
 #include "gym/observation.h"
 #include "gym/vector_env.h"
+#include "ir/parse.h"
 #include "ir/print.h"
 #include "transforms/registry.h"
 
@@ -313,6 +314,28 @@ TEST_CASE("every reset reports its own starting program's time, across benchmark
   CHECK(g->reset(1).second.initial_time_s == t1);
   CHECK(g->reset(2).second.initial_time_s == t2);
   CHECK(g->reset(1).second.initial_time_s == t1);
+}
+
+TEST_CASE("feature rows classify each scope's accesses as invariant, unit-stride or strided") {
+  // Scope rows hold (invariant, unit, strided) shares of the accesses below the scope, by its
+  // iterator: unit = stride 1 in the last dimension only.
+  auto p = ir::load_program(
+      "M = 4\nN = 4\nK = 4\n"
+      "input A: f32[M, K]\ninput B: f32[K, 8]\ninput D: f32[K, K]\noutput C: f32[M, N] = 0\n"
+      "M N K C[{0},{1}] += A[{0},{2}] * B[{2},2*{1}] * D[{2},{2}]\n");
+  REQUIRE_MESSAGE(p.ok(), p.error_text());
+  const auto f = env::features(p.value(), -1);
+  auto shares = [&](int scope) {
+    const float* row = &f[env::kGlobalFeatures + scope * env::kScopeFeatures];
+    return std::vector<float>{row[8], row[9], row[10]};
+  };
+  // M: C and A use {0} in a dimension other than the last; B and D do not use it.
+  CHECK(shares(0) == std::vector<float>{0.5f, 0.0f, 0.5f});
+  // N: C has unit stride; B strides by 2; A and D do not use it.
+  CHECK(shares(1) == std::vector<float>{0.5f, 0.25f, 0.25f});
+  // K: A has unit stride; B uses {2} in its first dimension, and D in both (so not unit
+  // stride in the last alone); C does not use it.
+  CHECK(shares(2) == std::vector<float>{0.25f, 0.25f, 0.5f});
 }
 
 TEST_CASE("the cursor action space moves a cursor and applies at it") {
