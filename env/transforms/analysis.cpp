@@ -80,13 +80,13 @@ Program replace_node(const Program& p, const Path& path, std::vector<NodePtr> no
   });
 }
 
-ExprPtr map_accesses(const ExprPtr& e, const std::function<Access(const Access&)>& f) {
+ExprPtr map_accesses(const ExprPtr& e, const AccessMap& f) {
   switch (e->kind) {
     case ir::ExprKind::kConst: return e;
     case ir::ExprKind::kLoad: {
-      Access b = f(e->access);
-      if (b == e->access) return e;
-      return Expr::load(std::move(b));
+      std::optional<Access> b = f(e->access);
+      if (!b || *b == e->access) return e;
+      return Expr::load(std::move(*b));
     }
     default: {
       std::shared_ptr<Expr> c;  // made at the first argument that changes
@@ -102,13 +102,14 @@ ExprPtr map_accesses(const ExprPtr& e, const std::function<Access(const Access&)
   }
 }
 
-NodePtr map_accesses(const NodePtr& n, const std::function<Access(const Access&)>& f) {
+NodePtr map_accesses(const NodePtr& n, const AccessMap& f) {
   if (!n->is_scope) {
-    Access lhs = f(n->stmt.lhs);
+    std::optional<Access> lhs = f(n->stmt.lhs);
+    if (lhs && *lhs == n->stmt.lhs) lhs.reset();
     ExprPtr rhs = map_accesses(n->stmt.rhs, f);
-    if (rhs == n->stmt.rhs && lhs == n->stmt.lhs) return n;
+    if (rhs == n->stmt.rhs && !lhs) return n;
     ir::Stmt s = n->stmt;
-    s.lhs = std::move(lhs);
+    if (lhs) s.lhs = std::move(*lhs);
     s.rhs = std::move(rhs);
     return Node::statement(std::move(s));
   }
@@ -124,11 +125,14 @@ NodePtr map_accesses(const NodePtr& n, const std::function<Access(const Access&)
 }
 
 NodePtr map_indices(const NodePtr& n, const std::function<Affine(const Affine&)>& f) {
-  return map_accesses(n, [&](const Access& a) {
-    Access b = a;
-    for (auto& ix : b.index) {
-      ix = f(ix);
+  return map_accesses(n, [&](const Access& a) -> std::optional<Access> {
+    std::optional<Access> b;  // copied at the first index that changes
+    for (size_t i = 0; i < a.index.size(); ++i) {
+      Affine ix = f(a.index[i]);
       ix.normalise();
+      if (ix == a.index[i]) continue;
+      if (!b) b = a;
+      b->index[i] = std::move(ix);
     }
     return b;
   });

@@ -35,11 +35,14 @@ ir::Program replace_in_parent(const ir::Program& p, const Path& path,
 /// A copy of `p` with the node at `path` replaced by `nodes` (zero or more).
 ir::Program replace_node(const ir::Program& p, const Path& path, std::vector<ir::NodePtr> nodes);
 
-/// Rewrites every access (targets and reads) in a subtree. `f` maps an access to a new one; a
-/// subtree in which `f` changes no access is shared, not copied.
-ir::NodePtr map_accesses(const ir::NodePtr& n, const std::function<ir::Access(const ir::Access&)>& f);
+/// How map_accesses rewrites one access: the new access, or nullopt to keep it as it is (no
+/// copy made).
+using AccessMap = std::function<std::optional<ir::Access>(const ir::Access&)>;
+/// Rewrites every access (targets and reads) in a subtree. A subtree in which `f` changes no
+/// access is shared, not copied.
+ir::NodePtr map_accesses(const ir::NodePtr& n, const AccessMap& f);
 /// Rewrites every access in an expression.
-ir::ExprPtr map_accesses(const ir::ExprPtr& e, const std::function<ir::Access(const ir::Access&)>& f);
+ir::ExprPtr map_accesses(const ir::ExprPtr& e, const AccessMap& f);
 /// Rewrites each affine index of every access in a subtree.
 ir::NodePtr map_indices(const ir::NodePtr& n, const std::function<ir::Affine(const ir::Affine&)>& f);
 

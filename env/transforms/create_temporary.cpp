@@ -235,8 +235,10 @@ ir::Program apply_create_temporary(const ir::Program& p, const Action& a, const 
   std::vector<ir::NodePtr> body;
   if (plan.copy_in) body.push_back(copy_nest(plan, tmp_copy, buf_copy));
   for (const auto& c : s.body)
-    body.push_back(
-        map_accesses(c, [&](const ir::Access& x) { return x.buffer == a.buffer ? tmp_use : x; }));
+    body.push_back(map_accesses(c, [&](const ir::Access& x) -> std::optional<ir::Access> {
+      if (x.buffer != a.buffer) return std::nullopt;
+      return tmp_use;
+    }));
   if (plan.copy_out) body.push_back(copy_nest(plan, buf_copy, tmp_copy));
 
   ir::Program q = replace_node(

@@ -53,8 +53,8 @@ ir::Program apply_reuse_buffers(const ir::Program& p, const Action& a, const Tar
   ir::Program q = p;
   for (auto& n : q.body) {
     if (!uses_buffer(n, a.buffer2)) continue;
-    n = map_accesses(n, [&](const ir::Access& x) {
-      if (x.buffer != a.buffer2) return x;
+    n = map_accesses(n, [&](const ir::Access& x) -> std::optional<ir::Access> {
+      if (x.buffer != a.buffer2) return std::nullopt;
       ir::Access y = x;
       y.buffer = a.buffer;
       return y;

@@ -144,8 +144,8 @@ ir::Program apply_shrink_buffer(const ir::Program& p, const Action& a, const Tar
     if (b.name == a.buffer) b = decl;
   for (auto& n : q.body) {
     if (!uses_buffer(n, a.buffer)) continue;
-    n = map_accesses(n, [&](const ir::Access& x) {
-      if (x.buffer != a.buffer) return x;
+    n = map_accesses(n, [&](const ir::Access& x) -> std::optional<ir::Access> {
+      if (x.buffer != a.buffer) return std::nullopt;
       ir::Access y = x;
       y.index.erase(y.index.begin() + static_cast<long>(dim));
       if (y.index.empty()) y.index = {ir::Affine::constant_of(0)};

@@ -101,8 +101,8 @@ ir::Program apply_swap_buffer_dims(const ir::Program& p, const Action& a, const 
   ir::Program q = p;
   for (auto& n : q.body) {
     if (!uses_buffer(n, a.buffer)) continue;
-    n = map_accesses(n, [&](const ir::Access& x) {
-      if (x.buffer != a.buffer) return x;
+    n = map_accesses(n, [&](const ir::Access& x) -> std::optional<ir::Access> {
+      if (x.buffer != a.buffer) return std::nullopt;
       ir::Access y = x;
       y.buffer = target;
       y.index = swapped(x.index, i);
