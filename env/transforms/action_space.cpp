@@ -789,7 +789,8 @@ std::vector<uint8_t> FlatActionSpace::mask(const ir::Program& p, MaskMemo* memo)
         m[offsets_[reuse] + slot_of_pair(i, j, config_.max_buffers)] = 1;
     }
   }
-  // Keep what this program has: the next one shares most of it (and nothing else is held).
+  // Keep what this program has, and the pinned one's nodes: the next program shares most of it
+  // (nothing else is held).
   if (mem) {
     std::erase_if(mem->nodes,
                   [&](const auto& e) { return e.second.seen != mem->epoch && !e.second.pinned; });
