@@ -39,11 +39,19 @@ struct AccessCounts {
   int all = 0;
 };
 
-// count_accesses' counts for one statement's accesses `acc` under at most 64 enclosing scopes.
-// An access is invariant in every iterator its index does not use, so each scope first counts
-// all of them as invariant; then only the iterators an access uses are reclassified.
+// count_accesses' scratch: per enclosing depth, how one access's index uses that iterator
+// (zero on entry and on return), and the depths it uses.
+struct StrideScratch {
+  static constexpr uint8_t kLast = 1, kOther = 2;  // in the last dimension; in another one
+  std::vector<uint8_t> use;
+  std::vector<int> used;
+};
+
+// count_accesses' counts for one statement's accesses `acc`. An access is invariant in every
+// iterator its index does not use, so each scope first counts all of them as invariant; then
+// only the iterators an access uses are reclassified.
 void count_statement(const std::vector<const ir::Access*>& acc, const std::vector<int>& stack,
-                     std::vector<AccessCounts>& counts) {
+                     std::vector<AccessCounts>& counts, StrideScratch& sc) {
   const int depth = static_cast<int>(stack.size());
   const int n = static_cast<int>(acc.size());
   for (int d = 0; d < depth; ++d) {
@@ -51,30 +59,30 @@ void count_statement(const std::vector<const ir::Access*>& acc, const std::vecto
     counts[stack[d]].zero += n;
     counts[stack[d]].all += n;
   }
+  if (sc.use.size() < static_cast<size_t>(depth)) sc.use.resize(depth, 0);
   for (const ir::Access* a : acc) {
-    if (a->index.empty()) continue;
-    // Iterators below `depth` that the dimensions other than the last use, and all that it uses.
-    uint64_t other = 0, used = 0;
     for (size_t m = 0; m < a->index.size(); ++m) {
       const auto& coeffs = a->index[m].coeffs;
+      const uint8_t kind = m + 1 < a->index.size() ? StrideScratch::kOther : StrideScratch::kLast;
       const int top = std::min<int>(depth, static_cast<int>(coeffs.size()));
-      uint64_t bits = 0;
-      for (int k = 0; k < top; ++k)
-        if (coeffs[k] != 0) bits |= uint64_t{1} << k;
-      if (m + 1 < a->index.size()) other |= bits;
-      used |= bits;
+      for (int k = 0; k < top; ++k) {
+        if (coeffs[k] == 0) continue;
+        if (!sc.use[k]) sc.used.push_back(k);
+        sc.use[k] |= kind;
+      }
     }
-    const ir::Affine& last = a->index.back();
-    for (; used; used &= used - 1) {
-      const int d = __builtin_ctzll(used);
+    for (int d : sc.used) {
+      const uint8_t use = sc.use[d];
+      sc.use[d] = 0;
       if (stack[d] >= static_cast<int>(counts.size())) continue;
       AccessCounts& k = counts[stack[d]];
       --k.zero;
-      if (!((other >> d) & 1) && last.coeff(d) == 1)
+      if (use == StrideScratch::kLast && a->index.back().coeff(d) == 1)
         ++k.unit;
       else
         ++k.strided;
     }
+    sc.used.clear();
   }
 }
 
@@ -82,38 +90,19 @@ void count_statement(const std::vector<const ir::Access*>& acc, const std::vecto
 // by that scope's iterator (its depth). `stack` holds the pre-order numbers of the enclosing
 // scopes; only the first `counts.size()` scopes are counted.
 void count_accesses(std::span<const ir::NodePtr> body, std::vector<int>& stack, int& next,
-                    std::vector<const ir::Access*>& acc, std::vector<AccessCounts>& counts) {
+                    std::vector<const ir::Access*>& acc, std::vector<AccessCounts>& counts,
+                    StrideScratch& sc) {
   for (const auto& c : body) {
     if (c->is_scope) {
       stack.push_back(next++);
-      count_accesses(c->body, stack, next, acc, counts);
+      count_accesses(c->body, stack, next, acc, counts, sc);
       stack.pop_back();
       continue;
     }
     acc.clear();
     acc.push_back(&c->stmt.lhs);
     expr_loads(*c->stmt.rhs, acc);
-    if (stack.size() <= 64) {
-      count_statement(acc, stack, counts);
-      continue;
-    }
-    for (int d = 0; d < static_cast<int>(stack.size()); ++d) {
-      if (stack[d] >= static_cast<int>(counts.size())) continue;
-      AccessCounts& k = counts[stack[d]];
-      for (const ir::Access* a : acc) {
-        int64_t coeff = a->index.empty() ? 0 : a->index.back().coeff(d);
-        bool other_dims = false;
-        for (size_t m = 0; m + 1 < a->index.size(); ++m)
-          other_dims = other_dims || a->index[m].coeff(d) != 0;
-        if (coeff == 0 && !other_dims)
-          ++k.zero;
-        else if (coeff == 1 && !other_dims)
-          ++k.unit;
-        else
-          ++k.strided;
-        ++k.all;
-      }
-    }
+    count_statement(acc, stack, counts, sc);
   }
 }
 
@@ -197,8 +186,9 @@ void nest_features(const ir::NodePtr& node, NestFeatures& out) {
   {
     std::vector<int> stack;
     std::vector<const ir::Access*> acc;  // one statement's accesses, reused
+    thread_local StrideScratch sc;       // storage kept between nests
     int next = 0;
-    count_accesses(std::span<const ir::NodePtr>(&node, 1), stack, next, acc, counts);
+    count_accesses(std::span<const ir::NodePtr>(&node, 1), stack, next, acc, counts, sc);
   }
   out.rows.assign(static_cast<size_t>(shown) * kScopeFeatures, 0.0f);
   for (int i = 0; i < shown; ++i) {
