@@ -12,6 +12,7 @@
 
 #include "backends/compiler.h"
 #include "backends/x86_test_support.h"
+#include "support/skip.h"
 
 using namespace perfdojo;
 using backends::BackendConfig;
@@ -25,17 +26,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The backend, or nullptr with a MESSAGE when this machine cannot run it.
-std::unique_ptr<backends::Backend> backend_or_skip(const std::string& name,
-                                                   const BackendConfig& c = {}) {
-  auto b = backends::make_backend(name, c);
-  REQUIRE(b != nullptr);
-  if (!b->available().ok) {
-    MESSAGE("skipped on this machine: " << b->available().why);
-    return nullptr;
-  }
-  return b;
-}
+// Declares `var`, the backend made by make_backend(args...), and ends the test case as skipped
+// when this machine cannot run it (no such CPU features, no C compiler).
+#define BACKEND_OR_SKIP(var, ...)                 \
+  auto var = backends::make_backend(__VA_ARGS__); \
+  REQUIRE(var != nullptr);                        \
+  if (!var->available().ok)                       \
+  PERFDOJO_SKIP(var->name() << " cannot run on this machine: " << var->available().why)
 
 void check_matches(backends::Backend& b, const ir::Program& p, const std::string& what,
                    uint64_t seed = 0) {
@@ -68,32 +65,30 @@ const char* kCrashMe =
 
 }  // namespace
 
-TEST_CASE("every suite kernel at small size matches the interpreter on x86_64") {
-  auto b = backend_or_skip("x86_64");
-  if (!b) return;
+TEST_CASE("every suite kernel at small size matches the interpreter on x86_64" *
+          doctest::test_suite("hw slow")) {
+  BACKEND_OR_SKIP(b, "x86_64");
   for (const auto& name : testing::suite_kernel_names()) check_matches(*b, scaled(name), name);
 }
 
-TEST_CASE("every suite kernel at small size matches the interpreter on x86_avx512") {
-  auto b = backend_or_skip("x86_avx512");
-  if (!b) return;
+TEST_CASE("every suite kernel at small size matches the interpreter on x86_avx512" *
+          doctest::test_suite("hw slow")) {
+  BACKEND_OR_SKIP(b, "x86_avx512");
   for (const auto& name : testing::suite_kernel_names()) check_matches(*b, scaled(name), name);
 }
 
-TEST_CASE("every suite kernel at small size matches the interpreter on x86_avx2") {
-  auto b = backend_or_skip("x86_avx2");
-  if (!b) return;
+TEST_CASE("every suite kernel at small size matches the interpreter on x86_avx2" *
+          doctest::test_suite("hw slow")) {
+  BACKEND_OR_SKIP(b, "x86_avx2");
   for (const auto& name : testing::suite_kernel_names()) check_matches(*b, scaled(name), name);
 }
 
 TEST_CASE(
-    "AVX-512 code for every suite kernel, vectorised where possible, compiles on any x86 machine") {
+    "AVX-512 code for every suite kernel, vectorised where possible, compiles on any x86 machine" *
+    doctest::test_suite("hw")) {
   // Where the CPU lacks AVX-512 the code cannot run, but it must still compile: the printer's
   // vector code for 16 lanes is exercised here even on AVX2-only machines.
-  if (backends::find_executable("cc").empty()) {
-    MESSAGE("skipped: no C compiler");
-    return;
-  }
+  if (backends::find_executable("cc").empty()) PERFDOJO_SKIP("no C compiler (cc) on PATH");
   TempDir dir;
   auto flags = backends::x86_compile_flags(backends::X86Isa::kAvx512);
   for (const auto& name :
@@ -115,10 +110,18 @@ TEST_CASE(
   }
 }
 
-TEST_CASE("transformed programs still match the interpreter") {
+TEST_CASE("transformed programs still match the interpreter" * doctest::test_suite("hw slow")) {
+  // Runs on every backend this machine has; ends as skipped (after checking the others) when
+  // one of the three cannot run here.
+  std::string unavailable;
   for (const char* backend : {"x86_avx512", "x86_avx2", "x86_64"}) {
-    auto b = backend_or_skip(backend);
-    if (!b) continue;
+    auto b = backends::make_backend(backend);
+    REQUIRE(b != nullptr);
+    if (!b->available().ok) {
+      unavailable +=
+          std::string(unavailable.empty() ? "" : "; ") + backend + ": " + b->available().why;
+      continue;
+    }
     CAPTURE(backend);
     // matmul (M 8, N 16, K 8): K moved out, N vectorised.
     check_matches(*b, transformed(scaled("matmul-256"), "swap_scopes 0.0\nvectorize 0.0.0 16\n"),
@@ -156,9 +159,11 @@ TEST_CASE("transformed programs still match the interpreter") {
     check_matches(*b, transformed(scaled("maxpool"), "parallelize 0.0\nunroll 0.0.0.0.0 2\n"),
                   "maxpool parallel and unrolled");
   }
+  if (!unavailable.empty()) PERFDOJO_SKIP("not run on " << unavailable);
 }
 
-TEST_CASE("random legal trajectories compile to code that matches the interpreter") {
+TEST_CASE("random legal trajectories compile to code that matches the interpreter" *
+          doctest::test_suite("hw slow")) {
   // A few seeded trajectories per kernel (PERFDOJO_X86_TRAJECTORIES raises it), on the best
   // backend this machine runs.
   int per_kernel = std::getenv("PERFDOJO_X86_TRAJECTORIES")
@@ -169,10 +174,7 @@ TEST_CASE("random legal trajectories compile to code that matches the interprete
     b = backends::make_backend(n);
     if (b->available().ok) break;
   }
-  if (!b->available().ok) {
-    MESSAGE("skipped: " << b->available().why);
-    return;
-  }
+  if (!b->available().ok) PERFDOJO_SKIP("no x86 backend runs here: " << b->available().why);
   auto target = *transforms::target_by_name(b->name());
   std::mt19937_64 rng(7);
   for (const auto& name : testing::suite_kernel_names()) {
@@ -191,11 +193,11 @@ TEST_CASE("random legal trajectories compile to code that matches the interprete
   }
 }
 
-TEST_CASE("a crashing kernel yields an error record and the next measurement succeeds") {
+TEST_CASE("a crashing kernel yields an error record and the next measurement succeeds" *
+          doctest::test_suite("hw")) {
   BackendConfig c;
   c.extra["inject"] = "segv:crashme";  // test hook: crash programs that declare `crashme`
-  auto b = backend_or_skip("x86_64", c);
-  if (!b) return;
+  BACKEND_OR_SKIP(b, "x86_64", c);
   Measurement before = b->measure(program_of(kSmall), quick());
   REQUIRE_MESSAGE(before.ok(), before.error.value_or(""));
   Measurement crash = b->measure(program_of(kCrashMe), quick());
@@ -206,11 +208,11 @@ TEST_CASE("a crashing kernel yields an error record and the next measurement suc
   CHECK(after.verified);
 }
 
-TEST_CASE("a hanging kernel is killed within its timeout and the backend goes on") {
+TEST_CASE("a hanging kernel is killed within its timeout and the backend goes on" *
+          doctest::test_suite("hw")) {
   BackendConfig c;
   c.extra["inject"] = "hang:crashme";
-  auto b = backend_or_skip("x86_64", c);
-  if (!b) return;
+  BACKEND_OR_SKIP(b, "x86_64", c);
   auto o = quick();
   o.timeout_s = 0.5;
   auto t0 = std::chrono::steady_clock::now();
@@ -223,7 +225,8 @@ TEST_CASE("a hanging kernel is killed within its timeout and the backend goes on
   CHECK_MESSAGE(after.ok(), after.error.value_or(""));
 }
 
-TEST_CASE("a compiler that hangs is killed at the compile time limit with what it started") {
+TEST_CASE("a compiler that hangs is killed at the compile time limit with what it started" *
+          doctest::test_suite("hw slow")) {
   TempDir dir;
   // A "compiler" that never finishes and holds the output pipe through a child process.
   std::string cc = dir.path + "/hanging-cc";
@@ -256,30 +259,28 @@ TEST_CASE("a compiler that hangs is killed at the compile time limit with what i
   BackendConfig c;
   c.compiler = cc;
   c.compile_timeout_s = 0.5;
-  auto b = backend_or_skip("x86_64", c);
-  if (!b) return;
+  BACKEND_OR_SKIP(b, "x86_64", c);
   Measurement m = b->measure(program_of(kSmall), quick());
   REQUIRE_FALSE(m.ok());
   CHECK_MESSAGE(m.error->find("timed out") != std::string::npos, *m.error);
 }
 
-TEST_CASE("a runaway allocation is stopped by the worker's memory limit") {
+TEST_CASE("a runaway allocation is stopped by the worker's memory limit" *
+          doctest::test_suite("hw")) {
   BackendConfig c;
   c.extra["inject"] = "alloc:crashme";
   c.extra["worker_memory_mb"] = "512";
-  auto b = backend_or_skip("x86_64", c);
-  if (!b) return;
+  BACKEND_OR_SKIP(b, "x86_64", c);
   Measurement m = b->measure(program_of(kCrashMe), quick());
   REQUIRE_FALSE(m.ok());
   CHECK_MESSAGE(m.error->find("crashed") != std::string::npos, *m.error);
   CHECK(b->measure(program_of(kSmall), quick()).ok());
 }
 
-TEST_CASE("a wrong result is an error, not a time") {
+TEST_CASE("a wrong result is an error, not a time" * doctest::test_suite("hw")) {
   BackendConfig c;
   c.extra["inject"] = "wrong:crashme";
-  auto b = backend_or_skip("x86_64", c);
-  if (!b) return;
+  BACKEND_OR_SKIP(b, "x86_64", c);
   Measurement m = b->measure(program_of(kCrashMe), quick());
   REQUIRE_FALSE(m.ok());
   CHECK_MESSAGE(m.error->find("wrong result: max relative error") != std::string::npos, *m.error);
@@ -292,12 +293,12 @@ TEST_CASE("a wrong result is an error, not a time") {
 }
 
 TEST_CASE(
-    "large programs are verified against their sequential C, which catches wrong vector code") {
+    "large programs are verified against their sequential C, which catches wrong vector code" *
+    doctest::test_suite("hw")) {
   // Force the large-program path on a small program: no interpreter verification at all.
   BackendConfig c;
   c.extra["verify_interpreter_max_flops"] = "0";
-  auto b = backend_or_skip("x86_64", c);
-  if (!b) return;
+  BACKEND_OR_SKIP(b, "x86_64", c);
   auto vec =
       transformed(scaled("softmax"), "vectorize 0.0 16\nvectorize 0.1 16\nvectorize 1.1 16\n");
   Measurement ok = b->measure(vec, quick());
@@ -314,12 +315,12 @@ TEST_CASE(
   CHECK_MESSAGE(wrong.error->find("wrong result") != std::string::npos, *wrong.error);
 }
 
-TEST_CASE("a cache hit returns cached=true with the stored time, and misses on another seed") {
+TEST_CASE("a cache hit returns cached=true with the stored time, and misses on another seed" *
+          doctest::test_suite("hw")) {
   TempDir dir;
   BackendConfig c;
   c.cache_dir = dir.path;
-  auto b = backend_or_skip("x86_64", c);
-  if (!b) return;
+  BACKEND_OR_SKIP(b, "x86_64", c);
   ir::Program p = program_of(kSmall);
   Measurement first = b->measure(p, quick());
   REQUIRE_MESSAGE(first.ok(), first.error.value_or(""));
@@ -339,11 +340,11 @@ TEST_CASE("a cache hit returns cached=true with the stored time, and misses on a
   CHECK_FALSE(b->measure(p, quick(3)).cached);
 }
 
-TEST_CASE("clones are independent: a crash in one leaves the other's worker alone") {
+TEST_CASE("clones are independent: a crash in one leaves the other's worker alone" *
+          doctest::test_suite("hw")) {
   BackendConfig c;
   c.extra["inject"] = "segv:crashme";
-  auto a = backend_or_skip("x86_64", c);
-  if (!a) return;
+  BACKEND_OR_SKIP(a, "x86_64", c);
   auto b = a->clone();
   CHECK(b->name() == a->name());
   REQUIRE(a->measure(program_of(kSmall), quick()).ok());
@@ -377,9 +378,9 @@ TEST_CASE("capabilities follow the instruction set") {
   CHECK_FALSE(backends::make_backend("x86_64")->deterministic());
 }
 
-TEST_CASE("measurements record the compiler flags and respect the repetition bounds") {
-  auto b = backend_or_skip("x86_64");
-  if (!b) return;
+TEST_CASE("measurements record the compiler flags and respect the repetition bounds" *
+          doctest::test_suite("hw")) {
+  BACKEND_OR_SKIP(b, "x86_64");
   auto o = quick();
   o.min_reps = 4;
   o.max_reps = 6;
@@ -394,9 +395,8 @@ TEST_CASE("measurements record the compiler flags and respect the repetition bou
   CHECK(m.compile_s > 0);
 }
 
-TEST_CASE("an invalid program is an error record, not a crash") {
-  auto b = backend_or_skip("x86_64");
-  if (!b) return;
+TEST_CASE("an invalid program is an error record, not a crash" * doctest::test_suite("hw")) {
+  BACKEND_OR_SKIP(b, "x86_64");
   ir::Program p = program_of(kSmall);
   p.buffers[1].role = ir::Role::kInput;  // now nothing is an output and an input is written
   Measurement m = b->measure(p, quick());

@@ -254,7 +254,8 @@ TEST_CASE("fork gives an independent env in the same state") {
   CHECK_FALSE(r.info.error);
 }
 
-TEST_CASE("validate replays a state, reproduces its time and proves the semantics") {
+TEST_CASE("validate replays a state, reproduces its time and proves the semantics" *
+          doctest::test_suite("slow")) {
   auto e = make(small_config("perfdojo://suite/matmul-256"));
   e->reset(0);
   for (int i = 0; i < 5; ++i) e->step(first_legal(*e));

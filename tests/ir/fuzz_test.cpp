@@ -173,7 +173,8 @@ std::string contract_violation(const std::string& text) {
 
 }  // namespace
 
-TEST_CASE("mutated kernels are accepted or rejected with located diagnostics, never worse") {
+TEST_CASE("mutated kernels are accepted or rejected with located diagnostics, never worse" *
+          doctest::test_suite("slow")) {
   const auto seeds = corpus();
   REQUIRE(seeds.size() >= 2);
   for (const auto& seed : seeds) {

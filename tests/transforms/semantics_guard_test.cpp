@@ -38,7 +38,8 @@ std::optional<Action> random_legal_action(const ir::Program& p, const transforms
 
 }  // namespace
 
-TEST_CASE("random legal trajectories never change what a suite kernel computes") {
+TEST_CASE("random legal trajectories never change what a suite kernel computes" *
+          doctest::test_suite("slow")) {
   const int trajectories = env_int("PERFDOJO_GUARD_TRAJECTORIES", 200);
   const int max_steps = env_int("PERFDOJO_GUARD_STEPS", 30);
   const transforms::Target target;
