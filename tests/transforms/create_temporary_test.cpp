@@ -1,0 +1,129 @@
+// create_temporary: caches a region of a buffer in a new temporary. Its golden cases, one refusal
+// per legality reason (refused by check and by apply alike), and what it does when legal.
+#include <string>
+#include <vector>
+
+#include "transforms/transform_test_support.h"
+
+using namespace perfdojo;
+using namespace perfdojo::transforms_test;
+
+TEST_CASE("create_temporary replays its golden cases exactly and keeps every output" *
+          doctest::test_suite("golden")) {
+  check_golden_folder("create_temporary");
+}
+
+namespace {
+
+constexpr const char* kMatmul4x8x4 = R"(M = 4
+N = 8
+K = 4
+input A: f32[M, K]
+input B: f32[K, N]
+output C: f32[M, N] = 0
+
+M N K C[{0},{1}] += A[{0},{2}] * B[{2},{1}]
+)";
+
+}  // namespace
+
+TEST_CASE("create_temporary refuses a path or buffer that does not exist") {
+  require_refused(kMatmul4x8x4, "create_temporary 0.5 C", Reason::kNoSuchLocation);
+  require_refused(kMatmul4x8x4, "create_temporary 0.0 Z", Reason::kNoSuchLocation, "Z");
+}
+
+TEST_CASE("create_temporary refuses a statement as its location") {
+  require_refused(kMatmul4x8x4, "create_temporary 0.0.0.0 C", Reason::kNotAScope);
+}
+
+TEST_CASE("create_temporary refuses a buffer the scope does not use") {
+  require_refused(R"(N = 8
+input x: f32[N]
+output y: f32[N]
+output z: f32[N]
+
+N y[{0}] = x[{0}]
+N z[{0}] = x[{0}] * 2
+)",
+                  "create_temporary 0 z", Reason::kNothingToDo, "z");
+}
+
+TEST_CASE("create_temporary refuses accesses with different indices") {
+  // y[{0}] and y[{0}+1]: two elements per iteration whose overlap across iterations the copy
+  // nests could not keep apart.
+  require_refused(R"(N = 8
+input x: f32[N]
+output y: f32[9] = 0
+
+N y[{0}] += x[{0}]
+| y[{0}+1] += x[{0}]
+)",
+                  "create_temporary 0 y", Reason::kIrregularAccess, "y");
+}
+
+TEST_CASE("create_temporary refuses an inner iterator in two dimensions or two in one") {
+  // The diagonal: {1} in both dimensions.
+  require_refused(R"(M = 4
+N = 8
+input x: f32[M, N]
+output y: f32[N, N] = 0
+
+M N y[{1},{1}] += x[{0},{1}]
+)",
+                  "create_temporary 0 y", Reason::kIrregularAccess, "y");
+  // A window: {1}+{2} in one dimension maps distinct iterations to one element.
+  require_refused(R"(N = 8
+input x: f32[7]
+output y: f32[N] = 0
+
+N 4 4 y[{0}] += x[{1}+{2}]
+)",
+                  "create_temporary 0 x", Reason::kIrregularAccess, "x");
+}
+
+TEST_CASE("create_temporary refuses scopes whose iterations may run concurrently") {
+  const ir::Program par = apply_all(load(kMatmul4x8x4), {"parallelize 0"});
+  // The temporary would be one storage shared by all threads of the parallel rows.
+  require_refused(par, "create_temporary 0.0 C", Reason::kAnnotated, "C");
+  require_refused(par, "create_temporary 0 C", Reason::kAnnotated, "C");
+  const ir::Program vec = apply_all(load(kMatmul4x8x4), {"swap_scopes 0.0", "vectorize 0.0.0 8"});
+  require_refused(vec, "create_temporary 0.0.0 C", Reason::kAnnotated, "C");
+}
+
+TEST_CASE("create_temporary caches an input row without writing it back") {
+  const ir::Program p = load(kMatmul4x8x4);
+  const ir::Program q = apply_all(p, {"create_temporary 0 A"});
+  CHECK(q.find_buffer("A_t0") != nullptr);
+  CHECK(q.find_buffer("A_t0")->shape == std::vector<int64_t>{4});
+  // Copy-in nest, the old body: two children more would mean a copy-out.
+  CHECK(q.body[0]->body.size() == 2);
+  require_same_outputs(p, q);
+}
+
+TEST_CASE("create_temporary skips the copy-in only when one plain store covers the region") {
+  // Write-only and the first nest stores the whole 4-wide region: no copy-in.
+  const ir::Program p = load(R"(M = 4
+N = 8
+input x: f32[M, N]
+output y: f32[M, N] = 3
+
+M 4 y[{0},{1}] = x[{0},{1}]
+| 2 y[{0},{1}] = x[{0},{1}] * 2
+)");
+  const ir::Program q = apply_all(p, {"create_temporary 0 y"});
+  CHECK(q.find_buffer("y_t0")->shape == std::vector<int64_t>{4});
+  CHECK(q.body[0]->body.size() == 3);  // two nests, copy-out
+  require_same_outputs(p, q);
+  // Neither nest stores the whole 4 x 4 region: element (3, 3) keeps its 3 through the copy-in.
+  const ir::Program p2 = load(R"(M = 2
+input x: f32[M, 4, 4]
+output y: f32[M, 4, 4] = 3
+
+M 4 2 y[{0},{1},{2}] = x[{0},{1},{2}]
+| 2 4 y[{0},{1},{2}] = x[{0},{1},{2}] * 2
+)");
+  const ir::Program q2 = apply_all(p2, {"create_temporary 0 y"});
+  CHECK(q2.find_buffer("y_t0")->shape == (std::vector<int64_t>{4, 4}));
+  CHECK(q2.body[0]->body.size() == 4);  // copy-in, two nests, copy-out
+  require_same_outputs(p2, q2);
+}
