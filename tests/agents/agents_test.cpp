@@ -66,7 +66,7 @@ AgentObs observation_of(const std::string& kernel, const AgentConfig& c) {
 
 }  // namespace
 
-TEST_CASE("training on a tiny kernel with a fixed seed lowers the TD loss") {
+TEST_CASE("training on a tiny kernel with a fixed seed lowers the TD loss" * doctest::test_suite("slow")) {
   TrainSummary s = train(tiny_config(temp_dir("loss")), quiet());
   REQUIRE_MESSAGE(s.error.empty(), s.error);
   CHECK(s.global_step == 1200);
@@ -80,7 +80,7 @@ TEST_CASE("training on a tiny kernel with a fixed seed lowers the TD loss") {
   CHECK(fs::exists(s.checkpoint_path));
 }
 
-TEST_CASE("a fixed seed and step budget reproduce the run exactly") {
+TEST_CASE("a fixed seed and step budget reproduce the run exactly" * doctest::test_suite("slow")) {
   AgentConfig c = tiny_config(temp_dir("repro_a"));
   c.total_steps = 400;
   TrainSummary a = train(c, quiet());
@@ -191,7 +191,7 @@ TEST_CASE("a corrupt, truncated, foreign or mismatched checkpoint is refused wit
   CHECK(refused.error.find("checksum") != std::string::npos);
 }
 
-TEST_CASE("resume continues from the checkpoint's counters") {
+TEST_CASE("resume continues from the checkpoint's counters" * doctest::test_suite("slow")) {
   AgentConfig c = tiny_config(temp_dir("resume"));
   c.total_steps = 250;
   TrainSummary first = train(c, quiet());
