@@ -66,7 +66,8 @@ AgentObs observation_of(const std::string& kernel, const AgentConfig& c) {
 
 }  // namespace
 
-TEST_CASE("training on a tiny kernel with a fixed seed lowers the TD loss" * doctest::test_suite("slow")) {
+TEST_CASE("training on a tiny kernel with a fixed seed lowers the TD loss" *
+          doctest::test_suite("slow")) {
   TrainSummary s = train(tiny_config(temp_dir("loss")), quiet());
   REQUIRE_MESSAGE(s.error.empty(), s.error);
   CHECK(s.global_step == 1200);
