@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "transforms/analysis.h"
+#include "transforms/mask_summary.h"
 
 namespace perfdojo::transforms {
 namespace {
@@ -49,7 +50,26 @@ Legality check_reuse_buffers(const ir::Program& p, const Action& a, const Target
   return {Reason::kLifetimesOverlap, y->name, {}};
 }
 
-ir::Program apply_reuse_buffers(const ir::Program& p, const Action& a, const Target&) {
+Precheck precheck_reuse_buffers(MaskSummary& sum, const MaskSite& at,
+                                 std::span<const int64_t> params) {
+  const ir::Program& p = sum.program();
+  const int bx = at.buffer, by = at.buffer2;
+  // Only a temporary can take another's storage: that decides the whole row.
+  if (by < 0) return sum.summarised(bx) && p.buffers[bx].role != ir::Role::kTemp ? Precheck{} : check_all(params);
+  if (!sum.summarised(bx) || !sum.summarised(by)) return check_all(params);
+  const ir::BufferDecl& x = p.buffers[bx];
+  const ir::BufferDecl& y = p.buffers[by];
+  if (x.role != ir::Role::kTemp || y.role != ir::Role::kTemp || x.dtype != y.dtype ||
+      x.shape != y.shape || y.init)
+    return {};
+  const auto [fx, lx] = sum.live_range(bx);
+  const auto [fy, ly] = sum.live_range(by);
+  if (fx < 0 || fy < 0 || lx < fy || (ly < fx && !x.init)) return check_all(params);
+  return {};
+}
+
+ir::Program apply_reuse_buffers(const ir::Program& p, const Action& a, const Target& t) {
+  PERFDOJO_EXPECT_LEGAL(check_reuse_buffers, p, a, t);
   ir::Program q = p;
   for (auto& n : q.body) {
     if (!uses_buffer(n, a.buffer2)) continue;

@@ -1,8 +1,30 @@
 #include "transforms/transform.h"
 
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
 #include "transforms/analysis.h"
 
 namespace perfdojo::transforms {
+
+namespace {
+// On from the start when the environment says PERFDOJO_INTERNAL_CHECKS=1 (the tests do).
+bool checks_from_environment() {
+  const char* v = std::getenv("PERFDOJO_INTERNAL_CHECKS");
+  return v && std::strcmp(v, "0") != 0 && *v != '\0';
+}
+std::atomic<bool> g_internal_checks{checks_from_environment()};
+}  // namespace
+
+bool set_internal_checks(bool on) { return g_internal_checks.exchange(on); }
+bool internal_checks() { return g_internal_checks.load(std::memory_order_relaxed); }
+
+void expect_legal(const Legality& l, const Action& a, const char* where) {
+  if (l.ok()) return;
+  throw InternalError(std::string("internal error: ") + where + " reached for an illegal action: " +
+                      print_action(a) + " (" + reason_name(l.reason) + ")");
+}
 
 Legality scope_location(const ir::Program& p, const Path& path, const ir::Node** scope,
                         const ProgramIndex* index) {
