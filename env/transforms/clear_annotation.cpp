@@ -17,7 +17,7 @@ Precheck precheck_clear_annotation(MaskSummary& sum, const MaskSite& at,
                                    std::span<const int64_t> params) {
   // The whole check.
   if (sum.scope(at.scope).annot == ir::Annot::kNone) return {};
-  return {static_cast<uint16_t>((1u << params.size()) - 1), 0};
+  return {low_bits(static_cast<int>(params.size())), 0};
 }
 
 ir::Program apply_clear_annotation(const ir::Program& p, const Action& a, const Target& t) {

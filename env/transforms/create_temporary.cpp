@@ -220,15 +220,18 @@ Legality check_create_temporary(const ir::Program& p, const Action& a, const Tar
 
 Precheck precheck_create_temporary(MaskSummary& sum, const MaskSite& at,
                                     std::span<const int64_t> params) {
-  // The whole check for the first 64 buffers: it reads the scope's annotation and those
+  // Asked a row at a time (every buffer at the scope); a buffer past the summary is left to the
+  // check. For the others this is the whole check: it reads the scope's annotation and those
   // enclosing it, and the one index every access of the buffer in the scope uses.
-  if (!sum.summarised(at.buffer)) return check_all(params);
+  if (at.buffer >= 0) return check_all(params);
   if (!temporary_scope_annot(sum.scope(at.scope).annot) || sum.shared_above(at.scope)) return {};
   const MaskSummary::Uses& u = sum.uses(at.scope);
-  const uint64_t bit = uint64_t{1} << at.buffer;
-  if (!(u.used & bit) || (u.irregular & bit)) return {};
-  if (!inner_iterators(sum.first_index(at.buffer), sum.depth(at.scope), nullptr)) return {};
-  return {static_cast<uint16_t>((1u << params.size()) - 1), 0};
+  Precheck out;
+  for (uint64_t regular = u.used & ~u.irregular; regular; regular &= regular - 1) {
+    const int b = __builtin_ctzll(regular);
+    if (inner_iterators(sum.first_index(b), sum.depth(at.scope), nullptr)) out.legal |= uint64_t{1} << b;
+  }
+  return out;
 }
 
 ir::Program apply_create_temporary(const ir::Program& p, const Action& a, const Target& t) {

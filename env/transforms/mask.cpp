@@ -58,14 +58,23 @@ constexpr KindList kPairKinds = kinds_at(LocKind::kBufferPair);
 constexpr KindList kScopeBufferKinds = kinds_at(LocKind::kScopeBuffer);
 constexpr uint32_t kNextKinds = kinds_reading(Reads::kNextSibling);
 constexpr uint32_t kParentKinds = kinds_reading(Reads::kParent);
+constexpr uint32_t bits_of(const KindList& kinds) {
+  uint32_t bits = 0;
+  for (Kind k : kinds) bits |= uint32_t{1} << static_cast<int>(k);
+  return bits;
+}
+// The kinds decided at a scope slot, and at a node slot.
+constexpr uint32_t kAtScope = bits_of(kinds_at(LocKind::kScope)) | bits_of(kinds_at(LocKind::kScopeBuffer));
+constexpr uint32_t kAtNode = bits_of(kinds_at(LocKind::kNode));
 static_assert(kNumKinds <= 32, "NodeVerdicts::done holds one bit per kind");
 static_assert(
     [] {
-      for (Kind k : kScopeBufferKinds)
-        if (kParamOf[static_cast<int>(k)] != ParamKind::kNone) return false;
+      for (const KindList* list : {&kScopeBufferKinds, &kPairKinds})
+        for (Kind k : *list)
+          if (kParamOf[static_cast<int>(k)] != ParamKind::kNone) return false;
       return true;
     }(),
-    "the memo keeps one verdict per (scope, buffer): such kinds take no parameter");
+    "scope + buffer and pair kinds are asked a row at a time, a bit per buffer: no parameter");
 
 // What MaskMemo remembers of one node: the verdicts of the kinds located at it.
 struct NodeVerdicts {
@@ -230,21 +239,29 @@ class MaskPass {
   }
 
  private:
-  // The legal parameters of kind k at `site`: the precheck's verdicts, and the full check for
-  // those it leaves open. `locate` fills the action's location, once, before the first check.
+  // The legal bits of `pc`: those it decided, and those of its open ones whose full check
+  // passes. `at(i)` locates the action for bit i and returns its parameter value.
+  template <class At>
+  uint64_t resolve(Kind k, const Precheck& pc, At&& at) {
+    uint64_t bits = pc.legal;
+    for (uint64_t open = pc.check & ~pc.legal; open; open &= open - 1) {
+      const int i = __builtin_ctzll(open);
+      a_.param = at(i);
+      a_.kind = k;
+      if (check(p_, a_, space_.target(), *ix_).ok()) bits |= uint64_t{1} << i;
+    }
+    return bits;
+  }
+
+  // The legal parameters of kind k at `site`. `locate` fills the action's location.
   template <class Locate>
   uint16_t decide(Kind k, const MaskSite& site, Locate&& locate) {
     const std::vector<int64_t>& params = space_.params(k);
-    const Precheck pc = registry()[static_cast<int>(k)].precheck(*sum_, site, params);
-    uint16_t bits = pc.legal;
-    if (pc.check) locate();
-    for (unsigned open = pc.check; open; open &= open - 1) {
-      const int i = __builtin_ctz(open);
-      a_.kind = k;
-      a_.param = params[i];
-      if (check(p_, a_, space_.target(), *ix_).ok()) bits |= uint16_t{1} << i;
-    }
-    return bits;
+    const Precheck pc = rows_[static_cast<int>(k)].precheck(*sum_, site, params);
+    return static_cast<uint16_t>(resolve(k, pc, [&](int i) {
+      locate();
+      return params[i];
+    }));
   }
 
   // The action located at node n (its path), a scope or statement location; once per node.
@@ -266,7 +283,9 @@ class MaskPass {
   }
 
   NodeVerdicts& verdicts(int n);
-  void sync_neighbours(NodeVerdicts& v, int n);
+  void sync_neighbours(NodeVerdicts& v, int n, uint32_t kinds);
+  void sync_next(NodeVerdicts& v, int n);
+  void sync_parent(NodeVerdicts& v, int n);
   void scope_slot(int s);
   void node_kinds(const KindList& kinds, NodeVerdicts& v, const MaskSite& site, int slot);
   void scope_buffer_kind(int j, Kind k, int s, NodeVerdicts& v);
@@ -275,6 +294,7 @@ class MaskPass {
   void pairs(Kind k);
 
   const FlatActionSpace& space_;
+  const TransformInfo* rows_ = registry().data();
   const ir::Program& p_;
   MaskMemo::Impl* mem_;
   std::vector<uint8_t>& m_;
@@ -314,15 +334,23 @@ NodeVerdicts& MaskPass::verdicts(int n) {
   return v;
 }
 
-// Forgets the verdicts of kinds whose check reads a neighbour that changed.
-void MaskPass::sync_neighbours(NodeVerdicts& v, int n) {
+// Forgets the verdicts of `kinds` whose check reads a neighbour that changed.
+void MaskPass::sync_neighbours(NodeVerdicts& v, int n, uint32_t kinds) {
   if (!mem_) return;  // fresh verdicts: nothing decided yet
+  if (kinds & kNextKinds) sync_next(v, n);
+  if (kinds & kParentKinds) sync_parent(v, n);
+}
+
+void MaskPass::sync_next(NodeVerdicts& v, int n) {
   const int next = ix_->node(n).next;
   const ir::Node* next_now = next >= 0 ? ix_->node(next).node : nullptr;
   if (v.next.get() != next_now) {
     v.next = next >= 0 ? held(next) : nullptr;
     v.done &= ~kNextKinds;
   }
+}
+
+void MaskPass::sync_parent(NodeVerdicts& v, int n) {
   const int parent = ix_->node(n).parent;
   const ir::Node* parent_now = parent >= 0 ? ix_->node(parent).node : nullptr;
   const int index = ix_->path(n).back();
@@ -350,39 +378,40 @@ void MaskPass::node_kinds(const KindList& kinds, NodeVerdicts& v, const MaskSite
 void MaskPass::scope_slot(int s) {
   const int n = ix_->scopes()[s];
   NodeVerdicts& v = verdicts(n);
-  sync_neighbours(v, n);
+  sync_neighbours(v, n, kAtScope);
   node_kinds(kScopeKinds, v, MaskSite{s, n, -1, -1}, s);
   for (int j = 0; j < kScopeBufferKinds.n; ++j) scope_buffer_kind(j, kScopeBufferKinds.kinds[j], s, v);
 }
 
-// A kind at (scope slot s, each buffer): the summarised buffers' verdicts are remembered by
-// buffer position in the memo's name list; later buffers are decided every time.
+// A kind at (scope slot s, each buffer): the summarised buffers are asked as one row and
+// their verdicts remembered by buffer position in the memo's name list; later buffers are
+// decided one by one every time.
 void MaskPass::scope_buffer_kind(int j, Kind kind, int s, NodeVerdicts& v) {
   const int n = ix_->scopes()[s];
-  uint8_t* out = m_.data() + space_.offset(kind) + s * space_.config().max_buffers;
-  auto at = [&](int b) {
-    auto locate = [&] {
-      locate_node(n);
-      a_.buffer = p_.buffers[b].name;
-    };
-    const bool legal = decide(kind, MaskSite{s, n, b, -1}, locate) != 0;
-    a_.buffer.clear();
-    return legal;
+  const std::vector<int64_t>& params = space_.params(kind);
+  auto at_buffer = [&](int b) {
+    locate_node(n);
+    a_.buffer = p_.buffers[b].name;
+    return params[0];
   };
   const int known_limit = std::min(nb_, sum_->summarised_buffers());
-  const uint64_t all = known_limit >= 64 ? ~uint64_t{0} : (uint64_t{1} << known_limit) - 1;
-  for (uint64_t need = all & ~v.pair_known[j]; need; need &= need - 1) {
-    const int b = __builtin_ctzll(need);
-    if (at(b)) v.pair_ok[j] |= uint64_t{1} << b;
+  const uint64_t all = low_bits(known_limit);
+  if (all & ~v.pair_known[j]) {
+    Precheck row = rows_[static_cast<int>(kind)].precheck(*sum_, MaskSite{s, n, -1, -1}, params);
+    row.legal &= all;
+    row.check &= all;
+    v.pair_ok[j] = resolve(kind, row, at_buffer);
+    v.pair_known[j] = all;
   }
-  v.pair_known[j] |= all;
+  uint8_t* out = m_.data() + space_.offset(kind) + s * space_.config().max_buffers;
   for (uint64_t ok = v.pair_ok[j] & all; ok; ok &= ok - 1) out[__builtin_ctzll(ok)] = 1;
-  for (int b = known_limit; b < nb_; ++b) out[b] = at(b);
+  for (int b = known_limit; b < nb_; ++b) out[b] = decide(kind, MaskSite{s, n, b, -1}, [&] { at_buffer(b); }) != 0;
+  a_.buffer.clear();
 }
 
 void MaskPass::node_slot(int n) {
   NodeVerdicts& v = verdicts(n);
-  sync_neighbours(v, n);
+  sync_neighbours(v, n, kAtNode);
   node_kinds(kNodeKinds, v, MaskSite{-1, n, -1, -1}, n);
 }
 
@@ -428,23 +457,30 @@ void MaskPass::buffer_slot(int b) {
   }
 }
 
-// A pair kind at every pair (i, j), i < j: never remembered (it compares two live ranges).
+// A pair kind at every pair (i, j), i < j, a row at a time; never remembered (it compares
+// two live ranges).
 void MaskPass::pairs(Kind kind) {
   const std::vector<int64_t>& params = space_.params(kind);
-  const int np = static_cast<int>(params.size());
+  const int limit = std::min(nb_, sum_->summarised_buffers());
+  const int offset = space_.offset(kind);
   for (int i = 0; i < nb_; ++i) {
-    const Precheck row = registry()[static_cast<int>(kind)].precheck(*sum_, {-1, -1, i, -1}, params);
-    if (!row.legal && !row.check) continue;
-    for (int j = i + 1; j < nb_; ++j) {
-      auto locate = [&] {
-        located_ = -1;
-        a_.path.clear();
-        a_.buffer = p_.buffers[i].name;
-        a_.buffer2 = p_.buffers[j].name;
-      };
-      const uint16_t bits = decide(kind, MaskSite{-1, -1, i, j}, locate);
-      set_legal(m_.data() + space_.offset(kind) + space_.pair_slot(i, j) * np, bits);
+    auto at_pair = [&](int j) {
+      located_ = -1;
+      a_.path.clear();
+      a_.buffer = p_.buffers[i].name;
+      a_.buffer2 = p_.buffers[j].name;
+      return params[0];
+    };
+    if (i < limit) {
+      Precheck row = rows_[static_cast<int>(kind)].precheck(*sum_, MaskSite{-1, -1, i, -1}, params);
+      const uint64_t partners = low_bits(limit) & ~low_bits(i + 1);
+      row.legal &= partners;
+      row.check &= partners;
+      for (uint64_t ok = resolve(kind, row, at_pair); ok; ok &= ok - 1)
+        m_[offset + space_.pair_slot(i, __builtin_ctzll(ok))] = 1;
     }
+    for (int j = std::max(i + 1, limit); j < nb_; ++j)
+      m_[offset + space_.pair_slot(i, j)] = decide(kind, MaskSite{-1, -1, i, j}, [&] { at_pair(j); }) != 0;
   }
 }
 

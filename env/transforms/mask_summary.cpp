@@ -99,8 +99,7 @@ const std::vector<bool>& MaskSummary::single_iterator_dims(int b) {
   return bs.dim_ok;
 }
 
-const MaskSummary::Uses& MaskSummary::uses(int s) {
-  if (uses_slot_ == s) return uses_;
+const MaskSummary::Uses& MaskSummary::make_uses(int s) {
   uses_slot_ = s;
   const ProgramIndex::NodeInfo& info = ix_->node(ix_->scopes()[s]);
   first_.assign(buffers_.size(), nullptr);

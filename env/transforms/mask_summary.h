@@ -65,12 +65,13 @@ class MaskSummary {
     uint64_t irregular = 0;
   };
   /// The uses of scope slot `s`, made on demand and kept for the last slot asked.
-  const Uses& uses(int s);
+  const Uses& uses(int s) { return uses_slot_ == s ? uses_ : make_uses(s); }
   /// For the last slot given to uses(): the index of the first access of buffer b in it.
   const std::vector<ir::Affine>& first_index(int b) const { return *first_[b]; }
 
  private:
   void site(int si, int b);
+  const Uses& make_uses(int s);
 
   struct ScopeSummary {
     const ir::Node* node = nullptr;

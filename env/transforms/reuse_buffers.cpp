@@ -52,20 +52,25 @@ Legality check_reuse_buffers(const ir::Program& p, const Action& a, const Target
 
 Precheck precheck_reuse_buffers(MaskSummary& sum, const MaskSite& at,
                                  std::span<const int64_t> params) {
+  // Asked a row at a time (buffer x with every later y); a pair past the summary is left to the
+  // check.
+  if (at.buffer2 >= 0) return check_all(params);
   const ir::Program& p = sum.program();
-  const int bx = at.buffer, by = at.buffer2;
-  // Only a temporary can take another's storage: that decides the whole row.
-  if (by < 0) return sum.summarised(bx) && p.buffers[bx].role != ir::Role::kTemp ? Precheck{} : check_all(params);
-  if (!sum.summarised(bx) || !sum.summarised(by)) return check_all(params);
+  const int bx = at.buffer;
   const ir::BufferDecl& x = p.buffers[bx];
-  const ir::BufferDecl& y = p.buffers[by];
-  if (x.role != ir::Role::kTemp || y.role != ir::Role::kTemp || x.dtype != y.dtype ||
-      x.shape != y.shape || y.init)
-    return {};
+  // Only a temporary can take another's storage.
+  if (x.role != ir::Role::kTemp) return {};
   const auto [fx, lx] = sum.live_range(bx);
-  const auto [fy, ly] = sum.live_range(by);
-  if (fx < 0 || fy < 0 || lx < fy || (ly < fx && !x.init)) return check_all(params);
-  return {};
+  Precheck out;
+  const int n = sum.summarised_buffers();
+  for (int by = bx + 1; by < n; ++by) {
+    const ir::BufferDecl& y = p.buffers[by];
+    if (y.role != ir::Role::kTemp || x.dtype != y.dtype || x.shape != y.shape || y.init) continue;
+    const auto [fy, ly] = sum.live_range(by);
+    // Live one after the other (an initial value of x would be lost when y comes first).
+    if (fx < 0 || fy < 0 || lx < fy || (ly < fx && !x.init)) out.check |= uint64_t{1} << by;
+  }
+  return out;
 }
 
 ir::Program apply_reuse_buffers(const ir::Program& p, const Action& a, const Target& t) {

@@ -137,7 +137,7 @@ Precheck precheck_shrink_buffer(MaskSummary& sum, const MaskSite& at,
   Precheck out;
   for (size_t i = 0; i < params.size(); ++i)
     if (params[i] >= 0 && params[i] < static_cast<int64_t>(d.shape.size()) && single[params[i]])
-      out.check |= 1u << i;
+      out.check |= uint64_t{1} << i;
   return out;
 }
 

@@ -27,7 +27,7 @@ Precheck precheck_split_scope(MaskSummary& sum, const MaskSite& at,
   const auto children = static_cast<int64_t>(sum.scope(at.scope).body.size());
   Precheck out;
   for (size_t i = 0; i < params.size(); ++i)
-    if (params[i] >= 1 && params[i] < children) out.check |= 1u << i;
+    if (params[i] >= 1 && params[i] < children) out.check |= uint64_t{1} << i;
   return out;
 }
 

@@ -100,9 +100,9 @@ Precheck precheck_swap_buffer_dims(MaskSummary& sum, const MaskSite& at,
   for (size_t i = 0; i < params.size(); ++i) {
     if (params[i] < 0 || params[i] + 1 >= static_cast<int64_t>(d.shape.size())) continue;
     if (!decides)
-      out.check |= 1u << i;
+      out.check |= uint64_t{1} << i;
     else if (sum.accessed(at.buffer))
-      out.legal |= 1u << i;
+      out.legal |= uint64_t{1} << i;
   }
   return out;
 }

@@ -22,7 +22,7 @@ Precheck precheck_tile_scope(MaskSummary& sum, const MaskSite& at,
   Precheck out;
   if (s.annot != ir::Annot::kNone) return out;
   for (size_t i = 0; i < params.size(); ++i)
-    if (params[i] > 1 && params[i] < s.extent && s.extent % params[i] == 0) out.legal |= 1u << i;
+    if (params[i] > 1 && params[i] < s.extent && s.extent % params[i] == 0) out.legal |= uint64_t{1} << i;
   return out;
 }
 

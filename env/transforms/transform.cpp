@@ -9,16 +9,29 @@
 namespace perfdojo::transforms {
 
 namespace {
-// On from the start when the environment says PERFDOJO_INTERNAL_CHECKS=1 (the tests do).
+// PERFDOJO_INTERNAL_CHECKS=1 in the environment turns them on (the tests' main sets it).
 bool checks_from_environment() {
   const char* v = std::getenv("PERFDOJO_INTERNAL_CHECKS");
-  return v && std::strcmp(v, "0") != 0 && *v != '\0';
+  return v && *v != '\0' && std::strcmp(v, "0") != 0;
 }
-std::atomic<bool> g_internal_checks{checks_from_environment()};
+// -1 until the environment is read, at the first use (after main has started).
+std::atomic<int> g_internal_checks{-1};
 }  // namespace
 
-bool set_internal_checks(bool on) { return g_internal_checks.exchange(on); }
-bool internal_checks() { return g_internal_checks.load(std::memory_order_relaxed); }
+bool internal_checks() {
+  int on = g_internal_checks.load(std::memory_order_relaxed);
+  if (on < 0) {
+    on = checks_from_environment();
+    g_internal_checks.store(on, std::memory_order_relaxed);
+  }
+  return on != 0;
+}
+
+bool set_internal_checks(bool on) {
+  const bool before = internal_checks();
+  g_internal_checks.store(on, std::memory_order_relaxed);
+  return before;
+}
 
 void expect_legal(const Legality& l, const Action& a, const char* where) {
   if (l.ok()) return;

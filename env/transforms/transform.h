@@ -30,8 +30,12 @@ using ApplyFn = ir::Program (*)(const ir::Program&, const Action&, const Target&
 
 /// A candidate's location as the flat mask addresses it; -1 where the kind has none. A scope is
 /// named by its scope slot (pre-order position among scopes) and its node index in the
-/// summary's ProgramIndex; a node by its node index; buffers by declaration index. A pair
-/// kind is first asked with `buffer2 == -1` (any partner): an empty answer skips the row.
+/// summary's ProgramIndex; a node by its node index; buffers by declaration index.
+///
+/// Kinds located at a scope and a buffer, or at a buffer pair, take no parameter and are asked
+/// a row at a time: with `buffer == -1` (every buffer at the scope), resp. `buffer2 == -1`
+/// (every partner j > buffer), bit b of the answer is about buffer b (b < 64; the mask asks
+/// again with the buffer named for the others).
 struct MaskSite {
   int scope = -1;
   int node = -1;
@@ -39,25 +43,29 @@ struct MaskSite {
   int buffer2 = -1;
 };
 
-/// A precheck's answer, bit i for the kind's i-th parameter value: `legal` is decided legal,
-/// `check` is left to the full check, a bit in neither is decided illegal.
+/// A precheck's answer, bit i for the kind's i-th parameter value (or, for a row, buffer i):
+/// `legal` is decided legal, `check` is left to the full check, a bit in neither is decided
+/// illegal.
 struct Precheck {
-  uint16_t legal = 0;
-  uint16_t check = 0;
+  uint64_t legal = 0;
+  uint64_t check = 0;
 };
 
-/// The most parameter values a kind may have (the bits of a Precheck).
+/// The most parameter values a kind may have.
 inline constexpr int kMaxParams = 16;
 
-/// Verdicts of one kind at one location for each of `params` (at most kMaxParams), from a
-/// summary of the program. Never decides legal what check refuses or illegal what it accepts
-/// (a tested invariant). It sees no target: what depends on the target is left to the check.
+/// Verdicts of one kind at one location (or one row) for each of `params` (at most
+/// kMaxParams), from a summary of the program. Never decides legal what check refuses or
+/// illegal what it accepts (a tested invariant). It sees no target: what depends on the target
+/// is left to the check.
 using PrecheckFn = Precheck (*)(MaskSummary& summary, const MaskSite& site,
                                 std::span<const int64_t> params);
 
+/// The low `n` bits.
+inline constexpr uint64_t low_bits(int n) { return n >= 64 ? ~uint64_t{0} : (uint64_t{1} << n) - 1; }
 /// Every parameter left to the full check: the precheck of a kind that knows nothing cheap.
 inline Precheck check_all(std::span<const int64_t> params) {
-  return {0, static_cast<uint16_t>((1u << params.size()) - 1)};
+  return {0, low_bits(static_cast<int>(params.size()))};
 }
 
 /// Thrown by PERFDOJO_EXPECT_LEGAL: our bug, not the caller's.
@@ -65,8 +73,8 @@ struct InternalError : std::logic_error {
   using std::logic_error::logic_error;
 };
 /// Whether apply_X re-checks legality (PERFDOJO_EXPECT_LEGAL). Off by default (the check costs
-/// as much as a mask entry); on from the start when the environment has
-/// PERFDOJO_INTERNAL_CHECKS=1, as the tests set it. Returns the previous setting.
+/// as much as a mask entry); on when the environment has PERFDOJO_INTERNAL_CHECKS=1 at the
+/// first use, as the tests' main sets it. set_ returns the previous setting.
 bool set_internal_checks(bool on);
 bool internal_checks();
 /// Throws InternalError naming `a` when `l` refuses it.

@@ -23,7 +23,7 @@ Precheck precheck_unroll(MaskSummary& sum, const MaskSite& at, std::span<const i
   if (s.annot != ir::Annot::kNone) return out;
   for (size_t i = 0; i < params.size(); ++i) {
     const int64_t f = params[i];
-    if (f > 1 && f <= kMaxUnroll && f <= s.extent && s.extent % f == 0) out.legal |= 1u << i;
+    if (f > 1 && f <= kMaxUnroll && f <= s.extent && s.extent % f == 0) out.legal |= uint64_t{1} << i;
   }
   return out;
 }

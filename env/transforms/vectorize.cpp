@@ -56,7 +56,7 @@ Precheck precheck_vectorize(MaskSummary& sum, const MaskSite& at,
   Precheck out;
   if (s.annot != ir::Annot::kNone || !sum.innermost(at.scope)) return out;
   for (size_t i = 0; i < params.size(); ++i)
-    if (params[i] > 0 && s.extent % params[i] == 0) out.check |= 1u << i;
+    if (params[i] > 0 && s.extent % params[i] == 0) out.check |= uint64_t{1} << i;
   return out;
 }
 
