@@ -9,10 +9,11 @@ struct KindInfo {
   const char* name;
   LocKind loc;
   ParamKind param;
+  Reads reads;
 };
 
 constexpr KindInfo kKinds[] = {
-#define PERFDOJO_X(e, n, l, p) {n, LocKind::l, ParamKind::p},
+#define PERFDOJO_X(e, n, l, p, r) {#n, LocKind::l, ParamKind::p, Reads::r},
     PERFDOJO_TRANSFORM_KINDS(PERFDOJO_X)
 #undef PERFDOJO_X
 };
@@ -71,6 +72,7 @@ bool is_name(const std::string& s) {
 const char* kind_name(Kind k) { return kKinds[static_cast<int>(k)].name; }
 LocKind loc_kind(Kind k) { return kKinds[static_cast<int>(k)].loc; }
 ParamKind param_kind(Kind k) { return kKinds[static_cast<int>(k)].param; }
+Reads reads(Kind k) { return kKinds[static_cast<int>(k)].reads; }
 
 const char* reason_name(Reason r) {
   switch (r) {

@@ -15,34 +15,40 @@
 
 namespace perfdojo::transforms {
 
-// X(enum name, text name, location kind, parameter kind)
-#define PERFDOJO_TRANSFORM_KINDS(X)                                  \
-  X(kTileScope, "tile_scope", kScope, kFactor)                       \
-  X(kJoinNested, "join_nested", kScope, kNone)                       \
-  X(kSwapScopes, "swap_scopes", kScope, kNone)                       \
-  X(kJoinScopes, "join_scopes", kScope, kNone)                       \
-  X(kSplitScope, "split_scope", kScope, kIndex)                      \
-  X(kMoveStatement, "move_statement", kNode, kNone)                  \
-  X(kVectorize, "vectorize", kScope, kWidth)                         \
-  X(kUnroll, "unroll", kScope, kFactor)                              \
-  X(kParallelize, "parallelize", kScope, kNone)                      \
-  X(kCreateTemporary, "create_temporary", kScopeBuffer, kNone)       \
-  X(kReuseBuffers, "reuse_buffers", kBufferPair, kNone)              \
-  X(kShrinkBuffer, "shrink_buffer", kBuffer, kIndex)                 \
-  X(kInlineTemporary, "inline_temporary", kBuffer, kNone)            \
-  X(kHoist, "hoist", kNode, kNone)                                   \
-  X(kSwapBufferDims, "swap_buffer_dims", kBuffer, kIndex)
+// The registry: one row per transformation, in id order. A row names the kind's file pair
+// (`NAME.h`/`NAME.cpp`, defining check_NAME, precheck_NAME and apply_NAME), what its location
+// and parameter are, and what its check reads besides its location (how long the mask may
+// remember a verdict, see Reads). Adding a transformation = its file pair, its tests, one row.
+//
+// X(enum name, file and function name, location kind, parameter kind, what the check reads)
+#define PERFDOJO_TRANSFORM_KINDS(X)                                       \
+  X(kTileScope, tile_scope, kScope, kFactor, kSubtree)                    \
+  X(kJoinNested, join_nested, kScope, kNone, kSubtree)                    \
+  X(kSwapScopes, swap_scopes, kScope, kNone, kSubtree)                    \
+  X(kJoinScopes, join_scopes, kScope, kNone, kNextSibling)                \
+  X(kSplitScope, split_scope, kScope, kIndex, kSubtree)                   \
+  X(kMoveStatement, move_statement, kNode, kNone, kNextSibling)           \
+  X(kVectorize, vectorize, kScope, kWidth, kSubtree)                      \
+  X(kUnroll, unroll, kScope, kFactor, kSubtree)                           \
+  X(kParallelize, parallelize, kScope, kNone, kSubtree)                   \
+  X(kCreateTemporary, create_temporary, kScopeBuffer, kNone, kSubtree)    \
+  X(kReuseBuffers, reuse_buffers, kBufferPair, kNone, kEverything)        \
+  X(kShrinkBuffer, shrink_buffer, kBuffer, kIndex, kLiveRange)            \
+  X(kInlineTemporary, inline_temporary, kBuffer, kNone, kLiveRange)       \
+  X(kHoist, hoist, kNode, kNone, kParent)                                 \
+  X(kSwapBufferDims, swap_buffer_dims, kBuffer, kIndex, kLiveRange)      \
+  X(kClearAnnotation, clear_annotation, kScope, kNone, kSubtree)
 
 /// Every transformation, in registry order (the order is part of the action space: append only).
 enum class Kind {
-#define PERFDOJO_X(e, n, l, p) e,
+#define PERFDOJO_X(e, n, l, p, r) e,
   PERFDOJO_TRANSFORM_KINDS(PERFDOJO_X)
 #undef PERFDOJO_X
 };
 
 /// Number of kinds.
 inline constexpr int kNumKinds = 0
-#define PERFDOJO_X(e, n, l, p) +1
+#define PERFDOJO_X(e, n, l, p, r) +1
     PERFDOJO_TRANSFORM_KINDS(PERFDOJO_X)
 #undef PERFDOJO_X
     ;
@@ -51,6 +57,17 @@ inline constexpr int kNumKinds = 0
 enum class LocKind { kScope, kNode, kBuffer, kBufferPair, kScopeBuffer };
 /// What an action's parameter means.
 enum class ParamKind { kNone, kFactor, kWidth, kIndex };
+/// What a kind's check reads besides its location, which decides how long the flat mask may
+/// remember a verdict (docs/actions.md, "The mask"). Every check at a scope or node reads that
+/// node's subtree and the extents and annotations of the scopes enclosing it; a check at a
+/// buffer reads its declaration.
+enum class Reads {
+  kSubtree,      ///< nothing more
+  kNextSibling,  ///< and the node's next sibling
+  kParent,       ///< and the node's parent scope, with the node's position in it
+  kLiveRange,    ///< the top-level nodes from the buffer's first use to its last
+  kEverything,   ///< anything in the program: never remembered
+};
 
 /// The action's text name, e.g. "tile_scope".
 const char* kind_name(Kind k);
@@ -58,6 +75,8 @@ const char* kind_name(Kind k);
 LocKind loc_kind(Kind k);
 /// Parameter kind of a transformation.
 ParamKind param_kind(Kind k);
+/// What a transformation's check reads (its registry row).
+Reads reads(Kind k);
 
 /// A path from the program body to a node: body[p0].body[p1]... Stable for a given program.
 using Path = std::vector<int>;

@@ -5,6 +5,10 @@
 
 namespace perfdojo::transforms {
 
+bool shares_storage(ir::Annot a) {
+  return a == ir::Annot::kParallel || a == ir::Annot::kGpuBlock || a == ir::Annot::kGpuThread;
+}
+
 using ir::Access;
 using ir::Affine;
 using ir::Expr;

@@ -17,6 +17,9 @@
 
 namespace perfdojo::transforms {
 
+/// Whether the iterations of a scope annotated `a` may run at once, sharing one storage
+/// (parallel and GPU-mapped scopes).
+bool shares_storage(ir::Annot a);
 /// The node at `path`, or nullptr when the path leads nowhere.
 const ir::Node* node_at(const ir::Program& p, const Path& path);
 /// Whether a scope enclosing the node at `path` (the node excluded) carries an annotation for

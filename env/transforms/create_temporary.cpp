@@ -3,15 +3,18 @@
 #include <algorithm>
 
 #include "transforms/analysis.h"
+#include "transforms/mask_summary.h"
 
 namespace perfdojo::transforms {
+namespace {
 
-bool shares_storage(ir::Annot a) {
-  return a == ir::Annot::kParallel || a == ir::Annot::kGpuBlock || a == ir::Annot::kGpuThread;
-}
-
+// Whether create_temporary accepts a scope annotated `a` (plain or unrolled).
 bool temporary_scope_annot(ir::Annot a) { return a == ir::Annot::kNone || a == ir::Annot::kUnroll; }
 
+// Whether `index`, the one index every access of the buffer inside a scope at depth `depth`
+// uses, maps the region one iteration touches injectively: each iterator deeper than `depth`
+// in exactly one dimension, at most one per dimension. Those iterators, increasing, go to
+// `inner` when given.
 bool inner_iterators(const std::vector<ir::Affine>& index, int depth, std::vector<int>* inner) {
   // Iterators below 64 are remembered in a bit set, deeper ones (rare) in a list.
   uint64_t seen = 0;
@@ -36,8 +39,6 @@ bool inner_iterators(const std::vector<ir::Affine>& index, int depth, std::vecto
   if (inner) std::sort(inner->begin(), inner->end());
   return true;
 }
-
-namespace {
 
 // One statement inside S that touches the buffer, with the scopes enclosing it inside S.
 struct Use {
@@ -217,7 +218,24 @@ Legality check_create_temporary(const ir::Program& p, const Action& a, const Tar
   return make_plan(p, a, index, plan, index ? nullptr : &uses);
 }
 
-ir::Program apply_create_temporary(const ir::Program& p, const Action& a, const Target&) {
+Precheck precheck_create_temporary(MaskSummary& sum, const MaskSite& at,
+                                    std::span<const int64_t> params) {
+  // Asked a row at a time (every buffer at the scope); a buffer past the summary is left to the
+  // check. For the others this is the whole check: it reads the scope's annotation and those
+  // enclosing it, and the one index every access of the buffer in the scope uses.
+  if (at.buffer >= 0) return check_all(params);
+  if (!temporary_scope_annot(sum.scope(at.scope).annot) || sum.shared_above(at.scope)) return {};
+  const MaskSummary::Uses& u = sum.uses(at.scope);
+  Precheck out;
+  for (uint64_t regular = u.used & ~u.irregular; regular; regular &= regular - 1) {
+    const int b = __builtin_ctzll(regular);
+    if (inner_iterators(sum.first_index(b), sum.depth(at.scope), nullptr)) out.legal |= uint64_t{1} << b;
+  }
+  return out;
+}
+
+ir::Program apply_create_temporary(const ir::Program& p, const Action& a, const Target& t) {
+  PERFDOJO_EXPECT_LEGAL(check_create_temporary, p, a, t);
   Plan plan;
   std::vector<Use> uses;
   make_plan(p, a, nullptr, plan, &uses);

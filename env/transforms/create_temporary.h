@@ -17,20 +17,11 @@
 
 namespace perfdojo::transforms {
 
-/// Whether the iterations of a scope annotated `a` may run at once, sharing one storage
-/// (parallel and GPU-mapped scopes).
-bool shares_storage(ir::Annot a);
-/// Whether create_temporary accepts a scope annotated `a` (plain or unrolled).
-bool temporary_scope_annot(ir::Annot a);
-/// Whether `index`, the one index every access of the buffer inside a scope at depth `depth`
-/// uses, maps the region one iteration touches injectively: each iterator deeper than `depth`
-/// in exactly one dimension, at most one per dimension. Those iterators, increasing, go to
-/// `inner` when given. The flat mask decides create_temporary from these two and the index.
-bool inner_iterators(const std::vector<ir::Affine>& index, int depth, std::vector<int>* inner);
-
 /// Legality of `create_temporary` (no change is made).
 Legality check_create_temporary(const ir::Program& p, const Action& a, const Target& t,
                                 const ProgramIndex* index = nullptr);
+/// The mask's verdicts for `create_temporary` from the program summary (see PrecheckFn).
+Precheck precheck_create_temporary(MaskSummary& summary, const MaskSite& site, std::span<const int64_t> params);
 /// Applies a legal `create_temporary`.
 ir::Program apply_create_temporary(const ir::Program& p, const Action& a, const Target& t);
 

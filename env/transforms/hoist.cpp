@@ -1,6 +1,7 @@
 #include "transforms/hoist.h"
 
 #include "transforms/analysis.h"
+#include "transforms/mask_summary.h"
 
 namespace perfdojo::transforms {
 namespace {
@@ -63,7 +64,22 @@ Legality check_hoist(const ir::Program& p, const Action& a, const Target&, const
   return {};
 }
 
-ir::Program apply_hoist(const ir::Program& p, const Action& a, const Target&) {
+Precheck precheck_hoist(MaskSummary& sum, const MaskSite& at, std::span<const int64_t> params) {
+  // A plain store, first or last in a scope, none of whose accesses uses that scope's iterator
+  // or a deeper one.
+  const ProgramIndex& ix = sum.index();
+  const ProgramIndex::NodeInfo& n = ix.node(at.node);
+  if (n.node->is_scope || n.parent < 0 || n.node->stmt.op != ir::Reduce::kNone) return {};
+  if (ix.node(n.parent).first_child != at.node && n.next >= 0) return {};
+  const int d = static_cast<int>(ix.path(at.node).size()) - 2;
+  for (const AccessSite& x : ix.sites(n.site_begin, n.site_end))
+    for (const ir::Affine& f : x.access->index)
+      if (f.max_depth() >= d) return {};
+  return check_all(params);
+}
+
+ir::Program apply_hoist(const ir::Program& p, const Action& a, const Target& t) {
+  PERFDOJO_EXPECT_LEGAL(check_hoist, p, a, t);
   const Path parent(a.path.begin(), a.path.end() - 1);
   const ir::Node* s = node_at(p, parent);
   const int i = a.path.back();

@@ -5,6 +5,7 @@
 #include <span>
 
 #include "transforms/analysis.h"
+#include "transforms/mask_summary.h"
 
 namespace perfdojo::transforms {
 namespace {
@@ -179,7 +180,18 @@ Legality check_inline_temporary(const ir::Program& p, const Action& a, const Tar
   return make_plan(p, a, index, plan);
 }
 
-ir::Program apply_inline_temporary(const ir::Program& p, const Action& a, const Target&) {
+Precheck precheck_inline_temporary(MaskSummary& sum, const MaskSite& at,
+                                    std::span<const int64_t> params) {
+  // A temporary without initial value written by exactly one plain store.
+  if (!sum.summarised(at.buffer)) return check_all(params);
+  const ir::BufferDecl& d = sum.program().buffers[at.buffer];
+  if (d.role != ir::Role::kTemp || d.init || sum.writers(at.buffer) != 1 || sum.reduced(at.buffer))
+    return {};
+  return check_all(params);
+}
+
+ir::Program apply_inline_temporary(const ir::Program& p, const Action& a, const Target& t) {
+  PERFDOJO_EXPECT_LEGAL(check_inline_temporary, p, a, t);
   Plan plan;
   make_plan(p, a, nullptr, plan);
   ir::Program q =

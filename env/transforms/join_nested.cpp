@@ -1,6 +1,7 @@
 #include "transforms/join_nested.h"
 
 #include "transforms/analysis.h"
+#include "transforms/mask_summary.h"
 
 namespace perfdojo::transforms {
 namespace {
@@ -25,9 +26,20 @@ Legality check_join_nested(const ir::Program& p, const Action& a, const Target&,
   return {};
 }
 
-ir::Program apply_join_nested(const ir::Program& p, const Action& a, const Target&) {
+Precheck precheck_join_nested(MaskSummary& sum, const MaskSite& at,
+                               std::span<const int64_t> params) {
+  // Perfectly nested, both scopes plain.
+  const ir::Node& s = sum.scope(at.scope);
+  if (s.body.size() != 1 || !s.body[0]->is_scope || s.annot != ir::Annot::kNone ||
+      s.body[0]->annot != ir::Annot::kNone)
+    return {};
+  return check_all(params);
+}
+
+ir::Program apply_join_nested(const ir::Program& p, const Action& a, const Target& t) {
+  PERFDOJO_EXPECT_LEGAL(check_join_nested, p, a, t);
   const ir::Node* s = node_at(p, a.path);
-  const ir::Node& t = *s->body[0];
+  const ir::Node& inner = *s->body[0];
   int d = static_cast<int>(a.path.size()) - 1;
   auto merge = [d](const ir::Affine& x) {
     ir::Affine y;
@@ -43,8 +55,8 @@ ir::Program apply_join_nested(const ir::Program& p, const Action& a, const Targe
     return y;
   };
   std::vector<ir::NodePtr> body;
-  for (const auto& c : t.body) body.push_back(map_indices(c, merge));
-  return replace_node(p, a.path, {ir::Node::scope(s->extent * t.extent, "", ir::Annot::kNone, std::move(body), s->loc)});
+  for (const auto& c : inner.body) body.push_back(map_indices(c, merge));
+  return replace_node(p, a.path, {ir::Node::scope(s->extent * inner.extent, "", ir::Annot::kNone, std::move(body), s->loc)});
 }
 
 }  // namespace perfdojo::transforms

@@ -1,6 +1,7 @@
 #include "transforms/join_scopes.h"
 
 #include "transforms/analysis.h"
+#include "transforms/mask_summary.h"
 
 namespace perfdojo::transforms {
 
@@ -31,7 +32,20 @@ Legality check_join_scopes(const ir::Program& p, const Action& a, const Target&,
   return {};
 }
 
-ir::Program apply_join_scopes(const ir::Program& p, const Action& a, const Target&) {
+Precheck precheck_join_scopes(MaskSummary& sum, const MaskSite& at,
+                               std::span<const int64_t> params) {
+  // The next sibling is a scope of the same extent and annotation.
+  const ProgramIndex& ix = sum.index();
+  const int next = ix.node(at.node).next;
+  if (next < 0) return {};
+  const ir::Node& s = sum.scope(at.scope);
+  const ir::Node& t = *ix.node(next).node;
+  if (!t.is_scope || t.extent != s.extent || t.annot != s.annot) return {};
+  return check_all(params);
+}
+
+ir::Program apply_join_scopes(const ir::Program& p, const Action& a, const Target& t) {
+  PERFDOJO_EXPECT_LEGAL(check_join_scopes, p, a, t);
   return replace_in_parent(p, a.path, [](const std::vector<ir::NodePtr>& list, int i) {
     const ir::Node& s = *list[i];
     const ir::Node& s2 = *list[i + 1];

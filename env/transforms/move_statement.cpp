@@ -1,6 +1,7 @@
 #include "transforms/move_statement.h"
 
 #include "transforms/analysis.h"
+#include "transforms/mask_summary.h"
 
 namespace perfdojo::transforms {
 
@@ -38,7 +39,14 @@ Legality check_move_statement(const ir::Program& p, const Action& a, const Targe
   return {};
 }
 
-ir::Program apply_move_statement(const ir::Program& p, const Action& a, const Target&) {
+Precheck precheck_move_statement(MaskSummary& sum, const MaskSite& at,
+                                  std::span<const int64_t> params) {
+  if (sum.index().node(at.node).next < 0) return {};
+  return check_all(params);
+}
+
+ir::Program apply_move_statement(const ir::Program& p, const Action& a, const Target& t) {
+  PERFDOJO_EXPECT_LEGAL(check_move_statement, p, a, t);
   return replace_in_parent(p, a.path, [](const std::vector<ir::NodePtr>& list, int i) {
     std::vector<ir::NodePtr> out = list;
     std::swap(out[i], out[i + 1]);

@@ -1,6 +1,7 @@
 #include "transforms/parallelize.h"
 
 #include "transforms/analysis.h"
+#include "transforms/mask_summary.h"
 
 namespace perfdojo::transforms {
 namespace {
@@ -33,7 +34,16 @@ Legality check_parallelize(const ir::Program& p, const Action& a, const Target& 
   return {};
 }
 
-ir::Program apply_parallelize(const ir::Program& p, const Action& a, const Target&) {
+Precheck precheck_parallelize(MaskSummary& sum, const MaskSite& at,
+                               std::span<const int64_t> params) {
+  // A plain scope of more than one iteration, with no :par scope around or inside it.
+  const ir::Node& s = sum.scope(at.scope);
+  if (s.annot != ir::Annot::kNone || s.extent <= 1 || sum.near_parallel(at.scope)) return {};
+  return check_all(params);
+}
+
+ir::Program apply_parallelize(const ir::Program& p, const Action& a, const Target& t) {
+  PERFDOJO_EXPECT_LEGAL(check_parallelize, p, a, t);
   const ir::Node* s = node_at(p, a.path);
   return replace_node(p, a.path, {ir::Node::scope(s->extent, s->extent_name, ir::Annot::kParallel, s->body, s->loc)});
 }

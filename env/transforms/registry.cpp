@@ -7,41 +7,23 @@
 #include "ir/check.h"
 
 #include "transforms/analysis.h"
-#include "transforms/create_temporary.h"
-#include "transforms/hoist.h"
-#include "transforms/inline_temporary.h"
-#include "transforms/join_nested.h"
-#include "transforms/join_scopes.h"
-#include "transforms/move_statement.h"
-#include "transforms/parallelize.h"
-#include "transforms/reuse_buffers.h"
-#include "transforms/shrink_buffer.h"
-#include "transforms/split_scope.h"
-#include "transforms/swap_buffer_dims.h"
-#include "transforms/swap_scopes.h"
-#include "transforms/tile_scope.h"
-#include "transforms/unroll.h"
-#include "transforms/vectorize.h"
 
 namespace perfdojo::transforms {
 
+// Each row's functions, declared from the row: a kind's file pair defines them (a signature
+// that differs there fails to link).
+#define PERFDOJO_X(e, n, l, p, r)                                                         \
+  Legality check_##n(const ir::Program&, const Action&, const Target&, const ProgramIndex*); \
+  Precheck precheck_##n(MaskSummary&, const MaskSite&, std::span<const int64_t>);           \
+  ir::Program apply_##n(const ir::Program&, const Action&, const Target&);
+PERFDOJO_TRANSFORM_KINDS(PERFDOJO_X)
+#undef PERFDOJO_X
+
 const std::vector<TransformInfo>& registry() {
   static const std::vector<TransformInfo> kTable = {
-      {Kind::kTileScope, check_tile_scope, apply_tile_scope},
-      {Kind::kJoinNested, check_join_nested, apply_join_nested},
-      {Kind::kSwapScopes, check_swap_scopes, apply_swap_scopes},
-      {Kind::kJoinScopes, check_join_scopes, apply_join_scopes},
-      {Kind::kSplitScope, check_split_scope, apply_split_scope},
-      {Kind::kMoveStatement, check_move_statement, apply_move_statement},
-      {Kind::kVectorize, check_vectorize, apply_vectorize},
-      {Kind::kUnroll, check_unroll, apply_unroll},
-      {Kind::kParallelize, check_parallelize, apply_parallelize},
-      {Kind::kCreateTemporary, check_create_temporary, apply_create_temporary},
-      {Kind::kReuseBuffers, check_reuse_buffers, apply_reuse_buffers},
-      {Kind::kShrinkBuffer, check_shrink_buffer, apply_shrink_buffer},
-      {Kind::kInlineTemporary, check_inline_temporary, apply_inline_temporary},
-      {Kind::kHoist, check_hoist, apply_hoist},
-      {Kind::kSwapBufferDims, check_swap_buffer_dims, apply_swap_buffer_dims},
+#define PERFDOJO_X(e, n, l, p, r) {Kind::e, check_##n, precheck_##n, apply_##n},
+      PERFDOJO_TRANSFORM_KINDS(PERFDOJO_X)
+#undef PERFDOJO_X
   };
   return kTable;
 }

@@ -1,5 +1,5 @@
 // The action registry: one table row per transformation (stable id, name, location and
-// parameter kinds, check, apply), and the operations built on it.
+// parameter kinds, what its check reads, check, precheck, apply), and the operations built on it.
 #pragma once
 
 #include <optional>
@@ -14,10 +14,13 @@
 
 namespace perfdojo::transforms {
 
-/// One registry row.
+/// One registry row: a kind's three functions (its file pair, see transform.h). Its names,
+/// location, parameter and what its check reads come from the same row of
+/// PERFDOJO_TRANSFORM_KINDS (kind_name, loc_kind, param_kind, reads).
 struct TransformInfo {
   Kind kind;
   CheckFn check;
+  PrecheckFn precheck;
   ApplyFn apply;
 };
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "transforms/analysis.h"
+#include "transforms/mask_summary.h"
 
 namespace perfdojo::transforms {
 namespace {
@@ -49,7 +50,31 @@ Legality check_reuse_buffers(const ir::Program& p, const Action& a, const Target
   return {Reason::kLifetimesOverlap, y->name, {}};
 }
 
-ir::Program apply_reuse_buffers(const ir::Program& p, const Action& a, const Target&) {
+Precheck precheck_reuse_buffers(MaskSummary& sum, const MaskSite& at,
+                                 std::span<const int64_t> params) {
+  // Asked a row at a time (buffer x with every later y); a pair past the summary is left to the
+  // check.
+  if (at.buffer2 >= 0) return check_all(params);
+  const ir::Program& p = sum.program();
+  const int bx = at.buffer;
+  const ir::BufferDecl& x = p.buffers[bx];
+  // Only a temporary can take another's storage.
+  if (x.role != ir::Role::kTemp) return {};
+  const auto [fx, lx] = sum.live_range(bx);
+  Precheck out;
+  const int n = sum.summarised_buffers();
+  for (int by = bx + 1; by < n; ++by) {
+    const ir::BufferDecl& y = p.buffers[by];
+    if (y.role != ir::Role::kTemp || x.dtype != y.dtype || x.shape != y.shape || y.init) continue;
+    const auto [fy, ly] = sum.live_range(by);
+    // Live one after the other (an initial value of x would be lost when y comes first).
+    if (fx < 0 || fy < 0 || lx < fy || (ly < fx && !x.init)) out.check |= uint64_t{1} << by;
+  }
+  return out;
+}
+
+ir::Program apply_reuse_buffers(const ir::Program& p, const Action& a, const Target& t) {
+  PERFDOJO_EXPECT_LEGAL(check_reuse_buffers, p, a, t);
   ir::Program q = p;
   for (auto& n : q.body) {
     if (!uses_buffer(n, a.buffer2)) continue;

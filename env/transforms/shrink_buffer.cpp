@@ -4,7 +4,7 @@
 #include <forward_list>
 
 #include "transforms/analysis.h"
-#include "transforms/create_temporary.h"
+#include "transforms/mask_summary.h"
 
 namespace perfdojo::transforms {
 namespace {
@@ -127,7 +127,22 @@ Legality check_shrink_buffer(const ir::Program& p, const Action& a, const Target
   return make_plan(p, a, index, plan);
 }
 
-ir::Program apply_shrink_buffer(const ir::Program& p, const Action& a, const Target&) {
+Precheck precheck_shrink_buffer(MaskSummary& sum, const MaskSite& at,
+                                 std::span<const int64_t> params) {
+  if (!sum.summarised(at.buffer)) return check_all(params);
+  const ir::BufferDecl& d = sum.program().buffers[at.buffer];
+  if (d.role != ir::Role::kTemp) return {};
+  // The dimension must be one same iterator {k} in every access.
+  const std::vector<bool>& single = sum.single_iterator_dims(at.buffer);
+  Precheck out;
+  for (size_t i = 0; i < params.size(); ++i)
+    if (params[i] >= 0 && params[i] < static_cast<int64_t>(d.shape.size()) && single[params[i]])
+      out.check |= uint64_t{1} << i;
+  return out;
+}
+
+ir::Program apply_shrink_buffer(const ir::Program& p, const Action& a, const Target& t) {
+  PERFDOJO_EXPECT_LEGAL(check_shrink_buffer, p, a, t);
   Plan plan;
   make_plan(p, a, nullptr, plan);
   const auto dim = static_cast<size_t>(a.param);

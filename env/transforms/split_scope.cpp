@@ -1,6 +1,7 @@
 #include "transforms/split_scope.h"
 
 #include "transforms/analysis.h"
+#include "transforms/mask_summary.h"
 
 namespace perfdojo::transforms {
 
@@ -21,7 +22,17 @@ Legality check_split_scope(const ir::Program& p, const Action& a, const Target&,
   return {};
 }
 
-ir::Program apply_split_scope(const ir::Program& p, const Action& a, const Target&) {
+Precheck precheck_split_scope(MaskSummary& sum, const MaskSite& at,
+                               std::span<const int64_t> params) {
+  const auto children = static_cast<int64_t>(sum.scope(at.scope).body.size());
+  Precheck out;
+  for (size_t i = 0; i < params.size(); ++i)
+    if (params[i] >= 1 && params[i] < children) out.check |= uint64_t{1} << i;
+  return out;
+}
+
+ir::Program apply_split_scope(const ir::Program& p, const Action& a, const Target& t) {
+  PERFDOJO_EXPECT_LEGAL(check_split_scope, p, a, t);
   const ir::Node* s = node_at(p, a.path);
   std::vector<ir::NodePtr> head(s->body.begin(), s->body.begin() + a.param);
   std::vector<ir::NodePtr> tail(s->body.begin() + a.param, s->body.end());

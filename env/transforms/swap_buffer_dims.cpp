@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "transforms/analysis.h"
+#include "transforms/mask_summary.h"
 
 namespace perfdojo::transforms {
 namespace {
@@ -88,7 +89,26 @@ Legality check_swap_buffer_dims(const ir::Program& p, const Action& a, const Tar
   return {};
 }
 
-ir::Program apply_swap_buffer_dims(const ir::Program& p, const Action& a, const Target&) {
+Precheck precheck_swap_buffer_dims(MaskSummary& sum, const MaskSite& at,
+                                    std::span<const int64_t> params) {
+  const ir::BufferDecl& d = sum.program().buffers[at.buffer];
+  if (d.role == ir::Role::kOutput) return {};
+  // Without a vector scope in the program no access has a vectorised scope around it whose
+  // contiguity the swap could break: the check only asks that some access names the buffer.
+  const bool decides = !sum.has_vector() && sum.summarised(at.buffer);
+  Precheck out;
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (params[i] < 0 || params[i] + 1 >= static_cast<int64_t>(d.shape.size())) continue;
+    if (!decides)
+      out.check |= uint64_t{1} << i;
+    else if (sum.accessed(at.buffer))
+      out.legal |= uint64_t{1} << i;
+  }
+  return out;
+}
+
+ir::Program apply_swap_buffer_dims(const ir::Program& p, const Action& a, const Target& t) {
+  PERFDOJO_EXPECT_LEGAL(check_swap_buffer_dims, p, a, t);
   const ir::BufferDecl& decl = *find_decl(p, a.buffer);
   const auto i = static_cast<size_t>(a.param);
   ir::BufferDecl relaid = decl;

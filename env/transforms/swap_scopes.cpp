@@ -1,6 +1,7 @@
 #include "transforms/swap_scopes.h"
 
 #include "transforms/analysis.h"
+#include "transforms/mask_summary.h"
 
 namespace perfdojo::transforms {
 
@@ -30,9 +31,20 @@ Legality check_swap_scopes(const ir::Program& p, const Action& a, const Target&,
   return {};
 }
 
-ir::Program apply_swap_scopes(const ir::Program& p, const Action& a, const Target&) {
+Precheck precheck_swap_scopes(MaskSummary& sum, const MaskSite& at,
+                               std::span<const int64_t> params) {
+  // Perfectly nested, neither scope vectorised.
+  const ir::Node& s = sum.scope(at.scope);
+  if (s.body.size() != 1 || !s.body[0]->is_scope || s.annot == ir::Annot::kVector ||
+      s.body[0]->annot == ir::Annot::kVector)
+    return {};
+  return check_all(params);
+}
+
+ir::Program apply_swap_scopes(const ir::Program& p, const Action& a, const Target& t) {
+  PERFDOJO_EXPECT_LEGAL(check_swap_scopes, p, a, t);
   const ir::Node* s = node_at(p, a.path);
-  const ir::Node& t = *s->body[0];
+  const ir::Node& child = *s->body[0];
   int d = static_cast<int>(a.path.size()) - 1;
   auto swap = [d](const ir::Affine& x) {
     ir::Affine y = x;
@@ -41,9 +53,9 @@ ir::Program apply_swap_scopes(const ir::Program& p, const Action& a, const Targe
     return y;
   };
   std::vector<ir::NodePtr> body;
-  for (const auto& c : t.body) body.push_back(map_indices(c, swap));
+  for (const auto& c : child.body) body.push_back(map_indices(c, swap));
   auto inner = ir::Node::scope(s->extent, s->extent_name, s->annot, std::move(body), s->loc);
-  return replace_node(p, a.path, {ir::Node::scope(t.extent, t.extent_name, t.annot, {inner}, t.loc)});
+  return replace_node(p, a.path, {ir::Node::scope(child.extent, child.extent_name, child.annot, {inner}, child.loc)});
 }
 
 }  // namespace perfdojo::transforms

@@ -1,6 +1,7 @@
 #include "transforms/tile_scope.h"
 
 #include "transforms/analysis.h"
+#include "transforms/mask_summary.h"
 
 namespace perfdojo::transforms {
 
@@ -14,7 +15,19 @@ Legality check_tile_scope(const ir::Program& p, const Action& a, const Target&,
   return {};
 }
 
-ir::Program apply_tile_scope(const ir::Program& p, const Action& a, const Target&) {
+Precheck precheck_tile_scope(MaskSummary& sum, const MaskSite& at,
+                              std::span<const int64_t> params) {
+  // The whole check: a plain scope whose extent the factor divides into two proper parts.
+  const ir::Node& s = sum.scope(at.scope);
+  Precheck out;
+  if (s.annot != ir::Annot::kNone) return out;
+  for (size_t i = 0; i < params.size(); ++i)
+    if (params[i] > 1 && params[i] < s.extent && s.extent % params[i] == 0) out.legal |= uint64_t{1} << i;
+  return out;
+}
+
+ir::Program apply_tile_scope(const ir::Program& p, const Action& a, const Target& t) {
+  PERFDOJO_EXPECT_LEGAL(check_tile_scope, p, a, t);
   const ir::Node* s = node_at(p, a.path);
   int d = static_cast<int>(a.path.size()) - 1;
   return replace_node(p, a.path, {tile_node(*s, d, a.param, ir::Annot::kNone)});

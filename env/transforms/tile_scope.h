@@ -8,6 +8,8 @@ namespace perfdojo::transforms {
 /// Legality of `tile_scope` (no change is made).
 Legality check_tile_scope(const ir::Program& p, const Action& a, const Target& t,
                           const ProgramIndex* index = nullptr);
+/// The mask's verdicts for `tile_scope` from the program summary (see PrecheckFn).
+Precheck precheck_tile_scope(MaskSummary& summary, const MaskSite& site, std::span<const int64_t> params);
 /// Applies a legal `tile_scope`.
 ir::Program apply_tile_scope(const ir::Program& p, const Action& a, const Target& t);
 

@@ -1,8 +1,43 @@
 #include "transforms/transform.h"
 
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
 #include "transforms/analysis.h"
 
 namespace perfdojo::transforms {
+
+namespace {
+// PERFDOJO_INTERNAL_CHECKS=1 in the environment turns them on (the tests' main sets it).
+bool checks_from_environment() {
+  const char* v = std::getenv("PERFDOJO_INTERNAL_CHECKS");
+  return v && *v != '\0' && std::strcmp(v, "0") != 0;
+}
+// -1 until the environment is read, at the first use (after main has started).
+std::atomic<int> g_internal_checks{-1};
+}  // namespace
+
+bool internal_checks() {
+  int on = g_internal_checks.load(std::memory_order_relaxed);
+  if (on < 0) {
+    on = checks_from_environment();
+    g_internal_checks.store(on, std::memory_order_relaxed);
+  }
+  return on != 0;
+}
+
+bool set_internal_checks(bool on) {
+  const bool before = internal_checks();
+  g_internal_checks.store(on, std::memory_order_relaxed);
+  return before;
+}
+
+void expect_legal(const Legality& l, const Action& a, const char* where) {
+  if (l.ok()) return;
+  throw InternalError(std::string("internal error: ") + where + " reached for an illegal action: " +
+                      print_action(a) + " (" + reason_name(l.reason) + ")");
+}
 
 Legality scope_location(const ir::Program& p, const Path& path, const ir::Node** scope,
                         const ProgramIndex* index) {

@@ -1,6 +1,7 @@
 #include "transforms/unroll.h"
 
 #include "transforms/analysis.h"
+#include "transforms/mask_summary.h"
 
 namespace perfdojo::transforms {
 
@@ -15,7 +16,20 @@ Legality check_unroll(const ir::Program& p, const Action& a, const Target&,
   return {};
 }
 
-ir::Program apply_unroll(const ir::Program& p, const Action& a, const Target&) {
+Precheck precheck_unroll(MaskSummary& sum, const MaskSite& at, std::span<const int64_t> params) {
+  // The whole check.
+  const ir::Node& s = sum.scope(at.scope);
+  Precheck out;
+  if (s.annot != ir::Annot::kNone) return out;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const int64_t f = params[i];
+    if (f > 1 && f <= kMaxUnroll && f <= s.extent && s.extent % f == 0) out.legal |= uint64_t{1} << i;
+  }
+  return out;
+}
+
+ir::Program apply_unroll(const ir::Program& p, const Action& a, const Target& t) {
+  PERFDOJO_EXPECT_LEGAL(check_unroll, p, a, t);
   const ir::Node* s = node_at(p, a.path);
   int d = static_cast<int>(a.path.size()) - 1;
   if (s->extent == a.param)

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "transforms/analysis.h"
+#include "transforms/mask_summary.h"
 
 namespace perfdojo::transforms {
 namespace {
@@ -49,7 +50,18 @@ Legality check_vectorize(const ir::Program& p, const Action& a, const Target& t,
   return {};
 }
 
-ir::Program apply_vectorize(const ir::Program& p, const Action& a, const Target&) {
+Precheck precheck_vectorize(MaskSummary& sum, const MaskSite& at,
+                             std::span<const int64_t> params) {
+  const ir::Node& s = sum.scope(at.scope);
+  Precheck out;
+  if (s.annot != ir::Annot::kNone || !sum.innermost(at.scope)) return out;
+  for (size_t i = 0; i < params.size(); ++i)
+    if (params[i] > 0 && s.extent % params[i] == 0) out.check |= uint64_t{1} << i;
+  return out;
+}
+
+ir::Program apply_vectorize(const ir::Program& p, const Action& a, const Target& t) {
+  PERFDOJO_EXPECT_LEGAL(check_vectorize, p, a, t);
   const ir::Node* s = node_at(p, a.path);
   int d = static_cast<int>(a.path.size()) - 1;
   if (s->extent == a.param)

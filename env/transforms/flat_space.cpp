@@ -1,0 +1,170 @@
+#include "transforms/flat_space.h"
+
+#include <algorithm>
+#include <optional>
+#include <unordered_map>
+
+#include "transforms/analysis.h"
+
+namespace perfdojo::transforms {
+
+FlatActionSpace::FlatActionSpace(FlatSpaceConfig config, Target target)
+    : config_(config), target_(std::move(target)) {
+  for (int k = 0; k < kNumKinds; ++k) {
+    offsets_.push_back(size_);
+    Kind kind = static_cast<Kind>(k);
+    params_.push_back(param_values(param_kind(kind), target_));
+    size_ += slots(kind) * static_cast<int>(params_.back().size());
+  }
+}
+
+int FlatActionSpace::slots(Kind k) const {
+  const int b = config_.max_buffers;
+  switch (loc_kind(k)) {
+    case LocKind::kScope: return config_.max_scopes;
+    case LocKind::kNode: return config_.max_nodes;
+    case LocKind::kBuffer: return b;
+    case LocKind::kBufferPair: return b * (b - 1) / 2;
+    case LocKind::kScopeBuffer: return config_.max_scopes * b;
+  }
+  return 0;
+}
+
+namespace {
+
+// Pair slot s <-> (i, j), i < j, enumerated row by row.
+std::pair<int, int> pair_of(int s, int n) {
+  for (int i = 0; i < n; ++i) {
+    int row = n - 1 - i;
+    if (s < row) return {i, i + 1 + s};
+    s -= row;
+  }
+  return {-1, -1};
+}
+
+int buffer_index(const ir::Program& p, const std::string& name) {
+  for (size_t i = 0; i < p.buffers.size(); ++i)
+    if (p.buffers[i].name == name) return static_cast<int>(i);
+  return -1;
+}
+
+// The path of the n-th node (the n-th scope when `scopes_only`) in pre-order, as scope_paths /
+// node_paths would list it, without building the whole list. Counts n down; true when found.
+bool nth_path(const std::vector<ir::NodePtr>& body, bool scopes_only, int& n, Path& cur) {
+  for (int i = 0; i < static_cast<int>(body.size()); ++i) {
+    cur.push_back(i);
+    if (body[i]->is_scope || !scopes_only) {
+      if (n == 0) return true;
+      --n;
+    }
+    if (body[i]->is_scope && nth_path(body[i]->body, scopes_only, n, cur)) return true;
+    cur.pop_back();
+  }
+  return false;
+}
+
+int path_index(const std::vector<Path>& paths, const Path& p) {
+  auto it = std::find(paths.begin(), paths.end(), p);
+  return it == paths.end() ? -1 : static_cast<int>(it - paths.begin());
+}
+
+}  // namespace
+
+std::optional<Action> FlatActionSpace::decode(const ir::Program& p, int index) const {
+  if (index < 0 || index >= size_) return std::nullopt;
+  int k = static_cast<int>(std::upper_bound(offsets_.begin(), offsets_.end(), index) - offsets_.begin()) - 1;
+  Kind kind = static_cast<Kind>(k);
+  const auto& params = param_values(param_kind(kind), target_);
+  int local = index - offsets_[k];
+  int slot = local / static_cast<int>(params.size());
+  Action a;
+  a.kind = kind;
+  a.param = params[local % params.size()];
+  const int nb = config_.max_buffers;
+  auto buffer = [&](int i) -> const ir::BufferDecl* {
+    return i < static_cast<int>(p.buffers.size()) ? &p.buffers[i] : nullptr;
+  };
+  switch (loc_kind(kind)) {
+    case LocKind::kScope:
+    case LocKind::kNode: {
+      int n = slot;
+      a.path.reserve(16);  // one allocation for the usual depths, not one per doubling
+      if (!nth_path(p.body, loc_kind(kind) == LocKind::kScope, n, a.path)) return std::nullopt;
+      break;
+    }
+    case LocKind::kBuffer:
+      if (!buffer(slot)) return std::nullopt;
+      a.buffer = buffer(slot)->name;
+      break;
+    case LocKind::kBufferPair: {
+      auto [i, j] = pair_of(slot, nb);
+      if (i < 0 || !buffer(i) || !buffer(j)) return std::nullopt;
+      a.buffer = buffer(i)->name;
+      a.buffer2 = buffer(j)->name;
+      break;
+    }
+    case LocKind::kScopeBuffer: {
+      int s = slot / nb, b = slot % nb;
+      if (!buffer(b) || !nth_path(p.body, true, s, a.path)) return std::nullopt;
+      a.buffer = buffer(b)->name;
+      break;
+    }
+  }
+  return a;
+}
+
+int FlatActionSpace::encode(const ir::Program& p, const Action& a) const {
+  int k = static_cast<int>(a.kind);
+  const auto& params = param_values(param_kind(a.kind), target_);
+  auto pit = std::find(params.begin(), params.end(), a.param);
+  if (pit == params.end()) return -1;
+  int pi = static_cast<int>(pit - params.begin());
+  const int nb = config_.max_buffers;
+  int slot = -1;
+  switch (loc_kind(a.kind)) {
+    case LocKind::kScope: slot = path_index(scope_paths(p), a.path); break;
+    case LocKind::kNode: slot = path_index(node_paths(p), a.path); break;
+    case LocKind::kBuffer: slot = buffer_index(p, a.buffer); break;
+    case LocKind::kBufferPair: {
+      int i = buffer_index(p, a.buffer), j = buffer_index(p, a.buffer2);
+      if (i >= 0 && j > i && j < nb) slot = pair_slot(i, j);
+      break;
+    }
+    case LocKind::kScopeBuffer: {
+      int s = path_index(scope_paths(p), a.path), b = buffer_index(p, a.buffer);
+      if (s >= 0 && b >= 0 && s < config_.max_scopes && b < nb) slot = s * nb + b;
+      break;
+    }
+  }
+  if (slot < 0 || slot >= slots(a.kind)) return -1;
+  return offsets_[k] + slot * static_cast<int>(params.size()) + pi;
+}
+
+std::string FlatActionSpace::describe(int index) const {
+  if (index < 0 || index >= size_) return "invalid";
+  int k = static_cast<int>(std::upper_bound(offsets_.begin(), offsets_.end(), index) - offsets_.begin()) - 1;
+  Kind kind = static_cast<Kind>(k);
+  const auto& params = param_values(param_kind(kind), target_);
+  int local = index - offsets_[k];
+  int slot = local / static_cast<int>(params.size());
+  std::string s = std::string(kind_name(kind)) + "[";
+  switch (loc_kind(kind)) {
+    case LocKind::kScope: s += "scope " + std::to_string(slot); break;
+    case LocKind::kNode: s += "node " + std::to_string(slot); break;
+    case LocKind::kBuffer: s += "buffer " + std::to_string(slot); break;
+    case LocKind::kBufferPair: {
+      auto [i, j] = pair_of(slot, config_.max_buffers);
+      s += "buffers " + std::to_string(i) + "," + std::to_string(j);
+      break;
+    }
+    case LocKind::kScopeBuffer:
+      s += "scope " + std::to_string(slot / config_.max_buffers) + ", buffer " +
+           std::to_string(slot % config_.max_buffers);
+      break;
+  }
+  s += "]";
+  if (param_kind(kind) != ParamKind::kNone) s += "[" + std::to_string(params[local % params.size()]) + "]";
+  return s;
+}
+
+}  // namespace perfdojo::transforms

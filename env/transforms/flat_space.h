@@ -1,0 +1,99 @@
+// The flat action space: a Discrete space of fixed size over the registry, its mask, and the
+// memo that lets a mask re-check only what a step rebuilt (docs/actions.md). Encoding lives in
+// flat_space.cpp, the mask and its memo in mask.cpp.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ir/ir.h"
+#include "transforms/action.h"
+#include "transforms/registry.h"
+
+namespace perfdojo::transforms {
+
+/// Sizes of the flat space's location slots: locations beyond them are not addressable.
+struct FlatSpaceConfig {
+  int max_scopes = 24;   ///< scopes, in pre-order
+  int max_nodes = 32;    ///< statements and scopes, in pre-order
+  int max_buffers = 16;  ///< buffers, in declaration order
+};
+
+/// Verdicts of the last program's checks, kept for the next mask.
+///
+/// Each kind's registry row says what its check reads (Reads): a check at a scope or statement
+/// reads that node's subtree and the extents and annotations of the scopes enclosing it, and
+/// perhaps its next sibling or its parent; a kLiveRange check at a buffer reads the buffer's
+/// declaration and the top-level nodes from its first use to its last. Programs are immutable
+/// and a transformation shares every subtree it does not touch, so a node met again under the
+/// same enclosing scopes, or a buffer whose declaration and nests are the same nodes, has the
+/// verdicts computed before: a step re-checks only what it rebuilt. The memo holds the nodes of
+/// the last program it saw (an address is never reused while remembered) and nothing older.
+/// A memo serves one FlatActionSpace at a time (given to another, it starts over). Not
+/// thread-safe: one per env.
+class MaskMemo {
+ public:
+  MaskMemo();
+  ~MaskMemo();
+  MaskMemo(MaskMemo&&) noexcept;
+  MaskMemo& operator=(MaskMemo&&) noexcept;
+  /// Forgets everything.
+  void clear();
+  /// Nodes and buffers remembered.
+  size_t size() const;
+  /// Lookups (nodes and buffers) answered from memory, and those that had to check.
+  uint64_t hits() const;
+  uint64_t misses() const;
+  /// Keeps the nodes the last mask met, besides each later mask's, until the next pin. An Env
+  /// pins its episodes' starting program, to which every reset returns.
+  void pin();
+
+  /// What it remembers (mask.cpp); opaque.
+  struct Impl;
+
+ private:
+  friend class FlatActionSpace;
+  std::unique_ptr<Impl> impl_;
+};
+
+/// Flat space: index = offset(kind) + slot * |params(kind)| + param_index. Fixed for a given
+/// config and target, so an index means the same (kind, slot, parameter) on every program.
+class FlatActionSpace {
+ public:
+  FlatActionSpace(FlatSpaceConfig config, Target target);
+
+  /// Number of actions N.
+  int size() const { return size_; }
+  /// The action an index denotes on `p`, or nullopt when the slot is empty on this program.
+  std::optional<Action> decode(const ir::Program& p, int index) const;
+  /// The index of `a` on `p`, or -1 when its location has no slot.
+  int encode(const ir::Program& p, const Action& a) const;
+  /// 1 where the action exists and is legal, else 0. With a memo, nodes it remembers are not
+  /// checked again (the result is the same, a tested invariant).
+  std::vector<uint8_t> mask(const ir::Program& p, MaskMemo* memo = nullptr) const;
+  /// Human-readable name of index i's (kind, slot, parameter), e.g. "tile_scope[scope 3][8]".
+  std::string describe(int index) const;
+  /// First index of a kind's block.
+  int offset(Kind k) const { return offsets_[static_cast<int>(k)]; }
+  /// The parameter values of a kind on this space's target (param_values, kept).
+  const std::vector<int64_t>& params(Kind k) const { return params_[static_cast<int>(k)]; }
+  /// The slot of buffer pair (i, j), i < j < max_buffers: pairs enumerated row by row.
+  int pair_slot(int i, int j) const {
+    return i * (2 * config_.max_buffers - i - 1) / 2 + (j - i - 1);
+  }
+  const Target& target() const { return target_; }
+  const FlatSpaceConfig& config() const { return config_; }
+
+ private:
+  int slots(Kind k) const;
+  FlatSpaceConfig config_;
+  Target target_;
+  std::vector<int> offsets_;
+  std::vector<std::vector<int64_t>> params_;  ///< param_values of each kind on the target
+  int size_ = 0;
+};
+
+}  // namespace perfdojo::transforms

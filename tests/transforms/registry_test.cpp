@@ -1,0 +1,156 @@
+// The registry as the one table: each row's precheck agrees with its check at every location,
+// and apply is never reached without a passing check.
+#include <doctest/doctest.h>
+
+#include <random>
+
+#include "ir/parse.h"
+#include "ir/print.h"
+#include "support/scaled_kernels.h"
+#include "transforms/analysis.h"
+#include "transforms/mask_summary.h"
+#include "transforms/registry.h"
+
+using namespace perfdojo;
+using transforms::Action;
+using transforms::Kind;
+
+namespace {
+
+// Every location of kind k on `ix`'s program, as the mask addresses it and as an action.
+template <class F>
+void for_each_location(const transforms::ProgramIndex& ix, Kind k, F&& f) {
+  const ir::Program& p = ix.program();
+  const int nb = std::min<int>(static_cast<int>(p.buffers.size()), 64);
+  auto path_of = [&](int n) {
+    const auto s = ix.path(n);
+    return transforms::Path(s.begin(), s.end());
+  };
+  switch (transforms::loc_kind(k)) {
+    case transforms::LocKind::kScope:
+      for (int s = 0; s < static_cast<int>(ix.scopes().size()); ++s)
+        f(transforms::MaskSite{s, ix.scopes()[s], -1, -1}, Action{k, path_of(ix.scopes()[s]), "", "", 0});
+      break;
+    case transforms::LocKind::kNode:
+      for (int n = 0; n < ix.size(); ++n) f(transforms::MaskSite{-1, n, -1, -1}, Action{k, path_of(n), "", "", 0});
+      break;
+    case transforms::LocKind::kBuffer:
+      for (int b = 0; b < nb; ++b) f(transforms::MaskSite{-1, -1, b, -1}, Action{k, {}, p.buffers[b].name, "", 0});
+      break;
+    case transforms::LocKind::kBufferPair:
+      for (int i = 0; i < nb; ++i)
+        for (int j = i + 1; j < nb; ++j)
+          f(transforms::MaskSite{-1, -1, i, j}, Action{k, {}, p.buffers[i].name, p.buffers[j].name, 0});
+      break;
+    case transforms::LocKind::kScopeBuffer:
+      for (int s = 0; s < static_cast<int>(ix.scopes().size()); ++s)
+        for (int b = 0; b < nb; ++b)
+          f(transforms::MaskSite{s, ix.scopes()[s], b, -1},
+            Action{k, path_of(ix.scopes()[s]), p.buffers[b].name, "", 0});
+      break;
+  }
+}
+
+// The precheck's answer at one location. Scope + buffer and pair kinds are asked a row at a
+// time (buffer, resp. buffer2, left -1), a bit per buffer: that bit is the location's answer.
+transforms::Precheck verdicts(const transforms::TransformInfo& row, transforms::MaskSummary& sum,
+                              transforms::MaskSite site, const std::vector<int64_t>& values) {
+  int* named = nullptr;
+  switch (transforms::loc_kind(row.kind)) {
+    case transforms::LocKind::kScopeBuffer: named = &site.buffer; break;
+    case transforms::LocKind::kBufferPair: named = &site.buffer2; break;
+    default: return row.precheck(sum, site, values);
+  }
+  const int b = *named;
+  *named = -1;
+  const transforms::Precheck all = row.precheck(sum, site, values);
+  return {(all.legal >> b) & 1, (all.check >> b) & 1};
+}
+
+// Restores the internal-check setting on scope exit.
+struct InternalChecks {
+  explicit InternalChecks(bool on) : before(transforms::set_internal_checks(on)) {}
+  ~InternalChecks() { transforms::set_internal_checks(before); }
+  bool before;
+};
+
+}  // namespace
+
+TEST_CASE("the registry has one row per kind, in id order, each with its three functions") {
+  const auto& rows = transforms::registry();
+  REQUIRE(static_cast<int>(rows.size()) == transforms::kNumKinds);
+  for (int k = 0; k < transforms::kNumKinds; ++k) {
+    CHECK(static_cast<int>(rows[k].kind) == k);
+    CHECK(bool(rows[k].check));
+    CHECK(bool(rows[k].precheck));
+    CHECK(bool(rows[k].apply));
+  }
+}
+
+TEST_CASE("every kind's precheck agrees with its check at every location of random trajectories") {
+  const transforms::Target target;
+  // Per kind: verdicts the precheck decided legal, decided illegal, and left to the check.
+  std::vector<int> decided_legal(transforms::kNumKinds), decided_illegal(transforms::kNumKinds),
+      left(transforms::kNumKinds);
+  for (const auto& name : testing::suite_kernel_names()) {
+    auto loaded = testing::load_scaled_kernel(name);
+    REQUIRE(loaded.ok());
+    std::mt19937_64 rng(std::hash<std::string>{}(name) + 7);
+    ir::Program cur = loaded.value();
+    for (int step = 0; step < 10; ++step) {
+      const transforms::ProgramIndex ix(cur);
+      transforms::MaskSummary sum(ix, 1 << 20);
+      for (const auto& row : transforms::registry()) {
+        const auto& params = transforms::param_values(transforms::param_kind(row.kind), target);
+        const std::vector<int64_t> values(params.begin(), params.end());
+        for_each_location(ix, row.kind, [&](const transforms::MaskSite& site, Action a) {
+          const transforms::Precheck pc = verdicts(row, sum, site, values);
+          for (size_t i = 0; i < values.size(); ++i) {
+            a.param = values[i];
+            const bool legal = transforms::check(cur, a, target).ok();
+            const bool said_legal = (pc.legal >> i) & 1, open = (pc.check >> i) & 1;
+            INFO(name << ": " << transforms::print_action(a) << "\n" << ir::print_program(cur));
+            CHECK_FALSE((said_legal && open));
+            if (said_legal) CHECK(legal);
+            if (!said_legal && !open) CHECK_FALSE(legal);
+            const int k = static_cast<int>(row.kind);
+            ++(said_legal ? decided_legal[k] : open ? left[k] : decided_illegal[k]);
+          }
+        });
+      }
+      auto next = transforms::sample_legal_action(cur, target, rng);
+      if (!next) break;
+      cur = transforms::apply(cur, *next, target).value();
+    }
+  }
+  // The prechecks that decide whole verdicts did so, and every kind ruled something out cheaply.
+  for (Kind k : {Kind::kTileScope, Kind::kUnroll, Kind::kCreateTemporary, Kind::kSwapBufferDims})
+    CHECK_MESSAGE(decided_legal[static_cast<int>(k)] > 0, transforms::kind_name(k));
+  for (int k = 0; k < transforms::kNumKinds; ++k)
+    CHECK_MESSAGE(decided_illegal[k] > 0, transforms::kind_name(static_cast<Kind>(k)));
+}
+
+TEST_CASE("apply reached for an action its check refuses is an internal error when checks are on") {
+  auto p = ir::parse_program(R"(M = 6
+input x: f32[M]
+output y: f32[M]
+
+M y[{0}] = x[{0}]
+)");
+  REQUIRE(p.ok());
+  const transforms::Target target;
+  const Action bad{Kind::kTileScope, {0}, "", "", 4};  // 4 does not divide 6
+  REQUIRE_FALSE(transforms::check(p.value(), bad, target).ok());
+  const auto& row = transforms::registry()[static_cast<int>(Kind::kTileScope)];
+  {
+    InternalChecks on(true);
+    CHECK_THROWS_WITH_AS(row.apply(p.value(), bad, target),
+                         doctest::Contains("apply_tile_scope reached for an illegal action: "
+                                           "tile_scope 0 4 (not_divisible)"),
+                         transforms::InternalError);
+    // The checked entry point refuses with a diagnostic instead.
+    CHECK_FALSE(transforms::apply(p.value(), bad, target).ok());
+    // A legal action goes through.
+    CHECK_NOTHROW(row.apply(p.value(), Action{Kind::kTileScope, {0}, "", "", 3}, target));
+  }
+}
