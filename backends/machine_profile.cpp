@@ -505,7 +505,11 @@ MachineProfile calibrate(const CalibrateOptions& o) {
   auto read_fn = has512 ? read_avx512 : read_avx2;
   auto copy_fn = has512 ? read_avx512_copy : read_avx2_copy;
   if (has2) {
-    const long max_bytes = 256L << 20;
+    // Past L3 for the DRAM figure, but bounded: some virtual machines report a host's whole
+    // L3 (hundreds of MiB). Every working set below is clamped to the buffers' size.
+    const long max_bytes =
+        std::clamp(static_cast<long>(p.l3_bytes) * 2, 256L << 20, 1L << 30) & ~4095L;
+    auto fit = [&](long bytes) { return std::clamp(bytes, 4096L, max_bytes) & ~63L; };
     float* src = static_cast<float*>(std::aligned_alloc(64, max_bytes));
     float* dst = static_cast<float*>(std::aligned_alloc(64, max_bytes));
     if (src && dst) {
@@ -527,10 +531,10 @@ MachineProfile calibrate(const CalibrateOptions& o) {
         say("bandwidth at " + std::to_string(bytes >> 10) + " KiB: read " + std::to_string(read_bw(bytes)) +
             " GB/s, copy " + std::to_string(copy_bw(bytes)) + " GB/s");
       }
-      p.l1_bw_gbs = read_bw(static_cast<long>(p.l1_bytes / 2));
-      p.l2_bw_gbs = read_bw(static_cast<long>(std::max(p.l1_bytes * 4, p.l2_bytes / 2)));
-      p.l3_bw_gbs = read_bw(static_cast<long>(std::max(p.l2_bytes * 4, p.l3_bytes / 4)));
-      p.dram_bw_gbs = read_bw(std::max(static_cast<long>(p.l3_bytes * 4), 64L << 20));
+      p.l1_bw_gbs = read_bw(fit(static_cast<long>(p.l1_bytes / 2)));
+      p.l2_bw_gbs = read_bw(fit(static_cast<long>(std::max(p.l1_bytes * 4, p.l2_bytes / 2))));
+      p.l3_bw_gbs = read_bw(fit(static_cast<long>(std::max(p.l2_bytes * 4, p.l3_bytes / 4))));
+      p.dram_bw_gbs = read_bw(fit(std::max(static_cast<long>(p.l3_bytes * 2), 64L << 20)));
       // All cores at once, each on its own slice.
       const int t = p.cores;
       const long slice = std::min(max_bytes / t, std::max(static_cast<long>(p.l3_bytes * 2), 32L << 20)) & ~4095L;
