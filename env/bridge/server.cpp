@@ -44,7 +44,12 @@ class Connection;
 struct Session {
   Session(uint64_t i, std::unique_ptr<env::Env> e, PoolStrand s, std::atomic<int>& live)
       : id(i), env(std::move(e)), strand(std::move(s)), live_(live) {}
-  ~Session() { --live_; }
+  ~Session() { release_slot(); }
+  /// Gives back its max_sessions claim, once: at `close` (before the reply, so a client that
+  /// closes and then makes finds the slot free), else when the last holder lets it go.
+  void release_slot() {
+    if (!released_.exchange(true)) --live_;
+  }
   uint64_t id;
   std::unique_ptr<env::Env> env;  // touched only on `strand`
   PoolStrand strand;
@@ -52,6 +57,7 @@ struct Session {
 
  private:
   std::atomic<int>& live_;
+  std::atomic<bool> released_{false};
 };
 
 struct Server::Impl {
@@ -401,6 +407,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
             self->sessions_.erase(s->id);
           }
           s->env.reset();
+          s->release_slot();
           return ok_reply(r.id, "{\"closed\":" + std::to_string(s->id) + "}");
         }));
       } else if (op == "fork") {
