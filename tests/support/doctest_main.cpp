@@ -8,6 +8,7 @@
 #include <doctest/doctest.h>
 
 #include <cstdio>
+#include <cstdlib>
 
 #include "support/skip.h"
 
@@ -39,6 +40,9 @@ REGISTER_LISTENER("perfdojo_run_counter", 1, RunCounter);
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Internal assertions on (PERFDOJO_EXPECT_LEGAL: apply_X reached without a passing check
+  // throws), unless the caller chose otherwise.
+  setenv("PERFDOJO_INTERNAL_CHECKS", "1", 0);
   doctest::Context context(argc, argv);
   const int status = context.run();
   if (context.shouldExit() || status != 0) return status;

@@ -87,7 +87,8 @@ TEST_CASE("the registry has one row per kind, in id order, each with its three f
   }
 }
 
-TEST_CASE("every kind's precheck agrees with its check at every location of random trajectories") {
+TEST_CASE("every kind's precheck agrees with its check at every location of random trajectories" *
+          doctest::test_suite("slow")) {
   const transforms::Target target;
   // Per kind: verdicts the precheck decided legal, decided illegal, and left to the check.
   std::vector<int> decided_legal(transforms::kNumKinds), decided_illegal(transforms::kNumKinds),
