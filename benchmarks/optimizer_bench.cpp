@@ -30,7 +30,6 @@
 #include "backends/compiler.h"
 #include "backends/x86_backend.h"
 #include "blas_reference.h"
-#include "bridge/json.h"
 #include "ir/parse.h"
 #include "optimizer/optimizer.h"
 #include "transforms/action.h"
@@ -92,8 +91,8 @@ std::map<std::string, std::pair<double, std::string>> torch_times(const Options&
     return out;
   }
   for (const auto& line : split(text, '\n')) {
-    bridge::json::Document d;
-    if (d.Parse(line.c_str()).HasParseError() || !d.IsObject() || !d.HasMember("kernel")) continue;
+    util::json::Document d;
+    if (util::parse_json(line, &d) || !d.IsObject() || !d.HasMember("kernel")) continue;
     std::string k = d["kernel"].GetString();
     if (d.HasMember("median_s"))
       out[k] = {d["median_s"].GetDouble(), ""};

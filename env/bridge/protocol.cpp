@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <array>
-#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -93,207 +92,6 @@ FrameDecoder::Status FrameDecoder::next(std::string* body) {
   return Status::kFrame;
 }
 
-// ---------------------------------------------------------------- JSON output
-
-namespace {
-
-// Length of the valid UTF-8 sequence starting at s[i], or 0 when it is not valid.
-size_t utf8_sequence(std::string_view s, size_t i) {
-  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
-  const unsigned char c = b(i);
-  size_t len;
-  uint32_t cp;
-  if (c >= 0xc2 && c <= 0xdf) {
-    len = 2;
-    cp = c & 0x1f;
-  } else if (c >= 0xe0 && c <= 0xef) {
-    len = 3;
-    cp = c & 0x0f;
-  } else if (c >= 0xf0 && c <= 0xf4) {
-    len = 4;
-    cp = c & 0x07;
-  } else {
-    return 0;
-  }
-  if (i + len > s.size()) return 0;
-  for (size_t k = 1; k < len; ++k) {
-    if ((b(i + k) & 0xc0) != 0x80) return 0;
-    cp = (cp << 6) | (b(i + k) & 0x3f);
-  }
-  if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || cp > 0x10ffff ||
-      (cp >= 0xd800 && cp <= 0xdfff))
-    return 0;  // overlong, beyond Unicode, or a surrogate
-  return len;
-}
-
-template <class T>
-void append_chars(std::string& out, T v) {
-  std::array<char, 64> buf;
-  auto r = std::to_chars(buf.data(), buf.data() + buf.size(), v);
-  out.append(buf.data(), r.ptr);
-}
-
-}  // namespace
-
-void append_json_string(std::string& out, std::string_view s) {
-  out += '"';
-  for (size_t i = 0; i < s.size();) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c < 0x80) {
-      switch (c) {
-        case '"':
-          out += "\\\"";
-          break;
-        case '\\':
-          out += "\\\\";
-          break;
-        case '\n':
-          out += "\\n";
-          break;
-        case '\r':
-          out += "\\r";
-          break;
-        case '\t':
-          out += "\\t";
-          break;
-        default:
-          if (c < 0x20 || c == 0x7f) {
-            char buf[8];
-            std::snprintf(buf, sizeof buf, "\\u%04x", c);
-            out += buf;
-          } else {
-            out += static_cast<char>(c);
-          }
-      }
-      ++i;
-      continue;
-    }
-    if (size_t len = utf8_sequence(s, i)) {
-      out.append(s.data() + i, len);
-      i += len;
-    } else {
-      out += "\\ufffd";  // keep the reply valid JSON whatever bytes a user's kernel holds
-      ++i;
-    }
-  }
-  out += '"';
-}
-
-void JsonWriter::separate() {
-  if (after_key_) {
-    after_key_ = false;
-    return;
-  }
-  if (!first_.empty()) {
-    if (!first_.back()) out_ += ',';
-    first_.back() = false;
-  }
-}
-
-JsonWriter& JsonWriter::begin_object() {
-  separate();
-  out_ += '{';
-  first_.push_back(true);
-  return *this;
-}
-
-JsonWriter& JsonWriter::end_object() {
-  out_ += '}';
-  first_.pop_back();
-  return *this;
-}
-
-JsonWriter& JsonWriter::begin_array() {
-  separate();
-  out_ += '[';
-  first_.push_back(true);
-  return *this;
-}
-
-JsonWriter& JsonWriter::end_array() {
-  out_ += ']';
-  first_.pop_back();
-  return *this;
-}
-
-JsonWriter& JsonWriter::key(std::string_view k) {
-  separate();
-  append_json_string(out_, k);
-  out_ += ':';
-  after_key_ = true;
-  return *this;
-}
-
-JsonWriter& JsonWriter::value(std::string_view s) {
-  separate();
-  append_json_string(out_, s);
-  return *this;
-}
-
-JsonWriter& JsonWriter::value(bool b) {
-  separate();
-  out_ += b ? "true" : "false";
-  return *this;
-}
-
-JsonWriter& JsonWriter::value(int64_t v) {
-  separate();
-  append_chars(out_, v);
-  return *this;
-}
-
-JsonWriter& JsonWriter::value(uint64_t v) {
-  separate();
-  append_chars(out_, v);
-  return *this;
-}
-
-JsonWriter& JsonWriter::value(double v) {
-  separate();
-  if (!std::isfinite(v)) {
-    out_ += "null";
-  } else {
-    append_chars(out_, v);
-  }
-  return *this;
-}
-
-JsonWriter& JsonWriter::value(float v) {
-  separate();
-  if (v == 0 && !std::signbit(v)) {
-    out_ += '0';  // most features are zero
-    return *this;
-  }
-  if (!std::isfinite(v)) {
-    out_ += "null";
-    return *this;
-  }
-  // The float's shortest text is short, but a client reads it as a double and rounds to float;
-  // when that double rounding would land elsewhere, write the exact double instead.
-  std::array<char, 64> buf;
-  auto r = std::to_chars(buf.data(), buf.data() + buf.size(), v);
-  double back = 0;
-  std::from_chars(buf.data(), r.ptr, back);
-  if (static_cast<float>(back) == v) {
-    out_.append(buf.data(), r.ptr);
-  } else {
-    append_chars(out_, static_cast<double>(v));
-  }
-  return *this;
-}
-
-JsonWriter& JsonWriter::null() {
-  separate();
-  out_ += "null";
-  return *this;
-}
-
-JsonWriter& JsonWriter::raw(std::string_view json) {
-  separate();
-  out_ += json;
-  return *this;
-}
-
 // ---------------------------------------------------------------- requests and replies
 
 namespace {
@@ -303,27 +101,25 @@ namespace {
 }
 
 std::string id_text(const json::Value& id) {
-  std::string out;
-  if (id.IsInt64()) {
-    append_chars(out, id.GetInt64());
-  } else if (id.IsUint64()) {
-    append_chars(out, id.GetUint64());
-  } else {
-    append_json_string(out, std::string_view(id.GetString(), id.GetStringLength()));
-  }
-  return out;
+  if (id.IsInt64()) return std::to_string(id.GetInt64());
+  if (id.IsUint64()) return std::to_string(id.GetUint64());
+  return util::json_quote(util::json_string(id));
 }
 
 }  // namespace
 
 std::optional<Error> parse_request(std::string_view body, Request* out) {
   out->id = "null";
-  out->doc.Parse<json::kParseIterativeFlag | json::kParseValidateEncodingFlag>(body.data(),
-                                                                               body.size());
-  if (out->doc.HasParseError()) {
-    return Error{ErrorType::kInvalidJson, std::string("invalid JSON at byte ") +
-                                              std::to_string(out->doc.GetErrorOffset()) + ": " +
-                                              json::GetParseError_En(out->doc.GetParseError())};
+  // A request is an object: anything else is refused before a parse (a megabyte of '[' included).
+  const size_t first = body.find_first_not_of(" \t\n\r");
+  if (first != std::string_view::npos && body[first] != '{')
+    return Error{ErrorType::kInvalidJson, "a request must be a JSON object"};
+  util::JsonParseOptions options;
+  options.max_depth = kMaxRequestDepth;
+  if (auto e = util::parse_json(body, &out->doc, options)) {
+    return Error{ErrorType::kInvalidJson, "invalid JSON at byte " + std::to_string(e->offset) +
+                                              " (line " + std::to_string(e->line) + ", column " +
+                                              std::to_string(e->column) + "): " + e->what};
   }
   if (!out->doc.IsObject())
     return Error{ErrorType::kInvalidJson, "a request must be a JSON object"};
@@ -360,10 +156,7 @@ std::string error_reply(std::string_view id, const Error& e) {
 }
 
 const json::Value* member(const json::Value& obj, const char* name) {
-  // HasMember, not FindMember: rapidjson 1.1's iterator == is ambiguous under C++20 rules.
-  if (!obj.IsObject() || !obj.HasMember(name)) return nullptr;
-  const json::Value& v = obj[name];
-  return v.IsNull() ? nullptr : &v;
+  return util::json_member(obj, name);
 }
 
 std::string get_string(const json::Value& obj, const char* name) {

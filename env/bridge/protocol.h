@@ -13,9 +13,9 @@
 #include <string_view>
 #include <vector>
 
-#include "bridge/json.h"
 #include "gym/env.h"
 #include "gym/state.h"
+#include "util/json.h"
 
 namespace perfdojo::bridge {
 
@@ -23,6 +23,9 @@ namespace perfdojo::bridge {
 inline constexpr int kProtocolVersion = 1;
 /// Bytes of the big-endian length that precedes each frame body.
 inline constexpr size_t kFrameHeaderBytes = 4;
+
+/// Deepest nesting of objects and arrays a request may have (real requests need 3).
+inline constexpr int kMaxRequestDepth = 64;
 
 /// Server limits; each has a command-line flag (docs/bridge.md, "Limits").
 struct Limits {
@@ -100,55 +103,12 @@ class FrameDecoder {
   uint32_t refused_ = 0;
 };
 
-// ---------------------------------------------------------------- JSON output
+// ---------------------------------------------------------------- JSON
 
-/// Appends JSON text: numbers shortest-exact, strings escaped (invalid UTF-8 becomes U+FFFD).
-class JsonWriter {
- public:
-  JsonWriter& begin_object();
-  JsonWriter& end_object();
-  JsonWriter& begin_array();
-  JsonWriter& end_array();
-  /// An object key; the next call writes its value.
-  JsonWriter& key(std::string_view k);
-  JsonWriter& value(std::string_view s);
-  JsonWriter& value(const char* s) { return value(std::string_view(s)); }
-  JsonWriter& value(const std::string& s) { return value(std::string_view(s)); }
-  JsonWriter& value(bool b);
-  JsonWriter& value(int v) { return value(static_cast<int64_t>(v)); }
-  JsonWriter& value(int64_t v);
-  JsonWriter& value(uint64_t v);
-  /// Non-finite doubles become null (JSON has no NaN or infinity).
-  JsonWriter& value(double v);
-  /// The shortest text that reads back (as a double, then rounded) to exactly `v`.
-  JsonWriter& value(float v);
-  JsonWriter& null();
-  /// Inserts pre-rendered JSON as one value.
-  JsonWriter& raw(std::string_view json);
-  /// Shorthand for key(k).value(v).
-  template <class T>
-  JsonWriter& field(std::string_view k, const T& v) {
-    key(k);
-    return value(v);
-  }
-  /// Reserves room for `n` bytes of output.
-  JsonWriter& reserve(size_t n) {
-    out_.reserve(n);
-    return *this;
-  }
-  /// The text written so far.
-  const std::string& str() const { return out_; }
-  std::string take() { return std::move(out_); }
-
- private:
-  void separate();
-  std::string out_;
-  std::vector<bool> first_;  // per open container: no element written yet
-  bool after_key_ = false;
-};
-
-/// Writes `s` as a JSON string literal (quotes included) onto `out`.
-void append_json_string(std::string& out, std::string_view s);
+// The one JSON module (util/json.h) under the names the bridge's code and tests use.
+namespace json = util::json;
+using util::append_json_string;
+using util::JsonWriter;
 
 // ---------------------------------------------------------------- requests and replies
 
@@ -160,7 +120,9 @@ struct Request {
 };
 
 /// Parses a frame body into `*out`. On failure returns the error, with `out->id` set to whatever
-/// id could be read (or "null") so the error reply can still name the request.
+/// id could be read (or "null") so the error reply can still name the request. A body that does
+/// not start with '{' is refused before it is parsed; invalid JSON is reported with its byte
+/// offset, line and column; nesting deeper than kMaxRequestDepth is refused.
 std::optional<Error> parse_request(std::string_view body, Request* out);
 
 /// {"id":..,"ok":true,"result":<result_json>}

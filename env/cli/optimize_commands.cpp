@@ -8,7 +8,6 @@
 #include <iostream>
 
 #include "backends/compiler.h"
-#include "bridge/json.h"
 #include "cli/cli.h"
 #include "ir/parse.h"
 #include "ir/print.h"
@@ -87,8 +86,8 @@ Proposals agent_proposals(const std::string& checkpoint, const std::string& file
     if (text[pos] == '{') line = text.substr(pos, nl - pos);
     pos = nl + 1;
   }
-  bridge::json::Document d;
-  const bool parsed = !line.empty() && !d.Parse(line.c_str()).HasParseError() && d.IsObject();
+  util::json::Document d;
+  const bool parsed = !line.empty() && !util::parse_json(line, &d) && d.IsObject();
   if (timed_out) {
     out.note =
         "the policy gave no proposals within " + std::to_string(static_cast<int>(timeout_s)) + " s";
