@@ -1,12 +1,7 @@
-#include "bridge/protocol.h"
+#include "bridge/request.h"
 
 #include <algorithm>
-#include <array>
-#include <cmath>
-#include <cstring>
 #include <limits>
-
-#include "transforms/action.h"
 
 namespace perfdojo::bridge {
 
@@ -47,52 +42,6 @@ const char* error_type_name(ErrorType t) {
   }
   return "internal";
 }
-
-// ---------------------------------------------------------------- frames
-
-std::string encode_frame(std::string_view body) {
-  std::string out(kFrameHeaderBytes + body.size(), '\0');
-  const auto n = static_cast<uint32_t>(body.size());
-  out[0] = static_cast<char>((n >> 24) & 0xff);
-  out[1] = static_cast<char>((n >> 16) & 0xff);
-  out[2] = static_cast<char>((n >> 8) & 0xff);
-  out[3] = static_cast<char>(n & 0xff);
-  std::memcpy(out.data() + kFrameHeaderBytes, body.data(), body.size());
-  return out;
-}
-
-uint32_t decode_frame_length(const unsigned char* h) {
-  return (uint32_t{h[0]} << 24) | (uint32_t{h[1]} << 16) | (uint32_t{h[2]} << 8) | uint32_t{h[3]};
-}
-
-void FrameDecoder::feed(const char* data, size_t n) {
-  // Drop consumed bytes before growing, so the buffer stays near one frame plus one read.
-  if (pos_ == buf_.size()) {
-    buf_.clear();
-    pos_ = 0;
-  } else if (pos_ > (64u << 10) && pos_ * 2 > buf_.size()) {
-    buf_.erase(0, pos_);
-    pos_ = 0;
-  }
-  buf_.append(data, n);
-}
-
-FrameDecoder::Status FrameDecoder::next(std::string* body) {
-  const size_t avail = buf_.size() - pos_;
-  if (avail < kFrameHeaderBytes) return Status::kNeedMore;
-  const uint32_t len =
-      decode_frame_length(reinterpret_cast<const unsigned char*>(buf_.data() + pos_));
-  if (len > max_) {
-    refused_ = len;
-    return Status::kTooLarge;
-  }
-  if (avail - kFrameHeaderBytes < len) return Status::kNeedMore;
-  body->assign(buf_, pos_ + kFrameHeaderBytes, len);
-  pos_ += kFrameHeaderBytes + len;
-  return Status::kFrame;
-}
-
-// ---------------------------------------------------------------- requests and replies
 
 namespace {
 
@@ -135,24 +84,6 @@ std::optional<Error> parse_request(std::string_view body, Request* out) {
   if (!op->IsString()) return Error{ErrorType::kBadRequest, "field 'op' must be a string"};
   out->op.assign(op->GetString(), op->GetStringLength());
   return std::nullopt;
-}
-
-std::string ok_reply(std::string_view id, std::string_view result_json) {
-  std::string out;
-  out.reserve(id.size() + result_json.size() + 32);
-  out += "{\"id\":";
-  out += id;
-  out += ",\"ok\":true,\"result\":";
-  out += result_json;
-  out += '}';
-  return out;
-}
-
-std::string error_reply(std::string_view id, const Error& e) {
-  JsonWriter w;
-  w.begin_object().key("id").raw(id).field("ok", false).key("error").begin_object();
-  w.field("type", error_type_name(e.type)).field("message", e.message).end_object().end_object();
-  return w.take();
 }
 
 const json::Value* member(const json::Value& obj, const char* name) {
@@ -200,7 +131,7 @@ void check_fields(const json::Value& obj, const std::vector<std::string_view>& a
   }
 }
 
-// ---------------------------------------------------------------- env codecs
+// ---------------------------------------------------------------- env decoders
 
 namespace {
 
@@ -339,128 +270,6 @@ env::EnvConfig config_from_json(const json::Value& obj, const ConfigPolicy& poli
   return c;
 }
 
-void write_observation(JsonWriter& w, const env::Observation& o,
-                       const std::vector<std::string>& spaces) {
-  w.begin_object();
-  for (const auto& s : spaces) {
-    w.key(s);
-    if (s == "ir_text") {
-      w.value(o.ir_text);
-    } else if (s == "features") {
-      w.begin_array();
-      for (float f : o.features) w.value(f);
-      w.end_array();
-    } else if (s == "tokens") {
-      w.begin_array();
-      for (int32_t t : o.tokens) w.value(static_cast<int64_t>(t));
-      w.end_array();
-    } else if (s == "graph") {
-      const env::Graph& g = o.graph;
-      w.begin_object().field("num_nodes", g.num_nodes).key("node_features").begin_array();
-      for (float f : g.node_features) w.value(f);
-      w.end_array();
-      auto ints = [&](const char* name, const std::vector<int32_t>& v) {
-        w.key(name).begin_array();
-        for (int32_t x : v) w.value(static_cast<int64_t>(x));
-        w.end_array();
-      };
-      ints("edge_src", g.edge_src);
-      ints("edge_dst", g.edge_dst);
-      ints("edge_type", g.edge_type);
-      w.end_object();
-    } else {
-      w.null();
-    }
-  }
-  w.end_object();
-}
-
-void write_info(JsonWriter& w, const env::Info& i) {
-  w.begin_object()
-      .field("benchmark", i.benchmark)
-      .field("step", i.step)
-      .field("action", i.action)
-      .field("illegal_action", i.illegal_action)
-      .field("legality", i.legality)
-      .field("legality_message", i.legality_message)
-      .field("action_had_no_effect", i.action_had_no_effect)
-      .field("time_s", i.time_s)
-      .field("initial_time_s", i.initial_time_s)
-      .field("best_time_s", i.best_time_s);
-  w.key("best_trace").begin_array();
-  for (const auto& a : i.best_trace) w.value(transforms::print_action(a));
-  w.end_array();
-  w.field("action_mask", mask_base64(i.action_mask));
-  w.key("error");
-  if (i.error) {
-    w.value(*i.error);
-  } else {
-    w.null();
-  }
-  w.field("cursor", i.cursor).end_object();
-}
-
-void write_step(JsonWriter& w, const env::StepResult& r, const std::vector<std::string>& spaces) {
-  w.begin_object().key("observation");
-  write_observation(w, r.observation, spaces);
-  w.field("reward", r.reward).field("terminated", r.terminated).field("truncated", r.truncated);
-  w.key("info");
-  write_info(w, r.info);
-  w.end_object();
-}
-
-void write_reset(JsonWriter& w, const env::Observation& o, const env::Info& info,
-                 const std::vector<std::string>& spaces) {
-  w.begin_object().key("observation");
-  write_observation(w, o, spaces);
-  w.key("info");
-  write_info(w, info);
-  w.end_object();
-}
-
-void write_spaces(JsonWriter& w, const env::Env& e) {
-  const env::ActionSpec a = e.action_spec();
-  const env::EnvConfig& c = e.config();
-  w.begin_object().key("action_space").begin_object();
-  w.field("type", "discrete").field("kind", a.kind).field("n", a.n).field("stop", a.stop);
-  w.end_object().key("observation_spaces").begin_array();
-  for (const auto& s : e.observation_spec()) {
-    w.begin_object()
-        .field("name", s.name)
-        .field("dtype", s.dtype)
-        .field("deterministic", s.deterministic)
-        .field("platform_dependent", s.platform_dependent);
-    w.key("shape").begin_array();
-    for (int d : s.shape) w.value(d);
-    w.end_array();
-    if (s.name == "tokens") w.field("vocabulary_size", env::token_vocabulary_size());
-    if (s.name == "graph") w.field("node_features", env::kGraphNodeFeatures).field("edge_types", 4);
-    w.end_object();
-  }
-  w.end_array();
-  w.field("deterministic", e.deterministic())
-      .field("benchmark", c.benchmark)
-      .field("backend", c.backend)
-      .field("reward_space", c.reward_space)
-      .field("max_episode_steps", c.max_episode_steps)
-      .field("seed", c.seed)
-      .end_object();
-}
-
-void write_state(JsonWriter& w, const env::EpisodeState& s) {
-  w.begin_object()
-      .field("benchmark", s.benchmark)
-      .field("backend", s.backend)
-      .field("reward_space", s.reward_space)
-      .field("seed", s.seed);
-  w.key("trace").begin_array();
-  for (const auto& t : s.trace) w.value(t);
-  w.end_array().key("rewards").begin_array();
-  for (double r : s.rewards) w.value(r);
-  w.end_array();
-  w.field("initial_time_s", s.initial_time_s).field("final_time_s", s.final_time_s).end_object();
-}
-
 env::EpisodeState state_from_json(const json::Value& v) {
   if (!v.IsObject()) fail(ErrorType::kInvalidState, "field 'state' must be an object");
   env::EpisodeState s;
@@ -495,83 +304,6 @@ env::EpisodeState state_from_json(const json::Value& v) {
     }
   }
   return s;
-}
-
-void write_validation(JsonWriter& w, const env::Validation& v) {
-  w.begin_object()
-      .field("ok", v.ok)
-      .field("trace_legal", v.trace_legal)
-      .field("reward_reproduced", v.reward_reproduced)
-      .field("semantics_checked", v.semantics_checked)
-      .field("semantics_equal", v.semantics_equal)
-      .field("scaled_note", v.scaled_note)
-      .field("message", v.message)
-      .end_object();
-}
-
-// ---------------------------------------------------------------- base64
-
-namespace {
-constexpr char kB64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-}  // namespace
-
-std::string base64_encode(std::string_view in) {
-  std::string out;
-  out.reserve((in.size() + 2) / 3 * 4);
-  size_t i = 0;
-  const auto b = [&](size_t k) { return static_cast<uint32_t>(static_cast<unsigned char>(in[k])); };
-  for (; i + 3 <= in.size(); i += 3) {
-    uint32_t v = (b(i) << 16) | (b(i + 1) << 8) | b(i + 2);
-    out += kB64[(v >> 18) & 63];
-    out += kB64[(v >> 12) & 63];
-    out += kB64[(v >> 6) & 63];
-    out += kB64[v & 63];
-  }
-  if (size_t rest = in.size() - i) {
-    uint32_t v = b(i) << 16;
-    if (rest == 2) v |= b(i + 1) << 8;
-    out += kB64[(v >> 18) & 63];
-    out += kB64[(v >> 12) & 63];
-    out += rest == 2 ? kB64[(v >> 6) & 63] : '=';
-    out += '=';
-  }
-  return out;
-}
-
-std::string mask_base64(const std::vector<uint8_t>& mask) {
-  std::string bits((mask.size() + 7) / 8, '\0');
-  for (size_t i = 0; i < mask.size(); ++i)
-    if (mask[i]) bits[i >> 3] = static_cast<char>(bits[i >> 3] | (0x80 >> (i & 7)));
-  return base64_encode(bits);
-}
-
-std::optional<std::string> base64_decode(std::string_view in) {
-  if (in.size() % 4 != 0) return std::nullopt;
-  std::array<int, 256> value;
-  value.fill(-1);
-  for (int k = 0; k < 64; ++k) value[static_cast<unsigned char>(kB64[k])] = k;
-  std::string out;
-  out.reserve(in.size() / 4 * 3);
-  for (size_t i = 0; i < in.size(); i += 4) {
-    int v[4];
-    int pad = 0;
-    for (int k = 0; k < 4; ++k) {
-      const auto c = static_cast<unsigned char>(in[i + k]);
-      if (c == '=' && i + 4 == in.size() && k >= 2) {
-        v[k] = 0;
-        ++pad;
-      } else if (pad || value[c] < 0) {
-        return std::nullopt;  // a character outside the alphabet, or data after padding
-      } else {
-        v[k] = value[c];
-      }
-    }
-    uint32_t n = (v[0] << 18) | (v[1] << 12) | (v[2] << 6) | v[3];
-    out += static_cast<char>((n >> 16) & 0xff);
-    if (pad < 2) out += static_cast<char>((n >> 8) & 0xff);
-    if (pad < 1) out += static_cast<char>(n & 0xff);
-  }
-  return out;
 }
 
 }  // namespace perfdojo::bridge
