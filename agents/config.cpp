@@ -106,53 +106,29 @@ std::string format_double(double v) {
   return o.str();
 }
 
-// A flat JSON object {"key": value, ...} with string, number and boolean values.
+// A flat JSON object {"key": value, ...} with string, number, boolean or null values. Numbers
+// keep their text, so set_field judges them exactly as it judges key=value files.
 std::string parse_flat_json(AgentConfig& c, const std::string& text, const std::string& path) {
-  size_t i = 0, line = 1;
-  auto err = [&](const std::string& m) { return path + ":" + std::to_string(line) + ": " + m; };
-  auto skip = [&] {
-    while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) line += text[i++] == '\n';
-  };
-  auto read_string = [&](std::string& out) -> bool {
-    if (i >= text.size() || text[i] != '"') return false;
-    ++i;
-    while (i < text.size() && text[i] != '"') {
-      if (text[i] == '\\' && i + 1 < text.size()) ++i;
-      out += text[i++];
+  util::json::Document d;
+  util::JsonParseOptions options;
+  options.numbers_as_strings = true;
+  options.max_depth = 2;  // the object and one level more, so a nested value gets its own message
+  if (auto e = util::parse_json(text, &d, options))
+    return path + ":" + std::to_string(e->line) + ":" + std::to_string(e->column) + ": " + e->what;
+  if (!d.IsObject()) return path + ": expected '{' to open a JSON object";
+  for (const auto& m : d.GetObject()) {
+    const std::string key(util::json_string(m.name));
+    std::string value;
+    if (m.value.IsString()) {
+      value = util::json_string(m.value);
+    } else if (m.value.IsBool()) {
+      value = m.value.GetBool() ? "true" : "false";
+    } else if (!m.value.IsNull()) {
+      return path + ": \"" + key + "\" must be a string, number, boolean or null";
     }
-    if (i >= text.size()) return false;
-    ++i;
-    return true;
-  };
-  skip();
-  if (i >= text.size() || text[i] != '{') return err("expected '{' to open a JSON object");
-  ++i;
-  skip();
-  if (i < text.size() && text[i] == '}') return "";
-  for (;;) {
-    skip();
-    std::string key, value;
-    if (!read_string(key)) return err("expected a quoted key");
-    skip();
-    if (i >= text.size() || text[i] != ':') return err("expected ':' after \"" + key + "\"");
-    ++i;
-    skip();
-    if (i < text.size() && text[i] == '"') {
-      if (!read_string(value)) return err("unterminated string for \"" + key + "\"");
-    } else {
-      while (i < text.size() && text[i] != ',' && text[i] != '}' && !std::isspace(static_cast<unsigned char>(text[i])))
-        value += text[i++];
-      if (value == "null") value.clear();
-    }
-    if (auto e = set_field(c, key, value); !e.empty()) return err(e);
-    skip();
-    if (i < text.size() && text[i] == ',') {
-      ++i;
-      continue;
-    }
-    if (i < text.size() && text[i] == '}') return "";
-    return err("expected ',' or '}' after the value of \"" + key + "\"");
+    if (auto e = set_field(c, key, value); !e.empty()) return path + ": " + e;
   }
+  return "";
 }
 
 }  // namespace

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "util/process.h"
+
 namespace perfdojo::backends {
 
 /// The outcome of one compilation.
@@ -25,17 +27,11 @@ CompileResult compile_shared_object(const std::string& compiler,
                                     const std::vector<std::string>& libs = {},
                                     double timeout_s = 0);
 
-/// The path of `name` as execvp would find it (names with a '/' are taken as paths); "" if none.
-std::string find_executable(const std::string& name);
+/// The path of `name` as execvp would find it (util/process.h).
+using util::find_executable;
 
 /// The first line of `compiler --version` (cached per process); "" when it cannot run.
 std::string compiler_version(const std::string& compiler);
-
-/// Runs argv (looked up in PATH), capturing stdout and stderr together. Returns the exit status
-/// (-1 when it could not start, 128 + N when killed by signal N). With `timeout_s` > 0 the
-/// command's process group is killed at the deadline and `*timed_out` (when given) is set.
-int run_capture(const std::vector<std::string>& argv, std::string* output, double timeout_s = 0,
-                bool* timed_out = nullptr);
 
 /// 64-bit FNV-1a, stable across runs and platforms (file names and cache keys).
 uint64_t stable_hash(const std::string& s, uint64_t seed = 0xcbf29ce484222325ULL);

@@ -95,36 +95,6 @@ std::string set_key(MachineProfile& p, const std::string& key, const std::string
   return "";
 }
 
-// Splits a flat JSON object's body on commas outside string literals.
-std::optional<std::vector<std::string>> split_json_members(const std::string& body) {
-  std::vector<std::string> out;
-  std::string cur;
-  bool in_string = false;
-  for (size_t i = 0; i < body.size(); ++i) {
-    char c = body[i];
-    if (in_string) {
-      if (c == '\\' && i + 1 < body.size()) {
-        cur += c;
-        c = body[++i];
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == ',') {
-      out.push_back(cur);
-      cur.clear();
-      continue;
-    } else if (c == '{' || c == '}' || c == '[' || c == ']') {
-      return std::nullopt;  // nested values are not part of the format
-    }
-    cur += c;
-  }
-  if (in_string) return std::nullopt;
-  if (!trim(cur).empty() || !out.empty()) out.push_back(cur);
-  return out;
-}
-
 }  // namespace
 
 MachineProfile default_profile() { return MachineProfile{}; }
@@ -156,21 +126,21 @@ std::optional<MachineProfile> parse_profile(const std::string& text, const std::
   if (t.empty()) return fail(0, "empty machine profile");
   if (t.front() == '{') {
     if (t.back() != '}') return fail(0, "JSON profile does not end with '}'");
-    auto members = split_json_members(t.substr(1, t.size() - 2));
-    if (!members) return fail(0, "JSON profile must be one flat object of numbers and strings");
-    for (const auto& m : *members) {
-      std::string s = trim(m);
-      size_t colon = std::string::npos;
-      bool in_string = false;
-      for (size_t i = 0; i < s.size() && colon == std::string::npos; ++i) {
-        if (s[i] == '"' && (i == 0 || s[i - 1] != '\\')) in_string = !in_string;
-        if (s[i] == ':' && !in_string) colon = i;
-      }
-      if (colon == std::string::npos) return fail(0, "expected \"key\": value, got '" + s + "'");
-      std::string key = trim(s.substr(0, colon));
-      if (key.size() < 2 || key.front() != '"' || key.back() != '"')
-        return fail(0, "JSON keys must be strings, got '" + key + "'");
-      std::string why = set_key(p, unquote(key), s.substr(colon + 1));
+    util::json::Document d;
+    util::JsonParseOptions options;
+    options.numbers_as_strings = true;  // set_key reads them as it reads key = value lines
+    options.max_depth = 1;
+    if (auto e = util::parse_json(t, &d, options)) {
+      if (e->too_deep)
+        return fail(0, "JSON profile must be one flat object of numbers and strings");
+      return fail(0, "JSON profile, " + e->message());
+    }
+    if (!d.IsObject()) return fail(0, "JSON profile must be one flat object of numbers and strings");
+    for (const auto& m : d.GetObject()) {
+      if (!m.value.IsString())
+        return fail(0, "JSON profile must be one flat object of numbers and strings");
+      std::string why = set_key(p, std::string(util::json_string(m.name)),
+                                std::string(util::json_string(m.value)));
       if (!why.empty()) return fail(0, why);
     }
     return p;

@@ -27,14 +27,13 @@
 #include <vector>
 
 #include "backends/backend.h"
-#include "backends/compiler.h"
 #include "backends/x86_backend.h"
 #include "blas_reference.h"
-#include "bridge/json.h"
 #include "ir/parse.h"
 #include "optimizer/optimizer.h"
 #include "transforms/action.h"
 #include "util/json.h"
+#include "util/process.h"
 
 using namespace perfdojo;
 
@@ -83,8 +82,9 @@ std::map<std::string, std::pair<double, std::string>> torch_times(const Options&
   std::vector<std::string> argv = {o.python, PERFDOJO_SOURCE_DIR "/benchmarks/torch_baseline.py",
                                    "--json"};
   for (const auto& k : o.kernels) argv.push_back(kernel_dir + "/" + k + ".pdj");
-  std::string text;
-  int rc = backends::run_capture(argv, &text, 600);
+  util::ProcessResult run = util::run_process(argv, {.timeout_s = 600});
+  const std::string& text = run.output;
+  const int rc = run.exit_code;
   if (rc != 0) {
     for (const auto& k : o.kernels)
       out[k] = {
@@ -92,8 +92,8 @@ std::map<std::string, std::pair<double, std::string>> torch_times(const Options&
     return out;
   }
   for (const auto& line : split(text, '\n')) {
-    bridge::json::Document d;
-    if (d.Parse(line.c_str()).HasParseError() || !d.IsObject() || !d.HasMember("kernel")) continue;
+    util::json::Document d;
+    if (util::parse_json(line, &d) || !d.IsObject() || !d.HasMember("kernel")) continue;
     std::string k = d["kernel"].GetString();
     if (d.HasMember("median_s"))
       out[k] = {d["median_s"].GetDouble(), ""};

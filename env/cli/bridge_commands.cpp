@@ -113,7 +113,7 @@ int cmd_serve(const Args& a) {
   if (!started.ok()) return report_errors(started.errors(), a.json, "serve");
   std::unique_ptr<bridge::Server> server = std::move(started).value();
   if (a.json) {
-    bridge::JsonWriter w;
+    util::JsonWriter w;
     w.begin_object()
         .field("ok", true)
         .field("listening", true)
@@ -174,14 +174,14 @@ int time_episode(env::Env& e, int64_t seed, const std::vector<int>& actions, int
     reset_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
     for (int act : actions) {
       auto t = Clock::now();
-      bridge::JsonWriter w;
+      util::JsonWriter w;
       w.reserve(16 << 10);
       bridge::write_step(w, e.step(act), spaces);
       bytes += w.str().size();
       step_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t).count());
     }
   }
-  bridge::JsonWriter w;
+  util::JsonWriter w;
   w.begin_object()
       .field("ok", true)
       .field("repeats", reps)
@@ -202,10 +202,10 @@ int time_episode(env::Env& e, int64_t seed, const std::vector<int>& actions, int
 int cmd_episode(const Args& a) {
   bridge::ConfigPolicy policy;
   policy.allow_files = true;  // the local user's own files
-  bridge::json::Document doc;
+  util::json::Document doc;
   const std::string config_text = a.get("config", "{}");
-  doc.Parse<bridge::json::kParseIterativeFlag>(config_text.c_str(), config_text.size());
-  if (doc.HasParseError()) return usage_error("--config is not valid JSON", a.json);
+  if (auto e = util::parse_json(config_text, &doc))
+    return usage_error("--config is not valid JSON: " + e->message(), a.json);
   env::EnvConfig config;
   try {
     config = bridge::config_from_json(doc, policy);
@@ -235,7 +235,7 @@ int cmd_episode(const Args& a) {
     if (!int_option(a, "time", 1, 1000000, &reps, &rc)) return rc;
     return time_episode(e, seed, actions, static_cast<int>(reps));
   }
-  bridge::JsonWriter w;
+  util::JsonWriter w;
   w.begin_object().field("ok", true).key("spaces");
   bridge::write_spaces(w, e);
   auto [obs, info] = seed >= 0 ? e.reset(static_cast<uint64_t>(seed)) : e.reset();

@@ -7,14 +7,13 @@
 #include <fstream>
 #include <iostream>
 
-#include "backends/compiler.h"
-#include "bridge/json.h"
 #include "cli/cli.h"
 #include "ir/parse.h"
 #include "ir/print.h"
 #include "optimizer/optimizer.h"
 #include "transforms/action.h"
 #include "util/json.h"
+#include "util/process.h"
 
 namespace perfdojo::cli {
 namespace {
@@ -60,8 +59,8 @@ Proposals agent_proposals(const std::string& checkpoint, const std::string& file
   Proposals out;
   std::error_code ec;
   fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  std::string tool = backends::find_executable((self.parent_path() / "evaluate_agent").string());
-  if (tool.empty()) tool = backends::find_executable("evaluate_agent");
+  std::string tool = util::find_executable((self.parent_path() / "evaluate_agent").string());
+  if (tool.empty()) tool = util::find_executable("evaluate_agent");
   if (tool.empty()) {
     out.error =
         "--agent needs evaluate_agent next to perfdojo (a build with PERFDOJO_BUILD_AGENTS=ON)";
@@ -71,14 +70,16 @@ Proposals agent_proposals(const std::string& checkpoint, const std::string& file
     out.error = "cannot read checkpoint '" + checkpoint + "'";
     return out;
   }
-  std::string text;
-  bool timed_out = false;
   // Evaluations the policy's searches may spend: a few hundred per second of its time limit
   // (LibTorch's start-up and the env's steps on this machine), 2000 at most.
   const int evals = static_cast<int>(std::clamp(timeout_s * 150, 100.0, 2000.0));
-  int rc = backends::run_capture({tool, "--checkpoint", checkpoint, "--propose", file, "--budget",
-                                  std::to_string(evals), "--json"},
-                                 &text, timeout_s, &timed_out);
+  util::ProcessResult run = util::run_process(
+      {tool, "--checkpoint", checkpoint, "--propose", file, "--budget", std::to_string(evals),
+       "--json"},
+      {.timeout_s = timeout_s});
+  const std::string& text = run.output;
+  const int rc = run.exit_code;
+  const bool timed_out = run.timed_out;
   // The JSON document is the last line that starts with '{' (stderr is captured too).
   std::string line;
   for (size_t pos = 0; pos < text.size();) {
@@ -87,8 +88,8 @@ Proposals agent_proposals(const std::string& checkpoint, const std::string& file
     if (text[pos] == '{') line = text.substr(pos, nl - pos);
     pos = nl + 1;
   }
-  bridge::json::Document d;
-  const bool parsed = !line.empty() && !d.Parse(line.c_str()).HasParseError() && d.IsObject();
+  util::json::Document d;
+  const bool parsed = !line.empty() && !util::parse_json(line, &d) && d.IsObject();
   if (timed_out) {
     out.note =
         "the policy gave no proposals within " + std::to_string(static_cast<int>(timeout_s)) + " s";
