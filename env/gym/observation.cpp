@@ -244,11 +244,9 @@ std::vector<float> features(const ir::Program& p, int cursor, FeatureMemo* memo)
   if (!mem) owned.resize(p.body.size());
   for (size_t t = 0; t < p.body.size(); ++t) {
     const ir::NodePtr& node = p.body[t];
-    NestFeatures* nf = mem ? mem->find(node.get()) : &owned[t];
-    if (!mem || !nf) {  // made: without a memo, or a node the memo does not hold
-      if (mem) nf = &mem->remember(node);
-      nest_features(node, *nf);
-    }
+    auto make = [&](NestFeatures& nf) { nest_features(node, nf); };
+    NestFeatures* nf = mem ? &mem->get(node, make) : &owned[t];
+    if (!mem) make(*nf);
     nests.push_back(nf);
   }
   // Keep what this program has: the next one shares most of it (and nothing else is held).

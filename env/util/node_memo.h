@@ -55,6 +55,22 @@ class NodeMemo {
     return find(node, [](const Value&) { return true; });
   }
 
+  /// The value remembered for `node` (a hit), or a new one `make(value)` fills (a miss); marked
+  /// seen. One lookup either way: for values that stay valid as long as their node.
+  template <class Make>
+  Value& get(const ir::NodePtr& node, Make make) {
+    Entry& e = entries_[node.get()];
+    e.seen = epoch_;
+    if (e.node) {
+      ++hits_;
+    } else {
+      ++misses_;
+      e.node = node;
+      make(e.value);
+    }
+    return e.value;
+  }
+
   /// A fresh value for `node`, seen in this use, to be filled by the caller (replaces any).
   Value& remember(const ir::NodePtr& node) {
     Entry& e = entries_[node.get()];
