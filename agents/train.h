@@ -1,5 +1,6 @@
-// The training loop: N actor envs stepped in parallel on oneTBB feed one learner. Reads top to
-// bottom in train.cpp: set-up, resume, the rollout/learn loop, logging, checkpoints, summary.
+// The training loop: N actor envs stepped in parallel on oneTBB feed one learner. train.cpp
+// runs the steps of a TrainRun (train_run.h): set-up and checkpoints (train_setup.cpp), resume
+// (train_resume.cpp), the rollout/learn loop and its logging (train_loop.cpp), summary.
 #pragma once
 
 #include <atomic>

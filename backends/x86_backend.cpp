@@ -398,57 +398,72 @@ class X86Backend final : public Backend {
       return;
     }
 
-    if (o.verify) {
-      lock.reset();
-      std::map<std::string, ir::Tensor> got;
-      for (size_t i = 0; i < params.size(); ++i)
-        if (params[i]->role == ir::Role::kOutput)
-          got[params[i]->name] = read_tensor(base + offs[i], *params[i]);
-      std::map<std::string, ir::Tensor> want;
-      double max_flops = extra_number(config_, "verify_interpreter_max_flops", 1e7);
-      if (flop_count(p) <= max_flops) {
-        auto r = ir::interpret(p, inputs);
-        if (!r.ok()) {
-          m.error = "the interpreter refused the program: " + r.error_text();
-          return;
-        }
-        for (const auto& [n, t] : got) want[n] = r->at(n);
-      } else if (has_annotations(p.body)) {
-        lock.emplace(lock_on);  // the reference runs a kernel too
-        if (auto e = reference_outputs(p, o, params, offs, base, want)) {
-          m.error = *e;
-          return;
-        }
-        if (auto e = w.load(cr.so_path, offs, o.timeout_s)) {
-          m.error = *e;
-          return;
-        }
-      }
-      if (!want.empty()) {
-        double worst = 0;
-        std::string bad;  // the first output over its tolerance
-        for (const auto& [n, t] : got) {
-          double e = ir::max_relative_error(t, want.at(n));
-          worst = std::max(worst, e);
-          if (bad.empty() && !(e <= x86_verification_tolerance(t.dtype, p))) bad = n;
-        }
-        m.max_rel_error = worst;
-        if (!bad.empty()) {
-          char buf[200];
-          std::snprintf(buf, sizeof buf,
-                        "wrong result: max relative error %.3g in output '%s' (tolerance %g)",
-                        ir::max_relative_error(got.at(bad), want.at(bad)), bad.c_str(),
-                        x86_verification_tolerance(got.at(bad).dtype, p));
-          m.error = buf;
-          return;
-        }
-        m.verified = true;
-      }
-    }
+    if (o.verify && !verify_outputs(p, o, inputs, params, offs, base, cr.so_path, lock, lock_on, m))
+      return;
 
     if (!lock) lock.emplace(lock_on);
     time_runs(o, first.seconds, m);
     if (m.ok()) cache_.store(key, m);
+  }
+
+  // Checks the kernel's outputs, in the shared region after its first run, against the
+  // interpreter's (or, too large to interpret, the sequential build's): false, with m.error set,
+  // when they differ or cannot be had. The lock is let go while the interpreter runs.
+  bool verify_outputs(const ir::Program& p, const MeasureOptions& o, const ir::TensorMap& inputs,
+                      const std::vector<const ir::BufferDecl*>& params,
+                      const std::vector<size_t>& offs, uint8_t* base, const std::string& so_path,
+                      std::optional<MeasureLock>& lock, bool lock_on, Measurement& m) {
+    Worker& w = worker();
+    lock.reset();
+    std::map<std::string, ir::Tensor> got;
+    for (size_t i = 0; i < params.size(); ++i)
+      if (params[i]->role == ir::Role::kOutput)
+        got[params[i]->name] = read_tensor(base + offs[i], *params[i]);
+    std::map<std::string, ir::Tensor> want;
+    double max_flops = extra_number(config_, "verify_interpreter_max_flops", 1e7);
+    if (flop_count(p) <= max_flops) {
+      auto r = ir::interpret(p, inputs);
+      if (!r.ok()) {
+        m.error = "the interpreter refused the program: " + r.error_text();
+        return false;
+      }
+      for (const auto& [n, t] : got) want[n] = r->at(n);
+    } else if (has_annotations(p.body)) {
+      lock.emplace(lock_on);  // the reference runs a kernel too
+      if (auto e = reference_outputs(p, o, params, offs, base, want)) {
+        m.error = *e;
+        return false;
+      }
+      if (auto e = w.load(so_path, offs, o.timeout_s)) {
+        m.error = *e;
+        return false;
+      }
+    }
+    if (want.empty()) return true;
+    if (!compare_outputs(p, got, want, m)) return false;
+    m.verified = true;
+    return true;
+  }
+
+  // Sets m.max_rel_error; false, with m.error naming the first output over its tolerance.
+  static bool compare_outputs(const ir::Program& p, const std::map<std::string, ir::Tensor>& got,
+                              const std::map<std::string, ir::Tensor>& want, Measurement& m) {
+    double worst = 0;
+    std::string bad;  // the first output over its tolerance
+    for (const auto& [n, t] : got) {
+      double e = ir::max_relative_error(t, want.at(n));
+      worst = std::max(worst, e);
+      if (bad.empty() && !(e <= x86_verification_tolerance(t.dtype, p))) bad = n;
+    }
+    m.max_rel_error = worst;
+    if (bad.empty()) return true;
+    char buf[200];
+    std::snprintf(buf, sizeof buf,
+                  "wrong result: max relative error %.3g in output '%s' (tolerance %g)",
+                  ir::max_relative_error(got.at(bad), want.at(bad)), bad.c_str(),
+                  x86_verification_tolerance(got.at(bad).dtype, p));
+    m.error = buf;
+    return false;
   }
 
   // Outputs of the sequential build of `p` (annotations ignored, no FMA contraction) on the

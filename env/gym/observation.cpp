@@ -4,9 +4,9 @@
 #include <functional>
 #include <map>
 #include <span>
-#include <unordered_map>
 
 #include "ir/print.h"
+#include "util/node_memo.h"
 
 namespace perfdojo::env {
 namespace {
@@ -160,13 +160,11 @@ namespace {
 // its first kFeatureScopes scopes (pre-order within it; the cursor column left 0). Every figure
 // depends on the node's subtree alone.
 struct NestFeatures {
-  ir::NodePtr node;  // held: the address cannot be reused while it is remembered
   double work = 0;   // its term of flops(p.body)
   int stmts = 0;
   int scopes = 0;
   int max_depth = 0;  // depth + 1 of its deepest scope, 0 without scopes
   std::vector<float> rows;
-  uint64_t seen = 0;
 };
 
 void nest_features(const ir::NodePtr& node, NestFeatures& out) {
@@ -216,9 +214,7 @@ void nest_features(const ir::NodePtr& node, NestFeatures& out) {
 }  // namespace
 
 struct FeatureMemo::Impl {
-  std::unordered_map<const ir::Node*, NestFeatures> nests;
-  uint64_t epoch = 0;
-  uint64_t hits = 0, misses = 0;
+  NodeMemo<NestFeatures> nests;  // held by node, swept after each feature vector
 };
 
 FeatureMemo::FeatureMemo() : impl_(std::make_unique<Impl>()) {}
@@ -230,8 +226,8 @@ FeatureMemo& FeatureMemo::operator=(const FeatureMemo&) {
 }
 void FeatureMemo::clear() { impl_ = std::make_unique<Impl>(); }
 size_t FeatureMemo::size() const { return impl_->nests.size(); }
-uint64_t FeatureMemo::hits() const { return impl_->hits; }
-uint64_t FeatureMemo::misses() const { return impl_->misses; }
+uint64_t FeatureMemo::hits() const { return impl_->nests.hits(); }
+uint64_t FeatureMemo::misses() const { return impl_->nests.misses(); }
 
 std::vector<float> features(const ir::Program& p, int cursor) {
   return features(p, cursor, nullptr);
@@ -239,8 +235,8 @@ std::vector<float> features(const ir::Program& p, int cursor) {
 
 std::vector<float> features(const ir::Program& p, int cursor, FeatureMemo* memo) {
   std::vector<float> f(kFeatureSize, 0.0f);
-  FeatureMemo::Impl* mem = memo ? memo->impl_.get() : nullptr;
-  if (mem) ++mem->epoch;
+  NodeMemo<NestFeatures>* mem = memo ? &memo->impl_->nests : nullptr;
+  if (mem) mem->begin();
   // Every top-level node's share, remembered or made.
   std::vector<const NestFeatures*> nests;
   nests.reserve(p.body.size());
@@ -248,19 +244,13 @@ std::vector<float> features(const ir::Program& p, int cursor, FeatureMemo* memo)
   if (!mem) owned.resize(p.body.size());
   for (size_t t = 0; t < p.body.size(); ++t) {
     const ir::NodePtr& node = p.body[t];
-    NestFeatures* nf = mem ? &mem->nests[node.get()] : &owned[t];
-    if (mem && nf->node) {
-      ++mem->hits;
-    } else {
-      if (mem) ++mem->misses;
-      nest_features(node, *nf);
-      if (mem) nf->node = node;
-    }
-    if (mem) nf->seen = mem->epoch;
+    auto make = [&](NestFeatures& nf) { nest_features(node, nf); };
+    NestFeatures* nf = mem ? &mem->get(node, make) : &owned[t];
+    if (!mem) make(*nf);
     nests.push_back(nf);
   }
   // Keep what this program has: the next one shares most of it (and nothing else is held).
-  if (mem) std::erase_if(mem->nests, [&](const auto& e) { return e.second.seen != mem->epoch; });
+  if (mem) mem->sweep();
   int max_depth = 0, stmts = 0, temps = 0, scopes = 0;
   double work = 0;
   for (const NestFeatures* n : nests) {

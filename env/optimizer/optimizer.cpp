@@ -1,120 +1,20 @@
+// The optimiser's entry points: Optimizer::make (the architecture parsed once), the constructor
+// (profile and peak) and transform (baseline, search, confirmation, report). The parts live
+// beside it: setup.* (modes, profile), search.* (beam search on the cost model), confirm.cpp
+// (measured confirmation and the interpreter check).
 #include "optimizer/optimizer.h"
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <chrono>
-#include <cmath>
-#include <cstdio>
-#include <cstdlib>
-#include <filesystem>
-#include <map>
-#include <set>
-#include <thread>
+#include <atomic>
 
 #include "backends/codegen_c.h"
-#include "backends/compiler.h"
 #include "backends/machine_profile.h"
-#include "backends/result_cache.h"
 #include "backends/x86_backend.h"
 #include "ir/print.h"
-#include "transforms/analysis.h"
-#include "transforms/registry.h"
+#include "optimizer/search.h"
+#include "optimizer/setup.h"
 
 namespace perfdojo::optimizer {
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-// A vectorised reduction into a lane-invariant target sums lanes in a different order: the one
-// reassociation a legal action can introduce. Conservative mode refuses it.
-bool reassociates(const ir::Program& p, const transforms::Action& a) {
-  if (a.kind != transforms::Kind::kVectorize) return false;
-  const ir::Node* s = transforms::node_at(p, a.path);
-  if (!s || !s->is_scope) return false;
-  const int d = static_cast<int>(a.path.size()) - 1;
-  for (const auto& c : s->body) {
-    if (c->is_scope || c->stmt.op == ir::Reduce::kNone) continue;
-    bool invariant = true;
-    for (const auto& ix : c->stmt.lhs.index) invariant = invariant && ix.coeff(d) == 0;
-    if (invariant) return true;
-  }
-  return false;
-}
-
-// Nested `:unroll` scopes multiply the generated code; past this many copies compile time, not
-// run time, dominates.
-constexpr int64_t kMaxUnrolledCopies = 64;
-
-int64_t unrolled_copies(const std::vector<ir::NodePtr>& body) {
-  int64_t worst = 1;
-  for (const auto& c : body) {
-    if (!c->is_scope) continue;
-    int64_t inner = unrolled_copies(c->body);
-    worst = std::max(worst, c->annot == ir::Annot::kUnroll ? c->extent * inner : inner);
-  }
-  return worst;
-}
-
-// Statements in the generated code once every `:unroll` scope is copied out: GCC -O3 spends
-// tens of seconds on a few thousand lines of unrolled vector code (a 64-copy matmul block: 28 s).
-int64_t unrolled_statements(const std::vector<ir::NodePtr>& body) {
-  int64_t n = 0;
-  for (const auto& c : body)
-    n += c->is_scope
-             ? unrolled_statements(c->body) * (c->annot == ir::Annot::kUnroll ? c->extent : 1)
-             : 1;
-  return n;
-}
-constexpr int64_t kMaxUnrolledStatements = 96;
-
-bool too_much_code(const ir::Program& p) {
-  return unrolled_copies(p.body) > kMaxUnrolledCopies ||
-         unrolled_statements(p.body) > kMaxUnrolledStatements;
-}
-
-struct Candidate {
-  ir::Program program;
-  std::vector<transforms::Action> trace;
-  double estimate;
-};
-
-}  // namespace
-
-std::optional<Mode> mode_by_name(const std::string& name) {
-  if (name == "conservative") return Mode::kConservative;
-  if (name == "balanced") return Mode::kBalanced;
-  if (name == "aggressive") return Mode::kAggressive;
-  return std::nullopt;
-}
-
-const char* mode_name(Mode m) {
-  switch (m) {
-    case Mode::kConservative:
-      return "conservative";
-    case Mode::kBalanced:
-      return "balanced";
-    case Mode::kAggressive:
-      return "aggressive";
-  }
-  return "?";
-}
-
-ModeSettings settings_for(Mode m) {
-  switch (m) {
-    case Mode::kConservative:
-      return {4, 10, 4, 10, false};
-    case Mode::kBalanced:
-      return {8, 16, 8, 20, true};
-    case Mode::kAggressive:
-      return {16, 24, 16, 40, true};
-  }
-  return {8, 16, 8, 20, true};
-}
 
 std::string c_header(const ir::Program& p) {
   std::string h =
@@ -139,91 +39,12 @@ std::string c_header(const ir::Program& p) {
   return h;
 }
 
-std::string cached_profile_path(const std::string& cache_dir) {
-  if (cache_dir.empty()) return "";
-  return (std::filesystem::path(cache_dir) /
-          ("machine-" + backends::hex64(backends::stable_hash(backends::cpu_identity())) +
-           ".profile"))
-      .string();
-}
-
-namespace {
-
-// The 1-minute load average (0 when unknown).
-double one_minute_load() {
-  double load = 0;
-  if (std::FILE* f = std::fopen("/proc/loadavg", "r")) {
-    if (std::fscanf(f, "%lf", &load) != 1) load = 0;
-    std::fclose(f);
-  }
-  return load;
-}
-
-// The cost model's profile for this machine: given, from the environment, cached, or measured
-// now (and cached). Sets config.machine_profile to a readable file; returns where it came from.
-std::string resolve_profile(backends::BackendConfig& config, backends::MachineProfile* out) {
-  std::string err;
-  auto use = [&](const std::string& path, const std::string& how) -> std::string {
-    auto p = backends::load_profile(path, &err);
-    if (!p) return "";
-    config.machine_profile = path;
-    *out = *p;
-    return p->name + " (" + how + ")";
-  };
-  if (!config.machine_profile.empty()) return use(config.machine_profile, config.machine_profile);
-  if (const char* env = std::getenv("PERFDOJO_MACHINE_PROFILE"); env && *env) {
-    if (auto s = use(env, "$PERFDOJO_MACHINE_PROFILE"); !s.empty()) return s;
-  }
-  auto it = config.extra.find("calibrate");
-  if (it != config.extra.end() && it->second == "off") {
-    *out = backends::default_profile();
-    return out->name + " (built-in)";
-  }
-  auto dir_it = config.extra.find("profile_dir");  // else the result cache's folder
-  const std::string dir = dir_it != config.extra.end() ? dir_it->second : config.cache_dir;
-  std::string cached = cached_profile_path(dir);
-  if (!cached.empty() && std::filesystem::exists(cached)) {
-    if (auto s = use(cached, "calibrated earlier, " + cached); !s.empty()) return s;
-  }
-  // A calibration taken while other jobs keep the cores busy describes a slower machine (an FMA
-  // peak of 43 instead of ~90 GFLOP/s was seen): use it for this run, never keep it.
-  const double load_before = one_minute_load();
-  backends::MachineProfile measured = backends::calibrate();
-  const double load = std::max(load_before, one_minute_load());
-  const bool busy = load > 0.75 * std::max(1u, std::thread::hardware_concurrency());
-  std::string path = busy ? std::string() : cached;
-  if (path.empty())
-    path = (std::filesystem::temp_directory_path() /
-            ("perfdojo-profile-" + std::to_string(::getpid()) + ".txt"))
-               .string();
-  else
-    std::filesystem::create_directories(dir);
-  if (backends::save_profile(measured, path, &err)) {
-    config.machine_profile = path;
-    *out = measured;
-    if (busy) {
-      char why[96];
-      std::snprintf(why, sizeof why, " (calibrated now on a busy machine, load %.1f: not kept)",
-                    load);
-      return measured.name + why;
-    }
-    return measured.name + " (calibrated now" + (cached.empty() ? "" : ", kept in " + path) + ")";
-  }
-  *out = backends::default_profile();
-  return out->name + " (built-in: " + err + ")";
-}
-
-}  // namespace
-
-Optimizer::Optimizer(std::string arch, Mode mode, backends::BackendConfig config)
-    : arch_(std::move(arch)), mode_(mode), config_(std::move(config)) {
+Optimizer::Optimizer(std::string arch, backends::X86Isa isa, Mode mode,
+                     backends::BackendConfig config)
+    : arch_(std::move(arch)), isa_(isa), mode_(mode), config_(std::move(config)) {
   backends::MachineProfile profile;
-  profile_note_ = resolve_profile(config_, &profile);
-  auto isa = backends::x86_isa_by_name(arch_);
-  if (isa == backends::X86Isa::kAvx512) peak_gflops_ = profile.peak_gflops_avx512;
-  if (isa == backends::X86Isa::kAvx2 || isa == backends::X86Isa::kPortable)
-    peak_gflops_ = profile.peak_gflops_avx2;  // portable C: the compiler still vectorises
-  if (!(peak_gflops_ > 0) && isa) peak_gflops_ = backends::x86_peak_gflops_per_core(*isa);
+  profile_note_ = detail::resolve_profile(config_, &profile);
+  peak_gflops_ = detail::peak_gflops(isa_, profile);
   target_ = backends::make_backend(arch_, config_);
   model_ = backends::make_backend("cost_model", config_);
 }
@@ -233,7 +54,8 @@ ir::Result<std::unique_ptr<Optimizer>> Optimizer::make(const std::string& arch, 
   auto fail = [](const std::string& m) {
     return std::vector<ir::Diagnostic>{{{"optimizer", 0, 0}, m}};
   };
-  if (!backends::x86_isa_by_name(arch))
+  const auto isa = backends::x86_isa_by_name(arch);
+  if (!isa)
     return fail("unknown architecture '" + arch + "'; expected x86_avx512, x86_avx2 or x86_64");
   {  // refuse an unavailable target before spending seconds on calibration
     auto probe = backends::make_backend(arch, config);
@@ -241,43 +63,18 @@ ir::Result<std::unique_ptr<Optimizer>> Optimizer::make(const std::string& arch, 
     if (auto av = probe->available(); !av.ok)
       return fail(arch + " is not available here: " + av.why);
   }
-  std::unique_ptr<Optimizer> o(new Optimizer(arch, mode, config));
+  std::unique_ptr<Optimizer> o(new Optimizer(arch, *isa, mode, config));
   if (!o->target_) return fail("no backend for '" + arch + "'");
   if (!o->model_ || !o->model_->available().ok)
     return fail("the cost model cannot start: " + o->model_->available().why);
   return o;
 }
 
-bool Optimizer::verify_small(const ir::Program& original,
-                             const std::vector<transforms::Action>& trace,
-                             const transforms::Target& target) {
-  // The interpreter checks the generated code of the same trace on a scaled-down instance: the
-  // transformations and the code generator together, against the original's semantics.
-  auto inst = transforms::small_instance(original, trace, target, 2e6);
-  if (!inst) return false;
-  backends::MeasureOptions mo;
-  mo.verify = true;
-  mo.min_reps = mo.max_reps = 1;
-  mo.time_budget_s = 0.01;
-  backends::BackendConfig cfg = config_;
-  cfg.extra["verify_interpreter_max_flops"] = "1e9";
-  auto checker = backends::make_backend(arch_, cfg);
-  auto m = checker->measure(inst->second, mo);
-  return m.ok() && m.verified;
-}
-
 Result Optimizer::transform(const ir::Program& program, double timeout_s, const Progress& progress,
                             const std::atomic<bool>* cancel) {
-  const auto start = Clock::now();
-  const ModeSettings ms = settings_for(mode_);
+  const auto start = detail::Clock::now();
   auto caps = target_->capabilities();
   const transforms::Target target{arch_, caps.vector_widths, caps.parallel};
-  auto cancelled = [&] { return cancel && cancel->load(); };
-  auto over = [&](double fraction) {
-    return seconds_since(start) > timeout_s * fraction || cancelled();
-  };
-  auto by_estimate = [](const Candidate& x, const Candidate& y) { return x.estimate < y.estimate; };
-
   Result res;
   res.program = program;
   Report& r = res.report;
@@ -286,25 +83,15 @@ Result Optimizer::transform(const ir::Program& program, double timeout_s, const 
   r.profile = profile_note_;
   r.threads = caps.parallel ? std::max(1, caps.threads) : 1;
   r.peak_gflops = peak_gflops_;
-
-  // Verified measurements decide; screening runs (no verification, a short budget) only rank.
-  backends::MeasureOptions mo;
-  mo.max_reps = ms.measure_reps;
-  mo.min_reps = 3;
-  mo.time_budget_s = std::clamp(timeout_s * 0.01, 0.05, 1.0);
-  mo.verify = true;
-  mo.timeout_s = std::max(2.0, timeout_s * 0.2);
-  backends::MeasureOptions screen = mo;
-  screen.verify = false;
-  screen.time_budget_s = std::clamp(timeout_s * 0.002, 0.02, 0.25);
-
   // A compile that would eat a large share of the budget is not worth waiting for.
   {
     backends::BackendConfig c = config_;
     c.compile_timeout_s = std::clamp(timeout_s * 0.02, 5.0, config_.compile_timeout_s);
     target_ = backends::make_backend(arch_, c);
   }
-  auto baseline = target_->measure(program, mo);
+  detail::SearchRun run(program, timeout_s, progress, cancel, mode_, target, arch_, config_,
+                        *target_, *model_, res, start);
+  auto baseline = target_->measure(program, run.mo);
   ++r.measurements;
   if (!baseline.ok()) {
     r.note = "the original program could not be measured: " + *baseline.error;
@@ -313,166 +100,17 @@ Result Optimizer::transform(const ir::Program& program, double timeout_s, const 
     r.verified = baseline.verified;
     r.flags = baseline.flags;
   }
+  run.beam_search(proposals_);
+  // Confirm the best candidates by measurement, then climb from the best measured program, the
+  // model proposing and the measurement deciding.
+  if (baseline.ok()) run.confirm();
+  finish(res, run.cancelled() || detail::seconds_since(start) > timeout_s);
+  return res;
+}
 
-  // Beam search on the cost model until half of the budget is used. A pass that ends early
-  // starts again four times as wide: cheap estimates buy breadth while there is time.
-  backends::MeasureOptions est;
-  auto estimate = [&](const ir::Program& p) {
-    ++r.evaluations;
-    auto m = model_->measure(p, est);
-    return m.ok() ? m.median_s : INFINITY;
-  };
-  auto children_of = [&](const Candidate& c, std::vector<Candidate>* out, std::set<uint64_t>* seen,
-                         double stop_fraction) {
-    for (const auto& a : transforms::legal_actions(c.program, target)) {
-      if (over(stop_fraction)) break;
-      if (!ms.allow_reassociation && reassociates(c.program, a)) continue;
-      ir::Program q = transforms::apply(c.program, a, target).value();
-      if (seen && !seen->insert(ir::structural_hash(q)).second) continue;
-      if (too_much_code(q)) continue;
-      double e = estimate(q);
-      if (!std::isfinite(e)) continue;
-      auto trace = c.trace;
-      trace.push_back(a);
-      out->push_back({std::move(q), std::move(trace), e});
-    }
-  };
-  const double start_estimate = estimate(program);
-  double best_estimate = start_estimate;
-  std::vector<Candidate> pool;  // best distinct candidates of all passes, by estimate
-  std::set<uint64_t> in_pool;
-  const double beam_share = 0.5;
-  // Outside proposals, replayed step by step on this target: beam roots and pool members.
-  std::vector<Candidate> roots = {{program, {}, start_estimate}};
-  for (const auto& trace : proposals_) {
-    Candidate c{program, {}, 0};
-    for (const auto& a : trace) {
-      if (!ms.allow_reassociation && reassociates(c.program, a)) continue;
-      auto q = transforms::apply(c.program, a, target);
-      if (!q.ok() || too_much_code(q.value())) continue;
-      c.program = std::move(q).value();
-      c.trace.push_back(a);
-    }
-    c.estimate = estimate(c.program);
-    if (c.trace.empty() || !std::isfinite(c.estimate)) continue;
-    if (!in_pool.insert(ir::structural_hash(c.program)).second) continue;
-    ++r.proposals_used;
-    roots.push_back(c);
-    pool.push_back(c);
-    best_estimate = std::min(best_estimate, c.estimate);
-  }
-  const std::vector<Candidate> proposed(roots.begin() + 1, roots.end());
-  for (int width = ms.beam_width; !over(beam_share); width *= 4) {
-    std::vector<Candidate> beam = roots;
-    std::set<uint64_t> seen;
-    for (const Candidate& c : roots) seen.insert(ir::structural_hash(c.program));
-    for (int depth = 0; depth < ms.max_depth && !over(beam_share); ++depth) {
-      std::vector<Candidate> children;
-      for (const Candidate& c : beam) children_of(c, &children, &seen, beam_share);
-      if (children.empty()) break;
-      std::sort(children.begin(), children.end(), by_estimate);
-      if (static_cast<int>(children.size()) > width) children.resize(width);
-      beam = children;
-      for (const Candidate& c : children)
-        if (in_pool.insert(ir::structural_hash(c.program)).second) pool.push_back(c);
-      std::sort(pool.begin(), pool.end(), by_estimate);
-      if (static_cast<int>(pool.size()) > ms.confirm_top * 4) pool.resize(ms.confirm_top * 4);
-      in_pool.clear();
-      for (const Candidate& c : pool) in_pool.insert(ir::structural_hash(c.program));
-      best_estimate = std::min(best_estimate, beam.front().estimate);
-      r.curve.push_back({seconds_since(start), r.evaluations, best_estimate});
-      if (progress)
-        progress(std::min(1.0, seconds_since(start) / timeout_s), r.evaluations,
-                 start_estimate / best_estimate);
-    }
-    if (width > 1 << 16) break;
-  }
-
-  // Confirm the best candidates by measurement: a quick unverified screening run ranks; only a
-  // candidate that screens faster than the best so far gets the verified measurement and the
-  // scaled-down interpreter check before it counts. Then climb from the best measured program,
-  // the model proposing and the measurement deciding.
-  double best_screen = INFINITY;
-  std::set<uint64_t> measured = {ir::structural_hash(program)};
-  auto try_candidate = [&](const ir::Program& q, const std::vector<transforms::Action>& trace) {
-    if (!measured.insert(ir::structural_hash(q)).second) return false;
-    const auto t0 = Clock::now();
-    auto sm = target_->measure(q, screen);
-    ++r.measurements;
-    bool better = false;
-    if (sm.ok() && sm.median_s < std::min(best_screen, r.final_s) * 0.98) {
-      auto m = target_->measure(q, mo);
-      ++r.measurements;
-      // The interpreter check on the scaled-down instance is what proves the trace and the code
-      // generator right; the backend's own check at full size (a wrong result is an error)
-      // adds to it when it can run (an unannotated large program has no sequential reference
-      // other than itself).
-      better = m.ok() && m.median_s < r.final_s && verify_small(program, trace, target);
-      if (better) {
-        best_screen = sm.median_s;
-        r.final_s = m.median_s;
-        r.flags = m.flags;
-        r.verified = true;
-        res.program = q;
-        res.trace = trace;
-      }
-    }
-    if (std::getenv("PERFDOJO_VERBOSE"))
-      fprintf(stderr, "\n%s in %.2fs: %s\n%s", better ? "accepted" : "measured", seconds_since(t0),
-              sm.ok() ? std::to_string(sm.median_s).c_str() : sm.error->c_str(),
-              transforms::print_trace(trace).c_str());
-    if (progress)
-      progress(std::min(1.0, seconds_since(start) / timeout_s), r.evaluations,
-               r.baseline_s / r.final_s);
-    r.curve.push_back({seconds_since(start), r.evaluations, best_estimate});
-    return better;
-  };
-  if (baseline.ok()) {
-    for (const Candidate& c : proposed) {  // the proposals first, whatever the model thinks
-      if (over(0.75)) break;
-      try_candidate(c.program, c.trace);
-    }
-    // Alternate: a few of the model's favourites, then a measured climb from the best program
-    // so far, which screens its next untried children (the model's best first, six at a time)
-    // and moves to the first one verified faster. A misranking model (its favourites all
-    // slower) thus costs a few measurements, not the budget; the loop ends when the favourites
-    // and the best program's children are exhausted, or at 95% of the budget.
-    std::map<uint64_t, size_t> children_tried;
-    std::vector<Candidate> next;  // the best program's children, by estimate
-    uint64_t next_of = 0;         // whose children `next` holds (0: none yet)
-    size_t next_favourite = 0;
-    while (!over(0.95)) {
-      const size_t favourites_before = next_favourite;
-      for (int k = 0; k < 4 && next_favourite < pool.size() && !over(0.95); ++next_favourite)
-        if (!pool[next_favourite].trace.empty()) {
-          try_candidate(pool[next_favourite].program, pool[next_favourite].trace);
-          ++k;
-        }
-      bool climbed = false, exhausted = false;
-      while (!over(0.95) && !exhausted) {
-        const uint64_t here_hash = ir::structural_hash(res.program);
-        if (next_of != here_hash) {  // computed once per program, not once per round
-          next.clear();
-          children_of(Candidate{res.program, res.trace, 0}, &next, nullptr, 0.95);
-          std::sort(next.begin(), next.end(), by_estimate);
-          next_of = here_hash;
-        }
-        size_t& tried = children_tried[here_hash];
-        bool moved = false;
-        for (size_t stop = tried + 6; tried < next.size() && tried < stop && !over(0.95); ++tried) {
-          if (try_candidate(next[tried].program, next[tried].trace)) {
-            moved = climbed = true;
-            break;
-          }
-        }
-        exhausted = !moved && tried >= next.size();
-        if (!moved) break;  // back to the favourites before more children of this program
-      }
-      if (!climbed && favourites_before == next_favourite && exhausted) break;
-    }
-    if (res.trace.empty()) r.verified = verify_small(program, {}, target);
-  }
-  r.interrupted = r.interrupted || cancelled() || seconds_since(start) > timeout_s;
+void Optimizer::finish(Result& res, bool interrupted) const {
+  Report& r = res.report;
+  r.interrupted = r.interrupted || interrupted;
   if (r.final_s > 0) {
     r.speedup = r.baseline_s / r.final_s;
     r.gflops = backends::flop_count(res.program) / r.final_s / 1e9;
@@ -482,10 +120,8 @@ Result Optimizer::transform(const ir::Program& program, double timeout_s, const 
   }
   if (res.trace.empty() && r.note.empty())
     r.note = "no candidate measured faster than the original; returning it unchanged";
-  auto isa = backends::x86_isa_by_name(arch_);
-  res.c_source = backends::x86_generate_c(*isa, res.program, config_).source;
+  res.c_source = backends::x86_generate_c(isa_, res.program, config_).source;
   res.c_header = c_header(res.program);
-  return res;
 }
 
 }  // namespace perfdojo::optimizer

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/x86_backend.h"
 #include "ir/diagnostic.h"
 #include "ir/ir.h"
 #include "transforms/action.h"
@@ -101,10 +102,11 @@ class Optimizer {
                    const std::atomic<bool>* cancel = nullptr);
 
  private:
-  Optimizer(std::string arch, Mode mode, backends::BackendConfig config);
-  bool verify_small(const ir::Program& original, const std::vector<transforms::Action>& trace,
-                    const transforms::Target& target);
+  Optimizer(std::string arch, backends::X86Isa isa, Mode mode, backends::BackendConfig config);
+  // The report's derived figures, the note, and the generated C of the returned program.
+  void finish(Result& res, bool interrupted) const;
   std::string arch_;
+  backends::X86Isa isa_;  ///< arch_, parsed once by make
   Mode mode_;
   std::string profile_note_;
   std::vector<std::vector<transforms::Action>> proposals_;

@@ -1,0 +1,30 @@
+#include <sstream>
+
+#include <torch/torch.h>
+
+#include "agents/train_run.h"
+
+namespace perfdojo::agents::detail {
+
+std::string TrainRun::resume() {
+  if (options.resume.empty()) return "";
+  auto ck = load_checkpoint(options.resume);
+  if (!ck.ok()) return ck.error_text();
+  const Checkpoint& c = ck.value();
+  if (auto e = check_compatible(c, config, shape.feature_size, shape.action_count, shape.token_vocab); !e.empty())
+    return options.resume + ": " + e;
+  if (auto e = learner->load_model_bytes(c.model); !e.empty()) return options.resume + ": " + e;
+  if (auto e = learner->load_optimizer_bytes(c.optimizer); !e.empty()) return options.resume + ": " + e;
+  learner->set_updates(c.updates);
+  global_step = c.global_step;
+  episodes = c.episodes;
+  elapsed_before = c.elapsed_s;
+  best = c.best;
+  curriculum->set_stage(c.curriculum_stage, c.stage_started);
+  std::istringstream rs(c.rng_state);
+  rs >> rng;
+  learner->seed(config.seed + static_cast<uint64_t>(global_step));
+  return "";
+}
+
+}  // namespace perfdojo::agents::detail

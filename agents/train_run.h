@@ -1,0 +1,107 @@
+// One run of train(): its state and its steps, in the order train() takes them. Set-up and the
+// checkpoint (train_setup.cpp), resume (train_resume.cpp), the rollout/learn loop with its
+// logging (train_loop.cpp). Internal to the agents module.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "agents/dqn.h"
+#include "agents/metrics.h"
+#include "agents/train.h"
+
+namespace perfdojo::agents::detail {
+
+using Clock = std::chrono::steady_clock;
+
+// One actor: its env, the current observation and the running episode's bookkeeping.
+struct Actor {
+  std::unique_ptr<env::Env> env;
+  AgentObs obs;
+  std::string kernel;
+  double episode_return = 0;
+  int episode_length = 0;
+};
+
+// printf of one number.
+std::string fmt(const char* f, double v);
+
+// Each step that can fail returns "" or the error that stops the run (train() puts it in the
+// summary).
+struct TrainRun {
+  TrainRun(const AgentConfig& config, const TrainOptions& options, TrainSummary& out);
+
+  // train_setup.cpp.
+  // Determinism (one torch thread, every RNG from the seed), the ranked kernels, the actors and
+  // the learner.
+  std::string setup();
+  // The metrics files and the clock.
+  std::string open_outputs();
+  // Starts a new episode on actor `a` with a kernel from the curriculum's active set.
+  std::string start_episode(Actor& a);
+  // Starts every actor's first episode and announces the run.
+  std::string start_actors();
+  // Writes the checkpoint (a failure is said, not fatal).
+  void save();
+  // The final records: per-kernel best speed-ups, the checkpoint, the summary.
+  void finish();
+
+  // train_resume.cpp: continues from options.resume (learner, counters, curriculum, RNG).
+  std::string resume();
+
+  // train_loop.cpp: act (one batched forward), step every actor in parallel, store, learn.
+  std::string loop();
+  void act();
+  std::string record_steps();
+  // An episode ended on actor `a` with step result `r`: its best, its metrics, the next one.
+  std::string end_episode(Actor& a, const env::StepResult& r);
+  void learn(double p);
+  void write_metrics(double now);
+  void log(double now);
+
+  double elapsed() const {
+    return elapsed_before + std::chrono::duration<double>(Clock::now() - t0).count();
+  }
+  double progress() const {
+    return config.total_steps > 0 ? static_cast<double>(global_step) / config.total_steps
+                                  : elapsed() / (config.minutes * 60.0);
+  }
+  std::map<std::string, double> best_speedups() const;
+  void say(const std::string& line) {
+    if (!options.quiet) bar.println(line);
+  }
+
+  AgentConfig config;
+  const TrainOptions& options;
+  TrainSummary& out;
+  std::mt19937_64 rng;
+  std::unique_ptr<Curriculum> curriculum;
+  std::vector<Actor> actors;
+  NetworkShape shape{};
+  std::unique_ptr<DqnLearner> learner;
+  MetricsWriter metrics;
+  ProgressBar bar;
+  std::string ckpt_path;
+  Clock::time_point t0;
+
+  // Counters (a resumed run starts from the checkpoint's).
+  int64_t global_step = 0, episodes = 0;
+  double elapsed_before = 0;
+  std::map<std::string, KernelBest> best;
+
+  // The loop's state.
+  std::vector<env::StepResult> results;
+  std::vector<int> actions;
+  double update_debt = 0, loss_sum = 0, q_sum = 0;
+  int loss_n = 0;
+  int64_t episodes_at_log = 0, step_at_log = 0, step_at_metrics = 0;
+  double last_log = 0, last_ckpt = 0, last_metrics = 0, last_loss = 0;
+  Exploration explore;
+};
+
+}  // namespace perfdojo::agents::detail

@@ -1,0 +1,178 @@
+#include "optimizer/search.h"
+
+#include <algorithm>
+
+#include "transforms/analysis.h"
+
+namespace perfdojo::optimizer::detail {
+namespace {
+
+// Nested `:unroll` scopes multiply the generated code; past this many copies compile time, not
+// run time, dominates.
+constexpr int64_t kMaxUnrolledCopies = 64;
+
+int64_t unrolled_copies(const std::vector<ir::NodePtr>& body) {
+  int64_t worst = 1;
+  for (const auto& c : body) {
+    if (!c->is_scope) continue;
+    int64_t inner = unrolled_copies(c->body);
+    worst = std::max(worst, c->annot == ir::Annot::kUnroll ? c->extent * inner : inner);
+  }
+  return worst;
+}
+
+// Statements in the generated code once every `:unroll` scope is copied out: GCC -O3 spends
+// tens of seconds on a few thousand lines of unrolled vector code (a 64-copy matmul block: 28 s).
+int64_t unrolled_statements(const std::vector<ir::NodePtr>& body) {
+  int64_t n = 0;
+  for (const auto& c : body)
+    n += c->is_scope
+             ? unrolled_statements(c->body) * (c->annot == ir::Annot::kUnroll ? c->extent : 1)
+             : 1;
+  return n;
+}
+constexpr int64_t kMaxUnrolledStatements = 96;
+
+bool by_estimate(const Candidate& x, const Candidate& y) { return x.estimate < y.estimate; }
+
+}  // namespace
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+bool reassociates(const ir::Program& p, const transforms::Action& a) {
+  if (a.kind != transforms::Kind::kVectorize) return false;
+  const ir::Node* s = transforms::node_at(p, a.path);
+  if (!s || !s->is_scope) return false;
+  const int d = static_cast<int>(a.path.size()) - 1;
+  for (const auto& c : s->body) {
+    if (c->is_scope || c->stmt.op == ir::Reduce::kNone) continue;
+    bool invariant = true;
+    for (const auto& ix : c->stmt.lhs.index) invariant = invariant && ix.coeff(d) == 0;
+    if (invariant) return true;
+  }
+  return false;
+}
+
+bool too_much_code(const ir::Program& p) {
+  return unrolled_copies(p.body) > kMaxUnrolledCopies ||
+         unrolled_statements(p.body) > kMaxUnrolledStatements;
+}
+
+SearchRun::SearchRun(const ir::Program& program, double timeout_s, const Progress& progress,
+                     const std::atomic<bool>* cancel, Mode mode, const transforms::Target& target,
+                     const std::string& arch, const backends::BackendConfig& config,
+                     backends::Backend& target_backend, backends::Backend& model, Result& res,
+                     Clock::time_point start)
+    : program(program),
+      timeout_s(timeout_s),
+      progress(progress),
+      cancel(cancel),
+      ms(settings_for(mode)),
+      target(target),
+      arch(arch),
+      config(config),
+      target_backend(target_backend),
+      model(model),
+      res(res),
+      r(res.report),
+      start(start) {
+  mo.max_reps = ms.measure_reps;
+  mo.min_reps = 3;
+  mo.time_budget_s = std::clamp(timeout_s * 0.01, 0.05, 1.0);
+  mo.verify = true;
+  mo.timeout_s = std::max(2.0, timeout_s * 0.2);
+  screen = mo;
+  screen.verify = false;
+  screen.time_budget_s = std::clamp(timeout_s * 0.002, 0.02, 0.25);
+  measured = {ir::structural_hash(program)};
+}
+
+double SearchRun::estimate(const ir::Program& p) {
+  ++r.evaluations;
+  auto m = model.measure(p, est);
+  return m.ok() ? m.median_s : INFINITY;
+}
+
+void SearchRun::children_of(const Candidate& c, std::vector<Candidate>* out,
+                            std::set<uint64_t>* seen, double stop_fraction) {
+  for (const auto& a : transforms::legal_actions(c.program, target)) {
+    if (over(stop_fraction)) break;
+    if (!ms.allow_reassociation && reassociates(c.program, a)) continue;
+    ir::Program q = transforms::apply(c.program, a, target).value();
+    if (seen && !seen->insert(ir::structural_hash(q)).second) continue;
+    if (too_much_code(q)) continue;
+    double e = estimate(q);
+    if (!std::isfinite(e)) continue;
+    auto trace = c.trace;
+    trace.push_back(a);
+    out->push_back({std::move(q), std::move(trace), e});
+  }
+}
+
+void SearchRun::replay_proposals(const std::vector<std::vector<transforms::Action>>& proposals) {
+  for (const auto& trace : proposals) {
+    Candidate c{program, {}, 0};
+    for (const auto& a : trace) {
+      if (!ms.allow_reassociation && reassociates(c.program, a)) continue;
+      auto q = transforms::apply(c.program, a, target);
+      if (!q.ok() || too_much_code(q.value())) continue;
+      c.program = std::move(q).value();
+      c.trace.push_back(a);
+    }
+    c.estimate = estimate(c.program);
+    if (c.trace.empty() || !std::isfinite(c.estimate)) continue;
+    if (!in_pool.insert(ir::structural_hash(c.program)).second) continue;
+    ++r.proposals_used;
+    roots.push_back(c);
+    pool.push_back(c);
+    best_estimate = std::min(best_estimate, c.estimate);
+  }
+  proposed.assign(roots.begin() + 1, roots.end());
+}
+
+// A pass that ends early starts again four times as wide: cheap estimates buy breadth while
+// there is time.
+void SearchRun::beam_search(const std::vector<std::vector<transforms::Action>>& proposals) {
+  start_estimate = estimate(program);
+  best_estimate = start_estimate;
+  roots = {{program, {}, start_estimate}};
+  replay_proposals(proposals);
+  for (int width = ms.beam_width; !over(kBeamShare); width *= 4) {
+    beam_pass(width);
+    if (width > 1 << 16) break;
+  }
+}
+
+void SearchRun::beam_pass(int width) {
+  std::vector<Candidate> beam = roots;
+  std::set<uint64_t> seen;
+  for (const Candidate& c : roots) seen.insert(ir::structural_hash(c.program));
+  for (int depth = 0; depth < ms.max_depth && !over(kBeamShare); ++depth) {
+    std::vector<Candidate> children;
+    for (const Candidate& c : beam) children_of(c, &children, &seen, kBeamShare);
+    if (children.empty()) break;
+    std::sort(children.begin(), children.end(), by_estimate);
+    if (static_cast<int>(children.size()) > width) children.resize(width);
+    beam = children;
+    keep_in_pool(children);
+    best_estimate = std::min(best_estimate, beam.front().estimate);
+    r.curve.push_back({seconds_since(start), r.evaluations, best_estimate});
+    if (progress)
+      progress(std::min(1.0, seconds_since(start) / timeout_s), r.evaluations,
+               start_estimate / best_estimate);
+  }
+}
+
+// The pool keeps the confirm_top * 4 best distinct candidates seen.
+void SearchRun::keep_in_pool(const std::vector<Candidate>& children) {
+  for (const Candidate& c : children)
+    if (in_pool.insert(ir::structural_hash(c.program)).second) pool.push_back(c);
+  std::sort(pool.begin(), pool.end(), by_estimate);
+  if (static_cast<int>(pool.size()) > ms.confirm_top * 4) pool.resize(ms.confirm_top * 4);
+  in_pool.clear();
+  for (const Candidate& c : pool) in_pool.insert(ir::structural_hash(c.program));
+}
+
+}  // namespace perfdojo::optimizer::detail

@@ -1,0 +1,110 @@
+// One run of Optimizer::transform: the beam search on the cost model (search.cpp) and the
+// measured confirmation that decides, with the scaled-down interpreter check (confirm.cpp).
+// Internal to the optimiser.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "optimizer/optimizer.h"
+#include "transforms/registry.h"
+
+namespace perfdojo::optimizer::detail {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t);
+
+// A vectorised reduction into a lane-invariant target sums lanes in a different order: the one
+// reassociation a legal action can introduce. Conservative mode refuses it.
+bool reassociates(const ir::Program& p, const transforms::Action& a);
+// Whether unrolled code would make compile time, not run time, dominate.
+bool too_much_code(const ir::Program& p);
+
+struct Candidate {
+  ir::Program program;
+  std::vector<transforms::Action> trace;
+  double estimate;
+};
+
+// Whether the generated code of `trace` applied to `original` computes what `original` does,
+// checked by the interpreter on a scaled-down instance.
+bool verify_small(const ir::Program& original, const std::vector<transforms::Action>& trace,
+                  const transforms::Target& target, const std::string& arch,
+                  const backends::BackendConfig& config);
+
+// What one transform call works with and finds. `target_backend` measures for real, `model`
+// estimates; `res` receives the best verified program and the report's figures.
+struct SearchRun {
+  SearchRun(const ir::Program& program, double timeout_s, const Progress& progress,
+            const std::atomic<bool>* cancel, Mode mode, const transforms::Target& target,
+            const std::string& arch, const backends::BackendConfig& config,
+            backends::Backend& target_backend, backends::Backend& model, Result& res,
+            Clock::time_point start);
+
+  const ir::Program& program;
+  const double timeout_s;
+  const Progress& progress;
+  const std::atomic<bool>* cancel;
+  const ModeSettings ms;
+  const transforms::Target target;
+  const std::string& arch;
+  const backends::BackendConfig& config;
+  backends::Backend& target_backend;
+  backends::Backend& model;
+  Result& res;
+  Report& r;
+  const Clock::time_point start;
+  // Verified measurements decide; screening runs (no verification, a short budget) only rank.
+  backends::MeasureOptions mo, screen, est;
+
+  double start_estimate = INFINITY, best_estimate = INFINITY;
+  std::vector<Candidate> pool;  // best distinct candidates of all passes, by estimate
+  std::set<uint64_t> in_pool;
+  std::vector<Candidate> roots;     // the original, then the replayed proposals
+  std::vector<Candidate> proposed;  // the replayed proposals
+  double best_screen = INFINITY;
+  std::set<uint64_t> measured;
+
+  bool cancelled() const { return cancel && cancel->load(); }
+  bool over(double fraction) const {
+    return seconds_since(start) > timeout_s * fraction || cancelled();
+  }
+  double estimate(const ir::Program& p);
+  // Legal children of `c` that are new to `seen` (when given), with their estimates.
+  void children_of(const Candidate& c, std::vector<Candidate>* out, std::set<uint64_t>* seen,
+                   double stop_fraction);
+
+  // search.cpp. Beam search on the cost model until kBeamShare of the budget is used, from the
+  // original and the outside proposals.
+  static constexpr double kBeamShare = 0.5;
+  void beam_search(const std::vector<std::vector<transforms::Action>>& proposals);
+  // Outside proposals replayed step by step on this target: beam roots and pool members.
+  void replay_proposals(const std::vector<std::vector<transforms::Action>>& proposals);
+  // One pass at `width`: from the roots, keeping the pool's best.
+  void beam_pass(int width);
+  void keep_in_pool(const std::vector<Candidate>& children);
+
+  // confirm.cpp. Measures candidates against the best so far; true when `q` became it.
+  bool try_candidate(const ir::Program& q, const std::vector<transforms::Action>& trace);
+  // The proposals, then the model's favourites alternated with a measured climb.
+  void confirm();
+  // Climbs from the best measured program; whether it moved, and whether its children are
+  // exhausted.
+  void climb(bool& climbed, bool& exhausted);
+
+  // The climb's state: the best program's children by estimate, whose they are (0: none yet),
+  // how many of each program's children were tried, the next favourite.
+  std::vector<Candidate> next;
+  uint64_t next_of = 0;
+  std::map<uint64_t, size_t> children_tried;
+  size_t next_favourite = 0;
+};
+
+}  // namespace perfdojo::optimizer::detail
