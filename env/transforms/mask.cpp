@@ -5,11 +5,11 @@
 #include <algorithm>
 #include <array>
 #include <optional>
-#include <unordered_map>
 
 #include "transforms/analysis.h"
 #include "transforms/flat_space.h"
 #include "transforms/mask_summary.h"
+#include "util/node_memo.h"
 
 namespace perfdojo::transforms {
 namespace {
@@ -76,11 +76,9 @@ static_assert(
     }(),
     "scope + buffer and pair kinds are asked a row at a time, a bit per buffer: no parameter");
 
-// What MaskMemo remembers of one node: the verdicts of the kinds located at it.
+// What MaskMemo remembers of one node (a NodeMemo entry, which holds the node): the verdicts
+// of the kinds located at it.
 struct NodeVerdicts {
-  ir::NodePtr node;              ///< held: its address stays this node's while remembered
-  uint32_t seen = 0;             ///< the last mask that met it
-  bool pinned = false;           ///< kept while unseen (MaskMemo::pin)
   std::vector<int64_t> context;  ///< (extent, annot) of each enclosing scope, innermost first
   uint32_t done = 0;             ///< bit k: bits[k] is decided
   uint16_t bits[kNumKinds] = {};  ///< bit i = the kind's i-th parameter is legal
@@ -126,12 +124,10 @@ inline void set_legal(uint8_t* out, unsigned bits) {
 }  // namespace
 
 struct MaskMemo::Impl {
-  std::unordered_map<const ir::Node*, NodeVerdicts> nodes;
+  NodeMemo<NodeVerdicts, uint32_t> nodes;  ///< its epoch counts the masks made
   std::vector<BufferVerdicts> buffers;
   std::vector<std::string> names;  ///< the buffer names (first 64) pair_known/pair_ok refer to
-  uint32_t epoch = 0;              ///< masks made
   const FlatActionSpace* space = nullptr;  ///< the space whose verdicts it holds
-  uint64_t hits = 0, misses = 0;
   std::unique_ptr<ProgramIndex> index;   ///< rebuilt for each mask, keeping its storage
   std::unique_ptr<MaskSummary> summary;  ///< the same
 
@@ -146,7 +142,8 @@ struct MaskMemo::Impl {
       for (size_t b = 0; b < n; ++b)
         for (size_t o = 0; o < names.size(); ++o)
           if (same_name(names[o], p.buffers[b].name)) from[b] = static_cast<int>(o);
-      for (auto& [node, v] : nodes) {
+      for (auto& [node, e] : nodes.entries()) {
+        NodeVerdicts& v = e.value;
         for (int j = 0; j < kScopeBufferKinds.n; ++j) {
           uint64_t known = 0, ok = 0;
           for (size_t b = 0; b < n; ++b) {
@@ -176,11 +173,9 @@ void MaskMemo::clear() {
   impl_->names.clear();
 }
 size_t MaskMemo::size() const { return impl_->nodes.size() + impl_->buffers.size(); }
-uint64_t MaskMemo::hits() const { return impl_->hits; }
-uint64_t MaskMemo::misses() const { return impl_->misses; }
-void MaskMemo::pin() {
-  for (auto& [node, v] : impl_->nodes) v.pinned = v.seen == impl_->epoch;
-}
+uint64_t MaskMemo::hits() const { return impl_->nodes.hits(); }
+uint64_t MaskMemo::misses() const { return impl_->nodes.misses(); }
+void MaskMemo::pin() { impl_->nodes.pin(); }
 
 namespace {
 
@@ -219,7 +214,7 @@ class MaskPass {
         mem_->names.clear();
         mem_->space = &space;
       }
-      ++mem_->epoch;
+      mem_->nodes.begin();
       mem_->follow_names(p);
     }
   }
@@ -232,8 +227,8 @@ class MaskPass {
     // Keep what this program has, and the pinned one's nodes: the next program shares most of
     // it (nothing else is held).
     if (mem_) {
-      const uint32_t epoch = mem_->epoch;
-      std::erase_if(mem_->nodes, [&](const auto& e) { return e.second.seen != epoch && !e.second.pinned; });
+      mem_->nodes.sweep();
+      const uint32_t epoch = mem_->nodes.epoch();
       std::erase_if(mem_->buffers, [&](const BufferVerdicts& b) { return b.seen != epoch; });
     }
   }
@@ -320,18 +315,17 @@ NodeVerdicts& MaskPass::verdicts(int n) {
     scratch_ = NodeVerdicts{};
     return scratch_;
   }
-  NodeVerdicts& v = mem_->nodes[ix_->node(n).node];
-  v.seen = mem_->epoch;
-  if (v.node && v.context == context_) {
-    ++mem_->hits;
-    return v;
+  auto& entry = mem_->nodes.entry(ix_->node(n).node);
+  if (entry.node && entry.value.context == context_) {
+    mem_->nodes.count_hit();
+    return entry.value;
   }
-  ++mem_->misses;
-  v = NodeVerdicts{};
-  v.seen = mem_->epoch;
-  v.node = held(n);
-  v.context.assign(context_.begin(), context_.end());
-  return v;
+  mem_->nodes.count_miss();
+  entry.value = NodeVerdicts{};
+  entry.node = held(n);
+  entry.pinned = false;
+  entry.value.context.assign(context_.begin(), context_.end());
+  return entry.value;
 }
 
 // Forgets the verdicts of `kinds` whose check reads a neighbour that changed.
@@ -429,12 +423,15 @@ void MaskPass::buffer_slot(int b) {
                            [&](const BufferVerdicts& x) { return same_name(x.decl.name, decl.name); });
     if (it == mem_->buffers.end()) it = mem_->buffers.emplace(mem_->buffers.end());
     v = &*it;
-    v->seen = mem_->epoch;
+    v->seen = mem_->nodes.epoch();
     known = v->decl.name == decl.name && same_decl(v->decl, decl) &&
             static_cast<int>(v->tops.size()) == (first < 0 ? 0 : last - first + 1);
     for (int t = 0; known && t < static_cast<int>(v->tops.size()); ++t)
       known = v->tops[t] == p_.body[first + t];
-    ++(known ? mem_->hits : mem_->misses);
+    if (known)
+      mem_->nodes.count_hit();
+    else
+      mem_->nodes.count_miss();
   }
   if (!known && mem_ && v != &scratch) {
     v->decl.assign(decl);
