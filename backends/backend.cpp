@@ -1,6 +1,8 @@
 #include "backends/backend.h"
 
+#include <cstdlib>
 #include <functional>
+#include <string_view>
 
 #include "backends/cost_model.h"
 #include "backends/interpreter_backend.h"
@@ -71,6 +73,25 @@ double compulsory_bytes(const ir::Program& p) {
   for (const auto& d : p.buffers)
     if (d.role != ir::Role::kTemp) b += static_cast<double>(d.elements()) * ir::dtype_bytes(d.dtype);
   return b;
+}
+
+bool cpu_has(const char* feature) {
+  if (const char* hidden = std::getenv("PERFDOJO_HIDE_CPU_FEATURES"); hidden && *hidden) {
+    std::string_view list(hidden);
+    while (!list.empty()) {
+      const size_t comma = list.find(',');
+      if (list.substr(0, comma) == feature) return false;
+      if (comma == std::string_view::npos) break;
+      list.remove_prefix(comma + 1);
+    }
+  }
+  __builtin_cpu_init();
+  // __builtin_cpu_supports needs a literal: name the features the project asks about.
+  const std::string_view f(feature);
+  if (f == "avx512f") return __builtin_cpu_supports("avx512f");
+  if (f == "avx2") return __builtin_cpu_supports("avx2");
+  if (f == "fma") return __builtin_cpu_supports("fma");
+  return false;
 }
 
 }  // namespace perfdojo::backends

@@ -87,6 +87,12 @@ std::vector<std::string> backend_names();
 /// A backend by name, or nullptr for an unknown name.
 std::unique_ptr<Backend> make_backend(const std::string& name, const BackendConfig& config = {});
 
+/// Whether this CPU has x86 feature `feature` ("avx512f", "avx2", "fma"), as
+/// __builtin_cpu_supports says, unless $PERFDOJO_HIDE_CPU_FEATURES (a comma-separated list, e.g.
+/// "avx512f") hides it: on a larger machine, the backends, the calibration and the tests then
+/// behave as on a smaller one (the AVX2 path of an AVX-512 machine, its skips included).
+bool cpu_has(const char* feature);
+
 /// Floating-point operations of one run of `p` (each +,-,*,/,max,min and function counts one).
 double flop_count(const ir::Program& p);
 /// Bytes of compulsory traffic: every input read once and every output written once.

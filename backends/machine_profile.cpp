@@ -1,5 +1,7 @@
 #include "backends/machine_profile.h"
 
+#include "backends/backend.h"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -370,9 +372,8 @@ MachineProfile calibrate(const CalibrateOptions& o) {
   const double secs = o.seconds_per_test;
   const float m = 0.999999f, a = 1e-7f;
 
-  __builtin_cpu_init();
-  const bool has512 = __builtin_cpu_supports("avx512f");
-  const bool has2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  const bool has512 = cpu_has("avx512f");
+  const bool has2 = cpu_has("avx2") && cpu_has("fma");
   if (has512) {
     p.peak_gflops_avx512 = best_rate(secs, 12 * 16 * 2 * 1e-9, [&](long n) { g_sink = fma_chains_avx512(n * 1000, m, a); }) * 1000;
     say("fma avx512: " + std::to_string(p.peak_gflops_avx512) + " GFLOP/s");

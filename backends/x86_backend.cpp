@@ -259,11 +259,10 @@ class X86Backend final : public Backend {
 
  private:
   Availability check_availability() const {
-    __builtin_cpu_init();
     std::string cpu = cpu_identity();
-    if (isa_ == X86Isa::kAvx512 && !__builtin_cpu_supports("avx512f"))
+    if (isa_ == X86Isa::kAvx512 && !cpu_has("avx512f"))
       return {false, std::string(name()) + ": the CPU lacks avx512f (" + cpu + ")"};
-    if (isa_ == X86Isa::kAvx2 && !(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")))
+    if (isa_ == X86Isa::kAvx2 && !(cpu_has("avx2") && cpu_has("fma")))
       return {false, std::string(name()) + ": the CPU lacks avx2/fma (" + cpu + ")"};
     if (find_executable(config_.compiler).empty())
       return {false, std::string(name()) + ": no C compiler: '" + config_.compiler +

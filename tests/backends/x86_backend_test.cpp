@@ -365,8 +365,27 @@ TEST_CASE("unavailable backends say why, and measuring on one is an error record
   CHECK(m.error->find("perfdojo-no-such-compiler") != std::string::npos);
   auto avx512 = backends::make_backend("x86_avx512");
   __builtin_cpu_init();
-  CHECK(avx512->available().ok == static_cast<bool>(__builtin_cpu_supports("avx512f")));
+  CHECK(avx512->available().ok == backends::cpu_has("avx512f"));
   if (!avx512->available().ok) CHECK(avx512->available().why.find("avx512f") != std::string::npos);
+}
+
+TEST_CASE("PERFDOJO_HIDE_CPU_FEATURES makes an AVX-512 machine look like an AVX2 one") {
+  const char* before = std::getenv("PERFDOJO_HIDE_CPU_FEATURES");
+  const std::string saved = before ? before : "";
+  setenv("PERFDOJO_HIDE_CPU_FEATURES", "sse9,avx512f", 1);
+  CHECK_FALSE(backends::cpu_has("avx512f"));
+  auto avx512 = backends::make_backend("x86_avx512");
+  CHECK_FALSE(avx512->available().ok);
+  CHECK(avx512->available().why.find("avx512f") != std::string::npos);
+  // Only the named features are hidden.
+  __builtin_cpu_init();
+  CHECK(backends::cpu_has("avx2") == static_cast<bool>(__builtin_cpu_supports("avx2")));
+  setenv("PERFDOJO_HIDE_CPU_FEATURES", "", 1);
+  CHECK(backends::cpu_has("avx512f") == static_cast<bool>(__builtin_cpu_supports("avx512f")));
+  if (before)
+    setenv("PERFDOJO_HIDE_CPU_FEATURES", saved.c_str(), 1);
+  else
+    unsetenv("PERFDOJO_HIDE_CPU_FEATURES");
 }
 
 TEST_CASE("capabilities follow the instruction set") {
