@@ -28,14 +28,7 @@ TEST_CASE("inline_temporary refuses a buffer with an initial value") {
 }
 
 TEST_CASE("inline_temporary refuses an unused buffer") {
-  require_refused(R"(N = 8
-input x: f32[N]
-output y: f32[N]
-temp t: f32[N]
-
-N y[{0}] = x[{0}]
-)",
-                  "inline_temporary t", Reason::kNothingToDo, "t");
+  require_refused(kUnusedTemp, "inline_temporary t", Reason::kNothingToDo, "t");
 }
 
 TEST_CASE("inline_temporary refuses reads that are not later siblings of the one store") {

@@ -29,14 +29,7 @@ TEST_CASE("shrink_buffer refuses a dimension the buffer does not have") {
 }
 
 TEST_CASE("shrink_buffer refuses an unused buffer") {
-  require_refused(R"(N = 8
-input x: f32[N]
-output y: f32[N]
-temp t: f32[N]
-
-N y[{0}] = x[{0}]
-)",
-                  "shrink_buffer t 0", Reason::kNothingToDo, "t");
+  require_refused(kUnusedTemp, "shrink_buffer t 0", Reason::kNothingToDo, "t");
 }
 
 TEST_CASE("shrink_buffer refuses a dimension that is not one scope's own iterator") {

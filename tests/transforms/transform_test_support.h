@@ -319,6 +319,15 @@ inline const std::string kTwoChildren = kOneD + "N y[{0}] = x[{0}]\n| z[{0}] = x
 inline const std::string kTiledFlat = kFlat + "4 8 y[{0}*8+{1}] = x[{0}*8+{1}]\n";
 
 // Programs the buffer transformations' tests share.
+/// A temporary no statement uses.
+inline constexpr const char* kUnusedTemp = R"(N = 8
+input x: f32[N]
+output y: f32[N]
+temp t: f32[N]
+
+N y[{0}] = x[{0}]
+)";
+
 inline constexpr const char* kPipeline = R"(N = 8
 input x: f32[N]
 output y: f32[N]
