@@ -1,7 +1,11 @@
 #include "backends/backend.h"
 
+#include <sched.h>
+
+#include <algorithm>
 #include <cstdlib>
 #include <functional>
+#include <thread>
 #include <string_view>
 
 #include "backends/cost_model.h"
@@ -73,6 +77,13 @@ double compulsory_bytes(const ir::Program& p) {
   for (const auto& d : p.buffers)
     if (d.role != ir::Role::kTemp) b += static_cast<double>(d.elements()) * ir::dtype_bytes(d.dtype);
   return b;
+}
+
+int usable_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
 bool cpu_has(const char* feature) {

@@ -93,6 +93,10 @@ std::unique_ptr<Backend> make_backend(const std::string& name, const BackendConf
 /// behave as on a smaller one (the AVX2 path of an AVX-512 machine, its skips included).
 bool cpu_has(const char* feature);
 
+/// The cores this process may run on: its CPU affinity (taskset, cgroups' cpusets), not the
+/// machine's core count; at least 1.
+int usable_cores();
+
 /// Floating-point operations of one run of `p` (each +,-,*,/,max,min and function counts one).
 double flop_count(const ir::Program& p);
 /// Bytes of compulsory traffic: every input read once and every output written once.

@@ -367,7 +367,7 @@ MachineProfile calibrate(const CalibrateOptions& o) {
   char host[256] = {};
   gethostname(host, sizeof host - 1);
   p.name = std::string("calibrated-") + (host[0] ? host : "unknown");
-  p.cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  p.cores = usable_cores();
   detect_caches(p);
   const double secs = o.seconds_per_test;
   const float m = 0.999999f, a = 1e-7f;

@@ -233,7 +233,7 @@ class X86Backend final : public Backend {
     Capabilities c;
     if (isa_ == X86Isa::kAvx512) c.vector_widths = {16, 8};
     if (isa_ == X86Isa::kAvx2) c.vector_widths = {8};
-    c.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    c.threads = usable_cores();
     // extra["threads"]: at most this many threads (1: single core, no parallel scopes).
     if (int t = static_cast<int>(extra_number(config_, "threads", 0)); t >= 1)
       c.threads = std::min(c.threads, t);

@@ -137,7 +137,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   auto isa = *backends::x86_isa_by_name(isa_name);
-  int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  int threads = backends::usable_cores();
   std::printf(
       "x86_matmul_bench: backend %s, %d hardware threads, matmul 1024^3 f32 (2.15 GFLOP per "
       "call)\n",

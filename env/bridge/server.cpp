@@ -10,6 +10,7 @@
 #include <mutex>
 #include <thread>
 
+#include "backends/backend.h"
 #include "bridge/handlers.h"
 
 namespace perfdojo::bridge {
@@ -682,7 +683,7 @@ ir::Result<std::unique_ptr<Server>> Server::start(const ServerOptions& options) 
   if (l.idle_timeout_s < 0 || l.frame_timeout_s < 0) return fail("timeouts must not be negative");
 
   auto impl = std::make_unique<Impl>(options);
-  const int cpus = std::max(1u, std::thread::hardware_concurrency());
+  const int cpus = backends::usable_cores();
   const int fast = options.workers > 0 ? options.workers : cpus;
   const int measure = options.measure_workers > 0 ? options.measure_workers : std::max(1, cpus / 2);
   impl->fast_pool = std::make_unique<asio::thread_pool>(fast);

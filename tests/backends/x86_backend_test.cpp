@@ -3,6 +3,7 @@
 #include "backends/x86_backend.h"
 
 #include <doctest/doctest.h>
+#include <sched.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -386,6 +387,23 @@ TEST_CASE("PERFDOJO_HIDE_CPU_FEATURES makes an AVX-512 machine look like an AVX2
     setenv("PERFDOJO_HIDE_CPU_FEATURES", saved.c_str(), 1);
   else
     unsetenv("PERFDOJO_HIDE_CPU_FEATURES");
+}
+
+TEST_CASE("the backend's threads follow the process's CPU affinity, not the core count") {
+  cpu_set_t saved;
+  REQUIRE(sched_getaffinity(0, sizeof saved, &saved) == 0);
+  int first = 0;
+  while (!CPU_ISSET(first, &saved)) ++first;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(first, &one);
+  REQUIRE(sched_setaffinity(0, sizeof one, &one) == 0);
+  CHECK(backends::usable_cores() == 1);
+  const auto caps = backends::make_backend("x86_avx2")->capabilities();
+  CHECK(caps.threads == 1);
+  CHECK_FALSE(caps.parallel);
+  REQUIRE(sched_setaffinity(0, sizeof saved, &saved) == 0);
+  CHECK(backends::usable_cores() == CPU_COUNT(&saved));
 }
 
 TEST_CASE("capabilities follow the instruction set") {
