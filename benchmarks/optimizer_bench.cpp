@@ -1,6 +1,6 @@
 // The optimiser against the references a performance engineer would reach for, measured in one
 // run: for each kernel, the untransformed program, the optimiser's kernel after a fixed budget,
-// OpenBLAS cblas_sgemm for the matmul shapes (OPENBLAS_CORETYPE unset, see blas_reference.h)
+// OpenBLAS cblas_sgemm for the matmul shapes (its best core for this CPU, see blas_reference.h)
 // and PyTorch on one thread (benchmarks/torch_baseline.py run by Debian's /usr/bin/python3,
 // which has python3-torch). Single core by default: the optimiser gets `threads = 1`, OpenBLAS
 // and PyTorch one thread each.
@@ -140,7 +140,7 @@ std::string ratio(double num, double den) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  bench::reexec_without_openblas_coretype(argv, "optimizer_bench");
+  bench::choose_openblas_core(argv, "optimizer_bench");
   Options o;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -230,7 +230,8 @@ int main(int argc, char** argv) {
       "FMA peak %.1f GFLOP/s per core (%d lanes; best of a measurement at the start, one "
       "at the end, and the profile's %.1f)\n",
       peak, lanes, rep0.peak_gflops);
-  std::printf("OpenBLAS core %s; PyTorch via %s\n\n", openblas_get_corename(), o.python.c_str());
+  std::printf("OpenBLAS core %s (%s); PyTorch via %s\n\n", openblas_get_corename(),
+              bench::openblas_core_note(), o.python.c_str());
   std::printf("%-12s %10s %10s %8s %8s %6s %10s %9s %10s %9s %s\n", "kernel", "orig ms", "opt ms",
               "speedup", "GFLOP/s", "%peak", "BLAS ms", "vs BLAS", "torch ms", "vs torch",
               "verified");
