@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <optional>
+#include <stdexcept>
+#include <string>
 #include <unordered_map>
 
 #include "transforms/analysis.h"
@@ -14,6 +16,11 @@ FlatActionSpace::FlatActionSpace(FlatSpaceConfig config, Target target)
     offsets_.push_back(size_);
     Kind kind = static_cast<Kind>(k);
     params_.push_back(param_values(param_kind(kind), target_));
+    // The mask keeps one bit per parameter value (Precheck, NodeVerdicts).
+    if (params_.back().size() > static_cast<size_t>(kMaxParams))
+      throw std::invalid_argument(std::string("target '") + target_.name + "' gives " + kind_name(kind) + " " +
+                                  std::to_string(params_.back().size()) + " parameter values; the flat space takes at most " +
+                                  std::to_string(kMaxParams));
     size_ += slots(kind) * static_cast<int>(params_.back().size());
   }
 }

@@ -63,6 +63,7 @@ class MaskMemo {
 /// config and target, so an index means the same (kind, slot, parameter) on every program.
 class FlatActionSpace {
  public:
+  /// Throws std::invalid_argument when the target gives a kind more than kMaxParams values.
   FlatActionSpace(FlatSpaceConfig config, Target target);
 
   /// Number of actions N.

@@ -9,6 +9,7 @@
 #include "support/scaled_kernels.h"
 #include "transforms/analysis.h"
 #include "transforms/mask_summary.h"
+#include "transforms/flat_space.h"
 #include "transforms/registry.h"
 
 using namespace perfdojo;
@@ -154,4 +155,15 @@ M y[{0}] = x[{0}]
     // A legal action goes through.
     CHECK_NOTHROW(row.apply(p.value(), Action{Kind::kTileScope, {0}, "", "", 3}, target));
   }
+}
+
+TEST_CASE("a target with more vector widths than the mask has bits is refused when the space is made") {
+  transforms::Target wide;
+  wide.name = "too_wide";
+  wide.vector_widths.clear();
+  for (int w = 1; w <= transforms::kMaxParams + 1; ++w) wide.vector_widths.push_back(w);
+  CHECK_THROWS_WITH_AS(transforms::FlatActionSpace({}, wide),
+                       doctest::Contains("gives vectorize 17 parameter values"), std::invalid_argument);
+  wide.vector_widths.pop_back();
+  CHECK_NOTHROW(transforms::FlatActionSpace({}, wide));
 }
