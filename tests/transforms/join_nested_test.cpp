@@ -1,5 +1,4 @@
-// join_nested: its golden cases, and the actions it must refuse (with the reason) or accept, which
-// legality_test.cpp runs together with the other loop-structure transformations'.
+// join_nested: its golden cases, and the actions it must refuse (with the reason) or accept.
 #include "transforms/transform_test_support.h"
 
 using namespace perfdojo;
@@ -45,4 +44,12 @@ std::vector<Acceptance> join_nested_acceptances() {
 TEST_CASE("join_nested replays its golden cases exactly and keeps every output" *
           doctest::test_suite("golden")) {
   check_golden_folder("join_nested");
+}
+
+TEST_CASE("join_nested's refused actions name their reason, are refused by apply and change nothing") {
+  check_refusals(join_nested_refusals());
+}
+
+TEST_CASE("join_nested's legal counterparts are accepted and compute what the original computed") {
+  check_acceptances(join_nested_acceptances());
 }

@@ -1,5 +1,4 @@
-// join_scopes: its golden cases, and the actions it must refuse (with the reason) or accept, which
-// legality_test.cpp runs together with the other loop-structure transformations'.
+// join_scopes: its golden cases, and the actions it must refuse (with the reason) or accept.
 #include "transforms/transform_test_support.h"
 
 using namespace perfdojo;
@@ -80,4 +79,12 @@ TEST_CASE(
     FAIL_CHECK("join_scopes 0 was accepted and made a parallel scope carry a dependence:\n"
                << ir::print_program(*r));
   }
+}
+
+TEST_CASE("join_scopes's refused actions name their reason, are refused by apply and change nothing") {
+  check_refusals(join_scopes_refusals());
+}
+
+TEST_CASE("join_scopes's legal counterparts are accepted and compute what the original computed") {
+  check_acceptances(join_scopes_acceptances());
 }

@@ -1,5 +1,4 @@
-// parallelize: its golden cases, and the actions it must refuse (with the reason) or accept, which
-// legality_test.cpp runs together with the other loop-structure transformations'.
+// parallelize: its golden cases, and the actions it must refuse (with the reason) or accept.
 #include "transforms/transform_test_support.h"
 
 using namespace perfdojo;
@@ -64,4 +63,12 @@ TEST_CASE("moving a parallel scope inward and fusing independent parallel scopes
   auto r = transforms::apply(two, action("join_scopes 0"), Target{});
   REQUIRE_MESSAGE(r.ok(), r.error_text());
   CHECK(ir::print_program(*r) == kOneD + "N:par y[{0}] = x[{0}]\n| z[{0}] = y[{0}] * 2\n");
+}
+
+TEST_CASE("parallelize's refused actions name their reason, are refused by apply and change nothing") {
+  check_refusals(parallelize_refusals());
+}
+
+TEST_CASE("parallelize's legal counterparts are accepted and compute what the original computed") {
+  check_acceptances(parallelize_acceptances());
 }

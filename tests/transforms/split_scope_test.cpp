@@ -1,5 +1,4 @@
-// split_scope: its golden cases, and the actions it must refuse (with the reason) or accept, which
-// legality_test.cpp runs together with the other loop-structure transformations'.
+// split_scope: its golden cases, and the actions it must refuse (with the reason) or accept.
 #include "transforms/transform_test_support.h"
 
 using namespace perfdojo;
@@ -41,4 +40,12 @@ std::vector<Acceptance> split_scope_acceptances() {
 TEST_CASE("split_scope replays its golden cases exactly and keeps every output" *
           doctest::test_suite("golden")) {
   check_golden_folder("split_scope");
+}
+
+TEST_CASE("split_scope's refused actions name their reason, are refused by apply and change nothing") {
+  check_refusals(split_scope_refusals());
+}
+
+TEST_CASE("split_scope's legal counterparts are accepted and compute what the original computed") {
+  check_acceptances(split_scope_acceptances());
 }

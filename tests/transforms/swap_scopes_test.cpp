@@ -1,5 +1,4 @@
-// swap_scopes: its golden cases, and the actions it must refuse (with the reason) or accept, which
-// legality_test.cpp runs together with the other loop-structure transformations'.
+// swap_scopes: its golden cases, and the actions it must refuse (with the reason) or accept.
 #include "transforms/transform_test_support.h"
 
 using namespace perfdojo;
@@ -82,4 +81,12 @@ TEST_CASE(
                << std::string(transforms::reason_name(
                       transforms::check(stripped, action("parallelize 0"), Target{}).reason)));
   }
+}
+
+TEST_CASE("swap_scopes's refused actions name their reason, are refused by apply and change nothing") {
+  check_refusals(swap_scopes_refusals());
+}
+
+TEST_CASE("swap_scopes's legal counterparts are accepted and compute what the original computed") {
+  check_acceptances(swap_scopes_acceptances());
 }

@@ -1,5 +1,4 @@
-// tile_scope: its golden cases, and the actions it must refuse (with the reason) or accept, which
-// legality_test.cpp runs together with the other loop-structure transformations'.
+// tile_scope: its golden cases, and the actions it must refuse (with the reason) or accept.
 #include "transforms/transform_test_support.h"
 
 using namespace perfdojo;
@@ -31,4 +30,12 @@ std::vector<Acceptance> tile_scope_acceptances() {
 TEST_CASE("tile_scope replays its golden cases exactly and keeps every output" *
           doctest::test_suite("golden")) {
   check_golden_folder("tile_scope");
+}
+
+TEST_CASE("tile_scope's refused actions name their reason, are refused by apply and change nothing") {
+  check_refusals(tile_scope_refusals());
+}
+
+TEST_CASE("tile_scope's legal counterparts are accepted and compute what the original computed") {
+  check_acceptances(tile_scope_acceptances());
 }

@@ -357,8 +357,9 @@ B N m[{0}] = max(s[{0},{1}])
 | N d[{0},{1}] = e[{0},{1}] * i[{0}]
 )";
 
-/// An action a loop-structure transformation must refuse, and the reason it must give
-/// (legality_test.cpp runs them all; each <transformation>_test.cpp lists its own).
+/// An action a loop-structure transformation must refuse, and the reason it must give (each
+/// <transformation>_test.cpp lists and runs its own; legality_test.cpp checks they cover every
+/// reason).
 struct Refusal {
   const char* why;
   std::string program;
@@ -375,6 +376,55 @@ struct Acceptance {
   std::string program;
   const char* action;
 };
+
+/// Each refused action names its reason, is refused by apply and leaves the program untouched.
+inline void check_refusals(const std::vector<Refusal>& cases) {
+  CHECK_FALSE(cases.empty());
+  for (const auto& c : cases) {
+    INFO(c.why, "\naction: ", c.action, "\nprogram:\n", c.program);
+    const ir::Program original = load(c.program);
+    const ir::Program p = load(c.program);
+    Action a = action(c.action);
+    if (c.param) a.param = *c.param;
+
+    const Legality l = transforms::check(p, a, c.target);
+    CHECK(transforms::reason_name(l.reason) == std::string(transforms::reason_name(c.reason)));
+    CHECK(l.buffer == c.buffer);
+
+    auto r = transforms::apply(p, a, c.target);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error_text().find(transforms::reason_name(c.reason)) != std::string::npos);
+
+    CHECK(ir::structurally_equal(p, original));
+    CHECK(ir::structural_hash(p) == ir::structural_hash(original));
+    CHECK(ir::print_program(p) == ir::print_program(original));
+  }
+}
+
+/// Each legal counterpart is accepted, and its result computes what the original computed
+/// (exactly, or within 1e-5 where vectorising a reduction reassociates it).
+inline void check_acceptances(const std::vector<Acceptance>& cases) {
+  CHECK_FALSE(cases.empty());
+  for (const auto& c : cases) {
+    INFO(c.why, "\naction: ", c.action, "\nprogram:\n", c.program);
+    const ir::Program p = load(c.program);
+    const Action a = action(c.action);
+    const Legality l = transforms::check(p, a, Target{});
+    CHECK_MESSAGE(l.ok(), transforms::explain(a, l));
+    auto r = transforms::apply(p, a, Target{});
+    REQUIRE_MESSAGE(r.ok(), r.error_text());
+    CHECK_FALSE(ir::structurally_equal(*r, p));
+    const bool reassociates = vectorizes_a_reduction(p, a);
+    for (uint64_t seed : {1u, 2u}) {
+      const double err = output_error(p, *r, seed);
+      if (reassociates) {
+        CHECK(err <= 1e-5);
+      } else {
+        CHECK(err == 0);
+      }
+    }
+  }
+}
 
 // Defined in <transformation>_test.cpp.
 std::vector<Refusal> tile_scope_refusals();

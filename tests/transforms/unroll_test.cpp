@@ -1,5 +1,4 @@
-// unroll: its golden cases, and the actions it must refuse (with the reason) or accept, which
-// legality_test.cpp runs together with the other loop-structure transformations'.
+// unroll: its golden cases, and the actions it must refuse (with the reason) or accept.
 #include "transforms/transform_test_support.h"
 
 using namespace perfdojo;
@@ -33,4 +32,12 @@ std::vector<Acceptance> unroll_acceptances() {
 TEST_CASE("unroll replays its golden cases exactly and keeps every output" *
           doctest::test_suite("golden")) {
   check_golden_folder("unroll");
+}
+
+TEST_CASE("unroll's refused actions name their reason, are refused by apply and change nothing") {
+  check_refusals(unroll_refusals());
+}
+
+TEST_CASE("unroll's legal counterparts are accepted and compute what the original computed") {
+  check_acceptances(unroll_acceptances());
 }

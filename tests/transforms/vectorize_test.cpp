@@ -1,5 +1,4 @@
-// vectorize: its golden cases, and the actions it must refuse (with the reason) or accept, which
-// legality_test.cpp runs together with the other loop-structure transformations'.
+// vectorize: its golden cases, and the actions it must refuse (with the reason) or accept.
 #include "transforms/transform_test_support.h"
 
 using namespace perfdojo;
@@ -52,4 +51,12 @@ std::vector<Acceptance> vectorize_acceptances() {
 TEST_CASE("vectorize replays its golden cases exactly and keeps every output" *
           doctest::test_suite("golden")) {
   check_golden_folder("vectorize");
+}
+
+TEST_CASE("vectorize's refused actions name their reason, are refused by apply and change nothing") {
+  check_refusals(vectorize_refusals());
+}
+
+TEST_CASE("vectorize's legal counterparts are accepted and compute what the original computed") {
+  check_acceptances(vectorize_acceptances());
 }
