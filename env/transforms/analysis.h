@@ -151,6 +151,11 @@ bool uses_buffer(const ir::NodePtr& n, const std::string& buffer);
 std::vector<Path> scope_paths(const ir::Program& p);
 /// Pre-order list of every node's path.
 std::vector<Path> node_paths(const ir::Program& p);
+/// The position of `path` in `paths` (scope_paths / node_paths order), or -1.
+inline int position_of(const std::vector<Path>& paths, const Path& path) {
+  auto it = std::find(paths.begin(), paths.end(), path);
+  return it == paths.end() ? -1 : static_cast<int>(it - paths.begin());
+}
 /// A buffer name not yet used in `p`, starting from `base`.
 std::string fresh_buffer_name(const ir::Program& p, const std::string& base);
 

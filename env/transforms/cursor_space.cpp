@@ -6,14 +6,6 @@
 #include "transforms/registry.h"
 
 namespace perfdojo::transforms {
-namespace {
-
-int path_index(const std::vector<Path>& paths, const Path& p) {
-  auto it = std::find(paths.begin(), paths.end(), p);
-  return it == paths.end() ? -1 : static_cast<int>(it - paths.begin());
-}
-
-}  // namespace
 
 CursorActionSpace::CursorActionSpace(Target target) : target_(std::move(target)) {
   for (auto m : {CursorMove::kUp, CursorMove::kDown, CursorMove::kOut, CursorMove::kIn})
@@ -61,7 +53,7 @@ int CursorActionSpace::moved(const ir::Program& p, int cursor, int i) const {
     case CursorMove::kOut: {
       if (cur.size() < 2) return cursor;
       Path parent(cur.begin(), cur.end() - 1);
-      return path_index(scopes, parent);
+      return position_of(scopes, parent);
     }
     case CursorMove::kIn: {
       // The next scope in pre-order is the first child scope when it lies below the cursor.

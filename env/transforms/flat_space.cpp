@@ -4,7 +4,6 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
-#include <unordered_map>
 
 #include "transforms/analysis.h"
 
@@ -70,10 +69,6 @@ bool nth_path(const std::vector<ir::NodePtr>& body, bool scopes_only, int& n, Pa
   return false;
 }
 
-int path_index(const std::vector<Path>& paths, const Path& p) {
-  auto it = std::find(paths.begin(), paths.end(), p);
-  return it == paths.end() ? -1 : static_cast<int>(it - paths.begin());
-}
 
 }  // namespace
 
@@ -129,8 +124,8 @@ int FlatActionSpace::encode(const ir::Program& p, const Action& a) const {
   const int nb = config_.max_buffers;
   int slot = -1;
   switch (loc_kind(a.kind)) {
-    case LocKind::kScope: slot = path_index(scope_paths(p), a.path); break;
-    case LocKind::kNode: slot = path_index(node_paths(p), a.path); break;
+    case LocKind::kScope: slot = position_of(scope_paths(p), a.path); break;
+    case LocKind::kNode: slot = position_of(node_paths(p), a.path); break;
     case LocKind::kBuffer: slot = buffer_index(p, a.buffer); break;
     case LocKind::kBufferPair: {
       int i = buffer_index(p, a.buffer), j = buffer_index(p, a.buffer2);
@@ -138,7 +133,7 @@ int FlatActionSpace::encode(const ir::Program& p, const Action& a) const {
       break;
     }
     case LocKind::kScopeBuffer: {
-      int s = path_index(scope_paths(p), a.path), b = buffer_index(p, a.buffer);
+      int s = position_of(scope_paths(p), a.path), b = buffer_index(p, a.buffer);
       if (s >= 0 && b >= 0 && s < config_.max_scopes && b < nb) slot = s * nb + b;
       break;
     }
