@@ -11,32 +11,68 @@ namespace {
 // Whether create_temporary accepts a scope annotated `a` (plain or unrolled).
 bool temporary_scope_annot(ir::Annot a) { return a == ir::Annot::kNone || a == ir::Annot::kUnroll; }
 
-// Whether `index`, the one index every access of the buffer inside a scope at depth `depth`
-// uses, maps the region one iteration touches injectively: each iterator deeper than `depth`
-// in exactly one dimension, at most one per dimension. Those iterators, increasing, go to
-// `inner` when given.
-bool inner_iterators(const std::vector<ir::Affine>& index, int depth, std::vector<int>* inner) {
+// How the iterators deeper than a scope's depth occur in the one index every access of a
+// buffer inside the scope uses.
+enum class InnerForm {
+  kDistinct,  ///< each in exactly one dimension, at most one per dimension: injective
+  kShared,    ///< some dimension holds several (8*{i}+{r}), or an iterator is in several
+};
+
+// The form of `index` below `depth`; the inner iterators, increasing, go to `inner` when given.
+InnerForm inner_iterators(const std::vector<ir::Affine>& index, int depth, std::vector<int>* inner) {
   // Iterators below 64 are remembered in a bit set, deeper ones (rare) in a list.
   uint64_t seen = 0;
   std::vector<int> deep;
+  InnerForm form = InnerForm::kDistinct;
   for (const ir::Affine& f : index) {
     int found = 0;
     for (int k = depth + 1; k < static_cast<int>(f.coeffs.size()); ++k) {
       if (f.coeffs[k] == 0) continue;
-      if (++found > 1) return false;
+      if (++found > 1) form = InnerForm::kShared;
       bool dup;
       if (k < 64) {
         dup = ((seen >> k) & 1) != 0;
         seen |= uint64_t{1} << k;
       } else {
         dup = std::find(deep.begin(), deep.end(), k) != deep.end();
-        deep.push_back(k);
+        if (!dup) deep.push_back(k);
       }
-      if (dup) return false;
+      if (dup) {
+        form = InnerForm::kShared;
+        continue;
+      }
       if (inner) inner->push_back(k);
     }
   }
   if (inner) std::sort(inner->begin(), inner->end());
+  return form;
+}
+
+// For a shared form: whether distinct iterations of the inner iterators (at `extents`, one per
+// `inner`) reach distinct elements. Sufficient test: every iterator in one dimension only, and in
+// each dimension the terms, by increasing |coefficient|, form a mixed radix (each coefficient
+// exceeds the span of the smaller terms), as tiling makes them: 8*{i}+{r} with r < 8.
+bool injective(const std::vector<ir::Affine>& index, int depth, const std::vector<int>& inner,
+               const std::vector<int64_t>& extents) {
+  std::vector<int> dims_of(inner.size(), 0);
+  for (const ir::Affine& f : index) {
+    std::vector<std::pair<int64_t, int64_t>> terms;  // |coefficient|, extent
+    for (size_t m = 0; m < inner.size(); ++m) {
+      const int64_t c = f.coeff(inner[m]);
+      if (c == 0) continue;
+      ++dims_of[m];
+      terms.push_back({c < 0 ? -c : c, extents[m]});
+    }
+    std::sort(terms.begin(), terms.end());
+    int64_t span = 0;  // largest distance the smaller terms reach
+    for (const auto& [c, e] : terms) {
+      if (c <= span) return false;
+      span += c * (e - 1);
+    }
+  }
+  (void)depth;
+  for (int n : dims_of)
+    if (n != 1) return false;
   return true;
 }
 
@@ -89,6 +125,8 @@ struct Plan {
   bool copy_out = false;
 };
 
+void complete_plan(const std::vector<Use>& uses, Plan& plan);
+
 // Whether every access of buffer `buf` in the subtree of the scope at `path` uses one index;
 // `first` is that index, or null when there is no access.
 bool one_index(const ProgramIndex& index, const Path& path, const std::string& buf,
@@ -135,8 +173,19 @@ Legality make_plan(const ir::Program& p, const Action& a, const ProgramIndex* in
   if (!regular) return {Reason::kIrregularAccess, a.buffer, a.path};
   const std::vector<ir::Affine>& ix = *first;
 
-  if (!inner_iterators(ix, plan.depth, uses ? &plan.inner : nullptr))
-    return {Reason::kIrregularAccess, a.buffer, a.path};
+  plan.inner.clear();
+  if (inner_iterators(ix, plan.depth, &plan.inner) == InnerForm::kShared) {
+    // A dimension holds several inner iterators (a tiled index, a sliding window): copying is
+    // exact when the scope only reads the buffer; a written buffer must map injectively, which
+    // needs the extents of the inner scopes (the full walk).
+    if (!uses) {
+      std::vector<Use> walked;
+      return make_plan(p, a, nullptr, plan, &walked);
+    }
+    complete_plan(*uses, plan);
+    if (plan.copy_out && !injective(ix, plan.depth, plan.inner, plan.extents))
+      return {Reason::kIrregularAccess, a.buffer, a.path};
+  }
   if (uses) plan.index = ix;
   return {};
 }
@@ -144,6 +193,8 @@ Legality make_plan(const ir::Program& p, const Action& a, const ProgramIndex* in
 // The rest of the plan, for apply: extents of the temporary and which copies it needs.
 void complete_plan(const std::vector<Use>& uses, Plan& plan) {
   const int d = plan.depth;
+  plan.extents.clear();
+  plan.names.clear();
   // Extents: the largest scope at each inner depth holding an access. Every access uses every
   // inner iterator, so each use lies inside a scope at each of those depths.
   for (int k : plan.inner) {
@@ -229,7 +280,9 @@ Precheck precheck_create_temporary(MaskSummary& sum, const MaskSite& at,
   Precheck out;
   for (uint64_t regular = u.used & ~u.irregular; regular; regular &= regular - 1) {
     const int b = __builtin_ctzll(regular);
-    if (inner_iterators(sum.first_index(b), sum.depth(at.scope), nullptr)) out.legal |= uint64_t{1} << b;
+    const InnerForm form = inner_iterators(sum.first_index(b), sum.depth(at.scope), nullptr);
+    // A shared form is legal when the scope only reads the buffer or it maps injectively.
+    (form == InnerForm::kDistinct ? out.legal : out.check) |= uint64_t{1} << b;
   }
   return out;
 }

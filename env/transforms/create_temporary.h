@@ -4,8 +4,12 @@
 // With S the scope at PATH (depth d), every access of BUF inside S must use one identical index
 // I. The iterators of I deeper than d, in increasing depth, become the temporary's dimensions
 // (extent: the largest scope at that depth holding an access); without any, it is `[1]` accessed
-// `[0]`. Each such iterator must occur in exactly one dimension of I and each dimension may hold
-// at most one of them, so distinct region elements land in distinct temporary elements. The body
+// `[0]`. The layout thus follows the loop order, not BUF's: with B[{k},{jo}*32+{ji}] and scopes
+// jo, k, ji the temporary is [jo][k][ji], a BLIS-style packed panel (this move is the packing
+// move). When S writes BUF the map from those iterators to BUF's elements must be injective
+// (each iterator in one dimension; the terms of a dimension a mixed radix, as tiling leaves
+// them: 8*{io}+{ii} with ii < 8), so distinct elements land in distinct temporary elements; when
+// S only reads BUF any map is exact (a sliding window 1*{oh}+1*{kh} copies duplicates). The body
 // of S becomes: a copy-in nest `BUF_t[..] = BUF[I']`, the old body with BUF[I] -> BUF_t[..], and,
 // when S writes BUF, a copy-out nest `BUF[I'] = BUF_t[..]`. The copy-in is left out only when
 // S never reads BUF, writes it with plain `=` only, and one such write covers the whole region.

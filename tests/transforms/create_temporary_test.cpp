@@ -61,7 +61,7 @@ N y[{0}] += x[{0}]
                   "create_temporary 0 y", Reason::kIrregularAccess, "y");
 }
 
-TEST_CASE("create_temporary refuses an inner iterator in two dimensions or two in one") {
+TEST_CASE("create_temporary refuses a written buffer whose region does not map one to one") {
   // The diagonal: {1} in both dimensions.
   require_refused(R"(M = 4
 N = 8
@@ -71,14 +71,59 @@ output y: f32[N, N] = 0
 M N y[{1},{1}] += x[{0},{1}]
 )",
                   "create_temporary 0 y", Reason::kIrregularAccess, "y");
-  // A window: {1}+{2} in one dimension maps distinct iterations to one element.
+  // A written window: {1}+{2} in one dimension sends distinct iterations to one element, whose
+  // copies in the temporary could not be written back.
   require_refused(R"(N = 8
+input x: f32[N]
+output y: f32[7] = 0
+
+N 4 4 y[{1}+{2}] += x[{0}]
+)",
+                  "create_temporary 0 y", Reason::kIrregularAccess, "y");
+  // 2*{1}+{2} with {2} < 4: the terms overlap (not a mixed radix).
+  require_refused(R"(N = 8
+input x: f32[N]
+output y: f32[10] = 0
+
+N 4 4 y[{1}*2+{2}] += x[{0}]
+)",
+                  "create_temporary 0 y", Reason::kIrregularAccess, "y");
+}
+
+TEST_CASE("create_temporary packs a tiled index in loop order, a BLIS panel") {
+  // B[{k},{jo}*4+{ji}] under scopes jo, k, ji: the temporary is [jo][k][ji], each 4-column
+  // panel contiguous over k.
+  const ir::Program p = load(R"(M = 4
+N = 8
+K = 4
+input A: f32[M, K]
+input B: f32[K, N]
+output C: f32[M, N] = 0
+
+M 2 4 4 C[{0},{1}*4+{3}] += A[{0},{2}] * B[{2},{1}*4+{3}]
+)");
+  const ir::Program q = apply_all(p, {"create_temporary 0 B"});
+  REQUIRE(q.find_buffer("B_t0") != nullptr);
+  CHECK(q.find_buffer("B_t0")->shape == std::vector<int64_t>{2, 4, 4});
+  require_same_outputs(p, q);
+  // The written C with the same tiled index maps one to one: cached and written back.
+  const ir::Program r = apply_all(p, {"create_temporary 0 C"});
+  CHECK(r.find_buffer("C_t0")->shape == std::vector<int64_t>{2, 4});
+  CHECK(r.body[0]->body.size() == 3);  // copy-in, body, copy-out
+  require_same_outputs(p, r);
+}
+
+TEST_CASE("create_temporary copies a read-only window with its duplicates") {
+  // x[{1}+{2}]: 16 reads of 7 elements; the copy holds all 16, each read finds its value.
+  const ir::Program p = load(R"(N = 8
 input x: f32[7]
 output y: f32[N] = 0
 
-N 4 4 y[{0}] += x[{1}+{2}]
-)",
-                  "create_temporary 0 x", Reason::kIrregularAccess, "x");
+N 4 4 y[{0}] += x[{1}+{2}] * x[{1}+{2}]
+)");
+  const ir::Program q = apply_all(p, {"create_temporary 0 x"});
+  CHECK(q.find_buffer("x_t0")->shape == std::vector<int64_t>{4, 4});
+  require_same_outputs(p, q);
 }
 
 TEST_CASE("create_temporary refuses scopes whose iterations may run concurrently") {
