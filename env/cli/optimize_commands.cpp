@@ -233,6 +233,7 @@ int cmd_optimize(const Args& a) {
                            .add("agent", a.get("agent"))
                            .add("agent_proposals", agent_note)
                            .add("proposals_used", r.proposals_used)
+                           .add("sketches_used", r.sketches_used)
                            .add("note", r.note)
                            .raw("trace", trace.str())
                            .raw("curve", curve.str())

@@ -1,4 +1,4 @@
-// `perfdojo actions | apply`: the action space from the command line.
+// `perfdojo actions | apply | sketch`: the action space from the command line.
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -6,6 +6,7 @@
 #include "cli/cli.h"
 #include "ir/parse.h"
 #include "ir/print.h"
+#include "transforms/microkernel_sketch.h"
 #include "transforms/registry.h"
 #include "util/json.h"
 
@@ -101,6 +102,70 @@ int cmd_apply(const Args& a) {
   return kExitOk;
 }
 
+
+// A positive integer option, or nullopt when absent; `bad` set when present but not one.
+std::optional<int64_t> int_option(const Args& a, const std::string& name, bool& bad) {
+  if (!a.values.count(name)) return std::nullopt;
+  const std::string v = a.get(name);
+  if (v.empty() || v.size() > 9 || v.find_first_not_of("0123456789") != std::string::npos) {
+    bad = true;
+    return std::nullopt;
+  }
+  return std::stoll(v);
+}
+
+int cmd_sketch(const Args& a) {
+  if (a.positional.size() != 1) return usage_error("sketch takes exactly one FILE", a.json);
+  auto target = target_of(a);
+  if (!target) return usage_error("unknown --target '" + a.get("target") + "' (x86_avx512, x86_avx2, x86_64)", a.json);
+  const std::string& file = a.positional[0];
+  auto r = ir::load_file(file);
+  if (!r.ok()) return report_errors(r.errors(), a.json, file);
+  const std::vector<transforms::GemmNest> nests = transforms::gemm_nests(*r);
+  transforms::GemmNest nest;
+  if (a.values.count("path")) {
+    auto act = transforms::parse_action("tile_scope " + a.get("path") + " 2", "<--path>");
+    if (!act.ok()) return usage_error("--path '" + a.get("path") + "' is not a path like 0.1", a.json);
+    auto g = transforms::gemm_nest_at(*r, act->path);
+    if (!g.ok()) return report_errors(g.errors(), a.json, file);
+    nest = *g;
+  } else if (nests.empty()) {
+    ir::Diagnostic d;
+    d.loc.file = file;
+    d.message = "no GEMM-class nest (three scopes over one += whose target uses two of them)";
+    return report_errors({d}, a.json, file);
+  } else {
+    nest = nests.front();
+  }
+  const auto candidates = transforms::microkernel_candidates(nest, *target);
+  transforms::MicrokernelParams m = candidates.empty() ? transforms::MicrokernelParams{} : candidates.front();
+  bool bad = false;
+  for (auto [name, field] : {std::pair{"mr", &m.mr}, {"nr", &m.nr}, {"kc", &m.kc}, {"mc", &m.mc},
+                             {"nc", &m.nc}, {"lanes", &m.lanes}})
+    if (auto v = int_option(a, name, bad)) *field = *v;
+  if (bad) return usage_error("block sizes (--mr --nr --kc --mc --nc --lanes) are positive integers", a.json);
+  auto e = transforms::expand_microkernel(*r, nest.path, m, *target);
+  if (!e.ok()) return report_errors(e.errors(), a.json, file);
+  if (a.json) {
+    JsonArray t, c, n;
+    for (const auto& act : e->trace) t.add(transforms::print_action(act));
+    for (const auto& p : candidates) c.add(transforms::print_params(p));
+    for (const auto& g : nests) n.add(transforms::print_path(g.path));
+    std::cout << JsonObject().add("ok", true).add("path", transforms::print_path(nest.path))
+                     .add("params", transforms::print_params(m)).raw("trace", t.str())
+                     .raw("candidates", c.str()).raw("nests", n.str())
+                     .add("text", ir::print_program(e->program)).str()
+              << "\n";
+  } else if (a.has("ir")) {
+    std::cout << ir::print_program(e->program);
+  } else {
+    std::cout << "# micro-kernel sketch at " << transforms::print_path(nest.path) << ": "
+              << transforms::print_params(m) << " (" << e->trace.size() << " atomic actions)\n"
+              << transforms::print_trace(e->trace);
+  }
+  return kExitOk;
+}
+
 }  // namespace
 
 std::vector<Command> transform_commands() {
@@ -112,6 +177,10 @@ std::vector<Command> transform_commands() {
        "apply actions (each one quoted argument, e.g. \"tile_scope 0 4\") and print the new IR; "
        "an illegal action is refused with its reason (exit 2)",
        {"trace", "target"}, {}, cmd_apply},
+      {"sketch", "sketch FILE [--path P] [--mr N --nr N --kc N --mc N --nc N --lanes N] [--target T] [--ir]",
+       "expand the micro-kernel sketch (tile, pack, register tile, vectorise) at a GEMM-class nest "
+       "into atomic actions; prints the trace ('apply --trace' replays it) or, with --ir, the IR",
+       {"path", "mr", "nr", "kc", "mc", "nc", "lanes", "target"}, {"ir"}, cmd_sketch},
   };
 }
 

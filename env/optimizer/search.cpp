@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "transforms/analysis.h"
+#include "transforms/microkernel_sketch.h"
 
 namespace perfdojo::optimizer::detail {
 namespace {
@@ -60,6 +61,33 @@ bool too_much_code(const ir::Program& p) {
          unrolled_statements(p.body) > kMaxUnrolledStatements;
 }
 
+std::vector<std::vector<transforms::Action>> sketch_proposals(const ir::Program& p,
+                                                             const transforms::Target& target) {
+  const std::vector<transforms::GemmNest> nests = transforms::gemm_nests(p);
+  std::vector<std::vector<transforms::MicrokernelParams>> per_nest;
+  size_t most = 0;
+  for (const auto& g : nests) {
+    per_nest.push_back(transforms::microkernel_candidates(g, target));
+    most = std::max(most, per_nest.back().size());
+  }
+  std::vector<std::vector<transforms::Action>> out;
+  for (size_t c = 0; c < std::min<size_t>(most, kSketchesPerNest); ++c) {
+    // Nests are disjoint subtrees and every step stays inside its nest: later nests' paths hold.
+    ir::Program cur = p;
+    std::vector<transforms::Action> trace;
+    for (size_t n = 0; n < nests.size(); ++n) {
+      const auto& cands = per_nest[n];
+      if (cands.empty()) continue;
+      auto e = transforms::expand_microkernel(cur, nests[n].path, cands[std::min(c, cands.size() - 1)], target);
+      if (!e.ok()) continue;
+      cur = e->program;
+      trace.insert(trace.end(), e->trace.begin(), e->trace.end());
+    }
+    if (!trace.empty()) out.push_back(std::move(trace));
+  }
+  return out;
+}
+
 SearchRun::SearchRun(const ir::Program& program, double timeout_s, const Progress& progress,
                      const std::atomic<bool>* cancel, Mode mode, const transforms::Target& target,
                      const std::string& arch, const backends::BackendConfig& config,
@@ -111,7 +139,8 @@ void SearchRun::children_of(const Candidate& c, std::vector<Candidate>* out,
   }
 }
 
-void SearchRun::replay_proposals(const std::vector<std::vector<transforms::Action>>& proposals) {
+void SearchRun::replay_proposals(const std::vector<std::vector<transforms::Action>>& proposals,
+                                 int& used) {
   for (const auto& trace : proposals) {
     Candidate c{program, {}, 0};
     for (const auto& a : trace) {
@@ -124,12 +153,11 @@ void SearchRun::replay_proposals(const std::vector<std::vector<transforms::Actio
     c.estimate = estimate(c.program);
     if (c.trace.empty() || !std::isfinite(c.estimate)) continue;
     if (!in_pool.insert(ir::structural_hash(c.program)).second) continue;
-    ++r.proposals_used;
+    ++used;
     roots.push_back(c);
     pool.push_back(c);
     best_estimate = std::min(best_estimate, c.estimate);
   }
-  proposed.assign(roots.begin() + 1, roots.end());
 }
 
 // A pass that ends early starts again four times as wide: cheap estimates buy breadth while
@@ -138,7 +166,9 @@ void SearchRun::beam_search(const std::vector<std::vector<transforms::Action>>& 
   start_estimate = estimate(program);
   best_estimate = start_estimate;
   roots = {{program, {}, start_estimate}};
-  replay_proposals(proposals);
+  replay_proposals(sketch_proposals(program, target), r.sketches_used);
+  replay_proposals(proposals, r.proposals_used);
+  proposed.assign(roots.begin() + 1, roots.end());
   for (int width = ms.beam_width; !over(kBeamShare); width *= 4) {
     beam_pass(width);
     if (width > 1 << 16) break;

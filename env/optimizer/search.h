@@ -27,6 +27,12 @@ bool reassociates(const ir::Program& p, const transforms::Action& a);
 // Whether unrolled code would make compile time, not run time, dominate.
 bool too_much_code(const ir::Program& p);
 
+// The micro-kernel sketch's expansions at every GEMM-class nest of `p`, one trace per block-size
+// candidate (at most kSketchesPerNest): proposed first, measured first.
+inline constexpr size_t kSketchesPerNest = 4;
+std::vector<std::vector<transforms::Action>> sketch_proposals(const ir::Program& p,
+                                                             const transforms::Target& target);
+
 struct Candidate {
   ir::Program program;
   std::vector<transforms::Action> trace;
@@ -86,7 +92,7 @@ struct SearchRun {
   static constexpr double kBeamShare = 0.5;
   void beam_search(const std::vector<std::vector<transforms::Action>>& proposals);
   // Outside proposals replayed step by step on this target: beam roots and pool members.
-  void replay_proposals(const std::vector<std::vector<transforms::Action>>& proposals);
+  void replay_proposals(const std::vector<std::vector<transforms::Action>>& proposals, int& used);
   // One pass at `width`: from the roots, keeping the pool's best.
   void beam_pass(int width);
   void keep_in_pool(const std::vector<Candidate>& children);

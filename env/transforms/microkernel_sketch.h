@@ -1,0 +1,80 @@
+// The micro-kernel sketch: a macro-move in the spirit of Ansor's sketches that takes a GEMM-class
+// nest to the BLIS structure in one step and expands into atomic moves, so that traces, replay
+// and legality stay atomic (docs/microkernel.md walks through one expansion).
+//
+// A GEMM-class nest is three perfectly nested scopes over one `+=` statement whose target index
+// uses two of the iterators (i, and j with unit stride in the target's last dimension) and not
+// the third (k, the reduction): matmul, each batch of bmm, attention's two products, mlp's layer.
+// With the caller's block sizes the expansion is, with every step checked by its own check:
+//
+//   order      swap_scopes until the nest is i j k
+//   tile       k by kc (moved outermost), [j by nc (outermost)], i by mc, j by nr, i by mr,
+//              giving  [Nc] Ko Mo No Mio Ki Mii Ni
+//   pack       create_temporary of each input indexed by k and j at Ko: a [No][Ki][Ni] panel,
+//              each nr-wide column panel contiguous over k; of each input indexed by i and k at
+//              Mo: a [Mio][Ki][Mii] block, each mr-high row panel contiguous over k
+//   register   create_temporary of the target at Mio: an mr x nr accumulator tile, copied in,
+//   tile       updated kc times, copied out
+//   vectorise  the tile's nests (lanes wide), their column chunks and rows unrolled so the code
+//              generator keeps the tile in mr * nr / lanes vector registers; the panel copies
+//              are vectorised where their innermost loop is unit-stride (optional steps: a
+//              refusal drops the step, not the sketch)
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/diagnostic.h"
+#include "ir/ir.h"
+#include "transforms/action.h"
+
+namespace perfdojo::transforms {
+
+/// Block sizes of the micro-kernel sketch. Every factor must be one the action space offers
+/// (param_values(kFactor)) and a proper divisor of the extent it tiles.
+struct MicrokernelParams {
+  int64_t mr = 8;      ///< rows of the register tile (i)
+  int64_t nr = 32;     ///< columns of the register tile (j), a multiple of `lanes`
+  int64_t kc = 256;    ///< depth of the packed panels (k)
+  int64_t mc = 64;     ///< rows of a packed A block (i), a multiple of mr
+  int64_t nc = 0;      ///< columns of a packed B panel (j); 0: the whole extent
+  int64_t lanes = 16;  ///< vector width in elements
+  bool operator==(const MicrokernelParams&) const = default;
+};
+
+/// "mr=8 nr=32 kc=256 mc=64 lanes=16" (nc only when set).
+std::string print_params(const MicrokernelParams& m);
+
+/// The roles of a GEMM-class nest.
+struct GemmNest {
+  Path path;        ///< the outermost of the three scopes
+  int i = 0, j = 0, k = 0;  ///< positions (0, 1, 2 from the outermost) of the three iterators
+  int64_t m = 0, n = 0, kk = 0;  ///< their extents
+  std::string target;  ///< the buffer the statement reduces into
+};
+
+/// The nest at `path` if it is GEMM-class, else why not (a diagnostic at the scope's source).
+ir::Result<GemmNest> gemm_nest_at(const ir::Program& p, const Path& path);
+/// Every GEMM-class nest of `p`, outermost first.
+std::vector<GemmNest> gemm_nests(const ir::Program& p);
+
+/// The expansion: the atomic actions and the program they lead to.
+struct SketchExpansion {
+  std::vector<Action> trace;
+  ir::Program program;
+};
+
+/// Expands the sketch at the GEMM-class nest at `path` of `p`. Refused (a diagnostic naming the
+/// step, its action and the reason) when the nest is not GEMM-class, a block size does not fit,
+/// or a required step is illegal.
+ir::Result<SketchExpansion> expand_microkernel(const ir::Program& p, const Path& path,
+                                                const MicrokernelParams& params,
+                                                const Target& target);
+
+/// Block sizes worth trying on `nest` for a target, best guess first: register tiles that fill
+/// the vector register file (AVX-512: 8 x 32 and 4 x 64 floats in 16 zmm accumulators; AVX2:
+/// 4 x 16 in 8 ymm), packed panels sized for L1 and L2. Only sizes the nest's extents admit.
+std::vector<MicrokernelParams> microkernel_candidates(const GemmNest& nest, const Target& target);
+
+}  // namespace perfdojo::transforms

@@ -1,0 +1,169 @@
+// The micro-kernel sketch: which nests it recognises, the atomic trace it expands into (every step
+// a registered kind, replayable), the BLIS structure that trace builds, bit-exact outputs, and
+// precise refusals.
+#include <string>
+#include <vector>
+
+#include "transforms/microkernel_sketch.h"
+#include "transforms/transform_test_support.h"
+
+using namespace perfdojo;
+using namespace perfdojo::transforms_test;
+using transforms::MicrokernelParams;
+
+namespace {
+
+constexpr const char* kMatmul32 = R"(M = 32
+N = 32
+K = 32
+input A: f32[M, K]
+input B: f32[K, N]
+output C: f32[M, N] = 0
+
+M N K C[{0},{1}] += A[{0},{2}] * B[{2},{1}]
+)";
+
+// The same product written k-outermost and with B transposed: roles come from the indices.
+constexpr const char* kPermuted = R"(M = 32
+N = 32
+K = 32
+input A: f32[M, K]
+input Bt: f32[N, K]
+output C: f32[M, N] = 1
+
+K M N C[{1},{2}] += A[{1},{0}] * Bt[{2},{0}]
+)";
+
+constexpr const char* kBatched = R"(BATCH = 2
+M = 32
+N = 32
+K = 32
+input A: f32[BATCH, M, K]
+input B: f32[BATCH, K, N]
+output C: f32[BATCH, M, N] = 0
+
+BATCH M N K C[{0},{1},{2}] += A[{0},{1},{3}] * B[{0},{3},{2}]
+)";
+
+// Small blocks for small programs: 4 x 16 register tile of 8 lanes, kc 16, mc 16.
+const MicrokernelParams kSmall{4, 16, 16, 16, 0, 8};
+
+transforms::SketchExpansion expand(const ir::Program& p, const transforms::Path& path,
+                                   const MicrokernelParams& m = kSmall) {
+  auto e = transforms::expand_microkernel(p, path, m, transforms::Target{});
+  REQUIRE_MESSAGE(e.ok(), e.error_text());
+  return *e;
+}
+
+}  // namespace
+
+TEST_CASE("the sketch recognises GEMM-class nests by their indices") {
+  const ir::Program mm = load(kMatmul32);
+  auto g = transforms::gemm_nest_at(mm, {0});
+  REQUIRE(g.ok());
+  CHECK(g->i == 0);
+  CHECK(g->j == 1);
+  CHECK(g->k == 2);
+  CHECK(g->target == "C");
+  auto h = transforms::gemm_nest_at(load(kPermuted), {0});
+  REQUIRE(h.ok());
+  CHECK(h->k == 0);
+  CHECK(h->i == 1);
+  CHECK(h->j == 2);
+  // bmm: the batch scope is outside the nest, which starts one level down.
+  const auto nests = transforms::gemm_nests(load(kBatched));
+  REQUIRE(nests.size() == 1);
+  CHECK(nests[0].path == transforms::Path{0, 0});
+  // Shipped kernels: one nest each in matmul, mlp, bmm and attention's second product.
+  for (const char* k : {"matmul-1024", "mlp", "bmm", "attention", "matmul-skinny", "matmul-tall-k"})
+    CHECK_MESSAGE(transforms::gemm_nests(load_kernel(k)).size() == 1, k);
+  CHECK(transforms::gemm_nests(load_kernel("conv2d-3x3")).empty());
+  CHECK(transforms::gemm_nests(load_kernel("softmax")).empty());
+}
+
+TEST_CASE("the sketch refuses what is not GEMM-class, with the reason at the nest's source") {
+  auto r = transforms::gemm_nest_at(load(R"(N = 8
+input x: f32[N]
+output y: f32[N]
+
+N 4 2 y[{0}] = x[{0}]
+)"),
+                                    {0});
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error_text().find("<test>:5:1") != std::string::npos);
+  CHECK(r.error_text().find("not GEMM-class") != std::string::npos);
+  // A block size that does not divide, and one the action space does not offer.
+  const ir::Program mm = load(kMatmul32);
+  MicrokernelParams bad = kSmall;
+  bad.kc = 32;  // the whole reduction: no Ko loop to pack at
+  auto e = transforms::expand_microkernel(mm, {0}, bad, transforms::Target{});
+  REQUIRE_FALSE(e.ok());
+  CHECK(e.error_text().find("kc must properly divide") != std::string::npos);
+  bad = kSmall;
+  bad.nr = 12;
+  CHECK_FALSE(transforms::expand_microkernel(mm, {0}, bad, transforms::Target{}).ok());
+}
+
+TEST_CASE("the sketch expands into atomic actions that replay to its program") {
+  const ir::Program p = load(kMatmul32);
+  const auto e = expand(p, {0});
+  CHECK(e.trace.size() >= 20);
+  auto replayed = transforms::replay(p, e.trace, transforms::Target{});
+  REQUIRE(replayed.ok());
+  CHECK(ir::structurally_equal(*replayed, e.program));
+  // Text round trip: a trace file is all a user needs to keep.
+  auto parsed = transforms::parse_trace(transforms::print_trace(e.trace));
+  REQUIRE(parsed.ok());
+  CHECK(*parsed == e.trace);
+}
+
+TEST_CASE("the sketch builds packed panels and a register tile and computes the same outputs") {
+  const ir::Program p = load(kMatmul32);
+  const auto e = expand(p, {0});
+  const ir::Program& q = e.program;
+  // B: [No][Ki][Ni] = [2][16][16]; A: [Mio][Ki][Mii] = [4][16][4]; C tile 4 x 16.
+  REQUIRE(q.find_buffer("B_t0") != nullptr);
+  CHECK(q.find_buffer("B_t0")->shape == std::vector<int64_t>{2, 16, 16});
+  REQUIRE(q.find_buffer("A_t0") != nullptr);
+  CHECK(q.find_buffer("A_t0")->shape == std::vector<int64_t>{4, 16, 4});
+  REQUIRE(q.find_buffer("C_t0") != nullptr);
+  CHECK(q.find_buffer("C_t0")->shape == std::vector<int64_t>{4, 16});
+  // The k blocks stay in order and nothing is reassociated: bit-exact.
+  require_same_outputs(p, q);
+  const std::string text = ir::print_program(q);
+  CHECK(text.find("4:unroll 2:unroll 8:vec C_t0") != std::string::npos);
+}
+
+TEST_CASE("the sketch orders a permuted nest and packs a transposed operand") {
+  const ir::Program p = load(kPermuted);
+  const auto e = expand(p, {0});
+  // Bt[{j},{k}] is indexed by k and j: packed at Ko into the same [No][Ki][Ni] panel layout.
+  REQUIRE(e.program.find_buffer("Bt_t0") != nullptr);
+  CHECK(e.program.find_buffer("Bt_t0")->shape == std::vector<int64_t>{2, 16, 16});
+  require_same_outputs(p, e.program);
+}
+
+TEST_CASE("the sketch works inside an outer batch scope") {
+  const ir::Program p = load(kBatched);
+  const auto e = expand(p, {0, 0});
+  for (const auto& a : e.trace) CHECK(a.path.size() >= 2);  // nothing outside the nest moves
+  require_same_outputs(p, e.program);
+}
+
+TEST_CASE("the sketch's candidates fit the target's register file and the nest's extents") {
+  const auto g = *transforms::gemm_nest_at(load_kernel("matmul-1024"), {0});
+  const auto avx512 = transforms::microkernel_candidates(g, *transforms::target_by_name("x86_avx512"));
+  REQUIRE_FALSE(avx512.empty());
+  CHECK(avx512[0] == MicrokernelParams{8, 32, 256, 64, 0, 16});
+  const auto avx2 = transforms::microkernel_candidates(g, *transforms::target_by_name("x86_avx2"));
+  REQUIRE_FALSE(avx2.empty());
+  CHECK(avx2[0].mr * avx2[0].nr / avx2[0].lanes == 8);  // 8 of the 16 ymm registers
+  CHECK(transforms::microkernel_candidates(g, *transforms::target_by_name("x86_64")).empty());
+  // matmul-tall-k: M = 64, so mc stays below it.
+  const auto t = *transforms::gemm_nest_at(load_kernel("matmul-tall-k"), {0});
+  for (const auto& m : transforms::microkernel_candidates(t, transforms::Target{})) CHECK(m.mc < 64);
+  // Each candidate expands on the full-size kernel.
+  for (const auto& m : avx512)
+    CHECK_MESSAGE(transforms::expand_microkernel(load_kernel("matmul-1024"), {0}, m, transforms::Target{}).ok(),
+                  transforms::print_params(m));
+}
