@@ -37,10 +37,6 @@ bool have_libmvec() {
   return kHave;
 }
 
-// Libraries linked after the generated source.
-std::vector<std::string> link_libraries() {
-  return have_libmvec() ? std::vector<std::string>{"-lmvec"} : std::vector<std::string>{};
-}
 
 // Printer options of `isa`: vectors are printed in registers of the ISA's width.
 CodegenOptions x86_codegen_options(X86Isa isa) {
@@ -282,7 +278,7 @@ class X86Backend final : public Backend {
     std::string v = compiler_version(config_.compiler);
     if (!v.empty()) s += " (" + v + ")";
     for (const auto& f : flags()) s += " " + f;
-    for (const auto& l : link_libraries()) s += " " + l;
+    for (const auto& l : x86_link_libraries()) s += " " + l;
     return s;
   }
 
@@ -358,7 +354,7 @@ class X86Backend final : public Backend {
     co.inject = inject;
     GeneratedC gen = generate_c(p, co);
     CompileResult cr =
-        compile_shared_object(config_.compiler, flags(), gen.source, work_dir(), link_libraries(),
+        compile_shared_object(config_.compiler, flags(), gen.source, work_dir(), x86_link_libraries(),
                               config_.compile_timeout_s);
     m.compile_s = cr.reused ? 0 : now_s() - t0;
     if (cr.error) {
@@ -488,7 +484,7 @@ class X86Backend final : public Backend {
       if (x != "-fopenmp") f.push_back(x);
     f.push_back("-ffp-contract=off");
     CompileResult cr =
-        compile_shared_object(config_.compiler, f, gen.source, work_dir(), link_libraries(),
+        compile_shared_object(config_.compiler, f, gen.source, work_dir(), x86_link_libraries(),
                               config_.compile_timeout_s);
     if (cr.error) return "cannot build the sequential reference for verification: " + *cr.error;
     prefill_outputs(base, params, offs);
@@ -630,6 +626,10 @@ double x86_peak_gflops_per_core(X86Isa isa) {
 
 std::unique_ptr<Backend> make_x86_backend(X86Isa isa, const BackendConfig& config) {
   return std::make_unique<X86Backend>(isa, config);
+}
+
+std::vector<std::string> x86_link_libraries() {
+  return have_libmvec() ? std::vector<std::string>{"-lmvec"} : std::vector<std::string>{};
 }
 
 }  // namespace perfdojo::backends

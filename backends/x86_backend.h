@@ -52,6 +52,8 @@ std::optional<X86Isa> x86_isa_by_name(std::string_view name);
 const char* x86_isa_name(X86Isa isa);
 /// The flags passed to the compiler for `isa` (before -shared -fPIC -o ...).
 std::vector<std::string> x86_compile_flags(X86Isa isa);
+/// The libraries linked after the generated source (glibc's libmvec where it exists).
+std::vector<std::string> x86_link_libraries();
 /// The C the backend compiles for `p` (what `perfdojo codegen` prints).
 GeneratedC x86_generate_c(X86Isa isa, const ir::Program& p, const BackendConfig& config = {});
 /// The verification tolerance (max relative error) of outputs of type `t` of `p` (see above).

@@ -8,9 +8,13 @@ from `optimizer_bench`, which compares the optimiser's kernels with these times:
 
 Sizes come from each kernel file's size lines (`N = 1024`), so a resized kernel is timed at its
 own size. Each kernel is written the way a PyTorch user would (the fused library call where one
-exists: `F.softmax`, `F.layer_norm`, `F.conv2d`, `torch.addmm`), in float32, on one thread, with
+exists: `F.softmax`, `F.layer_norm`, `F.conv2d`, `torch.addmm`, `torch.bmm`), in float32, on one thread, with
 warm-up runs and the median of timed repetitions (at least 0.5 s or 10 runs). A kernel PyTorch
 cannot express here is reported with `"error"`.
+
+With `--interleave MANIFEST` (written by `kernel_bench`), each kernel's shared object is loaded
+with ctypes and our kernel and PyTorch's form are timed interleaved in this one process, a call
+of each in turn, warm, `reps` times; min and median of both are printed as JSON lines.
 """
 import argparse
 import json
@@ -41,6 +45,9 @@ def build(name, s, torch):
             return "torch.mv(A, x)", lambda: torch.mv(a, x)
         a, b = r(s["M"], s["K"]), r(s["K"], s["N"])
         return "torch.mm(A, B)", lambda: torch.mm(a, b)
+    if name == "bmm":
+        a, b = r(s["BATCH"], s["M"], s["K"]), r(s["BATCH"], s["K"], s["N"])
+        return "torch.bmm(A, B)", lambda: torch.bmm(a, b)
     if name == "softmax":
         x = r(s["B"], s["N"])
         return "F.softmax(s, dim=1)", lambda: F.softmax(x, dim=1)
@@ -83,9 +90,47 @@ def median_time(fn, min_seconds=0.5, min_reps=10):
     return times[len(times) // 2], len(times)
 
 
+def interleaved(entry_spec, torch):
+    """Times our kernel (ctypes) and PyTorch's form in turn; min and median of each."""
+    import ctypes
+    name = entry_spec["kernel"]
+    what, fn = build(name, sizes_of(entry_spec["pdj"]), torch)
+    lib = ctypes.CDLL(entry_spec["so"])
+    entry = lib.perfdojo_entry
+    entry.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
+    entry.restype = None
+    # Our buffers, every one in [-1, 1): the kernel initialises its outputs as it declares them.
+    bufs = [torch.rand(n, dtype=torch.float32) * 2 - 1 for n in entry_spec["elements"]]
+    ptrs = (ctypes.c_void_p * len(bufs))(*[b.data_ptr() for b in bufs])
+
+    def ours():
+        entry(ptrs)
+
+    reps = max(10, int(entry_spec.get("reps", 30)))
+    for _ in range(3):
+        ours()
+        fn()
+    t_ours, t_torch = [], []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        ours()
+        t1 = time.perf_counter()
+        fn()
+        t2 = time.perf_counter()
+        t_ours.append(t1 - t0)
+        t_torch.append(t2 - t1)
+    t_ours.sort()
+    t_torch.sort()
+    return {"kernel": name, "expression": what, "reps": reps,
+            "ours_min_s": t_ours[0], "ours_median_s": t_ours[reps // 2],
+            "torch_min_s": t_torch[0], "torch_median_s": t_torch[reps // 2]}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("kernels", nargs="+", help=".pdj files")
+    ap.add_argument("kernels", nargs="*", help=".pdj files")
+    ap.add_argument("--interleave", metavar="MANIFEST",
+                    help="kernel_bench's manifest: time each shared object against PyTorch in turn")
     ap.add_argument("--json", action="store_true", help="one JSON object per kernel per line")
     ap.add_argument("--seconds", type=float, default=0.5, help="timed seconds per kernel")
     args = ap.parse_args()
@@ -93,12 +138,30 @@ def main():
         import torch
     except ImportError:
         msg = "PyTorch is not importable by %s (Debian package python3-torch)" % sys.executable
-        for path in args.kernels:
-            name = os.path.splitext(os.path.basename(path))[0]
+        names = [os.path.splitext(os.path.basename(path))[0] for path in args.kernels]
+        if args.interleave:
+            with open(args.interleave) as f:
+                names = [spec.get("kernel", "?") for spec in json.load(f)]
+        for name in names:
             print(json.dumps({"kernel": name, "error": msg}) if args.json else f"{name}: {msg}")
         return 0
     torch.set_num_threads(1)
     torch.manual_seed(0)
+    if args.interleave:
+        with open(args.interleave) as f:
+            specs = json.load(f)
+        for spec in specs:
+            try:
+                with torch.no_grad():
+                    rec = interleaved(spec, torch)
+                rec.update({"torch": torch.__version__, "threads": torch.get_num_threads()})
+            except KeyError as e:
+                rec = {"kernel": spec.get("kernel", "?"),
+                       "error": f"not expressed in this script (missing {e})"}
+            except OSError as e:
+                rec = {"kernel": spec.get("kernel", "?"), "error": f"cannot load: {e}"}
+            print(json.dumps(rec), flush=True)
+        return 0
     for path in args.kernels:
         name = os.path.splitext(os.path.basename(path))[0]
         rec = {"kernel": name, "torch": torch.__version__, "threads": torch.get_num_threads()}

@@ -114,3 +114,13 @@ void SearchRun::climb(bool& climbed, bool& exhausted) {
 }
 
 }  // namespace perfdojo::optimizer::detail
+
+namespace perfdojo::optimizer {
+
+bool verify_trace(const ir::Program& original, const std::vector<transforms::Action>& trace,
+                  const std::string& arch, const backends::BackendConfig& config) {
+  const auto target = transforms::target_by_name(arch);
+  return target && detail::verify_small(original, trace, *target, arch, config);
+}
+
+}  // namespace perfdojo::optimizer

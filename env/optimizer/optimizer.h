@@ -117,6 +117,12 @@ class Optimizer {
   std::unique_ptr<backends::Backend> model_;
 };
 
+/// Whether `trace` applied to `original` and compiled for `arch` computes what `original` does:
+/// the generated code of a scaled-down instance against the interpreter (what the optimiser
+/// checks before it returns a kernel).
+bool verify_trace(const ir::Program& original, const std::vector<transforms::Action>& trace,
+                  const std::string& arch, const backends::BackendConfig& config = {});
+
 /// Where the calibrated profile of this machine is kept under `cache_dir` ("" without one).
 std::string cached_profile_path(const std::string& cache_dir);
 

@@ -265,6 +265,9 @@ ir::Result<SketchExpansion> expand_microkernel(const ir::Program& p, const Path&
       return std::move(x).result();
     if (!x.unroll(nest_path, m.mr, true)) return std::move(x).result();
   }
+  // two k steps per loop iteration: fewer loop instructions between the FMAs (optional; measured
+  // +0.5% on matmul-1024 with 8 x 32 on AVX-512, four steps lose 5% to code size)
+  if (m.kc % 2 == 0) x.unroll(cat(mio, {1}), 2, false);
   // the panel copies' innermost loops, where unit-stride (optional)
   for (int b = 0; b < nb; ++b) {
     const Path inner = innermost_of_chain(x.program(), cat(q, {b}));

@@ -16,9 +16,9 @@
 //   register   create_temporary of the target at Mio: an mr x nr accumulator tile, copied in,
 //   tile       updated kc times, copied out
 //   vectorise  the tile's nests (lanes wide), their column chunks and rows unrolled so the code
-//              generator keeps the tile in mr * nr / lanes vector registers; the panel copies
-//              are vectorised where their innermost loop is unit-stride (optional steps: a
-//              refusal drops the step, not the sketch)
+//              generator keeps the tile in mr * nr / lanes vector registers; then (optional
+//              steps: a refusal drops the step, not the sketch) Ki unrolled by 2 and the panel
+//              copies vectorised where their innermost loop is unit-stride
 #pragma once
 
 #include <cstdint>

@@ -1,0 +1,466 @@
+// kernel_bench: the optimised kernels against the libraries users would reach for, each timed
+// interleaved with its baseline in one process on one core: a call of ours, a call of theirs, and
+// again, warm, at least 10 repetitions each, min and median reported.
+//
+//   kernel_bench [--budget S] [--kernels a,b,...] [--reps N] [--arch A] [--python PY]
+//                [--json FILE] [--out DIR]
+//
+// For each kernel the optimiser searches for at most --budget seconds on one thread (default 300;
+// 0: no search, the micro-kernel sketch's first expansion on GEMM-class kernels and the program
+// as written elsewhere). The returned program is verified against the interpreter on a
+// scaled-down instance, compiled to a shared object with the backend's compiler and flags, and
+// loaded into this process.
+//
+// OpenBLAS (GEMM-class kernels; its best core for this CPU, blas_reference.h): cblas_sgemm timed
+// interleaved with our kernel here. matmul*: one sgemm; bmm: one sgemm per batch; mlp: sgemm then
+// the bias + ReLU pass (what a C user would write around the library).
+//
+// PyTorch (one thread, Debian's /usr/bin/python3 with python3-torch): benchmarks/torch_baseline.py
+// loads the same shared object with ctypes and times our kernel and PyTorch's best form
+// interleaved in its own process (PyTorch cannot live in this one); its ratio is taken there.
+//
+// The FMA peak of one core is measured at the start and at the end (the best counts). The
+// process's CPU affinity is respected; pin it with taskset for figures worth keeping:
+//   taskset -c 1 build/bin/kernel_bench --budget 300
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "backends/codegen_c.h"
+#include "backends/compiler.h"
+#include "backends/x86_backend.h"
+#include "blas_reference.h"
+#include "ir/interp.h"
+#include "ir/parse.h"
+#include "ir/print.h"
+#include "optimizer/optimizer.h"
+#include "transforms/microkernel_sketch.h"
+#include "transforms/registry.h"
+#include "util/json.h"
+#include "util/process.h"
+
+using namespace perfdojo;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Options {
+  double budget = 300;
+  int reps = 30;
+  std::vector<std::string> kernels = {"matmul-1024", "mlp",     "bmm",       "attention",
+                                      "conv2d-3x3",  "softmax", "layernorm", "rmsnorm"};
+  std::string arch, python = "/usr/bin/python3", json, out;
+};
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, sep);)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+int usage(const std::string& why) {
+  std::fprintf(stderr,
+               "kernel_bench: %s\nusage: kernel_bench [--budget S] [--kernels a,b,...] [--reps N] "
+               "[--arch A] [--python PY] [--json FILE] [--out DIR]\n",
+               why.c_str());
+  return 2;
+}
+
+// 64-byte aligned storage for one buffer.
+struct Buffer {
+  float* p = nullptr;
+  size_t n = 0;
+  explicit Buffer(size_t elements) : n(elements) {
+    size_t bytes = (elements * sizeof(float) + 63) / 64 * 64;
+    p = static_cast<float*>(std::aligned_alloc(64, std::max<size_t>(bytes, 64)));
+    std::memset(p, 0, bytes);
+  }
+  ~Buffer() { std::free(p); }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+};
+
+// Min and median of timed calls.
+struct Times {
+  std::vector<double> t;
+  double min() const { return t.empty() ? 0 : *std::min_element(t.begin(), t.end()); }
+  double median() const {
+    if (t.empty()) return 0;
+    std::vector<double> s = t;
+    std::sort(s.begin(), s.end());
+    return s[s.size() / 2];
+  }
+};
+
+double time_call(const std::function<void()>& f) {
+  const double t0 = bench::now_s();
+  f();
+  return bench::now_s() - t0;
+}
+
+// Interleaves `reps` calls of each (after 3 warm-up calls of each).
+void interleave(const std::function<void()>& a, const std::function<void()>& b, int reps, Times& ta,
+                Times& tb) {
+  for (int w = 0; w < 3; ++w) {
+    a();
+    b();
+  }
+  for (int r = 0; r < reps; ++r) {
+    ta.t.push_back(time_call(a));
+    tb.t.push_back(time_call(b));
+  }
+}
+
+std::map<std::string, int64_t> sizes_of(const ir::Program& p) {
+  std::map<std::string, int64_t> s;
+  for (const auto& d : p.sizes) s[d.name] = d.value;
+  return s;
+}
+
+// OpenBLAS's form of a GEMM-class kernel (its own buffers), or nullptr.
+std::function<void()> blas_form(const std::string& name, const ir::Program& p,
+                                std::vector<std::unique_ptr<Buffer>>& keep) {
+  auto s = sizes_of(p);
+  auto buf = [&](int64_t n) {
+    keep.push_back(std::make_unique<Buffer>(static_cast<size_t>(n)));
+    float* q = keep.back()->p;
+    for (int64_t i = 0; i < n; ++i) q[i] = static_cast<float>((i * 7919) % 1000) / 500.0f - 1.0f;
+    return q;
+  };
+  if (name.rfind("matmul", 0) == 0 && s.count("M") && s.count("N") && s.count("K")) {
+    const int m = s["M"], n = s["N"], k = s["K"];
+    float *a = buf(int64_t{m} * k), *b = buf(int64_t{k} * n), *c = buf(int64_t{m} * n);
+    return [=] {
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a, k, b, n, 0.0f, c, n);
+    };
+  }
+  if (name == "bmm") {
+    const int bt = s["BATCH"], m = s["M"], n = s["N"], k = s["K"];
+    float *a = buf(int64_t{bt} * m * k), *b = buf(int64_t{bt} * k * n), *c = buf(int64_t{bt} * m * n);
+    return [=] {
+      for (int i = 0; i < bt; ++i)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a + int64_t{i} * m * k,
+                    k, b + int64_t{i} * k * n, n, 0.0f, c + int64_t{i} * m * n, n);
+    };
+  }
+  if (name == "mlp") {
+    const int m = s["M"], n = s["N"], k = s["K"];
+    float *x = buf(int64_t{m} * k), *w = buf(int64_t{k} * n), *bias = buf(n), *y = buf(int64_t{m} * n);
+    return [=] {
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, x, k, w, n, 0.0f, y, n);
+      for (int i = 0; i < m; ++i)
+        for (int j = 0; j < n; ++j) y[int64_t{i} * n + j] = std::max(y[int64_t{i} * n + j] + bias[j], 0.0f);
+    };
+  }
+  return nullptr;
+}
+
+struct Row {
+  std::string kernel;
+  double flops = 0;
+  std::string how;  ///< "optimiser 300 s", "sketch", "as written"
+  bool verified = false;
+  std::string so;
+  std::vector<int64_t> elements;  ///< per kernel parameter
+  Times ours_vs_blas, blas;
+  bool has_blas = false;
+  double torch_min = 0, torch_med = 0, ours_py_min = 0, ours_py_med = 0;
+  std::string torch_note;
+  std::vector<std::string> trace;
+};
+
+std::string ms(double s) {
+  if (!(s > 0)) return "-";
+  char b[32];
+  std::snprintf(b, sizeof b, "%.3f", s * 1e3);
+  return b;
+}
+
+std::string ratio(double num, double den) {
+  if (!(num > 0) || !(den > 0)) return "-";
+  char b[32];
+  std::snprintf(b, sizeof b, "%.2fx", num / den);
+  return b;
+}
+
+void draw_bar(const std::string& kernel, double fraction, int evals, double speedup, double elapsed) {
+  const int width = 24;
+  int filled = std::clamp(static_cast<int>(fraction * width), 0, width);
+  double eta = fraction > 0 ? elapsed * (1 - fraction) / fraction : 0;
+  std::fprintf(stderr, "\r%-12s [%s%s] %3.0f%% %8d evals %6.0f/s ETA %4.0fs best x%.2f  ",
+               kernel.c_str(), std::string(filled, '#').c_str(), std::string(width - filled, '.').c_str(),
+               fraction * 100, evals, elapsed > 0 ? evals / elapsed : 0, eta, speedup);
+  std::fflush(stderr);
+}
+
+// Runs torch_baseline.py on the manifest; fills the PyTorch columns.
+void torch_columns(const Options& o, const std::string& manifest, std::vector<Row>& rows) {
+  util::ProcessResult run = util::run_process(
+      {o.python, PERFDOJO_SOURCE_DIR "/benchmarks/torch_baseline.py", "--interleave", manifest, "--json"},
+      {.timeout_s = 1800});
+  if (run.exit_code != 0) {
+    for (auto& r : rows)
+      r.torch_note = "the PyTorch script failed (exit " + std::to_string(run.exit_code) +
+                     "): " + run.output.substr(0, 200);
+    return;
+  }
+  for (const auto& line : split(run.output, '\n')) {
+    util::json::Document d;
+    if (util::parse_json(line, &d) || !d.IsObject() || !d.HasMember("kernel")) continue;
+    for (auto& r : rows) {
+      if (r.kernel != d["kernel"].GetString()) continue;
+      if (d.HasMember("error")) {
+        r.torch_note = d["error"].GetString();
+        continue;
+      }
+      r.torch_min = d["torch_min_s"].GetDouble();
+      r.torch_med = d["torch_median_s"].GetDouble();
+      r.ours_py_min = d["ours_min_s"].GetDouble();
+      r.ours_py_med = d["ours_median_s"].GetDouble();
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bench::choose_openblas_core(argv, "kernel_bench");
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
+    try {
+      if (a == "--budget") o.budget = std::stod(value());
+      else if (a == "--kernels") o.kernels = split(value(), ',');
+      else if (a == "--reps") o.reps = std::stoi(value());
+      else if (a == "--arch") o.arch = value();
+      else if (a == "--python") o.python = value();
+      else if (a == "--json") o.json = value();
+      else if (a == "--out") o.out = value();
+      else return usage("unknown argument " + a);
+    } catch (const std::exception&) {
+      return usage("bad value for " + a);
+    }
+  }
+  if (!(o.budget >= 0) || o.reps < 10 || o.kernels.empty())
+    return usage("--budget must be >= 0, --reps >= 10, --kernels not empty");
+  if (o.arch.empty())
+    for (const char* a : {"x86_avx512", "x86_avx2"})
+      if (backends::make_backend(a)->available().ok) {
+        o.arch = a;
+        break;
+      }
+  const auto isa = backends::x86_isa_by_name(o.arch);
+  if (!isa || *isa == backends::X86Isa::kPortable) return usage("needs x86_avx512 or x86_avx2 (--arch)");
+  if (o.out.empty()) o.out = (fs::temp_directory_path() / ("perfdojo-kernel-bench-" + std::to_string(getpid()))).string();
+  fs::create_directories(o.out);
+  const int lanes = *isa == backends::X86Isa::kAvx512 ? 16 : 8;
+  openblas_set_num_threads(1);
+
+  std::fprintf(stderr, "kernel_bench: %s, one thread, budget %.0f s per kernel, %d interleaved reps\n",
+               o.arch.c_str(), o.budget, o.reps);
+  double peak = bench::peak_gflops(lanes);
+
+  backends::BackendConfig config;
+  config.extra["threads"] = "1";
+  std::unique_ptr<optimizer::Optimizer> opt;
+  if (o.budget > 0) {
+    auto made = optimizer::Optimizer::make(o.arch, optimizer::Mode::kBalanced, config);
+    if (!made.ok()) {
+      std::fprintf(stderr, "kernel_bench: %s\n", made.error_text().c_str());
+      return 1;
+    }
+    opt = std::move(made).value();
+  }
+  const auto target = *transforms::target_by_name(o.arch);
+
+  std::vector<Row> rows;
+  std::vector<void*> handles;
+  util::JsonArray manifest;
+  for (const auto& name : o.kernels) {
+    auto program = ir::load_file(std::string(PERFDOJO_KERNEL_DIR) + "/" + name + ".pdj");
+    if (!program.ok()) {
+      std::fprintf(stderr, "%s\n", program.error_text().c_str());
+      return 1;
+    }
+    const ir::Program& p = *program;
+    Row row;
+    row.kernel = name;
+    row.flops = backends::flop_count(p);
+    ir::Program q = p;
+    std::vector<transforms::Action> trace;
+    if (opt) {
+      const double t0 = bench::now_s();
+      auto res = opt->transform(p, o.budget, [&](double f, int e, double s) {
+        draw_bar(name, f, e, s, bench::now_s() - t0);
+      });
+      std::fprintf(stderr, "\n");
+      q = res.program;
+      trace = res.trace;
+      row.how = "optimiser";
+    } else {
+      row.how = "as written";
+      for (const auto& g : transforms::gemm_nests(p)) {
+        auto c = transforms::microkernel_candidates(g, target);
+        if (c.empty()) continue;
+        auto e = transforms::expand_microkernel(q, g.path, c.front(), target);
+        if (!e.ok()) continue;
+        q = e->program;
+        trace.insert(trace.end(), e->trace.begin(), e->trace.end());
+        row.how = "sketch";
+      }
+    }
+    for (const auto& a : trace) row.trace.push_back(transforms::print_action(a));
+    row.verified = optimizer::verify_trace(p, trace, o.arch, config);
+
+    // Our kernel, compiled as the backend compiles it, loaded here.
+    const auto gen = backends::x86_generate_c(*isa, q, config);
+    auto so = backends::compile_shared_object(config.compiler, backends::x86_compile_flags(*isa), gen.source,
+                                              o.out, backends::x86_link_libraries(), 300);
+    if (so.error) {
+      std::fprintf(stderr, "kernel_bench: %s does not compile: %s\n", name.c_str(), so.error->c_str());
+      return 1;
+    }
+    void* h = dlopen(so.so_path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    auto entry = h ? reinterpret_cast<void (*)(void* const*)>(dlsym(h, "perfdojo_entry")) : nullptr;
+    if (!entry) {
+      std::fprintf(stderr, "kernel_bench: cannot load %s: %s\n", so.so_path.c_str(), dlerror());
+      return 1;
+    }
+    handles.push_back(h);
+    row.so = so.so_path;
+    std::vector<std::unique_ptr<Buffer>> bufs, blas_bufs;
+    std::vector<void*> args;
+    const ir::TensorMap inputs = ir::make_inputs(p, 1);
+    for (const auto* b : backends::kernel_parameters(q)) {
+      if (b->dtype != ir::DType::kF32) {
+        std::fprintf(stderr, "kernel_bench: %s has a non-f32 parameter %s\n", name.c_str(), b->name.c_str());
+        return 1;
+      }
+      bufs.push_back(std::make_unique<Buffer>(static_cast<size_t>(b->elements())));
+      row.elements.push_back(b->elements());
+      if (auto it = inputs.find(b->name); it != inputs.end())
+        for (size_t i = 0; i < it->second.data.size(); ++i) bufs.back()->p[i] = static_cast<float>(it->second.data[i]);
+      args.push_back(bufs.back()->p);
+    }
+    auto ours = [&] { entry(args.data()); };
+    if (auto blas = blas_form(name, p, blas_bufs)) {
+      row.has_blas = true;
+      interleave(ours, blas, o.reps, row.ours_vs_blas, row.blas);
+    } else {
+      Times none;
+      interleave(ours, [] {}, o.reps, row.ours_vs_blas, none);
+    }
+    util::JsonArray el;
+    for (int64_t e : row.elements) el.add(e);
+    manifest.raw(util::JsonObject()
+                     .add("kernel", name)
+                     .add("pdj", std::string(PERFDOJO_KERNEL_DIR) + "/" + name + ".pdj")
+                     .add("so", so.so_path)
+                     .raw("elements", el.str())
+                     .add("reps", o.reps)
+                     .str());
+    std::fprintf(stderr, "%-12s ours %s ms (%s)%s\n", name.c_str(), ms(row.ours_vs_blas.median()).c_str(),
+                 row.how.c_str(), row.has_blas ? (", OpenBLAS " + ms(row.blas.median()) + " ms").c_str() : "");
+    rows.push_back(std::move(row));
+  }
+  const std::string manifest_path = (fs::path(o.out) / "manifest.json").string();
+  std::ofstream(manifest_path) << manifest.str() << "\n";
+  std::fprintf(stderr, "PyTorch (%s, 1 thread, interleaved with our kernels in its process)...\n", o.python.c_str());
+  torch_columns(o, manifest_path, rows);
+  peak = std::max(peak, bench::peak_gflops(lanes));
+
+  std::printf("kernel_bench: %s, one core, %s; %d interleaved reps per pair\n", o.arch.c_str(),
+              o.budget > 0 ? ("optimiser " + std::to_string(static_cast<int>(o.budget)) + " s per kernel").c_str()
+                           : "no search (micro-kernel sketch on GEMM-class kernels)",
+              o.reps);
+  std::printf("FMA peak of one core, measured at the start and the end (best): %.1f GFLOP/s (%d lanes)\n", peak, lanes);
+  std::printf("OpenBLAS core %s (%s); PyTorch via %s\n\n", openblas_get_corename(), bench::openblas_core_note(),
+              o.python.c_str());
+  std::printf("%-12s %-10s %8s %6s | %9s %9s %9s %9s %8s | %9s %9s %8s %s\n", "kernel", "how", "GFLOP/s", "%peak",
+              "ours min", "ours med", "BLAS min", "BLAS med", "vs BLAS", "ours(py)", "torch", "vs torch", "verified");
+  for (const auto& r : rows) {
+    const double med = r.ours_vs_blas.median();
+    const double gf = r.flops / med * 1e-9;
+    std::printf("%-12s %-10s %8.1f %5.1f%% | %9s %9s %9s %9s %8s | %9s %9s %8s %s\n", r.kernel.c_str(), r.how.c_str(),
+                gf, 100 * gf / peak, ms(r.ours_vs_blas.min()).c_str(), ms(med).c_str(), ms(r.blas.min()).c_str(),
+                ms(r.blas.median()).c_str(), ratio(r.blas.median(), med).c_str(), ms(r.ours_py_med).c_str(),
+                ms(r.torch_med).c_str(), ratio(r.torch_med, r.ours_py_med).c_str(), r.verified ? "yes" : "NO");
+  }
+  std::printf("\n(times in ms, medians unless marked min; \"vs X\" = X's median / ours, each pair timed interleaved\n"
+              " in one process: OpenBLAS here, PyTorch in the PyTorch process; above 1 means faster than X)\n");
+  for (const auto& r : rows)
+    if (!r.torch_note.empty()) std::printf("PyTorch, %s: %s\n", r.kernel.c_str(), r.torch_note.c_str());
+
+  std::printf("\ntargets (issue #17):\n");
+  auto verdict = [](bool ok) { return ok ? "met" : "MISSED"; };
+  for (const auto& r : rows) {
+    const double med = r.ours_vs_blas.median();
+    const double vs_torch = r.torch_med > 0 && r.ours_py_med > 0 ? r.torch_med / r.ours_py_med : 0;
+    if (r.kernel == "matmul-1024") {
+      const double frac = r.flops / med * 1e-9 / peak, vs_blas = r.blas.median() / med;
+      std::printf("  matmul-1024: %.1f%% of peak (target >= 85%%): %s; %.2fx OpenBLAS (target >= 1.0x): %s\n",
+                  100 * frac, verdict(frac >= 0.85), vs_blas, verdict(vs_blas >= 1.0));
+    }
+    double want = 0;
+    for (const char* k : {"mlp", "conv2d-3x3", "attention"})
+      if (r.kernel == k) want = 1.2;
+    if (r.kernel == "bmm") want = 1.0;
+    for (const char* k : {"softmax", "layernorm", "rmsnorm"})
+      if (r.kernel == k) want = 1.5;
+    if (want > 0)
+      std::printf("  %s: %.2fx PyTorch (target >= %.1fx): %s\n", r.kernel.c_str(), vs_torch, want,
+                  vs_torch > 0 ? verdict(vs_torch >= want) : "not measured");
+    if (!r.verified) std::printf("  %s: NOT VERIFIED against the interpreter\n", r.kernel.c_str());
+  }
+
+  if (!o.json.empty()) {
+    util::JsonArray arr;
+    for (const auto& r : rows) {
+      util::JsonArray trace;
+      for (const auto& t : r.trace) trace.add(t);
+      arr.raw(util::JsonObject()
+                  .add("kernel", r.kernel)
+                  .add("how", r.how)
+                  .add("flops", r.flops)
+                  .add("verified", r.verified)
+                  .add("ours_min_s", r.ours_vs_blas.min())
+                  .add("ours_median_s", r.ours_vs_blas.median())
+                  .add("openblas_min_s", r.blas.min())
+                  .add("openblas_median_s", r.blas.median())
+                  .add("ours_in_torch_process_min_s", r.ours_py_min)
+                  .add("ours_in_torch_process_median_s", r.ours_py_med)
+                  .add("torch_min_s", r.torch_min)
+                  .add("torch_median_s", r.torch_med)
+                  .add("torch_note", r.torch_note)
+                  .raw("trace", trace.str())
+                  .str());
+    }
+    std::ofstream(o.json) << util::JsonObject()
+                                 .add("arch", o.arch)
+                                 .add("budget_s", o.budget)
+                                 .add("reps", o.reps)
+                                 .add("peak_gflops_per_core", peak)
+                                 .add("openblas_core", openblas_get_corename())
+                                 .raw("kernels", arr.str())
+                                 .str()
+                          << "\n";
+  }
+  for (void* h : handles) dlclose(h);
+  return 0;
+}
