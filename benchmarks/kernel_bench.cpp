@@ -42,6 +42,7 @@
 #include "backends/codegen_c.h"
 #include "backends/compiler.h"
 #include "backends/x86_backend.h"
+#include "bench_text.h"
 #include "blas_reference.h"
 #include "ir/interp.h"
 #include "ir/parse.h"
@@ -53,6 +54,10 @@
 #include "util/process.h"
 
 using namespace perfdojo;
+using bench::draw_bar;
+using bench::ms;
+using bench::ratio;
+using bench::split;
 namespace fs = std::filesystem;
 
 namespace {
@@ -64,14 +69,6 @@ struct Options {
                                       "conv2d-3x3",  "softmax", "layernorm", "rmsnorm"};
   std::string arch, python = "/usr/bin/python3", json, out;
 };
-
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  for (std::string item; std::getline(ss, item, sep);)
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
 
 int usage(const std::string& why) {
   std::fprintf(stderr,
@@ -183,30 +180,6 @@ struct Row {
   std::string torch_note;
   std::vector<std::string> trace;
 };
-
-std::string ms(double s) {
-  if (!(s > 0)) return "-";
-  char b[32];
-  std::snprintf(b, sizeof b, "%.3f", s * 1e3);
-  return b;
-}
-
-std::string ratio(double num, double den) {
-  if (!(num > 0) || !(den > 0)) return "-";
-  char b[32];
-  std::snprintf(b, sizeof b, "%.2fx", num / den);
-  return b;
-}
-
-void draw_bar(const std::string& kernel, double fraction, int evals, double speedup, double elapsed) {
-  const int width = 24;
-  int filled = std::clamp(static_cast<int>(fraction * width), 0, width);
-  double eta = fraction > 0 ? elapsed * (1 - fraction) / fraction : 0;
-  std::fprintf(stderr, "\r%-12s [%s%s] %3.0f%% %8d evals %6.0f/s ETA %4.0fs best x%.2f  ",
-               kernel.c_str(), std::string(filled, '#').c_str(), std::string(width - filled, '.').c_str(),
-               fraction * 100, evals, elapsed > 0 ? evals / elapsed : 0, eta, speedup);
-  std::fflush(stderr);
-}
 
 // Runs torch_baseline.py on the manifest; fills the PyTorch columns.
 void torch_columns(const Options& o, const std::string& manifest, std::vector<Row>& rows) {

@@ -28,6 +28,7 @@
 
 #include "backends/backend.h"
 #include "backends/x86_backend.h"
+#include "bench_text.h"
 #include "blas_reference.h"
 #include "ir/parse.h"
 #include "optimizer/optimizer.h"
@@ -36,6 +37,10 @@
 #include "util/process.h"
 
 using namespace perfdojo;
+using bench::draw_bar;
+using bench::ms;
+using bench::ratio;
+using bench::split;
 
 namespace {
 
@@ -48,14 +53,6 @@ struct Options {
   std::string arch, mode = "balanced", python = "/usr/bin/python3", json;
   int threads = 1;
 };
-
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  for (std::string item; std::getline(ss, item, sep);)
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
 
 int usage(const char* why) {
   std::fprintf(stderr,
@@ -110,32 +107,6 @@ struct Row {
   double blas_s = 0, torch_s = 0;
   std::string torch_note;
 };
-
-void draw_bar(const std::string& kernel, double fraction, int evals, double speedup,
-              double elapsed) {
-  const int width = 24;
-  int filled = std::clamp(static_cast<int>(fraction * width), 0, width);
-  double eta = fraction > 0 ? elapsed * (1 - fraction) / fraction : 0;
-  std::fprintf(stderr, "\r%-12s [%s%s] %3.0f%% %8d evals %6.0f/s ETA %4.0fs best x%.2f  ",
-               kernel.c_str(), std::string(filled, '#').c_str(),
-               std::string(width - filled, '.').c_str(), fraction * 100, evals,
-               elapsed > 0 ? evals / elapsed : 0, eta, speedup);
-  std::fflush(stderr);
-}
-
-std::string ms(double s) {
-  if (!(s > 0)) return "-";
-  char b[32];
-  std::snprintf(b, sizeof b, "%.3f", s * 1e3);
-  return b;
-}
-
-std::string ratio(double num, double den) {
-  if (!(num > 0) || !(den > 0)) return "-";
-  char b[32];
-  std::snprintf(b, sizeof b, "%.2fx", num / den);
-  return b;
-}
 
 }  // namespace
 
