@@ -152,7 +152,26 @@ class Checker {
     return a ? a : b;
   }
 
+  // A temporary without an initial value holds garbage until a statement writes it (the
+  // interpreter fills it with NaN, generated code leaves it as it is): a statement that reads it
+  // before any statement earlier in program order has written it reads memory never written.
+  // i32 temporaries are the exception: they start at 0 in both.
+  void unwritten_reads(const Expr& e) {
+    if (e.kind == ExprKind::kLoad) read_of(e.access);
+    for (const auto& a : e.args) unwritten_reads(*a);
+  }
+  void read_of(const Access& a) {
+    const BufferDecl* b = p_.find_buffer(a.buffer);
+    if (!b || b->role != Role::kTemp || b->init || b->dtype == DType::kI32) return;
+    if (written_.count(a.buffer) || !reported_.insert(a.buffer).second) return;
+    error(a.loc, "temporary '" + a.buffer + "' is read here before any statement writes it (it "
+                 "has no initial value): '" + print_access(a) + "' would read memory never written");
+  }
+
   void stmt(const Stmt& s) {
+    unwritten_reads(*s.rhs);
+    if (s.op != Reduce::kNone) read_of(s.lhs);
+    written_.insert(s.lhs.buffer);
     const BufferDecl* target = access(s.lhs);
     if (target && target->role == Role::kInput)
       error(s.lhs.loc, "cannot write to input '" + target->name + "'");
@@ -165,6 +184,7 @@ class Checker {
   }
 
   const Program& p_;
+  std::set<std::string> written_, reported_;
   std::vector<int64_t> extents_;
   std::vector<Diagnostic> errors_;
 };

@@ -210,19 +210,20 @@ void complete_plan(const std::vector<Use>& uses, Plan& plan) {
     plan.names.push_back(one_name ? name : "");
   }
 
-  bool any_read = false, any_write = false, covered = false;
-  for (const Use& u : uses) {
-    any_read |= u.reads;
-    any_write |= u.writes;
-    if (u.writes && !u.reads) {
-      bool full = true;
-      for (size_t m = 0; m < plan.inner.size(); ++m)
-        full &= u.scopes[plan.inner[m] - d - 1]->extent == plan.extents[m];
-      covered |= full;
-    }
+  bool any_write = false;
+  for (const Use& u : uses) any_write |= u.writes;
+  // The copy-in is needed unless the first use in program order stores the whole region without
+  // reading it: every later read (all use the one index) then finds what S itself stored, and
+  // copying in would read what is about to be overwritten (for a temporary without an initial
+  // value, memory never written).
+  bool first_covers = false;
+  if (!uses.empty() && uses.front().writes && !uses.front().reads) {
+    first_covers = true;
+    for (size_t m = 0; m < plan.inner.size(); ++m)
+      first_covers &= uses.front().scopes[plan.inner[m] - d - 1]->extent == plan.extents[m];
   }
   plan.copy_out = any_write;
-  plan.copy_in = any_read || !covered || plan.decl->role == ir::Role::kInput;
+  plan.copy_in = !first_covers || plan.decl->role == ir::Role::kInput;
 }
 
 // `index` with inner iterator inner[m] moved to depth d+1+m (the copy nest's iterators).

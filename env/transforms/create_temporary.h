@@ -11,8 +11,10 @@
 // them: 8*{io}+{ii} with ii < 8), so distinct elements land in distinct temporary elements; when
 // S only reads BUF any map is exact (a sliding window 1*{oh}+1*{kh} copies duplicates). The body
 // of S becomes: a copy-in nest `BUF_t[..] = BUF[I']`, the old body with BUF[I] -> BUF_t[..], and,
-// when S writes BUF, a copy-out nest `BUF[I'] = BUF_t[..]`. The copy-in is left out only when
-// S never reads BUF, writes it with plain `=` only, and one such write covers the whole region.
+// when S writes BUF, a copy-out nest `BUF[I'] = BUF_t[..]`. The copy-in is left out when the
+// first statement of S (in program order) touching BUF stores the whole region with plain `=`
+// without reading BUF: later reads find what S stored, and a copy-in would read values about to
+// be overwritten (for a temporary without an initial value, memory never written).
 // Refused when S is vectorised, parallel or GPU-mapped, or lies in a parallel or GPU-mapped
 // scope: the temporary is one storage shared by every iteration of those scopes.
 #pragma once

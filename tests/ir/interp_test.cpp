@@ -153,13 +153,28 @@ TEST_CASE("an i32 value converted to f32 rounds to the nearest f32") {
   CHECK(scalar(m, "y") == 16777216);
 }
 
-TEST_CASE("an uninitialised f32 temporary read before any write yields NaN") {
+TEST_CASE("the checker refuses a temporary read before any statement writes it") {
+  auto p = load_program("input x: f32[4]\ntemp t: f32[4]\noutput y: f32[4]\n\n"
+                        "4 y[{0}] = t[{0}] + x[{0}]\n",
+                        "k.pdj");
+  REQUIRE_FALSE(p.ok());
+  CHECK(p.error_text().find("k.pdj:5:12: error: temporary 't' is read here before any statement "
+                            "writes it") != std::string::npos);
+  // A reduction reads its target too.
+  CHECK_FALSE(load_program("input x: f32[4]\ntemp t: f32[1]\noutput y: f32[1]\n\n"
+                           "4 t[0] += x[{0}]\n1 y[0] = t[0]\n").ok());
+}
+
+TEST_CASE("elements of an f32 temporary no statement wrote read as NaN") {
+  // The checker follows buffers, not elements: t[2] and t[3] are never written.
   auto m =
       run("input x: f32[4]\ntemp t: f32[4]\noutput y: f32[4]\n\n"
+          "2 t[{0}] = x[{0}]\n"
           "4 y[{0}] = t[{0}] + x[{0}]\n",
           kFour);
-  for (double v : m.at("y").data) CHECK(std::isnan(v));
-  for (double v : m.at("t").data) CHECK(std::isnan(v));
+  CHECK_FALSE(std::isnan(m.at("y").data[0]));
+  CHECK(std::isnan(m.at("y").data[2]));
+  CHECK(std::isnan(m.at("t").data[3]));
 }
 
 TEST_CASE("a temporary written before it is read holds no NaN") {

@@ -73,7 +73,8 @@ input x: f32[N]
 output y: f32[N]
 temp t: f32[N]
 
-N t[{0}] *= x[{0}]
+N t[{0}] = 1
+| t[{0}] *= x[{0}]
 | y[{0}] = t[{0}]
 )",
                   "inline_temporary t", Reason::kIrregularAccess, "t");
