@@ -288,7 +288,13 @@ int main(int argc, char** argv) {
       row.how = "optimiser";
     } else {
       row.how = "as written";
-      for (const auto& g : transforms::gemm_nests(p)) {
+      const auto isolated = transforms::isolate_gemm_nests(p, target);
+      const auto nests = transforms::gemm_nests(isolated.program);
+      if (!nests.empty()) {
+        q = isolated.program;
+        trace = isolated.trace;
+      }
+      for (const auto& g : nests) {
         auto c = transforms::microkernel_candidates(g, target);
         if (c.empty()) continue;
         auto e = transforms::expand_microkernel(q, g.path, c.front(), target);

@@ -63,7 +63,9 @@ bool too_much_code(const ir::Program& p) {
 
 std::vector<std::vector<transforms::Action>> sketch_proposals(const ir::Program& p,
                                                              const transforms::Target& target) {
-  const std::vector<transforms::GemmNest> nests = transforms::gemm_nests(p);
+  // Fission first where a GEMM-class nest shares its scopes (attention's first product).
+  const transforms::SketchExpansion isolated = transforms::isolate_gemm_nests(p, target);
+  const std::vector<transforms::GemmNest> nests = transforms::gemm_nests(isolated.program);
   std::vector<std::vector<transforms::MicrokernelParams>> per_nest;
   size_t most = 0;
   for (const auto& g : nests) {
@@ -73,8 +75,8 @@ std::vector<std::vector<transforms::Action>> sketch_proposals(const ir::Program&
   std::vector<std::vector<transforms::Action>> out;
   for (size_t c = 0; c < std::min<size_t>(most, kSketchesPerNest); ++c) {
     // Nests are disjoint subtrees and every step stays inside its nest: later nests' paths hold.
-    ir::Program cur = p;
-    std::vector<transforms::Action> trace;
+    ir::Program cur = isolated.program;
+    std::vector<transforms::Action> trace = isolated.trace;
     for (size_t n = 0; n < nests.size(); ++n) {
       const auto& cands = per_nest[n];
       if (cands.empty()) continue;
@@ -83,7 +85,7 @@ std::vector<std::vector<transforms::Action>> sketch_proposals(const ir::Program&
       cur = e->program;
       trace.insert(trace.end(), e->trace.begin(), e->trace.end());
     }
-    if (!trace.empty()) out.push_back(std::move(trace));
+    if (trace.size() > isolated.trace.size()) out.push_back(std::move(trace));
   }
   return out;
 }

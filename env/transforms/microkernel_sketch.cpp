@@ -1,7 +1,11 @@
 #include "transforms/microkernel_sketch.h"
 
 #include <algorithm>
+#include <functional>
 #include <optional>
+#include <set>
+
+#include "ir/print.h"
 
 #include "transforms/registry.h"
 #include "transforms/transform.h"
@@ -275,6 +279,98 @@ ir::Result<SketchExpansion> expand_microkernel(const ir::Program& p, const Path&
     if (n && n->extent % m.lanes == 0) x.vectorize(inner, m.lanes, false);
   }
   return std::move(x).result();
+}
+
+namespace {
+
+// The paths of every statement of `p`, in program order.
+void statement_paths(const std::vector<ir::NodePtr>& body, Path& at, std::vector<Path>& out) {
+  for (size_t i = 0; i < body.size(); ++i) {
+    at.push_back(static_cast<int>(i));
+    if (body[i]->is_scope)
+      statement_paths(body[i]->body, at, out);
+    else
+      out.push_back(at);
+    at.pop_back();
+  }
+}
+
+// `p` with the node at `path` replaced by `n`.
+ir::Program with_node(const ir::Program& p, const Path& path, ir::NodePtr n) {
+  ir::Program q = p;
+  std::function<std::vector<ir::NodePtr>(const std::vector<ir::NodePtr>&, size_t)> walk =
+      [&](const std::vector<ir::NodePtr>& body, size_t depth) {
+        std::vector<ir::NodePtr> out = body;
+        const ir::Node& old = *body[path[depth]];
+        if (depth + 1 == path.size())
+          out[path[depth]] = n;
+        else
+          out[path[depth]] = ir::Node::scope(old.extent, old.extent_name, old.annot,
+                                             walk(old.body, depth + 1), old.loc);
+        return out;
+      };
+  q.body = walk(p.body, 0);
+  return q;
+}
+
+// For the statement at `s` (depth >= 3): the path of the outermost of its three innermost
+// scopes when those three, alone, would be a GEMM-class nest that is not perfect in `p`.
+std::optional<Path> hidden_gemm(const ir::Program& p, const Path& s) {
+  if (s.size() < 4) return std::nullopt;
+  const Path a(s.begin(), s.end() - 3);
+  const ir::Node* na = node_at(p, a);
+  const ir::Node* nb = node_at(p, Path(s.begin(), s.end() - 2));
+  const ir::Node* nc = node_at(p, Path(s.begin(), s.end() - 1));
+  const ir::Node* st = node_at(p, s);
+  if (!na || !nb || !nc || !st || st->is_scope || st->stmt.op != ir::Reduce::kAdd) return std::nullopt;
+  if (na->body.size() == 1 && nb->body.size() == 1 && nc->body.size() == 1) return std::nullopt;
+  // The chain alone, its statement shared (immutable).
+  const ir::NodePtr& leaf = nc->body[s.back()];
+  const ir::NodePtr chain = ir::Node::scope(
+      na->extent, na->extent_name, na->annot,
+      {ir::Node::scope(nb->extent, nb->extent_name, nb->annot,
+                       {ir::Node::scope(nc->extent, nc->extent_name, nc->annot, {leaf}, nc->loc)},
+                       nb->loc)},
+      na->loc);
+  if (!gemm_nest_at(with_node(p, a, chain), a).ok()) return std::nullopt;
+  return a;
+}
+
+}  // namespace
+
+SketchExpansion isolate_gemm_nests(const ir::Program& p, const Target& target) {
+  Expander x(p, target, {});
+  std::set<std::string> given_up;  // statements whose fission was refused, by text
+  for (int round = 0; round < 32; ++round) {
+    std::vector<Path> stmts;
+    Path at;
+    statement_paths(x.program().body, at, stmts);
+    bool moved = false;
+    for (const Path& s : stmts) {
+      const auto a = hidden_gemm(x.program(), s);
+      if (!a) continue;
+      const std::string text = ir::print_stmt(node_at(x.program(), s)->stmt);
+      if (given_up.count(text)) continue;
+      // Innermost first: the chain's child at each level of C, B, A gets a scope of its own,
+      // split after it, then before it.
+      for (size_t level = s.size() - 1; level > a->size() - 1 && !moved; --level) {
+        const Path scope(s.begin(), s.begin() + level);
+        const int child = s[level];
+        const ir::Node* n = node_at(x.program(), scope);
+        if (child + 1 < static_cast<int>(n->body.size())) {
+          if (!x.step({Kind::kSplitScope, scope, "", "", child + 1}, false)) break;
+          moved = true;
+        } else if (child > 0) {
+          if (!x.step({Kind::kSplitScope, scope, "", "", child}, false)) break;
+          moved = true;
+        }
+      }
+      if (moved) break;  // paths changed: scan again
+      given_up.insert(text);
+    }
+    if (!moved) break;
+  }
+  return std::move(x).result().value();
 }
 
 std::vector<MicrokernelParams> microkernel_candidates(const GemmNest& g, const Target& target) {

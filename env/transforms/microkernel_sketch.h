@@ -72,6 +72,13 @@ ir::Result<SketchExpansion> expand_microkernel(const ir::Program& p, const Path&
                                                 const MicrokernelParams& params,
                                                 const Target& target);
 
+/// Loop fission that makes GEMM-class nests perfect: a `+=` whose three innermost enclosing
+/// scopes would be GEMM-class on their own but share them with other statements (attention's
+/// Q K^T sits with the softmax's first statements) gets those scopes split around it
+/// (split_scope, each step checked: a fission that would break a dependence is not taken).
+/// The trace may be empty.
+SketchExpansion isolate_gemm_nests(const ir::Program& p, const Target& target);
+
 /// Block sizes worth trying on `nest` for a target, best guess first: register tiles that fill
 /// the vector register file (AVX-512: 8 x 32 and 4 x 64 floats in 16 zmm accumulators; AVX2:
 /// 4 x 16 in 8 ymm), packed panels sized for L1 and L2. Only sizes the nest's extents admit.

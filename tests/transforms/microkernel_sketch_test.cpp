@@ -167,3 +167,49 @@ TEST_CASE("the sketch's candidates fit the target's register file and the nest's
     CHECK_MESSAGE(transforms::expand_microkernel(load_kernel("matmul-1024"), {0}, m, transforms::Target{}).ok(),
                   transforms::print_params(m));
 }
+
+TEST_CASE("fission exposes a GEMM-class nest that shares its scopes, and refuses what it must") {
+  // Attention's Q K^T shares its two outer scopes with the softmax's first statements.
+  const ir::Program p = load(R"(L = 16
+D = 8
+input Q: f32[L, D]
+input K: f32[L, D]
+input V: f32[L, D]
+output O: f32[L, D] = 0
+temp qk: f32[L, L] = 0
+temp s: f32[L, L]
+temp m: f32[L] = -inf
+
+L L D qk[{0},{1}] += Q[{0},{2}] * K[{1},{2}]
+| | s[{0},{1}] = qk[{0},{1}] * 0.125
+| | m[{0}] = max(s[{0},{1}])
+| L D O[{0},{2}] += exp(s[{0},{1}] - m[{0}]) * V[{1},{2}]
+)");
+  CHECK(transforms::gemm_nests(p).empty());
+  const auto iso = transforms::isolate_gemm_nests(p, transforms::Target{});
+  // Inner L split after Q K^T's nest, outer L after it, then after the softmax statements: the
+  // weighted sum of V is a (fused) GEMM-class nest of its own.
+  CHECK(iso.trace.size() == 3);
+  for (const auto& a : iso.trace) CHECK(a.kind == transforms::Kind::kSplitScope);
+  const auto nests = transforms::gemm_nests(iso.program);
+  REQUIRE(nests.size() == 2);
+  CHECK(nests[0].path == transforms::Path{0});
+  CHECK(nests[1].target == "O");
+  require_same_outputs(p, iso.program);
+  // The sketch then applies to it: 4 x 8 tile, kc 4 of D = 8, mc 8 of L = 16.
+  const auto e = expand(iso.program, {0}, MicrokernelParams{4, 8, 4, 8, 0, 8});
+  require_same_outputs(p, e.program);
+  // A fission that would reverse a dependence is not taken: t[{0}] is read by the product of
+  // the next row before this row's product is done.
+  const ir::Program dep = load(R"(L = 16
+D = 8
+input Q: f32[L, D]
+output qk: f32[L, L] = 0
+temp t: f32[L] = 1
+
+L L D qk[{0},{1}] += Q[{0},{2}] * t[{2}]
+| | t[{1}] = qk[{0},{1}]
+)");
+  const auto none = transforms::isolate_gemm_nests(dep, transforms::Target{});
+  CHECK(none.trace.empty());
+}
