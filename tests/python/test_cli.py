@@ -421,3 +421,37 @@ def test_run_of_an_invalid_file_exits_1_with_the_location(bad, tmp_path):
     assert proc.stderr.startswith(f"{bad}:5:12: error: undeclared buffer 'z'")
     assert not (tmp_path / "o").exists()
     assert json_out(perfdojo("run", bad, "--json", check_rc=1))["errors"][0]["line"] == 5
+
+
+# --- sketch ------------------------------------------------------------------------------------
+
+
+def test_sketch_prints_a_trace_that_apply_replays(tmp_path):
+    out = perfdojo("sketch", KERNELS / "matmul-1024.pdj", check_rc=0).stdout
+    assert out.startswith("# micro-kernel sketch at 0: mr=8 nr=32 kc=256 mc=64 lanes=16")
+    trace = tmp_path / "mk.trace"
+    trace.write_text(out)
+    applied = perfdojo("apply", KERNELS / "matmul-1024.pdj", "--trace", trace, check_rc=0).stdout
+    ir = perfdojo("sketch", KERNELS / "matmul-1024.pdj", "--ir", check_rc=0).stdout
+    assert applied == ir
+    assert "temp B_t0: f32[32, 256, 32]" in ir
+
+
+def test_sketch_json_names_the_nests_and_the_block_sizes_it_would_try():
+    doc = json_out(perfdojo("sketch", KERNELS / "bmm.pdj", "--json", "--target", "x86_avx2", check_rc=0))
+    assert doc["ok"] is True
+    assert doc["nests"] == ["0.0"]
+    assert doc["params"].startswith("mr=4 nr=16")
+    assert all(c.endswith("lanes=8") for c in doc["candidates"])
+
+
+def test_sketch_refuses_what_it_cannot_do_with_a_reason():
+    # No GEMM-class nest: invalid input (exit 1), the file named.
+    proc = perfdojo("sketch", KERNELS / "softmax.pdj", check_rc=1)
+    assert "no GEMM-class nest" in proc.stderr
+    # A block size that does not divide: the nest's source location and the size.
+    proc = perfdojo("sketch", KERNELS / "matmul-1024.pdj", "--kc", "96", check_rc=1)
+    assert re.search(r"matmul-1024\.pdj:\d+:\d+: error: .*kc must properly divide", proc.stderr)
+    # A bad option value is a usage error.
+    perfdojo("sketch", KERNELS / "matmul-1024.pdj", "--mr", "eight", check_rc=2)
+    perfdojo("sketch", KERNELS / "matmul-1024.pdj", "--path", "0.x", check_rc=2)
