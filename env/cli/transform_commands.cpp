@@ -121,7 +121,10 @@ int cmd_sketch(const Args& a) {
   const std::string& file = a.positional[0];
   auto r = ir::load_file(file);
   if (!r.ok()) return report_errors(r.errors(), a.json, file);
-  const std::vector<transforms::GemmNest> nests = transforms::gemm_nests(*r);
+  // Without --path: loop fission first where a GEMM-class nest shares its scopes.
+  transforms::SketchExpansion start{{}, *r};
+  if (!a.values.count("path")) start = transforms::isolate_gemm_nests(*r, *target);
+  const std::vector<transforms::GemmNest> nests = transforms::gemm_nests(start.program);
   transforms::GemmNest nest;
   if (a.values.count("path")) {
     auto act = transforms::parse_action("tile_scope " + a.get("path") + " 2", "<--path>");
@@ -144,11 +147,13 @@ int cmd_sketch(const Args& a) {
                              {"nc", &m.nc}, {"lanes", &m.lanes}})
     if (auto v = int_option(a, name, bad)) *field = *v;
   if (bad) return usage_error("block sizes (--mr --nr --kc --mc --nc --lanes) are positive integers", a.json);
-  auto e = transforms::expand_microkernel(*r, nest.path, m, *target);
+  auto e = transforms::expand_microkernel(start.program, nest.path, m, *target);
   if (!e.ok()) return report_errors(e.errors(), a.json, file);
+  std::vector<transforms::Action> trace = start.trace;
+  trace.insert(trace.end(), e->trace.begin(), e->trace.end());
   if (a.json) {
     JsonArray t, c, n;
-    for (const auto& act : e->trace) t.add(transforms::print_action(act));
+    for (const auto& act : trace) t.add(transforms::print_action(act));
     for (const auto& p : candidates) c.add(transforms::print_params(p));
     for (const auto& g : nests) n.add(transforms::print_path(g.path));
     std::cout << JsonObject().add("ok", true).add("path", transforms::print_path(nest.path))
@@ -159,9 +164,11 @@ int cmd_sketch(const Args& a) {
   } else if (a.has("ir")) {
     std::cout << ir::print_program(e->program);
   } else {
+    if (!start.trace.empty())
+      std::cout << "# loop fission exposing the GEMM-class nest (" << start.trace.size() << " actions)\n";
     std::cout << "# micro-kernel sketch at " << transforms::print_path(nest.path) << ": "
               << transforms::print_params(m) << " (" << e->trace.size() << " atomic actions)\n"
-              << transforms::print_trace(e->trace);
+              << transforms::print_trace(trace);
   }
   return kExitOk;
 }
@@ -179,7 +186,8 @@ std::vector<Command> transform_commands() {
        {"trace", "target"}, {}, cmd_apply},
       {"sketch", "sketch FILE [--path P] [--mr N --nr N --kc N --mc N --nc N --lanes N] [--target T] [--ir]",
        "expand the micro-kernel sketch (tile, pack, register tile, vectorise) at a GEMM-class nest "
-       "into atomic actions; prints the trace ('apply --trace' replays it) or, with --ir, the IR",
+       "(the first one, after loop fission exposing it, unless --path names one) into atomic "
+       "actions; prints the trace ('apply --trace' replays it) or, with --ir, the IR",
        {"path", "mr", "nr", "kc", "mc", "nc", "lanes", "target"}, {"ir"}, cmd_sketch},
   };
 }
