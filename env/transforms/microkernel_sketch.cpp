@@ -45,13 +45,9 @@ void loads_of(const ir::Expr& e, std::vector<const ir::Access*>& out) {
   for (const auto& a : e.args) loads_of(*a, out);
 }
 
-bool is_offered_factor(int64_t f) {
-  const auto& fs = param_values(ParamKind::kFactor, Target{});
-  return std::find(fs.begin(), fs.end(), f) != fs.end();
-}
-
-// Whether f tiles an extent e into at least two blocks with a factor the action space offers.
-bool proper_factor(int64_t f, int64_t e) { return f >= 2 && f < e && e % f == 0 && is_offered_factor(f); }
+// Whether f tiles an extent e into at least two blocks (tile_scope takes any such factor; the
+// agent's action space offers a few of them).
+bool proper_factor(int64_t f, int64_t e) { return f >= 2 && f < e && e % f == 0; }
 
 // Applies actions to a program, recording them; a refused required step ends the expansion.
 class Expander {

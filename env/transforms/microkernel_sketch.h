@@ -31,8 +31,8 @@
 
 namespace perfdojo::transforms {
 
-/// Block sizes of the micro-kernel sketch. Every factor must be one the action space offers
-/// (param_values(kFactor)) and a proper divisor of the extent it tiles.
+/// Block sizes of the micro-kernel sketch. Every factor must be a proper divisor of the extent it
+/// tiles (any, not only those the agent's action space offers).
 struct MicrokernelParams {
   int64_t mr = 8;      ///< rows of the register tile (i)
   int64_t nr = 32;     ///< columns of the register tile (j), a multiple of `lanes`
