@@ -369,30 +369,52 @@ SketchExpansion isolate_gemm_nests(const ir::Program& p, const Target& target) {
   return std::move(x).result().value();
 }
 
+namespace {
+
+// The proper divisors of e in [lo, hi], increasing.
+std::vector<int64_t> divisors_between(int64_t e, int64_t lo, int64_t hi) {
+  std::vector<int64_t> out;
+  for (int64_t d = std::max<int64_t>(lo, 2); d <= std::min(hi, e - 1); ++d)
+    if (e % d == 0) out.push_back(d);
+  return out;
+}
+
+// Of `options`, the one nearest `want` (the smaller on a tie) not in `taken`; 0 when none.
+int64_t nearest(const std::vector<int64_t>& options, int64_t want, const std::vector<int64_t>& taken) {
+  int64_t best = 0;
+  for (int64_t o : options) {
+    if (std::find(taken.begin(), taken.end(), o) != taken.end()) continue;
+    if (best == 0 || std::llabs(o - want) < std::llabs(best - want)) best = o;
+  }
+  return best;
+}
+
+}  // namespace
+
 std::vector<MicrokernelParams> microkernel_candidates(const GemmNest& g, const Target& target) {
   std::vector<MicrokernelParams> out;
   if (target.vector_widths.empty()) return out;
   const int64_t lanes = target.vector_widths.front();
   // Register tiles: mr x nr floats in mr * nr / lanes accumulators, leaving registers for the
-  // nr / lanes loads of B and a broadcast of A (32 registers with 16 lanes, 16 with 8).
+  // nr / lanes loads of B and a broadcast of A (32 vector registers with 16 lanes, 16 with 8):
+  // 16 zmm (8 x 32, 4 x 64) or 12 ymm (6 x 16, where 6 divides the rows) / 8 ymm (4 x 16).
   std::vector<std::pair<int64_t, int64_t>> tiles =
       lanes >= 16 ? std::vector<std::pair<int64_t, int64_t>>{{8, 2 * lanes}, {4, 4 * lanes}, {16, lanes}}
-                  : std::vector<std::pair<int64_t, int64_t>>{{4, 2 * lanes}, {8, lanes}, {2, 4 * lanes}};
-  // Panels: kc x nr of B in L1 next to the mr x kc of A; mc x kc of A in L2.
-  const int64_t kcs[] = {256, 128, 64, 32, 16};
-  const int64_t mcs[] = {64, 128, 32, 16};
+                  : std::vector<std::pair<int64_t, int64_t>>{{6, 2 * lanes}, {4, 2 * lanes}, {8, lanes}, {2, 4 * lanes}};
+  // Panels: kc x nr of B in L1 next to the mr x kc of A (kc near 256, then near 128); mc x kc
+  // of A in L2 (mc near 64, then near 128). Any divisor: 1000 takes kc 250, mc 40 or 50.
+  const std::vector<int64_t> kcs = divisors_between(g.kk, 8, 256);
   for (const auto& [mr, nr] : tiles) {
     if (!proper_factor(nr, g.n)) continue;
-    int picked = 0;
-    for (int64_t kc : kcs) {
-      if (!proper_factor(kc, g.kk)) continue;
-      for (int64_t mc : mcs) {
-        if (!proper_factor(mc, g.m) || !proper_factor(mr, mc)) continue;
-        out.push_back({mr, nr, kc, mc, 0, lanes});
-        if (++picked == 2) break;
-      }
-      if (picked == 2) break;
-    }
+    std::vector<int64_t> mcs;
+    for (int64_t d : divisors_between(g.m, mr + 1, 256))
+      if (d % mr == 0) mcs.push_back(d);
+    const int64_t kc1 = nearest(kcs, 256, {}), kc2 = nearest(kcs, 128, {kc1});
+    const int64_t mc1 = nearest(mcs, 64, {}), mc2 = nearest(mcs, 128, {mc1});
+    if (!kc1 || !mc1) continue;
+    out.push_back({mr, nr, kc1, mc1, 0, lanes});
+    if (mc2) out.push_back({mr, nr, kc1, mc2, 0, lanes});
+    else if (kc2) out.push_back({mr, nr, kc2, mc1, 0, lanes});
   }
   return out;
 }
