@@ -37,7 +37,8 @@ namespace perfdojo::transforms {
   X(kInlineTemporary, inline_temporary, kBuffer, kNone, kLiveRange)       \
   X(kHoist, hoist, kNode, kNone, kParent)                                 \
   X(kSwapBufferDims, swap_buffer_dims, kBuffer, kIndex, kLiveRange)      \
-  X(kClearAnnotation, clear_annotation, kScope, kNone, kSubtree)
+  X(kClearAnnotation, clear_annotation, kScope, kNone, kSubtree)          \
+  X(kSplitRange, split_range, kScope, kFactor, kSubtree)
 
 /// Every transformation, in registry order (the order is part of the action space: append only).
 enum class Kind {

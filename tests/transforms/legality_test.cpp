@@ -16,7 +16,8 @@ std::vector<Refusal> refusals() {
   std::vector<Refusal> all;
   for (auto part : {tile_scope_refusals, join_nested_refusals, swap_scopes_refusals,
                     join_scopes_refusals, split_scope_refusals, move_statement_refusals,
-                    vectorize_refusals, unroll_refusals, parallelize_refusals})
+                    vectorize_refusals, unroll_refusals, parallelize_refusals,
+                    split_range_refusals})
     for (auto& r : part()) all.push_back(std::move(r));
   return all;
 }
@@ -56,6 +57,9 @@ TEST_CASE("the refusal cases cover every reason each loop-structure transformati
        {Reason::kNoSuchLocation, Reason::kNotAScope, Reason::kUnsupportedByTarget,
         Reason::kAnnotated, Reason::kNothingToDo, Reason::kNestedParallel, Reason::kDependence,
         Reason::kBadParameter}},
+      {Kind::kSplitRange,
+       {Reason::kNoSuchLocation, Reason::kNotAScope, Reason::kAnnotated, Reason::kBadParameter,
+        Reason::kNothingToDo}},
   };
   std::set<std::pair<Kind, Reason>> covered;
   for (const auto& c : refusals()) covered.insert({action(c.action).kind, c.reason});

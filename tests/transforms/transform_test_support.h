@@ -436,6 +436,7 @@ std::vector<Refusal> move_statement_refusals();
 std::vector<Refusal> vectorize_refusals();
 std::vector<Refusal> unroll_refusals();
 std::vector<Refusal> parallelize_refusals();
+std::vector<Refusal> split_range_refusals();
 std::vector<Acceptance> tile_scope_acceptances();
 std::vector<Acceptance> join_nested_acceptances();
 std::vector<Acceptance> swap_scopes_acceptances();
@@ -445,5 +446,6 @@ std::vector<Acceptance> move_statement_acceptances();
 std::vector<Acceptance> vectorize_acceptances();
 std::vector<Acceptance> unroll_acceptances();
 std::vector<Acceptance> parallelize_acceptances();
+std::vector<Acceptance> split_range_acceptances();
 
 }  // namespace perfdojo::transforms_test
