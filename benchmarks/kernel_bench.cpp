@@ -297,7 +297,7 @@ int main(int argc, char** argv) {
       for (const auto& g : nests) {
         auto c = transforms::microkernel_candidates(g, target);
         if (c.empty()) continue;
-        auto e = transforms::expand_microkernel(q, g.path, c.front(), target);
+        auto e = transforms::expand_microkernel_fitted(q, g.path, c.front(), target);
         if (!e.ok()) continue;
         q = e->program;
         trace.insert(trace.end(), e->trace.begin(), e->trace.end());

@@ -142,12 +142,14 @@ int cmd_sketch(const Args& a) {
   }
   const auto candidates = transforms::microkernel_candidates(nest, *target);
   transforms::MicrokernelParams m = candidates.empty() ? transforms::MicrokernelParams{} : candidates.front();
-  bool bad = false;
+  bool bad = false, given = false;
   for (auto [name, field] : {std::pair{"mr", &m.mr}, {"nr", &m.nr}, {"kc", &m.kc}, {"mc", &m.mc},
                              {"nc", &m.nc}, {"lanes", &m.lanes}})
-    if (auto v = int_option(a, name, bad)) *field = *v;
+    if (auto v = int_option(a, name, bad)) *field = *v, given = true;
   if (bad) return usage_error("block sizes (--mr --nr --kc --mc --nc --lanes) are positive integers", a.json);
-  auto e = transforms::expand_microkernel(start.program, nest.path, m, *target);
+  // Sizes given: exactly those (each must divide its extent); else the first candidate, fitted.
+  auto e = given ? transforms::expand_microkernel(start.program, nest.path, m, *target)
+                 : transforms::expand_microkernel_fitted(start.program, nest.path, m, *target);
   if (!e.ok()) return report_errors(e.errors(), a.json, file);
   std::vector<transforms::Action> trace = start.trace;
   trace.insert(trace.end(), e->trace.begin(), e->trace.end());
@@ -187,7 +189,8 @@ std::vector<Command> transform_commands() {
       {"sketch", "sketch FILE [--path P] [--mr N --nr N --kc N --mc N --nc N --lanes N] [--target T] [--ir]",
        "expand the micro-kernel sketch (tile, pack, register tile, vectorise) at a GEMM-class nest "
        "(the first one, after loop fission exposing it, unless --path names one) into atomic "
-       "actions; prints the trace ('apply --trace' replays it) or, with --ir, the IR",
+       "actions; without block sizes it aims at the target's first candidate and splits off "
+       "remainders; prints the trace ('apply --trace' replays it) or, with --ir, the IR",
        {"path", "mr", "nr", "kc", "mc", "nc", "lanes", "target"}, {"ir"}, cmd_sketch},
   };
 }

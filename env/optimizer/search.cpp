@@ -80,7 +80,8 @@ std::vector<std::vector<transforms::Action>> sketch_proposals(const ir::Program&
     for (size_t n = 0; n < nests.size(); ++n) {
       const auto& cands = per_nest[n];
       if (cands.empty()) continue;
-      auto e = transforms::expand_microkernel(cur, nests[n].path, cands[std::min(c, cands.size() - 1)], target);
+      auto e = transforms::expand_microkernel_fitted(cur, nests[n].path, cands[std::min(c, cands.size() - 1)],
+                                                    target);
       if (!e.ok()) continue;
       cur = e->program;
       trace.insert(trace.end(), e->trace.begin(), e->trace.end());

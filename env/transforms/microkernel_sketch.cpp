@@ -45,10 +45,6 @@ void loads_of(const ir::Expr& e, std::vector<const ir::Access*>& out) {
   for (const auto& a : e.args) loads_of(*a, out);
 }
 
-// Whether f tiles an extent e into at least two blocks (tile_scope takes any such factor; the
-// agent's action space offers a few of them).
-bool proper_factor(int64_t f, int64_t e) { return f >= 2 && f < e && e % f == 0; }
-
 // Applies actions to a program, recording them; a refused required step ends the expansion.
 class Expander {
  public:
@@ -76,6 +72,11 @@ class Expander {
   }
   bool failed() const { return !errors_.empty(); }
   const ir::Program& program() const { return cur_; }
+  const Target& target() const { return target_; }
+  // Ends the expansion with `why` (unless an earlier step already did).
+  void fail(const std::string& why) {
+    if (errors_.empty()) errors_.push_back(error_at(loc_, "micro-kernel sketch: " + why));
+  }
 
   bool tile(const Path& p, int64_t f) { return step({Kind::kTileScope, p, "", "", f}); }
   bool swap(const Path& p) { return step({Kind::kSwapScopes, p, "", "", 0}); }
@@ -189,6 +190,237 @@ std::vector<GemmNest> gemm_nests(const ir::Program& p) {
   return out;
 }
 
+namespace {
+
+// The scopes of the nest the sketch is reshaping, outermost first, by role: the three roles
+// i, j, k before tiling, then the BLIS levels. Paths follow from the chain: below each scope the
+// chain continues at child `child[q]` (0, or past the packed copies inserted before it).
+enum class Level { kI, kJ, kK, kNc, kNn, kKo, kKi, kMo, kMi, kNo, kNi, kMio, kMii };
+
+class Chain {
+ public:
+  Chain(Expander& x, Path top) : x_(x), top_(std::move(top)) {}
+  void push(Level l, int64_t extent) {
+    levels_.push_back(l);
+    extents_.push_back(extent);
+    child_.push_back(0);
+  }
+  bool has(Level l) const { return std::find(levels_.begin(), levels_.end(), l) != levels_.end(); }
+  int pos(Level l) const { return static_cast<int>(std::find(levels_.begin(), levels_.end(), l) - levels_.begin()); }
+  int64_t extent(Level l) const { return extents_[pos(l)]; }
+  Path path(int q) const {
+    Path p = top_;
+    for (int r = 0; r < q; ++r) p.push_back(child_[r]);
+    return p;
+  }
+  Path path(Level l) const { return path(pos(l)); }
+  int& child(Level l) { return child_[pos(l)]; }
+  int child_at(int q) const { return child_[q]; }
+  void rename(Level from, Level to) { levels_[pos(from)] = to; }
+  // swap_scopes of the chain's scopes q and q + 1.
+  bool swap(int q) {
+    if (!x_.swap(path(q))) return false;
+    std::swap(levels_[q], levels_[q + 1]);
+    std::swap(extents_[q], extents_[q + 1]);
+    return true;
+  }
+  // Moves `l` up to position t by adjacent swaps.
+  bool raise(Level l, int t) {
+    while (pos(l) > t)
+      if (!swap(pos(l) - 1)) return false;
+    return true;
+  }
+  // tile_scope of `l` by f: `outer` (extent / f) around `inner` (f).
+  bool tile(Level l, int64_t f, Level outer, Level inner) {
+    const int q = pos(l);
+    if (!x_.tile(path(q), f)) return false;
+    const int64_t e = extents_[q];
+    levels_[q] = outer;
+    extents_[q] = e / f;
+    levels_.insert(levels_.begin() + q + 1, inner);
+    extents_.insert(extents_.begin() + q + 1, f);
+    child_.insert(child_.begin() + q + 1, 0);
+    return true;
+  }
+
+ private:
+  Expander& x_;
+  Path top_;
+  std::vector<Level> levels_;
+  std::vector<int64_t> extents_;
+  std::vector<int> child_;
+};
+
+// The loads of the statement by the roles they use: k and j, not i (B-like panels, packed at
+// Ko); i and k, not j (A-like blocks, packed at Mo).
+void operand_roles(const ir::Program& p, const GemmNest& g, std::vector<std::string>& b_like,
+                   std::vector<std::string>& a_like) {
+  const int d = static_cast<int>(g.path.size()) - 1;
+  const ir::Node* leaf = node_at(p, cat(g.path, {0, 0, 0}));
+  std::vector<const ir::Access*> loads;
+  loads_of(*leaf->stmt.rhs, loads);
+  for (const ir::Access* a : loads) {
+    if (a->buffer == g.target) continue;
+    const bool ui = uses_iterator(*a, d + g.i), uj = uses_iterator(*a, d + g.j),
+               uk = uses_iterator(*a, d + g.k);
+    if (!uk || ui == uj) continue;
+    auto& list = uj ? b_like : a_like;
+    if (std::find(list.begin(), list.end(), a->buffer) == list.end()) list.push_back(a->buffer);
+  }
+}
+
+bool is_width(const Target& t, int64_t w) {
+  return std::find(t.vector_widths.begin(), t.vector_widths.end(), w) != t.vector_widths.end();
+}
+
+// The sketch on the nest `g` of x's program with sizes that divide (a level equal to its whole
+// extent is left out: no Ko when kc = K, no Mo when mc = M, no No when nr = N, no Mio when
+// mr = mc). Steps go through `x`.
+void expand_into(Expander& x, const GemmNest& g, const MicrokernelParams& m) {
+  std::vector<std::string> b_like, a_like;
+  operand_roles(x.program(), g, b_like, a_like);
+  Chain c(x, g.path);
+  Level at[3];
+  at[g.i] = Level::kI;
+  at[g.j] = Level::kJ;
+  at[g.k] = Level::kK;
+  const int64_t ext[3] = {g.i == 0 ? g.m : g.j == 0 ? g.n : g.kk, g.i == 1 ? g.m : g.j == 1 ? g.n : g.kk,
+                          g.i == 2 ? g.m : g.j == 2 ? g.n : g.kk};
+  for (int t = 0; t < 3; ++t) c.push(at[t], ext[t]);
+  // order: i j k
+  if (!c.raise(Level::kI, 0) || !c.raise(Level::kJ, 1)) return;
+  // K in blocks of kc, the block loop outermost
+  if (m.kc < g.kk) {
+    if (!c.tile(Level::kK, m.kc, Level::kKo, Level::kKi) || !c.raise(Level::kKo, 0)) return;
+  } else {
+    c.rename(Level::kK, Level::kKi);
+  }
+  Level j = Level::kJ;
+  if (m.nc > 0 && m.nc < g.n) {
+    if (!c.tile(Level::kJ, m.nc, Level::kNc, Level::kNn) || !c.raise(Level::kNc, 0)) return;
+    j = Level::kNn;
+  }
+  if (m.mc < g.m) {
+    if (!c.tile(Level::kI, m.mc, Level::kMo, Level::kMi)) return;
+  } else {
+    c.rename(Level::kI, Level::kMi);
+  }
+  if (m.nr < c.extent(j)) {
+    if (!c.tile(j, m.nr, Level::kNo, Level::kNi)) return;
+  } else {
+    c.rename(j, Level::kNi);
+  }
+  if (m.mr < c.extent(Level::kMi)) {
+    if (!c.tile(Level::kMi, m.mr, Level::kMio, Level::kMii)) return;
+  } else {
+    c.rename(Level::kMi, Level::kMii);
+  }
+  // [Nc] Ko Mo No Mio Ki Mii Ni, without the levels left out
+  int t = 0;
+  for (Level l : {Level::kNc, Level::kKo, Level::kMo, Level::kNo, Level::kMio, Level::kKi,
+                  Level::kMii, Level::kNi})
+    if (c.has(l) && !c.raise(l, t++)) return;
+  // pack: B-like panels at Ko, A-like blocks at Mo (else at Ko)
+  int nb = 0;
+  if (c.has(Level::kKo))
+    for (const std::string& b : b_like) nb += x.temporary(c.path(Level::kKo), b, false);
+  if (c.has(Level::kKo)) c.child(Level::kKo) = nb;
+  const bool a_at_mo = c.has(Level::kMo);
+  if (a_at_mo || c.has(Level::kKo)) {
+    const Level home = a_at_mo ? Level::kMo : Level::kKo;
+    int na = 0;
+    for (const std::string& a : a_like) na += x.temporary(c.path(home), a, false);
+    c.child(home) += na;
+  }
+  // the register tile at Mio, else at the scope just above Ki
+  const int tile_pos = c.has(Level::kMio) ? c.pos(Level::kMio) : c.pos(Level::kKi) - 1;
+  if (tile_pos < 0) {
+    x.fail("the nest is too small for a register tile (no scope above the reduction)");
+    return;
+  }
+  const Path tile = c.path(tile_pos);
+  if (!x.temporary(tile, g.target, true)) return;
+  // The tile scope's body: the copy-in, what it held (packed copies, when it is also the scope
+  // packing happened at, then the Ki chain), the copy-out.
+  const int compute = c.child_at(tile_pos) + 1;
+  const int copy_out = static_cast<int>(node_at(x.program(), tile)->body.size()) - 1;
+  const int64_t mr = c.extent(Level::kMii), nr = c.extent(Level::kNi);
+  const int64_t lanes = nr >= m.lanes ? m.lanes : is_width(x.target(), nr) ? nr : 0;
+  for (const Path& nest : {cat(tile, {0}), cat(tile, {compute, 0}), cat(tile, {copy_out})}) {
+    if (lanes) {
+      if (!x.vectorize(cat(nest, {0}), lanes, true)) return;
+      if (nr / lanes > 1 && !x.unroll(cat(nest, {0}), nr / lanes, true)) return;
+    }
+    if (mr > 1 && !x.unroll(nest, mr, true)) return;
+  }
+  // two k steps per loop iteration: fewer loop instructions between the FMAs (optional; measured
+  // +0.5% on matmul-1024 with 8 x 32 on AVX-512, four steps lose 5% to code size)
+  if (c.extent(Level::kKi) % 2 == 0) x.unroll(cat(tile, {compute}), 2, false);
+  // the panel copies' innermost loops, where unit-stride (optional)
+  if (c.has(Level::kKo))
+    for (int b = 0; b < nb; ++b) {
+      const Path inner = innermost_of_chain(x.program(), cat(c.path(Level::kKo), {b}));
+      const ir::Node* n = node_at(x.program(), inner);
+      if (n && n->extent % m.lanes == 0) x.vectorize(inner, m.lanes, false);
+    }
+}
+
+// The divisor of e nearest `want` within [lo, e] (the smaller on a tie).
+int64_t divisor_near(int64_t e, int64_t want, int64_t lo = 1) {
+  int64_t best = e;
+  for (int64_t d = std::max<int64_t>(lo, 1); d <= e; ++d)
+    if (e % d == 0 && std::llabs(d - want) < std::llabs(best - want)) best = d;
+  return best;
+}
+
+// The fitted sketch on the nest at `path` of x's program (see expand_microkernel_fitted).
+void fit_into(Expander& x, const Path& path, const MicrokernelParams& want, int depth) {
+  auto g = gemm_nest_at(x.program(), path);
+  if (!g.ok()) {
+    x.fail(g.error_text());
+    return;
+  }
+  // A remainder: bring the role's scope to the top of the nest, split it, fit both parts.
+  auto split = [&](int role, int64_t f) {
+    for (int q = role - 1; q >= 0; --q) {
+      Path at = path;
+      at.insert(at.end(), q, 0);
+      if (!x.swap(at)) return false;
+    }
+    return x.step({Kind::kSplitRange, path, "", "", f});
+  };
+  if (depth < 4 && g->n > want.nr && g->n % want.nr != 0) {
+    if (!split(g->j, want.nr)) return;
+    // The remainder first: splits inside it add siblings after it, never before `path`.
+    Path rest = path;
+    ++rest.back();
+    MicrokernelParams r = want;
+    r.nr = g->n % want.nr;
+    fit_into(x, rest, r, depth + 1);
+    if (!x.failed()) fit_into(x, path, want, depth + 1);
+    return;
+  }
+  if (depth < 4 && g->m > want.mr && g->m % want.mr != 0) {
+    if (!split(g->i, want.mr)) return;
+    Path rest = path;
+    ++rest.back();
+    MicrokernelParams r = want;
+    r.mr = g->m % want.mr;
+    fit_into(x, rest, r, depth + 1);
+    if (!x.failed()) fit_into(x, path, want, depth + 1);
+    return;
+  }
+  MicrokernelParams m = want;
+  m.mr = std::min(want.mr, g->m);
+  m.nr = std::min(want.nr, g->n);
+  m.kc = divisor_near(g->kk, want.kc, 8);
+  m.mc = m.mr * divisor_near(g->m / m.mr, std::max<int64_t>(1, want.mc / m.mr));
+  m.nc = 0;
+  expand_into(x, *gemm_nest_at(x.program(), path), m);
+}
+
+}  // namespace
+
 ir::Result<SketchExpansion> expand_microkernel(const ir::Program& p, const Path& path,
                                                 const MicrokernelParams& m, const Target& target) {
   auto nest = gemm_nest_at(p, path);
@@ -199,81 +431,27 @@ ir::Result<SketchExpansion> expand_microkernel(const ir::Program& p, const Path&
     return std::vector<ir::Diagnostic>{
         error_at(loc, "micro-kernel sketch " + print_params(m) + " at " + print_path(path) + ": " + why)};
   };
-  if (!proper_factor(m.kc, g.kk)) return refuse("kc must properly divide the reduction extent " + std::to_string(g.kk));
-  if (!proper_factor(m.mc, g.m)) return refuse("mc must properly divide the row extent " + std::to_string(g.m));
-  if (!proper_factor(m.mr, m.mc)) return refuse("mr must properly divide mc");
+  auto divides = [](int64_t f, int64_t e) { return f >= 1 && f <= e && e % f == 0; };
+  if (!divides(m.kc, g.kk)) return refuse("kc must divide the reduction extent " + std::to_string(g.kk));
+  if (!divides(m.mc, g.m)) return refuse("mc must divide the row extent " + std::to_string(g.m));
+  if (!divides(m.mr, m.mc)) return refuse("mr must divide mc");
   const int64_t cols = m.nc ? m.nc : g.n;
-  if (m.nc && !proper_factor(m.nc, g.n)) return refuse("nc must properly divide the column extent " + std::to_string(g.n));
-  if (!proper_factor(m.nr, cols)) return refuse("nr must properly divide the column extent " + std::to_string(cols));
-  if (m.lanes < 2 || m.nr % m.lanes != 0) return refuse("nr must be a multiple of the lanes");
-
-  // The loads of the statement, by the roles they use: B-like panels (k and j, not i) are packed
-  // at Ko, A-like blocks (i and k, not j) at Mo.
-  const int d = static_cast<int>(path.size()) - 1;
-  const ir::Node* leaf = node_at(p, cat(path, {0, 0, 0}));
-  std::vector<const ir::Access*> loads;
-  loads_of(*leaf->stmt.rhs, loads);
-  std::vector<std::string> b_like, a_like;
-  for (const ir::Access* a : loads) {
-    if (a->buffer == g.target) continue;
-    const bool ui = uses_iterator(*a, d + g.i), uj = uses_iterator(*a, d + g.j),
-               uk = uses_iterator(*a, d + g.k);
-    if (!uk || ui == uj) continue;
-    auto& list = uj ? b_like : a_like;
-    if (std::find(list.begin(), list.end(), a->buffer) == list.end()) list.push_back(a->buffer);
-  }
-
+  if (m.nc && !divides(m.nc, g.n)) return refuse("nc must divide the column extent " + std::to_string(g.n));
+  if (!divides(m.nr, cols)) return refuse("nr must divide the column extent " + std::to_string(cols));
+  if (m.lanes < 2 || (m.nr >= m.lanes && m.nr % m.lanes != 0))
+    return refuse("nr must be a multiple of the lanes");
   Expander x(p, target, loc);
-  // order: i j k, by adjacent swaps
-  int order[3];  // role at each position: 0 = i, 1 = j, 2 = k
-  order[g.i] = 0;
-  order[g.j] = 1;
-  order[g.k] = 2;
-  for (int pass = 0; pass < 2; ++pass)
-    for (int q = 0; q < 2; ++q)
-      if (order[q] > order[q + 1]) {
-        Path at = path;
-        for (int z = 0; z < q; ++z) at.push_back(0);
-        if (!x.swap(at)) return std::move(x).result();
-        std::swap(order[q], order[q + 1]);
-      }
-  // tile: Ko i j Ki, [Nc Ko i Nn Ki], Ko Mo Mi j Ki, Ko Mo Mi No Ni Ki, Ko Mo Mio Mii No Ni Ki
-  if (!x.tile(cat(path, {0, 0}), m.kc) || !x.swap(cat(path, {0})) || !x.swap(path))
-    return std::move(x).result();
-  Path q = path;  // Ko
-  if (m.nc) {
-    if (!x.tile(cat(path, {0, 0}), m.nc) || !x.swap(cat(path, {0})) || !x.swap(path))
-      return std::move(x).result();
-    q = cat(path, {0});
-  }
-  if (!x.tile(cat(q, {0}), m.mc) || !x.tile(cat(q, {0, 0, 0}), m.nr) || !x.tile(cat(q, {0, 0}), m.mr))
-    return std::move(x).result();
-  // Ko Mo No Mio Ki Mii Ni
-  if (!x.swap(cat(q, {0, 0, 0})) || !x.swap(cat(q, {0, 0})) || !x.swap(cat(q, {0, 0, 0, 0, 0})) ||
-      !x.swap(cat(q, {0, 0, 0, 0})))
-    return std::move(x).result();
-  // pack
-  int nb = 0, na = 0;
-  for (const std::string& b : b_like) nb += x.temporary(q, b, false);
-  for (const std::string& a : a_like) na += x.temporary(cat(q, {nb}), a, false);
-  // register tile: Mio's body becomes copy-in, Ki, copy-out
-  const Path mio = cat(q, {nb, na, 0});
-  if (!x.temporary(mio, g.target, true)) return std::move(x).result();
-  for (const Path& nest_path : {cat(mio, {0}), cat(mio, {1, 0}), cat(mio, {2})}) {
-    if (!x.vectorize(cat(nest_path, {0}), m.lanes, true)) return std::move(x).result();
-    if (m.nr / m.lanes > 1 && !x.unroll(cat(nest_path, {0}), m.nr / m.lanes, true))
-      return std::move(x).result();
-    if (!x.unroll(nest_path, m.mr, true)) return std::move(x).result();
-  }
-  // two k steps per loop iteration: fewer loop instructions between the FMAs (optional; measured
-  // +0.5% on matmul-1024 with 8 x 32 on AVX-512, four steps lose 5% to code size)
-  if (m.kc % 2 == 0) x.unroll(cat(mio, {1}), 2, false);
-  // the panel copies' innermost loops, where unit-stride (optional)
-  for (int b = 0; b < nb; ++b) {
-    const Path inner = innermost_of_chain(x.program(), cat(q, {b}));
-    const ir::Node* n = node_at(x.program(), inner);
-    if (n && n->extent % m.lanes == 0) x.vectorize(inner, m.lanes, false);
-  }
+  expand_into(x, g, m);
+  return std::move(x).result();
+}
+
+ir::Result<SketchExpansion> expand_microkernel_fitted(const ir::Program& p, const Path& path,
+                                                       const MicrokernelParams& want,
+                                                       const Target& target) {
+  auto nest = gemm_nest_at(p, path);
+  if (!nest.ok()) return nest.errors();
+  Expander x(p, target, node_at(p, path)->loc);
+  fit_into(x, path, want, 0);
   return std::move(x).result();
 }
 
@@ -369,53 +547,24 @@ SketchExpansion isolate_gemm_nests(const ir::Program& p, const Target& target) {
   return std::move(x).result().value();
 }
 
-namespace {
-
-// The proper divisors of e in [lo, hi], increasing.
-std::vector<int64_t> divisors_between(int64_t e, int64_t lo, int64_t hi) {
-  std::vector<int64_t> out;
-  for (int64_t d = std::max<int64_t>(lo, 2); d <= std::min(hi, e - 1); ++d)
-    if (e % d == 0) out.push_back(d);
-  return out;
-}
-
-// Of `options`, the one nearest `want` (the smaller on a tie) not in `taken`; 0 when none.
-int64_t nearest(const std::vector<int64_t>& options, int64_t want, const std::vector<int64_t>& taken) {
-  int64_t best = 0;
-  for (int64_t o : options) {
-    if (std::find(taken.begin(), taken.end(), o) != taken.end()) continue;
-    if (best == 0 || std::llabs(o - want) < std::llabs(best - want)) best = o;
-  }
-  return best;
-}
-
-}  // namespace
-
 std::vector<MicrokernelParams> microkernel_candidates(const GemmNest& g, const Target& target) {
   std::vector<MicrokernelParams> out;
   if (target.vector_widths.empty()) return out;
   const int64_t lanes = target.vector_widths.front();
   // Register tiles: mr x nr floats in mr * nr / lanes accumulators, leaving registers for the
   // nr / lanes loads of B and a broadcast of A (32 vector registers with 16 lanes, 16 with 8):
-  // 16 zmm (8 x 32, 4 x 64) or 12 ymm (6 x 16, where 6 divides the rows) / 8 ymm (4 x 16).
-  std::vector<std::pair<int64_t, int64_t>> tiles =
-      lanes >= 16 ? std::vector<std::pair<int64_t, int64_t>>{{8, 2 * lanes}, {4, 4 * lanes}, {16, lanes}}
-                  : std::vector<std::pair<int64_t, int64_t>>{{6, 2 * lanes}, {4, 2 * lanes}, {8, lanes}, {2, 4 * lanes}};
-  // Panels: kc x nr of B in L1 next to the mr x kc of A (kc near 256, then near 128); mc x kc
-  // of A in L2 (mc near 64, then near 128). Any divisor: 1000 takes kc 250, mc 40 or 50.
-  const std::vector<int64_t> kcs = divisors_between(g.kk, 8, 256);
-  for (const auto& [mr, nr] : tiles) {
-    if (!proper_factor(nr, g.n)) continue;
-    std::vector<int64_t> mcs;
-    for (int64_t d : divisors_between(g.m, mr + 1, 256))
-      if (d % mr == 0) mcs.push_back(d);
-    const int64_t kc1 = nearest(kcs, 256, {}), kc2 = nearest(kcs, 128, {kc1});
-    const int64_t mc1 = nearest(mcs, 64, {}), mc2 = nearest(mcs, 128, {mc1});
-    if (!kc1 || !mc1) continue;
-    out.push_back({mr, nr, kc1, mc1, 0, lanes});
-    if (mc2) out.push_back({mr, nr, kc1, mc2, 0, lanes});
-    else if (kc2) out.push_back({mr, nr, kc2, mc1, 0, lanes});
-  }
+  // 16 zmm (8 x 32, 4 x 64) or 12 ymm (6 x 16) / 8 ymm (4 x 16).
+  const std::vector<std::pair<int64_t, int64_t>> tiles =
+      lanes >= 16 ? std::vector<std::pair<int64_t, int64_t>>{{8, 2 * lanes}, {4, 4 * lanes}}
+                  : std::vector<std::pair<int64_t, int64_t>>{{6, 2 * lanes}, {4, 2 * lanes}};
+  // Panels: kc x nr of B in L1 next to the mr x kc of A (kc near 256); mc x kc of A in L2 (mc
+  // near 64, then near 128). The fitted expansion takes the divisors nearest these and splits
+  // off remainders the tile does not divide.
+  for (const auto& [mr, nr] : tiles)
+    for (int64_t mc : {64, 128}) {
+      if (mc > 64 && g.m <= 64) continue;  // the same blocks as mc 64
+      out.push_back({mr, nr, 256, mc, 0, lanes});
+    }
   return out;
 }
 

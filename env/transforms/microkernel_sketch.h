@@ -31,8 +31,9 @@
 
 namespace perfdojo::transforms {
 
-/// Block sizes of the micro-kernel sketch. Every factor must be a proper divisor of the extent it
-/// tiles (any, not only those the agent's action space offers).
+/// Block sizes of the micro-kernel sketch. For expand_microkernel every size must divide the
+/// extent it tiles (a size equal to the extent leaves its level out); any divisor, not only the
+/// factors the agent's action space offers.
 struct MicrokernelParams {
   int64_t mr = 8;      ///< rows of the register tile (i)
   int64_t nr = 32;     ///< columns of the register tile (j), a multiple of `lanes`
@@ -79,9 +80,19 @@ ir::Result<SketchExpansion> expand_microkernel(const ir::Program& p, const Path&
 /// The trace may be empty.
 SketchExpansion isolate_gemm_nests(const ir::Program& p, const Target& target);
 
-/// Block sizes worth trying on `nest` for a target, best guess first: register tiles that fill
-/// the vector register file (AVX-512: 8 x 32 and 4 x 64 floats in 16 zmm accumulators; AVX2:
-/// 4 x 16 in 8 ymm), packed panels sized for L1 and L2. Only sizes the nest's extents admit.
+/// The sketch for any extents, `want` giving the register tile and the block sizes to aim at:
+/// where nr does not divide the columns or mr the rows, split_range separates the remainder
+/// (the role's scope moved to the top of the nest first) and each part is fitted again, the
+/// remainder with a tile of its own size; kc and mc become the divisors nearest what is wanted
+/// (kc = K or mc = M leave that level out). matmul 1000^3 with 8 x 32: panels of 992 columns and
+/// of 8, rows in blocks of 40.
+ir::Result<SketchExpansion> expand_microkernel_fitted(const ir::Program& p, const Path& path,
+                                                       const MicrokernelParams& want,
+                                                       const Target& target);
+
+/// What to aim at on `nest` for a target (expand_microkernel_fitted), best guess first: register
+/// tiles that fill the vector register file (AVX-512: 8 x 32 and 4 x 64 floats in 16 zmm
+/// accumulators; AVX2: 6 x 16 in 12 ymm, 4 x 16 in 8), panels sized for L1 and L2.
 std::vector<MicrokernelParams> microkernel_candidates(const GemmNest& nest, const Target& target);
 
 }  // namespace perfdojo::transforms
