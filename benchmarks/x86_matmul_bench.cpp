@@ -12,6 +12,9 @@
 //   register tile     the brief's tiles and order, A and B blocks packed into local temporaries,
 //                     and an R x CN block of C in registers (create_temporary; 8 x 32 = 16 zmm
 //                     accumulators on AVX-512, 4 x 16 = 8 ymm on AVX2), 16 lanes, unrolled
+//   micro-kernel      the fitted micro-kernel sketch for the ISA (docs/microkernel.md): kc 256
+//   sketch            panels of B and blocks of A packed, an 8 x 32 (AVX-512) or 6 x 16 (AVX2)
+//                     register tile
 //
 // No parallel variant of the register tile: create_temporary is refused inside (and parallelize
 // around) a scope holding a temporary, since the IR has no thread-private storage; OpenBLAS is
@@ -39,6 +42,7 @@
 #include "backends/x86_backend.h"
 #include "blas_reference.h"
 #include "ir/parse.h"
+#include "transforms/microkernel_sketch.h"
 #include "transforms/registry.h"
 
 using namespace perfdojo;
@@ -172,6 +176,18 @@ int main(int argc, char** argv) {
       {"register tile " + std::to_string(rows) + "x" + std::to_string(cols), replay(*base, tile),
        false},
   };
+  {  // the micro-kernel sketch for this ISA (docs/microkernel.md): packed panels, register tile
+    const auto target = *transforms::target_by_name(isa_name);
+    const auto nest = transforms::gemm_nest_at(*base, {0});
+    const auto cands = transforms::microkernel_candidates(*nest, target);
+    auto e = transforms::expand_microkernel_fitted(*base, {0}, cands.front(), target);
+    if (e.ok())
+      progs.push_back({"micro-kernel sketch " + std::to_string(cands.front().mr) + "x" +
+                           std::to_string(cands.front().nr),
+                       e->program, false});
+    else
+      std::printf("micro-kernel sketch refused: %s\n", e.error_text().c_str());
+  }
 
   auto backend = backends::make_backend(isa_name);
   backends::MeasureOptions o;
@@ -181,7 +197,7 @@ int main(int argc, char** argv) {
       "\nGenerated code (measure(): verified, median of warm runs; fraction of the measured peak "
       "of the cores used)\n");
   std::vector<double> compile_s;
-  double tile_gflops = 0;
+  double tile_gflops = 0, sketch_gflops = 0;
   for (const auto& pr : progs) {
     double t0 = now_s();
     backends::Measurement m = backend->measure(pr.p, o);
@@ -200,6 +216,7 @@ int main(int argc, char** argv) {
     r.note = note;
     print_row(r);
     if (pr.name.find("register tile") == 0) tile_gflops = r.gflops;
+    if (pr.name.find("micro-kernel sketch") == 0) sketch_gflops = r.gflops;
   }
 
   std::printf("\nOpenBLAS cblas_sgemm (core %s, %s)\n", openblas_get_corename(),
@@ -210,6 +227,10 @@ int main(int argc, char** argv) {
   print_row({"sgemm " + std::to_string(threads) + " threads", blasn, blasn / (peak * threads), ""});
   if (tile_gflops > 0)
     std::printf("  register tile / OpenBLAS, 1 core: %.2f\n", tile_gflops / blas1);
+  if (sketch_gflops > 0)
+    std::printf("  micro-kernel sketch / OpenBLAS, 1 core: %.2f (timed apart; kernel_bench times them "
+                "interleaved)\n",
+                sketch_gflops / blas1);
 
   // ----- the machinery's own costs, on a tiny kernel (its run time is negligible)
   std::printf(
