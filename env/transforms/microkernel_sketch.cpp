@@ -128,44 +128,64 @@ ir::Result<GemmNest> gemm_nest_at(const ir::Program& p, const Path& path) {
     return std::vector<ir::Diagnostic>{
         error_at(s0->loc, "the nest at " + print_path(path) + " is not GEMM-class: " + why)};
   };
-  const ir::Node* chain[3] = {s0, nullptr, nullptr};
-  for (int t = 0; t < 3; ++t) {
-    if (!chain[t]->is_scope) return refuse("fewer than three scopes");
-    if (chain[t]->annot != ir::Annot::kNone) return refuse("a scope is annotated");
-    if (chain[t]->body.size() != 1) return refuse("the scopes are not perfectly nested");
-    if (t < 2) chain[t + 1] = chain[t]->body[0].get();
+  std::vector<const ir::Node*> chain;
+  const ir::Node* n = s0;
+  for (; n->is_scope; n = n->body[0].get()) {
+    if (n->annot != ir::Annot::kNone) return refuse("a scope is annotated");
+    if (n->body.size() != 1) return refuse("the scopes are not perfectly nested");
+    chain.push_back(n);
   }
-  const ir::Node* leaf = chain[2]->body[0].get();
-  if (leaf->is_scope) return refuse("more than three scopes");
-  const ir::Stmt& st = leaf->stmt;
+  if (chain.size() < 3) return refuse("fewer than three scopes");
+  const ir::Stmt& st = n->stmt;
   if (st.op != ir::Reduce::kAdd) return refuse("the statement is not a += reduction");
   if (st.lhs.index.empty()) return refuse("the target is a scalar");
   const int d = static_cast<int>(path.size()) - 1;
   GemmNest g;
   g.path = path;
+  g.scopes = static_cast<int>(chain.size());
   g.target = st.lhs.buffer;
-  int ks = 0, js = 0;
-  for (int t = 0; t < 3; ++t) {
+  std::vector<const ir::Access*> loads;
+  loads_of(*st.rhs, loads);
+  std::vector<int> js, rows, reds;
+  for (int t = 0; t < g.scopes; ++t) {
     const int depth = d + t;
     if (!uses_iterator(st.lhs, depth)) {
-      g.k = t;
-      ++ks;
+      reds.push_back(t);
       continue;
     }
     bool only_last = true;
     for (size_t dim = 0; dim + 1 < st.lhs.index.size(); ++dim)
       only_last &= st.lhs.index[dim].coeff(depth) == 0;
-    if (only_last && st.lhs.index.back().coeff(depth) == 1) {
-      g.j = t;
-      ++js;
-    } else {
-      g.i = t;
-    }
+    if (only_last && st.lhs.index.back().coeff(depth) == 1)
+      js.push_back(t);
+    else if (st.lhs.index.back().coeff(depth) == 0)
+      rows.push_back(t);
+    else
+      g.batch.push_back(t);  // in the last dimension with another stride: leave it outside
   }
-  if (ks != 1) return refuse("it needs exactly one reduction scope");
-  if (js != 1 || g.i == g.j || g.i == g.k) return refuse("it needs one row and one unit-stride column iterator");
-  if (st.lhs.index.back().coeff(d + g.i) != 0)
-    return refuse("the row iterator is in the target's last dimension");
+  if (reds.empty()) return refuse("no reduction scope (every iterator indexes the target)");
+  if (js.size() != 1) return refuse("it needs one unit-stride column iterator in the target's last dimension only");
+  if (rows.empty()) return refuse("no row iterator outside the target's last dimension");
+  g.j = js[0];
+  // The row: used by an operand that does not use j (A's rows, conv's output channels), largest.
+  auto a_like_uses = [&](int t) {
+    for (const ir::Access* a : loads)
+      if (a->buffer != g.target && uses_iterator(*a, d + t) && !uses_iterator(*a, d + g.j)) return true;
+    return false;
+  };
+  g.i = -1;
+  for (int t : rows)
+    if (g.i < 0 || (a_like_uses(t) && !a_like_uses(g.i)) ||
+        (a_like_uses(t) == a_like_uses(g.i) && chain[t]->extent > chain[g.i]->extent))
+      g.i = t;
+  for (int t : rows)
+    if (t != g.i) g.batch.push_back(t);
+  std::sort(g.batch.begin(), g.batch.end());
+  g.k = reds[0];
+  for (int t : reds)
+    if (chain[t]->extent > chain[g.k]->extent) g.k = t;
+  for (int t : reds)
+    if (t != g.k) g.reductions.push_back(t);
   g.m = chain[g.i]->extent;
   g.n = chain[g.j]->extent;
   g.kk = chain[g.k]->extent;
@@ -195,15 +215,26 @@ namespace {
 // The scopes of the nest the sketch is reshaping, outermost first, by role: the three roles
 // i, j, k before tiling, then the BLIS levels. Paths follow from the chain: below each scope the
 // chain continues at child `child[q]` (0, or past the packed copies inserted before it).
-enum class Level { kI, kJ, kK, kNc, kNn, kKo, kKi, kMo, kMi, kNo, kNi, kMio, kMii };
+enum class Level { kI, kJ, kK, kNc, kNn, kKo, kKi, kMo, kMi, kNo, kNi, kMio, kMii, kBatch, kRed };
 
 class Chain {
  public:
   Chain(Expander& x, Path top) : x_(x), top_(std::move(top)) {}
-  void push(Level l, int64_t extent) {
+  // `id`: the scope's position in the original nest (batch and reduction scopes are raised by
+  // it), -1 for scopes tiling makes.
+  void push(Level l, int64_t extent, int id = -1) {
     levels_.push_back(l);
     extents_.push_back(extent);
     child_.push_back(0);
+    ids_.push_back(id);
+  }
+  int pos_of_id(int id) const {
+    return static_cast<int>(std::find(ids_.begin(), ids_.end(), id) - ids_.begin());
+  }
+  bool raise_id(int id, int t) {
+    while (pos_of_id(id) > t)
+      if (!swap(pos_of_id(id) - 1)) return false;
+    return true;
   }
   bool has(Level l) const { return std::find(levels_.begin(), levels_.end(), l) != levels_.end(); }
   int pos(Level l) const { return static_cast<int>(std::find(levels_.begin(), levels_.end(), l) - levels_.begin()); }
@@ -216,12 +247,14 @@ class Chain {
   Path path(Level l) const { return path(pos(l)); }
   int& child(Level l) { return child_[pos(l)]; }
   int child_at(int q) const { return child_[q]; }
+  int& child_ref(int q) { return child_[q]; }
   void rename(Level from, Level to) { levels_[pos(from)] = to; }
   // swap_scopes of the chain's scopes q and q + 1.
   bool swap(int q) {
     if (!x_.swap(path(q))) return false;
     std::swap(levels_[q], levels_[q + 1]);
     std::swap(extents_[q], extents_[q + 1]);
+    std::swap(ids_[q], ids_[q + 1]);
     return true;
   }
   // Moves `l` up to position t by adjacent swaps.
@@ -240,6 +273,8 @@ class Chain {
     levels_.insert(levels_.begin() + q + 1, inner);
     extents_.insert(extents_.begin() + q + 1, f);
     child_.insert(child_.begin() + q + 1, 0);
+    ids_[q] = -1;
+    ids_.insert(ids_.begin() + q + 1, -1);
     return true;
   }
 
@@ -249,6 +284,7 @@ class Chain {
   std::vector<Level> levels_;
   std::vector<int64_t> extents_;
   std::vector<int> child_;
+  std::vector<int> ids_;
 };
 
 // The loads of the statement by the roles they use: k and j, not i (B-like panels, packed at
@@ -256,7 +292,8 @@ class Chain {
 void operand_roles(const ir::Program& p, const GemmNest& g, std::vector<std::string>& b_like,
                    std::vector<std::string>& a_like) {
   const int d = static_cast<int>(g.path.size()) - 1;
-  const ir::Node* leaf = node_at(p, cat(g.path, {0, 0, 0}));
+  const ir::Node* leaf = node_at(p, g.path);
+  while (leaf && leaf->is_scope) leaf = leaf->body[0].get();
   std::vector<const ir::Access*> loads;
   loads_of(*leaf->stmt.rhs, loads);
   for (const ir::Access* a : loads) {
@@ -280,24 +317,37 @@ void expand_into(Expander& x, const GemmNest& g, const MicrokernelParams& m) {
   std::vector<std::string> b_like, a_like;
   operand_roles(x.program(), g, b_like, a_like);
   Chain c(x, g.path);
-  Level at[3];
-  at[g.i] = Level::kI;
-  at[g.j] = Level::kJ;
-  at[g.k] = Level::kK;
-  const int64_t ext[3] = {g.i == 0 ? g.m : g.j == 0 ? g.n : g.kk, g.i == 1 ? g.m : g.j == 1 ? g.n : g.kk,
-                          g.i == 2 ? g.m : g.j == 2 ? g.n : g.kk};
-  for (int t = 0; t < 3; ++t) c.push(at[t], ext[t]);
-  // order: i j k
-  if (!c.raise(Level::kI, 0) || !c.raise(Level::kJ, 1)) return;
+  {
+    const ir::Node* n = node_at(x.program(), g.path);
+    for (int t = 0; t < g.scopes; ++t, n = n->body[0].get()) {
+      const bool batch = std::find(g.batch.begin(), g.batch.end(), t) != g.batch.end();
+      const Level l = t == g.i   ? Level::kI
+                      : t == g.j ? Level::kJ
+                      : t == g.k ? Level::kK
+                      : batch    ? Level::kBatch
+                                 : Level::kRed;
+      c.push(l, n->extent, t);
+    }
+  }
+  // order: batch.. i j k reductions..
+  const int nbatch = static_cast<int>(g.batch.size());
+  {
+    int t = 0;
+    for (int b : g.batch)
+      if (!c.raise_id(b, t++)) return;
+    if (!c.raise(Level::kI, t++) || !c.raise(Level::kJ, t++) || !c.raise(Level::kK, t++)) return;
+    for (int r : g.reductions)
+      if (!c.raise_id(r, t++)) return;
+  }
   // K in blocks of kc, the block loop outermost
   if (m.kc < g.kk) {
-    if (!c.tile(Level::kK, m.kc, Level::kKo, Level::kKi) || !c.raise(Level::kKo, 0)) return;
+    if (!c.tile(Level::kK, m.kc, Level::kKo, Level::kKi) || !c.raise(Level::kKo, nbatch)) return;
   } else {
     c.rename(Level::kK, Level::kKi);
   }
   Level j = Level::kJ;
   if (m.nc > 0 && m.nc < g.n) {
-    if (!c.tile(Level::kJ, m.nc, Level::kNc, Level::kNn) || !c.raise(Level::kNc, 0)) return;
+    if (!c.tile(Level::kJ, m.nc, Level::kNc, Level::kNn) || !c.raise(Level::kNc, nbatch)) return;
     j = Level::kNn;
   }
   if (m.mc < g.m) {
@@ -315,22 +365,28 @@ void expand_into(Expander& x, const GemmNest& g, const MicrokernelParams& m) {
   } else {
     c.rename(Level::kMi, Level::kMii);
   }
-  // [Nc] Ko Mo No Mio Ki Mii Ni, without the levels left out
-  int t = 0;
-  for (Level l : {Level::kNc, Level::kKo, Level::kMo, Level::kNo, Level::kMio, Level::kKi,
-                  Level::kMii, Level::kNi})
+  // batch.. [Nc] Ko Mo No Mio Ki reductions.. Mii Ni, without the levels left out
+  int t = nbatch;
+  for (Level l : {Level::kNc, Level::kKo, Level::kMo, Level::kNo, Level::kMio, Level::kKi})
+    if (c.has(l) && !c.raise(l, t++)) return;
+  for (int r : g.reductions)
+    if (!c.raise_id(r, t++)) return;
+  for (Level l : {Level::kMii, Level::kNi})
     if (c.has(l) && !c.raise(l, t++)) return;
   // pack: B-like panels at Ko, A-like blocks at Mo (else at Ko)
   int nb = 0;
   if (c.has(Level::kKo))
     for (const std::string& b : b_like) nb += x.temporary(c.path(Level::kKo), b, false);
   if (c.has(Level::kKo)) c.child(Level::kKo) = nb;
-  const bool a_at_mo = c.has(Level::kMo);
-  if (a_at_mo || c.has(Level::kKo)) {
-    const Level home = a_at_mo ? Level::kMo : Level::kKo;
+  // (without Mo or Ko, at the outermost batch scope: conv2d's filters once per image)
+  const int a_home = c.has(Level::kMo) ? c.pos(Level::kMo)
+                     : c.has(Level::kKo) ? c.pos(Level::kKo)
+                     : nbatch > 0        ? 0
+                                         : -1;
+  if (a_home >= 0) {
     int na = 0;
-    for (const std::string& a : a_like) na += x.temporary(c.path(home), a, false);
-    c.child(home) += na;
+    for (const std::string& a : a_like) na += x.temporary(c.path(a_home), a, false);
+    c.child_ref(a_home) += na;
   }
   // the register tile at Mio, else at the scope just above Ki
   const int tile_pos = c.has(Level::kMio) ? c.pos(Level::kMio) : c.pos(Level::kKi) - 1;
@@ -346,7 +402,10 @@ void expand_into(Expander& x, const GemmNest& g, const MicrokernelParams& m) {
   const int copy_out = static_cast<int>(node_at(x.program(), tile)->body.size()) - 1;
   const int64_t mr = c.extent(Level::kMii), nr = c.extent(Level::kNi);
   const int64_t lanes = nr >= m.lanes ? m.lanes : is_width(x.target(), nr) ? nr : 0;
-  for (const Path& nest : {cat(tile, {0}), cat(tile, {compute, 0}), cat(tile, {copy_out})}) {
+  // The update nest's Mii: below Ki and the other reductions.
+  Path update = cat(tile, {compute});
+  update.insert(update.end(), 1 + g.reductions.size(), 0);
+  for (const Path& nest : {cat(tile, {0}), update, cat(tile, {copy_out})}) {
     if (lanes) {
       if (!x.vectorize(cat(nest, {0}), lanes, true)) return;
       if (nr / lanes > 1 && !x.unroll(cat(nest, {0}), nr / lanes, true)) return;
@@ -355,7 +414,7 @@ void expand_into(Expander& x, const GemmNest& g, const MicrokernelParams& m) {
   }
   // two k steps per loop iteration: fewer loop instructions between the FMAs (optional; measured
   // +0.5% on matmul-1024 with 8 x 32 on AVX-512, four steps lose 5% to code size)
-  if (c.extent(Level::kKi) % 2 == 0) x.unroll(cat(tile, {compute}), 2, false);
+  if (g.reductions.empty() && c.extent(Level::kKi) % 2 == 0) x.unroll(cat(tile, {compute}), 2, false);
   // the panel copies' innermost loops, where unit-stride (optional)
   if (c.has(Level::kKo))
     for (int b = 0; b < nb; ++b) {
@@ -394,8 +453,11 @@ void fit_into(Expander& x, const Path& path, const MicrokernelParams& want, int 
     // The remainder first: splits inside it add siblings after it, never before `path`.
     Path rest = path;
     ++rest.back();
+    // The remainder's tile: whole vectors (24 columns of 16 lanes: 16, then 8 more), or what
+    // is left when that is less than a vector.
     MicrokernelParams r = want;
-    r.nr = g->n % want.nr;
+    const int64_t left = g->n % want.nr;
+    r.nr = left >= want.lanes ? left / want.lanes * want.lanes : left;
     fit_into(x, rest, r, depth + 1);
     if (!x.failed()) fit_into(x, path, want, depth + 1);
     return;

@@ -2,14 +2,18 @@
 // nest to the BLIS structure in one step and expands into atomic moves, so that traces, replay
 // and legality stay atomic (docs/microkernel.md walks through one expansion).
 //
-// A GEMM-class nest is three perfectly nested scopes over one `+=` statement whose target index
-// uses two of the iterators (i, and j with unit stride in the target's last dimension) and not
-// the third (k, the reduction): matmul, each batch of bmm, attention's two products, mlp's layer.
+// A GEMM-class nest is perfectly nested scopes over one `+=` statement: one iterator j with unit
+// stride in the target's last dimension (and in no other), at least one reduction (an iterator
+// the target does not use; k, the main one, is the largest), and a row iterator i among the
+// target's others (the largest used by an operand that does not use j). The target's remaining
+// iterators are batch scopes, kept outermost; the other reductions stay inside the register
+// tile: matmul, bmm, attention's two products, mlp's layer, conv2d (i = output channel, j = the
+// output column, k = input channel, batch = image and output row, kh and kw inside).
 // With the caller's block sizes the expansion is, with every step checked by its own check:
 //
-//   order      swap_scopes until the nest is i j k
+//   order      swap_scopes until the nest is batch.. i j k reductions..
 //   tile       k by kc (moved outermost), [j by nc (outermost)], i by mc, j by nr, i by mr,
-//              giving  [Nc] Ko Mo No Mio Ki Mii Ni
+//              giving  batch.. [Nc] Ko Mo No Mio Ki reductions.. Mii Ni
 //   pack       create_temporary of each input indexed by k and j at Ko: a [No][Ki][Ni] panel,
 //              each nr-wide column panel contiguous over k; of each input indexed by i and k at
 //              Mo: a [Mio][Ki][Mii] block, each mr-high row panel contiguous over k
@@ -49,9 +53,12 @@ std::string print_params(const MicrokernelParams& m);
 
 /// The roles of a GEMM-class nest.
 struct GemmNest {
-  Path path;        ///< the outermost of the three scopes
-  int i = 0, j = 0, k = 0;  ///< positions (0, 1, 2 from the outermost) of the three iterators
-  int64_t m = 0, n = 0, kk = 0;  ///< their extents
+  Path path;        ///< the outermost scope of the nest
+  int scopes = 3;   ///< perfectly nested scopes from `path` down to the statement
+  int i = 0, j = 0, k = 0;  ///< positions (0 = outermost) of the row, column and main reduction
+  std::vector<int> batch;       ///< positions of the target's other iterators (bmm's batch, conv's h)
+  std::vector<int> reductions;  ///< positions of the other reduction scopes (conv's kh, kw)
+  int64_t m = 0, n = 0, kk = 0;  ///< extents of i, j and k
   std::string target;  ///< the buffer the statement reduces into
 };
 

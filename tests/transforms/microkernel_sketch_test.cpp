@@ -70,14 +70,16 @@ TEST_CASE("the sketch recognises GEMM-class nests by their indices") {
   CHECK(h->k == 0);
   CHECK(h->i == 1);
   CHECK(h->j == 2);
-  // bmm: the batch scope is outside the nest, which starts one level down.
+  // bmm: the batch scope is part of the nest, kept outermost.
   const auto nests = transforms::gemm_nests(load(kBatched));
   REQUIRE(nests.size() == 1);
-  CHECK(nests[0].path == transforms::Path{0, 0});
-  // Shipped kernels: one nest each in matmul, mlp, bmm and attention's second product.
-  for (const char* k : {"matmul-1024", "mlp", "bmm", "attention", "matmul-skinny", "matmul-tall-k"})
+  CHECK(nests[0].path == transforms::Path{0});
+  CHECK(nests[0].batch == std::vector<int>{0});
+  // Shipped kernels: one nest each in matmul, mlp, bmm, attention's second product, conv2d.
+  for (const char* k : {"matmul-1024", "mlp", "bmm", "attention", "matmul-skinny", "matmul-tall-k",
+                        "conv2d-3x3", "conv2d-3x3-s2"})
     CHECK_MESSAGE(transforms::gemm_nests(load_kernel(k)).size() == 1, k);
-  CHECK(transforms::gemm_nests(load_kernel("conv2d-3x3")).empty());
+  CHECK(transforms::gemm_nests(load_kernel("conv2d-3x3")).size() == 1);
   CHECK(transforms::gemm_nests(load_kernel("softmax")).empty());
 }
 
@@ -143,11 +145,46 @@ TEST_CASE("the sketch orders a permuted nest and packs a transposed operand") {
   require_same_outputs(p, e.program);
 }
 
-TEST_CASE("the sketch works inside an outer batch scope") {
+TEST_CASE("the sketch keeps a batch scope outermost, from the batch or from the nest below it") {
   const ir::Program p = load(kBatched);
-  const auto e = expand(p, {0, 0});
-  for (const auto& a : e.trace) CHECK(a.path.size() >= 2);  // nothing outside the nest moves
-  require_same_outputs(p, e.program);
+  const auto whole = expand(p, {0});
+  const auto inner = expand(p, {0, 0});
+  for (const auto& a : inner.trace) CHECK(a.path.size() >= 2);  // nothing outside the nest moves
+  CHECK(transforms::print_trace(whole.trace) == transforms::print_trace(inner.trace));
+  require_same_outputs(p, whole.program);
+}
+
+TEST_CASE("the sketch takes conv2d: output channels by output columns, kh and kw inside the tile") {
+  const ir::Program p = load(R"(N = 1
+C = 4
+K = 16
+H = 6
+W = 16
+HI = 8
+WI = 18
+KH = 3
+KW = 3
+input x: f32[N, C, HI, WI]
+input w: f32[K, C, KH, KW]
+output y: f32[N, K, H, W] = 0
+
+N K H W C KH KW y[{0},{1},{2},{3}] += x[{0},{4},{2}+{5},{3}+{6}] * w[{1},{4},{5},{6}]
+)");
+  const auto g = transforms::gemm_nest_at(p, {0});
+  REQUIRE_MESSAGE(g.ok(), g.error_text());
+  CHECK(g->i == 1);  // K: the filters do not use the output column
+  CHECK(g->j == 3);
+  CHECK(g->k == 4);  // C, the largest reduction
+  CHECK(g->batch == std::vector<int>{0, 2});
+  CHECK(g->reductions == std::vector<int>{5, 6});
+  auto e = transforms::expand_microkernel_fitted(p, {0}, MicrokernelParams{4, 8, 4, 8, 0, 8},
+                                                 transforms::Target{});
+  REQUIRE_MESSAGE(e.ok(), e.error_text());
+  // The filters of each block of mc = 8 output channels packed, broadcast 4 at a time:
+  // [Mio][C][KH][KW][Mii].
+  REQUIRE(e->program.find_buffer("w_t0") != nullptr);
+  CHECK(e->program.find_buffer("w_t0")->shape == std::vector<int64_t>{2, 4, 3, 3, 4});
+  require_same_outputs(p, e->program);
 }
 
 TEST_CASE("the sketch's candidates fill the target's register file") {
