@@ -448,36 +448,48 @@ void fit_into(Expander& x, const Path& path, const MicrokernelParams& want, int 
     }
     return x.step({Kind::kSplitRange, path, "", "", f});
   };
-  if (depth < 4 && g->n > want.nr && g->n % want.nr != 0) {
-    if (!split(g->j, want.nr)) return;
+  // The column tile: at most the columns, whole vectors when it spans one or more.
+  int64_t nr = std::min(want.nr, g->n);
+  if (nr >= want.lanes) nr = nr / want.lanes * want.lanes;
+  if (depth < 6 && g->n > nr && g->n % nr != 0) {
+    if (!split(g->j, nr)) return;
     // The remainder first: splits inside it add siblings after it, never before `path`.
     Path rest = path;
     ++rest.back();
-    // The remainder's tile: whole vectors (24 columns of 16 lanes: 16, then 8 more), or what
-    // is left when that is less than a vector.
     MicrokernelParams r = want;
-    const int64_t left = g->n % want.nr;
-    r.nr = left >= want.lanes ? left / want.lanes * want.lanes : left;
+    r.nr = g->n % nr;
     fit_into(x, rest, r, depth + 1);
-    if (!x.failed()) fit_into(x, path, want, depth + 1);
+    MicrokernelParams main = want;
+    main.nr = nr;
+    if (!x.failed()) fit_into(x, path, main, depth + 1);
     return;
   }
-  if (depth < 4 && g->m > want.mr && g->m % want.mr != 0) {
-    if (!split(g->i, want.mr)) return;
+  const int64_t mr = std::min(want.mr, g->m);
+  if (depth < 6 && g->m > mr && g->m % mr != 0) {
+    if (!split(g->i, mr)) return;
     Path rest = path;
     ++rest.back();
     MicrokernelParams r = want;
-    r.mr = g->m % want.mr;
+    r.mr = g->m % mr;
     fit_into(x, rest, r, depth + 1);
     if (!x.failed()) fit_into(x, path, want, depth + 1);
     return;
   }
   MicrokernelParams m = want;
-  m.mr = std::min(want.mr, g->m);
-  m.nr = std::min(want.nr, g->n);
+  m.mr = mr;
+  m.nr = nr;
   m.kc = divisor_near(g->kk, want.kc, 8);
   m.mc = m.mr * divisor_near(g->m / m.mr, std::max<int64_t>(1, want.mc / m.mr));
   m.nc = 0;
+  // Every level left out (a small remainder: one block each way) leaves no scope above the
+  // reduction for the register tile: block the reduction in two or more, or leave the part as it
+  // is when its extent is prime.
+  if (g->batch.empty() && m.kc == g->kk && m.mc == g->m && m.nr == g->n && m.mr == g->m) {
+    m.kc = 0;
+    for (int64_t f = g->kk / 2; f >= 2 && m.kc == 0; --f)
+      if (g->kk % f == 0) m.kc = f;
+    if (m.kc == 0) return;
+  }
   expand_into(x, *gemm_nest_at(x.program(), path), m);
 }
 

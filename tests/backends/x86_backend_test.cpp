@@ -14,6 +14,9 @@
 #include "backends/compiler.h"
 #include "backends/x86_test_support.h"
 #include "support/skip.h"
+#include "transforms/microkernel_sketch.h"
+#include "transforms/registry.h"
+#include "ir/parse.h"
 
 using namespace perfdojo;
 using backends::BackendConfig;
@@ -109,6 +112,48 @@ TEST_CASE(
     auto r = backends::compile_shared_object("cc", flags, g.source, dir.path);
     CHECK_MESSAGE(!r.error, name << ": " << r.error.value_or(""));
   }
+}
+
+TEST_CASE("the micro-kernel sketch's code compiles for AVX-512 and AVX2 anywhere and matches the "
+          "interpreter where it runs" *
+          doctest::test_suite("hw slow")) {
+  if (backends::find_executable("cc").empty()) PERFDOJO_SKIP("no C compiler (cc) on PATH");
+  const char* kernels[] = {
+      // the default blocks with two of each
+      "M = 128\nN = 64\nK = 512\ninput A: f32[M, K]\ninput B: f32[K, N]\noutput C: f32[M, N] = 0\n\n"
+      "M N K C[{0},{1}] += A[{0},{2}] * B[{2},{1}]\n",
+      // remainders on every side
+      "M = 21\nN = 45\nK = 30\ninput A: f32[M, K]\ninput B: f32[K, N]\noutput C: f32[M, N] = 0\n\n"
+      "M N K C[{0},{1}] += A[{0},{2}] * B[{2},{1}]\n",
+      // a convolution: batch scopes outside, kh and kw inside the tile
+      "C = 4\nK = 16\ninput x: f32[1, C, 8, 22]\ninput w: f32[K, C, 3, 3]\noutput y: f32[1, K, 6, 20] = 0\n\n"
+      "1 K 6 20 C 3 3 y[{0},{1},{2},{3}] += x[{0},{4},{2}+{5},{3}+{6}] * w[{1},{4},{5},{6}]\n"};
+  TempDir dir;
+  std::string skipped;
+  for (auto isa : {backends::X86Isa::kAvx512, backends::X86Isa::kAvx2}) {
+    const char* name = backends::x86_isa_name(isa);
+    const auto target = *transforms::target_by_name(name);
+    auto b = backends::make_backend(name);
+    for (const char* text : kernels) {
+      auto p = ir::load_program(text, "sketch.pdj");
+      REQUIRE_MESSAGE(p.ok(), p.error_text());
+      const auto nests = transforms::gemm_nests(*p);
+      REQUIRE(nests.size() == 1);
+      const auto cands = transforms::microkernel_candidates(nests[0], target);
+      REQUIRE_FALSE(cands.empty());
+      auto e = transforms::expand_microkernel_fitted(*p, nests[0].path, cands[0], target);
+      REQUIRE_MESSAGE(e.ok(), e.error_text());
+      auto g = backends::x86_generate_c(isa, e->program);
+      auto r = backends::compile_shared_object("cc", backends::x86_compile_flags(isa), g.source, dir.path,
+                                               backends::x86_link_libraries());
+      CHECK_MESSAGE(!r.error, name << ": " << r.error.value_or(""));
+      if (b->available().ok)
+        check_matches(*b, e->program, std::string("sketch on ") + text);
+      else if (skipped.find(name) == std::string::npos)
+        skipped += std::string(skipped.empty() ? "" : "; ") + name + ": " + b->available().why;
+    }
+  }
+  if (!skipped.empty()) PERFDOJO_SKIP("compiled for both, ran where the CPU can: " << skipped);
 }
 
 TEST_CASE("transformed programs still match the interpreter" * doctest::test_suite("hw slow")) {
