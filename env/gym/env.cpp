@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "gym/dataset.h"
+#include "transforms/microkernel_sketch.h"
 #include "transforms/registry.h"
 
 namespace perfdojo::env {
@@ -53,6 +54,8 @@ ir::Result<std::unique_ptr<Env>> Env::make(const EnvConfig& config) {
     if (!find_observation_space(s))
       return config_error("unknown observation space '" + s + "'; expected ir_text, features, tokens or graph");
   if (config.max_episode_steps < 1) return config_error("max_episode_steps must be at least 1");
+  if (config.sketch_actions < 0 || config.sketch_actions > 8)
+    return config_error("sketch_actions must be in [0, 8]");
   if (config.flat.max_scopes < 1 || config.flat.max_nodes < 1 || config.flat.max_buffers < 2)
     return config_error("flat action space slots must be positive (max_buffers at least 2)");
   auto program = load_benchmark(config.benchmark);
@@ -143,9 +146,73 @@ std::optional<transforms::Action> Env::decode(int action) const {
   return cursor_space_.to_action(program_, cursor_, action);
 }
 
+int Env::base_actions() const {
+  return config_.action_space == "flat" ? flat_.size() : cursor_space_.size();
+}
+
 ActionSpec Env::action_spec() const {
-  int n = config_.action_space == "flat" ? flat_.size() : cursor_space_.size();
+  const int n = base_actions() + config_.sketch_actions;
   return {config_.action_space, n + 1, n};
+}
+
+std::vector<transforms::Action> Env::sketch_trace(int c) const {
+  // Fission exposing nests that share their scopes, then each nest with its c-th candidate
+  // (nests are disjoint subtrees: later paths hold).
+  const transforms::SketchExpansion iso = transforms::isolate_gemm_nests(program_, target_);
+  ir::Program cur = iso.program;
+  std::vector<transforms::Action> trace = iso.trace;
+  bool any = false;
+  for (const auto& nest : transforms::gemm_nests(iso.program)) {
+    const auto cands = transforms::microkernel_candidates(nest, target_);
+    if (c >= static_cast<int>(cands.size())) continue;
+    auto e = transforms::expand_microkernel_fitted(cur, nest.path, cands[c], target_);
+    if (!e.ok()) continue;
+    cur = e->program;
+    trace.insert(trace.end(), e->trace.begin(), e->trace.end());
+    any = true;
+  }
+  return any ? trace : std::vector<transforms::Action>{};
+}
+
+StepResult Env::step_sketch(int c) {
+  ++steps_;
+  Info info;
+  info.action = "microkernel_sketch " + std::to_string(c);
+  const auto trace = sketch_trace(c);
+  if (trace.empty()) {
+    info.illegal_action = true;
+    info.action_had_no_effect = true;
+    info.legality = "nothing_to_do";
+    info.legality_message = info.action + ": no GEMM-class nest with a candidate " + std::to_string(c) +
+                            " for this target";
+    return finish_step(config_.illegal_action_penalty, info);
+  }
+  auto q = transforms::replay(program_, trace, target_);
+  if (!q.ok()) {
+    info.illegal_action = true;
+    info.action_had_no_effect = true;
+    info.legality = "dependence";
+    info.legality_message = q.error_text();
+    return finish_step(config_.illegal_action_penalty, info);
+  }
+  std::optional<std::string> error;
+  const double t = time_of(*q, &error);
+  if (error) {
+    info.error = "backend failure on '" + info.action + "': " + *error;
+    done_ = true;
+    return finish_step(config_.illegal_action_penalty, info);
+  }
+  const double prev = time_;
+  program_ = std::move(q).value();
+  time_ = t;
+  for (const auto& a : trace)
+    if (trace_.size() < kMaxHistory) trace_.push_back(a);
+  if (t < best_time_) {
+    best_time_ = t;
+    best_trace_ = trace_;
+  }
+  if (config_.action_space == "cursor") cursor_ = transforms::CursorActionSpace::clamp(program_, cursor_);
+  return finish_step(reward(prev, t), info);
 }
 
 std::vector<ObservationSpaceInfo> Env::observation_spec() const {
@@ -163,6 +230,15 @@ std::vector<uint8_t> Env::action_mask() const {
   if (mask_valid_ && mask_cursor_ == cursor_ && mask_program_ == program_.body) return mask_;
   mask_ = config_.action_space == "flat" ? flat_.mask(program_, &mask_memo_)
                                          : cursor_space_.mask(program_, cursor_);
+  if (config_.sketch_actions > 0) {
+    // Cheap: a GEMM-class nest (or one fission would expose) with a c-th candidate. The
+    // expansion itself runs at the step; one that fails there is refused like an illegal action.
+    std::vector<transforms::GemmNest> nests = transforms::gemm_nests(program_);
+    if (nests.empty()) nests = transforms::gemm_nests(transforms::isolate_gemm_nests(program_, target_).program);
+    size_t cands = 0;
+    for (const auto& n : nests) cands = std::max(cands, transforms::microkernel_candidates(n, target_).size());
+    for (int c = 0; c < config_.sketch_actions; ++c) mask_.push_back(static_cast<size_t>(c) < cands);
+  }
   mask_.push_back(1);  // stop is always allowed
   mask_program_ = program_.body;
   mask_cursor_ = cursor_;
@@ -195,7 +271,7 @@ StepResult Env::finish_step(double r, Info info) {
   if (rewards_.size() < kMaxHistory) rewards_.push_back(r);
   StepResult res;
   res.reward = r;
-  res.truncated = !done_ && steps_ >= config_.max_episode_steps;
+  res.truncated = !done_ && !restoring_ && steps_ >= config_.max_episode_steps;
   res.terminated = done_;
   if (res.truncated) done_ = true;
   Info full = make_info();
@@ -289,6 +365,7 @@ StepResult Env::step(int action) {
     cursor_ = moved;
     return finish_step(0, info);
   }
+  if (!done_ && action >= base_actions() && action < spec.stop) return step_sketch(action - base_actions());
   auto a = done_ ? std::optional<transforms::Action>(transforms::Action{}) : decode(action);
   if (!a) {
     ++steps_;
@@ -355,8 +432,14 @@ ir::Result<bool> Env::restore(const EpisodeState& s) {
   auto replayed = transforms::replay(p.value(), actions, target_);
   if (!replayed.ok()) return replayed.errors();
   reset(s.seed, ResetOptions{s.benchmark});
+  // A sketch action is one step of many atomic actions: replay them without the step limit,
+  // then count the steps the episode took (one reward each).
+  restoring_ = true;
   for (const auto& a : actions) step_action(a);
+  restoring_ = false;
   rewards_ = s.rewards;
+  steps_ = static_cast<int>(s.rewards.size());
+  done_ = done_ || steps_ >= config_.max_episode_steps;
   return true;
 }
 

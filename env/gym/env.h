@@ -33,6 +33,10 @@ struct EnvConfig {
   uint64_t seed = 0;                ///< default reset seed (input data, generators)
   double illegal_action_penalty = -0.1;  ///< reward of an illegal or out-of-range action
   int time_cache_entries = 4096;    ///< program times remembered per env (bounded)
+  /// Macro actions after the flat or cursor space's own, before stop: action base + c expands
+  /// the micro-kernel sketch with the target's c-th block sizes at every GEMM-class nest
+  /// (docs/microkernel.md) and applies its atomic actions in one step. 0 (default) to 8.
+  int sketch_actions = 0;
 };
 
 /// Names of the reward spaces.
@@ -126,6 +130,12 @@ class Env {
   StepResult step_action(const transforms::Action& action, bool known_legal);
   Observation observe_now() const;
   StepResult finish_step(double reward, Info info);
+  /// Actions of the base (flat or cursor) space, before the sketch actions and stop.
+  int base_actions() const;
+  /// The atomic actions sketch action `c` stands for on the current program (empty: none).
+  std::vector<transforms::Action> sketch_trace(int c) const;
+  /// Steps through the sketch action `c`.
+  StepResult step_sketch(int c);
 
   EnvConfig config_;
   std::unique_ptr<backends::Backend> backend_;
@@ -143,6 +153,7 @@ class Env {
   std::vector<double> rewards_;
   // Mask cache. Holding the body's node pointers keeps those nodes alive, so pointer equality
   // means the same immutable program (declarations only change together with the body).
+  bool restoring_ = false;  ///< restore() replays a trace: no truncation on the way
   mutable bool mask_valid_ = false;
   mutable std::vector<ir::NodePtr> mask_program_;
   mutable int mask_cursor_ = -1;

@@ -475,3 +475,47 @@ TEST_CASE("a feature memo copies only nests it saw and starts empty when copied"
   env::FeatureMemo copy = memo;
   CHECK(copy.size() == 0);
 }
+
+TEST_CASE("sketch actions expand the micro-kernel sketch in one step, its atomic actions in the trace") {
+  EnvConfig c = small_config("perfdojo://suite/matmul-256");
+  c.sketch_actions = 2;
+  auto plain = make(small_config("perfdojo://suite/matmul-256"));
+  auto e = make(c);
+  const auto spec = e->action_spec();
+  CHECK(spec.n == plain->action_spec().n + 2);
+  CHECK(spec.stop == spec.n - 1);
+  e->reset(1);
+  const int base = spec.stop - 2;
+  auto m = e->action_mask();
+  REQUIRE(m.size() == static_cast<size_t>(spec.n));
+  CHECK(m[base] == 1);
+  CHECK(m[base + 1] == 1);
+  auto r = e->step(base);
+  CHECK_FALSE(r.info.illegal_action);
+  CHECK(r.info.action == "microkernel_sketch 0");
+  CHECK(e->program().find_buffer("C_t0") != nullptr);  // the register tile
+  // The episode's trace holds the atomic actions: restore replays them.
+  const auto state = e->state();
+  CHECK(state.trace.size() > 10);
+  auto again = make(c);
+  auto restored = again->restore(state);
+  REQUIRE_MESSAGE(restored.ok(), restored.error_text());
+  CHECK(ir::structurally_equal(again->program(), e->program()));
+  // Nothing GEMM-class is left: the sketch actions are masked off, and refused if taken.
+  m = e->action_mask();
+  CHECK(m[base] == 0);
+  auto refused = e->step(base);
+  CHECK(refused.info.illegal_action);
+  CHECK(refused.info.legality == "nothing_to_do");
+}
+
+TEST_CASE("sketch actions are masked off where no GEMM-class nest exists, and bounded in number") {
+  EnvConfig c = small_config();
+  c.sketch_actions = 1;
+  auto e = make(c);
+  e->reset(1);
+  const auto m = e->action_mask();
+  CHECK(m[e->action_spec().stop - 1] == 0);
+  c.sketch_actions = 9;
+  CHECK_FALSE(Env::make(c).ok());
+}
