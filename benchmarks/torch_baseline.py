@@ -162,7 +162,9 @@ def openblas_core():
 
 def best_process():
     """Re-executes this script once with ALLOCATOR_ENV and the OpenBLAS core set, unless they are."""
-    want = dict(ALLOCATOR_ENV)
+    # One thread everywhere: torch.set_num_threads(1) does not reach OpenBLAS's own pool, whose
+    # idle worker spins on the core the benchmark is pinned to.
+    want = dict(ALLOCATOR_ENV, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
     core = openblas_core()
     if core:
         want["OPENBLAS_CORETYPE"] = core
