@@ -67,11 +67,16 @@ ir::Result<ir::Program> replay(const ir::Program& p, const std::vector<Action>& 
   return cur;
 }
 
-std::optional<ir::Program> scale_sizes(const ir::Program& p, int64_t g, const std::string& only) {
+namespace {
+
+// `p` with its sizes set by `set` (name, old value -> new value), shapes and extents following;
+// nullopt when the result does not check.
+std::optional<ir::Program> resized(const ir::Program& p,
+                                   const std::function<int64_t(const std::string&, int64_t)>& set) {
   ir::Program q = p;
   std::map<std::string, int64_t> value;
   for (auto& s : q.sizes) {
-    if (s.value % g == 0 && (only.empty() || s.name == only)) s.value /= g;
+    s.value = set(s.name, s.value);
     value[s.name] = s.value;
   }
   for (auto& b : q.buffers)
@@ -87,6 +92,14 @@ std::optional<ir::Program> scale_sizes(const ir::Program& p, int64_t g, const st
   for (auto& n : q.body) n = walk(n);
   if (!ir::check_program(q).empty()) return std::nullopt;
   return q;
+}
+
+}  // namespace
+
+std::optional<ir::Program> scale_sizes(const ir::Program& p, int64_t g, const std::string& only) {
+  return resized(p, [&](const std::string& name, int64_t v) {
+    return v % g == 0 && (only.empty() || name == only) ? v / g : v;
+  });
 }
 
 namespace {
@@ -131,6 +144,29 @@ std::optional<std::pair<ir::Program, ir::Program>> small_instance(const ir::Prog
       break;
     }
     if (!halved) break;
+  }
+  // Traces with index-set splitting or blocks that are not powers of two (a 6-row tile on 1024
+  // rows: 1020 + 4, blocks of 60) replay only on sizes of their own residues: give each size,
+  // largest first, the smallest value (below its own) on which the trace still replays.
+  cur = p;
+  std::vector<size_t> order(cur.sizes.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return cur.sizes[a].value > cur.sizes[b].value; });
+  int attempts = 3000;  // replays at most: a trace that fits no smaller size costs bounded time
+  for (size_t i : order) {
+    const std::string name = cur.sizes[i].name;
+    const int64_t was = cur.sizes[i].value;
+    for (int64_t v = 1; v < was && attempts > 0; ++v, --attempts) {
+      auto smaller = resized(cur, [&](const std::string& n, int64_t old) { return n == name ? v : old; });
+      if (!smaller || !replay(*smaller, trace, t).ok()) continue;
+      cur = std::move(*smaller);
+      break;
+    }
+  }
+  if (work(cur.body) <= max_work) {
+    auto result = replay(cur, trace, t);
+    if (result.ok()) return std::make_pair(cur, result.value());
   }
   return std::nullopt;
 }

@@ -45,7 +45,9 @@ std::optional<ir::Program> scale_sizes(const ir::Program& p, int64_t g, const st
 /// A smaller instance of `p` on which `trace` still replays, small enough to interpret
 /// (`max_work` scope iterations x statements): {small original, small result}. Tries dividing all
 /// sizes by 1, 2, 4, ... 4096, then halving one size at a time (sizes tied by indices, like a
-/// convolution's); nullopt when none fits.
+/// convolution's), then giving each size the smallest value the trace replays on (residues of
+/// split_range and blocks that are not powers of two: 1024 rows as 1020 + 4 fit 124); nullopt
+/// when none fits.
 std::optional<std::pair<ir::Program, ir::Program>> small_instance(const ir::Program& p,
                                                                   const std::vector<Action>& trace,
                                                                   const Target& t, double max_work = 2e7);

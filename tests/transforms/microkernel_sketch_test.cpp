@@ -289,3 +289,22 @@ L L D qk[{0},{1}] += Q[{0},{2}] * t[{2}]
   const auto none = transforms::isolate_gemm_nests(dep, transforms::Target{});
   CHECK(none.trace.empty());
 }
+
+TEST_CASE("a fitted trace with remainders has a small instance the interpreter can check") {
+  // AVX2's 6 x 16 tile on matmul-1024: rows 1020 + 4, blocks of 60. Neither dividing every size
+  // by a power of two nor halving one at a time keeps those residues; the smallest size per
+  // dimension on which the trace replays does.
+  const ir::Program p = load_kernel("matmul-1024");
+  const auto t = *transforms::target_by_name("x86_avx2");
+  const auto g = *transforms::gemm_nest_at(p, {0});
+  auto e = transforms::expand_microkernel_fitted(p, {0}, transforms::microkernel_candidates(g, t)[0], t);
+  REQUIRE_MESSAGE(e.ok(), e.error_text());
+  auto inst = transforms::small_instance(p, e->trace, t, 1.6e7);
+  REQUIRE(inst.has_value());
+  CHECK(inst->first.find_size("M")->value < 1024);
+  auto inputs = ir::make_inputs(inst->first, 2);
+  auto want = ir::interpret(inst->first, inputs);
+  auto got = ir::interpret(inst->second, inputs);
+  REQUIRE((want.ok() && got.ok()));
+  CHECK(ir::max_relative_error(want->at("C"), got->at("C")) == 0);
+}
