@@ -98,8 +98,8 @@ ir::Result<SketchExpansion> expand_microkernel_fitted(const ir::Program& p, cons
                                                        const Target& target);
 
 /// What to aim at on `nest` for a target (expand_microkernel_fitted), best guess first: register
-/// tiles that fill the vector register file (AVX-512: 8 x 32 and 4 x 64 floats in 16 zmm
-/// accumulators; AVX2: 6 x 16 in 12 ymm, 4 x 16 in 8), panels sized for L1 and L2.
+/// tiles that fill the vector register file (AVX-512: 8 x 48 floats in 24 zmm accumulators, then
+/// 8 x 32 and 4 x 64 in 16; AVX2: 6 x 16 in 12 ymm, 4 x 16 in 8), panels sized for L1 and L2.
 std::vector<MicrokernelParams> microkernel_candidates(const GemmNest& nest, const Target& target);
 
 }  // namespace perfdojo::transforms

@@ -427,13 +427,18 @@ def test_run_of_an_invalid_file_exits_1_with_the_location(bad, tmp_path):
 
 
 def test_sketch_prints_a_trace_that_apply_replays(tmp_path):
+    # Without sizes: the target's first candidate, remainders split off (48 columns: 1008 + 16).
     out = perfdojo("sketch", KERNELS / "matmul-1024.pdj", check_rc=0).stdout
-    assert out.startswith("# micro-kernel sketch at 0: mr=8 nr=32 kc=256 mc=64 lanes=16")
+    assert out.startswith("# micro-kernel sketch at 0: mr=8 nr=48 kc=256 mc=64 lanes=16")
+    assert "split_range 0 48" in out
     trace = tmp_path / "mk.trace"
     trace.write_text(out)
     applied = perfdojo("apply", KERNELS / "matmul-1024.pdj", "--trace", trace, check_rc=0).stdout
     ir = perfdojo("sketch", KERNELS / "matmul-1024.pdj", "--ir", check_rc=0).stdout
     assert applied == ir
+    # With sizes that divide: exactly those, the worked trace of docs/microkernel.md.
+    sizes = ["--mr", "8", "--nr", "32", "--kc", "256", "--mc", "64"]
+    ir = perfdojo("sketch", KERNELS / "matmul-1024.pdj", *sizes, "--ir", check_rc=0).stdout
     assert "temp B_t0: f32[32, 256, 32]" in ir
 
 
