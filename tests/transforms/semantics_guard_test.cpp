@@ -99,7 +99,8 @@ TEST_CASE("random legal trajectories never change what a suite kernel computes" 
   // The guard is only meaningful if the trajectories exercise the loop transformations.
   for (auto k : {transforms::Kind::kTileScope, transforms::Kind::kSwapScopes,
                  transforms::Kind::kJoinScopes, transforms::Kind::kVectorize,
-                 transforms::Kind::kParallelize, transforms::Kind::kUnroll}) {
+                 transforms::Kind::kParallelize, transforms::Kind::kUnroll,
+                 transforms::Kind::kSplitRange, transforms::Kind::kCreateTemporary}) {
     CHECK_MESSAGE(kind_counts[static_cast<int>(k)] > 0, transforms::kind_name(k) << " never ran");
   }
 }
