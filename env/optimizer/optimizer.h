@@ -57,7 +57,7 @@ struct Report {
   int evaluations = 0;       ///< cost-model evaluations
   int measurements = 0;      ///< real measurements (screening runs and verified runs)
   int proposals_used = 0;    ///< outside proposals that replayed to a new program
-  int sketches_used = 0;     ///< micro-kernel sketch expansions proposed (GEMM-class nests)
+  int sketches_used = 0;     ///< micro-kernel sketch expansions and the fusion proposal used
   bool verified = false;     ///< the returned program passed the correctness check
   bool interrupted = false;  ///< stopped by the deadline or a cancel request
   std::string flags;         ///< compiler and flags of the final measurement

@@ -1,6 +1,7 @@
 #include "optimizer/search.h"
 
 #include <algorithm>
+#include <functional>
 
 #include "transforms/analysis.h"
 #include "transforms/microkernel_sketch.h"
@@ -91,6 +92,48 @@ std::vector<std::vector<transforms::Action>> sketch_proposals(const ir::Program&
   return out;
 }
 
+std::vector<transforms::Action> fusion_proposal(const ir::Program& p, const transforms::Target& target) {
+  ir::Program cur = p;
+  std::vector<transforms::Action> trace;
+  auto take = [&](const transforms::Action& a) {
+    if (!transforms::check(cur, a, target).ok()) return false;
+    auto q = transforms::apply(cur, a, target);
+    if (!q.ok()) return false;
+    cur = std::move(q).value();
+    trace.push_back(a);
+    return true;
+  };
+  // Fuse neighbouring top-level scopes of equal extent while legal (a row's passes then run
+  // back to back, the row still in cache)...
+  for (bool joined = true; joined;) {
+    joined = false;
+    for (int i = 0; i + 1 < static_cast<int>(cur.body.size()) && !joined; ++i)
+      joined = take({transforms::Kind::kJoinScopes, {i}, "", "", 0});
+  }
+  // ...then vectorise every innermost scope at the widest width its check accepts.
+  std::vector<transforms::Path> innermost;
+  std::function<void(const std::vector<ir::NodePtr>&, transforms::Path&)> walk =
+      [&](const std::vector<ir::NodePtr>& body, transforms::Path& at) {
+        for (size_t i = 0; i < body.size(); ++i) {
+          if (!body[i]->is_scope) continue;
+          at.push_back(static_cast<int>(i));
+          bool leaf = true;
+          for (const auto& c : body[i]->body) leaf = leaf && !c->is_scope;
+          if (leaf) innermost.push_back(at);
+          else walk(body[i]->body, at);
+          at.pop_back();
+        }
+      };
+  transforms::Path at;
+  walk(cur.body, at);
+  // Later paths first: vectorising (which may tile) an earlier scope never moves a later one,
+  // but the reverse order keeps every remembered path valid whatever the tiling does.
+  for (auto it = innermost.rbegin(); it != innermost.rend(); ++it)
+    for (int w : target.vector_widths)
+      if (take({transforms::Kind::kVectorize, *it, "", "", w})) break;
+  return trace;
+}
+
 SearchRun::SearchRun(const ir::Program& program, double timeout_s, const Progress& progress,
                      const std::atomic<bool>* cancel, Mode mode, const transforms::Target& target,
                      const std::string& arch, const backends::BackendConfig& config,
@@ -170,6 +213,10 @@ void SearchRun::beam_search(const std::vector<std::vector<transforms::Action>>& 
   best_estimate = start_estimate;
   roots = {{program, {}, start_estimate}};
   replay_proposals(sketch_proposals(program, target), r.sketches_used);
+  {  // the fused, vectorised form: one trace, counted with the sketches
+    auto fused = fusion_proposal(program, target);
+    if (!fused.empty()) replay_proposals({fused}, r.sketches_used);
+  }
   replay_proposals(proposals, r.proposals_used);
   proposed.assign(roots.begin() + 1, roots.end());
   for (int width = ms.beam_width; !over(kBeamShare); width *= 4) {

@@ -33,6 +33,11 @@ inline constexpr size_t kSketchesPerNest = 4;
 std::vector<std::vector<transforms::Action>> sketch_proposals(const ir::Program& p,
                                                              const transforms::Target& target);
 
+// Neighbouring top-level scopes of equal extent fused while legal, then every innermost scope
+// vectorised at the widest width its check accepts: the form row-wise kernels (normalisations,
+// softmax) want, proposed whole because its first step alone rarely pays.
+std::vector<transforms::Action> fusion_proposal(const ir::Program& p, const transforms::Target& target);
+
 struct Candidate {
   ir::Program program;
   std::vector<transforms::Action> trace;

@@ -11,6 +11,7 @@
 #include "ir/check.h"
 #include "ir/interp.h"
 #include "ir/parse.h"
+#include "optimizer/search.h"
 #include "support/skip.h"
 #include "transforms/registry.h"
 
@@ -194,4 +195,24 @@ TEST_CASE("the optimiser proposes the micro-kernel sketch on a GEMM-class kernel
   // verified and replays from the original.
   CHECK(r.report.verified);
   CHECK(transforms::replay(p.value(), r.trace, *transforms::target_by_name(arch)).ok());
+}
+
+TEST_CASE("the fusion proposal fuses a row's passes and vectorises them, every step checked") {
+  auto p = ir::load_file(std::string(PERFDOJO_TEST_DATA_DIR) + "/../../kernels/rmsnorm.pdj");
+  REQUIRE_MESSAGE(p.ok(), p.error_text());
+  const auto target = *transforms::target_by_name("x86_avx512");
+  const auto trace = optimizer::detail::fusion_proposal(p.value(), target);
+  REQUIRE(trace.size() == 3);
+  CHECK(transforms::print_action(trace[0]) == "join_scopes 0");
+  CHECK(trace[1].kind == transforms::Kind::kVectorize);
+  CHECK(trace[2].kind == transforms::Kind::kVectorize);
+  auto q = transforms::replay(p.value(), trace, target);
+  REQUIRE_MESSAGE(q.ok(), q.error_text());
+  auto small = transforms::small_instance(p.value(), trace, target, 2e6);
+  REQUIRE(small.has_value());
+  auto inputs = ir::make_inputs(small->first, 4);
+  auto a = ir::interpret(small->first, inputs);
+  auto b = ir::interpret(small->second, inputs);
+  REQUIRE((a.ok() && b.ok()));
+  CHECK(ir::max_relative_error(a->at("y"), b->at("y")) < 1e-5);  // the vectorised sum reassociates
 }
