@@ -439,41 +439,35 @@ void fit_into(Expander& x, const Path& path, const MicrokernelParams& want, int 
     x.fail(g.error_text());
     return;
   }
-  // A remainder: bring the role's scope to the top of the nest, split it, fit both parts.
-  auto split = [&](int role, int64_t f) {
+  // A remainder: bring the role's scope to the top of the nest, split it by f, fit both parts,
+  // the remainder first (splits inside it add siblings after it, never before `path`).
+  auto split_and_fit = [&](int role, int64_t f, const MicrokernelParams& rest_want,
+                           const MicrokernelParams& main_want) {
     for (int q = role - 1; q >= 0; --q) {
       Path at = path;
       at.insert(at.end(), q, 0);
-      if (!x.swap(at)) return false;
+      if (!x.swap(at)) return;
     }
-    return x.step({Kind::kSplitRange, path, "", "", f});
+    if (!x.step({Kind::kSplitRange, path, "", "", f})) return;
+    Path rest = path;
+    ++rest.back();
+    fit_into(x, rest, rest_want, depth + 1);
+    if (!x.failed()) fit_into(x, path, main_want, depth + 1);
   };
   // The column tile: at most the columns, whole vectors when it spans one or more.
   int64_t nr = std::min(want.nr, g->n);
   if (nr >= want.lanes) nr = nr / want.lanes * want.lanes;
   if (depth < 6 && g->n > nr && g->n % nr != 0) {
-    if (!split(g->j, nr)) return;
-    // The remainder first: splits inside it add siblings after it, never before `path`.
-    Path rest = path;
-    ++rest.back();
-    MicrokernelParams r = want;
-    r.nr = g->n % nr;
-    fit_into(x, rest, r, depth + 1);
-    MicrokernelParams main = want;
+    MicrokernelParams rest = want, main = want;
+    rest.nr = g->n % nr;
     main.nr = nr;
-    if (!x.failed()) fit_into(x, path, main, depth + 1);
-    return;
+    return split_and_fit(g->j, nr, rest, main);
   }
   const int64_t mr = std::min(want.mr, g->m);
   if (depth < 6 && g->m > mr && g->m % mr != 0) {
-    if (!split(g->i, mr)) return;
-    Path rest = path;
-    ++rest.back();
-    MicrokernelParams r = want;
-    r.mr = g->m % mr;
-    fit_into(x, rest, r, depth + 1);
-    if (!x.failed()) fit_into(x, path, want, depth + 1);
-    return;
+    MicrokernelParams rest = want;
+    rest.mr = g->m % mr;
+    return split_and_fit(g->i, mr, rest, want);
   }
   MicrokernelParams m = want;
   m.mr = mr;
