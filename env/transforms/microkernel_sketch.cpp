@@ -1,12 +1,11 @@
 #include "transforms/microkernel_sketch.h"
 
 #include <algorithm>
-#include <functional>
 #include <optional>
 #include <set>
 
 #include "ir/print.h"
-
+#include "transforms/analysis.h"
 #include "transforms/registry.h"
 #include "transforms/transform.h"
 
@@ -21,17 +20,6 @@ Path cat(const Path& p, std::initializer_list<int> tail) {
   Path out = p;
   out.insert(out.end(), tail);
   return out;
-}
-
-const ir::Node* node_at(const ir::Program& p, const Path& path) {
-  const std::vector<ir::NodePtr>* body = &p.body;
-  const ir::Node* n = nullptr;
-  for (int i : path) {
-    if (i < 0 || i >= static_cast<int>(body->size())) return nullptr;
-    n = (*body)[i].get();
-    body = &n->body;
-  }
-  return n;
 }
 
 bool uses_iterator(const ir::Access& a, int depth) {
@@ -53,17 +41,12 @@ class Expander {
 
   // Applies `a`; on refusal records the diagnostic when `required`, and says false.
   bool step(const Action& a, bool required = true) {
-    const Legality l = check(cur_, a, target_);
-    if (!l.ok()) {
+    auto r = apply(cur_, a, target_);  // checks first; a refusal explains itself
+    if (!r.ok()) {
       if (required && errors_.empty())
         errors_.push_back(error_at(loc_, "micro-kernel sketch step " +
                                              std::to_string(trace_.size() + 1) + " (" +
-                                             print_action(a) + ") refused: " + explain(a, l)));
-      return false;
-    }
-    auto r = apply(cur_, a, target_);
-    if (!r.ok()) {
-      if (required && errors_.empty()) errors_ = r.errors();
+                                             print_action(a) + ") refused: " + r.errors()[0].message));
       return false;
     }
     cur_ = std::move(r).value();
@@ -245,9 +228,7 @@ class Chain {
     return p;
   }
   Path path(Level l) const { return path(pos(l)); }
-  int& child(Level l) { return child_[pos(l)]; }
-  int child_at(int q) const { return child_[q]; }
-  int& child_ref(int q) { return child_[q]; }
+  int& child(int q) { return child_[q]; }
   void rename(Level from, Level to) { levels_[pos(from)] = to; }
   // swap_scopes of the chain's scopes q and q + 1.
   bool swap(int q) {
@@ -287,10 +268,19 @@ class Chain {
   std::vector<int> ids_;
 };
 
+// Whether the access moves by one element per step of the iterator at `depth` (in the last
+// dimension only, coefficient 1): the tile loads it as whole vectors.
+bool unit_stride(const ir::Access& a, int depth) {
+  for (size_t dim = 0; dim + 1 < a.index.size(); ++dim)
+    if (a.index[dim].coeff(depth) != 0) return false;
+  return !a.index.empty() && a.index.back().coeff(depth) == 1;
+}
+
 // The loads of the statement by the roles they use: k and j, not i (B-like panels, packed at
-// Ko); i and k, not j (A-like blocks, packed at Mo).
+// Ko; `b_strided`: those not unit-stride in j, which must be packed even without Ko); i and k,
+// not j (A-like blocks, packed at Mo).
 void operand_roles(const ir::Program& p, const GemmNest& g, std::vector<std::string>& b_like,
-                   std::vector<std::string>& a_like) {
+                   std::vector<std::string>& b_strided, std::vector<std::string>& a_like) {
   const int d = static_cast<int>(g.path.size()) - 1;
   const ir::Node* leaf = node_at(p, g.path);
   while (leaf && leaf->is_scope) leaf = leaf->body[0].get();
@@ -303,6 +293,9 @@ void operand_roles(const ir::Program& p, const GemmNest& g, std::vector<std::str
     if (!uk || ui == uj) continue;
     auto& list = uj ? b_like : a_like;
     if (std::find(list.begin(), list.end(), a->buffer) == list.end()) list.push_back(a->buffer);
+    if (uj && !unit_stride(*a, d + g.j) &&
+        std::find(b_strided.begin(), b_strided.end(), a->buffer) == b_strided.end())
+      b_strided.push_back(a->buffer);
   }
 }
 
@@ -314,8 +307,8 @@ bool is_width(const Target& t, int64_t w) {
 // extent is left out: no Ko when kc = K, no Mo when mc = M, no No when nr = N, no Mio when
 // mr = mc). Steps go through `x`.
 void expand_into(Expander& x, const GemmNest& g, const MicrokernelParams& m) {
-  std::vector<std::string> b_like, a_like;
-  operand_roles(x.program(), g, b_like, a_like);
+  std::vector<std::string> b_like, b_strided, a_like;
+  operand_roles(x.program(), g, b_like, b_strided, a_like);
   Chain c(x, g.path);
   {
     const ir::Node* n = node_at(x.program(), g.path);
@@ -373,11 +366,15 @@ void expand_into(Expander& x, const GemmNest& g, const MicrokernelParams& m) {
     if (!c.raise_id(r, t++)) return;
   for (Level l : {Level::kMii, Level::kNi})
     if (c.has(l) && !c.raise(l, t++)) return;
-  // pack: B-like panels at Ko, A-like blocks at Mo (else at Ko)
+  // pack: B-like panels at Ko; without Ko (kc = K), only those the tile could not load as
+  // vectors (attention's K[{j},{k}]), at the outermost scope above Ki, once for all of k
+  const int b_home = c.has(Level::kKo) ? c.pos(Level::kKo) : c.pos(Level::kKi) > 0 ? 0 : -1;
   int nb = 0;
-  if (c.has(Level::kKo))
-    for (const std::string& b : b_like) nb += x.temporary(c.path(Level::kKo), b, false);
-  if (c.has(Level::kKo)) c.child(Level::kKo) = nb;
+  if (b_home >= 0) {
+    for (const std::string& b : c.has(Level::kKo) ? b_like : b_strided)
+      nb += x.temporary(c.path(b_home), b, false);
+    c.child(b_home) = nb;
+  }
   // (without Mo or Ko, at the outermost batch scope: conv2d's filters once per image)
   const int a_home = c.has(Level::kMo) ? c.pos(Level::kMo)
                      : c.has(Level::kKo) ? c.pos(Level::kKo)
@@ -386,7 +383,7 @@ void expand_into(Expander& x, const GemmNest& g, const MicrokernelParams& m) {
   if (a_home >= 0) {
     int na = 0;
     for (const std::string& a : a_like) na += x.temporary(c.path(a_home), a, false);
-    c.child_ref(a_home) += na;
+    c.child(a_home) += na;
   }
   // the register tile at Mio, else at the scope just above Ki
   const int tile_pos = c.has(Level::kMio) ? c.pos(Level::kMio) : c.pos(Level::kKi) - 1;
@@ -398,7 +395,7 @@ void expand_into(Expander& x, const GemmNest& g, const MicrokernelParams& m) {
   if (!x.temporary(tile, g.target, true)) return;
   // The tile scope's body: the copy-in, what it held (packed copies, when it is also the scope
   // packing happened at, then the Ki chain), the copy-out.
-  const int compute = c.child_at(tile_pos) + 1;
+  const int compute = c.child(tile_pos) + 1;
   const int copy_out = static_cast<int>(node_at(x.program(), tile)->body.size()) - 1;
   const int64_t mr = c.extent(Level::kMii), nr = c.extent(Level::kNi);
   const int64_t lanes = nr >= m.lanes ? m.lanes : is_width(x.target(), nr) ? nr : 0;
@@ -416,9 +413,9 @@ void expand_into(Expander& x, const GemmNest& g, const MicrokernelParams& m) {
   // +0.5% on matmul-1024 with 8 x 32 on AVX-512, four steps lose 5% to code size)
   if (g.reductions.empty() && c.extent(Level::kKi) % 2 == 0) x.unroll(cat(tile, {compute}), 2, false);
   // the panel copies' innermost loops, where unit-stride (optional)
-  if (c.has(Level::kKo))
+  if (b_home >= 0)
     for (int b = 0; b < nb; ++b) {
-      const Path inner = innermost_of_chain(x.program(), cat(c.path(Level::kKo), {b}));
+      const Path inner = innermost_of_chain(x.program(), cat(c.path(b_home), {b}));
       const ir::Node* n = node_at(x.program(), inner);
       if (n && n->extent % m.lanes == 0) x.vectorize(inner, m.lanes, false);
     }
@@ -525,36 +522,6 @@ ir::Result<SketchExpansion> expand_microkernel_fitted(const ir::Program& p, cons
 
 namespace {
 
-// The paths of every statement of `p`, in program order.
-void statement_paths(const std::vector<ir::NodePtr>& body, Path& at, std::vector<Path>& out) {
-  for (size_t i = 0; i < body.size(); ++i) {
-    at.push_back(static_cast<int>(i));
-    if (body[i]->is_scope)
-      statement_paths(body[i]->body, at, out);
-    else
-      out.push_back(at);
-    at.pop_back();
-  }
-}
-
-// `p` with the node at `path` replaced by `n`.
-ir::Program with_node(const ir::Program& p, const Path& path, ir::NodePtr n) {
-  ir::Program q = p;
-  std::function<std::vector<ir::NodePtr>(const std::vector<ir::NodePtr>&, size_t)> walk =
-      [&](const std::vector<ir::NodePtr>& body, size_t depth) {
-        std::vector<ir::NodePtr> out = body;
-        const ir::Node& old = *body[path[depth]];
-        if (depth + 1 == path.size())
-          out[path[depth]] = n;
-        else
-          out[path[depth]] = ir::Node::scope(old.extent, old.extent_name, old.annot,
-                                             walk(old.body, depth + 1), old.loc);
-        return out;
-      };
-  q.body = walk(p.body, 0);
-  return q;
-}
-
 // For the statement at `s` (depth >= 3): the path of the outermost of its three innermost
 // scopes when those three, alone, would be a GEMM-class nest that is not perfect in `p`.
 std::optional<Path> hidden_gemm(const ir::Program& p, const Path& s) {
@@ -574,7 +541,7 @@ std::optional<Path> hidden_gemm(const ir::Program& p, const Path& s) {
                        {ir::Node::scope(nc->extent, nc->extent_name, nc->annot, {leaf}, nc->loc)},
                        nb->loc)},
       na->loc);
-  if (!gemm_nest_at(with_node(p, a, chain), a).ok()) return std::nullopt;
+  if (!gemm_nest_at(replace_node(p, a, {chain}), a).ok()) return std::nullopt;
   return a;
 }
 
@@ -584,12 +551,9 @@ SketchExpansion isolate_gemm_nests(const ir::Program& p, const Target& target) {
   Expander x(p, target, {});
   std::set<std::string> given_up;  // statements whose fission was refused, by text
   for (int round = 0; round < 32; ++round) {
-    std::vector<Path> stmts;
-    Path at;
-    statement_paths(x.program().body, at, stmts);
     bool moved = false;
-    for (const Path& s : stmts) {
-      const auto a = hidden_gemm(x.program(), s);
+    for (const Path& s : node_paths(x.program())) {
+      const auto a = hidden_gemm(x.program(), s);  // nullopt for scopes
       if (!a) continue;
       const std::string text = ir::print_stmt(node_at(x.program(), s)->stmt);
       if (given_up.count(text)) continue;
