@@ -287,22 +287,10 @@ int main(int argc, char** argv) {
       trace = res.trace;
       row.how = "optimiser";
     } else {
-      row.how = "as written";
-      const auto isolated = transforms::isolate_gemm_nests(p, target);
-      const auto nests = transforms::gemm_nests(isolated.program);
-      if (!nests.empty()) {
-        q = isolated.program;
-        trace = isolated.trace;
-      }
-      for (const auto& g : nests) {
-        auto c = transforms::microkernel_candidates(g, target);
-        if (c.empty()) continue;
-        auto e = transforms::expand_microkernel_fitted(q, g.path, c.front(), target);
-        if (!e.ok()) continue;
-        q = e->program;
-        trace.insert(trace.end(), e->trace.begin(), e->trace.end());
-        row.how = "sketch";
-      }
+      auto e = transforms::sketch_program(p, target, 0);
+      row.how = e.trace.empty() ? "as written" : "sketch";
+      q = std::move(e.program);
+      trace = std::move(e.trace);
     }
     for (const auto& a : trace) row.trace.push_back(transforms::print_action(a));
     row.verified = optimizer::verify_trace(p, trace, o.arch, config);

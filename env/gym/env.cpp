@@ -155,31 +155,12 @@ ActionSpec Env::action_spec() const {
   return {config_.action_space, n + 1, n};
 }
 
-std::vector<transforms::Action> Env::sketch_trace(int c) const {
-  // Fission exposing nests that share their scopes, then each nest with its c-th candidate
-  // (nests are disjoint subtrees: later paths hold).
-  const transforms::SketchExpansion iso = transforms::isolate_gemm_nests(program_, target_);
-  ir::Program cur = iso.program;
-  std::vector<transforms::Action> trace = iso.trace;
-  bool any = false;
-  for (const auto& nest : transforms::gemm_nests(iso.program)) {
-    const auto cands = transforms::microkernel_candidates(nest, target_);
-    if (c >= static_cast<int>(cands.size())) continue;
-    auto e = transforms::expand_microkernel_fitted(cur, nest.path, cands[c], target_);
-    if (!e.ok()) continue;
-    cur = e->program;
-    trace.insert(trace.end(), e->trace.begin(), e->trace.end());
-    any = true;
-  }
-  return any ? trace : std::vector<transforms::Action>{};
-}
-
 StepResult Env::step_sketch(int c) {
   ++steps_;
   Info info;
   info.action = "microkernel_sketch " + std::to_string(c);
-  const auto trace = sketch_trace(c);
-  if (trace.empty()) {
+  auto e = transforms::sketch_program(program_, target_, static_cast<size_t>(c));
+  if (e.trace.empty()) {
     info.illegal_action = true;
     info.action_had_no_effect = true;
     info.legality = "nothing_to_do";
@@ -187,25 +168,18 @@ StepResult Env::step_sketch(int c) {
                             " for this target";
     return finish_step(config_.illegal_action_penalty, info);
   }
-  auto q = transforms::replay(program_, trace, target_);
-  if (!q.ok()) {
-    info.illegal_action = true;
-    info.action_had_no_effect = true;
-    info.legality = "dependence";
-    info.legality_message = q.error_text();
-    return finish_step(config_.illegal_action_penalty, info);
-  }
+  // Every step of the expansion went through its own check: the program is legal as it is.
   std::optional<std::string> error;
-  const double t = time_of(*q, &error);
+  const double t = time_of(e.program, &error);
   if (error) {
     info.error = "backend failure on '" + info.action + "': " + *error;
     done_ = true;
     return finish_step(config_.illegal_action_penalty, info);
   }
   const double prev = time_;
-  program_ = std::move(q).value();
+  program_ = std::move(e.program);
   time_ = t;
-  for (const auto& a : trace)
+  for (const auto& a : e.trace)
     if (trace_.size() < kMaxHistory) trace_.push_back(a);
   if (t < best_time_) {
     best_time_ = t;
@@ -233,11 +207,8 @@ std::vector<uint8_t> Env::action_mask() const {
   if (config_.sketch_actions > 0) {
     // Cheap: a GEMM-class nest (or one fission would expose) with a c-th candidate. The
     // expansion itself runs at the step; one that fails there is refused like an illegal action.
-    std::vector<transforms::GemmNest> nests = transforms::gemm_nests(program_);
-    if (nests.empty()) nests = transforms::gemm_nests(transforms::isolate_gemm_nests(program_, target_).program);
-    size_t cands = 0;
-    for (const auto& n : nests) cands = std::max(cands, transforms::microkernel_candidates(n, target_).size());
-    for (int c = 0; c < config_.sketch_actions; ++c) mask_.push_back(static_cast<size_t>(c) < cands);
+    const size_t choices = transforms::sketch_choices(program_, target_);
+    for (int c = 0; c < config_.sketch_actions; ++c) mask_.push_back(static_cast<size_t>(c) < choices);
   }
   mask_.push_back(1);  // stop is always allowed
   mask_program_ = program_.body;

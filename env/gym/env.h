@@ -132,8 +132,6 @@ class Env {
   StepResult finish_step(double reward, Info info);
   /// Actions of the base (flat or cursor) space, before the sketch actions and stop.
   int base_actions() const;
-  /// The atomic actions sketch action `c` stands for on the current program (empty: none).
-  std::vector<transforms::Action> sketch_trace(int c) const;
   /// Steps through the sketch action `c`.
   StepResult step_sketch(int c);
 

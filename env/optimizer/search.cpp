@@ -64,31 +64,10 @@ bool too_much_code(const ir::Program& p) {
 
 std::vector<std::vector<transforms::Action>> sketch_proposals(const ir::Program& p,
                                                              const transforms::Target& target) {
-  // Fission first where a GEMM-class nest shares its scopes (attention's first product).
-  const transforms::SketchExpansion isolated = transforms::isolate_gemm_nests(p, target);
-  const std::vector<transforms::GemmNest> nests = transforms::gemm_nests(isolated.program);
-  std::vector<std::vector<transforms::MicrokernelParams>> per_nest;
-  size_t most = 0;
-  for (const auto& g : nests) {
-    per_nest.push_back(transforms::microkernel_candidates(g, target));
-    most = std::max(most, per_nest.back().size());
-  }
   std::vector<std::vector<transforms::Action>> out;
-  for (size_t c = 0; c < std::min<size_t>(most, kSketchesPerNest); ++c) {
-    // Nests are disjoint subtrees and every step stays inside its nest: later nests' paths hold.
-    ir::Program cur = isolated.program;
-    std::vector<transforms::Action> trace = isolated.trace;
-    for (size_t n = 0; n < nests.size(); ++n) {
-      const auto& cands = per_nest[n];
-      if (cands.empty()) continue;
-      auto e = transforms::expand_microkernel_fitted(cur, nests[n].path, cands[std::min(c, cands.size() - 1)],
-                                                    target);
-      if (!e.ok()) continue;
-      cur = e->program;
-      trace.insert(trace.end(), e->trace.begin(), e->trace.end());
-    }
-    if (trace.size() > isolated.trace.size()) out.push_back(std::move(trace));
-  }
+  const size_t choices = std::min(transforms::sketch_choices(p, target), kSketchesPerNest);
+  for (size_t c = 0; c < choices; ++c)
+    if (auto e = transforms::sketch_program(p, target, c); !e.trace.empty()) out.push_back(std::move(e.trace));
   return out;
 }
 

@@ -601,4 +601,27 @@ std::vector<MicrokernelParams> microkernel_candidates(const GemmNest& g, const T
   return out;
 }
 
+SketchExpansion sketch_program(const ir::Program& p, const Target& target, size_t choice) {
+  const SketchExpansion isolated = isolate_gemm_nests(p, target);
+  SketchExpansion out{isolated.trace, isolated.program};
+  bool any = false;
+  for (const auto& nest : gemm_nests(isolated.program)) {
+    const auto cands = microkernel_candidates(nest, target);
+    if (cands.empty()) continue;
+    auto e = expand_microkernel_fitted(out.program, nest.path, cands[std::min(choice, cands.size() - 1)], target);
+    if (!e.ok()) continue;
+    out.program = std::move(e->program);
+    out.trace.insert(out.trace.end(), e->trace.begin(), e->trace.end());
+    any = true;
+  }
+  return any ? out : SketchExpansion{{}, p};
+}
+
+size_t sketch_choices(const ir::Program& p, const Target& target) {
+  size_t most = 0;
+  for (const auto& nest : gemm_nests(isolate_gemm_nests(p, target).program))
+    most = std::max(most, microkernel_candidates(nest, target).size());
+  return most;
+}
+
 }  // namespace perfdojo::transforms

@@ -97,6 +97,15 @@ ir::Result<SketchExpansion> expand_microkernel_fitted(const ir::Program& p, cons
                                                        const MicrokernelParams& want,
                                                        const Target& target);
 
+/// The sketch on a whole program: fission exposing GEMM-class nests (isolate_gemm_nests), then
+/// every nest fitted with its `choice`-th candidate (a nest with fewer takes its last; nests are
+/// disjoint subtrees, so each expansion leaves the others' paths alone). The trace is empty when
+/// no nest took the sketch.
+SketchExpansion sketch_program(const ir::Program& p, const Target& target, size_t choice);
+/// How many choices sketch_program has on `p`: the most candidates any GEMM-class nest (after
+/// fission) has; 0 when there is nothing to sketch.
+size_t sketch_choices(const ir::Program& p, const Target& target);
+
 /// What to aim at on `nest` for a target (expand_microkernel_fitted), best guess first: register
 /// tiles that fill the vector register file (AVX-512: 8 x 48 floats in 24 zmm accumulators, then
 /// 8 x 32 and 4 x 64 in 16; AVX2: 6 x 16 in 12 ymm, 4 x 16 in 8), panels sized for L1 and L2.
