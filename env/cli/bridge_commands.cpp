@@ -20,26 +20,6 @@
 namespace perfdojo::cli {
 namespace {
 
-// Parses an integer option in [lo, hi]; false (after printing the usage error) when it is not.
-bool int_option(const Args& a, const std::string& name, int64_t lo, int64_t hi, int64_t* out,
-                int* rc) {
-  if (!a.values.count(name)) return true;
-  const std::string v = a.get(name);
-  try {
-    size_t used = 0;
-    long long x = std::stoll(v, &used);
-    if (used == v.size() && x >= lo && x <= hi) {
-      *out = x;
-      return true;
-    }
-  } catch (const std::exception&) {
-  }
-  *rc = usage_error("--" + name + " must be an integer in [" + std::to_string(lo) + ", " +
-                        std::to_string(hi) + "], got '" + v + "'",
-                    a.json);
-  return false;
-}
-
 bool seconds_option(const Args& a, const std::string& name, double* out, int* rc) {
   if (!a.values.count(name)) return true;
   const std::string v = a.get(name);

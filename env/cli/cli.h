@@ -49,6 +49,10 @@ std::string diagnostics_json(const std::vector<ir::Diagnostic>& errors);
 /// A usage error (exit 2): message to stderr, or {"ok":false,"error":...} with --json.
 int usage_error(const std::string& message, bool json);
 
+/// An integer option `--name` in [lo, hi] into `out` (left as it is when absent); false, with the
+/// usage error's exit code in `rc`, when the value is not one.
+bool int_option(const Args& a, const std::string& name, int64_t lo, int64_t hi, int64_t* out, int* rc);
+
 /// Subcommands of the IR module (check, fmt, kernels, run).
 std::vector<Command> ir_commands();
 /// Subcommands of the transforms module (actions, apply).

@@ -39,6 +39,25 @@ int usage_error(const std::string& message, bool json) {
   return kExitUsage;
 }
 
+bool int_option(const Args& a, const std::string& name, int64_t lo, int64_t hi, int64_t* out,
+                int* rc) {
+  if (!a.values.count(name)) return true;
+  const std::string v = a.get(name);
+  try {
+    size_t used = 0;
+    long long x = std::stoll(v, &used);
+    if (used == v.size() && x >= lo && x <= hi) {
+      *out = x;
+      return true;
+    }
+  } catch (const std::exception&) {
+  }
+  *rc = usage_error("--" + name + " must be an integer in [" + std::to_string(lo) + ", " +
+                        std::to_string(hi) + "], got '" + v + "'",
+                    a.json);
+  return false;
+}
+
 namespace {
 
 std::vector<Command> all_commands() {

@@ -103,17 +103,6 @@ int cmd_apply(const Args& a) {
 }
 
 
-// A positive integer option, or nullopt when absent; `bad` set when present but not one.
-std::optional<int64_t> int_option(const Args& a, const std::string& name, bool& bad) {
-  if (!a.values.count(name)) return std::nullopt;
-  const std::string v = a.get(name);
-  if (v.empty() || v.size() > 9 || v.find_first_not_of("0123456789") != std::string::npos) {
-    bad = true;
-    return std::nullopt;
-  }
-  return std::stoll(v);
-}
-
 int cmd_sketch(const Args& a) {
   if (a.positional.size() != 1) return usage_error("sketch takes exactly one FILE", a.json);
   auto target = target_of(a);
@@ -142,11 +131,13 @@ int cmd_sketch(const Args& a) {
   }
   const auto candidates = transforms::microkernel_candidates(nest, *target);
   transforms::MicrokernelParams m = candidates.empty() ? transforms::MicrokernelParams{} : candidates.front();
-  bool bad = false, given = false;
+  bool given = false;
+  int rc = kExitOk;
   for (auto [name, field] : {std::pair{"mr", &m.mr}, {"nr", &m.nr}, {"kc", &m.kc}, {"mc", &m.mc},
-                             {"nc", &m.nc}, {"lanes", &m.lanes}})
-    if (auto v = int_option(a, name, bad)) *field = *v, given = true;
-  if (bad) return usage_error("block sizes (--mr --nr --kc --mc --nc --lanes) are positive integers", a.json);
+                             {"nc", &m.nc}, {"lanes", &m.lanes}}) {
+    if (!int_option(a, name, name == std::string("nc") ? 0 : 1, 1 << 20, field, &rc)) return rc;
+    given = given || a.values.count(name);
+  }
   // Sizes given: exactly those (each must divide its extent); else the first candidate, fitted.
   auto e = given ? transforms::expand_microkernel(start.program, nest.path, m, *target)
                  : transforms::expand_microkernel_fitted(start.program, nest.path, m, *target);
