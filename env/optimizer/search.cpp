@@ -75,8 +75,7 @@ std::vector<transforms::Action> fusion_proposal(const ir::Program& p, const tran
   ir::Program cur = p;
   std::vector<transforms::Action> trace;
   auto take = [&](const transforms::Action& a) {
-    if (!transforms::check(cur, a, target).ok()) return false;
-    auto q = transforms::apply(cur, a, target);
+    auto q = transforms::apply(cur, a, target);  // refuses an illegal action
     if (!q.ok()) return false;
     cur = std::move(q).value();
     trace.push_back(a);
@@ -105,8 +104,7 @@ std::vector<transforms::Action> fusion_proposal(const ir::Program& p, const tran
       };
   transforms::Path at;
   walk(cur.body, at);
-  // Later paths first: vectorising (which may tile) an earlier scope never moves a later one,
-  // but the reverse order keeps every remembered path valid whatever the tiling does.
+  // Later paths first, so tiling inside one innermost scope can never shift a path still to come.
   for (auto it = innermost.rbegin(); it != innermost.rend(); ++it)
     for (int w : target.vector_widths)
       if (take({transforms::Kind::kVectorize, *it, "", "", w})) break;
