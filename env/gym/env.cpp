@@ -205,8 +205,9 @@ std::vector<uint8_t> Env::action_mask() const {
   mask_ = config_.action_space == "flat" ? flat_.mask(program_, &mask_memo_)
                                          : cursor_space_.mask(program_, cursor_);
   if (config_.sketch_actions > 0) {
-    // Cheap: a GEMM-class nest (or one fission would expose) with a c-th candidate. The
-    // expansion itself runs at the step; one that fails there is refused like an illegal action.
+    // Opt-in cost (a scan for GEMM-class nests, fission included, once per program: the mask
+    // is cached): a nest with a c-th candidate. The expansion itself runs at the step; one that
+    // fails there is refused like an illegal action.
     const size_t choices = transforms::sketch_choices(program_, target_);
     for (int c = 0; c < config_.sketch_actions; ++c) mask_.push_back(static_cast<size_t>(c) < choices);
   }
