@@ -58,6 +58,13 @@ double body_flops(const std::vector<ir::NodePtr>& body) {
 
 }  // namespace
 
+std::vector<Measurement> Backend::compare(const std::vector<const ir::Program*>& programs,
+                                         const MeasureOptions& options) {
+  std::vector<Measurement> out;
+  for (const ir::Program* p : programs) out.push_back(measure(*p, options));
+  return out;
+}
+
 std::vector<std::string> backend_names() {
   std::vector<std::string> out;
   for (const auto& [n, f] : registry()) out.push_back(n);

@@ -49,9 +49,14 @@ struct Measurement {
   double max_rel_error = 0;          ///< against the interpreter, when verified
   double compile_s = 0;              ///< compile latency (0 on a cache hit)
   bool cached = false;               ///< served from the result cache
+  bool noisy = false;                ///< the spread stayed above kNoisySpread after a repeat
   std::string flags;                 ///< compiler and flags used, recorded with every result
   bool ok() const { return !error; }
 };
+
+/// A timing whose interquartile spread exceeds this fraction of its median says the core was
+/// busy: it is repeated once, and flagged (Measurement::noisy) if it stays that way.
+inline constexpr double kNoisySpread = 0.10;
 
 /// Construction settings shared by all backends (each reads what it needs).
 struct BackendConfig {
@@ -78,6 +83,15 @@ class Backend {
   virtual bool deterministic() const = 0;
   /// Time (or estimate) of `p`. Never throws.
   virtual Measurement measure(const ir::Program& p, const MeasureOptions& options) = 0;
+  /// Times `programs` interleaved in one process: each is compiled and verified as by measure(),
+  /// warmed, then timed in rounds of one batch of each in turn (A B A B ...), so a busy moment
+  /// slows them alike and their ratio stays honest. One Measurement per program, in order; a
+  /// program that fails carries its error and the others are still timed. At most
+  /// kMaxCompared programs. The default measures them one after another (right for a
+  /// deterministic backend).
+  virtual std::vector<Measurement> compare(const std::vector<const ir::Program*>& programs,
+                                           const MeasureOptions& options);
+  static constexpr size_t kMaxCompared = 4;
   /// A fresh, independent instance with the same configuration (for env.fork()).
   virtual std::unique_ptr<Backend> clone() const = 0;
 };

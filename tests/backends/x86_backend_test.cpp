@@ -509,3 +509,46 @@ TEST_CASE(
                                    transformed(kernel("rowsum"), "tile_scope 0.0 16\n")) ==
         doctest::Approx(2e-4));
 }
+
+TEST_CASE("compare times programs interleaved, each verified, a failing one an error record" *
+          doctest::test_suite("hw")) {
+  BackendConfig c;
+  c.extra["inject"] = "segv:crashme";
+  BACKEND_OR_SKIP(b, "x86_64", c);
+  const ir::Program small = program_of(kSmall);
+  const ir::Program big = program_of(
+      "input x: f32[65536]\noutput y: f32[65536]\n\n65536 y[{0}] = x[{0}] * 2 + 1\n");
+  const ir::Program crash = program_of(kCrashMe);
+  auto o = quick();
+  o.min_reps = 5;
+  o.max_reps = 7;
+  auto ms = b->compare({&small, &crash, &big}, o);
+  REQUIRE(ms.size() == 3);
+  REQUIRE_MESSAGE(ms[0].ok(), ms[0].error.value_or(""));
+  REQUIRE_MESSAGE(ms[2].ok(), ms[2].error.value_or(""));
+  REQUIRE_FALSE(ms[1].ok());
+  CHECK_MESSAGE(ms[1].error->find("signal 11") != std::string::npos, *ms[1].error);
+  for (int i : {0, 2}) {
+    CHECK(ms[i].verified);
+    CHECK(ms[i].reps >= 5);
+    CHECK(ms[i].reps <= 14);  // a noisy first attempt is repeated once
+    CHECK(ms[i].min_s <= ms[i].median_s);
+    CHECK_FALSE(ms[i].cached);
+  }
+  // 1024 times the work: slower by far more than any noise.
+  CHECK(ms[2].median_s > 20 * ms[0].median_s);
+  // More programs than the worker keeps loaded are refused, not timed wrongly.
+  auto many = b->compare({&small, &small, &small, &small, &small}, o);
+  REQUIRE(many.size() == 5);
+  CHECK_FALSE(many[0].ok());
+}
+
+TEST_CASE("the cost model's compare is its measure, one by one") {
+  auto b = backends::make_backend("cost_model");
+  const ir::Program small = program_of(kSmall);
+  auto ms = b->compare({&small, &small}, quick());
+  REQUIRE(ms.size() == 2);
+  REQUIRE(ms[0].ok());
+  CHECK(ms[0].median_s == b->measure(small, quick()).median_s);
+  CHECK(ms[1].median_s == ms[0].median_s);
+}
