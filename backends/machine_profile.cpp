@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -77,6 +78,12 @@ std::string set_key(MachineProfile& p, const std::string& key, const std::string
     p.name = value;
     return "";
   }
+  if (key == "isa") {
+    if (value != "x86_avx512" && value != "x86_avx2" && value != "x86_64")
+      return "'isa' must be x86_avx512, x86_avx2 or x86_64, got '" + value + "'";
+    p.isa = value;
+    return "";
+  }
   bool is_cores = key == "cores";
   const Field* f = nullptr;
   for (const auto& x : fields())
@@ -101,10 +108,71 @@ std::string set_key(MachineProfile& p, const std::string& key, const std::string
 
 MachineProfile default_profile() { return MachineProfile{}; }
 
+namespace {
+
+// Figures a busy core makes larger; every other measured figure it makes smaller.
+bool lower_is_better(const std::string& key) {
+  return key.find("cycles") != std::string::npos || key.find("_us") != std::string::npos ||
+         key == "loop_overhead_uops";
+}
+// Figures that describe the hardware, not a speed: never merged.
+bool is_size(const std::string& key) {
+  return key.find("_bytes") != std::string::npos || key.find("_ways") != std::string::npos;
+}
+
+}  // namespace
+
+std::string this_machine_isa() {
+  if (cpu_has("avx512f")) return "x86_avx512";
+  if (cpu_has("avx2") && cpu_has("fma")) return "x86_avx2";
+  return "x86_64";
+}
+
+bool profile_fits_this_machine(const MachineProfile& p) {
+  const std::string isa = this_machine_isa();
+  if (p.isa != isa) return false;
+  if (isa == "x86_avx512") return p.peak_gflops_avx512 > 0;
+  return p.peak_gflops_avx2 > 0;
+}
+
+MachineProfile best_of(const MachineProfile& a, const MachineProfile& b) {
+  MachineProfile out = a;
+  for (const auto& f : fields()) {
+    const std::string key = f.key;
+    if (is_size(key) || key == "freq_ghz") continue;
+    const double x = a.*(f.member), y = b.*(f.member);
+    if (x == 0 || y == 0) continue;  // "not present" stays as a says
+    out.*(f.member) = lower_is_better(key) ? std::min(x, y) : std::max(x, y);
+  }
+  // The clock follows the AVX2 peak (two FMA pipes of 8 lanes), as calibrate derives it.
+  if (out.peak_gflops_avx2 > a.peak_gflops_avx2) out.freq_ghz = b.freq_ghz;
+  return out;
+}
+
+std::string profile_regression(const MachineProfile& old, const MachineProfile& fresh,
+                               double tolerance) {
+  if (old.isa != fresh.isa) return "";
+  std::string why;
+  for (const char* key : {"peak_gflops_avx512", "peak_gflops_avx2", "l1_bw_gbs", "l2_bw_gbs",
+                          "l3_bw_gbs", "dram_bw_gbs"}) {
+    for (const auto& f : fields()) {
+      if (std::string(f.key) != key) continue;
+      const double o = old.*(f.member), n = fresh.*(f.member);
+      if (o > 0 && n < (1 - tolerance) * o) {
+        char buf[128];
+        std::snprintf(buf, sizeof buf, "%s%s %.1f vs %.1f", why.empty() ? "" : ", ", key, n, o);
+        why += buf;
+      }
+    }
+  }
+  return why;
+}
+
 std::string profile_to_text(const MachineProfile& p) {
   std::ostringstream o;
   o << "# perfdojo machine profile (perfdojo calibrate); key = value, '#' starts a comment\n";
   o << "name = " << p.name << "\n";
+  o << "isa = " << p.isa << "\n";
   o << "cores = " << p.cores << "\n";
   for (const auto& f : fields()) o << f.key << " = " << util::json_number(p.*(f.member)) << "  # " << f.doc << "\n";
   return o.str();
@@ -112,7 +180,7 @@ std::string profile_to_text(const MachineProfile& p) {
 
 std::string profile_to_json(const MachineProfile& p) {
   util::JsonObject o;
-  o.add("name", p.name).add("cores", p.cores);
+  o.add("name", p.name).add("isa", p.isa).add("cores", p.cores);
   for (const auto& f : fields()) o.add(f.key, p.*(f.member));
   return o.str();
 }
@@ -359,7 +427,18 @@ void detect_caches(MachineProfile& p) {
 
 }  // namespace
 
+static MachineProfile calibrate_once(const CalibrateOptions& o);
+
 MachineProfile calibrate(const CalibrateOptions& o) {
+  MachineProfile best = calibrate_once(o);
+  for (int r = 1; r < o.rounds; ++r) {
+    if (o.progress) o.progress("round " + std::to_string(r + 1) + " of " + std::to_string(o.rounds));
+    best = best_of(best, calibrate_once(o));
+  }
+  return best;
+}
+
+MachineProfile calibrate_once(const CalibrateOptions& o) {
   MachineProfile p = default_profile();
   auto say = [&](const std::string& s) {
     if (o.progress) o.progress(s);
@@ -374,6 +453,7 @@ MachineProfile calibrate(const CalibrateOptions& o) {
 
   const bool has512 = cpu_has("avx512f");
   const bool has2 = cpu_has("avx2") && cpu_has("fma");
+  p.isa = this_machine_isa();
   if (has512) {
     p.peak_gflops_avx512 = best_rate(secs, 12 * 16 * 2 * 1e-9, [&](long n) { g_sink = fma_chains_avx512(n * 1000, m, a); }) * 1000;
     say("fma avx512: " + std::to_string(p.peak_gflops_avx512) + " GFLOP/s");

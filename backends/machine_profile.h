@@ -13,6 +13,7 @@ namespace perfdojo::backends {
 /// Per-machine figures. Bandwidths are single-core read bandwidths unless named otherwise.
 struct MachineProfile {
   std::string name = "builtin-x86-avx512";  ///< recorded in every estimate's flags
+  std::string isa = "x86_avx512";  ///< the widest ISA the calibration saw (x86_avx512, x86_avx2, x86_64)
   // Compute peaks, single core, float32, FMA counted as two flops.
   double peak_gflops_avx512 = 223;  ///< 0: the machine has no AVX-512
   double peak_gflops_avx2 = 167;
@@ -48,6 +49,14 @@ struct MachineProfile {
   int native_lanes() const { return peak_gflops_avx512 > 0 ? 16 : 8; }
 };
 
+/// The widest x86 ISA this CPU runs, as the backends see it ($PERFDOJO_HIDE_CPU_FEATURES
+/// included): x86_avx512, x86_avx2 or x86_64.
+std::string this_machine_isa();
+
+/// Whether `p` can describe this machine: its ISA is this machine's and that ISA's peak is
+/// measured (a profile calibrated with AVX-512 hidden has no AVX-512 peak).
+bool profile_fits_this_machine(const MachineProfile& p);
+
 /// The built-in profile (the project's 2-core AVX-512 machines).
 MachineProfile default_profile();
 
@@ -66,8 +75,20 @@ std::optional<MachineProfile> load_profile(const std::string& path, std::string*
 /// `error` on failure.
 bool save_profile(const MachineProfile& p, const std::string& path, std::string* error);
 
+/// Each figure of `a` and `b` at its better value: the higher peak and bandwidth, the lower
+/// latency and overhead (a busy moment only ever makes a figure worse). Sizes, core count and
+/// ISA are `a`'s.
+MachineProfile best_of(const MachineProfile& a, const MachineProfile& b);
+
+/// Where `fresh` is markedly worse than `old` (the same ISA): every compute peak and bandwidth
+/// more than `tolerance` below old's, e.g. "peak_gflops_avx512 120.3 vs 175.1". "" when none
+/// is, or when the ISAs differ (then the profiles describe different machines).
+std::string profile_regression(const MachineProfile& old, const MachineProfile& fresh,
+                               double tolerance = 0.15);
+
 /// Knobs of the calibration run.
 struct CalibrateOptions {
+  int rounds = 1;  ///< whole calibrations run; each figure keeps its best (best_of)
   double seconds_per_test = 0.05;  ///< time each micro-benchmark runs for (best of 3 rounds)
   std::function<void(const std::string&)> progress;  ///< called once per measurement, may be empty
 };

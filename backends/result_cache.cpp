@@ -127,6 +127,10 @@ std::string cpu_identity() {
     }
     return one_line(model) + " [flags " + hex64(stable_hash(flags)).substr(0, 8) + "]";
   }();
+  // Features hidden by $PERFDOJO_HIDE_CPU_FEATURES make another machine: its own cached
+  // results and profile, never the full machine's.
+  if (const char* hidden = std::getenv("PERFDOJO_HIDE_CPU_FEATURES"); hidden && *hidden)
+    return kId + " [hiding " + one_line(hidden) + "]";
   return kId;
 }
 

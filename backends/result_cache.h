@@ -42,7 +42,8 @@ class ResultCache {
   std::string dir_;
 };
 
-/// The CPU as the cache keys on it: /proc/cpuinfo's model name and a hash of its flags line.
+/// The CPU as the cache keys on it: /proc/cpuinfo's model name and a hash of its flags line,
+/// and the features $PERFDOJO_HIDE_CPU_FEATURES hides (a machine of its own).
 std::string cpu_identity();
 
 /// $XDG_CACHE_HOME/perfdojo, else ~/.cache/perfdojo (the CLI's default cache directory).

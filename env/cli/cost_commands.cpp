@@ -1,5 +1,7 @@
 // `perfdojo calibrate | estimate`: the cost model's machine profile and its estimates.
 #include <cstdlib>
+#include <filesystem>
+#include <optional>
 #include <iostream>
 
 #include "backends/backend.h"
@@ -23,22 +25,52 @@ int cmd_calibrate(const Args& a) {
     if (*end != '\0' || !(o.seconds_per_test > 0))
       return usage_error("--seconds needs a positive number, got '" + a.get("seconds") + "'", a.json);
   }
+  int64_t rounds = 3;
+  if (int rc = kExitOk; !int_option(a, "rounds", 1, 20, &rounds, &rc)) return rc;
+  o.rounds = static_cast<int>(rounds);
+  const std::string out = a.get("out");
+  // A good profile already there is kept unless the new one is as good: a calibration on a busy
+  // core describes a slower machine, and the cost model silently gets worse with it.
+  std::optional<backends::MachineProfile> old;
+  if (!out.empty() && std::filesystem::exists(out)) {
+    std::string err;
+    old = backends::load_profile(out, &err);
+  }
   // Progress goes to stderr so stdout stays the result.
   o.progress = [](const std::string& s) { std::cerr << "calibrate: " << s << "\n"; };
   backends::MachineProfile p = backends::calibrate(o);
-  const std::string out = a.get("out");
-  if (!out.empty()) {
+  std::string regression = old ? backends::profile_regression(*old, p) : "";
+  bool wrote = false;
+  if (!out.empty() && (regression.empty() || a.has("force"))) {
     std::string err;
     if (!backends::save_profile(p, out, &err)) return usage_error(err, a.json);
+    wrote = true;
   }
+  const std::string refusal =
+      regression.empty() || wrote
+          ? ""
+          : "kept " + out + ": this calibration is more than 15% worse than the profile there (" +
+                regression + "); the core looks busy. Re-run on an idle core, or --force";
   if (a.json) {
-    std::cout << JsonObject().add("ok", true).add("file", out).raw("profile", backends::profile_to_json(p)).str()
+    std::cout << JsonObject()
+                     .add("ok", refusal.empty())
+                     .add("file", out)
+                     .add("written", wrote)
+                     .add("isa", p.isa)
+                     .add("rounds", rounds)
+                     .add("regression", regression)
+                     .add("error", refusal)
+                     .raw("profile", backends::profile_to_json(p))
+                     .str()
               << "\n";
   } else {
     std::cout << backends::profile_to_text(p);
-    if (!out.empty()) std::cerr << "calibrate: wrote " << out << "\n";
+    if (!regression.empty())
+      std::cerr << "calibrate: warning: worse than " << out << ": " << regression << "\n";
+    if (wrote) std::cerr << "calibrate: wrote " << out << "\n";
+    if (!refusal.empty()) std::cerr << "calibrate: " << refusal << "\n";
   }
-  return kExitOk;
+  return refusal.empty() ? kExitOk : kExitInvalid;
 }
 
 int cmd_estimate(const Args& a) {
@@ -99,10 +131,10 @@ int cmd_estimate(const Args& a) {
 
 std::vector<Command> cost_commands() {
   return {
-      {"calibrate", "calibrate [--out FILE] [--seconds S]",
+      {"calibrate", "calibrate [--out FILE] [--seconds S] [--rounds N] [--force]",
        "measure this machine (FMA peaks, cache and memory bandwidth) for the cost model; --out writes "
        "the profile (JSON when FILE ends in .json, else key = value)",
-       {"out", "seconds"}, {}, cmd_calibrate},
+       {"out", "seconds", "rounds"}, {"force"}, cmd_calibrate},
       {"estimate", "estimate FILE [--profile PROFILE]",
        "the cost model's time for a kernel: flops, bytes per cache level and the bound (profile: "
        "--profile, else $PERFDOJO_MACHINE_PROFILE, else built-in)",

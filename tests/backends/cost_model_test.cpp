@@ -276,6 +276,7 @@ TEST_CASE("a machine profile survives a save and load round trip in both formats
     CHECK(back->dram_bw_gbs == p.dram_bw_gbs);
     CHECK(back->cores == 7);
     CHECK(back->name == "round-trip");
+    CHECK(back->isa == p.isa);
     // The backend reads it and names it.
     backends::BackendConfig c;
     c.machine_profile = path;
@@ -284,6 +285,45 @@ TEST_CASE("a machine profile survives a save and load round trip in both formats
     CHECK(backend->measure(load(matmul(32, kIKJ)), {}).flags == "cost_model round-trip");
     fs::remove(path);
   }
+}
+
+TEST_CASE("calibration rounds merge at each figure's better value; a worse one is named") {
+  backends::MachineProfile a = backends::default_profile(), b = a;
+  a.peak_gflops_avx512 = 170;
+  b.peak_gflops_avx512 = 120;  // a busy round
+  a.l3_bw_gbs = 20;
+  b.l3_bw_gbs = 60;
+  a.fork_join_us = 50;
+  b.fork_join_us = 5;
+  a.exp_cycles_scalar = 10;
+  b.exp_cycles_scalar = 30;
+  b.l2_bytes = 123;  // sizes are the hardware's, never merged
+  const auto best = backends::best_of(a, b);
+  CHECK(best.peak_gflops_avx512 == 170);
+  CHECK(best.l3_bw_gbs == 60);
+  CHECK(best.fork_join_us == 5);
+  CHECK(best.exp_cycles_scalar == 10);
+  CHECK(best.l2_bytes == a.l2_bytes);
+  // b against a: 30% less peak, and only that, is a regression; a small difference is not.
+  const std::string why = backends::profile_regression(a, b);
+  CHECK_MESSAGE(why.find("peak_gflops_avx512 120.0 vs 170.0") != std::string::npos, why);
+  CHECK(why.find("l3_bw") == std::string::npos);
+  backends::MachineProfile close = a;
+  close.peak_gflops_avx512 = 160;
+  CHECK(backends::profile_regression(a, close).empty());
+  // Profiles of different ISAs describe different machines: nothing to compare.
+  b.isa = "x86_avx2";
+  CHECK(backends::profile_regression(a, b).empty());
+  // A profile fits this machine only with this machine's ISA and that ISA's peak.
+  backends::MachineProfile here = backends::default_profile();
+  here.isa = backends::this_machine_isa();
+  CHECK(backends::profile_fits_this_machine(here));
+  here.peak_gflops_avx512 = here.isa == "x86_avx512" ? 0 : here.peak_gflops_avx512;
+  here.peak_gflops_avx2 = here.isa == "x86_avx512" ? here.peak_gflops_avx2 : 0;
+  CHECK_FALSE(backends::profile_fits_this_machine(here));
+  here = backends::default_profile();
+  here.isa = backends::this_machine_isa() == "x86_64" ? "x86_avx2" : "x86_64";
+  CHECK_FALSE(backends::profile_fits_this_machine(here));
 }
 
 TEST_CASE("a profile changes the estimate the way its figures say") {
