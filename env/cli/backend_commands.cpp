@@ -1,12 +1,15 @@
 // `perfdojo codegen | measure`: the backends from the command line.
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 
 #include "backends/backend.h"
 #include "backends/result_cache.h"
+#include "backends/machine_profile.h"
 #include "backends/x86_backend.h"
 #include "cli/cli.h"
 #include "ir/parse.h"
+#include "optimizer/optimizer.h"
 #include "util/json.h"
 
 namespace perfdojo::cli {
@@ -47,6 +50,13 @@ bool any_parallel(const std::vector<ir::NodePtr>& body) {
   for (const auto& n : body)
     if (n->is_scope && (n->annot == ir::Annot::kParallel || any_parallel(n->body))) return true;
   return false;
+}
+
+// Where the calibrated machine profile is kept (as `optimize` keeps it).
+backends::BackendConfig profile_config() {
+  backends::BackendConfig c;
+  if (const char* home = std::getenv("HOME")) c.extra["profile_dir"] = std::string(home) + "/.cache/perfdojo";
+  return c;
 }
 
 backends::BackendConfig config_of(const Args& a) {
@@ -116,6 +126,13 @@ int cmd_measure(const Args& a) {
   if (!r.ok()) return report_errors(r.errors(), a.json, file);
   backends::Measurement m = backend->measure(*r, o);
   double flops = backends::flop_count(*r), bytes = backends::compulsory_bytes(*r);
+  // Too large to interpret and nothing to compare with at full size: the generated code of a
+  // scaled-down instance is checked against the interpreter instead, as the optimiser does.
+  std::string verified_on = m.verified ? "full size" : "";
+  if (m.ok() && !m.verified && o.verify && backends::x86_isa_by_name(name)) {
+    backends::BackendConfig vc = config_of(a);
+    if (optimizer::verify_trace(*r, {}, name, vc)) verified_on = "scaled-down instance";
+  }
   if (!m.ok()) {
     if (a.json) {
       std::cout << JsonObject()
@@ -133,13 +150,20 @@ int cmd_measure(const Args& a) {
   }
   double gflops = m.median_s > 0 ? flops / m.median_s * 1e-9 : 0;
   double gbytes = m.median_s > 0 ? bytes / m.median_s * 1e-9 : 0;
-  // Peak of the cores the program may use: one, or all of them with a parallel scope.
+  // Peak of the cores the program may use (one, or all this process may run on with a parallel
+  // scope), from this machine's calibrated profile.
   double peak = 0;
+  std::string peak_source;
   int cores = any_parallel(r->body) ? backend->capabilities().threads : 1;
-  if (auto isa = backends::x86_isa_by_name(name))
-    peak = backends::x86_peak_gflops_per_core(*isa) * cores;
-  std::string verdict = m.verified ? "verified"
-                        : o.verify ? "not verified (large program without annotations)"
+  if (auto isa = backends::x86_isa_by_name(name)) {
+    backends::BackendConfig pc = profile_config();
+    backends::MachineProfile prof;
+    peak_source = optimizer::resolve_machine_profile(pc, &prof);
+    peak = optimizer::fma_peak_gflops(*isa, prof) * cores;
+  }
+  const bool verified = !verified_on.empty();
+  std::string verdict = verified   ? "verified on the " + verified_on
+                        : o.verify ? "NOT verified (the scaled-down check failed or could not run)"
                                    : "not verified (--no-verify)";
   if (a.json) {
     JsonObject j;
@@ -149,8 +173,11 @@ int cmd_measure(const Args& a) {
         .add("median_s", m.median_s)
         .add("min_s", m.min_s);
     j.add("spread", m.spread).add("reps", m.reps).add("gflops", gflops).add("gbytes_per_s", gbytes);
-    if (peak > 0) j.add("peak_gflops", peak).add("fraction_of_peak", gflops / peak);
-    j.add("verified", m.verified)
+    if (peak > 0)
+      j.add("peak_gflops", peak).add("fraction_of_peak", gflops / peak).add("peak_from", peak_source);
+    j.add("isa", backends::this_machine_isa()).add("cores", cores).add("noisy", m.noisy);
+    j.add("verified", verified)
+        .add("verified_on", verified_on)
         .add("max_rel_error", m.max_rel_error)
         .add("compile_s", m.compile_s);
     j.add("cached", m.cached).add("flags", m.flags).add("seed", o.seed);
@@ -165,13 +192,16 @@ int cmd_measure(const Args& a) {
     std::snprintf(buf, sizeof buf, "  %.3f GFLOP/s, %.3f GB/s compulsory", gflops, gbytes);
     std::cout << buf;
     if (peak > 0) {
-      std::snprintf(buf, sizeof buf, ", %.1f%% of peak (%.0f GFLOP/s on %d core%s)",
-                    100 * gflops / peak, peak, cores, cores == 1 ? "" : "s");
+      std::snprintf(buf, sizeof buf, ", %.1f%% of peak (%.0f GFLOP/s on %d core%s of an %s machine; %s)",
+                    100 * gflops / peak, peak, cores, cores == 1 ? "" : "s",
+                    backends::this_machine_isa().c_str(), peak_source.c_str());
       std::cout << buf;
     }
-    std::snprintf(buf, sizeof buf,
-                  "\n  result: %s (max relative error %.3g); compile %.3f s\n  flags: %s\n",
-                  verdict.c_str(), m.max_rel_error, m.compile_s, m.flags.c_str());
+    if (m.noisy) std::cout << "\n  warning: the spread stayed above 10% after a repeat: the core was busy";
+    char err[64] = "";
+    if (m.verified) std::snprintf(err, sizeof err, " (max relative error %.3g)", m.max_rel_error);
+    std::snprintf(buf, sizeof buf, "\n  result: %s%s; compile %.3f s\n  flags: %s\n",
+                  verdict.c_str(), err, m.compile_s, m.flags.c_str());
     std::cout << buf;
   }
   return kExitOk;

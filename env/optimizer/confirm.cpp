@@ -31,7 +31,10 @@ bool verify_small(const ir::Program& original, const std::vector<transforms::Act
 }
 
 // A quick unverified screening run ranks; only a candidate that screens faster than the best so
-// far gets the verified measurement and the scaled-down interpreter check before it counts.
+// far gets the verified measurement and the scaled-down interpreter check before it counts. A
+// close call is decided by timing the candidate and the best so far interleaved in one process,
+// so a busy moment cannot make a slower program look faster; a clear win (half again faster than
+// the best's time) is measured alone.
 bool SearchRun::try_candidate(const ir::Program& q, const std::vector<transforms::Action>& trace) {
   if (!measured.insert(ir::structural_hash(q)).second) return false;
   const auto t0 = Clock::now();
@@ -39,18 +42,31 @@ bool SearchRun::try_candidate(const ir::Program& q, const std::vector<transforms
   ++r.measurements;
   bool better = false;
   if (sm.ok() && sm.median_s < std::min(best_screen, r.final_s) * 0.98) {
-    auto m = target_backend.measure(q, mo);
-    ++r.measurements;
+    backends::Measurement m;
+    if (sm.median_s * 1.5 < r.final_s) {
+      m = target_backend.measure(q, mo);
+      ++r.measurements;
+      better = m.ok() && m.median_s < r.final_s;
+    } else {
+      auto pair = target_backend.compare({&res.program, &q}, mo);
+      r.measurements += 2;
+      m = pair[1];
+      // Against the best as timed in this same run; its figure from then if it failed now.
+      const double best_now = pair[0].ok() ? pair[0].median_s : r.final_s;
+      better = m.ok() && m.median_s < best_now;
+      if (better && pair[0].ok()) m.median_s *= r.final_s / best_now;  // on the best's old scale
+    }
     // The interpreter check on the scaled-down instance is what proves the trace and the code
     // generator right; the backend's own check at full size (a wrong result is an error)
     // adds to it when it can run (an unannotated large program has no sequential reference
     // other than itself).
-    better = m.ok() && m.median_s < r.final_s && verify_small(program, trace, target, arch, config);
+    better = better && verify_small(program, trace, target, arch, config);
     if (better) {
       best_screen = sm.median_s;
       r.final_s = m.median_s;
       r.flags = m.flags;
       r.verified = true;
+      if (r.first_measured_s == 0) r.first_measured_s = seconds_since(start);
       res.program = q;
       res.trace = trace;
     }
@@ -62,8 +78,44 @@ bool SearchRun::try_candidate(const ir::Program& q, const std::vector<transforms
   if (progress)
     progress(std::min(1.0, seconds_since(start) / timeout_s), r.evaluations,
              r.baseline_s / r.final_s);
-  r.curve.push_back({seconds_since(start), r.evaluations, best_estimate});
+  record_curve();
   return better;
+}
+
+void SearchRun::measure_proposals() {
+  for (const Candidate& c : proposed) {  // whatever the model thinks of them
+    if (over(kProposalShare)) break;
+    try_candidate(c.program, c.trace);
+  }
+}
+
+double SearchRun::final_reserve_s() const {
+  if (!(r.baseline_s > 0)) return 0;
+  return std::min(0.3 * timeout_s, kFinalMinReps * 1.5 * (r.baseline_s + r.final_s) + 0.5);
+}
+
+void SearchRun::retime_final() {
+  if (cancelled() || !(r.baseline_s > 0)) return;  // Ctrl-C: the best so far, at once
+  backends::MeasureOptions fo = mo;
+  fo.min_reps = kFinalMinReps;
+  fo.max_reps = std::max(mo.max_reps, 20);
+  fo.time_budget_s = std::clamp(timeout_s * 0.02, 0.2, 3.0);
+  const bool same = res.trace.empty();
+  auto ms = same ? target_backend.compare({&program}, fo)
+                 : target_backend.compare({&program, &res.program}, fo);
+  r.measurements += static_cast<int>(ms.size());
+  const auto& b = ms.front();
+  const auto& f = ms.back();
+  if (!b.ok() || !f.ok()) return;  // keep the search's figures; interleaved stays false
+  r.baseline_s = b.median_s;
+  r.baseline_min_s = b.min_s;
+  r.baseline_spread = b.spread;
+  r.final_s = f.median_s;
+  r.final_min_s = f.min_s;
+  r.final_spread = f.spread;
+  r.final_reps = std::min(b.reps, f.reps);
+  r.noisy = b.noisy || f.noisy;
+  r.interleaved = true;
 }
 
 // Alternates: a few of the model's favourites, then a measured climb from the best program so
@@ -72,13 +124,10 @@ bool SearchRun::try_candidate(const ir::Program& q, const std::vector<transforms
 // costs a few measurements, not the budget; the loop ends when the favourites and the best
 // program's children are exhausted, or at 95% of the budget.
 void SearchRun::confirm() {
-  for (const Candidate& c : proposed) {  // the proposals first, whatever the model thinks
-    if (over(0.75)) break;
-    try_candidate(c.program, c.trace);
-  }
-  while (!over(0.95)) {
+  measure_proposals();  // those not measured before the beam (the deadline came first)
+  while (!confirm_over()) {
     const size_t favourites_before = next_favourite;
-    for (int k = 0; k < 4 && next_favourite < pool.size() && !over(0.95); ++next_favourite)
+    for (int k = 0; k < 4 && next_favourite < pool.size() && !confirm_over(); ++next_favourite)
       if (!pool[next_favourite].trace.empty()) {
         try_candidate(pool[next_favourite].program, pool[next_favourite].trace);
         ++k;
@@ -92,7 +141,7 @@ void SearchRun::confirm() {
 
 void SearchRun::climb(bool& climbed, bool& exhausted) {
   auto by_estimate = [](const Candidate& x, const Candidate& y) { return x.estimate < y.estimate; };
-  while (!over(0.95) && !exhausted) {
+  while (!confirm_over() && !exhausted) {
     const uint64_t here_hash = ir::structural_hash(res.program);
     if (next_of != here_hash) {  // computed once per program, not once per round
       next.clear();
@@ -102,7 +151,7 @@ void SearchRun::climb(bool& climbed, bool& exhausted) {
     }
     size_t& tried = children_tried[here_hash];
     bool moved = false;
-    for (size_t stop = tried + 6; tried < next.size() && tried < stop && !over(0.95); ++tried) {
+    for (size_t stop = tried + 6; tried < next.size() && tried < stop && !confirm_over(); ++tried) {
       if (try_candidate(next[tried].program, next[tried].trace)) {
         moved = climbed = true;
         break;

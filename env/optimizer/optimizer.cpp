@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 
 #include "backends/codegen_c.h"
 #include "backends/machine_profile.h"
@@ -91,6 +92,7 @@ Result Optimizer::transform(const ir::Program& program, double timeout_s, const 
   }
   detail::SearchRun run(program, timeout_s, progress, cancel, mode_, target, arch_, config_,
                         *target_, *model_, res, start);
+  r.seed = run.mo.seed;
   auto baseline = target_->measure(program, run.mo);
   ++r.measurements;
   if (!baseline.ok()) {
@@ -100,11 +102,17 @@ Result Optimizer::transform(const ir::Program& program, double timeout_s, const 
     r.verified = baseline.verified;
     r.flags = baseline.flags;
   }
-  run.beam_search(proposals_);
-  // Confirm the best candidates by measurement, then climb from the best measured program, the
-  // model proposing and the measurement deciding.
+  run.record_curve();
+  // Anytime: the sketches and proposals are measured before the beam search, so a verified
+  // best exists within the first seconds; then the beam on the cost model, then the measured
+  // confirmation and climb (the model proposing, the measurement deciding).
+  run.seed(proposals_);
+  if (baseline.ok()) run.measure_proposals();
+  run.beam_search();
   if (baseline.ok()) run.confirm();
-  finish(res, run.cancelled() || detail::seconds_since(start) > timeout_s);
+  const bool late = run.cancelled() || detail::seconds_since(start) > timeout_s;
+  if (baseline.ok()) run.retime_final();
+  finish(res, late);
   return res;
 }
 
@@ -120,6 +128,14 @@ void Optimizer::finish(Result& res, bool interrupted) const {
   }
   if (res.trace.empty() && r.note.empty())
     r.note = "no candidate measured faster than the original; returning it unchanged";
+  if (r.noisy) {
+    char buf[200];
+    std::snprintf(buf, sizeof buf,
+                  "%sthe final re-timing stayed noisy (spread %.0f%% / %.0f%%): the core was busy, "
+                  "so the speed-up is uncertain",
+                  r.note.empty() ? "" : "; ", 100 * r.baseline_spread, 100 * r.final_spread);
+    r.note += buf;
+  }
   res.c_source = backends::x86_generate_c(isa_, res.program, config_).source;
   res.c_header = c_header(res.program);
 }

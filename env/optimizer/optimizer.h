@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/machine_profile.h"
 #include "backends/x86_backend.h"
 #include "ir/diagnostic.h"
 #include "ir/ir.h"
@@ -44,13 +45,23 @@ struct CurvePoint {
   double elapsed_s;
   int evaluations;
   double best_estimate_s;  ///< cost model's estimate of the best program so far
+  double best_measured_s;  ///< measured time of the best verified program so far (0: none yet)
 };
 
 /// What `transform` found, with the figures behind it.
 struct Report {
   std::string arch, mode;
-  double baseline_s = 0;  ///< measured time of the original program on the target
-  double final_s = 0;     ///< measured time of the returned program
+  /// Measured times of the original and the returned program on the target: at the end, the
+  /// two timed interleaved in one process (A B A B ...), medians of `final_reps` each.
+  double baseline_s = 0;
+  double final_s = 0;
+  double baseline_min_s = 0, final_min_s = 0;
+  double baseline_spread = 0, final_spread = 0;  ///< (p75 - p25) / median of those runs
+  int final_reps = 0;
+  bool noisy = false;  ///< the final re-timing's spread stayed above 10%: the core was busy
+  bool interleaved = false;  ///< baseline_s and final_s come from one interleaved run
+  double first_measured_s = 0;  ///< when the first candidate faster than the original was verified
+  uint64_t seed = 0;            ///< input data seed of every measurement
   double speedup = 1;
   double gflops = 0;         ///< of the returned program
   double peak_fraction = 0;  ///< gflops / the target's FMA peak per core x threads used
@@ -122,6 +133,14 @@ class Optimizer {
 /// checks before it returns a kernel).
 bool verify_trace(const ir::Program& original, const std::vector<transforms::Action>& trace,
                   const std::string& arch, const backends::BackendConfig& config = {});
+
+/// This machine's profile for the cost model and for "% of peak": `config.machine_profile`,
+/// else $PERFDOJO_MACHINE_PROFILE, else the calibrated one kept in `config.extra["profile_dir"]`
+/// (or `config.cache_dir`), else calibrated now and kept there. Returns where it came from.
+std::string resolve_machine_profile(backends::BackendConfig& config,
+                                    backends::MachineProfile* out);
+/// The FMA peak per core of `isa` on the machine `profile` describes (GFLOP/s).
+double fma_peak_gflops(backends::X86Isa isa, const backends::MachineProfile& profile);
 
 /// Where the calibrated profile of this machine is kept under `cache_dir` ("" without one).
 std::string cached_profile_path(const std::string& cache_dir);

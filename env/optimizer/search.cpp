@@ -140,6 +140,10 @@ SearchRun::SearchRun(const ir::Program& program, double timeout_s, const Progres
   measured = {ir::structural_hash(program)};
 }
 
+void SearchRun::record_curve() {
+  r.curve.push_back({seconds_since(start), r.evaluations, best_estimate, r.final_s});
+}
+
 double SearchRun::estimate(const ir::Program& p) {
   ++r.evaluations;
   auto m = model.measure(p, est);
@@ -185,7 +189,7 @@ void SearchRun::replay_proposals(const std::vector<std::vector<transforms::Actio
 
 // A pass that ends early starts again four times as wide: cheap estimates buy breadth while
 // there is time.
-void SearchRun::beam_search(const std::vector<std::vector<transforms::Action>>& proposals) {
+void SearchRun::seed(const std::vector<std::vector<transforms::Action>>& proposals) {
   start_estimate = estimate(program);
   best_estimate = start_estimate;
   roots = {{program, {}, start_estimate}};
@@ -196,6 +200,9 @@ void SearchRun::beam_search(const std::vector<std::vector<transforms::Action>>& 
   }
   replay_proposals(proposals, r.proposals_used);
   proposed.assign(roots.begin() + 1, roots.end());
+}
+
+void SearchRun::beam_search() {
   for (int width = ms.beam_width; !over(kBeamShare); width *= 4) {
     beam_pass(width);
     if (width > 1 << 16) break;
@@ -215,7 +222,7 @@ void SearchRun::beam_pass(int width) {
     beam = children;
     keep_in_pool(children);
     best_estimate = std::min(best_estimate, beam.front().estimate);
-    r.curve.push_back({seconds_since(start), r.evaluations, best_estimate});
+    record_curve();
     if (progress)
       progress(std::min(1.0, seconds_since(start) / timeout_s), r.evaluations,
                start_estimate / best_estimate);

@@ -92,10 +92,12 @@ struct SearchRun {
   void children_of(const Candidate& c, std::vector<Candidate>* out, std::set<uint64_t>* seen,
                    double stop_fraction);
 
-  // search.cpp. Beam search on the cost model until kBeamShare of the budget is used, from the
-  // original and the outside proposals.
+  // search.cpp. The roots: the original, the micro-kernel sketches, the fusion proposal and the
+  // outside proposals, replayed on this target.
+  void seed(const std::vector<std::vector<transforms::Action>>& proposals);
+  // Beam search on the cost model from the roots until kBeamShare of the budget is used.
   static constexpr double kBeamShare = 0.5;
-  void beam_search(const std::vector<std::vector<transforms::Action>>& proposals);
+  void beam_search();
   // Outside proposals replayed step by step on this target: beam roots and pool members.
   void replay_proposals(const std::vector<std::vector<transforms::Action>>& proposals, int& used);
   // One pass at `width`: from the roots, keeping the pool's best.
@@ -104,8 +106,24 @@ struct SearchRun {
 
   // confirm.cpp. Measures candidates against the best so far; true when `q` became it.
   bool try_candidate(const ir::Program& q, const std::vector<transforms::Action>& trace);
-  // The proposals, then the model's favourites alternated with a measured climb.
+  // The replayed proposals measured at once, so a measured best exists within the first
+  // seconds (anytime): until kProposalShare of the budget at most.
+  static constexpr double kProposalShare = 0.4;
+  void measure_proposals();
+  // The model's favourites alternated with a measured climb, until the final re-timing's
+  // reserve is all that is left.
   void confirm();
+  // The original and the returned program re-timed interleaved (A B A B ...): the report's
+  // baseline_s, final_s and speed-up come from this one run.
+  void retime_final();
+  static constexpr int kFinalMinReps = 5;
+  // Seconds kept at the end of the budget for retime_final.
+  double final_reserve_s() const;
+  bool confirm_over() const {
+    return seconds_since(start) > timeout_s * 0.97 - final_reserve_s() || cancelled();
+  }
+  // One curve point: the model's best estimate and the measured best so far.
+  void record_curve();
   // Climbs from the best measured program; whether it moved, and whether its children are
   // exhausted.
   void climb(bool& climbed, bool& exhausted);

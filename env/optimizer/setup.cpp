@@ -81,7 +81,7 @@ std::string resolve_profile(backends::BackendConfig& config, backends::MachinePr
   };
   if (!config.machine_profile.empty()) return use(config.machine_profile, config.machine_profile);
   if (const char* env = std::getenv("PERFDOJO_MACHINE_PROFILE"); env && *env) {
-    if (auto s = use(env, "$PERFDOJO_MACHINE_PROFILE"); !s.empty()) return s;
+    if (auto s = use(env, std::string("$PERFDOJO_MACHINE_PROFILE = ") + env); !s.empty()) return s;
   }
   auto it = config.extra.find("calibrate");
   if (it != config.extra.end() && it->second == "off") {
@@ -92,7 +92,10 @@ std::string resolve_profile(backends::BackendConfig& config, backends::MachinePr
   const std::string dir = dir_it != config.extra.end() ? dir_it->second : config.cache_dir;
   std::string cached = cached_profile_path(dir);
   if (!cached.empty() && std::filesystem::exists(cached)) {
-    if (auto s = use(cached, "calibrated earlier, " + cached); !s.empty()) return s;
+    // One taken for another ISA (an older file, or features hidden) is calibrated again.
+    auto p = backends::load_profile(cached, &err);
+    if (p && backends::profile_fits_this_machine(*p))
+      if (auto s = use(cached, "calibrated earlier, " + cached); !s.empty()) return s;
   }
   // A calibration taken while other jobs keep the cores busy describes a slower machine (an FMA
   // peak of 43 instead of ~90 GFLOP/s was seen): use it for this run, never keep it.
@@ -132,4 +135,13 @@ double peak_gflops(backends::X86Isa isa, const backends::MachineProfile& profile
 }
 
 }  // namespace detail
+std::string resolve_machine_profile(backends::BackendConfig& config,
+                                    backends::MachineProfile* out) {
+  return detail::resolve_profile(config, out);
+}
+
+double fma_peak_gflops(backends::X86Isa isa, const backends::MachineProfile& profile) {
+  return detail::peak_gflops(isa, profile);
+}
+
 }  // namespace perfdojo::optimizer

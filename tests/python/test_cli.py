@@ -460,3 +460,52 @@ def test_sketch_refuses_what_it_cannot_do_with_a_reason():
     # A bad option value is a usage error.
     perfdojo("sketch", KERNELS / "matmul-1024.pdj", "--mr", "eight", check_rc=2)
     perfdojo("sketch", KERNELS / "matmul-1024.pdj", "--path", "0.x", check_rc=2)
+
+
+# --- measure and calibrate ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def profile(tmp_path_factory):
+    """A quick calibration of this machine (the figures are rough; only their source matters)."""
+    path = tmp_path_factory.mktemp("profile") / "machine.profile"
+    perfdojo("calibrate", "--rounds", "1", "--seconds", "0.01", "--out", path, check_rc=0)
+    return path
+
+
+def test_calibrate_records_the_isa_and_keeps_a_better_profile_unless_forced(tmp_path, profile):
+    text = profile.read_text()
+    isa = re.search(r"^isa = (\S+)$", text, re.M)[1]
+    assert isa in ("x86_avx512", "x86_avx2", "x86_64")
+    # A profile there that is far better than any machine: the new calibration is refused...
+    better = tmp_path / "better.profile"
+    better.write_text(re.sub(r"^(peak_gflops_avx\S+) = .*$", r"\1 = 100000", text, flags=re.M))
+    before = better.read_text()
+    proc = perfdojo("calibrate", "--rounds", "1", "--seconds", "0.01", "--out", better, "--json",
+                    check_rc=1)
+    doc = json_out(proc)
+    assert doc["ok"] is False and doc["written"] is False
+    assert "peak_gflops_avx" in doc["regression"] and "--force" in doc["error"]
+    assert better.read_text() == before
+    # ...unless forced.
+    perfdojo("calibrate", "--rounds", "1", "--seconds", "0.01", "--out", better, "--force",
+             check_rc=0)
+    assert "100000" not in better.read_text()
+    perfdojo("calibrate", "--rounds", "0", check_rc=2)
+
+
+def test_measure_verifies_a_large_program_on_a_scaled_down_instance_and_uses_the_profile_peak(
+        monkeypatch, profile):
+    monkeypatch.setenv("PERFDOJO_MACHINE_PROFILE", str(profile))
+    # matmul-256 is past the interpreter's full-size limit and has no annotations to compare.
+    doc = json_out(perfdojo("measure", KERNELS / "matmul-256.pdj", "--no-cache", "--json",
+                            check_rc=0))
+    assert doc["verified"] is True
+    assert doc["verified_on"] == "scaled-down instance"
+    assert doc["isa"] in ("x86_avx512", "x86_avx2", "x86_64")
+    assert doc["cores"] == 1
+    assert str(profile) in doc["peak_from"]
+    peaks = dict(re.findall(r"^(peak_gflops_\w+) = (\S+)", profile.read_text(), re.M))
+    key = {"x86_avx512": "peak_gflops_avx512"}.get(doc["backend"], "peak_gflops_avx2")
+    assert doc["peak_gflops"] == pytest.approx(float(peaks[key]))
+    assert doc["fraction_of_peak"] == pytest.approx(doc["gflops"] / doc["peak_gflops"])

@@ -66,6 +66,15 @@ def test_optimize_writes_a_verified_kernel_its_trace_source_header_and_report(tm
     assert report["threads"] == 1
     assert report["final_s"] <= report["baseline_s"]
     assert report["profile"]
+    # The report's two times come from one interleaved re-timing at the end (A B A B ...).
+    assert report["timing"] == "interleaved"
+    assert report["final_reps"] >= 5
+    assert report["baseline_min_s"] <= report["baseline_s"]
+    assert report["final_min_s"] <= report["final_s"]
+    # Anytime: the curve carries the measured best, which only ever improves.
+    measured = [p["best_measured_s"] for p in report["curve"]]
+    assert measured and all(b <= a for a, b in zip(measured, measured[1:]))
+    assert 0 < report["first_measured_s"] < 8 or report["trace"] == []
     for name in ("softmax.pdj", "trace.txt", "kernel.c", "kernel.h", "report.json"):
         assert (out / name).exists(), name
     # The trace replays to the written program.
