@@ -229,6 +229,7 @@ int cmd_optimize(const Args& a) {
                            .add("noisy", r.noisy)
                            .add("first_measured_s", r.first_measured_s)
                            .add("seed", r.seed)
+                           .add("budget_s", r.budget_s)
                            .add("speedup", r.speedup)
                            .add("gflops", r.gflops)
                            .add("peak_fraction", r.peak_fraction)

@@ -93,6 +93,7 @@ Result Optimizer::transform(const ir::Program& program, double timeout_s, const 
   detail::SearchRun run(program, timeout_s, progress, cancel, mode_, target, arch_, config_,
                         *target_, *model_, res, start);
   r.seed = run.mo.seed;
+  r.budget_s = timeout_s;
   auto baseline = target_->measure(program, run.mo);
   ++r.measurements;
   if (!baseline.ok()) {

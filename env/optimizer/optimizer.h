@@ -62,6 +62,7 @@ struct Report {
   bool interleaved = false;  ///< baseline_s and final_s come from one interleaved run
   double first_measured_s = 0;  ///< when the first candidate faster than the original was verified
   uint64_t seed = 0;            ///< input data seed of every measurement
+  double budget_s = 0;          ///< the time limit transform was given
   double speedup = 1;
   double gflops = 0;         ///< of the returned program
   double peak_fraction = 0;  ///< gflops / the target's FMA peak per core x threads used

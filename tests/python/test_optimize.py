@@ -9,6 +9,7 @@ times every candidate, and `--agent` runs `evaluate_agent --propose` on a checkp
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -118,3 +119,32 @@ def test_a_missing_checkpoint_is_an_error(tmp_path, softmax):
     r = optimize(softmax, "--timeout", 5, "--agent", tmp_path / "none.ckpt", "--json")
     assert r.returncode == 1
     assert "cannot read checkpoint" in json.loads(r.stdout)["errors"][0]["message"]
+
+
+def test_retime_recompiles_the_returned_kernel_and_times_it_against_the_original(tmp_path, softmax):
+    out = tmp_path / "out"
+    r = optimize(softmax, "--timeout", 6, "--threads", 1, "--no-cache", "--out", out)
+    assert r.returncode == 0, r.stderr[-2000:]
+    env = dict(os.environ, PERFDOJO_BIN_DIR=str(BIN_DIR))
+    # The tolerance is wide: this checks the script's work (compile, run, compare outputs, time),
+    # not a speed; benchmarks/ holds the speed claims.
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "retime.py"), str(out),
+                           "--reps", "10", "--tolerance", "100", "--json"],
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rec = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert rec["agrees"] is True
+    assert rec["reps"] == 10
+    assert 0 < rec["returned_min_s"] <= rec["returned_median_s"]
+    assert 0 < rec["original_min_s"] <= rec["original_median_s"]
+    report = json.loads((out / "report.json").read_text())
+    assert rec["report_speedup"] == report["speedup"]
+    # A returned kernel that computes something else is caught, not timed.
+    src = (out / "kernel.c").read_text()
+    end = src.rindex("}", 0, src.index("void perfdojo_entry"))  # kernel()'s closing brace
+    (out / "kernel.c").write_text(src[:end] + "  d[0] += 1.0f;\n" + src[end:])
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "retime.py"), str(out),
+                           "--reps", "10", "--json"], capture_output=True, text=True, timeout=300,
+                          env=env)
+    assert proc.returncode == 1
+    assert "differs" in json.loads(proc.stdout.strip().splitlines()[-1])["error"]
