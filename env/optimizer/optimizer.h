@@ -89,7 +89,8 @@ struct Result {
   Report report;
 };
 
-/// Progress callback: (fraction of the time budget used, evaluations, best speed-up estimate).
+/// Progress callback: (fraction of the time budget used, evaluations, the measured best
+/// speed-up so far; the cost model's estimate while nothing is measured).
 using Progress = std::function<void(double, int, double)>;
 
 /// An optimiser for one architecture and mode.

@@ -223,9 +223,10 @@ void SearchRun::beam_pass(int width) {
     keep_in_pool(children);
     best_estimate = std::min(best_estimate, beam.front().estimate);
     record_curve();
-    if (progress)
+    if (progress)  // the measured best once there is one, not the model's hope
       progress(std::min(1.0, seconds_since(start) / timeout_s), r.evaluations,
-               start_estimate / best_estimate);
+               r.baseline_s > 0 && r.final_s > 0 ? r.baseline_s / r.final_s
+                                                 : start_estimate / best_estimate);
   }
 }
 
