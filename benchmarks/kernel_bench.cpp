@@ -179,6 +179,8 @@ struct Row {
   double torch_min = 0, torch_med = 0, ours_py_min = 0, ours_py_med = 0;
   std::string torch_note;
   std::string torch_form;  ///< the fastest of the PyTorch forms tried (torch_baseline.py)
+  double speedup = 0;      ///< the optimiser's report: over the original, timed interleaved
+  double first_s = 0;      ///< when the optimiser verified its first faster kernel
   std::vector<std::string> trace;
 };
 
@@ -288,6 +290,8 @@ int main(int argc, char** argv) {
       q = res.program;
       trace = res.trace;
       row.how = "optimiser";
+      row.speedup = res.report.speedup;
+      row.first_s = res.report.first_measured_s;
     } else {
       auto e = transforms::sketch_program(p, target, 0);
       row.how = e.trace.empty() ? "as written" : "sketch";
@@ -373,6 +377,12 @@ int main(int argc, char** argv) {
   }
   std::printf("\n(times in ms, medians unless marked min; \"vs X\" = X's median / ours, each pair timed interleaved\n"
               " in one process: OpenBLAS here, PyTorch in the PyTorch process; above 1 means faster than X)\n");
+  if (opt) {
+    std::printf("the optimiser's reports (original and result re-timed interleaved at the end):\n");
+    for (const auto& r : rows)
+      std::printf("  %-12s x%.2f over the original; first faster kernel verified after %.1f s\n", r.kernel.c_str(),
+                  r.speedup, r.first_s);
+  }
   std::printf("PyTorch forms (the fastest of the reasonable ones, timed first in its process):\n");
   for (const auto& r : rows) {
     if (!r.torch_form.empty()) std::printf("  %-12s %s\n", r.kernel.c_str(), r.torch_form.c_str());
@@ -421,6 +431,8 @@ int main(int argc, char** argv) {
                   .add("torch_median_s", r.torch_med)
                   .add("torch_note", r.torch_note)
                   .add("torch_form", r.torch_form)
+                  .add("report_speedup", r.speedup)
+                  .add("first_measured_s", r.first_s)
                   .raw("trace", trace.str())
                   .str());
     }

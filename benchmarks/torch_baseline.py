@@ -2,7 +2,7 @@
 """PyTorch single-threaded times for the shipped kernels it expresses.
 
 Run by Debian's interpreter (`/usr/bin/python3`, which has the `python3-torch` package), usually
-from `optimizer_bench`, which compares the optimiser's kernels with these times:
+from `kernel_bench` (with `--interleave`); alone it prints each kernel's PyTorch time:
 
     /usr/bin/python3 benchmarks/torch_baseline.py kernels/softmax.pdj kernels/mlp.pdj --json
 
