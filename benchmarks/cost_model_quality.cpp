@@ -375,8 +375,8 @@ int main(int argc, char** argv) {
   std::printf("cost model quality (%s, %s measurements)\n",
               kernel_profile.empty() ? (profile.name + " profile").c_str() : "a profile calibrated per kernel",
               replay.empty() ? backend_name.c_str() : replay.c_str());
-  std::printf("%-10s %8s %9s %9s %9s %9s %9s %12s %12s\n", "kernel", "samples", "spearman", "vs-min", "serial",
-              "parallel", "log-corr", "median-ratio", "us/estimate");
+  std::printf("%-10s %8s %9s %9s %9s %9s %9s %12s %9s %12s\n", "kernel", "samples", "spearman", "vs-min", "serial",
+              "parallel", "log-corr", "median-ratio", "top-pick", "us/estimate");
   bool all_good = true;
   for (const auto& k : specs()) {
     std::vector<double> meas, fastest, est, lm, le, ratio, sm, se, pm, pe;
@@ -396,15 +396,19 @@ int main(int argc, char** argv) {
     eval_s = eval[k.name].first / std::max(1, eval[k.name].second);
     std::sort(ratio.begin(), ratio.end());
     double rho = spearman(meas, est);
-    all_good = all_good && rho >= 0.8;
-    std::printf("%-10s %8zu %9.3f %9.3f %9.3f %9.3f %9.3f %12.3g %12.2f\n", k.name.c_str(), meas.size(), rho,
+    // The model's favourite, as measured, over the fastest variant measured: what a search that
+    // trusted the model's first choice would lose.
+    const size_t pick = static_cast<size_t>(std::min_element(est.begin(), est.end()) - est.begin());
+    const double top_pick = meas[pick] / *std::min_element(meas.begin(), meas.end());
+    all_good = all_good && rho >= 0.9 && top_pick <= 1.2;
+    std::printf("%-10s %8zu %9.3f %9.3f %9.3f %9.3f %9.3f %12.3g %9.2f %12.2f\n", k.name.c_str(), meas.size(), rho,
                 spearman(fastest, est), spearman(sm, se), spearman(pm, pe), pearson(lm, le), ratio[ratio.size() / 2],
-                eval_s * 1e6);
+                top_pick, eval_s * 1e6);
   }
   csv.close();
   std::printf("model evaluation: %.2f us per call on average, %.2f us at most (%zu programs)\n",
               all.empty() ? 0.0 : eval_sum / static_cast<double>(all.size()) * 1e6, eval_max * 1e6, all.size());
-  std::printf("%s\n", all_good ? "target met: Spearman >= 0.8 on every kernel"
-                               : "target missed: Spearman < 0.8 on some kernel");
+  std::printf("%s\n", all_good ? "target met: Spearman >= 0.9 and top pick within 1.2x of the best on every kernel"
+                               : "target missed: Spearman < 0.9 or top pick beyond 1.2x on some kernel");
   return 0;
 }
