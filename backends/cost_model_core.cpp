@@ -188,6 +188,7 @@ bool Model::plan_outer_loop(int s, double native) {
   if (p.annot == Annot::kNone && (p.par < 0 || !subtree_stores_to_parameter(sc.parent)) && loops == 1 &&
       lanes >= 4 && vectorisable(sc.parent, p.depth, true)) {
     run[sc.parent].lanes = lanes;
+    run[sc.parent].outer_vectorised = true;
     return true;
   }
   return false;
@@ -207,11 +208,29 @@ void Model::plan_straight_line(int s, double native) {
   }
 }
 
+// Vector steps of a scope. A `:vec` scope is one register-wide step per `lanes`. A loop GCC
+// vectorises itself runs floor(extent / lanes) full steps and an epilogue for the rest: after
+// an innermost loop of 16 lanes, one half-width step when 8 or more remain; the rest, and an
+// outer-loop vectorisation's whole remainder, one scalar iteration each (a conv2d row of 28
+// outputs at 16 lanes: 1 vector step and 12 scalar ones, each a full chain of its reduction).
+double Model::chunks_of(const ScopeInfo& sc, const ScopeRun& r) const {
+  const double e = static_cast<double>(sc.extent);
+  if (r.lanes <= 1 || sc.annot == Annot::kVector) return std::ceil(e / r.lanes);
+  const double full = std::floor(e / r.lanes);
+  double rest = e - full * r.lanes;
+  double epilogue = 0;
+  if (!r.outer_vectorised && r.lanes >= 16 && rest >= r.lanes / 2) {
+    epilogue = 1;
+    rest -= r.lanes / 2;
+  }
+  return full + epilogue + rest;
+}
+
 void Model::plan_trips() {
   const std::vector<char>& unrolled = x.unrolled;
   for (size_t s = 0; s < f.scopes.size(); ++s) {
     const ScopeInfo& sc = f.scopes[s];
-    run[s].chunks = std::ceil(static_cast<double>(sc.extent) / run[s].lanes);
+    run[s].chunks = chunks_of(sc, run[s]);
     run[s].trips = (sc.parent >= 0 ? run[sc.parent].trips : 1.0) * run[s].chunks;
     run[s].unrolled = unrolled[s];
   }
@@ -368,7 +387,12 @@ void Model::memory_instructions(const StmtInfo& s, int vdepth, double lanes, dou
 double Model::reduction_chain(const StmtInfo& s, const OpCounts& ops) const {
   const AccInfo& target = f.accs[s.acc_begin];
   auto scope_at = [&](int k) { return f.chains[s.chain_off + k]; };
-  const double lat = m.fma_latency_cycles;
+  // `+=` of anything but a product is one add per step (some cores add faster than they
+  // multiply-add); `+=` of a product is an FMA, and max, min and `*=` take about as long.
+  const ir::Stmt& st = *s.stmt;
+  const bool add = st.op == ir::Reduce::kAdd && !(st.rhs->kind == ir::ExprKind::kBinary &&
+                                                  st.rhs->bin == ir::BinOp::kMul);
+  const double lat = add ? m.add_latency_cycles : m.fma_latency_cycles;
   int k = s.depth - 1;
   double seg = 1;
   for (; k >= 0; --k) {

@@ -25,6 +25,7 @@ struct NestCost {
 // or a loop GCC -O3 vectorises on its own), in `chunks` = ceil(extent / lanes) steps.
 struct ScopeRun {
   double lanes = 1;
+  bool outer_vectorised = false;  // GCC vectorises this loop across its iterations (outer-loop)
   double chunks = 1;
   double trips = 1;  // steps of this scope over the whole run: product of chunks down to it
   bool unrolled = false;  // written out as copies: no loop bookkeeping, copies can be registers
@@ -116,6 +117,7 @@ struct Model {
   bool plan_outer_loop(int s, double native);
   void plan_straight_line(int s, double native);
   void plan_trips();
+  double chunks_of(const ScopeInfo& sc, const ScopeRun& r) const;
 
   // Whether an access invariant in the scope at depth k may be hoisted out of it: always
   // outside OpenMP regions (the kernel's pointers are `restrict`), inside only for an explicit

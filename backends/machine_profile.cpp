@@ -34,6 +34,7 @@ const std::vector<Field>& fields() {
       {"peak_gflops_avx2", &MachineProfile::peak_gflops_avx2, "FMA peak, 8 lanes", false},
       {"peak_gflops_scalar", &MachineProfile::peak_gflops_scalar, "FMA peak, scalar", false},
       {"fma_latency_cycles", &MachineProfile::fma_latency_cycles, "dependent FMA latency", false},
+      {"add_latency_cycles", &MachineProfile::add_latency_cycles, "dependent add latency", false},
       {"freq_ghz", &MachineProfile::freq_ghz, "core clock", false},
       {"l1_bytes", &MachineProfile::l1_bytes, "L1 data cache per core", false},
       {"l2_bytes", &MachineProfile::l2_bytes, "L2 per core", false},
@@ -303,6 +304,14 @@ __attribute__((target("fma"), noipa)) float fma_chain_latency(long iters, float 
   return c;
 }
 
+// One dependent add after another, as a sequential float reduction runs (GCC may not
+// reassociate it): some cores add faster than they multiply-add.
+__attribute__((noipa)) float add_chain_latency(long iters, float a) {
+  float c = 1;
+  for (long i = 0; i < iters; ++i) c = c + a;
+  return c;
+}
+
 #define PERFDOJO_READ(NAME, V, TARGET)                                                       \
   __attribute__((target(TARGET), noipa)) float NAME(const float* p, long n, int passes) { \
     constexpr long kL = sizeof(V) / sizeof(float);                                          \
@@ -470,7 +479,10 @@ MachineProfile calibrate_once(const CalibrateOptions& o) {
     p.freq_ghz = p.peak_gflops_avx2 / 32;
     double fma_per_ns = best_rate(secs, 1e-9, [&](long n) { g_sink = fma_chain_latency(n * 1000, m, a); }) * 1000;
     p.fma_latency_cycles = p.freq_ghz / fma_per_ns;
-    say("fma latency: " + std::to_string(p.fma_latency_cycles) + " cycles at " + std::to_string(p.freq_ghz) + " GHz");
+    double add_per_ns = best_rate(secs, 1e-9, [&](long n) { g_sink = add_chain_latency(n * 1000, a); }) * 1000;
+    p.add_latency_cycles = p.freq_ghz / add_per_ns;
+    say("fma latency: " + std::to_string(p.fma_latency_cycles) + " cycles, add latency " +
+        std::to_string(p.add_latency_cycles) + " cycles at " + std::to_string(p.freq_ghz) + " GHz");
   }
 
   // exp through libm, one element at a time, as generated scalar code calls it.

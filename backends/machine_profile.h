@@ -18,7 +18,8 @@ struct MachineProfile {
   double peak_gflops_avx512 = 223;  ///< 0: the machine has no AVX-512
   double peak_gflops_avx2 = 167;
   double peak_gflops_scalar = 14;
-  double fma_latency_cycles = 4;  ///< one dependent FMA/add after another
+  double fma_latency_cycles = 4;  ///< one dependent FMA after another
+  double add_latency_cycles = 4;  ///< one dependent add after another
   double freq_ghz = 3.5;          ///< core clock the cycle counts convert with
   // Memory hierarchy.
   double l1_bytes = 32 * 1024.0;

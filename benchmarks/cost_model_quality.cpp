@@ -4,7 +4,7 @@
 //
 //   cost_model_quality [--samples N] [--backend NAME] [--profile FILE] [--seed S]
 //                      [--kernels a,b] [--csv OUT] [--replay CSV] [--budget SECONDS]
-//                      [--calibrate-each yes]
+//                      [--calibrate-each yes] [--features OUT.csv]
 //
 // --calibrate-each runs `calibrate` before each kernel's measurements and estimates that
 // kernel with the result (saved next to the CSV as OUT.KERNEL.profile, which --replay reads
@@ -15,6 +15,8 @@
 // timed run ("vs-min", which shared machines disturb less), and separately over the variants
 // without and with a parallel scope ("serial", "parallel": OpenMP's costs on a shared machine
 // drift the most).
+//
+// --features OUT.csv writes each sample's model features (cost_model_features.h) for study.
 //
 // --csv writes every sample (kernel, median, fastest, estimate, trace) so the model can be
 // re-evaluated later with --replay, which re-applies the traces and re-estimates without
@@ -35,6 +37,7 @@
 
 #include "backends/backend.h"
 #include "backends/cost_model.h"
+#include "benchmarks/cost_model_features.h"
 #include "backends/machine_profile.h"
 #include "ir/parse.h"
 #include "ir/print.h"
@@ -366,6 +369,20 @@ int main(int argc, char** argv) {
   }
   double eval_sum = 0;
   for (const auto& [k, v] : eval) eval_sum += v.first;
+
+  if (args.count("features")) {  // every sample's correction features, for offline study
+    std::ofstream fo(args["features"]);
+    fo << "kernel,measured_s,estimate_s";
+    for (int i = 0; i < backends::kModelFeatures; ++i) fo << ",f" << i;
+    fo << "\n";
+    for (const auto& s : all) {
+      const auto& prof = profile_of(s.kernel);
+      auto f = backends::model_features(s.program, backends::estimate_cost(s.program, prof), prof);
+      fo << s.kernel << "," << s.measured << "," << s.estimate;
+      for (double v : f) fo << "," << v;
+      fo << "\n";
+    }
+  }
 
   if (csv.is_open() && !replay.empty()) {
     for (const auto& s : all)

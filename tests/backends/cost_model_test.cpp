@@ -287,6 +287,45 @@ TEST_CASE("a machine profile survives a save and load round trip in both formats
   }
 }
 
+TEST_CASE("a vectorised loop's remainder runs as GCC's epilogue: a scalar chain per element") {
+  // A 3x3 convolution over rows of W outputs: GCC vectorises the W loop across its iterations
+  // (outer-loop), each vector a chain of C*9 FMAs; the W mod 16 left over run one scalar chain
+  // each. 28 columns: 1 vector + 12 scalar chains per row; 32 columns: 2 vectors.
+  auto conv = [](int w) {
+    return "C = 32\nK = 8\nH = 8\nW = " + std::to_string(w) + "\nWI = " + std::to_string(w + 2) +
+           "\ninput x: f32[C, 10, WI]\ninput w: f32[K, C, 3, 3]\noutput y: f32[K, H, W] = 0\n\n"
+           "K H W C 3 3 y[{0},{1},{2}] += x[{3},{1}+{4},{2}+{5}] * w[{0},{3},{4},{5}]\n";
+  };
+  const double w28 = estimate(conv(28)), w32 = estimate(conv(32));
+  CHECK_MESSAGE(w28 > 4 * w32, w28 << " vs " << w32);
+  // An innermost loop of 24 at 16 lanes: one full step and one 8-lane epilogue step; of 23:
+  // one full step and 7 scalar ones.
+  auto rows = [](int n) {
+    return "N = " + std::to_string(n) +
+           "\ninput x: f32[4096, N]\noutput y: f32[4096, N]\n\n4096 N y[{0},{1}] = x[{0},{1}] * 2 + 1\n";
+  };
+  auto compute = [&](int n) {
+    return backends::estimate_cost(load(rows(n)), backends::default_profile()).compute_s;
+  };
+  CHECK_MESSAGE(compute(23) > 2 * compute(24), compute(23) << " vs " << compute(24));
+}
+
+TEST_CASE("a sequential sum chains adds, a dot product chains FMAs: each at its own latency") {
+  const std::string sum =
+      "input x: f32[64, 4096]\noutput s: f32[64] = 0\n\n64 4096 s[{0}] += x[{0},{1}]\n";
+  const std::string dot =
+      "input x: f32[64, 4096]\ninput z: f32[64, 4096]\noutput s: f32[64] = 0\n\n"
+      "64 4096 s[{0}] += x[{0},{1}] * z[{0},{1}]\n";
+  backends::MachineProfile slow = backends::default_profile(), fast = slow;
+  slow.add_latency_cycles = 4;
+  fast.add_latency_cycles = 2;
+  const double sum_slow = backends::estimate_cost(load(sum), slow).time_s;
+  const double sum_fast = backends::estimate_cost(load(sum), fast).time_s;
+  CHECK(sum_fast < 0.6 * sum_slow);
+  CHECK(backends::estimate_cost(load(dot), fast).time_s ==
+        backends::estimate_cost(load(dot), slow).time_s);
+}
+
 TEST_CASE("calibration rounds merge at each figure's better value; a worse one is named") {
   backends::MachineProfile a = backends::default_profile(), b = a;
   a.peak_gflops_avx512 = 170;
