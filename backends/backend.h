@@ -92,6 +92,11 @@ class Backend {
   virtual std::vector<Measurement> compare(const std::vector<const ir::Program*>& programs,
                                            const MeasureOptions& options);
   static constexpr size_t kMaxCompared = 4;
+  /// Compiles ahead what measure() of each program would compile, so that a later measure()
+  /// finds it built. Safe to call from a second thread while measure() runs on this instance
+  /// (the optimiser compiles its next candidates on another core). Errors are left for
+  /// measure() to report. The default does nothing.
+  virtual void prepare(const std::vector<ir::Program>& programs) { (void)programs; }
   /// A fresh, independent instance with the same configuration (for env.fork()).
   virtual std::unique_ptr<Backend> clone() const = 0;
 };

@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -83,15 +84,28 @@ CompileResult compile_shared_object(const std::string& compiler,
     return r;
   }
   fs::create_directories(dir, ec);
+  // Another thread of this process may build the same source at the same moment (the optimiser
+  // compiles ahead on a second core): every file is written under a name of its own and renamed
+  // into place, so neither ever reads the other's half-written file.
+  static std::atomic<uint64_t> serial{0};
+  const std::string unique = std::to_string(getpid()) + "." + std::to_string(serial.fetch_add(1));
   {
-    std::ofstream out(stem + ".c", std::ios::binary);
-    out << source;
-    if (!out) {
-      r.error = "cannot write " + stem + ".c";
+    const std::string c_tmp = stem + ".c.tmp" + unique;
+    {
+      std::ofstream out(c_tmp, std::ios::binary);
+      out << source;
+      if (!out) {
+        r.error = "cannot write " + stem + ".c";
+        return r;
+      }
+    }
+    fs::rename(c_tmp, stem + ".c", ec);
+    if (ec) {
+      r.error = "cannot write " + stem + ".c: " + ec.message();
       return r;
     }
   }
-  std::string tmp = stem + ".so.tmp" + std::to_string(getpid());
+  std::string tmp = stem + ".so.tmp" + unique;
   std::vector<std::string> argv = {compiler};
   argv.insert(argv.end(), flags.begin(), flags.end());
   for (const char* f : {"-shared", "-fPIC", "-o"}) argv.push_back(f);

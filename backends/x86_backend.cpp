@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <limits>
 #include <list>
+#include <mutex>
 #include <thread>
 
 #include "backends/compiler.h"
@@ -253,6 +254,20 @@ class X86Backend final : public Backend {
     return std::make_unique<X86Backend>(isa_, config_);
   }
 
+  void prepare(const std::vector<ir::Program>& ps) override {
+    try {
+      for (const ir::Program& p : ps) {
+        if (!ir::check_program(p).empty()) continue;
+        CodegenOptions co = x86_codegen_options(isa_);
+        co.inject = inject_for(p);
+        compile_shared_object(config_.compiler, flags(), generate_c(p, co).source, work_dir(),
+                              x86_link_libraries(), config_.compile_timeout_s);
+      }
+    } catch (const std::exception&) {
+      // measure() meets the same problem and reports it
+    }
+  }
+
   std::vector<Measurement> compare(const std::vector<const ir::Program*>& ps,
                                    const MeasureOptions& o) override {
     std::vector<Measurement> ms(ps.size());
@@ -297,6 +312,7 @@ class X86Backend final : public Backend {
   std::string inject_for(const ir::Program& p) const { return test_hook_for(config_, p); }
 
   const std::string& work_dir() {
+    std::lock_guard<std::mutex> hold(work_dir_mutex_);  // prepare() may ask from another thread
     if (work_dir_.empty()) {
       std::string tmpl = (fs::temp_directory_path() / "perfdojo-x86-XXXXXX").string();
       std::vector<char> buf(tmpl.begin(), tmpl.end());
@@ -717,6 +733,7 @@ class X86Backend final : public Backend {
   ResultCache cache_;
   mutable std::optional<Availability> availability_;
   std::string work_dir_;
+  std::mutex work_dir_mutex_;
   std::unique_ptr<Worker> worker_;
   std::list<std::pair<std::string, std::map<std::string, ir::Tensor>>> ref_cache_;
 };

@@ -82,7 +82,22 @@ bool SearchRun::try_candidate(const ir::Program& q, const std::vector<transforms
   return better;
 }
 
+void SearchRun::compile_ahead(std::vector<ir::Program> programs) {
+  finish_compiling();
+  if (r.threads < 2 || programs.empty()) return;
+  ahead = std::thread([this, ps = std::move(programs)] { target_backend.prepare(ps); });
+}
+
+void SearchRun::finish_compiling() {
+  if (ahead.joinable()) ahead.join();
+}
+
 void SearchRun::measure_proposals() {
+  {  // the first one compiles in the measurement; the others meanwhile on another core
+    std::vector<ir::Program> later;
+    for (size_t i = 1; i < proposed.size(); ++i) later.push_back(proposed[i].program);
+    compile_ahead(std::move(later));
+  }
   for (const Candidate& c : proposed) {  // whatever the model thinks of them
     if (over(kProposalShare)) break;
     try_candidate(c.program, c.trace);
@@ -95,6 +110,7 @@ double SearchRun::final_reserve_s() const {
 }
 
 void SearchRun::retime_final() {
+  finish_compiling();  // nothing else runs while the report's times are taken
   if (cancelled() || !(r.baseline_s > 0)) return;  // Ctrl-C: the best so far, at once
   backends::MeasureOptions fo = mo;
   fo.min_reps = kFinalMinReps;
@@ -127,6 +143,12 @@ void SearchRun::confirm() {
   measure_proposals();  // those not measured before the beam (the deadline came first)
   while (!confirm_over()) {
     const size_t favourites_before = next_favourite;
+    {
+      std::vector<ir::Program> later;
+      for (size_t i = next_favourite + 1; i < std::min(pool.size(), next_favourite + 4); ++i)
+        later.push_back(pool[i].program);
+      compile_ahead(std::move(later));
+    }
     for (int k = 0; k < 4 && next_favourite < pool.size() && !confirm_over(); ++next_favourite)
       if (!pool[next_favourite].trace.empty()) {
         try_candidate(pool[next_favourite].program, pool[next_favourite].trace);
@@ -151,6 +173,11 @@ void SearchRun::climb(bool& climbed, bool& exhausted) {
     }
     size_t& tried = children_tried[here_hash];
     bool moved = false;
+    {
+      std::vector<ir::Program> later;
+      for (size_t i = tried + 1; i < std::min(next.size(), tried + 6); ++i) later.push_back(next[i].program);
+      compile_ahead(std::move(later));
+    }
     for (size_t stop = tried + 6; tried < next.size() && tried < stop && !confirm_over(); ++tried) {
       if (try_candidate(next[tried].program, next[tried].trace)) {
         moved = climbed = true;

@@ -10,6 +10,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "optimizer/optimizer.h"
@@ -124,6 +125,12 @@ struct SearchRun {
   }
   // One curve point: the model's best estimate and the measured best so far.
   void record_curve();
+  // With two or more cores for the target, `programs` are compiled on another thread while
+  // this one measures (the previous batch's compiles are waited for first); a no-op on one.
+  void compile_ahead(std::vector<ir::Program> programs);
+  void finish_compiling();
+  std::thread ahead;
+  ~SearchRun() { finish_compiling(); }
   // Climbs from the best measured program; whether it moved, and whether its children are
   // exhausted.
   void climb(bool& climbed, bool& exhausted);

@@ -3,6 +3,7 @@
 #include "backends/x86_backend.h"
 
 #include <doctest/doctest.h>
+#include <dlfcn.h>
 #include <sched.h>
 
 #include <chrono>
@@ -10,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <thread>
 
 #include "backends/compiler.h"
 #include "backends/x86_test_support.h"
@@ -551,4 +553,39 @@ TEST_CASE("the cost model's compare is its measure, one by one") {
   REQUIRE(ms[0].ok());
   CHECK(ms[0].median_s == b->measure(small, quick()).median_s);
   CHECK(ms[1].median_s == ms[0].median_s);
+}
+
+TEST_CASE("two threads building the same source at once both get a whole shared object" *
+          doctest::test_suite("hw")) {
+  if (backends::find_executable("cc").empty()) PERFDOJO_SKIP("no C compiler (cc) on this machine");
+  TempDir dir;
+  // The optimiser compiles ahead on a second core what a measurement may be compiling too.
+  const std::string source = "float twice(float x) { return 2 * x; }\n";
+  for (int round = 0; round < 4; ++round) {
+    const std::string src = source + "int round_" + std::to_string(round) + ";\n";
+    backends::CompileResult a, b;
+    std::thread other([&] { a = backends::compile_shared_object("cc", {"-O2"}, src, dir.path); });
+    b = backends::compile_shared_object("cc", {"-O2"}, src, dir.path);
+    other.join();
+    REQUIRE_MESSAGE(!a.error, a.error.value_or(""));
+    REQUIRE_MESSAGE(!b.error, b.error.value_or(""));
+    CHECK(a.so_path == b.so_path);
+    void* h = dlopen(a.so_path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    REQUIRE_MESSAGE(h != nullptr, dlerror());
+    CHECK(dlsym(h, "twice") != nullptr);
+    dlclose(h);
+  }
+  // No temporary file is left behind.
+  for (const auto& e : fs::directory_iterator(dir.path))
+    CHECK_MESSAGE(e.path().string().find(".tmp") == std::string::npos, e.path());
+}
+
+TEST_CASE("prepare compiles ahead: the measurement after it finds the build" * doctest::test_suite("hw")) {
+  BACKEND_OR_SKIP(b, "x86_64");
+  const ir::Program p = program_of(kSmall);
+  b->prepare({p});
+  Measurement m = b->measure(p, quick());
+  REQUIRE_MESSAGE(m.ok(), m.error.value_or(""));
+  CHECK(m.compile_s == 0);  // reused: nothing compiled in the measurement
+  CHECK(m.verified);
 }
