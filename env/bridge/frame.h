@@ -33,6 +33,9 @@ class FrameDecoder {
   bool mid_frame() const { return pos_ < buf_.size(); }
   /// Length announced by the refused header (after kTooLarge).
   uint32_t refused_length() const { return refused_; }
+  /// The largest frame accepted from now on (the bridge raises it after the handshake).
+  void set_limit(uint32_t max_frame_bytes) { max_ = max_frame_bytes; }
+  uint32_t limit() const { return max_; }
 
  private:
   std::string buf_;

@@ -26,6 +26,13 @@ inline constexpr int kProtocolVersion = 1;
 /// Server limits; each has a command-line flag (docs/bridge.md, "Limits").
 struct Limits {
   uint32_t max_frame_bytes = 8u << 20;  ///< largest request body accepted
+  /// Largest frame before the handshake succeeded: a client that has not shown the token (or
+  /// said hello) holds a few KiB of server memory, never max_frame_bytes.
+  uint32_t max_preauth_frame_bytes = 4096;
+  /// Handshakes that fail (wrong token) from one address before it must wait: 2^(n-limit) x
+  /// 100 ms after the n-th failure, at most a minute, during which its handshakes are refused
+  /// without a look at the token.
+  int auth_failures_before_backoff = 3;
   int max_sessions = 256;               ///< live env sessions, all connections together
   int max_connections = 256;            ///< open connections
   int max_pending = 32;                 ///< requests per connection awaiting their reply

@@ -4,6 +4,8 @@
 #include <atomic>
 #include <boost/asio.hpp>
 #include <chrono>
+#include <cmath>
+#include <cstdio>
 #include <condition_variable>
 #include <deque>
 #include <map>
@@ -71,6 +73,15 @@ struct Server::Impl {
   std::atomic<uint64_t> next_session{1};
   std::atomic<int> connections_open{0};
   std::atomic<uint64_t> connections_accepted{0}, requests{0}, error_replies{0};
+  std::atomic<uint64_t> evicted{0}, auth_failures{0};
+  // Failed handshakes per client address (touched on the loop thread only): how many, and
+  // until when the address must wait. Bounded: the oldest entries go first.
+  struct Failures {
+    int count = 0;
+    Clock::time_point until{}, last{};
+  };
+  std::map<std::string, Failures> failures;
+  static constexpr size_t kMaxFailureEntries = 4096;
   std::mutex conns_mu;
   std::map<Connection*, std::weak_ptr<Connection>> conns;
   std::mutex stop_mu;
@@ -100,6 +111,44 @@ struct Server::Impl {
                                      asio::make_strand(pool.get_executor()), sessions_live);
   }
   void do_accept();
+  /// One logfmt line when `level` is at most opts.log_level.
+  void log(int level, const std::string& line) {
+    if (level > opts.log_level) return;
+    if (opts.log) {
+      opts.log("perfdojo-bridge " + line);
+    } else {
+      std::string l = "perfdojo-bridge " + line + "\n";
+      std::fwrite(l.data(), 1, l.size(), stderr);
+    }
+  }
+  /// Seconds `address` must still wait before its next handshake is looked at (0: none).
+  double backoff_left(const std::string& address) {
+    auto it = failures.find(address);
+    if (it == failures.end()) return 0;
+    return std::max(0.0, std::chrono::duration<double>(it->second.until - Clock::now()).count());
+  }
+  /// Counts a failed handshake from `address`; returns the wait it now has.
+  double failed_handshake(const std::string& address) {
+    ++auth_failures;
+    if (failures.size() >= kMaxFailureEntries && !failures.count(address)) {
+      auto oldest = failures.begin();
+      for (auto it = failures.begin(); it != failures.end(); ++it)
+        if (it->second.last < oldest->second.last) oldest = it;
+      failures.erase(oldest);
+    }
+    Failures& f = failures[address];
+    ++f.count;
+    f.last = Clock::now();
+    const int over = f.count - opts.limits.auth_failures_before_backoff;
+    if (over < 0) return 0;
+    const double wait = std::min(60.0, 0.1 * std::pow(2.0, std::min(over, 20)));
+    f.until = f.last + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(wait));
+    return wait;
+  }
+  void handshake_succeeded(const std::string& address) { failures.erase(address); }
+  /// Closes the longest-waiting connection that has not finished its handshake; false when
+  /// every open connection has (loop thread only).
+  bool evict_unauthenticated();
   void request_stop() {
     std::lock_guard<std::mutex> lock(stop_mu);
     stop_requested = true;
@@ -112,19 +161,41 @@ struct Server::Impl {
 // workers hand replies back through post_reply.
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
-  Connection(Server::Impl& server, tcp::socket socket)
+  Connection(Server::Impl& server, tcp::socket socket, uint64_t id)
       : server_(server),
         socket_(std::move(socket)),
         timer_(socket_.get_executor()),
-        decoder_(server.opts.limits.max_frame_bytes),
-        read_buf_(64 << 10),
+        // Before the handshake a client gets a few KiB: a thousand of them cost megabytes.
+        decoder_(std::min(server.opts.limits.max_preauth_frame_bytes,
+                          server.opts.limits.max_frame_bytes)),
+        read_buf_(kPreauthReadBytes),
         connected_(Clock::now()),
-        last_activity_(connected_) {}
+        last_activity_(connected_),
+        id_(id) {
+    boost::system::error_code ec;
+    auto ep = socket_.remote_endpoint(ec);
+    address_ = ec ? "?" : ep.address().to_string();
+    peer_ = ec ? "?" : endpoint_text(address_, ep.port());
+  }
+
+  bool authenticated() const { return authed_; }
+  Clock::time_point connected_at() const { return connected_; }
+  /// "conn=N peer=ADDR:PORT", for log lines.
+  std::string who() const { return "conn=" + std::to_string(id_) + " peer=" + peer_; }
+
+  /// Closed to make room for a new connection (loop thread).
+  void evict() {
+    server_.log(1, "event=evicted_unauthenticated " + who() + " age_s=" +
+                       std::to_string(static_cast<int>(seconds_since(connected_))));
+    close();
+  }
 
   /// Starts reading, or (`busy`) answers server_busy and closes.
   void start(bool busy) {
     arm_timer();
+    server_.log(2, "event=connected " + who());
     if (busy) {
+      server_.log(1, "event=server_busy " + who());
       Error e{ErrorType::kServerBusy, "the server has " +
                                           std::to_string(server_.opts.limits.max_connections) +
                                           " connections open (--max-connections); try again later"};
@@ -146,6 +217,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void close() {
     if (closed_) return;
     closed_ = true;
+    server_.log(2, "event=closed " + who());
     boost::system::error_code ec;
     timer_.cancel();
     socket_.shutdown(tcp::socket::shutdown_both, ec);
@@ -158,6 +230,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     for (auto& entry : sessions) {
       std::shared_ptr<Session> s = entry.second;
+      server_.log(1, "event=session_end " + who() + " session=" + std::to_string(s->id) +
+                         " by=disconnect");
       s->closed = true;
       // Destroy the env on its own strand, after whatever request is running there.
       asio::post(s->strand, [s] { s->env.reset(); });
@@ -184,7 +258,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // ------------------------------------------------------------ reading
 
   void do_read() {
-    if (closed_ || reading_ || lingering_ || closing_) return;
+    if (closed_ || reading_ || lingering_ || closing_ || peer_done_) return;
     if (pending_ >= limits().max_pending) {
       paused_ = true;  // back-pressure: read on once replies have gone out
       return;
@@ -202,8 +276,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   void on_read(const boost::system::error_code& ec, size_t n) {
     if (closed_) return;
+    if (ec == asio::error::eof && authed_ && (pending_ > 0 || writing_ || !out_.empty())) {
+      // The client finished sending but still reads: its requests in flight get their
+      // replies, then the connection closes (a truncated frame has nobody to answer).
+      peer_done_ = true;
+      return;
+    }
     if (ec) {
-      // EOF or reset: the client is gone (a truncated frame has nobody left to answer).
+      // EOF with nothing owed, or a reset: the client is gone.
       close();
       return;
     }
@@ -219,10 +299,15 @@ class Connection : public std::enable_shared_from_this<Connection> {
       if (st == FrameDecoder::Status::kNeedMore) break;
       if (st == FrameDecoder::Status::kTooLarge) {
         ++pending_;
-        Error e{ErrorType::kFrameTooLarge, "frame of " + std::to_string(decoder_.refused_length()) +
-                                               " bytes exceeds the limit of " +
-                                               std::to_string(limits().max_frame_bytes) +
-                                               " (--max-frame-bytes); closing the connection"};
+        server_.log(1, "event=frame_too_large " + who() + " bytes=" +
+                           std::to_string(decoder_.refused_length()) +
+                           " limit=" + std::to_string(decoder_.limit()) +
+                           (authed_ ? "" : " before_handshake=1"));
+        Error e{ErrorType::kFrameTooLarge,
+                "frame of " + std::to_string(decoder_.refused_length()) +
+                    " bytes exceeds the limit of " + std::to_string(decoder_.limit()) +
+                    (authed_ ? " (--max-frame-bytes)" : " before the handshake") +
+                    "; closing the connection"};
         queue(error_reply("null", e), true, true);
         return;
       }
@@ -303,18 +388,36 @@ class Connection : public std::enable_shared_from_this<Connection> {
       return;
     }
     if (server_.opts.token) {
+      // An address that failed too often waits; until then its token is not even compared.
+      if (const double wait = server_.backoff_left(address_); wait > 0) {
+        ++server_.auth_failures;
+        server_.log(1, "event=auth_throttled " + who() + " wait_s=" + std::to_string(wait));
+        char msg[160];
+        std::snprintf(msg, sizeof msg,
+                      "too many failed handshakes from %s; retry in %.1f s; closing",
+                      address_.c_str(), wait);
+        reply_error(req.id, {ErrorType::kAuthFailed, msg}, true);
+        return;
+      }
       const json::Value* t = member(req.doc, "token");
       std::string_view given =
           t && t->IsString() ? std::string_view(t->GetString(), t->GetStringLength()) : "";
       if (!same_token(given, *server_.opts.token)) {
+        const double wait = server_.failed_handshake(address_);
+        server_.log(1, "event=auth_failed " + who() + " reason=" +
+                           (t ? "wrong_token" : "no_token") +
+                           (wait > 0 ? " backoff_s=" + std::to_string(wait) : ""));
         reply_error(req.id,
                     {ErrorType::kAuthFailed,
                      t ? "wrong token; closing" : "this server requires a token; closing"},
                     true);
         return;
       }
+      server_.handshake_succeeded(address_);
     }
     authed_ = true;
+    decoder_.set_limit(limits().max_frame_bytes);
+    read_buf_.resize(kReadBytes);
     queue(ok_reply(req.id, hello_result(limits())), true, false);
   }
 
@@ -370,6 +473,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
       if (closed_flag_) return;  // the client left meanwhile: the session dies with `s`
       sessions_[s->id] = s;
     }
+    server_.log(1, "event=session_start " + who() + " session=" + std::to_string(s->id) +
+                       " backend=" + s->env->config().backend);
     post_reply(std::move(reply));
   }
 
@@ -409,6 +514,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
           }
           s->env.reset();
           s->release_slot();
+          self->server_.log(1, "event=session_end " + self->who() + " session=" +
+                                   std::to_string(s->id) + " by=client");
           return ok_reply(r.id, "{\"closed\":" + std::to_string(s->id) + "}");
         }));
       } else if (op == "fork") {
@@ -507,6 +614,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
       return;
     }
     do_write();
+    if (peer_done_ && pending_ == 0 && out_.empty() && !writing_) {
+      close();  // every reply the half-closed client was owed has gone out
+      return;
+    }
     process_frames();  // frames held back by the pending limit
     do_read();
   }
@@ -574,6 +685,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void timeout(const std::string& why) {
+    server_.log(1, "event=timeout " + who() + " authenticated=" + (authed_ ? "1" : "0") +
+                       " reason=\"" + why + "\"");
     queue(error_reply("null", {ErrorType::kIdleTimeout, why + "; closing"}), false, true);
   }
 
@@ -585,6 +698,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   Clock::time_point connected_, last_activity_, frame_started_, write_started_, linger_started_;
   bool reading_ = false, writing_ = false, closed_ = false, closing_ = false, lingering_ = false;
   bool authed_ = false, frame_clock_ = false, paused_ = false;
+  bool peer_done_ = false;  // the client half-closed: answer what it sent, then close
+  uint64_t id_;
+  std::string address_, peer_;
+  static constexpr size_t kPreauthReadBytes = 4096, kReadBytes = 64 << 10;
   int pending_ = 0;  // requests received whose replies are not yet written
   uint64_t drained_ = 0;
   std::deque<Outgoing> out_;
@@ -611,10 +728,13 @@ void Server::Impl::do_accept() {
                           }
                           boost::system::error_code ignored;
                           socket.set_option(tcp::no_delay(true), ignored);
-                          ++connections_accepted;
-                          const bool busy = connections_open.load() >= opts.limits.max_connections;
+                          const uint64_t id = ++connections_accepted;
+                          // Full: the longest-waiting connection without a handshake makes
+                          // room; only when every one has shaken hands is the newcomer refused.
+                          bool busy = connections_open.load() >= opts.limits.max_connections;
+                          if (busy && evict_unauthenticated()) busy = false;
                           ++connections_open;
-                          auto c = std::make_shared<Connection>(*this, std::move(socket));
+                          auto c = std::make_shared<Connection>(*this, std::move(socket), id);
                           {
                             std::lock_guard<std::mutex> lock(conns_mu);
                             conns[c.get()] = c;
@@ -622,6 +742,22 @@ void Server::Impl::do_accept() {
                           c->start(busy);
                           do_accept();
                         });
+}
+
+bool Server::Impl::evict_unauthenticated() {
+  std::shared_ptr<Connection> oldest;
+  {
+    std::lock_guard<std::mutex> lock(conns_mu);
+    for (auto& [p, w] : conns) {
+      auto c = w.lock();
+      if (!c || c->authenticated()) continue;
+      if (!oldest || c->connected_at() < oldest->connected_at()) oldest = c;
+    }
+  }
+  if (!oldest) return false;
+  ++evicted;
+  oldest->evict();
+  return true;
 }
 
 void Server::Impl::shutdown() {
@@ -681,6 +817,9 @@ ir::Result<std::unique_ptr<Server>> Server::start(const ServerOptions& options) 
   if (l.max_sessions < 1 || l.max_connections < 1 || l.max_pending < 1)
     return fail("--max-sessions, --max-connections and the pending limit must be positive");
   if (l.idle_timeout_s < 0 || l.frame_timeout_s < 0) return fail("timeouts must not be negative");
+  if (options.host.empty())
+    return fail("the host is empty; give an address to bind (127.0.0.1 for this machine only)");
+  if (l.max_preauth_frame_bytes < 64) return fail("the handshake frame limit must be at least 64");
 
   auto impl = std::make_unique<Impl>(options);
   const int cpus = backends::usable_cores();
@@ -729,6 +868,11 @@ ir::Result<std::unique_ptr<Server>> Server::start(const ServerOptions& options) 
   return std::unique_ptr<Server>(new Server(std::move(impl)));
 }
 
+std::string endpoint_text(const std::string& host, uint16_t port) {
+  const bool v6 = host.find(':') != std::string::npos;
+  return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
+
 std::string Server::host() const { return impl_->acceptor.local_endpoint().address().to_string(); }
 
 uint16_t Server::port() const { return impl_->acceptor.local_endpoint().port(); }
@@ -757,6 +901,8 @@ ServerStats Server::stats() const {
   s.sessions_live = impl_->sessions_live;
   s.requests = impl_->requests;
   s.error_replies = impl_->error_replies;
+  s.evicted_unauthenticated = impl_->evicted;
+  s.auth_failures = impl_->auth_failures;
   return s;
 }
 

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -24,6 +25,13 @@ struct ServerOptions {
   ConfigPolicy policy;
   int workers = 0;          ///< threads for deterministic (cost-model) sessions; 0: CPU count
   int measure_workers = 0;  ///< threads for measuring sessions; 0: max(1, CPUs / 2)
+  /// 0: no log; 1: one line per notable event (auth failure or throttling, timeouts, oversized
+  /// frames, connections evicted or refused, sessions made and closed); 2: also every
+  /// connection opened and closed. Lines are logfmt: `perfdojo-bridge event=... conn=N
+  /// peer=ADDR:PORT ...` (docs/bridge.md, "Log").
+  int log_level = 1;
+  /// Where log lines go (one call per line, without the newline); empty: stderr.
+  std::function<void(const std::string&)> log;
 };
 
 /// Counters, for tests and the shutdown summary.
@@ -33,6 +41,8 @@ struct ServerStats {
   int sessions_live = 0;
   uint64_t requests = 0;
   uint64_t error_replies = 0;
+  uint64_t evicted_unauthenticated = 0;  ///< closed to make room for a new connection
+  uint64_t auth_failures = 0;            ///< wrong or missing tokens, throttled ones included
 };
 
 /// A running server. Threads start in start() and stop in stop() (or the destructor).
@@ -65,5 +75,8 @@ class Server {
 
 /// Whether `host` is a loopback address (127.0.0.0/8, ::1, "localhost").
 bool is_loopback(const std::string& host);
+
+/// "HOST:PORT", with an IPv6 address in brackets ("[::1]:8080").
+std::string endpoint_text(const std::string& host, uint16_t port);
 
 }  // namespace perfdojo::bridge

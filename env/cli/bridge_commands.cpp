@@ -81,6 +81,14 @@ int cmd_serve(const Args& a) {
       return usage_error("--token-file '" + a.get("token-file") + "' is empty", a.json);
     o.token = token;
   }
+  if (o.host.empty())
+    return usage_error("--host is empty; give an address to bind (127.0.0.1: this machine only)",
+                       a.json);
+  if (a.values.count("log-level")) {
+    int64_t level = 1;
+    if (!int_option(a, "log-level", 0, 2, &level, &rc)) return rc;
+    o.log_level = static_cast<int>(level);
+  }
   if (!bridge::is_loopback(o.host)) {
     std::cerr
         << "perfdojo serve: warning: --host " << o.host
@@ -104,7 +112,7 @@ int cmd_serve(const Args& a) {
         .end_object();
     std::cout << w.str() << std::endl;
   } else {
-    std::cout << "listening on " << server->host() << ":" << server->port() << std::endl;
+    std::cout << "listening on " << bridge::endpoint_text(server->host(), server->port()) << std::endl;
   }
   {
     std::lock_guard<std::mutex> lock(g_server_mu);
@@ -241,12 +249,12 @@ std::vector<Command> bridge_commands() {
        "W] "
        "[--measure-workers M] [--allow-files] [--compiler CC] [--cache-dir D] [--machine-profile "
        "F] "
-       "[--stdin-watch]",
+       "[--stdin-watch] [--log-level 0|1|2]",
        "serve env sessions to Gymnasium clients over TCP (docs/bridge.md); prints 'listening on "
        "HOST:PORT'",
        {"host", "port", "token-file", "max-sessions", "max-frame-bytes", "idle-timeout",
         "frame-timeout", "max-connections", "max-pending", "workers", "measure-workers", "compiler",
-        "cache-dir", "machine-profile"},
+        "cache-dir", "machine-profile", "log-level"},
        {"allow-files", "stdin-watch"},
        cmd_serve},
       {"episode",

@@ -12,7 +12,9 @@
 
 #include <chrono>
 #include <cstring>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 #include "bridge/protocol.h"
 
@@ -49,6 +51,8 @@ class TestClient {
     }
   }
   void send(const std::string& body) { send_raw(encode_frame(body)); }
+  // Half-close: no more requests, replies still welcome.
+  void shutdown_send() { ::shutdown(fd_, SHUT_WR); }
   // The next frame's body, or "" when the connection closed or nothing came in time.
   std::string recv(int timeout_ms = 5000) {
     std::string header = read_exact(4, timeout_ms);
@@ -95,6 +99,7 @@ class TestClient {
 };
 
 std::unique_ptr<Server> start(ServerOptions o = {}) {
+  if (!o.log) o.log_level = 0;  // tests that read the log give a sink
   o.host = "127.0.0.1";
   o.port = 0;
   o.workers = 2;
@@ -281,4 +286,122 @@ TEST_CASE("max_connections turns the extra client away with server_busy") {
   CHECK(error_type(second.recv()) == "server_busy");
   CHECK(second.closed_by_server());
   CHECK(error_type(first.call("{\"id\":1,\"op\":\"ping\"}")) == "");
+}
+
+TEST_CASE("before the handshake a frame of more than a few KiB is refused; after it, not") {
+  auto server = start();
+  {
+    TestClient c(server->port());
+    c.send(std::string(5000, ' '));  // nothing is buffered for it: refused on its header
+    std::string reply = c.recv();
+    CHECK(error_type(reply) == "frame_too_large");
+    CHECK_MESSAGE(reply.find("before the handshake") != std::string::npos, reply);
+    CHECK(c.closed_by_server());
+  }
+  TestClient c(server->port());
+  CHECK(error_type(c.call(kHello)) == "");
+  const std::string big = "{\"id\":1,\"op\":\"ping\",\"pad\":\"" + std::string(5000, 'x') + "\"}";
+  CHECK(error_type(c.call(big)) == "bad_request");  // read and judged: an unknown field
+  CHECK(error_type(c.call("{\"id\":2,\"op\":\"ping\"}")) == "");
+}
+
+TEST_CASE("a full server closes the longest-waiting connection without a handshake first") {
+  ServerOptions o;
+  o.limits.max_connections = 2;
+  auto server = start(o);
+  TestClient first(server->port());
+  CHECK(error_type(first.call(kHello)) == "");
+  TestClient idle(server->port());  // connects, says nothing
+  CHECK(eventually([&] { return server->stats().connections_open == 2; }));
+  TestClient third(server->port());
+  CHECK(idle.closed_by_server());
+  CHECK(error_type(third.call(kHello)) == "");
+  CHECK(server->stats().evicted_unauthenticated == 1);
+  // Everyone left has shaken hands: now a newcomer is turned away.
+  TestClient fourth(server->port());
+  CHECK(error_type(fourth.recv()) == "server_busy");
+  CHECK(error_type(first.call("{\"id\":1,\"op\":\"ping\"}")) == "");
+}
+
+TEST_CASE("failed handshakes from one address make it wait, without a look at the token") {
+  ServerOptions o;
+  o.token = "s3cret";
+  o.limits.auth_failures_before_backoff = 2;
+  auto server = start(o);
+  const std::string wrong = "{\"id\":0,\"op\":\"hello\",\"version\":1,\"token\":\"guess\"}";
+  const std::string right = "{\"id\":0,\"op\":\"hello\",\"version\":1,\"token\":\"s3cret\"}";
+  for (int i = 0; i < 2; ++i) {
+    TestClient c(server->port());
+    CHECK(error_type(c.call(wrong)) == "auth_failed");
+  }
+  {  // the second failure started a 0.1 s wait: even the right token is refused meanwhile
+    TestClient c(server->port());
+    std::string reply = c.call(right);
+    CHECK(error_type(reply) == "auth_failed");
+    CHECK_MESSAGE(reply.find("too many failed handshakes") != std::string::npos, reply);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  TestClient c(server->port());
+  CHECK(error_type(c.call(right)) == "");
+  CHECK(server->stats().auth_failures == 3);
+}
+
+TEST_CASE("a client that half-closes after pipelining still gets every reply") {
+  auto server = start();
+  for (int trial = 0; trial < 5; ++trial) {
+    TestClient c(server->port());
+    CHECK(error_type(c.call(kHello)) == "");
+    const uint64_t s = make_session(c);
+    for (int i = 0; i < 6; ++i)
+      c.send("{\"id\":" + std::to_string(10 + i) + ",\"op\":\"step\",\"session\":" +
+             std::to_string(s) + ",\"action\":0}");
+    c.shutdown_send();
+    int replies = 0;
+    for (int i = 0; i < 6; ++i)
+      if (!c.recv().empty()) ++replies;
+    CHECK(replies == 6);
+    CHECK(c.closed_by_server());
+  }
+}
+
+TEST_CASE("notable events are logged one logfmt line each, with the connection and peer") {
+  std::mutex mu;
+  std::vector<std::string> lines;
+  ServerOptions o;
+  o.token = "s3cret";
+  o.log_level = 1;
+  o.log = [&](const std::string& l) {
+    std::lock_guard<std::mutex> hold(mu);
+    lines.push_back(l);
+  };
+  auto server = start(o);
+  {
+    TestClient c(server->port());
+    CHECK(error_type(c.call(kHello)) == "auth_failed");
+  }
+  TestClient c(server->port());
+  CHECK(error_type(c.call("{\"id\":0,\"op\":\"hello\",\"version\":1,\"token\":\"s3cret\"}")) == "");
+  const uint64_t s = make_session(c);
+  CHECK(error_type(c.call("{\"id\":5,\"op\":\"close\",\"session\":" + std::to_string(s) + "}")) == "");
+  auto has = [&](const std::string& what) {
+    std::lock_guard<std::mutex> hold(mu);
+    for (const auto& l : lines)
+      if (l.find(what) != std::string::npos) return true;
+    return false;
+  };
+  CHECK(eventually([&] { return has("event=session_end") && has("by=client"); }));
+  CHECK(has("perfdojo-bridge event=auth_failed conn=1 peer=127.0.0.1:"));
+  CHECK(has("reason=no_token"));
+  CHECK(has("event=session_start conn=2"));
+  CHECK_FALSE(has("event=connected"));  // level 2 only
+}
+
+TEST_CASE("endpoints print IPv6 addresses in brackets; an empty host is refused") {
+  CHECK(endpoint_text("127.0.0.1", 80) == "127.0.0.1:80");
+  CHECK(endpoint_text("::1", 8080) == "[::1]:8080");
+  ServerOptions o;
+  o.host = "";
+  auto s = Server::start(o);
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.error_text().find("host is empty") != std::string::npos);
 }

@@ -635,3 +635,21 @@ def test_a_slow_measurement_does_not_stall_a_cost_model_client():
         fast.close()
     finally:
         s.stop()
+
+
+def test_unfinished_frames_from_many_unauthenticated_clients_leave_the_server_small():
+    # benchmarks/bridge_flood.py at a smaller scale: 300 connections announcing 8 MiB, then
+    # 300 announcing a frame just under the handshake limit (which the server must evict to
+    # make room); a real client must be served throughout and the RSS stay under 64 MiB.
+    import sys
+    env = dict(os.environ, PERFDOJO_BIN_DIR=str(BIN_DIR))
+    for announce in (8 << 20, 4000):
+        proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bridge_flood.py"),
+                               "--connections", "300", "--seconds", "1.5", "--announce",
+                               str(announce), "--token", "--json"],
+                              capture_output=True, text=True, timeout=120, env=env)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        doc = json.loads(proc.stdout.strip().splitlines()[-1])
+        assert doc["ok"] is True
+        assert doc["real_clients_served"] == doc["real_clients"] >= 1
+        assert doc["rss_peak_mib"] < 64
