@@ -75,7 +75,11 @@ std::string unquote(const std::string& s) {
 std::string set_key(MachineProfile& p, const std::string& key, const std::string& raw) {
   std::string value = unquote(trim(raw));
   if (key == "name") {
+    value = trim(value);  // what printing and parsing again would keep
     if (value.empty()) return "'name' is empty";
+    for (unsigned char c : value)
+      if (c < 0x20 || c == 0x7f || c == '#' || c == '"' || c == '\\')
+        return "'name' may not hold control characters, '#', quotes or backslashes";
     p.name = value;
     return "";
   }

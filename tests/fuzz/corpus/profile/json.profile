@@ -1,0 +1,1 @@
+{"name":"j","isa":"x86_avx2","cores":4,"peak_gflops_avx512":0,"l1_bytes":32768}
