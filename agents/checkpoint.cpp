@@ -1,5 +1,10 @@
 #include "agents/checkpoint.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -159,17 +164,36 @@ std::string save_checkpoint(const Checkpoint& c, const std::string& path) {
   std::error_code ec;
   fs::path p(path);
   if (p.has_parent_path()) fs::create_directories(p.parent_path(), ec);
-  // Write beside the target and rename: a crash mid-write never leaves a half checkpoint.
+  // Write beside the target, flush it to the disk, rename, then flush the folder: a crash or a
+  // power cut at any point leaves the old checkpoint or the new one, never half of one.
   std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) return "cannot write " + tmp;
-    f.write(out.data(), static_cast<std::streamsize>(out.size()));
-    f.flush();
-    if (!f) return "write failed: " + tmp;
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return "cannot write " + tmp + ": " + std::strerror(errno);
+  for (size_t done = 0; done < out.size();) {
+    const ssize_t n = ::write(fd, out.data() + done, out.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const std::string why = std::strerror(errno);
+      ::close(fd);
+      fs::remove(tmp, ec);
+      return "write failed: " + tmp + ": " + why;
+    }
+    done += static_cast<size_t>(n);
   }
+  if (::fsync(fd) != 0) {
+    const std::string why = std::strerror(errno);
+    ::close(fd);
+    fs::remove(tmp, ec);
+    return "cannot flush " + tmp + " to the disk: " + why;
+  }
+  ::close(fd);
   fs::rename(tmp, path, ec);
   if (ec) return "cannot rename " + tmp + " to " + path + ": " + ec.message();
+  const std::string dir = p.has_parent_path() ? p.parent_path().string() : ".";
+  if (const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
+    ::fsync(dfd);  // the rename itself reaches the disk
+    ::close(dfd);
+  }
   return "";
 }
 

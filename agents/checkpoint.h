@@ -1,4 +1,4 @@
-// Checkpoints: one file, written atomically (temporary file + rename), that a later run resumes
+// Checkpoints: one file, written atomically (temporary file, fsync, rename, fsync of the folder), that a later run resumes
 // from or evaluate_agent loads. Layout (little-endian):
 //
 //   "PDJAGENT" | u32 version | u64 n, header (key=value lines) | u64 n, model (torch archive)

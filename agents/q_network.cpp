@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <map>
 #include <sstream>
 
 namespace perfdojo::agents {
@@ -94,10 +95,31 @@ std::string network_bytes(QNetwork& net) {
 
 std::string load_network_bytes(QNetwork& net, const std::string& bytes) {
   try {
+    // The network was built from the checkpoint's header; LibTorch's load would give each
+    // parameter whatever shape the archive holds. Weights that disagree with the header are a
+    // corrupt checkpoint, not a different network.
+    std::map<std::string, std::vector<int64_t>> want;
+    for (const auto& p : net->named_parameters(true)) want[p.key()] = p.value().sizes().vec();
+    for (const auto& b : net->named_buffers(true)) want[b.key()] = b.value().sizes().vec();
     torch::serialize::InputArchive a;
     std::istringstream in(bytes);
     a.load_from(in);
     net->load(a);
+    auto shape = [](const std::vector<int64_t>& s) {
+      std::string t = "[";
+      for (size_t i = 0; i < s.size(); ++i) t += (i ? "," : "") + std::to_string(s[i]);
+      return t + "]";
+    };
+    auto check = [&](const std::string& key, const torch::Tensor& t) -> std::string {
+      const auto got = t.sizes().vec();
+      if (got == want[key]) return "";
+      return "the model's weights do not match the checkpoint's header: " + key + " is " + shape(got) +
+             ", the header's network needs " + shape(want[key]);
+    };
+    for (const auto& p : net->named_parameters(true))
+      if (auto e = check(p.key(), p.value()); !e.empty()) return e;
+    for (const auto& b : net->named_buffers(true))
+      if (auto e = check(b.key(), b.value()); !e.empty()) return e;
     return "";
   } catch (const std::exception& e) {
     std::string m = e.what();

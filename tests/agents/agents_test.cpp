@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <numeric>
 
 #include "agents/baselines.h"
@@ -180,6 +181,21 @@ TEST_CASE("a corrupt, truncated, foreign or mismatched checkpoint is refused wit
   CHECK(why.find("actions") != std::string::npos);
   why = check_compatible(good.value(), good->config, env::kFeatureSize + 1, good->action_count, good->token_vocab);
   CHECK(why.find("features") != std::string::npos);
+
+  // A well-formed file whose header disagrees with its weights (a hand-edited or mixed-up
+  // checkpoint): the checksum holds, the network the header describes does not.
+  for (auto edit : std::vector<std::function<void(Checkpoint&)>>{
+           [](Checkpoint& k) { k.config.hidden = 32; },
+           [](Checkpoint& k) { k.action_count += 3; }}) {
+    Checkpoint lie = good.value();
+    edit(lie);
+    const std::string path = dir + "/lying.ckpt";
+    REQUIRE(save_checkpoint(lie, path).empty());
+    auto pl = Policy::load(path);
+    REQUIRE_FALSE(pl.ok());
+    CHECK_MESSAGE(pl.error_text().find("do not match the checkpoint's header") != std::string::npos,
+                  pl.error_text());
+  }
 
   TrainOptions resume = quiet();
   resume.resume = s.checkpoint_path;
