@@ -43,11 +43,19 @@ double round_to(DType t, double v) {
 struct Resolved {
   Tensor* tensor;
   std::vector<int64_t> strides;
+  std::vector<char>* written = nullptr;  // per element, when uninitialised reads are refused
+};
+
+// Thrown at the first read of a never-written element (InterpretOptions).
+struct UninitialisedRead {
+  const Access* access;
+  int64_t offset;
 };
 
 class Interpreter {
  public:
-  Interpreter(const Program& p, TensorMap& mem) : p_(p), mem_(mem) {}
+  Interpreter(const Program& p, TensorMap& mem, std::map<std::string, std::vector<char>>* written)
+      : p_(p), mem_(mem), written_(written) {}
 
   void run() { body(p_.body); }
 
@@ -74,11 +82,14 @@ class Interpreter {
     Resolved r{&t, std::vector<int64_t>(t.shape.size(), 1)};
     for (int i = static_cast<int>(t.shape.size()) - 2; i >= 0; --i)
       r.strides[i] = r.strides[i + 1] * t.shape[i + 1];
+    if (written_) {
+      auto w = written_->find(a.buffer);
+      if (w != written_->end()) r.written = &w->second;
+    }
     return cache_.emplace(&a, std::move(r)).first->second;
   }
 
-  double& element(const Access& a) {
-    Resolved& r = resolve(a);
+  int64_t offset(const Access& a, const Resolved& r) const {
     int64_t off = 0;
     for (size_t d = 0; d < a.index.size(); ++d) {
       const Affine& ix = a.index[d];
@@ -86,6 +97,14 @@ class Interpreter {
       for (size_t k = 0; k < ix.coeffs.size(); ++k) v += ix.coeffs[k] * iters_[k];
       off += v * r.strides[d];
     }
+    return off;
+  }
+
+  // The element `a` reads now.
+  double element(const Access& a) {
+    Resolved& r = resolve(a);
+    const int64_t off = offset(a, r);
+    if (r.written && !(*r.written)[off]) throw UninitialisedRead{&a, off};
     return r.tensor->data[off];
   }
 
@@ -219,19 +238,24 @@ class Interpreter {
   }
 
   void stmt(const Stmt& s) {
-    double& target = element(s.lhs);
-    DType t = resolve(s.lhs).tensor->dtype;
+    Resolved& r = resolve(s.lhs);
+    const int64_t off = offset(s.lhs, r);
+    // A reduction reads its target; a plain store does not (its right side may, checked there).
+    const double old = s.op == Reduce::kNone ? 0.0 : element(s.lhs);
+    DType t = r.tensor->dtype;
     double v = 0;
     switch (t) {
-      case DType::kF32: v = combine<float>(s.op, target, *s.rhs); break;
-      case DType::kF64: v = combine<double>(s.op, target, *s.rhs); break;
-      case DType::kI32: v = combine<int32_t>(s.op, target, *s.rhs); break;
+      case DType::kF32: v = combine<float>(s.op, old, *s.rhs); break;
+      case DType::kF64: v = combine<double>(s.op, old, *s.rhs); break;
+      case DType::kI32: v = combine<int32_t>(s.op, old, *s.rhs); break;
     }
-    target = round_to(t, v);
+    r.tensor->data[off] = round_to(t, v);
+    if (r.written) (*r.written)[off] = 1;
   }
 
   const Program& p_;
   TensorMap& mem_;
+  std::map<std::string, std::vector<char>>* written_;
   std::vector<int64_t> iters_;
   std::unordered_map<const Access*, Resolved> cache_;
 };
@@ -267,7 +291,8 @@ TensorMap make_inputs(const Program& p, uint64_t seed) {
   return m;
 }
 
-Result<TensorMap> interpret(const Program& p, const TensorMap& inputs) {
+Result<TensorMap> interpret(const Program& p, const TensorMap& inputs,
+                            const InterpretOptions& options) {
   auto errors = check_program(p);
   if (!errors.empty()) return errors;
   TensorMap mem;
@@ -289,7 +314,25 @@ Result<TensorMap> interpret(const Program& p, const TensorMap& inputs) {
       mem.emplace(b.name, Tensor{b.dtype, b.shape, std::vector<double>(b.elements(), fill)});
     }
   }
-  Interpreter(p, mem).run();
+  std::map<std::string, std::vector<char>> written;
+  if (options.forbid_uninitialised_reads)
+    for (const auto& b : p.buffers)
+      if (b.role != Role::kInput && !b.init)
+        written.emplace(b.name, std::vector<char>(static_cast<size_t>(b.elements()), 0));
+  try {
+    Interpreter(p, mem, options.forbid_uninitialised_reads ? &written : nullptr).run();
+  } catch (const UninitialisedRead& u) {
+    const BufferDecl* b = p.find_buffer(u.access->buffer);
+    std::string at;
+    int64_t rest = u.offset;
+    for (size_t d = b->shape.size(); d-- > 0;) {
+      at = std::to_string(rest % b->shape[d]) + (at.empty() ? "" : ",") + at;
+      rest /= b->shape[d];
+    }
+    return std::vector<Diagnostic>{
+        {u.access->loc, "reads " + std::string(role_name(b->role)) + " '" + b->name + "' element [" +
+                            at + "] before anything wrote it (an uninitialised value)"}};
+  }
   return mem;
 }
 

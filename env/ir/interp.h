@@ -28,9 +28,19 @@ Tensor make_input(const BufferDecl& decl, uint64_t seed);
 /// make_input for every input buffer of `p`.
 TensorMap make_inputs(const Program& p, uint64_t seed);
 
+/// How interpret runs.
+struct InterpretOptions {
+  /// Refuse the run at the first read of an element of an output or temporary without an
+  /// initial value that nothing has written yet (a value generated code would read from
+  /// uninitialised memory, even where it is dead). The error names the access's file:line:col,
+  /// the buffer and the element.
+  bool forbid_uninitialised_reads = false;
+};
+
 /// Runs a checked program on `inputs` (every input buffer must be present with its shape).
 /// Returns every buffer (inputs, outputs and temporaries) after execution.
-Result<TensorMap> interpret(const Program& p, const TensorMap& inputs);
+Result<TensorMap> interpret(const Program& p, const TensorMap& inputs,
+                            const InterpretOptions& options = {});
 
 /// Largest elementwise error between two tensors: max |a-b| / max(1, |a|, |b|);
 /// NaN in exactly one of them, or a shape mismatch, gives +infinity.
