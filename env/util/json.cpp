@@ -1,5 +1,9 @@
 #include "util/json.h"
 
+#include <system_error>
+
+#include <limits>
+
 #if __has_include(<rapidjson/error/en.h>)
 #include <rapidjson/error/en.h>
 #else
@@ -235,11 +239,19 @@ namespace {
 
 // Forwards SAX events to a document, refusing nesting deeper than `max_depth`: the reader's
 // own stack then stays bounded too.
+//
+// Numbers arrive as their text (the reader runs with kParseNumbersAsStringsFlag) and are
+// converted here: integers as rapidjson would store them, everything else by std::from_chars,
+// which rounds correctly (full precision). rapidjson's own full-precision path has undefined
+// behaviour on valid input such as 0E76 (clz of 0, then a negative shift): a client of the
+// bridge could send it.
 struct DepthLimited {
   json::Document& d;
   int max_depth;
+  bool numbers_as_strings;
   int depth = 0;
   bool too_deep = false;
+  bool too_big = false;
 
   bool Null() { return d.Null(); }
   bool Bool(bool b) { return d.Bool(b); }
@@ -248,7 +260,46 @@ struct DepthLimited {
   bool Int64(int64_t i) { return d.Int64(i); }
   bool Uint64(uint64_t i) { return d.Uint64(i); }
   bool Double(double x) { return d.Double(x); }
-  bool RawNumber(const char* s, json::SizeType n, bool copy) { return d.RawNumber(s, n, copy); }
+  bool RawNumber(const char* s, json::SizeType n, bool copy) {
+    if (numbers_as_strings) return d.RawNumber(s, n, copy);
+    const std::string_view text(s, n);
+    const bool minus = !text.empty() && text[0] == '-';
+    if (text.find_first_of(".eE") == std::string_view::npos) {
+      if (minus) {
+        int64_t v = 0;
+        auto r = std::from_chars(s, s + n, v);
+        if (r.ec == std::errc() && r.ptr == s + n)
+          return v >= std::numeric_limits<int>::min() ? d.Int(static_cast<int>(v)) : d.Int64(v);
+      } else {
+        uint64_t v = 0;
+        auto r = std::from_chars(s, s + n, v);
+        if (r.ec == std::errc() && r.ptr == s + n)
+          return v <= std::numeric_limits<unsigned>::max() ? d.Uint(static_cast<unsigned>(v))
+                                                           : d.Uint64(v);
+      }
+      // Beyond 64 bits: a double, as rapidjson reads it.
+    }
+    double x = 0;
+    auto r = std::from_chars(s, s + n, x);
+    if (r.ec == std::errc::result_out_of_range) {
+      // Underflow reads as zero (of the right sign); overflow is an error, as in rapidjson.
+      bool overflow;
+      const auto e = text.find_first_of("eE");
+      if (e != std::string_view::npos) {
+        overflow = text[e + 1] != '-';
+      } else {  // no exponent: too large only with a nonzero digit before the point
+        const auto digits = text.substr(minus ? 1 : 0, text.find('.') - (minus ? 1 : 0));
+        overflow = digits.find_first_not_of('0') != std::string_view::npos;
+      }
+      if (overflow) {
+        too_big = true;
+        return false;
+      }
+      return d.Double(minus ? -0.0 : 0.0);
+    }
+    if (r.ec != std::errc() || r.ptr != s + n) return false;
+    return d.Double(x);
+  }
   bool String(const char* s, json::SizeType n, bool copy) { return d.String(s, n, copy); }
   bool Key(const char* s, json::SizeType n, bool copy) { return d.Key(s, n, copy); }
   bool StartObject() { return enter() && d.StartObject(); }
@@ -295,15 +346,11 @@ std::string JsonError::message() const {
 std::optional<JsonError> parse_json(std::string_view text, json::Document* doc,
                                     const JsonParseOptions& options) {
   // Full precision: a double written shortest-exact reads back to the same double (rapidjson's
-  // default fast path can be one ulp off).
-  constexpr unsigned kStrict = json::kParseIterativeFlag | json::kParseValidateEncodingFlag |
-                               json::kParseFullPrecisionFlag;
-  DepthLimited h{*doc, options.max_depth};
+  // default fast path can be one ulp off); DepthLimited converts the numbers' text itself.
+  constexpr unsigned kStrict = json::kParseIterativeFlag | json::kParseValidateEncodingFlag;
+  DepthLimited h{*doc, options.max_depth, options.numbers_as_strings};
   doc->SetNull();
-  json::ParseResult r =
-      options.numbers_as_strings
-          ? parse_with<kStrict | json::kParseNumbersAsStringsFlag>(text, doc, h)
-          : parse_with<kStrict>(text, doc, h);
+  json::ParseResult r = parse_with<kStrict | json::kParseNumbersAsStringsFlag>(text, doc, h);
   if (!r.IsError()) return std::nullopt;
   doc->SetNull();
   JsonError e;
@@ -319,6 +366,8 @@ std::optional<JsonError> parse_json(std::string_view text, json::Document* doc,
   e.too_deep = h.too_deep;
   if (h.too_deep) {
     e.what = "nesting deeper than " + std::to_string(options.max_depth) + " levels";
+  } else if (h.too_big) {
+    e.what = json::GetParseError_En(json::kParseErrorNumberTooBig);
   } else {
     e.what = json::GetParseError_En(r.Code());
   }

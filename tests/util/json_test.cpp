@@ -182,3 +182,33 @@ TEST_CASE("json: truncated and garbled input gives the line, column and what was
     if (err) CHECK(err->offset <= s.size());
   }
 }
+
+TEST_CASE("json: numbers are read exactly, including the ones rapidjson's own path mishandles") {
+  Document d;
+  REQUIRE_FALSE(util::parse_json("[0E76, 0e-5, -0.0, 1e-400, 0.1, 123456789012345678901234567890,"
+                                 " -5, 4294967295, 4294967296, -2147483649, 2.5e-308]",
+                                 &d));
+  const auto& a = d.GetArray();
+  CHECK(a[0].GetDouble() == 0.0);  // 0E76: undefined behaviour in rapidjson's full precision
+  CHECK(a[1].GetDouble() == 0.0);
+  CHECK(std::signbit(a[2].GetDouble()));
+  CHECK(a[3].GetDouble() == 0.0);  // underflow reads as zero
+  CHECK(a[4].GetDouble() == 0.1);  // correctly rounded
+  CHECK(a[5].GetDouble() == 123456789012345678901234567890.0);
+  CHECK(a[6].IsInt());
+  CHECK(a[6].GetInt() == -5);
+  CHECK(a[7].IsUint());
+  CHECK(a[7].GetUint() == 4294967295u);
+  CHECK(a[8].IsUint64());
+  CHECK(a[9].IsInt64());
+  CHECK(a[9].GetInt64() == -2147483649LL);
+  CHECK(a[10].GetDouble() == 2.5e-308);
+  auto e = util::parse_json("{\"x\": 1e400}", &d);
+  REQUIRE(e);
+  CHECK(e->what.find("Number too big") != std::string::npos);
+  e = util::parse_json("{\"x\": 1" + std::string(400, '0') + "}", &d);
+  REQUIRE(e);
+  CHECK(e->what.find("Number too big") != std::string::npos);
+  CHECK_FALSE(util::parse_json("0." + std::string(400, '0') + "1", &d));
+  CHECK(d.GetDouble() == 0.0);
+}
