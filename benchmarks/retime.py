@@ -88,13 +88,12 @@ def compiler_and_flags(report_flags):
 
 
 class Kernel:
-    def __init__(self, so, params, elements, arrays):
+    def __init__(self, so, params, arrays):
         self.lib = ctypes.CDLL(so)
         self.fn = self.lib.kernel
         self.fn.restype = None
         self.fn.argtypes = [ctypes.c_void_p] * len(params)
         self.args = [arrays[name].ctypes.data for _, name in params]
-        self.outputs = [name for _, name in params]
 
     def __call__(self, n=1):
         f, a = self.fn, self.args
@@ -135,8 +134,8 @@ def retime(out_dir, reps, tolerance):
             ours[name] = np.zeros(n, dt)
             theirs[name] = np.zeros(n, dt)
     with tempfile.TemporaryDirectory(prefix="perfdojo-retime-") as work:
-        k_new = Kernel(compile_so(source, flags, work, "returned"), params, elements, ours)
-        k_old = Kernel(compile_so(original_source, flags, work, "original"), params, elements, theirs)
+        k_new = Kernel(compile_so(source, flags, work, "returned"), params, ours)
+        k_old = Kernel(compile_so(original_source, flags, work, "original"), params, theirs)
         # Same inputs, so the same outputs (up to reassociation in vectorised reductions).
         t_old, t_new = k_old(), k_new()
         for _, name in params:

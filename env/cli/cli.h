@@ -53,6 +53,10 @@ int usage_error(const std::string& message, bool json);
 /// usage error's exit code in `rc`, when the value is not one.
 bool int_option(const Args& a, const std::string& name, int64_t lo, int64_t hi, int64_t* out, int* rc);
 
+/// Where the CLI keeps this machine's calibrated profile (and `optimize` its result cache):
+/// ~/.cache/perfdojo, or "" without $HOME.
+std::string profile_dir();
+
 /// Subcommands of the IR module (check, fmt, kernels, run).
 std::vector<Command> ir_commands();
 /// Subcommands of the transforms module (actions, apply).

@@ -1,4 +1,5 @@
 // `perfdojo`: the command line. Each subcommand lives with its module; this file dispatches.
+#include <cstdlib>
 #include <iostream>
 
 #include "cli/cli.h"
@@ -37,6 +38,11 @@ int usage_error(const std::string& message, bool json) {
     std::cerr << "perfdojo: " << message << "\n";
   }
   return kExitUsage;
+}
+
+std::string profile_dir() {
+  const char* home = std::getenv("HOME");
+  return home ? std::string(home) + "/.cache/perfdojo" : "";
 }
 
 bool int_option(const Args& a, const std::string& name, int64_t lo, int64_t hi, int64_t* out,

@@ -140,9 +140,9 @@ int cmd_optimize(const Args& a) {
   auto program = ir::load_file(a.positional[0]);
   if (!program.ok()) return report_errors(program.errors(), a.json, a.positional[0]);
   backends::BackendConfig config;
-  if (const char* home = std::getenv("HOME")) {
+  if (const std::string dir = profile_dir(); !dir.empty()) {
     // The machine profile is kept even with --no-cache, which is about measured times.
-    config.extra["profile_dir"] = std::string(home) + "/.cache/perfdojo";
+    config.extra["profile_dir"] = dir;
     if (!a.has("no-cache")) config.cache_dir = config.extra["profile_dir"];
   }
   if (a.has("threads")) {

@@ -176,17 +176,22 @@ StepResult Env::step_sketch(int c) {
     done_ = true;
     return finish_step(config_.illegal_action_penalty, info);
   }
+  return commit(std::move(e.program), t, e.trace, std::move(info));
+}
+
+StepResult Env::commit(ir::Program next, double t, const std::vector<transforms::Action>& actions,
+                       Info info) {
   const double prev = time_;
-  program_ = std::move(e.program);
+  program_ = std::move(next);
   time_ = t;
-  for (const auto& a : e.trace)
+  for (const auto& a : actions)
     if (trace_.size() < kMaxHistory) trace_.push_back(a);
   if (t < best_time_) {
     best_time_ = t;
     best_trace_ = trace_;
   }
   if (config_.action_space == "cursor") cursor_ = transforms::CursorActionSpace::clamp(program_, cursor_);
-  return finish_step(reward(prev, t), info);
+  return finish_step(reward(prev, t), std::move(info));
 }
 
 std::vector<ObservationSpaceInfo> Env::observation_spec() const {
@@ -299,16 +304,7 @@ StepResult Env::step_action(const transforms::Action& a, bool known_legal) {
     return finish_step(config_.illegal_action_penalty, info);
   }
   info.action_had_no_effect = ir::structurally_equal(candidate, program_);
-  double prev = time_;
-  program_ = std::move(candidate);
-  time_ = t;
-  if (trace_.size() < kMaxHistory) trace_.push_back(a);
-  if (t < best_time_) {
-    best_time_ = t;
-    best_trace_ = trace_;
-  }
-  if (config_.action_space == "cursor") cursor_ = transforms::CursorActionSpace::clamp(program_, cursor_);
-  return finish_step(reward(prev, t), info);
+  return commit(std::move(candidate), t, {a}, std::move(info));
 }
 
 StepResult Env::step(int action) {

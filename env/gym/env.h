@@ -130,6 +130,10 @@ class Env {
   StepResult step_action(const transforms::Action& action, bool known_legal);
   Observation observe_now() const;
   StepResult finish_step(double reward, Info info);
+  /// Makes `next` (timed `t`, reached by `actions`) the current program: trace, best, cursor,
+  /// and the reward against the time it replaces.
+  StepResult commit(ir::Program next, double t, const std::vector<transforms::Action>& actions,
+                    Info info);
   /// Actions of the base (flat or cursor) space, before the sketch actions and stop.
   int base_actions() const;
   /// Steps through the sketch action `c`.

@@ -19,7 +19,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ++data;
   --size;
   ConfigPolicy policy;  // no files, no compiler: what a server gives a remote client
-  static std::unique_ptr<env::Env> env;
+  std::unique_ptr<env::Env> env;  // per input: a finding must reproduce from its input alone
   FrameDecoder decoder(4096);
   std::string body;
   int frames = 0;
