@@ -10,7 +10,8 @@
 namespace perfdojo::env {
 
 const std::vector<std::string>& reward_spaces() {
-  static const std::vector<std::string> kSpaces = {"log_speedup_step", "relative_step", "log_speedup_total"};
+  static const std::vector<std::string> kSpaces = {"log_speedup_best", "log_speedup_step", "relative_step",
+                                                   "log_speedup_total"};
   return kSpaces;
 }
 
@@ -47,7 +48,7 @@ ir::Result<std::unique_ptr<Env>> Env::make(const EnvConfig& config) {
   const auto& rs = reward_spaces();
   if (std::find(rs.begin(), rs.end(), config.reward_space) == rs.end())
     return config_error("unknown reward space '" + config.reward_space +
-                        "'; expected log_speedup_step, relative_step or log_speedup_total");
+                        "'; expected log_speedup_best, log_speedup_step, relative_step or log_speedup_total");
   if (config.action_space != "flat" && config.action_space != "cursor")
     return config_error("unknown action space '" + config.action_space + "'; expected flat or cursor");
   for (const auto& s : config.observation_spaces)
@@ -90,6 +91,9 @@ double Env::time_of(const ir::Program& p, std::optional<std::string>* error) {
 
 double Env::reward(double prev, double now) const {
   if (prev <= 0 || now <= 0) return 0;
+  // Pays only for beating the best program of the episode so far (best_time_ is not yet
+  // updated with `now`): exploring never costs, and the return is log(initial / best).
+  if (config_.reward_space == "log_speedup_best") return best_time_ > 0 && now < best_time_ ? std::log(best_time_ / now) : 0;
   if (config_.reward_space == "relative_step") return (prev - now) / prev;
   if (config_.reward_space == "log_speedup_total") return std::log(initial_time_ / now);
   return std::log(prev / now);
@@ -182,6 +186,7 @@ StepResult Env::step_sketch(int c) {
 StepResult Env::commit(ir::Program next, double t, const std::vector<transforms::Action>& actions,
                        Info info) {
   const double prev = time_;
+  const double r = reward(prev, t);  // before best_time_ takes t in
   program_ = std::move(next);
   time_ = t;
   for (const auto& a : actions)
@@ -191,7 +196,7 @@ StepResult Env::commit(ir::Program next, double t, const std::vector<transforms:
     best_trace_ = trace_;
   }
   if (config_.action_space == "cursor") cursor_ = transforms::CursorActionSpace::clamp(program_, cursor_);
-  return finish_step(reward(prev, t), std::move(info));
+  return finish_step(r, std::move(info));
 }
 
 std::vector<ObservationSpaceInfo> Env::observation_spec() const {
@@ -206,7 +211,10 @@ std::vector<ObservationSpaceInfo> Env::observation_spec() const {
 std::vector<uint8_t> Env::action_mask() const {
   // The mask is a pure function of (program, cursor); refused actions, repeated calls and the
   // bridge's several mask views all hit this cache.
-  if (mask_valid_ && mask_cursor_ == cursor_ && mask_program_ == program_.body) return mask_;
+  if (mask_valid_ && mask_cursor_ == cursor_ && mask_program_ == program_.body) {
+    mask_.back() = stop_allowed(mask_);
+    return mask_;
+  }
   mask_ = config_.action_space == "flat" ? flat_.mask(program_, &mask_memo_)
                                          : cursor_space_.mask(program_, cursor_);
   if (config_.sketch_actions > 0) {
@@ -216,11 +224,21 @@ std::vector<uint8_t> Env::action_mask() const {
     const size_t choices = transforms::sketch_choices(program_, target_);
     for (int c = 0; c < config_.sketch_actions; ++c) mask_.push_back(static_cast<size_t>(c) < choices);
   }
-  mask_.push_back(1);  // stop is always allowed
+  mask_.push_back(1);  // stop: decided below, on every call (it depends on the episode)
   mask_program_ = program_.body;
   mask_cursor_ = cursor_;
   mask_valid_ = true;
+  mask_.back() = stop_allowed(mask_);
   return mask_;
+}
+
+bool Env::stop_allowed(const std::vector<uint8_t>& mask) const {
+  if (!config_.stop_after_progress || best_time_ < initial_time_) return true;
+  // Before any progress stop is refused, unless nothing else is legal: every state keeps a
+  // legal action.
+  for (size_t a = 0; a + 1 < mask.size(); ++a)
+    if (mask[a]) return false;
+  return true;
 }
 
 Observation Env::observe_now() const {
@@ -311,10 +329,18 @@ StepResult Env::step(int action) {
   const ActionSpec spec = action_spec();
   if (!done_ && action == spec.stop) {
     ++steps_;
-    done_ = true;
     Info info;
     info.action = "stop";
     info.action_had_no_effect = true;
+    if (!action_mask().back()) {
+      info.illegal_action = true;
+      info.legality = "no_progress";
+      info.legality_message =
+          "stop is legal once the episode has found a program faster than its start "
+          "(stop_after_progress); the episode goes on";
+      return finish_step(config_.illegal_action_penalty, info);
+    }
+    done_ = true;
     return finish_step(0, info);
   }
   if (!done_ && config_.action_space == "cursor" && action >= 0 && action < cursor_space_.size() &&

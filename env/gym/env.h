@@ -26,7 +26,9 @@ struct EnvConfig {
   backends::BackendConfig backend_config;
   backends::MeasureOptions measure;
   std::vector<std::string> observation_spaces = {"features"};  ///< ir_text features tokens graph
-  std::string reward_space = "log_speedup_step";  ///< or relative_step, log_speedup_total
+  /// log_speedup_best (default: log of the improvement over the episode's best so far, never
+  /// negative; docs/env.md "Rewards" says why), log_speedup_step, relative_step, log_speedup_total
+  std::string reward_space = "log_speedup_best";
   std::string action_space = "flat";              ///< or "cursor"
   transforms::FlatSpaceConfig flat;
   int max_episode_steps = 30;       ///< truncation limit
@@ -37,6 +39,10 @@ struct EnvConfig {
   /// the micro-kernel sketch with the target's c-th block sizes at every GEMM-class nest
   /// (docs/microkernel.md) and applies its atomic actions in one step. 0 (default) to 8.
   int sketch_actions = 0;
+  /// The stop action is legal only once the episode has found a program faster than its start
+  /// (or when nothing else is legal): a policy cannot win by stopping at once (docs/env.md,
+  /// "Rewards"). false: stop is always legal.
+  bool stop_after_progress = true;
 };
 
 /// Names of the reward spaces.
@@ -125,6 +131,8 @@ class Env {
   explicit Env(EnvConfig config);
   double time_of(const ir::Program& p, std::optional<std::string>* error);
   double reward(double prev, double now) const;
+  /// Whether stop is legal given the rest of the mask (stop_after_progress).
+  bool stop_allowed(const std::vector<uint8_t>& mask) const;
   Info make_info() const;
   /// step_action; `known_legal`: the action is legal on the current program (no check needed).
   StepResult step_action(const transforms::Action& action, bool known_legal);

@@ -1,5 +1,6 @@
 #include "gym/observation.h"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -12,6 +13,8 @@ namespace perfdojo::env {
 namespace {
 
 float log2p(double v) { return static_cast<float>(std::log2(1.0 + std::max(0.0, v))); }
+// A count as a feature, capped so that every entry stays within feature_bounds().
+float count(double v) { return static_cast<float>(std::clamp(v, 0.0, static_cast<double>(kFeatureCountCap))); }
 
 struct ScopeInfo {
   const ir::Node* node;
@@ -198,13 +201,13 @@ void nest_features(const ir::NodePtr& node, NestFeatures& out) {
     const int zero = counts[i].zero, unit = counts[i].unit, strided = counts[i].strided;
     float k = std::max<float>(1.0f, static_cast<float>(counts[i].all));
     row[0] = 1.0f;  // slot used
-    row[1] = static_cast<float>(d);
+    row[1] = count(d);
     row[2] = log2p(static_cast<double>(s.extent));
     row[3] = s.annot == ir::Annot::kVector;
     row[4] = s.annot == ir::Annot::kParallel;
     row[5] = s.annot == ir::Annot::kUnroll;
     row[6] = innermost;
-    row[7] = static_cast<float>(s.body.size());
+    row[7] = count(static_cast<double>(s.body.size()));
     row[8] = zero / k;      // accesses invariant in this scope's iterator
     row[9] = unit / k;      // unit-stride in the last dimension
     row[10] = strided / k;  // anything else (strided, non-last dimension)
@@ -231,6 +234,28 @@ uint64_t FeatureMemo::misses() const { return impl_->nests.misses(); }
 
 std::vector<float> features(const ir::Program& p, int cursor) {
   return features(p, cursor, nullptr);
+}
+
+FeatureBounds feature_bounds() {
+  FeatureBounds b{std::vector<float>(kFeatureSize, 0.0f), std::vector<float>(kFeatureSize, 1.0f)};
+  const float kLog = 1024.0f;  // log2(1 + v) of any finite double v
+  const float kCount = static_cast<float>(kFeatureCountCap);
+  for (int i : {0, 1, 2}) b.high[i] = kLog;
+  for (int i : {3, 4, 5, 6, 7}) b.high[i] = kCount;
+  b.low[9] = -1.0f;
+  b.high[9] = kCount / kFeatureScopes;
+  for (int s = 0; s < kFeatureScopes; ++s) {
+    const int o = kGlobalFeatures + s * kScopeFeatures;
+    b.high[o + 1] = kCount;  // depth
+    b.high[o + 2] = kLog;    // log2(1 + extent)
+    b.high[o + 7] = kCount;  // children
+  }
+  for (int i = 0; i < kFeatureBuffers; ++i) {
+    const int o = kGlobalFeatures + kFeatureScopes * kScopeFeatures + i * kBufferFeatures;
+    b.high[o + 3] = kLog;    // log2(1 + elements)
+    b.high[o + 4] = kCount;  // rank
+  }
+  return b;
 }
 
 std::vector<float> features(const ir::Program& p, int cursor, FeatureMemo* memo) {
@@ -269,13 +294,13 @@ std::vector<float> features(const ir::Program& p, int cursor, FeatureMemo* memo)
   f[0] = log2p(work);
   f[1] = log2p(in_bytes);
   f[2] = log2p(work / std::max(1.0, in_bytes));
-  f[3] = static_cast<float>(stmts);
-  f[4] = static_cast<float>(scopes);
-  f[5] = static_cast<float>(max_depth);
-  f[6] = static_cast<float>(p.buffers.size());
-  f[7] = static_cast<float>(temps);
+  f[3] = count(stmts);
+  f[4] = count(scopes);
+  f[5] = count(max_depth);
+  f[6] = count(static_cast<double>(p.buffers.size()));
+  f[7] = count(temps);
   f[8] = static_cast<float>(scopes > kFeatureScopes);  // some scopes not shown
-  f[9] = cursor >= 0 ? static_cast<float>(cursor) / kFeatureScopes : -1.0f;
+  f[9] = cursor >= 0 ? count(cursor) / kFeatureScopes : -1.0f;
   // Per-scope block: the nests' rows in order, as many as fit.
   int slot = 0;
   for (const NestFeatures* n : nests) {
@@ -294,7 +319,7 @@ std::vector<float> features(const ir::Program& p, int cursor, FeatureMemo* memo)
     row[1] = b.role == ir::Role::kOutput;
     row[2] = b.role == ir::Role::kTemp;
     row[3] = log2p(static_cast<double>(b.elements()));
-    row[4] = static_cast<float>(b.shape.size());
+    row[4] = count(static_cast<double>(b.shape.size()));
     row[5] = b.init.has_value();
   }
   return f;

@@ -44,6 +44,14 @@ inline constexpr int kBufferFeatures = 6;
 /// Length of the feature vector.
 inline constexpr int kFeatureSize =
     kGlobalFeatures + kFeatureScopes * kScopeFeatures + kFeatureBuffers * kBufferFeatures;
+/// Counts among the features (statements, scopes, depth, children, ...) are capped here.
+inline constexpr int kFeatureCountCap = 1 << 20;
+/// Each feature entry's bounds, always respected: log2(1+v) entries in [0, 1024], counts in [0,
+/// kFeatureCountCap], flags and fractions in [0, 1], the cursor entry in [-1, cap / 24].
+struct FeatureBounds {
+  std::vector<float> low, high;
+};
+FeatureBounds feature_bounds();
 /// Token sequence length (padded with 0, truncated beyond).
 inline constexpr int kMaxTokens = 1024;
 /// Vocabulary size of the token space.

@@ -78,7 +78,7 @@ TEST_CASE("reset returns the declared observation spaces and a full mask") {
   CHECK(obs.ir_text.find("max(") != std::string::npos);
   CHECK(obs.tokens.empty());  // not requested
   CHECK(info.action_mask.size() == static_cast<size_t>(e->action_spec().n));
-  CHECK(info.action_mask.back() == 1);  // stop
+  CHECK(info.action_mask.back() == 0);  // stop: not before progress (stop_after_progress)
   CHECK(info.time_s > 0);
   CHECK(info.time_s == info.initial_time_s);
   CHECK_FALSE(info.error);
@@ -121,12 +121,84 @@ TEST_CASE("a legal action changes the program and rewards the change in time") {
   CHECK_FALSE(r.info.illegal_action);
   CHECK(r.info.legality == "ok");
   CHECK(std::isfinite(r.reward));
-  CHECK(r.reward == doctest::Approx(std::log(info.time_s / r.info.time_s)));
+  // The default reward pays only for beating the best so far (here the initial program).
+  CHECK(r.reward == doctest::Approx(std::max(0.0, std::log(info.time_s / r.info.time_s))));
+}
+
+TEST_CASE("log_speedup_best never pays for a slowdown and sums to log(initial / best)") {
+  for (const char* space : {"log_speedup_best", "log_speedup_step"}) {
+    EnvConfig c = small_config();
+    c.reward_space = space;
+    c.max_episode_steps = 40;
+    auto e = make(c);
+    auto [obs, info] = e->reset(2);
+    std::mt19937 rng(7);
+    double sum = 0, last_time = info.time_s, best = info.time_s, prev = info.time_s;
+    bool negative = false;
+    for (int i = 0; i < 40; ++i) {
+      std::vector<int> legal;
+      const auto mask = e->action_mask();
+      for (int a = 0; a + 1 < static_cast<int>(mask.size()); ++a)
+        if (mask[a]) legal.push_back(a);
+      if (legal.empty()) break;
+      auto r = e->step(legal[rng() % legal.size()]);
+      REQUIRE_FALSE(r.info.illegal_action);
+      const double t = r.info.time_s;
+      if (std::string(space) == "log_speedup_best") {
+        CHECK(r.reward >= 0);
+        CHECK(r.reward == doctest::Approx(t < best ? std::log(best / t) : 0.0));
+      } else {
+        CHECK(r.reward == doctest::Approx(std::log(prev / t)));
+        negative = negative || r.reward < 0;
+      }
+      best = std::min(best, t);
+      prev = last_time = t;
+      CHECK(r.info.best_time_s == doctest::Approx(best));
+      sum += r.reward;
+      if (r.terminated || r.truncated) break;
+    }
+    if (std::string(space) == "log_speedup_best")
+      CHECK(sum == doctest::Approx(std::log(info.time_s / best)));
+    else
+      CHECK(sum == doctest::Approx(std::log(info.time_s / last_time)));
+  }
+}
+
+TEST_CASE("stop is refused until the episode beats its start, then terminates") {
+  auto e = make(small_config());
+  auto [obs, info] = e->reset(1);
+  const int stop = e->action_spec().stop;
+  CHECK(info.action_mask[stop] == 0);
+  auto refused = e->step(stop);
+  CHECK(refused.info.illegal_action);
+  CHECK(refused.info.legality == "no_progress");
+  CHECK_FALSE(refused.terminated);
+  CHECK(refused.reward == e->config().illegal_action_penalty);
+  CHECK(refused.observation.ir_text == obs.ir_text);
+  // The first legal action that makes the program faster (tried on a twin env); taking it makes
+  // stop legal.
+  int faster = -1;
+  const auto mask = e->action_mask();
+  for (int a = 0; a < stop && faster < 0; ++a) {
+    if (!mask[a]) continue;
+    auto twin = make(small_config());
+    twin->reset(1);
+    if (twin->step(a).info.best_time_s < info.initial_time_s) faster = a;
+  }
+  REQUIRE(faster >= 0);
+  auto r = e->step(faster);
+  CHECK(r.info.action_mask[stop] == 1);
+  auto done = e->step(stop);
+  CHECK(done.terminated);
+  CHECK_FALSE(done.info.illegal_action);
 }
 
 TEST_CASE("the stop action terminates and the step limit truncates") {
-  auto e = make(small_config());
+  EnvConfig c = small_config();
+  c.stop_after_progress = false;  // stop always legal
+  auto e = make(c);
   e->reset(1);
+  CHECK(e->action_mask().back() == 1);
   auto r = e->step(e->action_spec().stop);
   CHECK(r.terminated);
   CHECK_FALSE(r.truncated);
@@ -518,4 +590,39 @@ TEST_CASE("sketch actions are masked off where no GEMM-class nest exists, and bo
   CHECK(m[e->action_spec().stop - 1] == 0);
   c.sketch_actions = 9;
   CHECK_FALSE(Env::make(c).ok());
+}
+
+TEST_CASE("features stay within the documented finite bounds on every suite kernel") {
+  const env::FeatureBounds b = env::feature_bounds();
+  REQUIRE(b.low.size() == static_cast<size_t>(env::kFeatureSize));
+  REQUIRE(b.high.size() == static_cast<size_t>(env::kFeatureSize));
+  for (size_t i = 0; i < b.low.size(); ++i) {
+    CHECK(std::isfinite(b.low[i]));
+    CHECK(std::isfinite(b.high[i]));
+    CHECK(b.low[i] < b.high[i]);
+  }
+  std::mt19937 rng(11);
+  for (const std::string& uri : env::suite_uris()) {
+    EnvConfig c;
+    c.benchmark = uri;
+    c.max_episode_steps = 15;
+    auto e = make(c);
+    auto [obs, info] = e->reset(0);
+    auto in_bounds = [&](const std::vector<float>& f) {
+      for (size_t i = 0; i < f.size(); ++i)
+        if (!(f[i] >= b.low[i] && f[i] <= b.high[i])) return false;
+      return true;
+    };
+    CHECK_MESSAGE(in_bounds(obs.features), uri);
+    for (int s = 0; s < 15; ++s) {
+      const auto mask = e->action_mask();
+      std::vector<int> legal;
+      for (int a = 0; a + 1 < static_cast<int>(mask.size()); ++a)
+        if (mask[a]) legal.push_back(a);
+      if (legal.empty()) break;
+      auto r = e->step(legal[rng() % legal.size()]);
+      CHECK_MESSAGE(in_bounds(r.observation.features), uri << " step " << s);
+      if (r.terminated || r.truncated) break;
+    }
+  }
 }
