@@ -31,12 +31,14 @@ std::string base64_encode(std::string_view in) {
   return out;
 }
 
-std::string mask_base64(const std::vector<uint8_t>& mask) {
+std::string pack_mask(const std::vector<uint8_t>& mask) {
   std::string bits((mask.size() + 7) / 8, '\0');
   for (size_t i = 0; i < mask.size(); ++i)
     if (mask[i]) bits[i >> 3] = static_cast<char>(bits[i >> 3] | (0x80 >> (i & 7)));
-  return base64_encode(bits);
+  return bits;
 }
+
+std::string mask_base64(const std::vector<uint8_t>& mask) { return base64_encode(pack_mask(mask)); }
 
 std::optional<std::string> base64_decode(std::string_view in) {
   if (in.size() % 4 != 0) return std::nullopt;

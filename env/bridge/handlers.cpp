@@ -9,6 +9,7 @@
 
 #include "backends/backend.h"
 #include "gym/dataset.h"
+#include "ir/print.h"
 #include "transforms/action.h"
 
 namespace perfdojo::bridge {
@@ -173,6 +174,13 @@ std::string spaces_op(env::Env& e, const Request& req) {
   return w.take();
 }
 
+std::string program_op(env::Env& e, const Request& req) {
+  check_fields(req.doc, {"id", "op", "session"}, "program");
+  JsonWriter w;
+  w.begin_object().field("ir_text", ir::print_program(e.program())).end_object();
+  return w.take();
+}
+
 std::string save_op(env::Env& e, const Request& req) {
   check_fields(req.doc, {"id", "op", "session", "format"}, "save");
   const std::string format = opt_string(req.doc, "format").value_or("json");
@@ -214,14 +222,14 @@ std::string validate_op(env::Env& e, const Request& req, const ConfigPolicy& pol
 
 const std::vector<std::string>& operation_names() {
   static const std::vector<std::string> kOps = {
-      "hello", "ping", "list_benchmarks", "make",     "spaces", "reset", "step", "action_mask",
-      "fork",  "save", "restore",         "validate", "close"};
+      "hello", "ping",    "list_benchmarks", "make",     "spaces", "reset", "step", "action_mask",
+      "fork",  "program", "save",            "restore", "validate", "close"};
   return kOps;
 }
 
 bool is_session_op(const std::string& op) {
   return op == "spaces" || op == "reset" || op == "step" || op == "action_mask" || op == "fork" ||
-         op == "save" || op == "restore" || op == "validate" || op == "close";
+         op == "program" || op == "save" || op == "restore" || op == "validate" || op == "close";
 }
 
 std::string hello_result(const Limits& limits) {
@@ -287,6 +295,8 @@ std::string handle_session_op(env::Env& e, const Request& req, const ConfigPolic
       result = action_mask_op(e, req);
     } else if (req.op == "spaces") {
       result = spaces_op(e, req);
+    } else if (req.op == "program") {
+      result = program_op(e, req);
     } else if (req.op == "save") {
       result = save_op(e, req);
     } else if (req.op == "restore") {

@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "bridge/base64.h"
+#include "bridge/binary.h"
 #include "bridge/frame.h"
 #include "bridge/reply.h"
 #include "bridge/request.h"

@@ -117,6 +117,15 @@ void write_spaces(JsonWriter& w, const env::Env& e) {
     w.key("shape").begin_array();
     for (int d : s.shape) w.value(d);
     w.end_array();
+    if (s.name == "features") {
+      // Finite per-entry bounds (Box(low, high)); the same for every program.
+      static const env::FeatureBounds bounds = env::feature_bounds();
+      w.key("low").begin_array();
+      for (float v : bounds.low) w.value(static_cast<double>(v));
+      w.end_array().key("high").begin_array();
+      for (float v : bounds.high) w.value(static_cast<double>(v));
+      w.end_array();
+    }
     if (s.name == "tokens") w.field("vocabulary_size", env::token_vocabulary_size());
     if (s.name == "graph") w.field("node_features", env::kGraphNodeFeatures).field("edge_types", 4);
     w.end_object();
@@ -127,6 +136,7 @@ void write_spaces(JsonWriter& w, const env::Env& e) {
       .field("backend", c.backend)
       .field("reward_space", c.reward_space)
       .field("max_episode_steps", c.max_episode_steps)
+      .field("stop_after_progress", c.stop_after_progress)
       .field("seed", c.seed)
       .end_object();
 }

@@ -330,6 +330,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void on_frame(const std::string& body) {
+    if (authed_ && is_binary_frame(body)) {
+      binary(body);
+      return;
+    }
     auto req = std::make_shared<Request>();
     if (auto err = parse_request(body, req.get())) {
       reply_error(req->id, *err, !authed_);
@@ -524,6 +528,50 @@ class Connection : public std::enable_shared_from_this<Connection> {
         self->post_reply(handle_session_op(*s->env, *req, self->server_.opts.policy));
       }
     });
+  }
+
+  // A binary step/reset frame (docs/bridge.md, "Binary frames"): every entry runs on its
+  // session's strand, in parallel across sessions; one reply holds the records in entry order.
+  void binary(const std::string& body) {
+    BinaryRequest br;
+    if (auto err = parse_binary_request(body, limits().max_sessions, &br)) {
+      reply_error(body.size() >= kBinaryHeaderBytes ? std::to_string(br.id) : "null", *err);
+      return;
+    }
+    struct Batch {
+      uint32_t id;
+      std::vector<std::string> records;
+      std::atomic<int> left;
+    };
+    auto batch = std::make_shared<Batch>();
+    batch->id = br.id;
+    batch->records.resize(br.entries.size());
+    batch->left = static_cast<int>(br.entries.size());
+    auto self = shared_from_this();
+    auto done = [self, batch] {
+      if (--batch->left == 0) self->post_reply(binary_reply(batch->id, batch->records));
+    };
+    for (size_t i = 0; i < br.entries.size(); ++i) {
+      const BinaryEntry entry = br.entries[i];
+      std::shared_ptr<Session> s = find_session(entry.session);
+      if (!s) {
+        batch->records[i] = binary_error_record(
+            {ErrorType::kUnknownSession, "no session " + std::to_string(entry.session) +
+                                             " on this connection (sessions belong to the "
+                                             "connection that made them)"});
+        done();
+        continue;
+      }
+      asio::post(s->strand, [self, s, batch, i, entry, done] {
+        if (s->closed || !s->env) {
+          batch->records[i] = binary_error_record(
+              {ErrorType::kUnknownSession, "session " + std::to_string(s->id) + " was closed"});
+        } else if (!self->closed_flag_) {
+          batch->records[i] = run_binary_entry(*s->env, entry);
+        }
+        done();
+      });
+    }
   }
 
   // Runs on the parent session's strand.

@@ -1,7 +1,8 @@
 // libFuzzer target: the bridge's input path without a socket. The bytes are a client's stream,
 // cut into reads of sizes taken from the first byte; every frame the decoder yields is parsed as
 // a request and, when it is one, served as the server would on one cost-model session (a
-// `make` replaces it). Replies must be JSON objects; nothing may crash or hang.
+// `make` replaces it), binary frames included. Replies must be JSON objects or binary replies;
+// nothing may crash or hang.
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
@@ -32,6 +33,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         break;
       }
       ++frames;
+      if (is_binary_frame(body)) {
+        // The binary hot path: a parsed frame runs its entries on the session (any session id
+        // names it); every record must be well formed.
+        BinaryRequest br;
+        if (parse_binary_request(body, 8, &br) || !env) continue;
+        std::vector<std::string> records;
+        for (const auto& e : br.entries) records.push_back(run_binary_entry(*env, e));
+        const std::string reply = binary_reply(br.id, records);
+        if (reply.size() < kBinaryHeaderBytes || !is_binary_frame(reply)) std::abort();
+        continue;
+      }
       Request req;
       if (parse_request(body, &req)) continue;  // answered with an error reply
       // Only the cost model: a fuzzed request must not start compilers and measurements.
