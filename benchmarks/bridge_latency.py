@@ -2,13 +2,16 @@
 """Round-trip latency and throughput of the Gym socket bridge on the cost model.
 
 Usage: python3 benchmarks/bridge_latency.py [--seconds S] [--benchmark URI ...] [--clients 1,4,16]
+                                            [--vector 1,8]
 
 For each benchmark it prints
   - the C++ env's own step time, in-process (`perfdojo episode --time`, reply encoding included):
     the floor any bridge step sits on;
   - round trips over loopback: `ping` (transport only), `step` through the raw protocol client,
     and `PerfDojoEnv.step` (with decoding into numpy) — median and p90;
-  - steps/s with 1, 4 and 16 concurrent client processes, each with its own session.
+  - the same steps as binary frames (docs/bridge.md, "Binary frames");
+  - steps/s with 1, 4 and 16 concurrent client processes, each with its own session, and
+    env-steps/s of one PerfDojoVectorEnv of 1 and 8 envs.
 The workload is one fixed episode (reset, then 30 legal actions drawn from the masks with a
 fixed seed), replayed over and over. The server binds 127.0.0.1 only.
 """
@@ -29,7 +32,8 @@ sys.path.insert(0, str(ROOT / "python"))
 
 import numpy as np  # noqa: E402
 
-from perfdojo_gym import Client, PerfDojoEnv, decode_mask  # noqa: E402
+from perfdojo_gym import Client, PerfDojoEnv, PerfDojoVectorEnv, decode_mask  # noqa: E402
+from perfdojo_gym import binary  # noqa: E402
 
 STEPS = 30
 
@@ -72,7 +76,9 @@ def timed(fn, count):
 
 def summary(us):
     us = sorted(us)
-    return f"median {statistics.median(us):8.1f} us   p90 {us[int(0.9 * (len(us) - 1))]:8.1f} us   (n={len(us)})"
+    q = lambda f: us[int(f * (len(us) - 1))]  # noqa: E731
+    return (f"median {statistics.median(us):8.1f} us   p90 {q(0.9):8.1f} us   p99 {q(0.99):8.1f} us"
+            f"   (n={len(us)})")
 
 
 def latency(port, config, actions, seconds):
@@ -87,6 +93,17 @@ def latency(port, config, actions, seconds):
             t = time.perf_counter()
             c.request("step", session=s, action=a)
             raw.append((time.perf_counter() - t) * 1e6)
+    # The same steps as binary frames (one entry each): no JSON on either side.
+    n = c.request("spaces", session=s)["action_space"]["n"]
+    rid, binary_us = 0, []
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        c.request("reset", session=s, seed=0)
+        for a in actions:
+            rid += 1
+            t = time.perf_counter()
+            binary.decode(c.request_binary(binary.encode(rid, [(s, a, binary.STEP)])), [n])
+            binary_us.append((time.perf_counter() - t) * 1e6)
     c.close()
     env = PerfDojoEnv(config["benchmark"], address=f"127.0.0.1:{port}",
                       max_episode_steps=config["max_episode_steps"])
@@ -99,7 +116,22 @@ def latency(port, config, actions, seconds):
             env.step(a)
             full.append((time.perf_counter() - t) * 1e6)
     env.close()
-    return ping, raw, full
+    return ping, raw, binary_us, full
+
+
+def vector_rate(port, config, actions, num_envs, seconds):
+    """env-steps/s of one PerfDojoVectorEnv: every env replays the fixed episode."""
+    vec = PerfDojoVectorEnv(num_envs, config["benchmark"], address=f"127.0.0.1:{port}",
+                            max_episode_steps=config["max_episode_steps"])
+    steps, start = 0, time.monotonic()
+    while time.monotonic() - start < seconds:
+        vec.reset(seed=0)
+        for a in actions:
+            vec.step([a] * num_envs)
+            steps += num_envs
+    elapsed = time.monotonic() - start
+    vec.close()
+    return steps / elapsed
 
 
 def client_process(port, config, actions, seconds, barrier, out):
@@ -138,6 +170,7 @@ def main():
     ap.add_argument("--seconds", type=float, default=3.0, help="duration of each measurement")
     ap.add_argument("--benchmark", nargs="+", default=["perfdojo://suite/rowsum", "perfdojo://suite/softmax"])
     ap.add_argument("--clients", default="1,4,16")
+    ap.add_argument("--vector", default="1,8", help="PerfDojoVectorEnv sizes to time")
     ap.add_argument("--bin-dir", default=os.environ.get("PERFDOJO_BIN_DIR", str(ROOT / "build" / "bin")))
     args = ap.parse_args()
     binary = str(Path(args.bin_dir) / "perfdojo")
@@ -156,15 +189,19 @@ def main():
                   f"{local['reply_bytes_mean']:.0f} reply bytes per step)")
             print(f"  C++ env step, in-process   median {local['step_us_median']:8.1f} us   "
                   f"p90 {local['step_us_p90']:8.1f} us")
-            ping, raw, full = latency(port, config, actions, args.seconds)
+            ping, raw, bin_us, full = latency(port, config, actions, args.seconds)
             print(f"  ping round trip            {summary(ping)}")
             print(f"  step round trip (protocol) {summary(raw)}")
+            print(f"  step round trip (binary)   {summary(bin_us)}")
             print(f"  PerfDojoEnv.step           {summary(full)}")
             print(f"  bridge overhead per step   {statistics.median(raw) - local['step_us_median']:8.1f} us "
                   "(protocol step median minus in-process step median)")
             for n in [int(x) for x in args.clients.split(",")]:
                 rate = throughput(port, config, actions, n, args.seconds)
                 print(f"  {n:2d} client(s)              {rate:9.0f} steps/s")
+            for n in [int(x) for x in args.vector.split(",")]:
+                rate = vector_rate(port, config, actions, n, args.seconds)
+                print(f"  PerfDojoVectorEnv({n:2d})      {rate:9.0f} env-steps/s (one client, binary frames)")
     finally:
         proc.stdin.close()
         proc.wait(timeout=30)

@@ -7,16 +7,22 @@ imports it by itself.
 from gymnasium.envs.registration import register, registry
 
 from .client import (PROTOCOL_VERSION, BridgeConnectionError, BridgeError, Client, LocalServer,
-                     find_binary)
-from .env import InvalidActionError, PerfDojoEnv, decode_mask
+                     SharedServer, find_binary)
+from .env import InvalidActionError, PerfDojoEnv, decode_mask, require_spaces
+from .vector import PerfDojoVectorEnv
 
 __all__ = [
     "PROTOCOL_VERSION", "BridgeConnectionError", "BridgeError", "Client", "InvalidActionError",
-    "LocalServer", "PerfDojoEnv", "decode_mask", "find_binary",
+    "LocalServer", "PerfDojoEnv", "PerfDojoVectorEnv", "SharedServer", "decode_mask", "find_binary",
+    "require_spaces",
 ]
 
 # The default backend (cost_model) is deterministic; a measuring backend's env reports
 # nondeterministic=True through its spec whatever the registration says (PerfDojoEnv.spec).
-# No max_episode_steps here: the C++ env truncates by itself (config max_episode_steps).
+# gym.make applies Gymnasium's TimeLimit (30 steps unless max_episode_steps says otherwise) and
+# the env then leaves truncation to it; PerfDojoEnv made directly truncates in C++ (its config's
+# max_episode_steps, 30 by default). make_vec with vectorization_mode="vector_entry_point" gives
+# PerfDojoVectorEnv: N envs stepped in one round trip.
 if "PerfDojo-v0" not in registry:
-    register(id="PerfDojo-v0", entry_point="perfdojo_gym:PerfDojoEnv", nondeterministic=False)
+    register(id="PerfDojo-v0", entry_point="perfdojo_gym:PerfDojoEnv", nondeterministic=False,
+             max_episode_steps=30, vector_entry_point="perfdojo_gym:PerfDojoVectorEnv")

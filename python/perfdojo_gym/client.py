@@ -106,6 +106,27 @@ class Client:
         err = reply.get("error") or {}
         raise BridgeError(err.get("type", "unknown"), err.get("message", ""))
 
+    def request_binary(self, body: bytes) -> bytes:
+        """Sends one binary frame (docs/bridge.md, "Binary frames") and returns the reply body.
+
+        A frame the server refuses as a whole is answered in JSON: that raises BridgeError."""
+        with self._lock:
+            if self.closed:
+                raise BridgeConnectionError("the connection is closed")
+            try:
+                self._sock.sendall(_HEADER.pack(len(body)) + body)
+                reply = self._read_frame()
+            except OSError as e:
+                self._close_locked()
+                raise BridgeConnectionError(f"lost the connection to the server: {e}") from e
+        if reply[:1] == b"{":
+            doc = json.loads(reply)
+            if doc.get("id") is None:
+                self.close()
+            err = doc.get("error") or {}
+            raise BridgeError(err.get("type", "unknown"), err.get("message", ""))
+        return reply
+
     def _recv_exact(self, buf: memoryview) -> None:
         got = 0
         while got < len(buf):
@@ -278,3 +299,40 @@ def _close_all_servers() -> None:
         _servers.clear()
     for server, _ in entries:
         server.close()
+
+
+class SharedServer:
+    """One local server for this process and every process it starts afterwards.
+
+    Worker processes of SubprocVecEnv (Stable-Baselines3) or AsyncVectorEnv (Gymnasium) would
+    each start a private server; inside `with SharedServer():` they inherit
+    $PERFDOJO_BRIDGE_ADDRESS and $PERFDOJO_BRIDGE_TOKEN instead and all connect to this one,
+    started once. The variables are restored and the server released on exit.
+    """
+
+    def __init__(self, server_args: tuple = ()):
+        self._args = tuple(server_args)
+        self.server: Optional[LocalServer] = None
+        self._saved: dict = {}
+
+    @property
+    def address(self) -> str:
+        return f"{self.server.host}:{self.server.port}"
+
+    def __enter__(self) -> "SharedServer":
+        self.server = acquire_local_server(self._args)
+        for key in ("PERFDOJO_BRIDGE_ADDRESS", "PERFDOJO_BRIDGE_TOKEN"):
+            self._saved[key] = os.environ.get(key)
+        os.environ["PERFDOJO_BRIDGE_ADDRESS"] = self.address
+        os.environ["PERFDOJO_BRIDGE_TOKEN"] = self.server.token
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for key, value in self._saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        if self.server is not None:
+            release_local_server(self.server)
+            self.server = None

@@ -23,6 +23,9 @@ DETERMINISTIC_BACKENDS = frozenset({"cost_model", "interpreter"})
 # which can only come from comments in a user's kernel, are replaced by "?".
 IR_TEXT_CHARSET = string.printable
 IR_TEXT_MAX_LENGTH = 1 << 20
+# The C++ env's largest episode limit: what an env made by gym.make runs with, so that
+# Gymnasium's TimeLimit wrapper alone decides when an episode is truncated.
+MAX_EPISODE_STEPS = 1_000_000
 
 
 class InvalidActionError(ValueError):
@@ -91,7 +94,7 @@ class PerfDojoEnv(gym.Env):
     for sb3-contrib's MaskablePPO) and, with dict_observation, inside the observation.
     """
 
-    metadata = {"render_modes": []}
+    metadata = {"render_modes": ["ansi"], "render_fps": 4}
 
     def __init__(self, benchmark: str = "perfdojo://suite/softmax", *, backend: str = "cost_model",
                  observation_spaces: Sequence[str] | str = ("features",),
@@ -100,24 +103,21 @@ class PerfDojoEnv(gym.Env):
                  illegal_action_penalty: Optional[float] = None, config: Optional[dict] = None,
                  address: Optional[str] = None, token: Optional[str] = None,
                  dict_observation: bool = False, server_args: Sequence[str] = (),
-                 render_mode: Optional[str] = None):
-        if isinstance(observation_spaces, str):
-            observation_spaces = [observation_spaces]
-        cfg = dict(config or {})
-        cfg.update({"benchmark": benchmark, "backend": backend,
-                    "observation_spaces": list(observation_spaces)})
-        for key, value in (("reward_space", reward_space), ("action_space", action_space),
-                           ("max_episode_steps", max_episode_steps), ("seed", seed),
-                           ("illegal_action_penalty", illegal_action_penalty)):
-            if value is not None:
-                cfg[key] = value
-        self._config = cfg
+                 render_mode: Optional[str] = None, **config_fields: Any):
+        if render_mode not in (None, "ansi"):
+            raise ValueError(f"render_mode {render_mode!r} is not supported; PerfDojoEnv renders "
+                             f"'ansi' (the current IR text) or nothing")
+        self._config = config_from_kwargs(benchmark, dict(
+            config_fields, backend=backend, observation_spaces=observation_spaces,
+            reward_space=reward_space, action_space=action_space,
+            max_episode_steps=max_episode_steps, seed=seed,
+            illegal_action_penalty=illegal_action_penalty, config=config))
         self._address = address if address is not None else os.environ.get("PERFDOJO_BRIDGE_ADDRESS")
         self._token = token if token is not None else os.environ.get("PERFDOJO_BRIDGE_TOKEN")
         self._dict_observation = bool(dict_observation)
         self._server_args = tuple(server_args)
         self.render_mode = render_mode
-        self._measured = backend not in DETERMINISTIC_BACKENDS
+        self._measured = self._config["backend"] not in DETERMINISTIC_BACKENDS
         self._conn: Optional[_Connection] = None
         self._session: Optional[int] = None
         self._spaces_json: Optional[dict] = None
@@ -195,6 +195,10 @@ class PerfDojoEnv(gym.Env):
         if self._conn is not None and self._conn.pid == os.getpid() and not self._conn.client.closed:
             return
         self._drop_connection()
+        if "max_episode_steps" not in self._config and self._spec is not None:
+            # Made by gym.make: Gymnasium's TimeLimit wrapper (max_episode_steps of gym.make or of
+            # the registration, 30) ends episodes; the C++ env must not end them earlier.
+            self._config["max_episode_steps"] = MAX_EPISODE_STEPS
         conn = _Connection(self._address, self._token, self._server_args)
         try:
             made = conn.client.request("make", config=self._config)
@@ -316,7 +320,10 @@ class PerfDojoEnv(gym.Env):
         return self._mask.astype(bool)
 
     def render(self):
-        return None
+        """render_mode="ansi": the current program's IR text; otherwise None."""
+        if self.render_mode != "ansi":
+            return None
+        return self._request("program")["ir_text"]
 
     def close(self) -> None:
         if self._conn is not None and self._conn.pid == os.getpid() and self._session is not None:
@@ -388,9 +395,28 @@ class PerfDojoEnv(gym.Env):
         self.__dict__.update(state)
 
 
+def config_from_kwargs(benchmark: str, kwargs: dict) -> dict:
+    """The EnvConfig of docs/bridge.md from PerfDojoEnv's keyword arguments: the named fields,
+    `config`, and any further EnvConfig field given by name (sketch_actions=2, flat={...})."""
+    kwargs = dict(kwargs)
+    cfg = dict(kwargs.pop("config", None) or {})
+    spaces_ = kwargs.pop("observation_spaces", None) or ("features",)
+    if isinstance(spaces_, str):
+        spaces_ = [spaces_]
+    cfg.update({"benchmark": benchmark, "backend": kwargs.pop("backend", None) or "cost_model",
+                "observation_spaces": list(spaces_)})
+    for key, value in kwargs.items():
+        if value is not None:
+            cfg[key] = value
+    return cfg
+
+
 def _space_of(s: dict) -> spaces.Space:
     name = s["name"]
     if name == "features":
+        if "low" in s and "high" in s:  # finite per-entry bounds (docs/env.md)
+            return spaces.Box(np.asarray(s["low"], dtype=np.float32),
+                              np.asarray(s["high"], dtype=np.float32), dtype=np.float32)
         return spaces.Box(-np.inf, np.inf, shape=tuple(s["shape"]), dtype=np.float32)
     if name == "tokens":
         return spaces.Box(0, int(s["vocabulary_size"]) - 1, shape=tuple(s["shape"]), dtype=np.int32)
@@ -401,6 +427,40 @@ def _space_of(s: dict) -> spaces.Space:
                                                   dtype=np.float32),
                             edge_space=spaces.Discrete(int(s["edge_types"])))
     raise ValueError(f"unknown observation space {name!r}")
+
+
+# Observation spaces each framework's models take; the others need a model of one's own.
+_FRAMEWORK_SPACES = {
+    "stable-baselines3": ({"features", "tokens"}, "Box, Discrete, MultiDiscrete, MultiBinary and Dict of them"),
+    "rllib": ({"features", "tokens"}, "Box, Discrete, MultiDiscrete, Dict and Tuple of them"),
+    "cleanrl": ({"features"}, "one flat Box"),
+}
+_FRAMEWORK_ALIASES = {"sb3": "stable-baselines3", "sb3-contrib": "stable-baselines3",
+                      "stable_baselines3": "stable-baselines3", "ray": "rllib"}
+
+
+def require_spaces(env, framework: str) -> None:
+    """Raises ValueError, saying which spaces and why, when `env` (a PerfDojoEnv, a wrapper of
+    one, or a config dict) observes a space `framework` cannot take. Frameworks:
+    "stable-baselines3" (or "sb3"), "rllib", "cleanrl"."""
+    key = _FRAMEWORK_ALIASES.get(framework.lower(), framework.lower())
+    if key not in _FRAMEWORK_SPACES:
+        raise ValueError(f"unknown framework {framework!r}; expected one of "
+                         f"{', '.join(sorted(_FRAMEWORK_SPACES))}")
+    allowed, what = _FRAMEWORK_SPACES[key]
+    cfg = env if isinstance(env, dict) else getattr(getattr(env, "unwrapped", env), "_config", None)
+    if cfg is None:
+        raise TypeError("require_spaces takes a PerfDojoEnv, a wrapper of one, or its config dict")
+    names = cfg.get("observation_spaces") or ["features"]
+    names = [names] if isinstance(names, str) else list(names)
+    bad = [n for n in names if n not in allowed]
+    if bad:
+        kinds = {"ir_text": "a gymnasium Text space", "graph": "a gymnasium Graph space",
+                 "tokens": "an integer sequence"}
+        raise ValueError(
+            f"{key} cannot take the observation space(s) {', '.join(repr(b) for b in bad)} "
+            f"({'; '.join(f'{b} is {kinds.get(b, b)}' for b in bad)}); its models take {what}. "
+            f"Use observation_spaces={sorted(allowed)!r}, or write a model of your own for them.")
 
 
 def _user_error(e: BridgeError) -> Exception:

@@ -1,0 +1,239 @@
+"""PerfDojoVectorEnv: N server-side envs stepped in one round trip (binary frames).
+
+The server runs the N sessions of one frame in parallel on its workers, so one Python process
+drives every core of the machine without a worker process per env.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Optional, Sequence
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+from gymnasium.vector.utils import batch_space
+
+from . import binary
+from .client import BridgeError, Client, acquire_local_server, parse_address, release_local_server
+from .env import InvalidActionError, _space_of, _user_error, config_from_kwargs
+
+try:  # Gymnasium >= 1.1
+    from gymnasium.vector import AutoresetMode
+    _NEXT_STEP, _SAME_STEP = AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP
+except ImportError:  # Gymnasium 1.0 names the modes by string
+    _NEXT_STEP, _SAME_STEP = "NextStep", "SameStep"
+
+_NUMERIC = {"features": np.float32, "tokens": np.int32}
+
+
+class PerfDojoVectorEnv(gym.vector.VectorEnv):
+    """`num_envs` PerfDojo envs behind one bridge connection.
+
+    Args:
+        num_envs: how many envs; env i's config seed is `seed + i` (seed default 0).
+        benchmark and the other keyword arguments: as PerfDojoEnv (observation spaces must be
+            numeric: features and/or tokens).
+        autoreset_mode: "next_step" (Gymnasium's default: the step after an episode ends resets
+            that env and ignores its action) or "same_step" (the env is reset within the step
+            that ended it; info["final_obs"] and info["final_info"] hold the last ones).
+
+    info holds arrays over the envs: action_mask (num_envs x n, int8), time_s, initial_time_s,
+    best_time_s, step, illegal_action, action_had_no_effect, and message (info.error, or why an
+    action was illegal; "" otherwise), each with its Gymnasium "_name" presence array.
+    """
+
+    metadata = {"render_modes": [], "autoreset_mode": _NEXT_STEP}
+
+    def __init__(self, num_envs: int, benchmark: str = "perfdojo://suite/softmax", *,
+                 autoreset_mode: str = "next_step", address: Optional[str] = None,
+                 token: Optional[str] = None, server_args: Sequence[str] = (), **kwargs: Any):
+        if int(num_envs) < 1:
+            raise ValueError("num_envs must be at least 1")
+        self.num_envs = int(num_envs)
+        mode = str(getattr(autoreset_mode, "value", autoreset_mode)).lower().replace("_", "")
+        if mode not in ("nextstep", "samestep"):
+            raise ValueError(f"autoreset_mode must be 'next_step' or 'same_step', not {autoreset_mode!r}")
+        self._same_step = mode == "samestep"
+        self.metadata = dict(self.metadata, autoreset_mode=_SAME_STEP if self._same_step else _NEXT_STEP)
+        cfg = config_from_kwargs(benchmark, kwargs)
+        for name in cfg["observation_spaces"]:
+            if name not in _NUMERIC:
+                raise ValueError(f"PerfDojoVectorEnv carries numeric observations only (features, "
+                                 f"tokens); {name!r} needs the JSON path: use PerfDojoEnv")
+        self._spaces_names = list(cfg["observation_spaces"])
+        address = address if address is not None else os.environ.get("PERFDOJO_BRIDGE_ADDRESS")
+        token = token if token is not None else os.environ.get("PERFDOJO_BRIDGE_TOKEN")
+        self._server = None
+        if address is None:
+            self._server = acquire_local_server(tuple(server_args))
+            host, port, token = self._server.host, self._server.port, self._server.token
+        else:
+            host, port = parse_address(address)
+        self._client = None
+        self._sessions: list[int] = []
+        try:
+            self._client = Client(host, port, token=token)
+            base_seed = int(cfg.get("seed", 0))
+            for i in range(self.num_envs):
+                made = self._client.request("make", config=dict(cfg, seed=base_seed + i))
+                self._sessions.append(int(made["session"]))
+        except BridgeError as e:
+            self.close()
+            raise _user_error(e) from None
+        except BaseException:
+            self.close()
+            raise
+        sj = made["spaces"]
+        self.spaces_json = sj
+        self._n = int(sj["action_space"]["n"])
+        self.single_action_space = spaces.Discrete(self._n)
+        self.action_space = batch_space(self.single_action_space, self.num_envs)
+        inner = {s["name"]: _space_of(s) for s in sj["observation_spaces"]}
+        self.single_observation_space = (next(iter(inner.values())) if len(inner) == 1
+                                         else spaces.Dict(inner))
+        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+        self._shapes = {s["name"]: tuple(s["shape"]) for s in sj["observation_spaces"]}
+        self._request_id = 0
+        self._needs_reset = np.zeros(self.num_envs, dtype=bool)
+        self._masks = np.zeros((self.num_envs, self._n), dtype=np.int8)
+        self._last_obs = None
+
+    # ------------------------------------------------------------ wire
+
+    def _roundtrip(self, entries: list[tuple[int, int, int]]) -> list[binary.Record]:
+        self._request_id = (self._request_id + 1) & 0xFFFFFFFF
+        body = self._client.request_binary(binary.encode(self._request_id, entries))
+        rid, records = binary.decode(body, [self._n] * len(entries))
+        if rid != self._request_id:
+            raise BridgeError("internal", f"reply id {rid} for request {self._request_id}")
+        for r in records:
+            if not r.ok:
+                kind, _, msg = r.error.partition(": ")
+                raise _user_error(BridgeError(kind, msg))
+        return records
+
+    def _observation(self, r: binary.Record) -> dict:
+        out, pos = {}, 0
+        for name in self._spaces_names:
+            shape = self._shapes[name]
+            count = int(np.prod(shape))
+            out[name] = np.frombuffer(r.observation, dtype=_NUMERIC[name], count=count,
+                                      offset=pos).reshape(shape)
+            pos += count * 4
+        return out
+
+    def _assemble(self, records: Sequence[binary.Record], rows: Sequence[int], obs, info) -> None:
+        for r, i in zip(records, rows):
+            o = self._observation(r)
+            for name in self._spaces_names:
+                obs[name][i] = o[name]
+            self._masks[i] = r.mask
+            info["time_s"][i] = r.time_s
+            info["initial_time_s"][i] = r.initial_time_s
+            info["best_time_s"][i] = r.best_time_s
+            info["step"][i] = r.step
+            info["illegal_action"][i] = r.illegal_action
+            info["action_had_no_effect"][i] = r.action_had_no_effect
+            info["message"][i] = r.message
+
+    def _blank(self):
+        obs = {name: np.zeros((self.num_envs,) + self._shapes[name], dtype=_NUMERIC[name])
+               for name in self._spaces_names}
+        info = {"time_s": np.zeros(self.num_envs), "initial_time_s": np.zeros(self.num_envs),
+                "best_time_s": np.zeros(self.num_envs), "step": np.zeros(self.num_envs, np.int32),
+                "illegal_action": np.zeros(self.num_envs, bool),
+                "action_had_no_effect": np.zeros(self.num_envs, bool),
+                "message": np.full(self.num_envs, "", dtype=object)}
+        return obs, info
+
+    def _finish(self, obs, info):
+        info["action_mask"] = self._masks.copy()
+        for key in list(info):
+            if not key.startswith("_") and key not in ("final_obs", "final_info"):
+                info["_" + key] = np.ones(self.num_envs, dtype=bool)
+        out = obs[self._spaces_names[0]] if len(self._spaces_names) == 1 else obs
+        self._last_obs = out
+        return out, info
+
+    # ------------------------------------------------------------ Gymnasium API
+
+    def reset(self, *, seed: Optional[int | Sequence[int]] = None, options: Optional[dict] = None):
+        if options:
+            raise ValueError("PerfDojoVectorEnv.reset takes no options (set the benchmark when "
+                             "making it)")
+        if seed is None:
+            seeds = [None] * self.num_envs
+        elif isinstance(seed, int):
+            seeds = [seed + i for i in range(self.num_envs)]
+        else:
+            seeds = list(seed)
+            if len(seeds) != self.num_envs:
+                raise ValueError(f"{len(seeds)} seeds for {self.num_envs} envs")
+        entries = [(s, 0, binary.RESET) if sd is None else (s, int(sd), binary.RESET_SEED)
+                   for s, sd in zip(self._sessions, seeds)]
+        records = self._roundtrip(entries)
+        obs, info = self._blank()
+        self._assemble(records, range(self.num_envs), obs, info)
+        self._needs_reset[:] = False
+        return self._finish(obs, info)
+
+    def step(self, actions):
+        actions = np.asarray(actions).reshape(-1)
+        if actions.shape[0] != self.num_envs:
+            raise ValueError(f"{actions.shape[0]} actions for {self.num_envs} envs")
+        bad = (actions < 0) | (actions >= self._n)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise InvalidActionError(f"action {int(actions[i])} of env {i} is out of range "
+                                     f"[0, {self._n}); no env was stepped")
+        entries = [(s, 0, binary.RESET) if self._needs_reset[i] else (s, int(actions[i]), binary.STEP)
+                   for i, s in enumerate(self._sessions)]
+        records = self._roundtrip(entries)
+        obs, info = self._blank()
+        self._assemble(records, range(self.num_envs), obs, info)
+        rewards = np.array([r.reward for r in records], dtype=np.float64)
+        terminated = np.array([r.terminated for r in records], dtype=bool)
+        truncated = np.array([r.truncated for r in records], dtype=bool)
+        done = terminated | truncated
+        if self._same_step and done.any():
+            rows = [int(i) for i in np.flatnonzero(done)]
+            final_obs, final_info = self._finish(obs, info)
+            final_obs = {k: v.copy() for k, v in final_obs.items()} if isinstance(final_obs, dict) else final_obs.copy()
+            fresh = self._roundtrip([(self._sessions[i], 0, binary.RESET) for i in rows])
+            obs, info = self._blank()
+            self._assemble(records, range(self.num_envs), obs, info)
+            self._assemble(fresh, rows, obs, info)
+            info["final_obs"] = final_obs
+            info["final_info"] = {k: v for k, v in final_info.items() if not k.startswith("_")}
+            info["_final_obs"] = done.copy()
+            info["_final_info"] = done.copy()
+            self._needs_reset[:] = False
+        else:
+            self._needs_reset = done
+        out, info = self._finish(obs, info)
+        return out, rewards, terminated, truncated, info
+
+    def action_masks(self) -> np.ndarray:
+        """(num_envs, n) bools: the legal actions of every env now."""
+        return self._masks.astype(bool)
+
+    def close_extras(self, **kwargs: Any) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            for s in self._sessions:
+                try:
+                    client.request("close", session=s)
+                except Exception:
+                    break
+            client.close()
+        self._sessions = []
+        server, self._server = self._server, None
+        if server is not None:
+            release_local_server(server)
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
