@@ -38,8 +38,9 @@ from perfdojo_gym import binary  # noqa: E402
 STEPS = 30
 
 
-def start_server(binary):
-    proc = subprocess.Popen([binary, "serve", "--host", "127.0.0.1", "--port", "0", "--json", "--stdin-watch"],
+def start_server(binary, extra=()):
+    proc = subprocess.Popen([binary, "serve", "--host", "127.0.0.1", "--port", "0", "--json", "--stdin-watch",
+                             *extra],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     port = json.loads(proc.stdout.readline())["port"]
     return proc, port
@@ -171,12 +172,15 @@ def main():
     ap.add_argument("--benchmark", nargs="+", default=["perfdojo://suite/rowsum", "perfdojo://suite/softmax"])
     ap.add_argument("--clients", default="1,4,16")
     ap.add_argument("--vector", default="1,8", help="PerfDojoVectorEnv sizes to time")
+    ap.add_argument("--server-args", default="", help="extra perfdojo serve flags, e.g. "
+                    "\"--no-inline --poll-us 0\" (with PERFDOJO_POLL_US=0: no polling anywhere)")
     ap.add_argument("--bin-dir", default=os.environ.get("PERFDOJO_BIN_DIR", str(ROOT / "build" / "bin")))
     args = ap.parse_args()
     binary = str(Path(args.bin_dir) / "perfdojo")
     print(f"perfdojo bridge benchmark: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}, "
-          f"{args.seconds:g} s per measurement")
-    proc, port = start_server(binary)
+          f"{args.seconds:g} s per measurement, server flags [{args.server_args}], "
+          f"client poll {os.environ.get('PERFDOJO_POLL_US', 'default')} us")
+    proc, port = start_server(binary, args.server_args.split())
     try:
         for uri in args.benchmark:
             config = {"benchmark": uri, "max_episode_steps": STEPS + 1}

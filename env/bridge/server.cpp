@@ -46,17 +46,33 @@ class Connection;
 /// One env session: its env and the strand that runs its requests one at a time, in order.
 struct Session {
   Session(uint64_t i, std::unique_ptr<env::Env> e, PoolStrand s, std::atomic<int>& live)
-      : id(i), env(std::move(e)), strand(std::move(s)), live_(live) {}
+      : id(i), deterministic(e->deterministic()), env(std::move(e)), strand(std::move(s)), live_(live) {}
   ~Session() { release_slot(); }
   /// Gives back its max_sessions claim, once: at `close` (before the reply, so a client that
   /// closes and then makes finds the slot free), else when the last holder lets it go.
   void release_slot() {
     if (!released_.exchange(true)) --live_;
   }
+  /// Runs `fn` on the strand; `queued` counts it until it has run.
+  template <class Fn>
+  void post(Fn fn) {
+    ++queued;
+    asio::post(strand, [this, fn = std::move(fn)]() mutable {
+      fn();
+      --queued;
+    });
+  }
+  /// Whether nothing is queued or running on the strand. Only the connection's I/O thread posts
+  /// to a session, so when it sees an idle session nothing else can touch the env until it posts
+  /// again: it may run a cheap request itself (Connection::inline_ok).
+  bool idle() const { return queued.load() == 0; }
+
   uint64_t id;
-  std::unique_ptr<env::Env> env;  // touched only on `strand`
+  const bool deterministic;
+  std::unique_ptr<env::Env> env;  // touched on `strand`, or on the I/O thread while idle()
   PoolStrand strand;
   std::atomic<bool> closed{false};
+  std::atomic<int> queued{0};
 
  private:
   std::atomic<int>& live_;
@@ -72,6 +88,7 @@ struct Server::Impl {
   std::atomic<int> sessions_live{0};
   std::atomic<uint64_t> next_session{1};
   std::atomic<int> connections_open{0};
+  std::atomic<int> busy_connections{0};  // with a request received and not yet answered
   std::atomic<uint64_t> connections_accepted{0}, requests{0}, error_replies{0};
   std::atomic<uint64_t> evicted{0}, auth_failures{0};
   // Failed handshakes per client address (touched on the loop thread only): how many, and
@@ -94,6 +111,7 @@ struct Server::Impl {
   tcp::acceptor acceptor{io};
   asio::steady_timer accept_pause{io};
   std::unique_ptr<asio::thread_pool> fast_pool, measure_pool;
+  int fast_workers = 1;  // threads of fast_pool
   std::thread io_thread;
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
 
@@ -155,6 +173,28 @@ struct Server::Impl {
     stop_cv.notify_all();
   }
   void shutdown();
+
+  /// The I/O loop. With opts.poll_us > 0 it keeps polling for that long after the last handler
+  /// ran before it blocks: a client's next request, usually a step's worth of microseconds
+  /// away, then finds the thread awake. Sleeping and waking a thread costs tens of microseconds
+  /// on virtual machines, more than a cost-model step.
+  void run_loop() {
+    if (opts.poll_us <= 0) {
+      io.run();
+      return;
+    }
+    const auto window = std::chrono::microseconds(opts.poll_us);
+    auto last = Clock::now();
+    while (!io.stopped()) {
+      if (io.poll() > 0) {
+        last = Clock::now();
+      } else if (Clock::now() - last > window || busy_connections.load() > 1) {
+        // Several clients at once: the workers need the cores more than this thread.
+        io.run_one();  // blocks until something happens
+        last = Clock::now();
+      }
+    }
+  }
 };
 
 // One client connection. Socket, timer and all members below run on the connection's strand;
@@ -234,9 +274,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
                          " by=disconnect");
       s->closed = true;
       // Destroy the env on its own strand, after whatever request is running there.
-      asio::post(s->strand, [s] { s->env.reset(); });
+      s->post([s] { s->env.reset(); });
     }
     --server_.connections_open;
+    if (pending_ > 0) --server_.busy_connections;
+    pending_ = 0;
     std::lock_guard<std::mutex> lock(server_.conns_mu);
     server_.conns.erase(this);
   }
@@ -298,7 +340,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       FrameDecoder::Status st = decoder_.next(&body);
       if (st == FrameDecoder::Status::kNeedMore) break;
       if (st == FrameDecoder::Status::kTooLarge) {
-        ++pending_;
+        bump_pending(+1);
         server_.log(1, "event=frame_too_large " + who() + " bytes=" +
                            std::to_string(decoder_.refused_length()) +
                            " limit=" + std::to_string(decoder_.limit()) +
@@ -313,7 +355,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       }
       frame_clock_ = false;
       last_activity_ = Clock::now();
-      ++pending_;
+      bump_pending(+1);
       ++server_.requests;
       on_frame(body);
     }
@@ -498,8 +540,19 @@ class Connection : public std::enable_shared_from_this<Connection> {
                                                    "connection that made them)"});
       return;
     }
+    if (inline_ok(*s) && (req->op == "step" || req->op == "reset" || req->op == "action_mask" ||
+                          req->op == "spaces" || req->op == "program")) {
+      // A cheap request on an idle deterministic session runs here, on the I/O thread: two
+      // thread hand-offs (to a worker and back) cost more than the step itself.
+      if (s->closed || !s->env) {
+        reply_error(req->id, {ErrorType::kUnknownSession, "session " + std::to_string(s->id) + " was closed"});
+      } else {
+        queue(handle_session_op(*s->env, *req, server_.opts.policy), true, false);
+      }
+      return;
+    }
     auto self = shared_from_this();
-    asio::post(s->strand, [self, s, req] {
+    s->post([self, s, req] {
       if (s->closed || !s->env) {
         self->post_reply(error_reply(
             req->id,
@@ -547,6 +600,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     batch->id = br.id;
     batch->records.resize(br.entries.size());
     batch->left = static_cast<int>(br.entries.size());
+    if (share_binary(br)) return;
     auto self = shared_from_this();
     auto done = [self, batch] {
       if (--batch->left == 0) self->post_reply(binary_reply(batch->id, batch->records));
@@ -562,7 +616,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
         done();
         continue;
       }
-      asio::post(s->strand, [self, s, batch, i, entry, done] {
+      s->post([self, s, batch, i, entry, done] {
         if (s->closed || !s->env) {
           batch->records[i] = binary_error_record(
               {ErrorType::kUnknownSession, "session " + std::to_string(s->id) + " was closed"});
@@ -572,6 +626,54 @@ class Connection : public std::enable_shared_from_this<Connection> {
         done();
       });
     }
+  }
+
+  /// Whether the I/O thread may run a cheap request of `s` itself: a deterministic (fast)
+  /// session with nothing queued, while the server inlines (ServerOptions::inline_fast).
+  bool inline_ok(const Session& s) const {
+    // Only while this is the one connection with requests in flight: with more, the workers run
+    // them in parallel, as the I/O thread alone could not.
+    return server_.opts.inline_fast && s.deterministic && s.idle() && server_.busy_connections.load() <= 1;
+  }
+
+  /// A binary frame whose sessions are all distinct, idle and deterministic runs here: this
+  /// thread and up to --workers helpers on the fast pool take entries in turn, and this thread
+  /// replies once every entry is done. No hand-off delays the first entry, and the helpers add
+  /// cores as soon as they wake. Returns false (and does nothing) when the frame does not
+  /// qualify; its entries then go to their sessions' strands.
+  bool share_binary(const BinaryRequest& br) {
+    struct Shared {
+      std::vector<BinaryEntry> entries;
+      std::vector<std::shared_ptr<Session>> sessions;
+      std::vector<std::string> records;
+      std::atomic<size_t> next{0}, done{0};
+      void run() {
+        for (size_t i; (i = next++) < entries.size(); ++done)
+          records[i] = sessions[i]->closed || !sessions[i]->env
+                           ? binary_error_record({ErrorType::kUnknownSession,
+                                                  "session " + std::to_string(sessions[i]->id) + " was closed"})
+                           : run_binary_entry(*sessions[i]->env, entries[i]);
+      }
+    };
+    auto sh = std::make_shared<Shared>();
+    sh->entries = br.entries;
+    for (const auto& e : br.entries) {
+      std::shared_ptr<Session> s = find_session(e.session);
+      if (!s || !inline_ok(*s)) return false;
+      for (const auto& other : sh->sessions)
+        if (other == s) return false;  // one session twice: its entries must run in order
+      sh->sessions.push_back(std::move(s));
+    }
+    sh->records.resize(sh->entries.size());
+    const size_t helpers = std::min(sh->entries.size() - 1, static_cast<size_t>(server_.fast_workers));
+    for (size_t h = 0; h < helpers; ++h) asio::post(*server_.fast_pool, [sh] { sh->run(); });
+    sh->run();
+    // Entries a helper took may still be running; they are short (the helpers took them after
+    // this thread started), so wait without sleeping.
+    for (int spins = 0; sh->done.load() < sh->entries.size(); ++spins)
+      if (spins > 64) std::this_thread::yield();
+    queue(binary_reply(br.id, sh->records), true, false);
+    return true;
   }
 
   // Runs on the parent session's strand.
@@ -605,7 +707,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   void queue(std::string body, bool answers_request, bool close_after) {
     if (closed_ || closing_) {
-      if (answers_request) --pending_;
+      if (answers_request) bump_pending(-1);
       return;
     }
     if (std::string_view(body).substr(0, 320).find(",\"ok\":false,") != std::string_view::npos)
@@ -652,7 +754,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     bool close_now = false;
     for (size_t i = 0; i < in_flight_; ++i) {
-      if (out_.front().answers_request) --pending_;
+      if (out_.front().answers_request) bump_pending(-1);
       close_now = close_now || out_.front().close_after;
       out_.pop_front();
     }
@@ -750,7 +852,16 @@ class Connection : public std::enable_shared_from_this<Connection> {
   uint64_t id_;
   std::string address_, peer_;
   static constexpr size_t kPreauthReadBytes = 4096, kReadBytes = 64 << 10;
-  int pending_ = 0;  // requests received whose replies are not yet written
+  int pending_ = 0;  // requests received whose replies are not yet written (bump_pending)
+
+  // Keeps Server::Impl::busy_connections (connections with a request in flight) in step.
+  void bump_pending(int d) {
+    const bool was = pending_ > 0;
+    pending_ += d;
+    const bool is = pending_ > 0;
+    if (is && !was) ++server_.busy_connections;
+    if (was && !is) --server_.busy_connections;
+  }
   uint64_t drained_ = 0;
   std::deque<Outgoing> out_;
   size_t in_flight_ = 0;
@@ -874,6 +985,8 @@ ir::Result<std::unique_ptr<Server>> Server::start(const ServerOptions& options) 
   const int fast = options.workers > 0 ? options.workers : cpus;
   const int measure = options.measure_workers > 0 ? options.measure_workers : std::max(1, cpus / 2);
   impl->fast_pool = std::make_unique<asio::thread_pool>(fast);
+  impl->fast_workers = fast;
+  if (impl->opts.poll_us < 0) impl->opts.poll_us = cpus >= 2 ? 200 : 0;
   impl->measure_pool = std::make_unique<asio::thread_pool>(measure);
   double shortest = 1.0;
   if (l.idle_timeout_s > 0) shortest = std::min(shortest, l.idle_timeout_s / 4);
@@ -906,7 +1019,7 @@ ir::Result<std::unique_ptr<Server>> Server::start(const ServerOptions& options) 
   impl->io_thread = std::thread([raw] {
     for (;;) {
       try {
-        raw->io.run();
+        raw->run_loop();
         return;
       } catch (const std::exception&) {
         // A handler threw: that is our bug, but one connection's bug must not stop the others.

@@ -25,6 +25,14 @@ struct ServerOptions {
   ConfigPolicy policy;
   int workers = 0;          ///< threads for deterministic (cost-model) sessions; 0: CPU count
   int measure_workers = 0;  ///< threads for measuring sessions; 0: max(1, CPUs / 2)
+  /// Cheap requests (step, reset, mask, spaces, program, binary frames) of an idle
+  /// deterministic session run on the I/O thread instead of a worker: the hand-offs cost more
+  /// than a cost-model step. Other connections wait for them meanwhile (docs/bridge.md).
+  bool inline_fast = true;
+  /// Microseconds the I/O thread keeps polling after its last handler before it sleeps (0:
+  /// never polls; -1: 200 when the process may use two cores or more, else 0). Polling keeps
+  /// one core busy while clients are active and saves a thread wake-up per request.
+  int poll_us = -1;
   /// 0: no log; 1: one line per notable event (auth failure or throttling, timeouts, oversized
   /// frames, connections evicted or refused, sessions made and closed); 2: also every
   /// connection opened and closed. Lines are logfmt: `perfdojo-bridge event=... conn=N

@@ -47,8 +47,9 @@ int cmd_serve(const Args& a) {
   int rc = kExitOk;
   int64_t port = 0, sessions = o.limits.max_sessions, frame = o.limits.max_frame_bytes,
           conns = o.limits.max_connections, pending = o.limits.max_pending, workers = 0,
-          mworkers = 0;
+          mworkers = 0, poll_us = -1;
   if (!int_option(a, "port", 0, 65535, &port, &rc) ||
+      !int_option(a, "poll-us", -1, 1000000, &poll_us, &rc) ||
       !int_option(a, "max-sessions", 1, 1 << 20, &sessions, &rc) ||
       !int_option(a, "max-frame-bytes", 64, int64_t{1} << 31, &frame, &rc) ||
       !int_option(a, "max-connections", 1, 1 << 20, &conns, &rc) ||
@@ -66,6 +67,8 @@ int cmd_serve(const Args& a) {
   o.workers = static_cast<int>(workers);
   o.measure_workers = static_cast<int>(mworkers);
   o.policy.allow_files = a.has("allow-files");
+  o.inline_fast = !a.has("no-inline");
+  o.poll_us = static_cast<int>(poll_us);
   o.policy.backend_config.compiler = a.get("compiler", o.policy.backend_config.compiler);
   o.policy.backend_config.cache_dir = a.get("cache-dir", "");
   o.policy.backend_config.machine_profile = a.get("machine-profile", "");
@@ -249,13 +252,13 @@ std::vector<Command> bridge_commands() {
        "W] "
        "[--measure-workers M] [--allow-files] [--compiler CC] [--cache-dir D] [--machine-profile "
        "F] "
-       "[--stdin-watch] [--log-level 0|1|2]",
+       "[--stdin-watch] [--no-inline] [--poll-us U] [--log-level 0|1|2]",
        "serve env sessions to Gymnasium clients over TCP (docs/bridge.md); prints 'listening on "
        "HOST:PORT'",
        {"host", "port", "token-file", "max-sessions", "max-frame-bytes", "idle-timeout",
         "frame-timeout", "max-connections", "max-pending", "workers", "measure-workers", "compiler",
-        "cache-dir", "machine-profile", "log-level"},
-       {"allow-files", "stdin-watch"},
+        "cache-dir", "machine-profile", "log-level", "poll-us"},
+       {"allow-files", "stdin-watch", "no-inline"},
        cmd_serve},
       {"episode",
        "episode [--config JSON] [--benchmark URI] [--seed S] [--actions 1,2,3] [--time R]",

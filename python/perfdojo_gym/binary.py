@@ -83,3 +83,70 @@ def decode(body: bytes, n_actions: Sequence[int]) -> tuple[int, list[Record]]:
     if pos != len(body):
         raise ValueError(f"binary reply: {len(body) - pos} bytes after the last record")
     return rid, records
+
+
+@dataclass
+class Batch:
+    """A reply's records as arrays over the entries (what a vector env wants): ok, terminated,
+    truncated, illegal_action, action_had_no_effect, step, reward, time_s, initial_time_s,
+    best_time_s; observation (entries x observation bytes, uint8: view it as the spaces' dtypes);
+    mask (entries x n, int8); message (list of str; "type: message" for a failed entry)."""
+    ok: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+    illegal_action: np.ndarray
+    action_had_no_effect: np.ndarray
+    step: np.ndarray
+    reward: np.ndarray
+    time_s: np.ndarray
+    initial_time_s: np.ndarray
+    best_time_s: np.ndarray
+    observation: np.ndarray
+    mask: np.ndarray
+    message: list
+
+
+def decode_batch(body: bytes, n_actions: int, obs_bytes: int) -> tuple[int, Batch]:
+    """decode() for entries that share one action count and observation size, as arrays."""
+    magic, version, count, rid = _HEAD.unpack_from(body, 0)
+    if magic != MAGIC or version != VERSION:
+        raise ValueError(f"not a binary reply (magic {magic:#x}, version {version})")
+    heads = np.zeros((count, 10), dtype=np.float64)
+    obs = bytearray(count * obs_bytes)
+    mask_bytes = (n_actions + 7) // 8
+    masks = bytearray(count * mask_bytes)
+    messages = []
+    pos, unpack, u32 = _HEAD.size, _RECORD.unpack_from, _U32.unpack_from
+    for i in range(count):
+        head = unpack(body, pos)
+        heads[i] = head
+        pos += _RECORD.size
+        n = head[9]
+        if n:
+            if n != obs_bytes:
+                raise ValueError(f"record {i}: {n} observation bytes, expected {obs_bytes}")
+            obs[i * obs_bytes:(i + 1) * obs_bytes] = body[pos:pos + n]
+        pos += n
+        (n,) = u32(body, pos)
+        pos += 4
+        if n:
+            if n != mask_bytes:
+                raise ValueError(f"record {i}: {n} mask bytes, expected {mask_bytes}")
+            masks[i * mask_bytes:(i + 1) * mask_bytes] = body[pos:pos + n]
+        pos += n
+        (n,) = u32(body, pos)
+        pos += 4
+        messages.append(body[pos:pos + n].decode("utf-8", errors="replace") if n else "")
+        pos += n
+    if pos != len(body):
+        raise ValueError(f"binary reply: {len(body) - pos} bytes after the last record")
+    flags = heads[:, 3].astype(np.int64)
+    mask = np.unpackbits(np.frombuffer(bytes(masks), dtype=np.uint8).reshape(count, mask_bytes),
+                         axis=1, count=n_actions).astype(np.int8)
+    return rid, Batch(ok=heads[:, 0] == 0, terminated=heads[:, 1] != 0, truncated=heads[:, 2] != 0,
+                      illegal_action=(flags & 1) != 0, action_had_no_effect=(flags & 2) != 0,
+                      step=heads[:, 4].astype(np.int32), reward=heads[:, 5].copy(),
+                      time_s=heads[:, 6].copy(), initial_time_s=heads[:, 7].copy(),
+                      best_time_s=heads[:, 8].copy(),
+                      observation=np.frombuffer(bytes(obs), dtype=np.uint8).reshape(count, obs_bytes),
+                      mask=mask, message=messages)

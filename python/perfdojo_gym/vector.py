@@ -94,6 +94,7 @@ class PerfDojoVectorEnv(gym.vector.VectorEnv):
                                          else spaces.Dict(inner))
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self._shapes = {s["name"]: tuple(s["shape"]) for s in sj["observation_spaces"]}
+        self._obs_bytes = sum(int(np.prod(self._shapes[n])) * 4 for n in self._spaces_names)
         self._request_id = 0
         self._needs_reset = np.zeros(self.num_envs, dtype=bool)
         self._masks = np.zeros((self.num_envs, self._n), dtype=np.int8)
@@ -101,53 +102,37 @@ class PerfDojoVectorEnv(gym.vector.VectorEnv):
 
     # ------------------------------------------------------------ wire
 
-    def _roundtrip(self, entries: list[tuple[int, int, int]]) -> list[binary.Record]:
+    def _roundtrip(self, entries: list[tuple[int, int, int]]) -> binary.Batch:
         self._request_id = (self._request_id + 1) & 0xFFFFFFFF
         body = self._client.request_binary(binary.encode(self._request_id, entries))
-        rid, records = binary.decode(body, [self._n] * len(entries))
+        rid, batch = binary.decode_batch(body, self._n, self._obs_bytes)
         if rid != self._request_id:
             raise BridgeError("internal", f"reply id {rid} for request {self._request_id}")
-        for r in records:
-            if not r.ok:
-                kind, _, msg = r.error.partition(": ")
-                raise _user_error(BridgeError(kind, msg))
-        return records
+        if not batch.ok.all():
+            kind, _, msg = batch.message[int(np.flatnonzero(~batch.ok)[0])].partition(": ")
+            raise _user_error(BridgeError(kind, msg))
+        return batch
 
-    def _observation(self, r: binary.Record) -> dict:
+    def _split(self, batch: binary.Batch) -> dict:
+        """The observation arrays of a batch, one per space (views, no copy)."""
         out, pos = {}, 0
         for name in self._spaces_names:
             shape = self._shapes[name]
-            count = int(np.prod(shape))
-            out[name] = np.frombuffer(r.observation, dtype=_NUMERIC[name], count=count,
-                                      offset=pos).reshape(shape)
-            pos += count * 4
+            width = int(np.prod(shape)) * 4
+            out[name] = batch.observation[:, pos:pos + width].view(_NUMERIC[name]).reshape(
+                (-1,) + shape)
+            pos += width
         return out
 
-    def _assemble(self, records: Sequence[binary.Record], rows: Sequence[int], obs, info) -> None:
-        for r, i in zip(records, rows):
-            o = self._observation(r)
-            for name in self._spaces_names:
-                obs[name][i] = o[name]
-            self._masks[i] = r.mask
-            info["time_s"][i] = r.time_s
-            info["initial_time_s"][i] = r.initial_time_s
-            info["best_time_s"][i] = r.best_time_s
-            info["step"][i] = r.step
-            info["illegal_action"][i] = r.illegal_action
-            info["action_had_no_effect"][i] = r.action_had_no_effect
-            info["message"][i] = r.message
+    _INFO_KEYS = ("time_s", "initial_time_s", "best_time_s", "step", "illegal_action",
+                  "action_had_no_effect")
 
-    def _blank(self):
-        obs = {name: np.zeros((self.num_envs,) + self._shapes[name], dtype=_NUMERIC[name])
-               for name in self._spaces_names}
-        info = {"time_s": np.zeros(self.num_envs), "initial_time_s": np.zeros(self.num_envs),
-                "best_time_s": np.zeros(self.num_envs), "step": np.zeros(self.num_envs, np.int32),
-                "illegal_action": np.zeros(self.num_envs, bool),
-                "action_had_no_effect": np.zeros(self.num_envs, bool),
-                "message": np.full(self.num_envs, "", dtype=object)}
-        return obs, info
+    def _info(self, batch: binary.Batch) -> dict:
+        info = {k: getattr(batch, k) for k in self._INFO_KEYS}
+        info["message"] = np.array(batch.message, dtype=object)
+        return info
 
-    def _finish(self, obs, info):
+    def _finish(self, obs: dict, info: dict):
         info["action_mask"] = self._masks.copy()
         for key in list(info):
             if not key.startswith("_") and key not in ("final_obs", "final_info"):
@@ -172,11 +157,10 @@ class PerfDojoVectorEnv(gym.vector.VectorEnv):
                 raise ValueError(f"{len(seeds)} seeds for {self.num_envs} envs")
         entries = [(s, 0, binary.RESET) if sd is None else (s, int(sd), binary.RESET_SEED)
                    for s, sd in zip(self._sessions, seeds)]
-        records = self._roundtrip(entries)
-        obs, info = self._blank()
-        self._assemble(records, range(self.num_envs), obs, info)
+        batch = self._roundtrip(entries)
+        self._masks = batch.mask
         self._needs_reset[:] = False
-        return self._finish(obs, info)
+        return self._finish(self._split(batch), self._info(batch))
 
     def step(self, actions):
         actions = np.asarray(actions).reshape(-1)
@@ -189,21 +173,24 @@ class PerfDojoVectorEnv(gym.vector.VectorEnv):
                                      f"[0, {self._n}); no env was stepped")
         entries = [(s, 0, binary.RESET) if self._needs_reset[i] else (s, int(actions[i]), binary.STEP)
                    for i, s in enumerate(self._sessions)]
-        records = self._roundtrip(entries)
-        obs, info = self._blank()
-        self._assemble(records, range(self.num_envs), obs, info)
-        rewards = np.array([r.reward for r in records], dtype=np.float64)
-        terminated = np.array([r.terminated for r in records], dtype=bool)
-        truncated = np.array([r.truncated for r in records], dtype=bool)
+        batch = self._roundtrip(entries)
+        obs, info = self._split(batch), self._info(batch)
+        self._masks = batch.mask
+        rewards, terminated, truncated = batch.reward, batch.terminated, batch.truncated
         done = terminated | truncated
         if self._same_step and done.any():
-            rows = [int(i) for i in np.flatnonzero(done)]
-            final_obs, final_info = self._finish(obs, info)
-            final_obs = {k: v.copy() for k, v in final_obs.items()} if isinstance(final_obs, dict) else final_obs.copy()
+            rows = np.flatnonzero(done)
+            final_obs, final_info = self._finish({k: v.copy() for k, v in obs.items()}, dict(info))
             fresh = self._roundtrip([(self._sessions[i], 0, binary.RESET) for i in rows])
-            obs, info = self._blank()
-            self._assemble(records, range(self.num_envs), obs, info)
-            self._assemble(fresh, rows, obs, info)
+            obs = {k: v.copy() for k, v in obs.items()}
+            for name, arr in self._split(fresh).items():
+                obs[name][rows] = arr
+            fresh_info = self._info(fresh)
+            info = {k: v.copy() for k, v in info.items()}
+            for k, v in fresh_info.items():
+                info[k][rows] = v
+            self._masks = self._masks.copy()
+            self._masks[rows] = fresh.mask
             info["final_obs"] = final_obs
             info["final_info"] = {k: v for k, v in final_info.items() if not k.startswith("_")}
             info["_final_obs"] = done.copy()
