@@ -74,7 +74,35 @@ class _Connection:
                 self.server = None
 
 
-class PerfDojoEnv(gym.Env):
+class LazySpaces:
+    """action_space and observation_space built from the spaces JSON at first use (a subclass
+    gives `_spaces_now()` and `_dict_observation`); both may be replaced by assignment."""
+
+    _action_space = None
+    _observation_space = None
+
+    @property
+    def action_space(self) -> spaces.Discrete:
+        if self._action_space is None:
+            self._action_space, _ = spaces_of(self._spaces_now(), self._dict_observation)
+        return self._action_space
+
+    @action_space.setter
+    def action_space(self, value) -> None:
+        self._action_space = value
+
+    @property
+    def observation_space(self) -> spaces.Space:
+        if self._observation_space is None:
+            _, self._observation_space = spaces_of(self._spaces_now(), self._dict_observation)
+        return self._observation_space
+
+    @observation_space.setter
+    def observation_space(self, value) -> None:
+        self._observation_space = value
+
+
+class PerfDojoEnv(LazySpaces, gym.Env):
     """Kernel optimisation as a Gymnasium environment.
 
     Args:
@@ -121,8 +149,6 @@ class PerfDojoEnv(gym.Env):
         self._conn: Optional[_Connection] = None
         self._session: Optional[int] = None
         self._spaces_json: Optional[dict] = None
-        self._action_space = None
-        self._observation_space = None
         self._mask: Optional[np.ndarray] = None
         self._last_obs = None
         self._spec: Optional[EnvSpec] = None
@@ -150,42 +176,10 @@ class PerfDojoEnv(gym.Env):
             return not self._spaces_json["deterministic"]
         return self._measured
 
-    @property
-    def action_space(self) -> spaces.Discrete:
-        if self._action_space is None:
-            self._build_spaces()
-        return self._action_space
-
-    @action_space.setter
-    def action_space(self, value) -> None:
-        self._action_space = value
-
-    @property
-    def observation_space(self) -> spaces.Space:
-        if self._observation_space is None:
-            self._build_spaces()
-        return self._observation_space
-
-    @observation_space.setter
-    def observation_space(self, value) -> None:
-        self._observation_space = value
-
-    def _build_spaces(self) -> None:
+    def _spaces_now(self) -> dict:
         if self._spaces_json is None:
             self._connect()
-        sj = self._spaces_json
-        n = int(sj["action_space"]["n"])
-        if self._action_space is None:
-            self._action_space = spaces.Discrete(n)
-        if self._observation_space is None:
-            inner = {s["name"]: _space_of(s) for s in sj["observation_spaces"]}
-            obs_space = next(iter(inner.values())) if len(inner) == 1 else spaces.Dict(inner)
-            if self._dict_observation:
-                obs_space = spaces.Dict({
-                    "observations": obs_space,
-                    "action_mask": spaces.Box(0.0, 1.0, shape=(n,), dtype=np.float32),
-                })
-            self._observation_space = obs_space
+        return self._spaces_json
 
     # ------------------------------------------------------------ connection
 
@@ -393,6 +387,18 @@ class PerfDojoEnv(gym.Env):
 
     def __setstate__(self, state):
         self.__dict__.update(state)
+
+
+def spaces_of(sj: dict, dict_observation: bool = False):
+    """(Discrete action space, observation space) of a spaces JSON (docs/bridge.md, SPACES): one
+    space as itself, several as a Dict; with dict_observation, {"observations", "action_mask"}."""
+    n = int(sj["action_space"]["n"])
+    inner = {s["name"]: _space_of(s) for s in sj["observation_spaces"]}
+    obs = next(iter(inner.values())) if len(inner) == 1 else spaces.Dict(inner)
+    if dict_observation:
+        obs = spaces.Dict({"observations": obs,
+                           "action_mask": spaces.Box(0.0, 1.0, shape=(n,), dtype=np.float32)})
+    return spaces.Discrete(n), obs
 
 
 def config_from_kwargs(benchmark: str, kwargs: dict) -> dict:

@@ -27,6 +27,15 @@ except ImportError:  # Gymnasium 1.0 names the modes by string
 _NUMERIC = {"features": np.float32, "tokens": np.int32}
 
 
+def autoreset_mode_of(value) -> tuple[bool, object]:
+    """(same_step, the metadata's autoreset_mode) for "next_step" or "same_step" (or an
+    AutoresetMode); ValueError otherwise."""
+    mode = str(getattr(value, "value", value)).lower().replace("_", "")
+    if mode not in ("nextstep", "samestep"):
+        raise ValueError(f"autoreset_mode must be 'next_step' or 'same_step', not {value!r}")
+    return mode == "samestep", (_SAME_STEP if mode == "samestep" else _NEXT_STEP)
+
+
 class PerfDojoVectorEnv(gym.vector.VectorEnv):
     """`num_envs` PerfDojo envs behind one bridge connection.
 
@@ -51,11 +60,8 @@ class PerfDojoVectorEnv(gym.vector.VectorEnv):
         if int(num_envs) < 1:
             raise ValueError("num_envs must be at least 1")
         self.num_envs = int(num_envs)
-        mode = str(getattr(autoreset_mode, "value", autoreset_mode)).lower().replace("_", "")
-        if mode not in ("nextstep", "samestep"):
-            raise ValueError(f"autoreset_mode must be 'next_step' or 'same_step', not {autoreset_mode!r}")
-        self._same_step = mode == "samestep"
-        self.metadata = dict(self.metadata, autoreset_mode=_SAME_STEP if self._same_step else _NEXT_STEP)
+        self._same_step, mode = autoreset_mode_of(autoreset_mode)
+        self.metadata = dict(self.metadata, autoreset_mode=mode)
         cfg = config_from_kwargs(benchmark, kwargs)
         for name in cfg["observation_spaces"]:
             if name not in _NUMERIC:
