@@ -32,9 +32,46 @@ struct LineError {
   std::string message;
 };
 
+// The length of the well-formed UTF-8 sequence of a printable character (U+00A0 and up) at
+// `s[i]`, or 0.
+size_t printable_utf8_at(std::string_view s, size_t i) {
+  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char c = b(i);
+  const size_t n = c >= 0xF0 && c < 0xF5 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 && c < 0xE0 ? 2 : 0;
+  if (n == 0 || c >= 0xF5 || i + n > s.size()) return 0;
+  uint32_t cp = c & (0x7F >> n);
+  for (size_t k = 1; k < n; ++k) {
+    if ((b(i + k) & 0xC0) != 0x80) return 0;
+    cp = (cp << 6) | (b(i + k) & 0x3F);
+  }
+  const uint32_t least[] = {0, 0, 0x80, 0x800, 0x10000};
+  if (cp < least[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp < 0xE000) || cp < 0xA0) return 0;
+  return n;
+}
+
 std::string describe(const Token& t) {
   if (t.kind == Tok::kEnd) return "end of line";
-  return "'" + t.text + "'";
+  // Printable characters as they are; control characters and bytes that are not well-formed
+  // UTF-8 as \xNN, so a message is readable and valid UTF-8 whatever the input held.
+  std::string out = "'";
+  const std::string_view text = t.text;
+  for (size_t i = 0; i < text.size();) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x20 && c < 0x7F) {
+      out += static_cast<char>(c);
+      ++i;
+    } else if (size_t n = printable_utf8_at(text, i)) {
+      out.append(text.substr(i, n));
+      i += n;
+    } else {
+      static const char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+      ++i;
+    }
+  }
+  return out + "'";
 }
 
 std::vector<Token> lex_line(std::string_view line) {
@@ -137,12 +174,16 @@ struct Building {
   SourceLoc loc;
 };
 
-NodePtr freeze(const Building& b) {
-  if (!b.is_scope) return Node::statement(b.stmt);
+// Consumes `b`: its statements and names move into the frozen nodes.
+NodePtr freeze(Building& b) {
+  if (!b.is_scope) return Node::statement(std::move(b.stmt));
   std::vector<NodePtr> body;
   body.reserve(b.body.size());
-  for (const auto& c : b.body) body.push_back(freeze(*c));
-  return Node::scope(b.extent, b.extent_name, b.annot, std::move(body), b.loc);
+  for (auto& c : b.body) {
+    body.push_back(freeze(*c));
+    c.reset();  // each child is freed as soon as it is frozen
+  }
+  return Node::scope(b.extent, std::move(b.extent_name), b.annot, std::move(body), b.loc);
 }
 
 class LineParser {
@@ -582,6 +623,7 @@ Result<Program> parse_program(std::string_view text, std::string_view file_view)
   int line_no = 0;
   size_t start = 0;
   constexpr size_t kMaxErrors = 50;
+  constexpr size_t kMaxLineBytes = size_t{1} << 20;
   while (start <= text.size() && errors.size() < kMaxErrors) {
     size_t end = text.find('\n', start);
     if (end == std::string_view::npos) end = text.size();
@@ -589,6 +631,15 @@ Result<Program> parse_program(std::string_view text, std::string_view file_view)
     ++line_no;
     bool last = end == text.size();
     start = end + 1;
+    if (line.size() > kMaxLineBytes) {
+      // Refused before lexing: a statement has at most kMaxNodes operations, far below this,
+      // and a huge line would otherwise cost its size many times over in tokens.
+      errors.push_back({{file, line_no, 1},
+                        "line is " + std::to_string(line.size()) + " bytes; a line holds at most " +
+                            std::to_string(kMaxLineBytes) + " (one statement)"});
+      if (last) break;
+      continue;
+    }
     auto toks = lex_line(line);
     if (toks.size() == 1) {  // blank or comment-only
       if (in_doc) {
@@ -660,6 +711,12 @@ Result<Program> parse_program(std::string_view text, std::string_view file_view)
         stmt->stmt = lp.parse_stmt();
         // The line parsed: attach it.
         open.resize(bars);
+        if (bars == 0) {
+          // A line without '|' closes every top-level item before it: freeze them now, so the
+          // mutable tree never holds more than the item being built.
+          for (auto& b : top) prog.body.push_back(freeze(*b));
+          top.clear();
+        }
         auto* list = open.empty() ? &top : &open.back()->body;
         for (auto& s : new_scopes) {
           Building* raw = s.get();
@@ -677,18 +734,22 @@ Result<Program> parse_program(std::string_view text, std::string_view file_view)
   if (errors.size() >= kMaxErrors)
     errors.push_back({{file, line_no, 1}, "too many errors; giving up"});
   if (!errors.empty()) return errors;
-  if (top.empty()) return std::vector<Diagnostic>{{{file, line_no, 1}, "the kernel has no statements"}};
-  for (const auto& b : top) prog.body.push_back(freeze(*b));
+  for (auto& b : top) prog.body.push_back(freeze(*b));
+  top.clear();
+  if (prog.body.empty()) return std::vector<Diagnostic>{{{file, line_no, 1}, "the kernel has no statements"}};
   for (size_t i = 0; i < doc_lines.size(); ++i) prog.doc += (i ? "\n" : "") + doc_lines[i];
   return prog;
 }
 
 Result<Program> parse_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) return std::vector<Diagnostic>{{{path, 0, 0}, "cannot read file"}};
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_program(ss.str(), path);
+  // One copy of the text in memory (a stringstream would hold two).
+  const std::streamoff size = in.tellg();
+  std::string text(size > 0 ? static_cast<size_t>(size) : 0, '\0');
+  in.seekg(0);
+  if (size > 0 && !in.read(text.data(), size)) return std::vector<Diagnostic>{{{path, 0, 0}, "cannot read file"}};
+  return parse_program(text, path);
 }
 
 Result<Program> load_program(std::string_view text, std::string_view file) {

@@ -370,6 +370,30 @@ TEST_CASE("pathological nesting, long expressions and huge numbers are diagnosed
   CHECK(big.error_text().find("too large") != std::string::npos);
 }
 
+TEST_CASE("a line beyond 1 MiB is refused before it is read into tokens, and later lines are still checked") {
+  const std::string head = "output y: f32[4]\n\n";
+  std::string huge = "1 y[0] = ";
+  while (huge.size() <= (size_t{1} << 20)) huge += "y[0]+";
+  huge += "1\n";
+  auto r = parse_program(head + huge + "4 y[{0}] = @\n", "p.pdj");
+  REQUIRE_FALSE(r.ok());
+  REQUIRE(r.errors().size() == 2);
+  CHECK(r.errors()[0].loc.line == 3);
+  CHECK(r.errors()[0].message.find("a line holds at most 1048576") != std::string::npos);
+  CHECK(r.errors()[1].loc.line == 4);
+  // Deep nesting that long is refused the same way.
+  auto deep = parse_program(head + "1 y[" + std::string(3 << 20, '(') + "0] = 1\n", "p.pdj");
+  REQUIRE_FALSE(deep.ok());
+  CHECK(deep.error_text().find("a line holds at most") != std::string::npos);
+}
+
+TEST_CASE("bytes outside printable ASCII are shown escaped in messages") {
+  auto r = parse_program("output y: f32[4]\n\n4 y[{0}] = 1 \xff\xfe\n", "p.pdj");
+  REQUIRE_FALSE(r.ok());
+  CHECK_MESSAGE(r.error_text().find("'\\xff'") != std::string::npos, r.error_text());
+  for (unsigned char c : r.error_text()) CHECK(((c >= 0x20 && c < 0x7F) || c == 10));
+}
+
 TEST_CASE("declaration mistakes point at the token that is wrong") {
   auto a = load_program("N = x\n", "d.pdj");
   CHECK(a.error_text().find("d.pdj:1:5: error: expected an integer size, found 'x'") != std::string::npos);
