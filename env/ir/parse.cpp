@@ -159,7 +159,8 @@ std::vector<Token> lex_line(std::string_view line) {
 const std::set<std::string>& reserved() {
   static const std::set<std::string> kWords = {"input", "output", "temp", "f32",  "f64",
                                                "i32",   "in",     "exp",  "log",  "sqrt",
-                                               "rsqrt", "tanh",   "abs",  "max",  "min", "inf"};
+                                               "rsqrt", "tanh",   "abs",  "max",  "min", "inf",
+                                               "select", "where"};
   return kWords;
 }
 
@@ -507,10 +508,15 @@ class LineParser {
     if (t.kind == Tok::kInt || t.kind == Tok::kFloat) return Expr::constant(parse_number("a number"));
     if (t.kind == Tok::kLParen) {
       next();
+      if (ExprPtr sel = parenthesised_condition()) return sel;
       ExprPtr e = parse_expr();
       expect(Tok::kRParen, "')' to close the parenthesis");
       return e;
     }
+    if (t.kind == Tok::kLBrace)
+      fail(t, "loop iterators ({0}, {1}, ...) appear only in indices, not as values; "
+              "pass positions as an input buffer (e.g. a cos/sin table for rotary embeddings, a mask "
+              "buffer for causal attention)");
     if (t.kind != Tok::kIdent) fail(t, "expected a value (number, buffer access, function call or '('), found " + describe(t));
     if (t.text == "inf") return Expr::constant(parse_number("a number"));
     if (peek(1).kind == Tok::kLBracket) {
@@ -518,16 +524,63 @@ class LineParser {
       return e;
     }
     if (peek(1).kind == Tok::kLParen) return parse_call(false).first;
-    if (prog_.find_size(t.text))
-      fail(t, "size '" + t.text + "' cannot be used as a value; only buffer elements and numbers can");
+    // A size used as a value is its number (the canonical text prints the number).
+    if (const SizeDecl* size = prog_.find_size(t.text)) {
+      next();
+      return Expr::constant(static_cast<double>(size->value));
+    }
     if (prog_.find_buffer(t.text)) fail(peek(1), "expected '[' after buffer '" + t.text + "'");
     fail(t, "unknown name '" + t.text + "'; expected a buffer access, a number or a function call");
+  }
+
+  // After '(': `(a CMP b) ? x : y`, the condition of a select in brackets; nullptr (nothing
+  // consumed) when the parenthesis holds anything else.
+  ExprPtr parenthesised_condition() {
+    const size_t at = pos_;
+    const int nodes = nodes_, nesting = nesting_, unary = unary_depth_;
+    try {
+      ExprPtr l = parse_sum();
+      if (auto op = cmp_op(peek().kind)) {
+        next();
+        ExprPtr r = parse_sum();
+        if (peek().kind == Tok::kRParen && peek(1).kind == Tok::kQuestion) {
+          next();
+          next();
+          ExprPtr t = parse_expr();
+          expect(Tok::kColon, "':' between the branches of the select");
+          ExprPtr f = parse_expr();
+          return Expr::select(*op, l, r, t, f);
+        }
+      }
+    } catch (const LineError&) {
+    }
+    pos_ = at;  // not a condition: parse it again as an expression, with the usual errors
+    nodes_ = nodes, nesting_ = nesting, unary_depth_ = unary;
+    return nullptr;
+  }
+
+  // select(a CMP b, x, y) and where(...): `a CMP b ? x : y` in function form.
+  ExprPtr parse_select_call(const Token& name) {
+    ExprPtr l = parse_sum();
+    auto op = cmp_op(peek().kind);
+    if (!op)
+      fail(peek(), "the first argument of '" + name.text + "' is a comparison, e.g. " + name.text +
+                       "(a > 0, a, 0); found " + describe(peek()));
+    next();
+    ExprPtr r = parse_sum();
+    expect(Tok::kComma, "',' after the condition of '" + name.text + "'");
+    ExprPtr t = parse_expr();
+    expect(Tok::kComma, "',' between the branches of '" + name.text + "'");
+    ExprPtr f = parse_expr();
+    expect(Tok::kRParen, "')' after the 3 arguments of '" + name.text + "'");
+    return Expr::select(*op, l, r, t, f);
   }
 
   // Returns the call and, for a one-argument max/min allowed as a reduction, which one.
   std::pair<ExprPtr, std::optional<Reduce>> parse_call(bool reduction_ok) {
     Token name = next();
     next();  // '('
+    if (name.text == "select" || name.text == "where") return {parse_select_call(name), std::nullopt};
     std::vector<ExprPtr> args;
     if (peek().kind != Tok::kRParen) {
       do {

@@ -394,6 +394,25 @@ TEST_CASE("bytes outside printable ASCII are shown escaped in messages") {
   for (unsigned char c : r.error_text()) CHECK(((c >= 0x20 && c < 0x7F) || c == 10));
 }
 
+TEST_CASE("select(c, a, b), where(...), a bracketed condition and sizes as values read as the ?: form and numbers") {
+  const std::string head = "N = 8\ninput x: f32[N]\noutput y: f32[N]\n\n";
+  auto sugar = load_program(head + "N y[{0}] = select(x[{0}] > 0, x[{0}], 0) / N + where(x[{0}] <= 1, 1, (x[{0}] - 1))\n");
+  auto plain = load_program(head + "N y[{0}] = (x[{0}] > 0 ? x[{0}] : 0) / 8 + (x[{0}] <= 1 ? 1 : x[{0}] - 1)\n");
+  auto bracketed = load_program(head + "N y[{0}] = ((x[{0}] > 0) ? x[{0}] : 0) / N + ((x[{0}] <= 1) ? 1 : x[{0}] - 1)\n");
+  REQUIRE_MESSAGE(sugar.ok(), sugar.error_text());
+  REQUIRE_MESSAGE(plain.ok(), plain.error_text());
+  REQUIRE_MESSAGE(bracketed.ok(), bracketed.error_text());
+  CHECK(structurally_equal(sugar.value(), plain.value()));
+  CHECK(structurally_equal(bracketed.value(), plain.value()));
+  CHECK(print_program(sugar.value()) == print_program(plain.value()));
+  // A parenthesis that holds an ordinary expression is still one.
+  auto paren = load_program(head + "N y[{0}] = (x[{0}] + 1) * 2\n");
+  CHECK(paren.ok());
+  auto bad = parse_program(head + "N y[{0}] = (x[{0}] > 1) + 2\n", "p.pdj");
+  REQUIRE_FALSE(bad.ok());
+  CHECK_MESSAGE(bad.error_text().find("'?' after the comparison") != std::string::npos, bad.error_text());
+}
+
 TEST_CASE("declaration mistakes point at the token that is wrong") {
   auto a = load_program("N = x\n", "d.pdj");
   CHECK(a.error_text().find("d.pdj:1:5: error: expected an integer size, found 'x'") != std::string::npos);
