@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 #include <sstream>
 
 #include "gym/dataset.h"
@@ -13,6 +14,28 @@ ir::Result<std::vector<std::string>> resolve_kernels(const std::string& spec) {
   if (spec == "train") return env::train_split();
   if (spec == "test") return env::test_split();
   if (spec == "all") return env::suite_uris();
+  // "family:attention,norm" (those families) and "except:attention" (every other kernel): hold
+  // whole families out of training and evaluate on them.
+  for (const char* prefix : {"family:", "except:"}) {
+    if (spec.rfind(prefix, 0) != 0) continue;
+    std::vector<std::string> families;
+    std::stringstream fs(spec.substr(std::string(prefix).size()));
+    std::string f;
+    std::set<std::string> known;
+    for (const auto& [name, family] : env::kernel_families()) known.insert(family);
+    while (std::getline(fs, f, ',')) {
+      if (f.empty()) continue;
+      if (!known.count(f)) {
+        std::string all;
+        for (const auto& k : known) all += (all.empty() ? "" : ", ") + k;
+        return std::vector<ir::Diagnostic>{{{"kernels", 0, 0}, "unknown kernel family '" + f + "'; expected one of " + all}};
+      }
+      families.push_back(f);
+    }
+    auto out = env::family_kernels(families, std::string(prefix) == "family:");
+    if (out.empty()) return std::vector<ir::Diagnostic>{{{"kernels", 0, 0}, "no kernels in '" + spec + "'"}};
+    return out;
+  }
   std::vector<std::string> out;
   std::stringstream ss(spec);
   std::string item;
@@ -24,7 +47,7 @@ ir::Result<std::vector<std::string>> resolve_kernels(const std::string& spec) {
     out.push_back(item);
   }
   if (out.empty())
-    return std::vector<ir::Diagnostic>{{{"kernels", 0, 0}, "no kernels in '" + spec + "' (train, test, all or a comma list)"}};
+    return std::vector<ir::Diagnostic>{{{"kernels", 0, 0}, "no kernels in '" + spec + "' (train, test, all, family:F,.., except:F,.. or a comma list)"}};
   return out;
 }
 

@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "cli/cli.h"
+#include "gym/dataset.h"
 #include "ir/interp.h"
 #include "ir/parse.h"
 #include "ir/print.h"
@@ -89,11 +90,13 @@ int cmd_kernels(const Args& a) {
                   .add("uri", "perfdojo://suite/" + name)
                   .add("path", f.string())
                   .add("valid", r.ok())
+                  .add("family", env::kernel_family(name))
                   .add("description", desc)
                   .str());
     } else {
-      std::cout << name << std::string(name.size() < 22 ? 22 - name.size() : 1, ' ') << desc
-                << "\n";
+      const std::string family = env::kernel_family(name);
+      std::cout << name << std::string(name.size() < 22 ? 22 - name.size() : 1, ' ') << family
+                << std::string(family.size() < 12 ? 12 - family.size() : 1, ' ') << desc << "\n";
     }
   }
   if (a.json) std::cout << JsonObject().add("ok", true).raw("kernels", arr.str()).str() << "\n";

@@ -116,6 +116,41 @@ std::vector<std::string> train_split() {
   return out;
 }
 
+const std::map<std::string, std::string>& kernel_families() {
+  // Kernels that an optimiser treats alike: a split that holds a family out tests transfer to
+  // a kind of kernel the agent never saw, not only to new sizes.
+  static const std::map<std::string, std::string> kFamilies = {
+      {"matmul-256", "gemm"},        {"matmul-1024", "gemm"},      {"matmul-skinny", "gemm"},
+      {"matmul-tall-k", "gemm"},     {"bmm", "gemm"},               {"gemv", "gemm"},
+      {"mlp", "ffn"},                {"swiglu-mlp", "ffn"},         {"geglu-mlp", "ffn"},
+      {"conv2d-3x3", "conv"},        {"conv2d-3x3-s2", "conv"},     {"depthwise-conv", "conv"},
+      {"pointwise-conv", "conv"},    {"avgpool", "pooling"},        {"maxpool", "pooling"},
+      {"layernorm", "norm"},         {"rmsnorm", "norm"},           {"add-rmsnorm", "norm"},
+      {"group-norm", "norm"},        {"batchnorm-inference", "norm"},
+      {"softmax", "softmax"},        {"softmax-temperature", "softmax"},
+      {"attention", "attention"},    {"attention-bias", "attention"},
+      {"gqa-attention", "attention"}, {"mqa-decode", "attention"},
+      {"bias-gelu", "elementwise"},  {"bias-relu", "elementwise"},  {"rope", "elementwise"},
+      {"transpose", "elementwise"},  {"rowsum", "reduction"},       {"global-sum", "reduction"},
+  };
+  return kFamilies;
+}
+
+std::string kernel_family(const std::string& uri) {
+  const std::string name = uri.rfind(kSuite, 0) == 0 ? uri.substr(std::string(kSuite).size()) : uri;
+  auto it = kernel_families().find(name);
+  return it == kernel_families().end() ? "" : it->second;
+}
+
+std::vector<std::string> family_kernels(const std::vector<std::string>& families, bool inside) {
+  std::vector<std::string> out;
+  for (const auto& u : suite_uris()) {
+    const bool in = std::find(families.begin(), families.end(), kernel_family(u)) != families.end();
+    if (in == inside) out.push_back(u);
+  }
+  return out;
+}
+
 std::vector<std::string> generator_families() {
   return {"matmul", "conv2d", "softmax", "layernorm", "elementwise", "attention"};
 }

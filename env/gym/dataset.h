@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,14 @@ std::vector<std::string> suite_uris();
 std::vector<std::string> test_split();
 /// The rest of the suite: kernels for training.
 std::vector<std::string> train_split();
+/// Suite kernel name -> its family: gemm, ffn, conv, pooling, norm, softmax, attention,
+/// elementwise, reduction. Every shipped kernel has one (tested).
+const std::map<std::string, std::string>& kernel_families();
+/// The family of a suite URI or name; "" for anything else.
+std::string kernel_family(const std::string& uri);
+/// Suite URIs whose family is (inside) or is not (!inside) among `families`: a split that
+/// holds whole families out.
+std::vector<std::string> family_kernels(const std::vector<std::string>& families, bool inside);
 /// Generator families.
 std::vector<std::string> generator_families();
 /// Loads (and checks) the program a URI names. Errors name the URI.

@@ -2,6 +2,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -625,4 +626,17 @@ TEST_CASE("features stay within the documented finite bounds on every suite kern
       if (r.terminated || r.truncated) break;
     }
   }
+}
+
+TEST_CASE("every suite kernel belongs to a family, and family splits partition the suite") {
+  const auto all = env::suite_uris();
+  for (const auto& u : all) CHECK_MESSAGE(!env::kernel_family(u).empty(), u << " has no family in kernel_families()");
+  CHECK(env::kernel_families().size() == all.size());
+  const auto held = env::family_kernels({"attention", "ffn"}, true);
+  const auto rest = env::family_kernels({"attention", "ffn"}, false);
+  CHECK(held.size() + rest.size() == all.size());
+  CHECK(std::find(held.begin(), held.end(), "perfdojo://suite/gqa-attention") != held.end());
+  CHECK(std::find(held.begin(), held.end(), "perfdojo://suite/swiglu-mlp") != held.end());
+  for (const auto& u : rest) CHECK(env::kernel_family(u) != "attention");
+  CHECK(env::kernel_family("perfdojo://suite/no-such") == "");
 }

@@ -17,7 +17,9 @@ namespace perfdojo::testing {
 /// Small sizes per kernel; sizes not listed keep their value.
 inline const std::map<std::string, std::map<std::string, int>>& small_sizes() {
   static const std::map<std::string, std::map<std::string, int>> kSizes = {
+      {"add-rmsnorm", {{"T", 4}, {"D", 16}}},
       {"attention", {{"L", 8}, {"D", 4}}},
+      {"attention-bias", {{"L", 8}, {"D", 4}}},
       {"avgpool", {{"N", 1}, {"C", 2}, {"H", 4}, {"W", 4}, {"HI", 8}, {"WI", 8}}},
       {"batchnorm-inference", {{"N", 2}, {"C", 3}, {"H", 4}, {"W", 4}}},
       {"bias-gelu", {{"M", 4}, {"N", 16}}},
@@ -26,8 +28,11 @@ inline const std::map<std::string, std::map<std::string, int>>& small_sizes() {
       {"conv2d-3x3", {{"N", 1}, {"C", 2}, {"K", 4}, {"H", 4}, {"W", 4}, {"HI", 6}, {"WI", 6}}},
       {"conv2d-3x3-s2", {{"N", 1}, {"C", 2}, {"K", 4}, {"H", 4}, {"W", 4}, {"HI", 9}, {"WI", 9}}},
       {"depthwise-conv", {{"N", 1}, {"C", 4}, {"H", 4}, {"W", 4}, {"HI", 6}, {"WI", 6}}},
+      {"geglu-mlp", {{"T", 4}, {"D", 8}, {"H", 16}}},
       {"gemv", {{"M", 8}, {"K", 16}}},
       {"global-sum", {{"N", 64}}},
+      {"gqa-attention", {{"KVH", 2}, {"G", 2}, {"L", 4}, {"D", 4}}},
+      {"group-norm", {{"G", 2}, {"CG", 2}, {"HW", 8}}},
       {"layernorm", {{"R", 4}, {"N", 16}}},
       {"matmul-1024", {{"M", 8}, {"N", 16}, {"K", 8}}},
       {"matmul-256", {{"M", 8}, {"N", 16}, {"K", 8}}},
@@ -35,9 +40,14 @@ inline const std::map<std::string, std::map<std::string, int>>& small_sizes() {
       {"matmul-tall-k", {{"M", 4}, {"N", 4}, {"K", 32}}},
       {"maxpool", {{"N", 1}, {"C", 2}, {"H", 4}, {"W", 4}, {"HI", 8}, {"WI", 8}}},
       {"mlp", {{"M", 4}, {"K", 8}, {"N", 16}}},
+      {"mqa-decode", {{"NH", 2}, {"L", 16}, {"D", 4}}},
+      {"pointwise-conv", {{"CI", 4}, {"CO", 4}, {"P", 16}}},
       {"rmsnorm", {{"R", 4}, {"N", 16}}},
+      {"rope", {{"T", 4}, {"NH", 2}, {"D", 8}, {"P", 4}}},
       {"rowsum", {{"M", 8}, {"N", 16}}},
       {"softmax", {{"B", 4}, {"N", 16}}},
+      {"softmax-temperature", {{"R", 4}, {"N", 16}}},
+      {"swiglu-mlp", {{"T", 4}, {"D", 8}, {"H", 16}}},
       {"transpose", {{"M", 8}, {"N", 16}}},
   };
   return kSizes;

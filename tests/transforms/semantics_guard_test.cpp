@@ -39,6 +39,18 @@ std::optional<Action> random_legal_action(const ir::Program& p, const transforms
 
 }  // namespace
 
+TEST_CASE("every suite kernel has interpreter-friendly sizes for the guard") {
+  // A kernel missing here would be interpreted at full size: minutes per trajectory.
+  for (const auto& name : testing::suite_kernel_names()) {
+    CHECK_MESSAGE(testing::small_sizes().count(name) == 1, "add " << name << " to small_sizes()");
+    auto p = testing::load_scaled_kernel(name);
+    REQUIRE_MESSAGE(p.ok(), p.error_text());
+    int64_t elements = 0;
+    for (const auto& b : p.value().buffers) elements += b.elements();
+    CHECK_MESSAGE(elements <= 4096, name << " has " << elements << " elements at its small sizes");
+  }
+}
+
 TEST_CASE("random legal trajectories never change what a suite kernel computes" *
           doctest::test_suite("slow")) {
   const int trajectories = env_int("PERFDOJO_GUARD_TRAJECTORIES", 200);

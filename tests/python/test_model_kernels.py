@@ -1,0 +1,148 @@
+"""The suite's kernels from current models, checked against numpy written from each kernel's
+formula (its header comment), never from our interpreter. Sizes are scaled down (the size
+lines replaced) so the reference interpreter runs in a moment; the formulas do not change."""
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import perfdojo
+
+KERNELS = Path(__file__).resolve().parents[2] / "kernels"
+
+
+def scaled(name: str, sizes: dict) -> perfdojo.Program:
+    text = (KERNELS / f"{name}.pdj").read_text()
+    for size, value in sizes.items():
+        text, n = re.subn(rf"^{size} = \d+$", f"{size} = {value}", text, flags=re.M)
+        assert n == 1, f"{name}: no size line '{size} = ...'"
+    return perfdojo.parse(text, f"{name}.pdj")
+
+
+def run(name, sizes, inputs):
+    p = scaled(name, sizes)
+    return p.interpret({k: v for k, v in inputs.items()})
+
+
+def rand(rng, *shape, lo=-1.0, hi=1.0):
+    return rng.uniform(lo, hi, size=shape).astype(np.float32).astype(np.float64)
+
+
+def softmax(z, axis=-1):
+    z = z - z.max(axis=axis, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def gelu_tanh(a):
+    return 0.5 * a * (1 + np.tanh(np.sqrt(2 / np.pi) * (a + 0.044715 * a ** 3)))
+
+
+def close(got, want, rtol=2e-4, atol=2e-5):
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=atol)
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(7)
+
+
+def test_swiglu_mlp(rng):
+    T, D, H = 5, 16, 24
+    X, W1, W3, W2 = rand(rng, T, D), rand(rng, D, H), rand(rng, D, H), rand(rng, H, D)
+    out = run("swiglu-mlp", {"T": T, "D": D, "H": H}, {"X": X, "W1": W1, "W3": W3, "W2": W2})
+    a = X @ W1
+    close(out["Y"], ((a / (1 + np.exp(-a))) * (X @ W3)) @ W2)
+
+
+def test_geglu_mlp(rng):
+    T, D, H = 5, 16, 24
+    X, W1, W3, W2 = rand(rng, T, D), rand(rng, D, H), rand(rng, D, H), rand(rng, H, D)
+    out = run("geglu-mlp", {"T": T, "D": D, "H": H}, {"X": X, "W1": W1, "W3": W3, "W2": W2})
+    close(out["Y"], (gelu_tanh(X @ W1) * (X @ W3)) @ W2)
+
+
+def test_add_rmsnorm(rng):
+    T, D = 6, 40
+    x, res, g = rand(rng, T, D), rand(rng, T, D), rand(rng, D)
+    out = run("add-rmsnorm", {"T": T, "D": D}, {"x": x, "res": res, "g": g})
+    r = x + res
+    close(out["r"], r)
+    close(out["y"], r / np.sqrt((r * r).mean(axis=1, keepdims=True) + 1e-6) * g)
+
+
+def test_rope(rng):
+    T, NH, P = 7, 3, 4
+    q = rand(rng, T, NH, 2 * P)
+    theta = 10000.0 ** (-np.arange(P) / P)
+    angle = np.arange(T)[:, None] * theta[None, :]
+    cos, sin = np.cos(angle), np.sin(angle)
+    out = run("rope", {"T": T, "NH": NH, "D": 2 * P, "P": P}, {"q": q, "cos": cos, "sin": sin})
+    # The rotation of each pair (q[2i], q[2i+1]) by the angle t theta_i, as complex numbers.
+    z = (q[..., 0::2] + 1j * q[..., 1::2]) * np.exp(1j * angle)[:, None, :]
+    want = np.empty_like(q)
+    want[..., 0::2], want[..., 1::2] = z.real, z.imag
+    close(out["o"], want)
+
+
+def test_attention_with_a_causal_mask(rng):
+    L, D = 9, 8
+    Q, K, V = rand(rng, L, D), rand(rng, L, D), rand(rng, L, D)
+    B = np.where(np.tril(np.ones((L, L))) > 0, 0.0, -np.inf)
+    out = run("attention-bias", {"L": L, "D": D}, {"Q": Q, "K": K, "V": V, "B": B})
+    close(out["O"], softmax(Q @ K.T * 0.125 + B) @ V)
+    assert np.allclose(out["O"][0], V[0], rtol=1e-5)  # the first token sees only itself
+
+
+def test_gqa_attention(rng):
+    KVH, G, L, D = 2, 3, 6, 8
+    Q, K, V = rand(rng, KVH, G, L, D), rand(rng, KVH, L, D), rand(rng, KVH, L, D)
+    out = run("gqa-attention", {"KVH": KVH, "G": G, "L": L, "D": D}, {"Q": Q, "K": K, "V": V})
+    want = np.empty_like(Q)
+    for h in range(KVH * G):  # query head h uses key/value head h // G
+        kv, g = divmod(h, G)
+        want[kv, g] = softmax(Q[kv, g] @ K[kv].T * 0.125) @ V[kv]
+    close(out["O"], want)
+
+
+def test_softmax_with_temperature_and_mask(rng):
+    R, N = 4, 50
+    s, mask, t = rand(rng, R, N, lo=-5, hi=5), rand(rng, R, N, lo=-8, hi=0), np.array([0.7])
+    out = run("softmax-temperature", {"R": R, "N": N}, {"s": s, "mask": mask, "t": t})
+    close(out["y"], softmax((s + mask) / 0.7))
+
+
+def test_group_norm(rng):
+    G, CG, HW = 3, 4, 10
+    x, gamma, beta = rand(rng, G, CG, HW, lo=-3, hi=3), rand(rng, G, CG), rand(rng, G, CG)
+    out = run("group-norm", {"G": G, "CG": CG, "HW": HW}, {"x": x, "gamma": gamma, "beta": beta})
+    mean = x.mean(axis=(1, 2), keepdims=True)
+    var = x.var(axis=(1, 2), keepdims=True)
+    close(out["y"], (x - mean) / np.sqrt(var + 1e-5) * gamma[..., None] + beta[..., None])
+
+
+def test_pointwise_conv(rng):
+    CI, CO, P = 6, 5, 12
+    x, w, b = rand(rng, CI, P), rand(rng, CO, CI), rand(rng, CO)
+    out = run("pointwise-conv", {"CI": CI, "CO": CO, "P": P}, {"x": x, "w": w, "b": b})
+    # A 1x1 convolution is a convolution with a 1x1 kernel: sum over input channels per pixel.
+    want = np.einsum("oi,ip->op", w, x) + b[:, None]
+    close(out["y"], want)
+
+
+def test_mqa_decode(rng):
+    NH, L, D = 3, 20, 8
+    q, K, V = rand(rng, NH, D), rand(rng, L, D), rand(rng, L, D)
+    out = run("mqa-decode", {"NH": NH, "L": L, "D": D}, {"q": q, "K": K, "V": V})
+    close(out["o"], softmax(q @ K.T * 0.125) @ V)
+
+
+def test_every_model_kernel_says_its_formula_and_sizes():
+    for name in ["swiglu-mlp", "geglu-mlp", "add-rmsnorm", "rope", "attention-bias", "gqa-attention",
+                 "softmax-temperature", "group-norm", "pointwise-conv", "mqa-decode"]:
+        p = perfdojo.load(KERNELS / f"{name}.pdj")
+        first = (KERNELS / f"{name}.pdj").read_text().splitlines()[0]
+        assert first.startswith("# ") and "=" in first, name
+        assert p.check() == []
