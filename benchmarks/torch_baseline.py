@@ -110,6 +110,96 @@ def forms(name, s, torch):
         return [(f"F.conv2d(x, w, stride={stride})", lambda: F.conv2d(x, w, stride=stride)),
                 (f"F.conv2d(x, w, stride={stride}), channels_last",
                  lambda: F.conv2d(xl, wl, stride=stride))]
+    if name in ("swiglu-mlp", "geglu-mlp"):
+        x, w1, w3, w2 = r(s["T"], s["D"]), r(s["D"], s["H"]), r(s["D"], s["H"]), r(s["H"], s["D"])
+        w13 = torch.cat([w1, w3], dim=1)  # one GEMM for both projections, as fused FFNs hold them
+        act = F.silu if name == "swiglu-mlp" else (lambda a: F.gelu(a, approximate="tanh"))
+        what = "F.silu" if name == "swiglu-mlp" else "F.gelu(tanh)"
+
+        def fused():
+            a, b = torch.mm(x, w13).split(s["H"], dim=1)
+            return torch.mm(act(a).mul_(b), w2)
+        return [(f"({what}(X @ W1) * (X @ W3)) @ W2", lambda: torch.mm(act(torch.mm(x, w1)) * torch.mm(x, w3), w2)),
+                (f"X @ [W1 W3] split; {what}(a).mul_(b) @ W2", fused)]
+    if name == "add-rmsnorm":
+        x, res, g = r(s["T"], s["D"]), r(s["T"], s["D"]), r(s["D"])
+        rr, y, n, eps = torch.empty_like(x), torch.empty_like(x), s["D"], 1e-6
+
+        def fused():
+            torch.add(x, res, out=rr)
+            inv = torch.linalg.vector_norm(rr, dim=-1, keepdim=True).square_().div_(n).add_(eps).rsqrt_()
+            return torch.mul(rr, inv, out=y).mul_(g)
+
+        def plain():
+            t = x + res
+            return t * torch.rsqrt(t.pow(2).mean(-1, keepdim=True) + eps) * g
+        return [("r = x + res; r * rsqrt(r.pow(2).mean(-1) + eps) * g", plain),
+                ("add(out=r); vector_norm^2 / D + eps -> rsqrt; mul(out=y).mul_(g)", fused)]
+    if name == "rope":
+        T, NH, P = s["T"], s["NH"], s["P"]
+        q = r(T, NH, 2 * P)
+        ang = torch.rand(T, P) * 6.28
+        cos, sin = torch.cos(ang), torch.sin(ang)
+        fc = torch.polar(torch.ones(T, P), ang)[:, None, :]  # the freqs_cis of LLaMA's code
+        out = torch.empty_like(q)
+
+        def real():
+            q0, q1 = q[..., 0::2], q[..., 1::2]
+            c, sn = cos[:, None, :], sin[:, None, :]
+            out[..., 0::2] = q0 * c - q1 * sn
+            out[..., 1::2] = q0 * sn + q1 * c
+            return out
+        return [("view_as_real(view_as_complex(q) * freqs_cis) (LLaMA)",
+                 lambda: torch.view_as_real(torch.view_as_complex(q.view(T, NH, P, 2)) * fc).flatten(2)),
+                ("q0 cos - q1 sin, q0 sin + q1 cos into out[..., 0::2], out[..., 1::2]", real)]
+    if name == "attention-bias":
+        q, k, v, bias = r(s["L"], s["D"]), r(s["L"], s["D"]), r(s["L"], s["D"]), r(s["L"], s["L"])
+        scale = 1.0 / (s["D"] ** 0.5)
+        out = torch.empty(s["L"], s["D"])
+        return [("F.softmax(Q @ K.T * scale + B, 1) @ V",
+                 lambda: F.softmax(torch.mm(q, k.t()) * scale + bias, dim=1).mm(v)),
+                ("mm(F.softmax(addmm(B, Q, K.T, alpha=scale), 1), V, out=O)",
+                 lambda: torch.mm(F.softmax(torch.addmm(bias, q, k.t(), alpha=scale), dim=1), v, out=out))]
+    if name == "gqa-attention":
+        KVH, G, L, D = s["KVH"], s["G"], s["L"], s["D"]
+        q, k, v = r(KVH, G, L, D), r(KVH, L, D), r(KVH, L, D)
+        scale = 1.0 / (D ** 0.5)
+
+        def repeat_kv():  # LLaMA's code: repeat each key/value head for its query heads
+            kk = k[:, None].expand(KVH, G, L, D).reshape(KVH * G, L, D)
+            vv = v[:, None].expand(KVH, G, L, D).reshape(KVH * G, L, D)
+            p = F.softmax(torch.bmm(q.reshape(KVH * G, L, D), kk.transpose(1, 2)) * scale, dim=-1)
+            return torch.bmm(p, vv)
+
+        def grouped():  # the group's queries stacked against one K: no copies of K and V
+            qs = q.reshape(KVH, G * L, D)
+            p = F.softmax(torch.bmm(qs, k.transpose(1, 2)).mul_(scale), dim=-1)
+            return torch.bmm(p, v)
+        return [("repeat_kv(K, V); softmax(bmm(Q, K^T) * scale) @ V", repeat_kv),
+                ("Q as [KVH, G*L, D]; softmax(bmm(Q, K^T)) @ V", grouped)]
+    if name == "softmax-temperature":
+        x, mask, t = r(s["R"], s["N"]), r(s["R"], s["N"]), torch.tensor(0.7)
+        z = torch.empty_like(x)
+        return [("F.softmax((s + mask) / t, dim=1)", lambda: F.softmax((x + mask) / t, dim=1)),
+                ("add(s, mask, out=z).div_(t); F.softmax(z, 1)",
+                 lambda: F.softmax(torch.add(x, mask, out=z).div_(t), dim=1))]
+    if name == "group-norm":
+        G, CG, HW = s["G"], s["CG"], s["HW"]
+        x, gamma, beta = r(1, G * CG, HW), r(G * CG), r(G * CG)
+        return [("F.group_norm(x, G, gamma, beta, 1e-5)", lambda: F.group_norm(x, G, gamma, beta, 1e-5))]
+    if name == "pointwise-conv":
+        CI, CO, P = s["CI"], s["CO"], s["P"]
+        side = int(round(P ** 0.5))
+        x, w, b = r(CI, P), r(CO, CI), r(CO)
+        x4, w4 = x.view(1, CI, side, side), w.view(CO, CI, 1, 1)
+        y = torch.empty(CO, P)
+        return [("F.conv2d(x, w 1x1, b)", lambda: F.conv2d(x4, w4, b)),
+                ("torch.addmm(b[:, None], W, X, out=Y)", lambda: torch.addmm(b[:, None], w, x, out=y))]
+    if name == "mqa-decode":
+        NH, L, D = s["NH"], s["L"], s["D"]
+        q, k, v = r(NH, D), r(L, D), r(L, D)
+        scale = 1.0 / (D ** 0.5)
+        return [("F.softmax(q @ K.T * scale, 1) @ V", lambda: F.softmax(torch.mm(q, k.t()) * scale, dim=1).mm(v))]
     raise KeyError(name)
 
 
