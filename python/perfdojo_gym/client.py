@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 PROTOCOL_VERSION = 1
+_yield = getattr(os, "sched_yield", lambda: None)  # not on every platform
 _HEADER = struct.Struct(">I")
 
 
@@ -144,7 +145,7 @@ class Client:
                 except BlockingIOError:
                     if time.perf_counter() > deadline:
                         break
-                    os.sched_yield()  # let other runnable processes have the core meanwhile
+                    _yield()  # let other runnable processes have the core meanwhile
                     continue
                 if n == 0:
                     raise ConnectionError("the server closed the connection")
