@@ -197,13 +197,20 @@ std::string save_checkpoint(const Checkpoint& c, const std::string& path) {
   return "";
 }
 
+uint64_t checkpoint_checksum(std::string_view bytes) { return fnv1a(std::string(bytes)); }
+
 ir::Result<Checkpoint> load_checkpoint(const std::string& path) {
-  auto fail = [&](const std::string& m) -> ir::Result<Checkpoint> {
-    return std::vector<ir::Diagnostic>{{{path, 0, 0}, m}};
-  };
   std::ifstream f(path, std::ios::binary);
-  if (!f) return fail("cannot open the checkpoint");
+  if (!f) return std::vector<ir::Diagnostic>{{{path, 0, 0}, "cannot open the checkpoint"}};
   std::string data((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  return load_checkpoint_bytes(data, path);
+}
+
+ir::Result<Checkpoint> load_checkpoint_bytes(std::string_view bytes, const std::string& name) {
+  auto fail = [&](const std::string& m) -> ir::Result<Checkpoint> {
+    return std::vector<ir::Diagnostic>{{{name, 0, 0}, m}};
+  };
+  const std::string data(bytes);
   if (data.size() < sizeof kMagic + 4 || std::memcmp(data.data(), kMagic, sizeof kMagic) != 0)
     return fail("not a PerfDojo agent checkpoint (bad magic)");
   uint32_t version;

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "agents/config.h"
@@ -50,6 +51,11 @@ struct Checkpoint {
 std::string save_checkpoint(const Checkpoint& c, const std::string& path);
 /// Reads a checkpoint, verifying magic, version and checksum.
 ir::Result<Checkpoint> load_checkpoint(const std::string& path);
+/// The same from the file's bytes (`name` says where they came from in messages). LibTorch-free,
+/// like the rest of this file: the torch archives stay opaque bytes here (tests/fuzz fuzzes it).
+ir::Result<Checkpoint> load_checkpoint_bytes(std::string_view bytes, const std::string& name);
+/// The checksum a checkpoint ends with: FNV-1a-64 of every byte before it.
+uint64_t checkpoint_checksum(std::string_view bytes);
 /// Why a checkpoint cannot drive a network of this shape and config, or "" when it can:
 /// feature size, action count, token vocabulary and every architecture setting must match.
 std::string check_compatible(const Checkpoint& c, const AgentConfig& config, int feature_size, int action_count,
