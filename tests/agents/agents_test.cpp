@@ -11,6 +11,7 @@
 #include "agents/dqn.h"
 #include "agents/evaluate.h"
 #include "agents/train.h"
+#include "gym/dataset.h"
 #include "gym/observation.h"
 
 using namespace perfdojo;
@@ -279,6 +280,19 @@ TEST_CASE("config files and flags are parsed with precise errors") {
   AgentConfig round;
   CHECK(parse_text(round, to_text(c), "x").empty());
   CHECK(to_text(round) == to_text(c));
+}
+
+TEST_CASE("kernel specs hold whole families out: except:F trains, family:F evaluates") {
+  auto held = resolve_kernels("family:attention,ffn");
+  auto rest = resolve_kernels("except:attention,ffn");
+  REQUIRE(held.ok());
+  REQUIRE(rest.ok());
+  CHECK(held->size() + rest->size() == env::suite_uris().size());
+  for (const auto& u : held.value()) CHECK((env::kernel_family(u) == "attention" || env::kernel_family(u) == "ffn"));
+  for (const auto& u : rest.value()) CHECK((env::kernel_family(u) != "attention" && env::kernel_family(u) != "ffn"));
+  auto bad = resolve_kernels("family:attn");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error_text().find("unknown kernel family 'attn'; expected one of") != std::string::npos);
 }
 
 TEST_CASE("the curriculum starts with the simplest kernels and ends on all of them") {

@@ -223,3 +223,23 @@ def test_the_default_reward_never_punishes_exploring(shared):
             break
     assert total == pytest.approx(np.log(info["initial_time_s"] / best))
     env.close()
+
+
+def test_hand_offs_without_polling_give_the_same_steps():
+    # --no-inline and --poll-us 0 (the old path: every step handed to a worker) must not change
+    # what a step returns, only when.
+    fast = PerfDojoVectorEnv(2, BENCH, max_episode_steps=6)
+    plain = PerfDojoVectorEnv(2, BENCH, max_episode_steps=6, server_args=("--no-inline", "--poll-us", "0"))
+    o1, i1 = fast.reset(seed=3)
+    o2, i2 = plain.reset(seed=3)
+    np.testing.assert_array_equal(o1, o2)
+    rng = np.random.default_rng(4)
+    for _ in range(6):
+        a = [legal_actions(i1["action_mask"][k], rng) for k in range(2)]
+        s1, s2 = fast.step(a), plain.step(a)
+        np.testing.assert_array_equal(s1[0], s2[0])
+        np.testing.assert_array_equal(s1[1], s2[1])
+        np.testing.assert_array_equal(s1[4]["action_mask"], s2[4]["action_mask"])
+        i1 = s1[4]
+    fast.close()
+    plain.close()
