@@ -95,7 +95,8 @@ def latency(port, config, actions, seconds):
             c.request("step", session=s, action=a)
             raw.append((time.perf_counter() - t) * 1e6)
     # The same steps as binary frames (one entry each): no JSON on either side.
-    n = c.request("spaces", session=s)["action_space"]["n"]
+    sj = c.request("spaces", session=s)
+    n, obs_bytes = sj["action_space"]["n"], 4 * sj["observation_spaces"][0]["shape"][0]
     rid, binary_us = 0, []
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -103,7 +104,7 @@ def latency(port, config, actions, seconds):
         for a in actions:
             rid += 1
             t = time.perf_counter()
-            binary.decode(c.request_binary(binary.encode(rid, [(s, a, binary.STEP)])), [n])
+            binary.decode_batch(c.request_binary(binary.encode(rid, [(s, a, binary.STEP)])), n, obs_bytes)
             binary_us.append((time.perf_counter() - t) * 1e6)
     c.close()
     env = PerfDojoEnv(config["benchmark"], address=f"127.0.0.1:{port}",

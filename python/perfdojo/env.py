@@ -12,7 +12,7 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.vector.utils import batch_space
 
-from perfdojo_gym.env import MAX_EPISODE_STEPS, LazySpaces, _space_of, config_from_kwargs
+from perfdojo_gym.env import MAX_EPISODE_STEPS, LazySpaces, config_from_kwargs, spaces_of
 from perfdojo_gym.vector import _NEXT_STEP, autoreset_mode_of
 
 from . import _native
@@ -174,10 +174,8 @@ class InProcessVectorEnv(gym.vector.VectorEnv):
         self._n = int(self._venv.n_actions)
         self._names = [s["name"] for s in self.spaces_json["observation_spaces"]]
         self._shapes = {s["name"]: tuple(s["shape"]) for s in self.spaces_json["observation_spaces"]}
-        self.single_action_space = spaces.Discrete(self._n)
+        self.single_action_space, self.single_observation_space = spaces_of(self.spaces_json)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
-        inner = {s["name"]: _space_of(s) for s in self.spaces_json["observation_spaces"]}
-        self.single_observation_space = next(iter(inner.values())) if len(inner) == 1 else spaces.Dict(inner)
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self._masks = np.zeros((self.num_envs, self._n), dtype=np.int8)
 

@@ -11,12 +11,11 @@ from typing import Any, Optional, Sequence
 
 import gymnasium as gym
 import numpy as np
-from gymnasium import spaces
 from gymnasium.vector.utils import batch_space
 
 from . import binary
-from .client import BridgeError, Client, acquire_local_server, parse_address, release_local_server
-from .env import InvalidActionError, _space_of, _user_error, config_from_kwargs
+from .client import BridgeError
+from .env import InvalidActionError, _Connection, _user_error, config_from_kwargs, spaces_of
 
 try:  # Gymnasium >= 1.1
     from gymnasium.vector import AutoresetMode
@@ -70,16 +69,12 @@ class PerfDojoVectorEnv(gym.vector.VectorEnv):
         self._spaces_names = list(cfg["observation_spaces"])
         address = address if address is not None else os.environ.get("PERFDOJO_BRIDGE_ADDRESS")
         token = token if token is not None else os.environ.get("PERFDOJO_BRIDGE_TOKEN")
-        self._server = None
-        if address is None:
-            self._server = acquire_local_server(tuple(server_args))
-            host, port, token = self._server.host, self._server.port, self._server.token
-        else:
-            host, port = parse_address(address)
+        self._conn = None
         self._client = None
         self._sessions: list[int] = []
         try:
-            self._client = Client(host, port, token=token)
+            self._conn = _Connection(address, token, tuple(server_args))
+            self._client = self._conn.client
             base_seed = int(cfg.get("seed", 0))
             for i in range(self.num_envs):
                 made = self._client.request("make", config=dict(cfg, seed=base_seed + i))
@@ -93,11 +88,8 @@ class PerfDojoVectorEnv(gym.vector.VectorEnv):
         sj = made["spaces"]
         self.spaces_json = sj
         self._n = int(sj["action_space"]["n"])
-        self.single_action_space = spaces.Discrete(self._n)
+        self.single_action_space, self.single_observation_space = spaces_of(sj)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
-        inner = {s["name"]: _space_of(s) for s in sj["observation_spaces"]}
-        self.single_observation_space = (next(iter(inner.values())) if len(inner) == 1
-                                         else spaces.Dict(inner))
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self._shapes = {s["name"]: tuple(s["shape"]) for s in sj["observation_spaces"]}
         self._obs_bytes = sum(int(np.prod(self._shapes[n])) * 4 for n in self._spaces_names)
@@ -212,18 +204,15 @@ class PerfDojoVectorEnv(gym.vector.VectorEnv):
         return self._masks.astype(bool)
 
     def close_extras(self, **kwargs: Any) -> None:
-        client, self._client = self._client, None
-        if client is not None:
+        conn, self._conn, self._client = self._conn, None, None
+        if conn is not None:
             for s in self._sessions:
                 try:
-                    client.request("close", session=s)
+                    conn.client.request("close", session=s)
                 except Exception:
                     break
-            client.close()
+            conn.release()  # closes the client and lets go of a local server
         self._sessions = []
-        server, self._server = self._server, None
-        if server is not None:
-            release_local_server(server)
 
     def __del__(self):
         try:

@@ -129,9 +129,9 @@ def test_malformed_binary_frames_get_json_errors_and_the_connection_stays(shared
         c.request_binary(struct.pack("<BBHI", 0xB5, 2, 1, 7) + b"\0" * 20)
     # Unknown sessions fail their own record only.
     body = c.request_binary(binary.encode(9, [(s, 3, binary.RESET_SEED), (s + 999, 0, binary.STEP)]))
-    rid, recs = binary.decode(body, [1921, 1921])
-    assert rid == 9 and recs[0].ok and not recs[1].ok
-    assert recs[1].error.startswith("unknown_session: no session")
+    rid, batch = binary.decode_batch(body, 1921, 394 * 4)
+    assert rid == 9 and batch.ok[0] and not batch.ok[1]
+    assert batch.message[1].startswith("unknown_session: no session")
     assert c.request("ping") == {}
     c.close()
 
