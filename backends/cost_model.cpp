@@ -118,7 +118,14 @@ class CostModelBackend final : public Backend {
     if (error_) return {false, *error_};
     return {};
   }
-  Capabilities capabilities() const override { return {{16, 8}, true, std::max(1, profile_.cores)}; }
+  Capabilities capabilities() const override {
+    if (profile_.vector_lanes > 0) {  // a cross target's core: its one width, one core (cross_backend.h)
+      Capabilities c;
+      if (profile_.vector_lanes > 1) c.vector_widths = {profile_.native_lanes()};
+      return c;
+    }
+    return {{16, 8}, true, std::max(1, profile_.cores)};
+  }
   bool deterministic() const override { return true; }
   Measurement measure(const ir::Program& p, const MeasureOptions&) override {
     Measurement m;

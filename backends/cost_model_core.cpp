@@ -292,7 +292,7 @@ void Model::cost_group(int owner, const std::vector<int>& stmts) {
   GroupTotals t;
   const int par = owner < 0 ? -1 : f.scopes[owner].par;
   const int nest = f.stmts[stmts[0]].nest;
-  const double hoist_regs = m.native_lanes() >= 16 ? 24 : 12;
+  const double hoist_regs = m.registers() * 0.75;
   for (int si : stmts) {
     const StmtInfo& s = f.stmts[si];
     const ir::Stmt& stmt = *s.stmt;
@@ -306,19 +306,33 @@ void Model::cost_group(int owner, const std::vector<int>& stmts) {
     t.div += instr * ops.div * (lanes > 1 ? m.div_cycles_vector * lanes / m.native_lanes() : m.div_cycles_scalar);
     // exp, log, tanh: a call per vector (libmvec) or per element, as the profile measured.
     t.fp += instr * ops.trans * (lanes > 1 ? lanes * m.exp_cycles_vector / m.native_lanes() : m.exp_cycles_scalar);
-    t.uops += instr * (ops.fp + ops.div + ops.trans * kCallUops);
+    // With hardware loops the FPU's sequencer issues the floating-point instructions of an
+    // innermost loop: they take none of the integer core's issue slots.
+    const bool sequenced = m.hw_loops > 0 && owner >= 0 && !run[owner].unrolled;
+    t.uops += instr * ((sequenced ? 0 : ops.fp) + ops.div + ops.trans * kCallUops);
     memory_instructions(s, vdepth, lanes, hoist_regs, t);
     if (stmt.op != ir::Reduce::kNone) t.chain = std::max(t.chain, reduction_chain(s, ops));
   }
-  // Loop bookkeeping of the owner, when it is a real loop.
-  if (owner >= 0 && !run[owner].unrolled) t.uops += m.loop_overhead_uops * run[owner].trips;
+  // Stream semantic registers: the first ssr_streams accesses of a real innermost loop are
+  // streamed (an affine walk of up to 4 loops set up once per entry), not loaded or stored.
+  if (m.ssr_streams > 0 && owner >= 0 && !run[owner].unrolled) {
+    const double streamed = std::min(m.ssr_streams, t.streams);
+    if (t.streams > 0) {
+      t.ld *= 1 - streamed / t.streams;
+      t.st *= 1 - streamed / t.streams;
+    }
+  }
+  // Loop bookkeeping of the owner, when it is a real loop (and no hardware loop runs it).
+  if (owner >= 0 && !run[owner].unrolled && !(m.hw_loops > 0))
+    t.uops += m.loop_overhead_uops * run[owner].trips;
   t.uops += t.ld + t.st;
-  double core = std::max({t.fp, t.div, t.ld / kLoadsPerCycle, t.st / kStoresPerCycle, t.uops / kIssueWidth, t.chain});
+  double core = std::max({t.fp, t.div, t.ld / m.loads_per_cycle, t.st / m.stores_per_cycle,
+                          t.uops / m.issue_width, t.chain});
   double sp = par_speedup(par);
   NestCost& nc = nests[nest];
   nc.core_cycles += core / sp;
   group_cycles.push_back({core / sp, par});
-  if (core == t.ld / kLoadsPerCycle || core == t.st / kStoresPerCycle) nc.l1_cycles += core / sp;
+  if (core == t.ld / m.loads_per_cycle || core == t.st / m.stores_per_cycle) nc.l1_cycles += core / sp;
   nc.bytes[0] += t.l1_bytes;
 }
 
@@ -366,6 +380,7 @@ void Model::memory_instructions(const StmtInfo& s, int vdepth, double lanes, dou
     }
     const bool vector = vdepth >= 0 && f.coefs[a.coef_off + vdepth] != 0;
     const double width = vector ? lanes * esz : esz;
+    t.streams += a.write && stmt.op != ir::Reduce::kNone ? 2 : 1;
     if (a.write) {
       t.st += count;
       if (stmt.op != ir::Reduce::kNone) t.ld += count;  // read-modify-write
@@ -409,7 +424,7 @@ double Model::reduction_chain(const StmtInfo& s, const OpCounts& ops) const {
   }
   const int carrier = k;
   const double seg_uops = seg * (ops.fp + ops.div + 2 * ops.trans + static_cast<double>(s.acc_end - s.acc_begin));
-  const double window = std::max(1.0, kWindowUops / std::max(seg_uops, 1.0));
+  const double window = std::max(1.0, m.window_uops / std::max(seg_uops, 1.0));
   double bound = 0;
   if (carrier >= 0) bound = run[scope_at(carrier)].trips * seg * lat;
   if (seg > 1) {
@@ -491,7 +506,7 @@ void Model::loop_overheads() {
     bool has_stmt = false;
     for (int k = sc.kids_begin; k < sc.kids_end; ++k)
       has_stmt = has_stmt || f.kids[k] < 0 || f.scopes[f.kids[k]].annot == Annot::kVector;
-    if (!has_stmt) nc.overhead_cycles += trips * m.loop_overhead_uops / kIssueWidth / sp;
+    if (!has_stmt) nc.overhead_cycles += trips * m.loop_overhead_uops / m.issue_width / sp;
     nc.overhead_cycles += execs * kLoopEntryCycles / sp;
   }
 }

@@ -46,6 +46,7 @@ struct ModelStorage {
 // One statement's totals as cost_group sums them over a group.
 struct GroupTotals {
   double fp = 0, ld = 0, st = 0, uops = 0, div = 0, chain = 0, l1_bytes = 0;
+  double streams = 0;  // accesses that issue loads or stores (candidates for SSR streams)
 };
 
 struct OpCounts {
@@ -91,7 +92,10 @@ struct Model {
   double pipe_rate(double lanes) const {
     double peak = lanes > 8 ? m.peak_gflops_avx512 : lanes > 1 ? m.peak_gflops_avx2 : m.peak_gflops_scalar;
     double width = lanes > 8 ? 16 : lanes > 1 ? 8 : 1;
-    if (peak <= 0) {
+    if (m.vector_lanes > 0) {  // a core that names its one vector width (cross targets)
+      peak = lanes > 1 ? m.peak_gflops_vector : m.peak_gflops_scalar;
+      width = lanes > 1 ? m.vector_lanes : 1;
+    } else if (peak <= 0) {
       peak = m.peak_gflops_avx2;
       width = 8;
     }

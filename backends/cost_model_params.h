@@ -1,14 +1,11 @@
-// The cost model's fixed parameters: what it assumes of any x86 core beyond the machine
-// profile's measured figures (cache line, issue width, ports, window), and its tuning constants.
+// The cost model's fixed parameters: what it assumes of any core beyond the machine profile's
+// figures (cache line, call cost), and its tuning constants. Issue width, ports and the
+// out-of-order window are the profile's (MachineProfile), with x86 defaults.
 #pragma once
 
 namespace perfdojo::backends::cost_detail {
 
 constexpr double kLineBytes = 64;
-constexpr double kIssueWidth = 4;       // uops issued per cycle
-constexpr double kLoadsPerCycle = 2;    // load ports
-constexpr double kStoresPerCycle = 1;   // store port
-constexpr double kWindowUops = 192;     // uops the out-of-order window holds
 constexpr double kCallUops = 20;        // a libm or libmvec exp/log/tanh call
 // A line fetched for one element of a large stride costs this many streamed lines: the
 // prefetchers do not run ahead of it and a latency-bound loop waits for each.

@@ -57,6 +57,15 @@ const std::vector<Field>& fields() {
       {"fork_spin_us", &MachineProfile::fork_spin_us, "idle OpenMP threads spin this long", true},
       {"parallel_efficiency", &MachineProfile::parallel_efficiency, "parallel speed-up / threads", false},
       {"call_overhead_us", &MachineProfile::call_overhead_us, "one kernel call", true},
+      {"vector_lanes", &MachineProfile::vector_lanes, "f32 lanes of the vector unit (0: from the x86 peaks)", true},
+      {"peak_gflops_vector", &MachineProfile::peak_gflops_vector, "FMA peak at vector_lanes (when set)", true},
+      {"vector_registers", &MachineProfile::vector_registers, "vector registers (0: from the x86 peaks)", true},
+      {"issue_width", &MachineProfile::issue_width, "instructions issued per cycle", false},
+      {"loads_per_cycle", &MachineProfile::loads_per_cycle, "load instructions per cycle", false},
+      {"stores_per_cycle", &MachineProfile::stores_per_cycle, "store instructions per cycle", false},
+      {"window_uops", &MachineProfile::window_uops, "instructions in flight that overlap", false},
+      {"ssr_streams", &MachineProfile::ssr_streams, "stream semantic registers (Snitch)", true},
+      {"hw_loops", &MachineProfile::hw_loops, "1: FREP-style hardware loops (Snitch)", true},
   };
   return kFields;
 }
@@ -84,8 +93,10 @@ std::string set_key(MachineProfile& p, const std::string& key, const std::string
     return "";
   }
   if (key == "isa") {
-    if (value != "x86_avx512" && value != "x86_avx2" && value != "x86_64")
-      return "'isa' must be x86_avx512, x86_avx2 or x86_64, got '" + value + "'";
+    if (value != "x86_avx512" && value != "x86_avx2" && value != "x86_64" &&
+        value != "aarch64_neon" && value != "aarch64_sve" && value != "riscv64_rvv")
+      return "'isa' must be x86_avx512, x86_avx2, x86_64, aarch64_neon, aarch64_sve or "
+             "riscv64_rvv, got '" + value + "'";
     p.isa = value;
     return "";
   }
@@ -113,6 +124,85 @@ std::string set_key(MachineProfile& p, const std::string& key, const std::string
 
 MachineProfile default_profile() { return MachineProfile{}; }
 
+// Published figures; docs/cross.md gives each one's source and marks the estimates.
+std::optional<MachineProfile> builtin_profile(const std::string& name) {
+  MachineProfile p;
+  p.peak_gflops_avx512 = 0;
+  p.fork_join_us = 30;
+  p.fork_join_hot_us = 2;
+  if (name == "neoverse-n1") {  // AWS Graviton2: 64 cores at 2.5 GHz, NEON 128-bit
+    p.name = "builtin-neoverse-n1";
+    p.isa = "aarch64_neon";
+    p.freq_ghz = 2.5;
+    p.vector_lanes = 4;
+    p.peak_gflops_vector = p.peak_gflops_avx2 = 40;  // 2 FMA pipes x 4 lanes x 2 x 2.5 GHz
+    p.peak_gflops_scalar = 10;                       // 2 pipes x 2 x 2.5 GHz
+    p.fma_latency_cycles = 4;
+    p.add_latency_cycles = 2;
+    p.l1_bytes = 64 * 1024.0, p.l1_ways = 4;
+    p.l2_bytes = 1024 * 1024.0, p.l2_ways = 8;
+    p.l3_bytes = 32 * 1024 * 1024.0, p.l3_ways = 16;
+    p.l1_bw_gbs = 159.4, p.l2_bw_gbs = 73.4, p.l3_bw_gbs = 35.9;  // Arm's one-core stream figures
+    p.dram_bw_gbs = 20.9, p.dram_bw_all_gbs = 169.6;
+    p.cores = 64;
+    p.exp_cycles_scalar = 14, p.exp_cycles_vector = 56;  // glibc 2.36 has no AArch64 libmvec
+    p.div_cycles_scalar = 7, p.div_cycles_vector = 10;
+    p.vector_registers = 32;
+    p.issue_width = 4, p.loads_per_cycle = 2, p.stores_per_cycle = 1, p.window_uops = 128;
+    return p;
+  }
+  if (name == "neoverse-v1") {  // AWS Graviton3: 64 cores at 2.6 GHz, SVE 256-bit
+    p.name = "builtin-neoverse-v1";
+    p.isa = "aarch64_sve";
+    p.freq_ghz = 2.6;
+    p.vector_lanes = 8;
+    p.peak_gflops_vector = p.peak_gflops_avx2 = 83.2;  // 2 SVE FMA pipes x 8 lanes x 2 x 2.6 GHz
+    p.peak_gflops_scalar = 20.8;                       // 4 FP pipes x 2 x 2.6 GHz
+    p.fma_latency_cycles = 4;
+    p.add_latency_cycles = 2;
+    p.l1_bytes = 64 * 1024.0, p.l1_ways = 4;
+    p.l2_bytes = 1024 * 1024.0, p.l2_ways = 8;
+    p.l3_bytes = 32 * 1024 * 1024.0, p.l3_ways = 16;
+    p.l1_bw_gbs = 166, p.l2_bw_gbs = 83, p.l3_bw_gbs = 40;  // 64, 32, ~15 B/cycle (estimates)
+    p.dram_bw_gbs = 25, p.dram_bw_all_gbs = 250;
+    p.cores = 64;
+    p.exp_cycles_scalar = 14, p.exp_cycles_vector = 112;
+    p.div_cycles_scalar = 7, p.div_cycles_vector = 13;
+    p.vector_registers = 32;
+    p.issue_width = 5, p.loads_per_cycle = 3, p.stores_per_cycle = 2, p.window_uops = 256;
+    return p;
+  }
+  if (name == "snitch") {  // one compute core of an 8-core Snitch cluster at 1 GHz (Occamy)
+    p.name = "builtin-snitch";
+    p.isa = "riscv64_rvv";
+    p.freq_ghz = 1.0;
+    p.vector_lanes = 2;                            // packed SIMD: 2 x f32 in the 64-bit FPU
+    p.peak_gflops_vector = p.peak_gflops_avx2 = 4;  // one vfmac.s per cycle: 2 lanes x 2
+    p.peak_gflops_scalar = 2;
+    p.fma_latency_cycles = 3;
+    p.add_latency_cycles = 3;
+    // No caches: the 128 KiB TCDM scratchpad is "L1"; everything else arrives by the cluster's
+    // DMA engine (64 B/cycle, shared by 8 cores), modelled as one level behind it.
+    p.l1_bytes = 128 * 1024.0, p.l1_ways = 32;
+    p.l2_bytes = p.l3_bytes = 1024 * 1024 * 1024.0, p.l2_ways = p.l3_ways = 16;
+    p.l1_bw_gbs = 32;  // the core's 64-bit port and three SSR ports, 8 B/cycle each
+    p.l2_bw_gbs = p.l3_bw_gbs = p.dram_bw_gbs = 8, p.dram_bw_all_gbs = 64;
+    p.cores = 8;
+    p.exp_cycles_scalar = 60, p.exp_cycles_vector = 120;  // software exp (no libm unit)
+    p.div_cycles_scalar = 12, p.div_cycles_vector = 24;
+    p.loop_overhead_uops = 2;
+    p.vector_registers = 32;
+    p.issue_width = 1, p.loads_per_cycle = 1, p.stores_per_cycle = 1, p.window_uops = 4;
+    p.ssr_streams = 3;
+    p.hw_loops = 1;
+    p.call_overhead_us = 0.05;
+    return p;
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> builtin_profile_names() { return {"neoverse-n1", "neoverse-v1", "snitch"}; }
+
 namespace {
 
 // Figures a busy core makes larger; every other measured figure it makes smaller.
@@ -122,7 +212,10 @@ bool lower_is_better(const std::string& key) {
 }
 // Figures that describe the hardware, not a speed: never merged.
 bool is_size(const std::string& key) {
-  return key.find("_bytes") != std::string::npos || key.find("_ways") != std::string::npos;
+  return key.find("_bytes") != std::string::npos || key.find("_ways") != std::string::npos ||
+         key == "vector_lanes" || key == "vector_registers" || key == "issue_width" ||
+         key == "loads_per_cycle" || key == "stores_per_cycle" || key == "window_uops" ||
+         key == "ssr_streams" || key == "hw_loops";
 }
 
 }  // namespace
@@ -237,6 +330,14 @@ std::optional<MachineProfile> parse_profile(const std::string& text, const std::
 }
 
 std::optional<MachineProfile> load_profile(const std::string& path, std::string* error) {
+  if (path.rfind("builtin:", 0) == 0) {
+    auto p = builtin_profile(path.substr(8));
+    if (!p && error) {
+      *error = path + ": no built-in profile of that name; known:";
+      for (const auto& n : builtin_profile_names()) *error += " " + n;
+    }
+    return p;
+  }
   std::ifstream in(path);
   if (!in) {
     if (error) *error = path + ": cannot read machine profile";

@@ -13,7 +13,9 @@ namespace perfdojo::backends {
 /// Per-machine figures. Bandwidths are single-core read bandwidths unless named otherwise.
 struct MachineProfile {
   std::string name = "builtin-x86-avx512";  ///< recorded in every estimate's flags
-  std::string isa = "x86_avx512";  ///< the widest ISA the calibration saw (x86_avx512, x86_avx2, x86_64)
+  /// The widest ISA the calibration saw (x86_avx512, x86_avx2, x86_64), or the cross target a
+  /// built-in profile describes (aarch64_neon, aarch64_sve, riscv64_rvv).
+  std::string isa = "x86_avx512";
   // Compute peaks, single core, float32, FMA counted as two flops.
   double peak_gflops_avx512 = 223;  ///< 0: the machine has no AVX-512
   double peak_gflops_avx2 = 167;
@@ -45,9 +47,37 @@ struct MachineProfile {
   double fork_spin_us = 200;      ///< how long idle OpenMP threads spin before they sleep
   double parallel_efficiency = 0.9;  ///< speed-up of a parallel scope over its thread count
   double call_overhead_us = 0.3;  ///< calling the compiled kernel once
+  // The core's shape. x86 profiles leave the vector fields at 0 and get their width from the
+  // AVX-512/AVX2 peaks; other cores (built-in profiles of cross targets) name it.
+  double vector_lanes = 0;        ///< f32 lanes of the widest vector unit (0: 16 with AVX-512, else 8)
+  double peak_gflops_vector = 0;  ///< FMA peak at vector_lanes (used when vector_lanes > 0)
+  double vector_registers = 0;    ///< architectural vector registers (0: 32 with AVX-512, else 16)
+  double issue_width = 4;         ///< instructions issued per cycle
+  double loads_per_cycle = 2;     ///< load instructions per cycle
+  double stores_per_cycle = 1;    ///< store instructions per cycle
+  double window_uops = 192;       ///< instructions in flight that can overlap (out-of-order window)
+  /// Stream semantic registers (Snitch's SSRs): this many affine accesses of the innermost loop
+  /// are streamed by hardware and cost no load or store instruction.
+  double ssr_streams = 0;
+  /// 1: hardware loops over floating-point instructions (Snitch's FREP): an innermost loop costs
+  /// no bookkeeping, and its floating-point instructions do not take the integer core's issue slots.
+  double hw_loops = 0;
 
-  /// f32 lanes of the widest vector unit (16 with AVX-512, else 8).
-  int native_lanes() const { return peak_gflops_avx512 > 0 ? 16 : 8; }
+  /// f32 lanes of the widest vector unit (16 with AVX-512, else 8, unless vector_lanes says).
+  int native_lanes() const {
+    if (vector_lanes > 0) return static_cast<int>(vector_lanes);
+    return peak_gflops_avx512 > 0 ? 16 : 8;
+  }
+  /// Architectural vector registers.
+  double registers() const {
+    if (vector_registers > 0) return vector_registers;
+    return peak_gflops_avx512 > 0 ? 32 : 16;
+  }
+  /// The FMA peak of one core at its widest vector width, GFLOP/s.
+  double vector_peak_gflops() const {
+    if (vector_lanes > 0) return peak_gflops_vector;
+    return peak_gflops_avx512 > 0 ? peak_gflops_avx512 : peak_gflops_avx2;
+  }
 };
 
 /// The widest x86 ISA this CPU runs, as the backends see it ($PERFDOJO_HIDE_CPU_FEATURES
@@ -61,6 +91,14 @@ bool profile_fits_this_machine(const MachineProfile& p);
 /// The built-in profile (the project's 2-core AVX-512 machines).
 MachineProfile default_profile();
 
+/// Built-in profiles of cores this project cross-compiles for and models (docs/cross.md gives
+/// every figure's source): "neoverse-n1" (AWS Graviton2), "neoverse-v1" (AWS Graviton3, SVE
+/// 256-bit) and "snitch" (one core of a PULP Snitch cluster: in-order RV32 with a 64-bit FPU,
+/// stream semantic registers and FREP hardware loops). nullopt for another name.
+std::optional<MachineProfile> builtin_profile(const std::string& name);
+/// Names builtin_profile knows.
+std::vector<std::string> builtin_profile_names();
+
 /// The profile as `key = value` lines (with a header comment), readable by `parse_profile`.
 std::string profile_to_text(const MachineProfile& p);
 /// The profile as one JSON object.
@@ -70,7 +108,8 @@ std::string profile_to_json(const MachineProfile& p);
 /// line. Returns nullopt and sets `error` on failure.
 std::optional<MachineProfile> parse_profile(const std::string& text, const std::string& file,
                                             std::string* error);
-/// Reads a profile file; nullopt and `error` ("FILE: cannot read" or a parse error) on failure.
+/// Reads a profile file, or a built-in profile named "builtin:NAME"; nullopt and `error`
+/// ("FILE: cannot read", a parse error, or an unknown built-in name) on failure.
 std::optional<MachineProfile> load_profile(const std::string& path, std::string* error);
 /// Writes a profile file (JSON when the name ends in ".json", else key = value); false and
 /// `error` on failure.
