@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "backends/cost_model.h"
+#include "backends/cross_backend.h"
 #include "backends/interpreter_backend.h"
 #include "backends/x86_backend.h"
 
@@ -17,14 +18,27 @@ namespace {
 
 using Factory = std::function<std::unique_ptr<Backend>(const BackendConfig&)>;
 
+std::unique_ptr<Backend> model_of(const std::string& profile, BackendConfig c) {
+  c.machine_profile = "builtin:" + profile;
+  return make_cost_model_backend(c);
+}
+
 // The registry: one row per backend name, in the order `backend_names` lists them.
 const std::vector<std::pair<std::string, Factory>>& registry() {
   static const std::vector<std::pair<std::string, Factory>> kTable = {
       {"x86_avx512", [](const BackendConfig& c) { return make_x86_backend(X86Isa::kAvx512, c); }},
       {"x86_avx2", [](const BackendConfig& c) { return make_x86_backend(X86Isa::kAvx2, c); }},
       {"x86_64", [](const BackendConfig& c) { return make_x86_backend(X86Isa::kPortable, c); }},
+      {"aarch64_neon", [](const BackendConfig& c) { return make_cross_backend(*cross_target("aarch64_neon"), c); }},
+      {"aarch64_sve", [](const BackendConfig& c) { return make_cross_backend(*cross_target("aarch64_sve"), c); }},
+      {"riscv64_rvv", [](const BackendConfig& c) { return make_cross_backend(*cross_target("riscv64_rvv"), c); }},
       {"cost_model", [](const BackendConfig& c) { return make_cost_model_backend(c); }},
       {"interpreter", [](const BackendConfig& c) { return make_interpreter_backend(c); }},
+      // The cost model on a cross target's built-in profile: the instant, deterministic env
+      // and agent for a core this machine is not (the cross backends compile and verify too).
+      {"cost_model:neoverse-n1", [](const BackendConfig& c) { return model_of("neoverse-n1", c); }},
+      {"cost_model:neoverse-v1", [](const BackendConfig& c) { return model_of("neoverse-v1", c); }},
+      {"cost_model:snitch", [](const BackendConfig& c) { return model_of("snitch", c); }},
   };
   return kTable;
 }

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "backends/compiler.h"
+#include "backends/host_buffers.h"
 #include "backends/result_cache.h"
 #include "backends/worker.h"
 #include "ir/check.h"
@@ -56,14 +57,6 @@ std::string extra(const BackendConfig& c, const std::string& key,
                   const std::string& fallback = "") {
   auto it = c.extra.find(key);
   return it == c.extra.end() ? fallback : it->second;
-}
-
-double extra_number(const BackendConfig& c, const std::string& key, double fallback) {
-  std::string v = extra(c, key);
-  if (v.empty()) return fallback;
-  char* end = nullptr;
-  double d = std::strtod(v.c_str(), &end);
-  return end && *end == '\0' ? d : fallback;
 }
 
 bool has_annotations(const std::vector<ir::NodePtr>& body) {
@@ -119,53 +112,6 @@ double tolerance(ir::DType t, double reduction_terms) {
   return 0;
 }
 
-// Buffer contents in the shared region, converted from and to the interpreter's doubles.
-void write_tensor(uint8_t* dst, ir::DType t, const std::vector<double>& v) {
-  for (size_t i = 0; i < v.size(); ++i) {
-    switch (t) {
-      case ir::DType::kF32:
-        reinterpret_cast<float*>(dst)[i] = static_cast<float>(v[i]);
-        break;
-      case ir::DType::kF64:
-        reinterpret_cast<double*>(dst)[i] = v[i];
-        break;
-      case ir::DType::kI32:
-        reinterpret_cast<int32_t*>(dst)[i] = static_cast<int32_t>(v[i]);
-        break;
-    }
-  }
-}
-
-ir::Tensor read_tensor(const uint8_t* src, const ir::BufferDecl& b) {
-  ir::Tensor t{b.dtype, b.shape, std::vector<double>(b.elements())};
-  for (size_t i = 0; i < t.data.size(); ++i) {
-    switch (b.dtype) {
-      case ir::DType::kF32:
-        t.data[i] = reinterpret_cast<const float*>(src)[i];
-        break;
-      case ir::DType::kF64:
-        t.data[i] = reinterpret_cast<const double*>(src)[i];
-        break;
-      case ir::DType::kI32:
-        t.data[i] = reinterpret_cast<const int32_t*>(src)[i];
-        break;
-    }
-  }
-  return t;
-}
-
-// Outputs without an initial value start as the interpreter starts them: NaN (0 for i32), so a
-// kernel reading one before writing it shows up in verification.
-void prefill_outputs(uint8_t* base, const std::vector<const ir::BufferDecl*>& params,
-                     const std::vector<size_t>& offs) {
-  for (size_t i = 0; i < params.size(); ++i) {
-    const auto& b = *params[i];
-    if (b.role != ir::Role::kOutput) continue;
-    double v = b.dtype == ir::DType::kI32 ? 0 : std::numeric_limits<double>::quiet_NaN();
-    write_tensor(base + offs[i], b.dtype, std::vector<double>(b.elements(), v));
-  }
-}
-
 // Quantile of sorted values with linear interpolation.
 double quantile(const std::vector<double>& s, double q) {
   if (s.empty()) return 0;
@@ -177,13 +123,6 @@ double quantile(const std::vector<double>& s, double q) {
 
 // The test hook extra["inject"] as it applies to `p`: "KIND" or "KIND:BUFFER" (only programs
 // declaring BUFFER); "" when it does not apply.
-std::string test_hook_for(const BackendConfig& c, const ir::Program& p) {
-  std::string v = extra(c, "inject");
-  auto colon = v.find(':');
-  if (colon == std::string::npos) return v;
-  return p.find_buffer(v.substr(colon + 1)) ? v.substr(0, colon) : "";
-}
-
 // Serialises timing across processes (and threads: each holder opens its own descriptor).
 class MeasureLock {
  public:
@@ -232,7 +171,7 @@ class X86Backend final : public Backend {
     if (isa_ == X86Isa::kAvx2) c.vector_widths = {8};
     c.threads = usable_cores();
     // extra["threads"]: at most this many threads (1: single core, no parallel scopes).
-    if (int t = static_cast<int>(extra_number(config_, "threads", 0)); t >= 1)
+    if (int t = static_cast<int>(config_number(config_, "threads", 0)); t >= 1)
       c.threads = std::min(c.threads, t);
     c.parallel = c.threads > 1;
     return c;
@@ -309,7 +248,7 @@ class X86Backend final : public Backend {
     return s;
   }
 
-  std::string inject_for(const ir::Program& p) const { return test_hook_for(config_, p); }
+  std::string inject_for(const ir::Program& p) const { return codegen_test_hook(config_, p); }
 
   const std::string& work_dir() {
     std::lock_guard<std::mutex> hold(work_dir_mutex_);  // prepare() may ask from another thread
@@ -328,7 +267,7 @@ class X86Backend final : public Backend {
 
   Worker& worker() {
     if (!worker_) {
-      double mb = extra_number(config_, "worker_memory_mb", 8192);
+      double mb = config_number(config_, "worker_memory_mb", 8192);
       worker_ = std::make_unique<Worker>(find_worker(extra(config_, "worker")),
                                          static_cast<uint64_t>(mb * 1048576.0));
     }
@@ -580,7 +519,7 @@ class X86Backend final : public Backend {
       if (params[i]->role == ir::Role::kOutput)
         got[params[i]->name] = read_tensor(base + offs[i], *params[i]);
     std::map<std::string, ir::Tensor> want;
-    double max_flops = extra_number(config_, "verify_interpreter_max_flops", 1e7);
+    double max_flops = config_number(config_, "verify_interpreter_max_flops", 1e7);
     if (flop_count(p) <= max_flops) {
       auto r = ir::interpret(p, inputs);
       if (!r.ok()) {
@@ -603,27 +542,6 @@ class X86Backend final : public Backend {
     if (!compare_outputs(p, got, want, m)) return false;
     m.verified = true;
     return true;
-  }
-
-  // Sets m.max_rel_error; false, with m.error naming the first output over its tolerance.
-  static bool compare_outputs(const ir::Program& p, const std::map<std::string, ir::Tensor>& got,
-                              const std::map<std::string, ir::Tensor>& want, Measurement& m) {
-    double worst = 0;
-    std::string bad;  // the first output over its tolerance
-    for (const auto& [n, t] : got) {
-      double e = ir::max_relative_error(t, want.at(n));
-      worst = std::max(worst, e);
-      if (bad.empty() && !(e <= x86_verification_tolerance(t.dtype, p))) bad = n;
-    }
-    m.max_rel_error = worst;
-    if (bad.empty()) return true;
-    char buf[200];
-    std::snprintf(buf, sizeof buf,
-                  "wrong result: max relative error %.3g in output '%s' (tolerance %g)",
-                  ir::max_relative_error(got.at(bad), want.at(bad)), bad.c_str(),
-                  x86_verification_tolerance(got.at(bad).dtype, p));
-    m.error = buf;
-    return false;
   }
 
   // Outputs of the sequential build of `p` (annotations ignored, no FMA contraction) on the
@@ -779,7 +697,7 @@ std::vector<std::string> x86_compile_flags(X86Isa isa) {
 
 GeneratedC x86_generate_c(X86Isa isa, const ir::Program& p, const BackendConfig& config) {
   CodegenOptions co = x86_codegen_options(isa);
-  co.inject = test_hook_for(config, p);
+  co.inject = codegen_test_hook(config, p);
   return generate_c(p, co);
 }
 

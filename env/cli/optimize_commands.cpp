@@ -225,7 +225,7 @@ int cmd_optimize(const Args& a) {
                            .add("baseline_spread", r.baseline_spread)
                            .add("final_spread", r.final_spread)
                            .add("final_reps", r.final_reps)
-                           .add("timing", r.interleaved ? "interleaved" : "separate")
+                           .add("timing", r.modelled ? "modelled" : r.interleaved ? "interleaved" : "separate")
                            .add("noisy", r.noisy)
                            .add("first_measured_s", r.first_measured_s)
                            .add("seed", r.seed)
@@ -289,7 +289,7 @@ int cmd_optimize(const Args& a) {
 
 std::vector<Command> optimize_commands() {
   return {{"optimize",
-           "optimize FILE [--arch A (default: widest available)] [--mode M] [--timeout S] "
+           "optimize FILE [--arch A (default: widest x86 available; aarch64_neon, aarch64_sve, riscv64_rvv: modelled, verified under qemu)] [--mode M] [--timeout S] "
            "[--threads N] [--agent CHECKPOINT] [--out DIR] [--no-cache]",
            "search for the fastest verified kernel; writes the .pdj, trace, C source, header and "
            "report.json",

@@ -131,7 +131,7 @@ void SearchRun::retime_final() {
   r.final_spread = f.spread;
   r.final_reps = std::min(b.reps, f.reps);
   r.noisy = b.noisy || f.noisy;
-  r.interleaved = true;
+  r.interleaved = !target_backend.deterministic();  // estimates are not timed at all
 }
 
 // Alternates: a few of the model's favourites, then a measured climb from the best program so

@@ -10,6 +10,7 @@
 
 #include "backends/codegen_c.h"
 #include "backends/machine_profile.h"
+#include "backends/cross_backend.h"
 #include "backends/x86_backend.h"
 #include "ir/print.h"
 #include "optimizer/search.h"
@@ -40,12 +41,20 @@ std::string c_header(const ir::Program& p) {
   return h;
 }
 
-Optimizer::Optimizer(std::string arch, backends::X86Isa isa, Mode mode,
+Optimizer::Optimizer(std::string arch, std::optional<backends::X86Isa> isa, Mode mode,
                      backends::BackendConfig config)
     : arch_(std::move(arch)), isa_(isa), mode_(mode), config_(std::move(config)) {
   backends::MachineProfile profile;
-  profile_note_ = detail::resolve_profile(config_, &profile);
-  peak_gflops_ = detail::peak_gflops(isa_, profile);
+  if (const auto* cross = backends::cross_target(arch_)) {
+    // A cross target is modelled on its core's built-in profile, not on this machine's.
+    config_.machine_profile = "builtin:" + cross->profile;
+    profile = *backends::builtin_profile(cross->profile);
+    profile_note_ = profile.name + " (built in: docs/cross.md)";
+    peak_gflops_ = profile.vector_peak_gflops();
+  } else {
+    profile_note_ = detail::resolve_profile(config_, &profile);
+    peak_gflops_ = detail::peak_gflops(*isa_, profile);
+  }
   target_ = backends::make_backend(arch_, config_);
   model_ = backends::make_backend("cost_model", config_);
 }
@@ -56,15 +65,16 @@ ir::Result<std::unique_ptr<Optimizer>> Optimizer::make(const std::string& arch, 
     return std::vector<ir::Diagnostic>{{{"optimizer", 0, 0}, m}};
   };
   const auto isa = backends::x86_isa_by_name(arch);
-  if (!isa)
-    return fail("unknown architecture '" + arch + "'; expected x86_avx512, x86_avx2 or x86_64");
+  if (!isa && !backends::cross_target(arch))
+    return fail("unknown architecture '" + arch +
+                "'; expected x86_avx512, x86_avx2, x86_64, aarch64_neon, aarch64_sve or riscv64_rvv");
   {  // refuse an unavailable target before spending seconds on calibration
     auto probe = backends::make_backend(arch, config);
     if (!probe) return fail("no backend for '" + arch + "'");
     if (auto av = probe->available(); !av.ok)
       return fail(arch + " is not available here: " + av.why);
   }
-  std::unique_ptr<Optimizer> o(new Optimizer(arch, *isa, mode, config));
+  std::unique_ptr<Optimizer> o(new Optimizer(arch, isa, mode, config));
   if (!o->target_) return fail("no backend for '" + arch + "'");
   if (!o->model_ || !o->model_->available().ok)
     return fail("the cost model cannot start: " + o->model_->available().why);
@@ -83,6 +93,7 @@ Result Optimizer::transform(const ir::Program& program, double timeout_s, const 
   r.mode = mode_name(mode_);
   r.profile = profile_note_;
   r.threads = caps.parallel ? std::max(1, caps.threads) : 1;
+  r.modelled = !isa_.has_value();
   r.peak_gflops = peak_gflops_;
   // A compile that would eat a large share of the budget is not worth waiting for.
   {
@@ -129,6 +140,11 @@ void Optimizer::finish(Result& res, bool interrupted) const {
   }
   if (res.trace.empty() && r.note.empty())
     r.note = "no candidate measured faster than the original; returning it unchanged";
+  if (r.modelled) {
+    r.note += std::string(r.note.empty() ? "" : "; ") + "times are the cost model's for " +
+              r.profile + ", not measured; the returned kernel was cross-compiled" +
+              (r.verified ? " and verified under emulation" : "");
+  }
   if (r.noisy) {
     char buf[200];
     std::snprintf(buf, sizeof buf,
@@ -137,7 +153,10 @@ void Optimizer::finish(Result& res, bool interrupted) const {
                   r.note.empty() ? "" : "; ", 100 * r.baseline_spread, 100 * r.final_spread);
     r.note += buf;
   }
-  res.c_source = backends::x86_generate_c(isa_, res.program, config_).source;
+  if (isa_)
+    res.c_source = backends::x86_generate_c(*isa_, res.program, config_).source;
+  else
+    res.c_source = backends::cross_generate_c(*backends::cross_target(arch_), res.program, config_).source;
   res.c_header = c_header(res.program);
 }
 

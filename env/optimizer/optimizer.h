@@ -60,6 +60,9 @@ struct Report {
   int final_reps = 0;
   bool noisy = false;  ///< the final re-timing's spread stayed above 10%: the core was busy
   bool interleaved = false;  ///< baseline_s and final_s come from one interleaved run
+  /// The times are the cost model's estimates on the target's profile (a cross target: its
+  /// kernels are verified under emulation, never timed).
+  bool modelled = false;
   double first_measured_s = 0;  ///< when the first candidate faster than the original was verified
   uint64_t seed = 0;            ///< input data seed of every measurement
   double budget_s = 0;          ///< the time limit transform was given
@@ -96,7 +99,10 @@ using Progress = std::function<void(double, int, double)>;
 /// An optimiser for one architecture and mode.
 class Optimizer {
  public:
-  /// `arch`: x86_avx512, x86_avx2 or x86_64. Errors when unknown or unavailable here.
+  /// `arch`: x86_avx512, x86_avx2 or x86_64 (measured here), or a cross target: aarch64_neon,
+  /// aarch64_sve or riscv64_rvv (cross_backend.h: modelled on the target's built-in profile,
+  /// every returned kernel cross-compiled and verified under emulation). Errors when unknown or
+  /// unavailable here.
   /// `config.extra["threads"]` caps the threads (1: single core, no parallel scopes). The cost
   /// model reads `config.machine_profile`, else $PERFDOJO_MACHINE_PROFILE, else this machine's
   /// calibrated profile kept in `config.extra["profile_dir"]`, else in `config.cache_dir`
@@ -116,11 +122,12 @@ class Optimizer {
                    const std::atomic<bool>* cancel = nullptr);
 
  private:
-  Optimizer(std::string arch, backends::X86Isa isa, Mode mode, backends::BackendConfig config);
+  Optimizer(std::string arch, std::optional<backends::X86Isa> isa, Mode mode,
+            backends::BackendConfig config);
   // The report's derived figures, the note, and the generated C of the returned program.
   void finish(Result& res, bool interrupted) const;
   std::string arch_;
-  backends::X86Isa isa_;  ///< arch_, parsed once by make
+  std::optional<backends::X86Isa> isa_;  ///< arch_, parsed once by make; nullopt: a cross target
   Mode mode_;
   std::string profile_note_;
   std::vector<std::vector<transforms::Action>> proposals_;

@@ -138,7 +138,8 @@ struct Target {
   bool parallel = true;                      ///< parallel scopes can run on threads
 };
 
-/// The presets: "x86_avx512" (16 and 8 lanes), "x86_avx2" (8), "x86_64" (no vectors);
+/// The presets: "x86_avx512" (16 and 8 lanes), "x86_avx2" (8), "x86_64" (no vectors), and the
+/// cross targets "aarch64_neon" (4), "aarch64_sve" (8), "riscv64_rvv" (2), single-core;
 /// nullopt for an unknown name.
 std::optional<Target> target_by_name(std::string_view name);
 

@@ -1,0 +1,222 @@
+// The cross targets (cross_backend.h) and the profiles they are modelled on. The tests that run
+// code need the cross-compilers and qemu-user (`scripts/bootstrap --cross`); without them they
+// skip and say so. Labelled "cross" (ctest -LE cross leaves them out).
+#include "backends/cross_backend.h"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <string>
+
+#include "backends/cost_model.h"
+#include "backends/machine_profile.h"
+#include "ir/parse.h"
+#include "optimizer/optimizer.h"
+#include "support/scaled_kernels.h"
+#include "support/skip.h"
+#include "transforms/registry.h"
+
+using namespace perfdojo;
+
+namespace {
+
+// Every kernel of the suite at its small size, compiled for `arch` and run under the emulator:
+// the outputs must match the interpreter's.
+void check_suite_as_written(const std::string& arch) {
+  auto b = backends::make_backend(arch);
+  REQUIRE(b);
+  backends::MeasureOptions o;
+  o.timeout_s = 60;
+  int verified = 0;
+  for (const auto& name : testing::suite_kernel_names()) {
+    auto p = testing::load_scaled_kernel(name);
+    REQUIRE_MESSAGE(p.ok(), name, ": ", p.error_text());
+    auto m = b->measure(p.value(), o);
+    CHECK_MESSAGE(m.ok(), arch, " ", name, ": ", m.error.value_or(""));
+    CHECK_MESSAGE(m.verified, arch, " ", name, " was not run and compared");
+    CHECK(m.median_s > 0);
+    verified += m.verified;
+  }
+  MESSAGE(arch << ": " << verified << " kernels verified under emulation");
+}
+
+// Every kernel of the suite at its shipped size, optimised for `arch` (a short search), then the
+// returned trace checked again on a scaled-down instance under the emulator.
+void check_suite_optimised(const std::string& arch) {
+  backends::BackendConfig c;
+  c.extra["calibrate"] = "off";
+  int improved = 0, kernels = 0;
+  for (const auto& name : testing::suite_kernel_names()) {
+    auto p = ir::load_file(std::string(PERFDOJO_KERNEL_DIR) + "/" + name + ".pdj");
+    REQUIRE_MESSAGE(p.ok(), name, ": ", p.error_text());
+    auto opt = optimizer::Optimizer::make(arch, optimizer::Mode::kBalanced, c);
+    REQUIRE_MESSAGE(opt.ok(), opt.error_text());
+    auto res = opt.value()->transform(p.value(), 1.0);
+    ++kernels;
+    CHECK_MESSAGE(res.report.modelled, arch, " ", name);
+    if (res.trace.empty()) continue;  // nothing faster in 1 s: the original, verified above
+    ++improved;
+    CHECK_MESSAGE(res.report.verified, arch, " ", name, ": ", res.report.note);
+    CHECK_MESSAGE(res.report.speedup > 1, arch, " ", name);
+    CHECK_MESSAGE(optimizer::verify_trace(p.value(), res.trace, arch, c), arch, " ", name, ":\n",
+                  transforms::print_trace(res.trace));
+  }
+  MESSAGE(arch << ": " << improved << " of " << kernels << " kernels optimised and re-verified");
+  // Most kernels have something the model prefers within 1 s (vectorising at the least).
+  CHECK(improved * 2 > kernels);
+}
+
+bool available_or_skip_message(const std::string& arch, std::string* why) {
+  auto b = backends::make_backend(arch);
+  if (!b) return false;
+  auto av = b->available();
+  *why = av.why;
+  return av.ok;
+}
+
+}  // namespace
+
+TEST_SUITE("cross") {
+
+TEST_CASE("cross targets are registered, model their core, and name what they lack") {
+  for (const auto& t : backends::cross_targets()) {
+    auto b = backends::make_backend(t.name);
+    REQUIRE(b);
+    CHECK(b->name() == t.name);
+    CHECK(b->deterministic());
+    auto prof = backends::builtin_profile(t.profile);
+    REQUIRE(prof);
+    auto caps = b->capabilities();
+    CHECK_FALSE(caps.parallel);
+    REQUIRE(caps.vector_widths.size() == 1);
+    CHECK(caps.vector_widths[0] == prof->native_lanes());
+    CHECK(t.vector_bytes == 4 * prof->native_lanes());
+    // The transformations' view of the target (trace replay, verify_trace) agrees.
+    auto target = transforms::target_by_name(t.name);
+    REQUIRE(target);
+    CHECK(target->vector_widths == caps.vector_widths);
+    CHECK(target->parallel == caps.parallel);
+    // The instant model of the same core offers the same action space.
+    auto model = backends::make_backend("cost_model:" + t.profile);
+    REQUIRE(model);
+    CHECK(model->capabilities().vector_widths == caps.vector_widths);
+    CHECK(model->capabilities().parallel == caps.parallel);
+    if (auto av = b->available(); !av.ok) {
+      CHECK(av.why.find("scripts/bootstrap --cross") != std::string::npos);
+      CHECK(av.why.find(t.packages) != std::string::npos);
+    }
+  }
+  CHECK(backends::cross_target("x86_avx2") == nullptr);
+}
+
+TEST_CASE("built-in profiles print and parse back; an unknown one is named") {
+  for (const auto& n : backends::builtin_profile_names()) {
+    auto p = backends::builtin_profile(n);
+    REQUIRE(p);
+    std::string err;
+    auto q = backends::parse_profile(backends::profile_to_text(*p), n, &err);
+    REQUIRE_MESSAGE(q, err);
+    CHECK(backends::profile_to_text(*q) == backends::profile_to_text(*p));
+    auto l = backends::load_profile("builtin:" + n, &err);
+    REQUIRE(l);
+    CHECK(l->name == p->name);
+    CHECK(p->vector_peak_gflops() > 0);
+  }
+  std::string err;
+  CHECK_FALSE(backends::load_profile("builtin:pentium", &err));
+  CHECK(err.find("neoverse-n1") != std::string::npos);
+}
+
+TEST_CASE("the Snitch model pays for its stream registers and hardware loops") {
+  // On a single-issue core without SSRs and FREP, loads, stores and the loop's bookkeeping take
+  // the issue slot (the Snitch papers' "33% FPU utilisation" on a dot product: load, load, FMA);
+  // with them the FPU runs back to back, bounded by what the code leaves independent.
+  auto with = *backends::builtin_profile("snitch");
+  auto without = with;
+  without.ssr_streams = 0;
+  without.hw_loops = 0;
+  auto ratio = [&](const char* text) {
+    auto p = ir::load_program(text);
+    REQUIRE_MESSAGE(p.ok(), p.error_text());
+    const double t_with = backends::estimate_cost(p.value(), with).time_s;
+    const double t_without = backends::estimate_cost(p.value(), without).time_s;
+    MESSAGE((t_without * 1e6) << " us without SSR/FREP, " << (t_with * 1e6) << " us with");
+    return t_without / t_with;
+  };
+  // Elementwise: two streams in, one out, one multiply each: 6 issue slots become 1.
+  CHECK(ratio("N = 4096\ninput a: f32[N]\ninput b: f32[N]\noutput c: f32[N]\n\n"
+              "N c[{0}] = a[{0}] * b[{0}]\n") >= 4.0);
+  // A dot product into one accumulator: the FMA latency (3 cycles) bounds it either way.
+  CHECK(ratio("N = 4096\ninput a: f32[N]\ninput b: f32[N]\noutput s: f32[1] = 0\n\n"
+              "N s[0] += a[{0}] * b[{0}]\n") >= 1.5);
+  // The x86 profile is untouched by the new fields (they default to what it assumed).
+  auto x86 = backends::default_profile();
+  CHECK(x86.native_lanes() == 16);
+  CHECK(x86.registers() == 32);
+}
+
+TEST_CASE("aarch64_neon: every suite kernel as written matches the interpreter under qemu") {
+  std::string why;
+  if (!available_or_skip_message("aarch64_neon", &why)) PERFDOJO_SKIP(why);
+  check_suite_as_written("aarch64_neon");
+}
+
+TEST_CASE("aarch64_sve: every suite kernel as written matches the interpreter under qemu") {
+  std::string why;
+  if (!available_or_skip_message("aarch64_sve", &why)) PERFDOJO_SKIP(why);
+  check_suite_as_written("aarch64_sve");
+}
+
+TEST_CASE("riscv64_rvv: every suite kernel as written matches the interpreter under qemu") {
+  std::string why;
+  if (!available_or_skip_message("riscv64_rvv", &why)) PERFDOJO_SKIP(why);
+  check_suite_as_written("riscv64_rvv");
+}
+
+TEST_CASE("aarch64_neon: every suite kernel after the optimiser's trace matches under qemu") {
+  std::string why;
+  if (!available_or_skip_message("aarch64_neon", &why)) PERFDOJO_SKIP(why);
+  check_suite_optimised("aarch64_neon");
+}
+
+TEST_CASE("aarch64_sve: every suite kernel after the optimiser's trace matches under qemu") {
+  std::string why;
+  if (!available_or_skip_message("aarch64_sve", &why)) PERFDOJO_SKIP(why);
+  check_suite_optimised("aarch64_sve");
+}
+
+TEST_CASE("riscv64_rvv: every suite kernel after the optimiser's trace matches under qemu") {
+  std::string why;
+  if (!available_or_skip_message("riscv64_rvv", &why)) PERFDOJO_SKIP(why);
+  check_suite_optimised("riscv64_rvv");
+}
+
+TEST_CASE("a kernel that crashes, hangs or computes wrongly under qemu is an error, not a crash") {
+  std::string why;
+  if (!available_or_skip_message("aarch64_neon", &why)) PERFDOJO_SKIP(why);
+  auto p = testing::load_scaled_kernel("softmax");
+  REQUIRE(p.ok());
+  backends::MeasureOptions o;
+  o.timeout_s = 3;
+  for (const char* hook : {"segv", "hang", "wrong"}) {
+    backends::BackendConfig c;
+    c.extra["inject"] = hook;
+    auto b = backends::make_backend("aarch64_neon", c);
+    auto m = b->measure(p.value(), o);
+    REQUIRE_MESSAGE(!m.ok(), hook);
+    CHECK_FALSE(m.verified);
+    const std::string& e = *m.error;
+    if (std::string(hook) == "segv") CHECK_MESSAGE(e.find("signal") != std::string::npos, e);
+    if (std::string(hook) == "hang") CHECK_MESSAGE(e.find("timed out") != std::string::npos, e);
+    if (std::string(hook) == "wrong") CHECK_MESSAGE(e.find("wrong result") != std::string::npos, e);
+  }
+  // A program too large to interpret is compiled, not run: unverified, with its modelled time.
+  auto big = ir::load_file(std::string(PERFDOJO_KERNEL_DIR) + "/matmul-1024.pdj");
+  REQUIRE(big.ok());
+  auto m = backends::make_backend("aarch64_neon")->measure(big.value(), o);
+  CHECK(m.ok());
+  CHECK_FALSE(m.verified);
+  CHECK(m.median_s > 0);
+}
+
+}  // TEST_SUITE
