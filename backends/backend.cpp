@@ -32,6 +32,7 @@ const std::vector<std::pair<std::string, Factory>>& registry() {
       {"aarch64_neon", [](const BackendConfig& c) { return make_cross_backend(*cross_target("aarch64_neon"), c); }},
       {"aarch64_sve", [](const BackendConfig& c) { return make_cross_backend(*cross_target("aarch64_sve"), c); }},
       {"riscv64_rvv", [](const BackendConfig& c) { return make_cross_backend(*cross_target("riscv64_rvv"), c); }},
+      {"x86_memcheck", [](const BackendConfig& c) { return make_cross_backend(memcheck_target(), c); }},
       {"cost_model", [](const BackendConfig& c) { return make_cost_model_backend(c); }},
       {"interpreter", [](const BackendConfig& c) { return make_interpreter_backend(c); }},
       // The cost model on a cross target's built-in profile: the instant, deterministic env

@@ -730,11 +730,15 @@ class Printer {
     }
     Path path;
     print_body(p_.body, path, 0);
-    if (o_.inject == "wrong") {
+    if (o_.inject == "wrong" || o_.inject == "uninit") {
       for (const auto* b : kernel_parameters(p_)) {
         if (b->role != ir::Role::kOutput) continue;
-        line(cname_.at(b->name) + "[0] += " + literal(1, b->dtype) +
-             ";  // test hook inject=wrong");
+        if (o_.inject == "wrong")
+          line(cname_.at(b->name) + "[0] += " + literal(1, b->dtype) +
+               ";  // test hook inject=wrong");
+        else
+          line("{ " + std::string(ctype(b->dtype)) + "* pd_u = malloc(64); " + cname_.at(b->name) +
+               "[0] += pd_u[3]; free(pd_u); }  // test hook inject=uninit: reads memory never written");
         break;
       }
     }

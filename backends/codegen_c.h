@@ -33,7 +33,8 @@ struct CodegenOptions {
   bool libmvec = false;
   /// Test hook, never set in production: "segv" (the kernel crashes), "hang" (never returns),
   /// "alloc" (allocates until the memory limit, then crashes), "wrong" (adds 1 to the first
-  /// output element). "" prints the program as it is.
+  /// output element), "uninit" (adds a value read from memory nothing wrote to the first output
+  /// element). "" prints the program as it is.
   std::string inject;
 };
 

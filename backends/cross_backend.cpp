@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <sstream>
 #include <stdexcept>
@@ -14,6 +15,7 @@
 #include "backends/compiler.h"
 #include "backends/cost_model.h"
 #include "backends/host_buffers.h"
+#include "backends/machine_profile.h"
 #include "ir/check.h"
 #include "ir/interp.h"
 #include "util/process.h"
@@ -66,10 +68,10 @@ std::string join(const std::vector<std::string>& v) {
   return s;
 }
 
-// The last line of a process's output that says something (what a crash or a compile error
-// reports), at most 600 characters.
+// What a crash, a compile error or a checker reported: the output, its first 400 and last 200
+// characters when longer (the first error comes first, a crash's signal last).
 std::string tail_of(const std::string& out) {
-  std::string t = out.size() > 600 ? "..." + out.substr(out.size() - 600) : out;
+  std::string t = out.size() > 600 ? out.substr(0, 400) + " ... " + out.substr(out.size() - 200) : out;
   while (!t.empty() && (t.back() == '\n' || t.back() == ' ')) t.pop_back();
   return t;
 }
@@ -78,7 +80,7 @@ class CrossBackend final : public Backend {
  public:
   CrossBackend(const CrossTarget& t, BackendConfig c) : t_(t), config_(std::move(c)) {
     BackendConfig mc = config_;
-    if (mc.machine_profile.empty()) mc.machine_profile = "builtin:" + t_.profile;
+    if (mc.machine_profile.empty() && !t_.profile.empty()) mc.machine_profile = "builtin:" + t_.profile;
     model_ = make_cost_model_backend(mc);
   }
 
@@ -96,7 +98,7 @@ class CrossBackend final : public Backend {
     for (const std::string& tool : {t_.compiler, t_.emulator})
       if (util::find_executable(tool).empty())
         return {false, tool + " is not installed (Debian: " + t_.packages +
-                           "; `scripts/bootstrap --cross` installs them)"};
+                           "; scripts/bootstrap installs them, the cross targets' with `scripts/bootstrap --cross`)"};
     if (!model_->available().ok) return model_->available();
     return {};
   }
@@ -245,7 +247,8 @@ class CrossBackend final : public Backend {
   }
 
   std::string profile_name() const {
-    return config_.machine_profile.empty() ? "builtin-" + t_.profile : config_.machine_profile;
+    if (!config_.machine_profile.empty()) return config_.machine_profile;
+    return t_.profile.empty() ? default_profile().name : "builtin-" + t_.profile;
   }
 
   const std::string& work_dir() {
@@ -294,9 +297,21 @@ const std::vector<CrossTarget>& cross_targets() {
   return kTargets;
 }
 
+const CrossTarget& memcheck_target() {
+  // Valgrind 3.19 does not decode AVX-512: AVX2 code. -g names the kernel's lines in reports.
+  static const CrossTarget kMemcheck = {
+      "x86_memcheck", "", "cc",
+      {"-O3", "-g", "-std=gnu11", "-march=native", "-mavx2", "-mfma", "-mno-avx512f",
+       "-fno-math-errno", "-w"},
+      "valgrind", {"--tool=memcheck", "--error-exitcode=99", "--undef-value-errors=yes", "-q"},
+      32, "gcc, valgrind", true};
+  return kMemcheck;
+}
+
 const CrossTarget* cross_target(std::string_view name) {
   for (const auto& t : cross_targets())
     if (t.name == name) return &t;
+  if (name == memcheck_target().name) return &memcheck_target();
   return nullptr;
 }
 
@@ -311,6 +326,7 @@ GeneratedC cross_generate_c(const CrossTarget& target, const ir::Program& p,
   co.native_vector_bytes = target.vector_bytes;
   co.parallel = false;
   co.libmvec = false;
+  if (target.locals_only) co.small_temp_elements = std::numeric_limits<int64_t>::max();
   co.inject = codegen_test_hook(config, p);
   return generate_c(p, co);
 }

@@ -33,18 +33,26 @@ namespace perfdojo::backends {
 /// One cross target: how its code is printed, compiled, run and modelled.
 struct CrossTarget {
   std::string name;      ///< registry name, e.g. "aarch64_neon"
-  std::string profile;   ///< built-in machine profile of the modelled core, e.g. "neoverse-n1"
+  std::string profile;   ///< built-in profile of the modelled core, e.g. "neoverse-n1" ("": x86's)
   std::string compiler;  ///< cross C compiler (looked up in PATH)
   std::vector<std::string> flags;  ///< before -o OUT SOURCE; the program is linked statically
   std::string emulator;            ///< qemu-user binary
   std::vector<std::string> emulator_args;  ///< before the program, e.g. {"-cpu", "max,sve256=on"}
   int vector_bytes = 16;  ///< register width the printer writes `:vec` scopes in (the profile's lanes)
   std::string packages;   ///< the Debian packages that bring compiler and emulator
+  bool locals_only = false;  ///< every temporary a local (none static, so none starts zeroed)
 };
 
 /// The cross targets, in registry order.
 const std::vector<CrossTarget>& cross_targets();
-/// A cross target by registry name, or nullptr.
+
+/// `x86_memcheck`: this machine's C compiler (AVX2 code, every temporary a local so that nothing
+/// starts defined) run under valgrind's memcheck. A read of memory the kernel never wrote that
+/// reaches an output or decides a branch fails the run with valgrind's report, which the
+/// interpreter's comparison alone cannot see when the value happens to match. Timed by the x86
+/// cost model (the built-in profile); a checking tool, not a speed.
+const CrossTarget& memcheck_target();
+/// A cross target (or memcheck_target) by registry name, or nullptr.
 const CrossTarget* cross_target(std::string_view name);
 
 /// A new backend for `target`. Its cost model reads `config.machine_profile` when set, else
