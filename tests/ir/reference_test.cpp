@@ -65,7 +65,8 @@ std::string resized_kernel(const std::string& name, const std::map<std::string, 
     out += line;
     out += '\n';
   }
-  for (const auto& [size, value] : sizes) {
+  for (const auto& entry : sizes) {
+    const std::string& size = entry.first;  // a plain name: clang 14 cannot capture bindings
     INFO("size ", size, " in kernel ", name);
     CHECK(seen[size] == 1);
   }
@@ -121,7 +122,9 @@ void check_outputs(const Run& r, const std::map<std::string, Tensor>& expected) 
   std::set<std::string> want;
   for (const auto& [name, t] : expected) want.insert(name);
   CHECK(outputs == want);
-  for (const auto& [name, t] : expected) {
+  for (const auto& entry : expected) {
+    const std::string& name = entry.first;  // a plain name: clang 14 cannot capture bindings
+    const auto& t = entry.second;
     INFO("output ", name);
     auto it = r.results.find(name);
     REQUIRE_MESSAGE(it != r.results.end(), "interpreter returned no buffer " << name);
@@ -409,7 +412,9 @@ TEST_CASE("every suite kernel runs at a small size and defines every output elem
       {"attention", {{"L", 6}}},
       {"mlp", {{"M", 5}, {"K", 3}, {"N", 4}}},
   };
-  for (const auto& [name, sizes] : small) {
+  for (const auto& entry : small) {
+    const std::string& name = entry.first;  // a plain name: clang 14 cannot capture bindings
+    const auto& sizes = entry.second;
     INFO("kernel ", name);
     if (!fs::exists(kernel_path(name))) continue;  // the suite test reports missing kernels
     Run r = run_resized(name, sizes, 23);
