@@ -59,7 +59,7 @@ Measured measure_on_x86(const std::string& uri, const std::vector<std::string>& 
   if (!b) return {"no backend named x86_avx512 in this build"};
   if (auto a = b->available(); !a.ok) return {"x86_avx512 is not available here: " + a.why};
   auto caps = b->capabilities();
-  transforms::Target target{b->name(), caps.vector_widths, caps.parallel};
+  transforms::Target target{b->name(), caps.vector_widths, caps.parallel, caps.vector_registers};
   auto p = env::load_benchmark(uri);
   if (!p.ok()) return {p.error_text()};
   std::vector<transforms::Action> actions;

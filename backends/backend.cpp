@@ -10,6 +10,7 @@
 
 #include "backends/cost_model.h"
 #include "backends/cross_backend.h"
+#include "backends/cuda_backend.h"
 #include "backends/interpreter_backend.h"
 #include "backends/x86_backend.h"
 
@@ -33,6 +34,7 @@ const std::vector<std::pair<std::string, Factory>>& registry() {
       {"aarch64_sve", [](const BackendConfig& c) { return make_cross_backend(*cross_target("aarch64_sve"), c); }},
       {"riscv64_rvv", [](const BackendConfig& c) { return make_cross_backend(*cross_target("riscv64_rvv"), c); }},
       {"x86_memcheck", [](const BackendConfig& c) { return make_cross_backend(memcheck_target(), c); }},
+      {"cuda", [](const BackendConfig& c) { return make_cuda_backend(c); }},
       {"cost_model", [](const BackendConfig& c) { return make_cost_model_backend(c); }},
       {"interpreter", [](const BackendConfig& c) { return make_interpreter_backend(c); }},
       // The cost model on a cross target's built-in profile: the instant, deterministic env
@@ -40,6 +42,7 @@ const std::vector<std::pair<std::string, Factory>>& registry() {
       {"cost_model:neoverse-n1", [](const BackendConfig& c) { return model_of("neoverse-n1", c); }},
       {"cost_model:neoverse-v1", [](const BackendConfig& c) { return model_of("neoverse-v1", c); }},
       {"cost_model:snitch", [](const BackendConfig& c) { return model_of("snitch", c); }},
+      {"cost_model:a100", [](const BackendConfig& c) { return model_of("a100", c); }},
   };
   return kTable;
 }

@@ -24,6 +24,7 @@ struct Capabilities {
   std::vector<int> vector_widths;  ///< f32 lanes, widest first; empty: no vector code
   bool parallel = false;           ///< parallel scopes run on threads
   int threads = 1;                 ///< threads a parallel scope may use
+  int vector_registers = 0;        ///< architectural vector registers (0: x86's, by width)
 };
 
 /// Knobs of one measurement.
@@ -50,6 +51,9 @@ struct Measurement {
   double compile_s = 0;              ///< compile latency (0 on a cache hit)
   bool cached = false;               ///< served from the result cache
   bool noisy = false;                ///< the spread stayed above kNoisySpread after a repeat
+  /// Compiled, but not run: this machine has no device of the target's kind (a GPU), so the
+  /// result is unverified for that reason alone.
+  bool no_device = false;
   std::string flags;                 ///< compiler and flags used, recorded with every result
   bool ok() const { return !error; }
 };

@@ -324,12 +324,12 @@ class Printer {
     name_buffers();
     Path path;
     analyse(p_.body, path, 0);
-    std::string body = print_kernel();
+    std::string body = o_.cuda ? print_cuda() : print_kernel();
     GeneratedC g;
     g.vector_scopes = static_cast<int>(vectorised_.size());
     g.scalar_fallbacks = static_cast<int>(fallback_why_.size());
     for (const auto& [pth, why] : fallback_why_) g.notes.push_back(path_text(pth) + ": " + why);
-    g.source = preamble() + body;
+    g.source = o_.cuda ? cuda_preamble() + body + cuda_epilogue() : preamble() + body;
     return g;
   }
 
@@ -954,6 +954,148 @@ class Printer {
     }
   }
 
+  // ----- CUDA
+
+  static constexpr int kCudaBlock = 256;
+
+  // Every buffer, as each node kernel takes them (inputs const).
+  std::string cuda_params(bool with_types) const {
+    std::string s;
+    for (const auto& b : p_.buffers) {
+      if (!s.empty()) s += ", ";
+      if (with_types)
+        s += std::string(b.role == ir::Role::kInput ? "const " : "") + ctype(b.dtype) + "* restrict ";
+      s += cname_.at(b.name);
+    }
+    return s;
+  }
+
+  static std::string blocks_for(int64_t n) {
+    return std::to_string(std::max<int64_t>(1, std::min<int64_t>((n + kCudaBlock - 1) / kCudaBlock, 65535)));
+  }
+
+  std::string print_cuda() {
+    const std::string sig = cuda_params(true);
+    // Initial values, grid-stride.
+    line("__global__ void pd_init(" + sig + ") {");
+    ++indent_;
+    line("const int64_t pd_t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;");
+    line("const int64_t pd_s = (int64_t)gridDim.x * blockDim.x;");
+    int64_t largest = 1;
+    for (const auto& b : p_.buffers) {
+      if (b.role == ir::Role::kInput) continue;
+      std::optional<double> v = b.init;
+      if (!v && b.role == ir::Role::kTemp && b.dtype == DType::kI32) v = 0;  // the interpreter's fill
+      if (!v) continue;
+      largest = std::max(largest, b.elements());
+      line("for (int64_t pd_n = pd_t; pd_n < " + std::to_string(b.elements()) + "; pd_n += pd_s) " +
+           cname_.at(b.name) + "[pd_n] = " + literal(*v, b.dtype) + ";  // " + b.name + " = " +
+           ir::print_number(*v));
+    }
+    --indent_;
+    line("}");
+    line("");
+    std::vector<std::string> launches = {"pd_init<<<" + blocks_for(largest) + ", " +
+                                         std::to_string(kCudaBlock) + ">>>(ARGS)"};
+    for (size_t i = 0; i < p_.body.size(); ++i) {
+      const ir::Node& n = *p_.body[i];
+      Path path{static_cast<int>(i)};
+      const std::string name = "pd_node" + std::to_string(i);
+      // The scopes above the nest's first `:par` scope, when each holds only the next: they
+      // become host loops around the launch (a grid-wide barrier between their iterations).
+      std::vector<const ir::Node*> chain;
+      const ir::Node* par = &n;
+      while (par->is_scope && par->annot != ir::Annot::kParallel && par->body.size() == 1 &&
+             par->body[0]->is_scope) {
+        chain.push_back(par);
+        par = par->body[0].get();
+        path.push_back(0);
+      }
+      if (!(par->is_scope && par->annot == ir::Annot::kParallel)) {
+        chain.clear();
+        par = nullptr;
+        path = Path{static_cast<int>(i)};
+      }
+      std::string outer_sig;
+      for (size_t d = 0; d < chain.size(); ++d) outer_sig += ", const int64_t i" + std::to_string(d);
+      line("__global__ void " + name + "(" + sig + outer_sig + ") {");
+      ++indent_;
+      if (par) {
+        const std::string it = "i" + std::to_string(chain.size());
+        line("// :par " + std::to_string(par->extent) + ": one thread per iteration" +
+             (chain.empty() ? "" : "; the " + std::to_string(chain.size()) + " scopes above it loop on the host"));
+        line("const int64_t " + it + " = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;");
+        line("if (" + it + " >= " + std::to_string(par->extent) + ") return;");
+        print_body(par->body, path, static_cast<int>(chain.size()) + 1);
+        std::string launch;
+        for (size_t d = 0; d < chain.size(); ++d)
+          launch += "for (int64_t i" + std::to_string(d) + " = 0; i" + std::to_string(d) + " < " +
+                    std::to_string(chain[d]->extent) + "; ++i" + std::to_string(d) + ") ";
+        std::string outer_args;
+        for (size_t d = 0; d < chain.size(); ++d) outer_args += ", i" + std::to_string(d);
+        launches.push_back(launch + name + "<<<" + blocks_for(par->extent) + ", " +
+                           std::to_string(kCudaBlock) + ">>>(ARGS" + outer_args + ")");
+      } else {
+        line("// no :par scope at the top of this nest: one thread runs it");
+        print_node(n, path, 0);
+        launches.push_back(name + "<<<1, 1>>>(ARGS)");
+      }
+      --indent_;
+      line("}");
+      line("");
+    }
+    // Host: device buffers, copies in, the launches in program order, copies out.
+    const auto params = kernel_parameters(p_);
+    line(std::string(o_.cuda_namespace.empty() ? "extern \"C\" " : "") +
+         "int perfdojo_entry(void* const* bufs) {");
+    ++indent_;
+    line("cudaError_t pd_e = cudaSuccess;");
+    for (const auto& b : p_.buffers)
+      line(std::string(ctype(b.dtype)) + "* " + cname_.at(b.name) + " = 0;");
+    line("do {");
+    ++indent_;
+    for (const auto& b : p_.buffers)
+      line("if ((pd_e = cudaMalloc((void**)&" + cname_.at(b.name) + ", " +
+           std::to_string(b.elements() * ir::dtype_bytes(b.dtype)) + ")) != cudaSuccess) break;");
+    for (size_t i = 0; i < params.size(); ++i)
+      line("if ((pd_e = cudaMemcpy(" + cname_.at(params[i]->name) + ", bufs[" + std::to_string(i) + "], " +
+           std::to_string(params[i]->elements() * ir::dtype_bytes(params[i]->dtype)) +
+           ", cudaMemcpyHostToDevice)) != cudaSuccess) break;");
+    const std::string args = cuda_params(false);
+    for (auto l : launches) line(l.replace(l.find("ARGS"), 4, args) + ";");
+    line("if ((pd_e = cudaGetLastError()) != cudaSuccess) break;");
+    line("if ((pd_e = cudaDeviceSynchronize()) != cudaSuccess) break;");
+    for (size_t i = 0; i < params.size(); ++i)
+      if (params[i]->role == ir::Role::kOutput)
+        line("if ((pd_e = cudaMemcpy(bufs[" + std::to_string(i) + "], " + cname_.at(params[i]->name) +
+             ", " + std::to_string(params[i]->elements() * ir::dtype_bytes(params[i]->dtype)) +
+             ", cudaMemcpyDeviceToHost)) != cudaSuccess) break;");
+    --indent_;
+    line("} while (0);");
+    for (const auto& b : p_.buffers) line("cudaFree(" + cname_.at(b.name) + ");");
+    line("return (int)pd_e;");
+    --indent_;
+    line("}");
+    return out_;
+  }
+
+  std::string cuda_preamble() const {
+    std::string s = "// Generated by PerfDojo's C printer (" + std::string(kCodegenVersion) +
+                    ", CUDA) for " + o_.target + ".\n";
+    s += "// IR structural hash " + std::to_string(ir::structural_hash(p_)) + "\n";
+    s += "#include <cuda_runtime.h>\n#include <math.h>\n#include <stdint.h>\n#include <stdlib.h>\n\n";
+    std::string helpers = kScalarHelpers;
+    const std::string host = "#define PD_INLINE static inline __attribute__((always_inline))";
+    helpers.replace(helpers.find(host), host.size(), "#define PD_INLINE static __device__ __forceinline__");
+    s += "#ifndef restrict\n#define restrict __restrict__\n#endif\n";
+    if (!o_.cuda_namespace.empty()) s += "namespace " + o_.cuda_namespace + " {\n";
+    return s + helpers + "\n";
+  }
+
+  std::string cuda_epilogue() const {
+    return o_.cuda_namespace.empty() ? "" : "}  // namespace " + o_.cuda_namespace + "\n";
+  }
+
   std::string preamble() const {
     std::string s = "// Generated by PerfDojo's C printer (" + std::string(kCodegenVersion) +
                     ") for " + o_.target + ".\n";
@@ -997,6 +1139,12 @@ std::vector<const ir::BufferDecl*> kernel_parameters(const ir::Program& p) {
 }
 
 GeneratedC generate_c(const ir::Program& p, const CodegenOptions& options) {
+  if (options.cuda) {  // scalar device code; every temporary in device memory
+    CodegenOptions o = options;
+    o.vectorize = o.parallel = false;
+    o.libmvec = false;
+    return Printer(p, o).run();
+  }
   return Printer(p, options).run();
 }
 

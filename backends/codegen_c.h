@@ -31,6 +31,14 @@ struct CodegenOptions {
   int native_vector_bytes = 64;       ///< register width; wider `:vec` scopes print in chunks
   /// Vector exp/log/tanh call glibc's libmvec (link with -lmvec); else one libm call per lane.
   bool libmvec = false;
+  /// CUDA C++ instead of C (cuda_backend.h): every top-level nest becomes a `__global__` kernel
+  /// (one thread per iteration of its top-level `:par` scope, else one thread), temporaries live
+  /// in device memory, and `perfdojo_entry` (host code) copies, launches and copies back.
+  /// Vector annotations print as plain loops; `:unroll` as in C.
+  bool cuda = false;
+  /// With `cuda`: wrap the unit in this namespace (several units in one file); "" for none, then
+  /// `perfdojo_entry` is `extern "C"`.
+  std::string cuda_namespace;
   /// Test hook, never set in production: "segv" (the kernel crashes), "hang" (never returns),
   /// "alloc" (allocates until the memory limit, then crashes), "wrong" (adds 1 to the first
   /// output element), "uninit" (adds a value read from memory nothing wrote to the first output

@@ -122,6 +122,11 @@ class CostModelBackend final : public Backend {
     if (profile_.vector_lanes > 0) {  // a cross target's core: its one width, one core (cross_backend.h)
       Capabilities c;
       if (profile_.vector_lanes > 1) c.vector_widths = {profile_.native_lanes()};
+      if (profile_.isa == "cuda") {  // a GPU: parallel scopes become threads
+        c.parallel = true;
+        c.threads = std::max(1, profile_.cores);
+      }
+      c.vector_registers = static_cast<int>(profile_.registers());
       return c;
     }
     return {{16, 8}, true, std::max(1, profile_.cores)};

@@ -14,6 +14,7 @@
 
 #include "backends/compiler.h"
 #include "backends/cost_model.h"
+#include "backends/cuda_backend.h"
 #include "backends/host_buffers.h"
 #include "backends/machine_profile.h"
 #include "ir/check.h"
@@ -43,7 +44,11 @@ int main(int argc, char** argv) {
   fclose(in);
   void* bufs[PERFDOJO_NUM_PARAMS + 1];
   for (int i = 0; i < PERFDOJO_NUM_PARAMS; ++i) bufs[i] = (char*)block + perfdojo_offsets[i];
-  perfdojo_entry(bufs);
+  int pd_rc = PERFDOJO_CALL(bufs);
+  if (pd_rc) {
+    fprintf(stderr, "perfdojo: CUDA error %d: %s\n", pd_rc, PERFDOJO_ERROR(pd_rc));
+    return 5;
+  }
   FILE* out = fopen(argv[2], "wb");
   if (!out || fwrite(block, 1, PERFDOJO_BLOCK_BYTES, out) != PERFDOJO_BLOCK_BYTES) return 3;
   return fclose(out) == 0 ? 0 : 3;
@@ -96,7 +101,7 @@ class CrossBackend final : public Backend {
 
   Availability available() const override {
     for (const std::string& tool : {t_.compiler, t_.emulator})
-      if (util::find_executable(tool).empty())
+      if (!tool.empty() && util::find_executable(tool).empty())
         return {false, tool + " is not installed (Debian: " + t_.packages +
                            "; scripts/bootstrap installs them, the cross targets' with `scripts/bootstrap --cross`)"};
     if (!model_->available().ok) return model_->available();
@@ -109,6 +114,11 @@ class CrossBackend final : public Backend {
     if (lanes > 1) c.vector_widths = {lanes};
     c.parallel = false;  // one modelled core; the emulated program runs single-threaded
     c.threads = 1;
+    if (t_.cuda) {  // one thread per iteration of a top-level `:par` scope
+      c.parallel = true;
+      c.threads = model_->capabilities().threads;
+    }
+    c.vector_registers = model_->capabilities().vector_registers;
     return c;
   }
 
@@ -156,12 +166,18 @@ class CrossBackend final : public Backend {
     src << gen.source << "\n#define PERFDOJO_BLOCK_BYTES " << total << "UL\n#define PERFDOJO_NUM_PARAMS "
         << params.size() << "\nstatic const unsigned long perfdojo_offsets[] = {";
     for (size_t off : offs) src << off << "UL, ";
-    src << "0UL};\n" << kDriver;
+    src << "0UL};\n";
+    if (t_.cuda)
+      src << "#define PERFDOJO_CALL(b) perfdojo_entry(b)\n"
+             "#define PERFDOJO_ERROR(e) cudaGetErrorString((cudaError_t)(e))\n";
+    else
+      src << "#define PERFDOJO_CALL(b) (perfdojo_entry(b), 0)\n#define PERFDOJO_ERROR(e) \"\"\n";
+    src << kDriver;
     const std::string key = hex64(stable_hash(src.str() + "\n" + join(t_.flags) + t_.compiler));
     const std::string dir = work_dir();
     const std::string exe = dir + "/k-" + key;
     if (!fs::exists(exe)) {
-      const std::string c_path = dir + "/k-" + key + ".c";
+      const std::string c_path = dir + "/k-" + key + (t_.cuda ? ".cu" : ".c");
       std::ofstream(c_path) << src.str();
       std::vector<std::string> argv = {t_.compiler};
       argv.insert(argv.end(), t_.flags.begin(), t_.flags.end());
@@ -191,7 +207,8 @@ class CrossBackend final : public Backend {
       in.write(reinterpret_cast<const char*>(block.data()), static_cast<std::streamsize>(total));
       if (!in) throw std::runtime_error("cannot write " + in_path);
     }
-    std::vector<std::string> argv = {t_.emulator};
+    std::vector<std::string> argv;
+    if (!t_.emulator.empty()) argv = {t_.emulator};
     argv.insert(argv.end(), t_.emulator_args.begin(), t_.emulator_args.end());
     argv.insert(argv.end(), {exe, in_path, out_path});
     util::ProcessOptions po;
@@ -201,12 +218,21 @@ class CrossBackend final : public Backend {
     fs::remove(in_path, ec);
     if (r.timed_out) {
       m.error = "timed out: the kernel ran longer than " + std::to_string(o.timeout_s) +
-                " s under " + t_.emulator;
+                " s under " + runner();
+      fs::remove(out_path, ec);
+      return;
+    }
+    if (t_.cuda && r.exit_code == 5 &&
+        (r.output.find("CUDA error 100:") != std::string::npos ||
+         r.output.find("CUDA error 35:") != std::string::npos ||
+         r.output.find("CUDA error 34:") != std::string::npos)) {
+      m.no_device = true;  // compiled; nothing here to run it on
+      m.flags += "; not run: " + tail_of(r.output.substr(r.output.find("CUDA error")));
       fs::remove(out_path, ec);
       return;
     }
     if (!r.ok()) {
-      m.error = "the kernel failed under " + t_.emulator + " (" +
+      m.error = "the kernel failed under " + runner() + " (" +
                 (r.exit_code > 128 ? "signal " + std::to_string(r.exit_code - 128)
                                    : "exit " + std::to_string(r.exit_code)) +
                 ")" + (r.output.empty() ? "" : ": " + tail_of(r.output));
@@ -220,7 +246,7 @@ class CrossBackend final : public Backend {
     out.close();
     fs::remove(out_path, ec);
     if (!complete) {
-      m.error = "the kernel's outputs came back incomplete from " + t_.emulator;
+      m.error = "the kernel's outputs came back incomplete from " + runner();
       return;
     }
     auto ref = ir::interpret(p, inputs);
@@ -237,12 +263,16 @@ class CrossBackend final : public Backend {
     if (compare_outputs(p, got, want, m)) m.verified = true;
   }
 
+  std::string runner() const { return t_.emulator.empty() ? "the " + t_.name + " device" : t_.emulator; }
+
   std::string flags_text() const {
     std::string s = t_.compiler;
     if (std::string v = compiler_version(t_.compiler); !v.empty()) s += " (" + v + ")";
-    s += " " + join(t_.flags) + "; run under " + t_.emulator;
+    s += " " + join(t_.flags);
+    if (!t_.emulator.empty()) s += "; run under " + t_.emulator;
     if (!t_.emulator_args.empty()) s += " " + join(t_.emulator_args);
-    s += "; time: cost model for " + profile_name() + " (emulated runs are not timed)";
+    s += "; time: cost model for " + profile_name() +
+         (t_.emulator.empty() ? " (runs verify, they are not timed)" : " (emulated runs are not timed)");
     return s;
   }
 
@@ -308,10 +338,25 @@ const CrossTarget& memcheck_target() {
   return kMemcheck;
 }
 
+CrossTarget cuda_target(const std::string& arch) {
+  CrossTarget t;
+  t.name = "cuda";
+  t.profile = "a100";
+  t.compiler = find_nvcc().empty() ? "nvcc" : find_nvcc();
+  // -x cu: the unit is CUDA whatever its name; static cudart needs no GPU to link.
+  t.flags = {"-O3", "-std=c++17", "-x", "cu", "-arch=" + arch, "-w"};
+  t.vector_bytes = 4;  // no vector code: parallelism is threads
+  t.packages = "the CUDA toolkit (nvcc)";
+  t.cuda = true;
+  return t;
+}
+
 const CrossTarget* cross_target(std::string_view name) {
   for (const auto& t : cross_targets())
     if (t.name == name) return &t;
   if (name == memcheck_target().name) return &memcheck_target();
+  static const CrossTarget kCuda = cuda_target();
+  if (name == kCuda.name) return &kCuda;
   return nullptr;
 }
 
@@ -327,6 +372,7 @@ GeneratedC cross_generate_c(const CrossTarget& target, const ir::Program& p,
   co.parallel = false;
   co.libmvec = false;
   if (target.locals_only) co.small_temp_elements = std::numeric_limits<int64_t>::max();
+  co.cuda = target.cuda;
   co.inject = codegen_test_hook(config, p);
   return generate_c(p, co);
 }

@@ -41,6 +41,7 @@ struct CrossTarget {
   int vector_bytes = 16;  ///< register width the printer writes `:vec` scopes in (the profile's lanes)
   std::string packages;   ///< the Debian packages that bring compiler and emulator
   bool locals_only = false;  ///< every temporary a local (none static, so none starts zeroed)
+  bool cuda = false;  ///< CUDA C++ (CodegenOptions::cuda) run natively; emulator empty
 };
 
 /// The cross targets, in registry order.
@@ -52,7 +53,11 @@ const std::vector<CrossTarget>& cross_targets();
 /// interpreter's comparison alone cannot see when the value happens to match. Timed by the x86
 /// cost model (the built-in profile); a checking tool, not a speed.
 const CrossTarget& memcheck_target();
-/// A cross target (or memcheck_target) by registry name, or nullptr.
+/// `cuda`: CUDA C++ compiled by nvcc (cuda_backend.h) for `arch` (sm_80, sm_90, ...), run natively
+/// where a GPU is present, modelled on the built-in "a100" profile.
+CrossTarget cuda_target(const std::string& arch = "sm_80");
+
+/// A cross target (or memcheck_target, or cuda_target()) by registry name, or nullptr.
 const CrossTarget* cross_target(std::string_view name);
 
 /// A new backend for `target`. Its cost model reads `config.machine_profile` when set, else

@@ -94,9 +94,10 @@ std::string set_key(MachineProfile& p, const std::string& key, const std::string
   }
   if (key == "isa") {
     if (value != "x86_avx512" && value != "x86_avx2" && value != "x86_64" &&
-        value != "aarch64_neon" && value != "aarch64_sve" && value != "riscv64_rvv")
-      return "'isa' must be x86_avx512, x86_avx2, x86_64, aarch64_neon, aarch64_sve or "
-             "riscv64_rvv, got '" + value + "'";
+        value != "aarch64_neon" && value != "aarch64_sve" && value != "riscv64_rvv" &&
+        value != "cuda")
+      return "'isa' must be x86_avx512, x86_avx2, x86_64, aarch64_neon, aarch64_sve, "
+             "riscv64_rvv or cuda, got '" + value + "'";
     p.isa = value;
     return "";
   }
@@ -112,7 +113,7 @@ std::string set_key(MachineProfile& p, const std::string& key, const std::string
   bool zero_ok = f && f->may_be_zero;
   if (v < 0 || (v == 0 && !zero_ok)) return "'" + key + "' must be positive, got '" + value + "'";
   if (is_cores) {
-    if (v != std::floor(v) || v > 4096) return "'cores' must be a whole number, got '" + value + "'";
+    if (v != std::floor(v) || v > 1048576) return "'cores' must be a whole number up to 1048576, got '" + value + "'";
     p.cores = static_cast<int>(v);
   } else {
     p.*(f->member) = v;
@@ -198,10 +199,37 @@ std::optional<MachineProfile> builtin_profile(const std::string& name) {
     p.call_overhead_us = 0.05;
     return p;
   }
+  if (name == "a100") {  // NVIDIA A100 (SXM4, 40 GB): 108 SMs x 64 FP32 lanes at 1.41 GHz
+    // A "core" of the model is one FP32 lane (one CUDA thread's share of an SM); a parallel
+    // scope spreads over all 6912. Bandwidths are per lane; the whole GPU's HBM is
+    // dram_bw_all_gbs. docs/cuda.md gives the sources and what the model leaves out.
+    p.name = "builtin-a100";
+    p.isa = "cuda";
+    p.freq_ghz = 1.41;
+    p.vector_lanes = 1;
+    p.peak_gflops_vector = p.peak_gflops_avx2 = p.peak_gflops_scalar = 2.82;  // 19.5 TFLOP/s / 6912
+    p.fma_latency_cycles = 4;
+    p.add_latency_cycles = 4;
+    p.l1_bytes = 192 * 1024.0, p.l1_ways = 4;  // L1 / shared memory per SM
+    p.l2_bytes = p.l3_bytes = 40 * 1024 * 1024.0, p.l2_ways = p.l3_ways = 16;
+    p.l1_bw_gbs = 2.82;                    // 128 B/cycle per SM, over its 64 lanes
+    p.l2_bw_gbs = p.l3_bw_gbs = 0.9;       // ~6 TB/s of L2 over 6912 lanes (est.)
+    p.dram_bw_gbs = 0.225, p.dram_bw_all_gbs = 1555;  // HBM2, 1555 GB/s
+    p.cores = 6912;
+    p.exp_cycles_scalar = p.exp_cycles_vector = 20;  // expf in software around the SFU (est.)
+    p.div_cycles_scalar = p.div_cycles_vector = 10;
+    p.vector_registers = 255;  // 32-bit registers a thread may hold
+    p.issue_width = 1, p.loads_per_cycle = 1, p.stores_per_cycle = 1, p.window_uops = 8;
+    p.fork_join_us = 5, p.fork_join_hot_us = 3, p.fork_spin_us = 0, p.parallel_efficiency = 0.8;
+    p.call_overhead_us = 5;  // a launch
+    return p;
+  }
   return std::nullopt;
 }
 
-std::vector<std::string> builtin_profile_names() { return {"neoverse-n1", "neoverse-v1", "snitch"}; }
+std::vector<std::string> builtin_profile_names() {
+  return {"neoverse-n1", "neoverse-v1", "snitch", "a100"};
+}
 
 namespace {
 

@@ -6,6 +6,7 @@
 #include "backends/backend.h"
 #include "backends/result_cache.h"
 #include "backends/machine_profile.h"
+#include "backends/cross_backend.h"
 #include "backends/x86_backend.h"
 #include "cli/cli.h"
 #include "ir/parse.h"
@@ -129,7 +130,8 @@ int cmd_measure(const Args& a) {
   // Too large to interpret and nothing to compare with at full size: the generated code of a
   // scaled-down instance is checked against the interpreter instead, as the optimiser does.
   std::string verified_on = m.verified ? "full size" : "";
-  if (m.ok() && !m.verified && o.verify && backends::x86_isa_by_name(name)) {
+  if (m.ok() && !m.verified && !m.no_device && o.verify &&
+      (backends::x86_isa_by_name(name) || backends::cross_target(name))) {
     backends::BackendConfig vc = config_of(a);
     if (optimizer::verify_trace(*r, {}, name, vc)) verified_on = "scaled-down instance";
   }
@@ -162,9 +164,10 @@ int cmd_measure(const Args& a) {
     peak = optimizer::fma_peak_gflops(*isa, prof) * cores;
   }
   const bool verified = !verified_on.empty();
-  std::string verdict = verified   ? "verified on the " + verified_on
-                        : o.verify ? "NOT verified (the scaled-down check failed or could not run)"
-                                   : "not verified (--no-verify)";
+  std::string verdict = verified     ? "verified on the " + verified_on
+                        : m.no_device ? "NOT verified: compiled, but this machine has no device to run it"
+                        : o.verify   ? "NOT verified (the scaled-down check failed or could not run)"
+                                     : "not verified (--no-verify)";
   if (a.json) {
     JsonObject j;
     j.add("ok", true)

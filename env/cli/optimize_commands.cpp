@@ -236,6 +236,7 @@ int cmd_optimize(const Args& a) {
                            .add("evaluations", r.evaluations)
                            .add("measurements", r.measurements)
                            .add("verified", r.verified)
+                           .add("device_unrun", r.device_unrun)
                            .add("interrupted", r.interrupted)
                            .add("flags", r.flags)
                            .add("threads", r.threads)

@@ -22,7 +22,7 @@ constexpr size_t kMaxHistory = 100000;
 
 transforms::Target target_for(const backends::Backend& b) {
   auto caps = b.capabilities();
-  return transforms::Target{b.name(), caps.vector_widths, caps.parallel};
+  return transforms::Target{b.name(), caps.vector_widths, caps.parallel, caps.vector_registers};
 }
 
 std::vector<ir::Diagnostic> config_error(const std::string& m) { return {{{"config", 0, 0}, m}}; }

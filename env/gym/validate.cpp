@@ -42,7 +42,8 @@ Validation validate(const EpisodeState& s, const EnvConfig& base) {
   Env& e = *made.value();
   e.reset(s.seed);
   auto target_caps = backends::make_backend(cfg.backend, cfg.backend_config)->capabilities();
-  transforms::Target target{cfg.backend, target_caps.vector_widths, target_caps.parallel};
+  transforms::Target target{cfg.backend, target_caps.vector_widths, target_caps.parallel,
+                            target_caps.vector_registers};
   const ir::Program original = e.program();
   auto replayed = transforms::replay(original, actions, target);
   if (!replayed.ok()) {

@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "backends/host_buffers.h"
+#include "ir/interp.h"
 #include "optimizer/search.h"
 #include "transforms/analysis.h"
 
@@ -11,7 +13,7 @@ namespace perfdojo::optimizer::detail {
 
 bool verify_small(const ir::Program& original, const std::vector<transforms::Action>& trace,
                   const transforms::Target& target, const std::string& arch,
-                  const backends::BackendConfig& config) {
+                  const backends::BackendConfig& config, bool* device_unrun) {
   // The interpreter checks the generated code of the same trace on a scaled-down instance: the
   // transformations and the code generator together, against the original's semantics.
   // Packed, cache-blocked traces (the micro-kernel sketch: kc = 256 needs K >= 512) replay only
@@ -27,6 +29,23 @@ bool verify_small(const ir::Program& original, const std::vector<transforms::Act
   cfg.extra["verify_interpreter_max_flops"] = "1e9";
   auto checker = backends::make_backend(arch, cfg);
   auto m = checker->measure(inst->second, mo);
+  if (m.ok() && m.no_device) {
+    // Compiled for the device, not run: the transformations are still checked, on the
+    // interpreter, against the original at the same scaled-down size.
+    if (device_unrun) *device_unrun = true;
+    const auto inputs = ir::make_inputs(inst->first, mo.seed);
+    auto want = ir::interpret(inst->first, inputs);
+    auto got = ir::interpret(inst->second, inputs);
+    if (!want.ok() || !got.ok()) return false;
+    std::map<std::string, ir::Tensor> w, g;
+    for (const auto& b : inst->first.buffers)
+      if (b.role == ir::Role::kOutput) {
+        w[b.name] = want->at(b.name);
+        g[b.name] = got->at(b.name);
+      }
+    backends::Measurement check;
+    return backends::compare_outputs(inst->first, g, w, check);
+  }
   return m.ok() && m.verified;
 }
 
@@ -60,7 +79,7 @@ bool SearchRun::try_candidate(const ir::Program& q, const std::vector<transforms
     // generator right; the backend's own check at full size (a wrong result is an error)
     // adds to it when it can run (an unannotated large program has no sequential reference
     // other than itself).
-    better = better && verify_small(program, trace, target, arch, config);
+    better = better && verify_small(program, trace, target, arch, config, &r.device_unrun);
     if (better) {
       best_screen = sm.median_s;
       r.final_s = m.median_s;
@@ -158,7 +177,7 @@ void SearchRun::confirm() {
     climb(climbed, exhausted);
     if (!climbed && favourites_before == next_favourite && exhausted) break;
   }
-  if (res.trace.empty()) r.verified = verify_small(program, {}, target, arch, config);
+  if (res.trace.empty()) r.verified = verify_small(program, {}, target, arch, config, &r.device_unrun);
 }
 
 void SearchRun::climb(bool& climbed, bool& exhausted) {

@@ -49,7 +49,7 @@ Optimizer::Optimizer(std::string arch, std::optional<backends::X86Isa> isa, Mode
     // A cross target is modelled on its core's built-in profile, not on this machine's.
     config_.machine_profile = "builtin:" + cross->profile;
     profile = *backends::builtin_profile(cross->profile);
-    profile_note_ = profile.name + " (built in: docs/cross.md)";
+    profile_note_ = profile.name + " (built in: docs/" + (cross->cuda ? "cuda" : "cross") + ".md)";
     peak_gflops_ = profile.vector_peak_gflops();
   } else {
     profile_note_ = detail::resolve_profile(config_, &profile);
@@ -85,7 +85,7 @@ Result Optimizer::transform(const ir::Program& program, double timeout_s, const 
                             const std::atomic<bool>* cancel) {
   const auto start = detail::Clock::now();
   auto caps = target_->capabilities();
-  const transforms::Target target{arch_, caps.vector_widths, caps.parallel};
+  const transforms::Target target{arch_, caps.vector_widths, caps.parallel, caps.vector_registers};
   Result res;
   res.program = program;
   Report& r = res.report;
@@ -142,8 +142,11 @@ void Optimizer::finish(Result& res, bool interrupted) const {
     r.note = "no candidate measured faster than the original; returning it unchanged";
   if (r.modelled) {
     r.note += std::string(r.note.empty() ? "" : "; ") + "times are the cost model's for " +
-              r.profile + ", not measured; the returned kernel was cross-compiled" +
-              (r.verified ? " and verified under emulation" : "");
+              r.profile + ", not measured; the returned kernel was compiled for " + arch_ +
+              (r.device_unrun ? ", not run: no GPU here (the interpreter verified the transformed "
+                                "program; the CUDA code itself is unverified)"
+               : r.verified ? " and verified" + std::string(arch_ == "cuda" ? " on the GPU" : " under emulation")
+                            : "");
   }
   if (r.noisy) {
     char buf[200];

@@ -63,6 +63,9 @@ struct Report {
   /// The times are the cost model's estimates on the target's profile (a cross target: its
   /// kernels are verified under emulation, never timed).
   bool modelled = false;
+  /// The target's code was compiled but never run: this machine has no device for it (a GPU).
+  /// The interpreter verified the transformed program; the CUDA printer was not checked.
+  bool device_unrun = false;
   double first_measured_s = 0;  ///< when the first candidate faster than the original was verified
   uint64_t seed = 0;            ///< input data seed of every measurement
   double budget_s = 0;          ///< the time limit transform was given

@@ -46,10 +46,12 @@ struct Candidate {
 };
 
 // Whether the generated code of `trace` applied to `original` computes what `original` does,
-// checked by the interpreter on a scaled-down instance.
+// checked by the interpreter on a scaled-down instance. Where the code compiled but this machine
+// has no device to run it (a GPU target here), the interpreter checks the transformed program
+// instead, and `*device_unrun` is set.
 bool verify_small(const ir::Program& original, const std::vector<transforms::Action>& trace,
                   const transforms::Target& target, const std::string& arch,
-                  const backends::BackendConfig& config);
+                  const backends::BackendConfig& config, bool* device_unrun = nullptr);
 
 // What one transform call works with and finds. `target_backend` measures for real, `model`
 // estimates; `res` receives the best verified program and the report's figures.

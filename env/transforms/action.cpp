@@ -138,9 +138,10 @@ std::optional<Target> target_by_name(std::string_view name) {
   if (name == "x86_avx2") return Target{"x86_avx2", {8}, true};
   if (name == "x86_64") return Target{"x86_64", {}, true};
   // Cross targets (backends/cross_backend.h): one modelled core, the width of its profile.
-  if (name == "aarch64_neon") return Target{"aarch64_neon", {4}, false};
-  if (name == "aarch64_sve") return Target{"aarch64_sve", {8}, false};
-  if (name == "riscv64_rvv") return Target{"riscv64_rvv", {2}, false};
+  if (name == "aarch64_neon") return Target{"aarch64_neon", {4}, false, 32};
+  if (name == "aarch64_sve") return Target{"aarch64_sve", {8}, false, 32};
+  if (name == "riscv64_rvv") return Target{"riscv64_rvv", {2}, false, 32};
+  if (name == "cuda") return Target{"cuda", {}, true, 0};  // parallel scopes: threads
   return std::nullopt;
 }
 

@@ -136,6 +136,13 @@ struct Target {
   std::string name = "x86_avx512";
   std::vector<int> vector_widths = {16, 8};  ///< f32 lanes: AVX-512 then AVX2
   bool parallel = true;                      ///< parallel scopes can run on threads
+  /// Architectural vector registers, which bound a register tile (0: 32 with 16 lanes, else 16,
+  /// as on x86).
+  int vector_registers = 0;
+  int registers() const {
+    if (vector_registers > 0) return vector_registers;
+    return !vector_widths.empty() && vector_widths.front() >= 16 ? 32 : 16;
+  }
 };
 
 /// The presets: "x86_avx512" (16 and 8 lanes), "x86_avx2" (8), "x86_64" (no vectors), and the

@@ -584,12 +584,13 @@ std::vector<MicrokernelParams> microkernel_candidates(const GemmNest& g, const T
   if (target.vector_widths.empty()) return out;
   const int64_t lanes = target.vector_widths.front();
   // Register tiles: mr x nr floats in mr * nr / lanes accumulators, leaving registers for the
-  // nr / lanes loads of B and a broadcast of A (32 vector registers with 16 lanes, 16 with 8):
-  // 24 zmm (8 x 48: conv2d-3x3 +13% over 8 x 32, matmul-1024 even), 16 zmm (8 x 32, 4 x 64), or
-  // 12 ymm (6 x 16) / 8 ymm (4 x 16).
+  // nr / lanes loads of B and a broadcast of A. With 32 vector registers (AVX-512, NEON, SVE):
+  // 24 accumulators (8 x 48 on AVX-512: conv2d-3x3 +13% over 8 x 32, matmul-1024 even; 8 x 12 on
+  // NEON, BLIS's ARMv8 shape), or 16 (8 x 32, 4 x 64). With 16 (AVX2): 12 ymm (6 x 16) / 8 (4 x 16).
   const std::vector<std::pair<int64_t, int64_t>> tiles =
-      lanes >= 16 ? std::vector<std::pair<int64_t, int64_t>>{{8, 3 * lanes}, {8, 2 * lanes}, {4, 4 * lanes}}
-                  : std::vector<std::pair<int64_t, int64_t>>{{6, 2 * lanes}, {4, 2 * lanes}};
+      target.registers() >= 32
+          ? std::vector<std::pair<int64_t, int64_t>>{{8, 3 * lanes}, {8, 2 * lanes}, {4, 4 * lanes}}
+          : std::vector<std::pair<int64_t, int64_t>>{{6, 2 * lanes}, {4, 2 * lanes}};
   // Panels: kc x nr of B in L1 next to the mr x kc of A (kc near 256); mc x kc of A in L2 (mc
   // near 64, then near 128). The fitted expansion takes the divisors nearest these and splits
   // off remainders the tile does not divide.

@@ -493,7 +493,7 @@ py::dict report_dict(const optimizer::Report& r) {
   d["baseline_spread"] = r.baseline_spread;
   d["final_spread"] = r.final_spread;
   d["final_reps"] = r.final_reps;
-  d["timing"] = r.interleaved ? "interleaved" : "separate";
+  d["timing"] = r.modelled ? "modelled" : r.interleaved ? "interleaved" : "separate";
   d["noisy"] = r.noisy;
   d["first_measured_s"] = r.first_measured_s;
   d["seed"] = r.seed;
@@ -505,6 +505,7 @@ py::dict report_dict(const optimizer::Report& r) {
   d["evaluations"] = r.evaluations;
   d["measurements"] = r.measurements;
   d["verified"] = r.verified;
+  d["device_unrun"] = r.device_unrun;
   d["interrupted"] = r.interrupted;
   d["flags"] = r.flags;
   d["threads"] = r.threads;

@@ -16,6 +16,7 @@
 #include "optimizer/optimizer.h"
 #include "support/scaled_kernels.h"
 #include "support/skip.h"
+#include "transforms/microkernel_sketch.h"
 #include "transforms/registry.h"
 
 using namespace perfdojo;
@@ -98,6 +99,8 @@ TEST_CASE("cross targets are registered, model their core, and name what they la
     REQUIRE(target);
     CHECK(target->vector_widths == caps.vector_widths);
     CHECK(target->parallel == caps.parallel);
+    CHECK(caps.vector_registers == 32);
+    CHECK(target->registers() == caps.vector_registers);
     // The instant model of the same core offers the same action space.
     auto model = backends::make_backend("cost_model:" + t.profile);
     REQUIRE(model);
@@ -109,6 +112,24 @@ TEST_CASE("cross targets are registered, model their core, and name what they la
     }
   }
   CHECK(backends::cross_target("x86_avx2") == nullptr);
+}
+
+TEST_CASE("the micro-kernel sketch sizes its register tile by the target's register file") {
+  auto p = ir::load_file(std::string(PERFDOJO_KERNEL_DIR) + "/matmul-256.pdj");
+  REQUIRE(p.ok());
+  auto nests = transforms::gemm_nests(p.value());
+  REQUIRE(nests.size() == 1);
+  auto first = [&](const char* arch) {
+    auto c = transforms::microkernel_candidates(nests[0], *transforms::target_by_name(arch));
+    REQUIRE(!c.empty());
+    return std::pair{c[0].mr, c[0].nr};
+  };
+  // 24 accumulators of the 32 registers: 8 x 12 on NEON (BLIS's ARMv8 kernel), 8 x 24 on SVE
+  // 256, 8 x 48 on AVX-512; AVX2's 16 registers hold 12: 6 x 16.
+  CHECK(first("aarch64_neon") == std::pair<int64_t, int64_t>{8, 12});
+  CHECK(first("aarch64_sve") == std::pair<int64_t, int64_t>{8, 24});
+  CHECK(first("x86_avx512") == std::pair<int64_t, int64_t>{8, 48});
+  CHECK(first("x86_avx2") == std::pair<int64_t, int64_t>{6, 16});
 }
 
 TEST_CASE("built-in profiles print and parse back; an unknown one is named") {
