@@ -386,7 +386,7 @@ TEST_CASE("a corrupt profile file gives an error naming the file, the line and t
       {"cores = 2.5\n", "'cores' must be a whole number"},
       // Found by fuzzing: a name that printing and parsing again would change.
       {"name = \"a\\\"b\"\n", "p.txt:1: 'name' may not hold control characters, '#', quotes or backslashes"},
-      {"isa = x86_sse\n", "p.txt:1: 'isa' must be x86_avx512, x86_avx2, x86_64, aarch64_neon, aarch64_sve or riscv64_rvv"},
+      {"isa = x86_sse\n", "p.txt:1: 'isa' must be x86_avx512, x86_avx2, x86_64, aarch64_neon, aarch64_sve, riscv64_rvv or cuda"},
       {"", "p.txt: empty machine profile"},
       {"{\"l1_bytes\": {\"nested\": 1}}", "one flat object"},
       {"{\"l1_bytes\": 32768", "does not end with '}'"},
