@@ -242,6 +242,9 @@ def test_gymnasium_make_and_a_measuring_backend_is_nondeterministic():
     assert PerfDojoEnv(backend="x86_64").spec.nondeterministic is True
     assert PerfDojoEnv().spec is None  # cost model: deterministic, no spec needed
     assert gym.make("PerfDojo-v0", disable_env_checker=True).spec.nondeterministic is False
+    # Modelled targets and the models of other cores are deterministic: their time is the model's.
+    for backend in ("cost_model:neoverse-n1", "cost_model:a100", "aarch64_neon", "riscv64_rvv", "cuda"):
+        assert PerfDojoEnv(backend=backend).spec is None, backend
 
 
 # ---------------------------------------------------------------- same results as the C++ env

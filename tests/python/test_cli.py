@@ -8,6 +8,7 @@ Exit codes under test: 0 ok, 1 invalid input, 2 usage error.
 import json
 import os
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -509,3 +510,27 @@ def test_measure_verifies_a_large_program_on_a_scaled_down_instance_and_uses_the
     key = {"x86_avx512": "peak_gflops_avx512"}.get(doc["backend"], "peak_gflops_avx2")
     assert doc["peak_gflops"] == pytest.approx(float(peaks[key]))
     assert doc["fraction_of_peak"] == pytest.approx(doc["gflops"] / doc["peak_gflops"])
+
+
+# --- the cross targets and cuda (docs/cross.md, docs/cuda.md) ----------------------------------
+
+
+def test_measure_on_a_cross_target_verifies_a_large_program_under_qemu_on_a_scaled_down_instance():
+    if not (shutil.which("aarch64-linux-gnu-gcc") and shutil.which("qemu-aarch64")):
+        pytest.skip("no aarch64 cross-compiler or qemu-aarch64 (scripts/bootstrap --cross)")
+    doc = json_out(perfdojo("measure", KERNELS / "matmul-1024.pdj", "--backend", "aarch64_neon",
+                            "--json", check_rc=0))
+    assert doc["verified"] is True
+    assert doc["verified_on"] == "scaled-down instance"
+    assert "qemu-aarch64" in doc["flags"] and "builtin-neoverse-n1" in doc["flags"]
+
+
+def test_measure_on_cuda_without_a_gpu_says_it_compiled_but_could_not_run():
+    if not (shutil.which("nvcc") or Path("/usr/local/cuda/bin/nvcc").exists()):
+        pytest.skip("no nvcc (the CUDA toolkit)")
+    proc = perfdojo("measure", KERNELS / "softmax.pdj", "--backend", "cuda", check_rc=0)
+    out = proc.stdout + proc.stderr
+    if "not run: CUDA error" in out:  # no GPU here
+        assert "NOT verified: compiled, but this machine has no device to run it" in out
+    else:
+        assert "verified on the full size" in out, out

@@ -8,6 +8,7 @@ times every candidate, and `--agent` runs `evaluate_agent --propose` on a checkp
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -148,3 +149,18 @@ def test_retime_recompiles_the_returned_kernel_and_times_it_against_the_original
                           env=env)
     assert proc.returncode == 1
     assert "differs" in json.loads(proc.stdout.strip().splitlines()[-1])["error"]
+
+
+def test_optimize_on_a_cross_target_reports_modelled_times_and_verifies_under_qemu(tmp_path):
+    if not (shutil.which("aarch64-linux-gnu-gcc") and shutil.which("qemu-aarch64")):
+        pytest.skip("no aarch64 cross-compiler or qemu-aarch64 (scripts/bootstrap --cross)")
+    src = tmp_path / "softmax.pdj"
+    src.write_text(SOFTMAX)
+    proc = optimize(src, "--arch", "aarch64_neon", "--timeout", "10", "--json")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)["report"]
+    assert report["timing"] == "modelled"
+    assert report["verified"] is True and report["device_unrun"] is False
+    assert report["profile"].startswith("builtin-neoverse-n1")
+    if report["trace"]:
+        assert "verified under emulation" in report["note"]

@@ -212,3 +212,13 @@ def test_in_process_env_render_fork_and_errors():
         env.step(10 ** 6)
     with pytest.raises(ValueError, match="config_error"):
         InProcessEnv(BENCH, reward_space="nope").reset()
+
+
+def test_the_optimiser_on_a_cross_target_says_its_times_are_modelled():
+    import shutil
+    if not (shutil.which("aarch64-linux-gnu-gcc") and shutil.which("qemu-aarch64")):
+        pytest.skip("no aarch64 cross-compiler or qemu-aarch64 (scripts/bootstrap --cross)")
+    result = perfdojo.PerfDojo(arch="aarch64_neon").transform(KERNELS / "rowsum.pdj", timeout=5,
+                                                             progress=False)
+    assert result.report["timing"] == "modelled"
+    assert result.report["device_unrun"] is False
