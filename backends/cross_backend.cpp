@@ -365,7 +365,7 @@ std::unique_ptr<Backend> make_cross_backend(const CrossTarget& target, const Bac
 }
 
 GeneratedC cross_generate_c(const CrossTarget& target, const ir::Program& p,
-                            const BackendConfig& config) {
+                            const BackendConfig& config, const std::string& cuda_namespace) {
   CodegenOptions co;
   co.target = target.name;
   co.native_vector_bytes = target.vector_bytes;
@@ -373,6 +373,7 @@ GeneratedC cross_generate_c(const CrossTarget& target, const ir::Program& p,
   co.libmvec = false;
   if (target.locals_only) co.small_temp_elements = std::numeric_limits<int64_t>::max();
   co.cuda = target.cuda;
+  co.cuda_namespace = cuda_namespace;
   co.inject = codegen_test_hook(config, p);
   return generate_c(p, co);
 }

@@ -64,8 +64,9 @@ const CrossTarget* cross_target(std::string_view name);
 /// the target's built-in profile.
 std::unique_ptr<Backend> make_cross_backend(const CrossTarget& target, const BackendConfig& config);
 
-/// The C compiled for `p` on `target` (the kernel; the test driver is appended when compiling).
+/// The C (or, for cuda, CUDA wrapped in `cuda_namespace` when given) compiled for `p` on
+/// `target`: the kernel; the test driver is appended when compiling.
 GeneratedC cross_generate_c(const CrossTarget& target, const ir::Program& p,
-                            const BackendConfig& config = {});
+                            const BackendConfig& config = {}, const std::string& cuda_namespace = "");
 
 }  // namespace perfdojo::backends

@@ -3,7 +3,6 @@
 #include <cstdlib>
 
 #include "backends/cross_backend.h"
-#include "backends/host_buffers.h"
 #include "util/process.h"
 
 namespace perfdojo::backends {
@@ -15,12 +14,7 @@ std::string find_nvcc() {
 }
 
 GeneratedC cuda_generate(const ir::Program& p, const std::string& ns, const BackendConfig& config) {
-  CodegenOptions co;
-  co.target = "cuda";
-  co.cuda = true;
-  co.cuda_namespace = ns;
-  co.inject = codegen_test_hook(config, p);
-  return generate_c(p, co);
+  return cross_generate_c(cuda_target(), p, config, ns);
 }
 
 std::unique_ptr<Backend> make_cuda_backend(const BackendConfig& config) {
