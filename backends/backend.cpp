@@ -51,7 +51,8 @@ double expr_flops(const ir::Expr& e) {
   double n = 0;
   switch (e.kind) {
     case ir::ExprKind::kConst:
-    case ir::ExprKind::kLoad: break;
+    case ir::ExprKind::kLoad:
+    case ir::ExprKind::kIndex: break;  // a conversion, not a flop
     case ir::ExprKind::kUnary:
       n = (e.un == ir::UnOp::kCastF32 || e.un == ir::UnOp::kCastF64 || e.un == ir::UnOp::kCastI32) ? 0 : 1;
       break;

@@ -63,6 +63,7 @@ bool is_c_reserved(const std::string& n) {
       "uint64_t", "size_t",   "uintptr_t", "memcpy",  "malloc",  "expf",
       "exp",      "logf",     "log",       "sqrtf",   "sqrt",    "tanhf",
       "tanh",     "trunc",    "fmod",      "errno",   "kernel",  "perfdojo_entry",
+      "sin",      "sinf",     "cos",       "cosf",
       "bufs",     "main",     "I",         "NULL"};
   if (kWords.count(n) || n[0] == '_') return true;
   if (n.rfind("pd_", 0) == 0 || n.rfind("acc", 0) == 0) return true;
@@ -83,10 +84,12 @@ bool is_c_reserved(const std::string& n) {
 
 // A C literal of type t holding static_cast<T>(v), as the interpreter converts constants.
 std::string literal(double v, DType t) {
-  if (t == DType::kI32) {
+  if (t == DType::kI32) {  // the interpreter's conversion: NaN 0, infinities saturate, wrap
     if (std::isnan(v)) return "0";
+    if (std::isinf(v)) return v < 0 ? "INT32_MIN" : "INT32_MAX";
     double c = std::trunc(v);
-    if (c < -2147483648.0 || c > 2147483647.0) return "INT32_MIN";
+    if (c < -2147483648.0 || c > 2147483647.0)
+      c = static_cast<int32_t>(static_cast<uint32_t>(static_cast<int64_t>(std::fmod(c, 4294967296.0))));
     if (c == -2147483648.0) return "INT32_MIN";
     return std::to_string(static_cast<int64_t>(c));
   }
@@ -141,6 +144,7 @@ struct Flat {
 std::optional<DType> type_of(const ir::Program& p, const ir::Expr& e) {
   switch (e.kind) {
     case ir::ExprKind::kConst:
+    case ir::ExprKind::kIndex:
       return std::nullopt;
     case ir::ExprKind::kLoad: {
       const ir::BufferDecl* b = p.find_buffer(e.access.buffer);
@@ -247,9 +251,12 @@ PD_INLINE int32_t pd_negi(int32_t a) { return (int32_t)(0u - (uint32_t)a); }
 PD_INLINE int32_t pd_maxi(int32_t a, int32_t b) { return a > b ? a : b; }
 PD_INLINE int32_t pd_mini(int32_t a, int32_t b) { return a < b ? a : b; }
 PD_INLINE int32_t pd_absi(int32_t a) { return a < 0 ? pd_negi(a) : a; }
-/* Conversion to i32: NaN is 0, truncation toward zero, wrap-around outside the range. */
+/* Conversion to i32: NaN is 0, infinities saturate, truncation toward zero, wrap-around
+   outside the range (as the interpreter's round_to). */
 PD_INLINE int32_t pd_to_i32(double v) {
   if (v != v) return 0;
+  if (v == INFINITY) return INT32_MAX;
+  if (v == -INFINITY) return INT32_MIN;
   double c = trunc(v);
   if (c >= -2147483648.0 && c <= 2147483647.0) return (int32_t)c;
   return (int32_t)(uint32_t)(int64_t)fmod(c, 4294967296.0);
@@ -276,6 +283,11 @@ std::string vector_helpers(DType t, int64_t w, bool libmvec) {
   s += "PD_INLINE " + V + " " + V + "_load(const " + S + "* p) { return *(const " + V + "u*)p; }\n";
   s += "PD_INLINE void " + V + "_store(" + S + "* p, " + V + " v) { *(" + V + "u*)p = v; }\n";
   s += "PD_INLINE " + V + " " + V + "_splat(" + S + " x) { return (" + V + "){" + splat + "}; }\n";
+  // Lanes b, b+1, ...: integers converted as scalars are (exact, whatever their size).
+  std::string iota;
+  for (int64_t l = 0; l < w; ++l) iota += (l ? ", b + " : "b + ") + std::to_string(l);
+  s += "PD_INLINE " + V + " " + V + "_iota(int64_t b) { typedef int64_t L __attribute__((vector_size(" +
+       std::to_string(w * 8) + "))); return __builtin_convertvector((L){" + iota + "}, " + V + "); }\n";
   s += "PD_INLINE " + V + " " + V + "_sel(" + M + " m, " + V + " a, " + V + " b) { return (" + V +
        ")((m & (" + M + ")a) | (~m & (" + M + ")b)); }\n";
   s += "PD_INLINE " + V + " " + V + "_max(" + V + " a, " + V + " b) { return " + V +
@@ -284,12 +296,12 @@ std::string vector_helpers(DType t, int64_t w, bool libmvec) {
        "_sel(a < b, a, b); }\n";
   s += "PD_INLINE " + V + " " + V + "_abs(" + V + " a) { return " + V + "_sel(a < " + V +
        "_splat(" + zero + "), -a, a); }\n";
-  // exp, log, tanh: glibc's vector math library (libmvec, <= 4 ulp) for register-sized vectors,
+  // exp, log, tanh, sin, cos: glibc's vector math library (libmvec, <= 4 ulp) for register-sized vectors,
   // named by the x86-64 vector function ABI (b: 16 bytes, d: 32 bytes AVX2, e: 64 bytes
   // AVX-512); otherwise one libm call per lane. sqrt per lane compiles to one instruction.
   const int64_t bytes = w * (t == DType::kF32 ? 4 : 8);
   const char* abi = bytes == 16 ? "b" : bytes == 32 ? "d" : bytes == 64 ? "e" : nullptr;
-  for (const char* fn : {"exp", "log", "sqrt", "tanh"}) {
+  for (const char* fn : {"exp", "log", "sqrt", "tanh", "sin", "cos"}) {
     if (libmvec && abi && std::string(fn) != "sqrt") {
       std::string vfn = std::string("_ZGV") + abi + "N" + W + "v_" + fn + f;
       s += V + " " + vfn + "(" + V + ");\n";
@@ -406,6 +418,15 @@ class Printer {
   std::string offset(const ir::Access& a, int drop = -1, int64_t add = 0) const {
     Flat f = flat(a);
     f.k0 += add;
+    return flat_text(f, drop);
+  }
+
+  // An iterator value's affine function as C (int64_t arithmetic on the loop variables).
+  static Flat flat_of(const ir::Affine& x, int64_t add = 0) {
+    return Flat{x.coeffs, x.constant + add};
+  }
+
+  static std::string flat_text(const Flat& f, int drop = -1) {
     std::string s;
     for (size_t k = 0; k < f.c.size(); ++k) {
       int64_t c = f.c[k];
@@ -458,6 +479,10 @@ class Printer {
         return literal(e.value, t);
       case ir::ExprKind::kLoad:
         return convert(access(e.access), dtype_.at(e.access.buffer), t);
+      case ir::ExprKind::kIndex: {  // int64_t converted as the interpreter converts it
+        const std::string v = "(" + flat_text(flat_of(e.affine())) + ")";
+        return t == DType::kI32 ? "pd_to_i32((double)" + v + ")" : std::string("(") + ctype(t) + ")" + v;
+      }
       case ir::ExprKind::kUnary: {
         if (is_cast(e.un)) {
           DType ti = type_of(p_, *e.args[0]).value_or(DType::kF64);
@@ -479,6 +504,10 @@ class Printer {
             return sfn("sqrt", a, t);
           case ir::UnOp::kTanh:
             return sfn("tanh", a, t);
+          case ir::UnOp::kSin:
+            return sfn("sin", a, t);
+          case ir::UnOp::kCos:
+            return sfn("cos", a, t);
           case ir::UnOp::kRsqrt:
             if (t == DType::kI32) return "pd_divi(1, " + sfn("sqrt", a, t) + ")";
             return "(" + literal(1, t) + " / " + sfn("sqrt", a, t) + ")";
@@ -522,6 +551,14 @@ class Printer {
     switch (e.kind) {
       case ir::ExprKind::kConst:
         return V + "_splat(" + literal(e.value, t) + ")";
+      case ir::ExprKind::kIndex: {
+        // Invariant in the lanes: one value; unit stride: an iota from the chunk's first lane.
+        const int64_t c = e.affine().coeff(d);
+        const Flat f = flat_of(e.affine(), c * lane0);
+        if (c == 0) return V + "_splat((" + ctype(t) + ")(" + flat_text(f) + "))";
+        if (c == 1) return V + "_iota(" + flat_text(f, d) + ")";
+        return std::nullopt;
+      }
       case ir::ExprKind::kLoad: {
         if (dtype_.at(e.access.buffer) != t) return std::nullopt;
         int64_t c = flat(e.access).coeff(d);
@@ -557,6 +594,10 @@ class Printer {
             return V + "_sqrt(" + unparen(*a) + ")";
           case ir::UnOp::kTanh:
             return V + "_tanh(" + unparen(*a) + ")";
+          case ir::UnOp::kSin:
+            return V + "_sin(" + unparen(*a) + ")";
+          case ir::UnOp::kCos:
+            return V + "_cos(" + unparen(*a) + ")";
           case ir::UnOp::kRsqrt:
             return "(" + V + "_splat(" + literal(1, t) + ") / " + V + "_sqrt(" + unparen(*a) + "))";
           default:
@@ -574,15 +615,20 @@ class Printer {
       case ir::ExprKind::kSelect: {
         auto ct = type_of(p_, *e.args[0]);
         if (!ct) ct = type_of(p_, *e.args[1]);
+        // Untyped operands (literals, iterator values) compare in f64, as in the interpreter;
+        // the mask is then narrowed to the result's width.
+        const bool untyped = !ct;
+        if (untyped) ct = DType::kF64;
         // A comparison's mask has its operands' element width; it must match the result's.
-        if (!ct || *ct == DType::kI32 || ir::dtype_bytes(*ct) != ir::dtype_bytes(t))
+        if (*ct == DType::kI32 || (!untyped && ir::dtype_bytes(*ct) != ir::dtype_bytes(t)))
           return std::nullopt;
         auto l = vexpr(*e.args[0], *ct, d, lanes, lane0),
              r = vexpr(*e.args[1], *ct, d, lanes, lane0);
         auto x = vexpr(*e.args[2], t, d, lanes, lane0), y = vexpr(*e.args[3], t, d, lanes, lane0);
         if (!l || !r || !x || !y) return std::nullopt;
-        return V + "_sel(" + *l + " " + cmp_text(e.cmp) + " " + *r + ", " + unparen(*x) + ", " +
-               unparen(*y) + ")";
+        std::string mask = *l + " " + cmp_text(e.cmp) + " " + *r;
+        if (*ct != t) mask = "__builtin_convertvector(" + mask + ", " + mtype(t, lanes) + ")";
+        return V + "_sel(" + mask + ", " + unparen(*x) + ", " + unparen(*y) + ")";
       }
     }
     return std::nullopt;

@@ -15,6 +15,8 @@ void count_ops(const ir::Expr& e, bool fused_into_parent, OpCounts& c) {
         case ir::UnOp::kExp:
         case ir::UnOp::kLog: c.trans += 1; break;
         case ir::UnOp::kTanh: c.trans += 1.5; break;
+        case ir::UnOp::kSin:
+        case ir::UnOp::kCos: c.trans += 1.5; break;
         case ir::UnOp::kSqrt: c.div += 1; break;
         case ir::UnOp::kRsqrt: c.div += 2; break;
         default: c.fp += 1; break;
@@ -28,6 +30,7 @@ void count_ops(const ir::Expr& e, bool fused_into_parent, OpCounts& c) {
       }
       break;
     case ir::ExprKind::kSelect: c.fp += 2; break;
+    case ir::ExprKind::kIndex: c.fp += 1; break;  // an integer-to-float conversion (an iota add)
   }
   // A multiply feeding an add or subtract becomes one FMA with it (GCC contracts by default).
   bool is_addsub = e.kind == ir::ExprKind::kBinary && (e.bin == ir::BinOp::kAdd || e.bin == ir::BinOp::kSub);
@@ -41,7 +44,8 @@ void count_ops(const ir::Expr& e, bool fused_into_parent, OpCounts& c) {
 
 bool has_trans(const ir::Expr& e) {
   if (e.kind == ir::ExprKind::kUnary &&
-      (e.un == ir::UnOp::kExp || e.un == ir::UnOp::kLog || e.un == ir::UnOp::kTanh))
+      (e.un == ir::UnOp::kExp || e.un == ir::UnOp::kLog || e.un == ir::UnOp::kTanh ||
+       e.un == ir::UnOp::kSin || e.un == ir::UnOp::kCos))
     return true;
   for (const auto& a : e.args)
     if (has_trans(*a)) return true;

@@ -108,7 +108,8 @@ class Checker {
   // The element type of `e`, or nullopt for a bare literal (which adapts to its context).
   std::optional<DType> type_of(const Expr& e, const SourceLoc& where) {
     switch (e.kind) {
-      case ExprKind::kConst: return std::nullopt;
+      case ExprKind::kConst:
+      case ExprKind::kIndex: return std::nullopt;  // adapts to its context, as a literal does
       case ExprKind::kLoad: {
         const BufferDecl* b = access(e.access);
         if (b) return b->dtype;

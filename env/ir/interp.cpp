@@ -111,7 +111,8 @@ class Interpreter {
   // The type an expression computes in, or nullopt for a literal (it adapts to its context).
   std::optional<DType> type_of(const Expr& e) {
     switch (e.kind) {
-      case ExprKind::kConst: return std::nullopt;
+      case ExprKind::kConst:
+      case ExprKind::kIndex: return std::nullopt;
       case ExprKind::kLoad: return resolve(e.access).tensor->dtype;
       case ExprKind::kUnary:
         if (e.un == UnOp::kCastF32) return DType::kF32;
@@ -138,6 +139,14 @@ class Interpreter {
         if constexpr (std::is_integral_v<T>) return static_cast<T>(round_to(DType::kI32, e.value));
         else return static_cast<T>(e.value);
       case ExprKind::kLoad: return static_cast<T>(element(e.access));
+      case ExprKind::kIndex: {
+        // An integer, converted as C converts int64_t (the generated code does the same).
+        const Affine& f = e.affine();
+        int64_t v = f.constant;
+        for (size_t k = 0; k < f.coeffs.size(); ++k) v += f.coeffs[k] * iters_[k];
+        if constexpr (std::is_integral_v<T>) return static_cast<T>(round_to(DType::kI32, static_cast<double>(v)));
+        else return static_cast<T>(v);
+      }
       case ExprKind::kUnary: {
         if (e.un == UnOp::kCastF32 || e.un == UnOp::kCastF64 || e.un == UnOp::kCastI32) {
           double v = eval_in(type_of(*e.args[0]).value_or(DType::kF64), *e.args[0]);
@@ -159,6 +168,8 @@ class Interpreter {
           case UnOp::kSqrt: return static_cast<T>(std::sqrt(a));
           case UnOp::kRsqrt: return static_cast<T>(T(1) / static_cast<T>(std::sqrt(a)));
           case UnOp::kTanh: return static_cast<T>(std::tanh(a));
+          case UnOp::kSin: return static_cast<T>(std::sin(a));
+          case UnOp::kCos: return static_cast<T>(std::cos(a));
           default: return a;
         }
       }

@@ -1,7 +1,9 @@
 #include "ir/ir.h"
 
 #include <bit>
+#include <cmath>
 #include <cstring>
+#include <optional>
 
 namespace perfdojo::ir {
 
@@ -37,9 +39,82 @@ ExprPtr Expr::load(Access a) {
   return e;
 }
 
+namespace {
+
+// Iterator values and integer arithmetic on them stay one affine node (exact integer
+// arithmetic), so the text a printed kIndex parses back to is that same node. Coefficients stay
+// within the parser's index range.
+constexpr int64_t kMaxFolded = int64_t{1} << 40;
+
+bool small_integer(const Expr& e, int64_t& v) {
+  if (e.kind != ExprKind::kConst || !(std::abs(e.value) <= static_cast<double>(kMaxFolded)) ||
+      e.value != std::trunc(e.value))
+    return false;
+  v = static_cast<int64_t>(e.value);
+  return true;
+}
+
+bool as_affine(const Expr& e, Affine& f) {
+  if (e.kind == ExprKind::kIndex) {
+    f = e.affine();
+    return true;
+  }
+  int64_t v = 0;
+  if (!small_integer(e, v)) return false;
+  f = Affine::constant_of(v);
+  return true;
+}
+
+bool in_range(const Affine& f) {
+  auto ok = [](int64_t c) { return c >= -kMaxFolded && c <= kMaxFolded; };
+  if (!ok(f.constant)) return false;
+  for (int64_t c : f.coeffs)
+    if (!ok(c)) return false;
+  return true;
+}
+
+// a*sa + b*sb, or nullopt outside the range.
+std::optional<Affine> combine(const Affine& a, int64_t sa, const Affine& b, int64_t sb) {
+  if (!in_range(a) || !in_range(b) || sa < -kMaxFolded || sa > kMaxFolded || sb < -kMaxFolded ||
+      sb > kMaxFolded)
+    return std::nullopt;
+  Affine r;
+  r.coeffs.assign(std::max(a.coeffs.size(), b.coeffs.size()), 0);
+  // |values| <= 2^40 and |scales| <= 2^40: products fit in __int128, checked before narrowing.
+  auto term = [](int64_t x, int64_t s) { return static_cast<__int128>(x) * s; };
+  for (size_t k = 0; k < r.coeffs.size(); ++k) {
+    __int128 v = term(a.coeff(static_cast<int>(k)), sa) + term(b.coeff(static_cast<int>(k)), sb);
+    if (v < -kMaxFolded || v > kMaxFolded) return std::nullopt;
+    r.coeffs[k] = static_cast<int64_t>(v);
+  }
+  __int128 c = term(a.constant, sa) + term(b.constant, sb);
+  if (c < -kMaxFolded || c > kMaxFolded) return std::nullopt;
+  r.constant = static_cast<int64_t>(c);
+  return r;
+}
+
+std::optional<Affine> fold(BinOp op, const Expr& a, const Expr& b) {
+  if (a.kind != ExprKind::kIndex && b.kind != ExprKind::kIndex) return std::nullopt;
+  Affine fa, fb;
+  if (!as_affine(a, fa) || !as_affine(b, fb)) return std::nullopt;
+  switch (op) {
+    case BinOp::kAdd: return combine(fa, 1, fb, 1);
+    case BinOp::kSub: return combine(fa, 1, fb, -1);
+    case BinOp::kMul:
+      if (fb.coeffs.empty()) return combine(fa, fb.constant, Affine{}, 0);
+      if (fa.coeffs.empty()) return combine(fb, fa.constant, Affine{}, 0);
+      return std::nullopt;
+    default: return std::nullopt;
+  }
+}
+
+}  // namespace
+
 ExprPtr Expr::unary(UnOp op, ExprPtr a) {
   // Negated literals are literals: keeps print/parse a round trip.
   if (op == UnOp::kNeg && a->kind == ExprKind::kConst) return constant(-a->value);
+  if (op == UnOp::kNeg && a->kind == ExprKind::kIndex)
+    if (auto f = combine(a->affine(), -1, Affine{}, 0)) return index(std::move(*f), a->loc);
   auto e = std::make_shared<Expr>();
   e->kind = ExprKind::kUnary;
   e->un = op;
@@ -48,6 +123,7 @@ ExprPtr Expr::unary(UnOp op, ExprPtr a) {
 }
 
 ExprPtr Expr::binary(BinOp op, ExprPtr a, ExprPtr b) {
+  if (auto f = fold(op, *a, *b)) return index(std::move(*f), a->loc.line ? a->loc : b->loc);
   auto e = std::make_shared<Expr>();
   e->kind = ExprKind::kBinary;
   e->bin = op;
@@ -60,6 +136,17 @@ ExprPtr Expr::select(CmpOp op, ExprPtr l, ExprPtr r, ExprPtr t, ExprPtr f) {
   e->kind = ExprKind::kSelect;
   e->cmp = op;
   e->args = {std::move(l), std::move(r), std::move(t), std::move(f)};
+  return e;
+}
+
+ExprPtr Expr::index(Affine f, SourceLoc loc) {
+  f.normalise();
+  if (f.coeffs.empty()) return constant(static_cast<double>(f.constant));
+  auto e = std::make_shared<Expr>();
+  e->kind = ExprKind::kIndex;
+  e->access.index.push_back(std::move(f));
+  e->access.loc = loc;
+  e->loc = std::move(loc);
   return e;
 }
 
@@ -161,7 +248,8 @@ class Hasher {
     u64(static_cast<uint64_t>(e.kind));
     switch (e.kind) {
       case ExprKind::kConst: f64(e.value); break;
-      case ExprKind::kLoad: access(e.access); break;
+      case ExprKind::kLoad:
+      case ExprKind::kIndex: access(e.access); break;
       case ExprKind::kUnary: u64(static_cast<uint64_t>(e.un)); break;
       case ExprKind::kBinary: u64(static_cast<uint64_t>(e.bin)); break;
       case ExprKind::kSelect: u64(static_cast<uint64_t>(e.cmp)); break;
@@ -198,6 +286,7 @@ bool structurally_equal(const Expr& a, const Expr& b) {
       if (!same_double(a.value, b.value)) return false;
       break;
     case ExprKind::kLoad:
+    case ExprKind::kIndex:
       if (!(a.access == b.access)) return false;
       break;
     case ExprKind::kUnary:

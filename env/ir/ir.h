@@ -58,10 +58,12 @@ struct Access {
   bool operator==(const Access& o) const { return buffer == o.buffer && index == o.index; }
 };
 
-/// Expression node kinds.
-enum class ExprKind { kConst, kLoad, kUnary, kBinary, kSelect };
-/// Unary operators and functions; casts convert between element types.
-enum class UnOp { kNeg, kExp, kLog, kSqrt, kRsqrt, kTanh, kAbs, kCastF32, kCastF64, kCastI32 };
+/// Expression node kinds. kIndex is the integer value of an affine function of the iterators
+/// (`{0}`, `{1}*32+{2}`), converted to the type the expression is evaluated in, like a constant.
+enum class ExprKind { kConst, kLoad, kUnary, kBinary, kSelect, kIndex };
+/// Unary operators and functions; casts convert between element types. (New members go last:
+/// the structural hash encodes the number.)
+enum class UnOp { kNeg, kExp, kLog, kSqrt, kRsqrt, kTanh, kAbs, kCastF32, kCastF64, kCastI32, kSin, kCos };
 /// Binary operators; kMax/kMin are the two-argument functions max(a, b) / min(a, b).
 enum class BinOp { kAdd, kSub, kMul, kDiv, kMax, kMin };
 /// Comparison of a select's condition.
@@ -75,7 +77,9 @@ using ExprPtr = std::shared_ptr<const Expr>;
 struct Expr {
   ExprKind kind = ExprKind::kConst;
   double value = 0;  ///< kConst
-  Access access;     ///< kLoad
+  /// kLoad: the element read. kIndex: buffer "" and one index, the affine function whose value
+  /// the node is (so every rewrite of accesses' iterators rewrites it too).
+  Access access;
   UnOp un = UnOp::kNeg;
   BinOp bin = BinOp::kAdd;
   CmpOp cmp = CmpOp::kLt;
@@ -87,6 +91,10 @@ struct Expr {
   static ExprPtr unary(UnOp op, ExprPtr a);
   static ExprPtr binary(BinOp op, ExprPtr a, ExprPtr b);
   static ExprPtr select(CmpOp op, ExprPtr l, ExprPtr r, ExprPtr t, ExprPtr f);
+  /// The value of `f`; a constant when `f` uses no iterator (the canonical form).
+  static ExprPtr index(Affine f, SourceLoc loc = {});
+  /// The affine function of a kIndex node.
+  const Affine& affine() const { return access.index.front(); }
 };
 
 /// How a statement combines its value with the target: plain store or a reduction.

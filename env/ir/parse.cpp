@@ -383,18 +383,7 @@ class LineParser {
         if (const SizeDecl* s = prog_.find_size(t.text)) return Affine::constant_of(s->value);
         fail(t, "unknown size '" + t.text + "' in an index expression");
       }
-      case Tok::kLBrace: {
-        Token d = expect(Tok::kInt, "an iterator depth inside '{}'");
-        int64_t depth = parse_int(d);
-        if (depth > 64) fail(d, "iterator depth " + describe(d) + " is too deep (at most 64)");
-        expect(Tok::kRBrace, "'}' after the iterator depth");
-        if (depth >= depth_)
-          fail(d, "iterator {" + d.text + "} is out of range: the statement is inside " +
-                      std::to_string(depth_) + " scope(s), so {0}.." +
-                      (depth_ > 0 ? "{" + std::to_string(depth_ - 1) + "}" : "(none)") +
-                      " are available");
-        return Affine::iter(static_cast<int>(depth));
-      }
+      case Tok::kLBrace: return parse_iterator();
       case Tok::kLParen: {
         if (++nesting_ > kMaxNesting) fail(t, "index expression nests too deeply");
         Affine a = parse_index();
@@ -405,6 +394,20 @@ class LineParser {
       default:
         fail(t, "expected an index term ({k}, an integer or a size), found " + describe(t));
     }
+  }
+
+  // `{k}` after its '{': the iterator of the enclosing scope at depth k.
+  Affine parse_iterator() {
+    Token d = expect(Tok::kInt, "an iterator depth inside '{}'");
+    int64_t depth = parse_int(d);
+    if (depth > 64) fail(d, "iterator depth " + describe(d) + " is too deep (at most 64)");
+    expect(Tok::kRBrace, "'}' after the iterator depth");
+    if (depth >= depth_)
+      fail(d, "iterator {" + d.text + "} is out of range: the statement is inside " +
+                  std::to_string(depth_) + " scope(s), so {0}.." +
+                  (depth_ > 0 ? "{" + std::to_string(depth_ - 1) + "}" : "(none)") +
+                  " are available");
+    return Affine::iter(static_cast<int>(depth));
   }
 
   Access parse_access() {
@@ -513,11 +516,14 @@ class LineParser {
       expect(Tok::kRParen, "')' to close the parenthesis");
       return e;
     }
-    if (t.kind == Tok::kLBrace)
-      fail(t, "loop iterators ({0}, {1}, ...) appear only in indices, not as values; "
-              "pass positions as an input buffer (e.g. a cos/sin table for rotary embeddings, a mask "
-              "buffer for causal attention)");
-    if (t.kind != Tok::kIdent) fail(t, "expected a value (number, buffer access, function call or '('), found " + describe(t));
+    if (t.kind == Tok::kLBrace) {
+      // An iterator's value (an integer); arithmetic on it folds into one affine node.
+      SourceLoc at = loc(next());
+      return Expr::index(parse_iterator(), std::move(at));
+    }
+    if (t.kind != Tok::kIdent)
+      fail(t, "expected a value (number, iterator {k}, buffer access, function call or '('), found " +
+                  describe(t));
     if (t.text == "inf") return Expr::constant(parse_number("a number"));
     if (peek(1).kind == Tok::kLBracket) {
       ExprPtr e = Expr::load(parse_access());
@@ -591,6 +597,7 @@ class LineParser {
     static const std::pair<const char*, UnOp> kUnary[] = {
         {"exp", UnOp::kExp},   {"log", UnOp::kLog},     {"sqrt", UnOp::kSqrt},
         {"rsqrt", UnOp::kRsqrt}, {"tanh", UnOp::kTanh}, {"abs", UnOp::kAbs},
+        {"sin", UnOp::kSin},   {"cos", UnOp::kCos},
         {"f32", UnOp::kCastF32}, {"f64", UnOp::kCastF64}, {"i32", UnOp::kCastI32}};
     for (const auto& [fname, op] : kUnary) {
       if (name.text == fname) {
@@ -613,7 +620,8 @@ class LineParser {
     }
     (void)close;
     fail(name, "unknown function '" + name.text +
-                   "'; expected exp, log, sqrt, rsqrt, tanh, abs, max, min, f32, f64 or i32");
+                   "'; expected exp, log, sqrt, rsqrt, tanh, sin, cos, abs, max, min, select, where, f32, "
+                   "f64 or i32");
   }
 
   Stmt parse_stmt() {

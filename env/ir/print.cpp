@@ -21,6 +21,8 @@ const char* unary_name(UnOp op) {
     case UnOp::kSqrt: return "sqrt";
     case UnOp::kRsqrt: return "rsqrt";
     case UnOp::kTanh: return "tanh";
+    case UnOp::kSin: return "sin";
+    case UnOp::kCos: return "cos";
     case UnOp::kAbs: return "abs";
     case UnOp::kCastF32: return "f32";
     case UnOp::kCastF64: return "f64";
@@ -52,6 +54,16 @@ void print_expr_to(const Expr& e, int min_prec, std::string& out) {
     case ExprKind::kLoad:
       s = print_access(e.access);
       break;
+    case ExprKind::kIndex: {
+      // Printed as in an index; it parses back to one node because the IR folds integer
+      // arithmetic on iterator values (Expr::binary).
+      const Affine& f = e.affine();
+      int terms = f.constant != 0, unit = 0;
+      for (int64_t c : f.coeffs) terms += c != 0, unit += c == 1 || c == -1;
+      s = print_affine(f);
+      prec = terms > 1 ? kPrecSum : unit == 0 ? kPrecProduct : s[0] == '-' ? kPrecUnary : 4;
+      break;
+    }
     case ExprKind::kUnary:
       if (e.un == UnOp::kNeg) {
         s = "-";

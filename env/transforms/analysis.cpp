@@ -92,6 +92,11 @@ ExprPtr map_accesses(const ExprPtr& e, const AccessMap& f) {
       if (!b || *b == e->access) return e;
       return Expr::load(std::move(*b));
     }
+    case ir::ExprKind::kIndex: {  // an access of no buffer: its index is rewritten the same way
+      std::optional<Access> b = f(e->access);
+      if (!b || *b == e->access) return e;
+      return Expr::index(std::move(b->index.front()), e->loc);
+    }
     default: {
       std::shared_ptr<Expr> c;  // made at the first argument that changes
       for (size_t i = 0; i < e->args.size(); ++i) {
@@ -147,7 +152,9 @@ namespace {
 // Sites are recorded with an offset into `storage` first (it grows while collecting) and
 // get their pointer once collection is done.
 void collect_expr(const Expr& e, const ir::Stmt& s, int64_t off, int depth, AccessSites& out) {
-  if (e.kind == ir::ExprKind::kLoad)
+  // An iterator value is a read of no buffer (""): it never depends on anything, but every
+  // test of which iterators a statement uses (vectorising, merging, hoisting) sees it.
+  if (e.kind == ir::ExprKind::kLoad || e.kind == ir::ExprKind::kIndex)
     out.push_back({&e.access, false, false, &s, reinterpret_cast<const int64_t*>(off), depth});
   for (const auto& a : e.args) collect_expr(*a, s, off, depth, out);
 }

@@ -24,7 +24,9 @@ bool uses_depth_or_deeper(const ir::Access& x, int d) {
 }
 
 bool expr_uses_depth_or_deeper(const ir::Expr& e, int d) {
-  if (e.kind == ir::ExprKind::kLoad && uses_depth_or_deeper(e.access, d)) return true;
+  if ((e.kind == ir::ExprKind::kLoad || e.kind == ir::ExprKind::kIndex) &&
+      uses_depth_or_deeper(e.access, d))
+    return true;
   for (const auto& a : e.args)
     if (expr_uses_depth_or_deeper(*a, d)) return true;
   return false;

@@ -27,6 +27,7 @@ void written_buffers(const ir::Node& n, BufferNames& out) {
 bool typed(const ir::Expr& e) {
   switch (e.kind) {
     case ir::ExprKind::kConst:
+    case ir::ExprKind::kIndex:
       return false;
     case ir::ExprKind::kLoad:
       return true;

@@ -210,6 +210,35 @@ TEST_CASE("transformed programs still match the interpreter" * doctest::test_sui
   if (!unavailable.empty()) PERFDOJO_SKIP("not run on " << unavailable);
 }
 
+TEST_CASE("iterator values, masks from them and sin/cos compile, vectorised and not, and match the "
+          "interpreter" * doctest::test_suite("hw")) {
+  std::unique_ptr<backends::Backend> b;
+  for (const char* n : {"x86_avx512", "x86_avx2", "x86_64"}) {
+    b = backends::make_backend(n);
+    if (b->available().ok) break;
+  }
+  if (!b->available().ok) PERFDOJO_SKIP("no x86 backend runs here: " << b->available().why);
+  const auto target = *transforms::target_by_name(b->name());
+  const std::string text =
+      "N = 64\ninput x: f32[N, N]\noutput y: f32[N, N]\noutput z: f64[N, N]\n"
+      "output c: f32[N] = inf\n\n"
+      "N N y[{0},{1}] = {1} <= {0} ? x[{0},{1}] * ({1}+1) : -inf\n"
+      "| | z[{0},{1}] = f64(x[{0},{1}]) + sin({0}*N+{1}) - cos({1} * 0.25)\n"
+      "| | c[{0}] = min(x[{0},{1}] > 0.5 ? {1} : N)\n";
+  const ir::Program p = program_of(text);
+  check_matches(*b, p, "as written");
+  for (const char* actions : {"vectorize 0.0 16", "vectorize 0.0 8", "tile_scope 0.0 16"}) {
+    auto q = transforms::apply(p, transforms::parse_action(actions).value(), target);
+    REQUIRE_MESSAGE(q.ok(), actions);
+    check_matches(*b, q.value(), actions);
+  }
+  // Vectorised after tiling: the lanes' iota starts at the tile's first element.
+  auto t = transforms::apply(p, transforms::parse_action("tile_scope 0.0 16").value(), target).value();
+  auto v = transforms::apply(t, transforms::parse_action("vectorize 0.0.0 16").value(), target);
+  REQUIRE(v.ok());
+  check_matches(*b, v.value(), "tiled and vectorised");
+}
+
 TEST_CASE("random legal trajectories compile to code that matches the interpreter" *
           doctest::test_suite("hw slow")) {
   // A few seeded trajectories per kernel (PERFDOJO_X86_TRAJECTORIES raises it), on the best

@@ -6,6 +6,7 @@
 #include "ir/parse.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -15,6 +16,7 @@
 
 #include "doctest/doctest.h"
 #include "ir/ir.h"
+#include "ir/interp.h"
 #include "ir/print.h"
 
 namespace {
@@ -420,4 +422,68 @@ TEST_CASE("declaration mistakes point at the token that is wrong") {
   CHECK(b.error_text().find("d.pdj:1:6: error: expected a buffer name after 'input'") != std::string::npos);
   auto c = load_program("N = -4\n", "d.pdj");
   CHECK(c.error_text().find("must be positive") != std::string::npos);
+}
+
+TEST_CASE("iterators are values: integer arithmetic on them folds into one affine node") {
+  const std::string head = "N = 8\ninput x: f32[N, N]\noutput y: f32[N, N]\n\n";
+  auto one = [&](const std::string& rhs) -> ExprPtr {
+    auto r = load_program(head + "N N y[{0},{1}] = " + rhs + "\n");
+    REQUIRE_MESSAGE(r.ok(), rhs << ": " << r.error_text());
+    return r.value().body[0]->body[0]->body[0]->stmt.rhs;
+  };
+  // One node, whatever the spelling, with the function a*{0} + b*{1} + c.
+  for (const char* rhs : {"{0}*8+{1}", "8*{0} + {1}", "({1} + {0} * N)", "-(-{1}) + {0}*8"}) {
+    INFO(std::string(rhs));
+    ExprPtr e = one(rhs);
+    REQUIRE(e->kind == ExprKind::kIndex);
+    CHECK(e->affine().coeffs == std::vector<int64_t>{8, 1});
+    CHECK(e->affine().constant == 0);
+  }
+  CHECK(one("{1} - 1 + 3")->affine().constant == 2);
+  CHECK(one("-{0}")->affine().coeffs == std::vector<int64_t>{-1});
+  // What is not integer arithmetic on iterators stays as written.
+  CHECK(one("{0} * 0.5")->kind == ExprKind::kBinary);
+  CHECK(one("{0} / 2")->kind == ExprKind::kBinary);
+  CHECK(one("x[{0},{1}] + {0}")->kind == ExprKind::kBinary);
+  // An iterator minus itself is the constant it equals.
+  ExprPtr zero = one("{1} + 3 - {1}");
+  CHECK(zero->kind == ExprKind::kConst);
+  CHECK(zero->value == 3);
+  // The printed form parses back to the same program, wherever the node sits.
+  for (const char* rhs : {"{1} <= {0} ? x[{0},{1}] : -inf", "x[{0},{1}] * ({0}*8+{1})",
+                          "x[{0},{1}] - -{0}", "x[{0},{1}] / ({1}*2) + {0}*3",
+                          "({0}+1) * x[{0},{1}]", "exp({0} * -0.5) + sin({1}) * cos({0}+1)",
+                          "select({1} < {0} + 2, {0}, {1}*2-1)"}) {
+    INFO(std::string(rhs));
+    auto p = load_program(head + "N N y[{0},{1}] = " + rhs + "\n");
+    REQUIRE_MESSAGE(p.ok(), p.error_text());
+    auto q = load_program(print_program(p.value()));
+    REQUIRE_MESSAGE(q.ok(), print_program(p.value()) << q.error_text());
+    CHECK(structurally_equal(p.value(), q.value()));
+    CHECK(print_program(p.value()) == print_program(q.value()));
+    CHECK(structural_hash(p.value()) == structural_hash(q.value()));
+  }
+  // Folding stays within the index range: beyond it the product is kept as written.
+  CHECK(one("{0} * 1e15")->kind == ExprKind::kBinary);
+}
+
+TEST_CASE("the interpreter reads an iterator value as an integer in the statement's type") {
+  auto p = load_program(
+      "output y: f32[4, 8]\noutput z: i32[4, 8]\noutput w: f64[4, 8]\n\n"
+      "4 8 y[{0},{1}] = {1} <= {0} ? {0}*8+{1} : -1\n"
+      "| | z[{0},{1}] = {1} * 3 / 2\n"
+      "| | w[{0},{1}] = sin({1}) + {0}\n");
+  REQUIRE_MESSAGE(p.ok(), p.error_text());
+  auto out = interpret(p.value(), {});
+  REQUIRE(out.ok());
+  const auto& y = out.value().at("y").data;
+  const auto& z = out.value().at("z").data;
+  const auto& w = out.value().at("w").data;
+  for (int i = 0; i < 4; ++i) {
+    for (int j = 0; j < 8; ++j) {
+      CHECK(y[i * 8 + j] == (j <= i ? i * 8 + j : -1));
+      CHECK(z[i * 8 + j] == (j * 3) / 2);  // i32 division truncates
+      CHECK(w[i * 8 + j] == doctest::Approx(std::sin(j) + i).epsilon(1e-15));
+    }
+  }
 }

@@ -64,6 +64,15 @@ output y: f32[M] = 0
 M N y[{0}] += x[{0}]
 )",
                   "hoist 0.0.0", Reason::kNotInvariant, "y");
+  // An iterator read as a value is a use of the scope: the value changes every iteration.
+  require_refused(R"(M = 4
+N = 8
+input x: f32[M, N]
+output y: f32[M]
+
+M N y[{0}] = {1} * 2
+)",
+                  "hoist 0.0.0", Reason::kNotInvariant, "y");
 }
 
 TEST_CASE("hoist refuses a statement whose value can change between iterations") {

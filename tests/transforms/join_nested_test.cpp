@@ -22,6 +22,8 @@ std::vector<Refusal> join_nested_refusals() {
        kTwoD + "4 8 y[{0},{1}] = x[{0},{1}]\n", "join_nested 0", Reason::kIndexNotMergeable, "y"},
       {"join_nested: the outer stride is not the inner extent", kFlat + "4 8 z[0] = x[{0}*4+{1}]\n",
        "join_nested 0", Reason::kIndexNotMergeable, "x"},
+      {"join_nested: an iterator value the joined iterator cannot express",
+       kFlat + "4 8 y[{0}*8+{1}] = {0}\n", "join_nested 0", Reason::kIndexNotMergeable, ""},
       {"join_nested takes no parameter",
        kTiledFlat,
        "join_nested 0",

@@ -32,6 +32,8 @@ std::vector<Refusal> vectorize_refusals() {
        kSixteen + "16 s[0] += s[0] * x[{0}]\n", "vectorize 0 16", Reason::kDependence, "s"},
       {"vectorize: every lane stores to one element", kSixteen + "16 s[0] = x[{0}]\n",
        "vectorize 0 16", Reason::kDependence, "s"},
+      {"vectorize: an iterator value with stride 2 over the lanes",
+       kSixteen + "16 y[{0}] = x[{0}] + {0}*2\n", "vectorize 0 16", Reason::kNonContiguous, ""},
   };
 }
 
@@ -43,6 +45,8 @@ std::vector<Acceptance> vectorize_acceptances() {
       {"vectorize a global sum into a scalar", kSixteen + "16 s[0] += x[{0}]\n", "vectorize 0 16"},
       {"vectorize with an invariant operand and an offset read",
        kSixteen + "16 y[{0}] = x2[{0}+1] * m[3,2]\n", "vectorize 0 8"},
+      {"vectorize an iterator value (an iota) and a mask from it",
+       kSixteen + "16 y[{0}] = {0} < 5 ? x[{0}] * ({0}+1) : 0\n", "vectorize 0 16"},
   };
 }
 
