@@ -130,6 +130,10 @@ const std::map<std::string, std::string>& kernel_families() {
       {"softmax", "softmax"},        {"softmax-temperature", "softmax"},
       {"attention", "attention"},    {"attention-bias", "attention"},
       {"gqa-attention", "attention"}, {"mqa-decode", "attention"},
+      {"causal-attention", "attention"}, {"alibi-attention", "attention"},
+      {"sliding-window-attention", "attention"},
+      {"rope-inline", "elementwise"}, {"sinusoidal-position", "elementwise"},
+      {"argmax", "reduction"},
       {"bias-gelu", "elementwise"},  {"bias-relu", "elementwise"},  {"rope", "elementwise"},
       {"transpose", "elementwise"},  {"rowsum", "reduction"},       {"global-sum", "reduction"},
   };

@@ -80,11 +80,15 @@ def test_rope(rng):
     angle = np.arange(T)[:, None] * theta[None, :]
     cos, sin = np.cos(angle), np.sin(angle)
     out = run("rope", {"T": T, "NH": NH, "D": 2 * P, "P": P}, {"q": q, "cos": cos, "sin": sin})
-    # The rotation of each pair (q[2i], q[2i+1]) by the angle t theta_i, as complex numbers.
+    close(out["o"], rotate_pairs(q, angle))
+
+
+def rotate_pairs(q, angle):
+    """RoPE: each pair (q[2i], q[2i+1]) turned by angle[t, i], as complex numbers."""
     z = (q[..., 0::2] + 1j * q[..., 1::2]) * np.exp(1j * angle)[:, None, :]
     want = np.empty_like(q)
     want[..., 0::2], want[..., 1::2] = z.real, z.imag
-    close(out["o"], want)
+    return want
 
 
 def test_attention_with_a_causal_mask(rng):
@@ -141,8 +145,74 @@ def test_mqa_decode(rng):
 
 def test_every_model_kernel_says_its_formula_and_sizes():
     for name in ["swiglu-mlp", "geglu-mlp", "add-rmsnorm", "rope", "attention-bias", "gqa-attention",
-                 "softmax-temperature", "group-norm", "pointwise-conv", "mqa-decode"]:
+                 "softmax-temperature", "group-norm", "pointwise-conv", "mqa-decode", "causal-attention",
+                 "alibi-attention", "sliding-window-attention", "rope-inline", "sinusoidal-position",
+                 "argmax"]:
         p = perfdojo.load(KERNELS / f"{name}.pdj")
         first = (KERNELS / f"{name}.pdj").read_text().splitlines()[0]
         assert first.startswith("# ") and "=" in first, name
         assert p.check() == []
+
+
+# Kernels that compute from positions (iterator values in expressions): masks, biases and
+# angles come from the formula, not from an input table.
+
+
+def causal(L):
+    return np.tril(np.ones((L, L), dtype=bool))
+
+
+def test_causal_attention(rng):
+    L, D = 9, 8
+    Q, K, V = rand(rng, L, D), rand(rng, L, D), rand(rng, L, D)
+    out = run("causal-attention", {"L": L, "D": D}, {"Q": Q, "K": K, "V": V})
+    close(out["O"], softmax(np.where(causal(L), Q @ K.T * 0.125, -np.inf)) @ V)
+    close(out["O"][0], V[0])  # the first token sees only itself
+
+
+def test_alibi_attention(rng):
+    NH, L, D = 3, 7, 8
+    Q, K, V = rand(rng, NH, L, D), rand(rng, NH, L, D), rand(rng, NH, L, D)
+    out = run("alibi-attention", {"NH": NH, "L": L, "D": D}, {"Q": Q, "K": K, "V": V})
+    slopes = 2.0 ** (-8.0 * (np.arange(NH) + 1) / NH)  # the ALiBi paper's geometric sequence
+    i, j = np.arange(L)[:, None], np.arange(L)[None, :]
+    bias = -slopes[:, None, None] * (i - j)[None]
+    S = np.einsum("hid,hjd->hij", Q, K) * 0.125 + bias
+    want = np.einsum("hij,hjd->hid", softmax(np.where(causal(L)[None], S, -np.inf)), V)
+    close(out["O"], want)
+
+
+def test_sliding_window_attention(rng):
+    L, D, W = 11, 8, 3
+    Q, K, V = rand(rng, L, D), rand(rng, L, D), rand(rng, L, D)
+    out = run("sliding-window-attention", {"L": L, "D": D, "W": W}, {"Q": Q, "K": K, "V": V})
+    i, j = np.arange(L)[:, None], np.arange(L)[None, :]
+    band = (j <= i) & (j > i - W)
+    close(out["O"], softmax(np.where(band, Q @ K.T * 0.125, -np.inf)) @ V)
+
+
+def test_rope_inline(rng):
+    T, NH, P = 7, 3, 4
+    q = rand(rng, T, NH, 2 * P)
+    out = run("rope-inline", {"T": T, "NH": NH, "D": 2 * P, "P": P}, {"q": q})
+    angle = np.arange(T)[:, None] * 10000.0 ** (-2 * np.arange(P) / (2 * P))[None, :]
+    close(out["o"], rotate_pairs(q, angle))
+
+
+def test_sinusoidal_position(rng):
+    T, P = 50, 6
+    x = rand(rng, T, 2 * P)
+    out = run("sinusoidal-position", {"T": T, "D": 2 * P, "P": P}, {"x": x})
+    angle = np.arange(T)[:, None] / 10000.0 ** (2 * np.arange(P) / (2 * P))[None, :]
+    pe = np.empty((T, 2 * P))
+    pe[:, 0::2], pe[:, 1::2] = np.sin(angle), np.cos(angle)
+    close(out["y"], x + pe)
+
+
+def test_argmax(rng):
+    R, N = 6, 40
+    x = rand(rng, R, N)
+    x[2, [5, 17]] = 3.0  # a tie: the first maximum wins, as in numpy
+    out = run("argmax", {"R": R, "N": N}, {"x": x})
+    np.testing.assert_array_equal(out["a"], np.argmax(x, axis=1))
+    assert out["a"][2] == 5

@@ -18,6 +18,8 @@ namespace perfdojo::testing {
 inline const std::map<std::string, std::map<std::string, int>>& small_sizes() {
   static const std::map<std::string, std::map<std::string, int>> kSizes = {
       {"add-rmsnorm", {{"T", 4}, {"D", 16}}},
+      {"alibi-attention", {{"NH", 2}, {"L", 8}, {"D", 4}}},
+      {"argmax", {{"R", 4}, {"N", 16}}},
       {"attention", {{"L", 8}, {"D", 4}}},
       {"attention-bias", {{"L", 8}, {"D", 4}}},
       {"avgpool", {{"N", 1}, {"C", 2}, {"H", 4}, {"W", 4}, {"HI", 8}, {"WI", 8}}},
@@ -25,6 +27,7 @@ inline const std::map<std::string, std::map<std::string, int>>& small_sizes() {
       {"bias-gelu", {{"M", 4}, {"N", 16}}},
       {"bias-relu", {{"M", 4}, {"N", 16}}},
       {"bmm", {{"BATCH", 2}, {"M", 4}, {"N", 8}, {"K", 4}}},
+      {"causal-attention", {{"L", 16}, {"D", 4}}},
       {"conv2d-3x3", {{"N", 1}, {"C", 2}, {"K", 4}, {"H", 4}, {"W", 4}, {"HI", 6}, {"WI", 6}}},
       {"conv2d-3x3-s2", {{"N", 1}, {"C", 2}, {"K", 4}, {"H", 4}, {"W", 4}, {"HI", 9}, {"WI", 9}}},
       {"depthwise-conv", {{"N", 1}, {"C", 4}, {"H", 4}, {"W", 4}, {"HI", 6}, {"WI", 6}}},
@@ -44,7 +47,10 @@ inline const std::map<std::string, std::map<std::string, int>>& small_sizes() {
       {"pointwise-conv", {{"CI", 4}, {"CO", 4}, {"P", 16}}},
       {"rmsnorm", {{"R", 4}, {"N", 16}}},
       {"rope", {{"T", 4}, {"NH", 2}, {"D", 8}, {"P", 4}}},
+      {"rope-inline", {{"T", 4}, {"NH", 2}, {"D", 8}, {"P", 4}}},
       {"rowsum", {{"M", 8}, {"N", 16}}},
+      {"sinusoidal-position", {{"T", 8}, {"D", 16}, {"P", 8}}},
+      {"sliding-window-attention", {{"L", 16}, {"D", 4}, {"W", 4}}},
       {"softmax", {{"B", 4}, {"N", 16}}},
       {"softmax-temperature", {{"R", 4}, {"N", 16}}},
       {"swiglu-mlp", {{"T", 4}, {"D", 8}, {"H", 16}}},
