@@ -178,19 +178,20 @@ std::variant<std::shared_ptr<Farm>, std::string> Farm::start(const std::vector<s
   return f;
 }
 
-Farm::~Farm() { fail("closed"); }
+Farm::~Farm() { fail("closed", /*graceful=*/true); }
 
 std::string Farm::error() const {
   std::lock_guard<std::mutex> lock(mu_);
   return error_;
 }
 
-void Farm::fail(const std::string& why) {
+void Farm::fail(const std::string& why, bool graceful) {
   if (error_.empty()) error_ = why;
   if (in_ >= 0) close(in_);  // EOF on its stdin: a farm stops its workers and exits
   in_ = -1;
   if (pid_ > 0) {
     int status = 0;
+    if (!graceful) kill(-pid_, SIGTERM);  // a broken farm: its Ray driver still ends its actors
     const double deadline = now_s() + 10;  // Ray's shutdown takes a few seconds
     while (waitpid(pid_, &status, WNOHANG) == 0) {
       if (now_s() > deadline) {

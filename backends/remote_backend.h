@@ -71,7 +71,9 @@ class Farm {
 
  private:
   Farm() = default;
-  void fail(const std::string& why);  // stops the process; error() says why
+  // Stops the process (EOF on its stdin; when not `graceful`, SIGTERM to its group at once) and
+  // kills it if it is still there after a grace period; error() says why.
+  void fail(const std::string& why, bool graceful = false);
   std::optional<std::string> read_line(double deadline_s, std::string* line);
   mutable std::mutex mu_;
   pid_t pid_ = -1;
