@@ -31,6 +31,16 @@ def make_env(env_config: Optional[dict] = None) -> PerfDojoEnv:
     return PerfDojoEnv(**cfg)
 
 
+class PerfDojoRLlibEnv(PerfDojoEnv):
+    """`make_env` as a class, which RLlib builds with the env config: what `ppo_config` names,
+    so that no registry (per Ray job) has to be filled first."""
+
+    def __init__(self, config: Optional[dict] = None):
+        cfg = dict(config or {})
+        cfg.setdefault("dict_observation", True)
+        super().__init__(**cfg)
+
+
 def register(name: str = ENV_NAME) -> str:
     """Registers `make_env` with Ray Tune's registry under `name` (what PPOConfig.environment
     names); returns the name."""
@@ -60,12 +70,11 @@ def ppo_config(benchmark: str = "perfdojo://suite/softmax", *, num_env_runners: 
     from ray.rllib.algorithms.ppo import PPOConfig
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
-    register()
     cfg = dict(env_config or {}, benchmark=benchmark, backend=backend,
                max_episode_steps=max_episode_steps, dict_observation=masked)
     config = (
         PPOConfig()
-        .environment(ENV_NAME, env_config=cfg)
+        .environment(PerfDojoRLlibEnv, env_config=cfg)
         .env_runners(num_env_runners=num_env_runners, num_envs_per_env_runner=1,
                      num_cpus_per_env_runner=1, rollout_fragment_length=rollout_fragment_length)
         # A runner whose server died is restarted (with a fresh server), not fatal.

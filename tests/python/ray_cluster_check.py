@@ -1,6 +1,6 @@
 """Runs under .venv-rl (Ray 2.48 with RLlib): a Ray cluster of two nodes on this machine, PPO
 for two iterations with two env runners (one per node, each with its own `perfdojo serve`), then
-`perfdojo optimize --workers ray://...` whose measurements go to actors on both nodes. Prints one
+`perfdojo optimize --workers ray:HEAD:PORT` whose measurements go to actors on both nodes. Prints one
 JSON line of what it saw; tests/python/test_ray.py asserts on it. Every process of the cluster is
 ended on the way out, whatever happened."""
 
@@ -41,7 +41,7 @@ def main() -> int:
             env = dict(os.environ, PERFDOJO_FARM_PYTHON=sys.executable)
             bin_dir = os.environ.get("PERFDOJO_BIN_DIR", "build/bin")
             run = subprocess.run([os.path.join(bin_dir, "perfdojo"), "optimize", "kernels/softmax.pdj",
-                                  "--timeout", "20", "--workers", cluster.client_address,
+                                  "--timeout", "20", "--workers", "ray:" + cluster.address,
                                   "--out", d], env=env, capture_output=True, text=True, timeout=240)
             out["optimize_rc"] = run.returncode
             farm_lines = [l for l in run.stderr.replace("\r", "\n").splitlines() if l.startswith("[farm]")]
