@@ -84,6 +84,11 @@ std::vector<Measurement> Backend::compare(const std::vector<const ir::Program*>&
   return out;
 }
 
+std::vector<Measurement> Backend::measure_each(const std::vector<const ir::Program*>& programs,
+                                              const MeasureOptions& options) {
+  return Backend::compare(programs, options);  // the same loop: one after another
+}
+
 std::vector<std::string> backend_names() {
   std::vector<std::string> out;
   for (const auto& [n, f] : registry()) out.push_back(n);

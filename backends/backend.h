@@ -96,6 +96,13 @@ class Backend {
   virtual std::vector<Measurement> compare(const std::vector<const ir::Program*>& programs,
                                            const MeasureOptions& options);
   static constexpr size_t kMaxCompared = 4;
+  /// Measures each of `programs` as measure() would, at once where the backend can (a
+  /// measurement farm of several machines, remote_backend.h); one Measurement per program, in
+  /// order. The default measures them one after another.
+  virtual std::vector<Measurement> measure_each(const std::vector<const ir::Program*>& programs,
+                                                const MeasureOptions& options);
+  /// How many measurements measure_each takes at once (1: one after another).
+  virtual int concurrency() const { return 1; }
   /// Compiles ahead what measure() of each program would compile, so that a later measure()
   /// finds it built. Safe to call from a second thread while measure() runs on this instance
   /// (the optimiser compiles its next candidates on another core). Errors are left for

@@ -70,5 +70,7 @@ std::vector<Command> bridge_commands();
 
 /// The optimiser (optimize).
 std::vector<Command> optimize_commands();
+/// Subcommands of the measurement farm (measure-worker).
+std::vector<Command> farm_commands();
 
 }  // namespace perfdojo::cli

@@ -155,6 +155,16 @@ int cmd_optimize(const Args& a) {
     if (threads < 1) return usage_error("--threads needs a positive whole number", a.json);
     config.extra["threads"] = std::to_string(threads);
   }
+  if (a.has("workers")) {
+    std::error_code ec;
+    const std::string self = fs::read_symlink("/proc/self/exe", ec).string();
+    auto cmd = backends::farm_command(a.get("workers"), self);
+    if (auto* e = std::get_if<std::string>(&cmd)) return usage_error(*e, a.json);
+    std::string joined;
+    for (const auto& w : std::get<std::vector<std::string>>(cmd)) joined += (joined.empty() ? "" : "\t") + w;
+    config.extra["farm_command"] = joined;
+    fprintf(stderr, "starting the measurement farm: %s\n", a.get("workers").c_str());
+  }
   if (!std::getenv("PERFDOJO_MACHINE_PROFILE") &&
       !fs::exists(optimizer::cached_profile_path(config.extra["profile_dir"])))
     fprintf(stderr, "calibrating this machine for the cost model (once, a few seconds)...\n");
@@ -246,6 +256,7 @@ int cmd_optimize(const Args& a) {
                            .add("agent_proposals", agent_note)
                            .add("proposals_used", r.proposals_used)
                            .add("sketches_used", r.sketches_used)
+                           .raw("workers", r.workers.empty() ? "null" : r.workers)
                            .add("note", r.note)
                            .raw("trace", trace.str())
                            .raw("curve", curve.str())
@@ -291,10 +302,10 @@ int cmd_optimize(const Args& a) {
 std::vector<Command> optimize_commands() {
   return {{"optimize",
            "optimize FILE [--arch A (default: widest x86 available; aarch64_neon, aarch64_sve, riscv64_rvv: modelled, verified under qemu)] [--mode M] [--timeout S] "
-           "[--threads N] [--agent CHECKPOINT] [--out DIR] [--no-cache]",
+           "[--threads N] [--agent CHECKPOINT] [--workers ray://HOST:PORT] [--out DIR] [--no-cache]",
            "search for the fastest verified kernel; writes the .pdj, trace, C source, header and "
            "report.json",
-           {"arch", "mode", "timeout", "out", "agent", "threads"},
+           {"arch", "mode", "timeout", "out", "agent", "threads", "workers"},
            {"no-cache"},
            cmd_optimize}};
 }

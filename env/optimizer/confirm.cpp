@@ -57,8 +57,14 @@ bool verify_small(const ir::Program& original, const std::vector<transforms::Act
 bool SearchRun::try_candidate(const ir::Program& q, const std::vector<transforms::Action>& trace) {
   if (!measured.insert(ir::structural_hash(q)).second) return false;
   const auto t0 = Clock::now();
-  auto sm = target_backend.measure(q, screen);
-  ++r.measurements;
+  backends::Measurement sm;
+  if (auto it = screened.find(ir::structural_hash(q)); it != screened.end()) {
+    sm = std::move(it->second);  // counted when taken
+    screened.erase(it);
+  } else {
+    sm = target_backend.measure(q, screen);
+    ++r.measurements;
+  }
   bool better = false;
   if (sm.ok() && sm.median_s < std::min(best_screen, r.final_s) * 0.98) {
     backends::Measurement m;
@@ -107,6 +113,24 @@ void SearchRun::compile_ahead(std::vector<ir::Program> programs) {
   ahead = std::thread([this, ps = std::move(programs)] { target_backend.prepare(ps); });
 }
 
+void SearchRun::screen_ahead(const std::vector<const ir::Program*>& programs) {
+  if (target_backend.concurrency() < 2) return;
+  std::vector<const ir::Program*> todo;
+  std::vector<uint64_t> hashes;
+  for (const ir::Program* p : programs) {
+    const uint64_t h = ir::structural_hash(*p);
+    if (measured.count(h) || screened.count(h) ||
+        std::find(hashes.begin(), hashes.end(), h) != hashes.end())
+      continue;
+    todo.push_back(p);
+    hashes.push_back(h);
+  }
+  if (todo.size() < 2) return;  // one is screened by try_candidate as usual
+  auto ms = target_backend.measure_each(todo, screen);
+  r.measurements += static_cast<int>(ms.size());
+  for (size_t i = 0; i < ms.size(); ++i) screened[hashes[i]] = std::move(ms[i]);
+}
+
 void SearchRun::finish_compiling() {
   if (ahead.joinable()) ahead.join();
 }
@@ -116,6 +140,9 @@ void SearchRun::measure_proposals() {
     std::vector<ir::Program> later;
     for (size_t i = 1; i < proposed.size(); ++i) later.push_back(proposed[i].program);
     compile_ahead(std::move(later));
+    std::vector<const ir::Program*> all;
+    for (const Candidate& c : proposed) all.push_back(&c.program);
+    screen_ahead(all);
   }
   for (const Candidate& c : proposed) {  // whatever the model thinks of them
     if (over(kProposalShare)) break;
@@ -167,6 +194,10 @@ void SearchRun::confirm() {
       for (size_t i = next_favourite + 1; i < std::min(pool.size(), next_favourite + 4); ++i)
         later.push_back(pool[i].program);
       compile_ahead(std::move(later));
+      std::vector<const ir::Program*> four;
+      for (size_t i = next_favourite; i < pool.size() && four.size() < 4; ++i)
+        if (!pool[i].trace.empty()) four.push_back(&pool[i].program);
+      screen_ahead(four);
     }
     for (int k = 0; k < 4 && next_favourite < pool.size() && !confirm_over(); ++next_favourite)
       if (!pool[next_favourite].trace.empty()) {
@@ -196,6 +227,9 @@ void SearchRun::climb(bool& climbed, bool& exhausted) {
       std::vector<ir::Program> later;
       for (size_t i = tried + 1; i < std::min(next.size(), tried + 6); ++i) later.push_back(next[i].program);
       compile_ahead(std::move(later));
+      std::vector<const ir::Program*> six;
+      for (size_t i = tried; i < std::min(next.size(), tried + 6); ++i) six.push_back(&next[i].program);
+      screen_ahead(six);
     }
     for (size_t stop = tried + 6; tried < next.size() && tried < stop && !confirm_over(); ++tried) {
       if (try_candidate(next[tried].program, next[tried].trace)) {

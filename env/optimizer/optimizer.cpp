@@ -59,6 +59,12 @@ Optimizer::Optimizer(std::string arch, std::optional<backends::X86Isa> isa, Mode
   model_ = backends::make_backend("cost_model", config_);
 }
 
+std::unique_ptr<backends::Backend> Optimizer::make_target(const backends::BackendConfig& c) const {
+  auto local = backends::make_backend(arch_, c);
+  if (!farm_ || !local) return local;
+  return std::make_unique<backends::RemoteBackend>(std::move(local), farm_);
+}
+
 ir::Result<std::unique_ptr<Optimizer>> Optimizer::make(const std::string& arch, Mode mode,
                                                        const backends::BackendConfig& config) {
   auto fail = [](const std::string& m) {
@@ -75,6 +81,18 @@ ir::Result<std::unique_ptr<Optimizer>> Optimizer::make(const std::string& arch, 
       return fail(arch + " is not available here: " + av.why);
   }
   std::unique_ptr<Optimizer> o(new Optimizer(arch, isa, mode, config));
+  if (auto it = config.extra.find("farm_command"); it != config.extra.end()) {
+    std::vector<std::string> argv;
+    for (size_t at = 0; at <= it->second.size();) {
+      const size_t tab = std::min(it->second.find('\t', at), it->second.size());
+      argv.push_back(it->second.substr(at, tab - at));
+      at = tab + 1;
+    }
+    auto farm = backends::Farm::start(argv, 180);  // Ray, its actors and their calibrations
+    if (auto* e = std::get_if<std::string>(&farm)) return fail(*e);
+    o->farm_ = std::get<std::shared_ptr<backends::Farm>>(farm);
+    o->target_ = o->make_target(o->config_);
+  }
   if (!o->target_) return fail("no backend for '" + arch + "'");
   if (!o->model_ || !o->model_->available().ok)
     return fail("the cost model cannot start: " + o->model_->available().why);
@@ -95,11 +113,12 @@ Result Optimizer::transform(const ir::Program& program, double timeout_s, const 
   r.threads = caps.parallel ? std::max(1, caps.threads) : 1;
   r.modelled = !isa_.has_value();
   r.peak_gflops = peak_gflops_;
+  if (farm_) r.workers = farm_->ready_line();
   // A compile that would eat a large share of the budget is not worth waiting for.
   {
     backends::BackendConfig c = config_;
     c.compile_timeout_s = std::clamp(timeout_s * 0.02, 5.0, config_.compile_timeout_s);
-    target_ = backends::make_backend(arch_, c);
+    target_ = make_target(c);
   }
   detail::SearchRun run(program, timeout_s, progress, cancel, mode_, target, arch_, config_,
                         *target_, *model_, res, start);

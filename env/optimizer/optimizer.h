@@ -13,6 +13,7 @@
 
 #include "backends/backend.h"
 #include "backends/machine_profile.h"
+#include "backends/remote_backend.h"
 #include "backends/x86_backend.h"
 #include "ir/diagnostic.h"
 #include "ir/ir.h"
@@ -83,6 +84,9 @@ struct Report {
   int threads = 1;           ///< threads the target may use (1: single core)
   double peak_gflops = 0;    ///< the target's FMA peak per core, from the profile
   std::vector<CurvePoint> curve;
+  /// The measurement farm's ready line (JSON: its workers and their machines); "" when every
+  /// measurement ran here.
+  std::string workers;
   std::string note;  ///< anything the user should know (e.g. why no speed-up)
 };
 
@@ -111,6 +115,9 @@ class Optimizer {
   /// calibrated profile kept in `config.extra["profile_dir"]`, else in `config.cache_dir`
   /// (calibrated on first use, about 6 s, and kept there), else a fresh calibration;
   /// `config.extra["calibrate"] = "off"` uses the built-in profile instead.
+  /// `config.extra["farm_command"]` (a command line, arguments separated by tabs; see
+  /// backends::farm_command) sends the target's measurements to a measurement farm
+  /// (remote_backend.h, docs/ray.md); an error when it does not start.
   static ir::Result<std::unique_ptr<Optimizer>> make(const std::string& arch, Mode mode,
                                                      const backends::BackendConfig& config = {});
   /// Traces proposed from outside (a trained policy, `perfdojo optimize --agent`): replayed on the
@@ -129,6 +136,9 @@ class Optimizer {
             backends::BackendConfig config);
   // The report's derived figures, the note, and the generated C of the returned program.
   void finish(Result& res, bool interrupted) const;
+  // The target's backend: measured here, or by the farm when there is one.
+  std::unique_ptr<backends::Backend> make_target(const backends::BackendConfig& config) const;
+  std::shared_ptr<backends::Farm> farm_;
   std::string arch_;
   std::optional<backends::X86Isa> isa_;  ///< arch_, parsed once by make; nullopt: a cross target
   Mode mode_;

@@ -130,6 +130,10 @@ struct SearchRun {
   // With two or more cores for the target, `programs` are compiled on another thread while
   // this one measures (the previous batch's compiles are waited for first); a no-op on one.
   void compile_ahead(std::vector<ir::Program> programs);
+  // With a backend that measures several programs at once (a measurement farm), the screening
+  // runs of the candidates about to be tried are taken together, and try_candidate uses them.
+  void screen_ahead(const std::vector<const ir::Program*>& programs);
+  std::map<uint64_t, backends::Measurement> screened;
   void finish_compiling();
   std::thread ahead;
   ~SearchRun() { finish_compiling(); }
