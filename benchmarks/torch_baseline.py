@@ -200,6 +200,81 @@ def forms(name, s, torch):
         q, k, v = r(NH, D), r(L, D), r(L, D)
         scale = 1.0 / (D ** 0.5)
         return [("F.softmax(q @ K.T * scale, 1) @ V", lambda: F.softmax(torch.mm(q, k.t()) * scale, dim=1).mm(v))]
+    if name in ("causal-attention", "sliding-window-attention"):
+        # Model code builds the mask once (a registered buffer), outside the timed call.
+        L, D = s["L"], s["D"]
+        q, k, v = r(L, D), r(L, D), r(L, D)
+        scale = 1.0 / (D ** 0.5)
+        i, j = torch.arange(L)[:, None], torch.arange(L)[None, :]
+        keep = j <= i
+        if name == "sliding-window-attention":
+            keep = keep & (j > i - s["W"])
+        hidden = ~keep
+        bias = torch.zeros(L, L).masked_fill(hidden, float("-inf"))
+        out = torch.empty(L, D)
+        return [("F.softmax((Q @ K.T * scale).masked_fill(~mask, -inf), 1) @ V",
+                 lambda: F.softmax((torch.mm(q, k.t()) * scale).masked_fill(hidden, float("-inf")), dim=1).mm(v)),
+                ("mm(F.softmax(addmm(mask_bias, Q, K.T, alpha=scale), 1), V, out=O)",
+                 lambda: torch.mm(F.softmax(torch.addmm(bias, q, k.t(), alpha=scale), dim=1), v, out=out))]
+    if name == "alibi-attention":
+        # BLOOM's form: the ALiBi bias and the causal mask built once, then baddbmm.
+        NH, L, D = s["NH"], s["L"], s["D"]
+        q, k, v = r(NH, L, D), r(NH, L, D), r(NH, L, D)
+        scale = 1.0 / (D ** 0.5)
+        slopes = 2.0 ** (-8.0 * (torch.arange(NH) + 1) / NH)
+        i, j = torch.arange(L)[:, None], torch.arange(L)[None, :]
+        bias = (-slopes[:, None, None] * (i - j)[None].float()).masked_fill((j > i)[None], float("-inf"))
+        out = torch.empty(NH, L, D)
+        return [("bmm(F.softmax(baddbmm(alibi_causal, Q, K^T, alpha=scale), -1), V) (BLOOM)",
+                 lambda: torch.bmm(F.softmax(torch.baddbmm(bias, q, k.transpose(1, 2), alpha=scale), dim=-1), v)),
+                ("bmm(..., out=O)",
+                 lambda: torch.bmm(F.softmax(torch.baddbmm(bias, q, k.transpose(1, 2), alpha=scale), dim=-1), v, out=out))]
+    if name == "rope-inline":
+        # The same work as the kernel: angles, cos and sin for every position, then the rotation
+        # (Hugging Face's rotary embedding recomputes cos/sin from the positions on every call).
+        T, NH, P = s["T"], s["NH"], s["P"]
+        q = r(T, NH, 2 * P)
+        inv_freq = 10000.0 ** (-torch.arange(P, dtype=torch.float64) * 2 / (2 * P))
+        pos = torch.arange(T, dtype=torch.float64)
+        out = torch.empty_like(q)
+
+        def real():
+            ang = torch.outer(pos, inv_freq)
+            c, sn = torch.cos(ang).float()[:, None, :], torch.sin(ang).float()[:, None, :]
+            q0, q1 = q[..., 0::2], q[..., 1::2]
+            out[..., 0::2] = q0 * c - q1 * sn
+            out[..., 1::2] = q0 * sn + q1 * c
+            return out
+
+        def complex_form():
+            fc = torch.polar(torch.ones(T, P), torch.outer(pos, inv_freq).float())[:, None, :]
+            return torch.view_as_real(torch.view_as_complex(q.reshape(T, NH, P, 2)) * fc).flatten(2)
+        return [("cos/sin of outer(t, inv_freq), then the pairs rotated", real),
+                ("view_as_real(view_as_complex(q) * polar(1, angles)) (LLaMA)", complex_form)]
+    if name == "sinusoidal-position":
+        # The same work as the kernel: the encoding computed from the positions, then added.
+        T, P = s["T"], s["P"]
+        x = r(T, 2 * P)
+        div = torch.exp(torch.arange(P, dtype=torch.float64) * (-2 * 9.210340371976184 / (2 * P)))
+        pos = torch.arange(T, dtype=torch.float64)
+        out = torch.empty_like(x)
+
+        def halves():
+            ang = torch.outer(pos, div)
+            torch.add(x[:, :P], torch.sin(ang).float(), out=out[:, :P])
+            torch.add(x[:, P:], torch.cos(ang).float(), out=out[:, P:])
+            return out
+
+        def concatenated():
+            ang = torch.outer(pos, div)
+            return x + torch.cat([torch.sin(ang), torch.cos(ang)], dim=1).float()
+        return [("x + cat([sin, cos](outer(t, div_term)), 1) (tensor2tensor)", concatenated),
+                ("add(x halves, sin / cos halves, out=y)", halves)]
+    if name == "argmax":
+        x = r(s["R"], s["N"])
+        idx = torch.empty(s["R"], dtype=torch.int64)
+        return [("torch.argmax(x, dim=1)", lambda: torch.argmax(x, dim=1)),
+                ("torch.argmax(x, dim=1, out=i)", lambda: torch.argmax(x, dim=1, out=idx))]
     raise KeyError(name)
 
 

@@ -204,9 +204,7 @@ def test_sinusoidal_position(rng):
     x = rand(rng, T, 2 * P)
     out = run("sinusoidal-position", {"T": T, "D": 2 * P, "P": P}, {"x": x})
     angle = np.arange(T)[:, None] / 10000.0 ** (2 * np.arange(P) / (2 * P))[None, :]
-    pe = np.empty((T, 2 * P))
-    pe[:, 0::2], pe[:, 1::2] = np.sin(angle), np.cos(angle)
-    close(out["y"], x + pe)
+    close(out["y"], x + np.concatenate([np.sin(angle), np.cos(angle)], axis=1))
 
 
 def test_argmax(rng):
