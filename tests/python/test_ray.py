@@ -61,3 +61,23 @@ def test_ppo_runners_and_measurement_actors_spread_over_two_nodes():
     per_node = out["per_node"]
     assert sorted(per_node) == sorted(n[:12] for n in out["nodes"]), per_node
     assert all(count >= 1 for count in per_node.values()), per_node
+
+
+def test_the_farm_survives_a_worker_that_dies_and_one_that_stalls():
+    """The farm's failover, with stand-in actors on a one-node Ray (ray_farm_failover_check.py):
+    every request is answered once, by the live worker; the dead and the silent one are dropped;
+    with none left a request gets an error reply and the farm exits 1."""
+    python = rl_python_with_ray()
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "python"), os.environ.get("PYTHONPATH", "")]))
+    run = subprocess.run([str(python), str(ROOT / "tests" / "python" / "ray_farm_failover_check.py")],
+                         cwd=ROOT, capture_output=True, text=True, env=env, timeout=240)
+    assert run.returncode == 0, run.stderr[-3000:]
+    out = json.loads(run.stdout.strip().splitlines()[-1])
+    assert "error" not in out, out
+    assert out["rc"] == 0
+    assert sorted(r["id"] for r in out["replies"]) == [1, 1, 2], out["replies"]
+    assert all(r["ok"] and r["worker"] == "answanswansw" for r in out["replies"]), out["replies"]
+    assert out["left"] == ["answers"], out
+    assert out["alone_rc"] == 1
+    assert len(out["alone_replies"]) == 1 and not out["alone_replies"][0]["ok"]
+    assert "no measuring worker left" in out["alone_replies"][0]["error"]
