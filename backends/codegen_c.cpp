@@ -360,8 +360,14 @@ class Printer {
       if (const auto* b = p.find_buffer(e.access.buffer))
         w = std::max(w, ir::dtype_bytes(b->dtype));
     }
-    if (e.kind == ir::ExprKind::kUnary && is_cast(e.un))
+    if (e.kind == ir::ExprKind::kUnary && is_cast(e.un)) {
       w = std::max(w, ir::dtype_bytes(cast_type(e.un)));
+      // A cast's argument computes in its own type: f64 when it has none (literals, iterators).
+      w = std::max(w, ir::dtype_bytes(type_of(p, *e.args[0]).value_or(DType::kF64)));
+    }
+    // A comparison of untyped operands runs in f64 (vexpr's select).
+    if (e.kind == ir::ExprKind::kSelect && !type_of(p, *e.args[0]) && !type_of(p, *e.args[1]))
+      w = std::max(w, 8);
     for (const auto& a : e.args) w = widest_bytes(p, *a, w);
     return w;
   }
@@ -686,6 +692,15 @@ class Printer {
     // Lanes run each statement for all lanes before the next statement: equivalent when every
     // lane touches its own element of each written buffer, or the write is a reduction into one
     // element nothing else in the scope touches (a horizontal reduction, which reassociates).
+    // Two unit-stride accesses whose offsets differ by at least the scope's extent touch
+    // disjoint elements over all its lanes (y[i] and y[i+256] in one 16-lane scope).
+    auto disjoint = [&](const Flat& a, const Flat& b) {
+      if (a.coeff(d) != 1 || b.coeff(d) != 1) return false;
+      const size_t n = std::max(a.c.size(), b.c.size());
+      for (size_t k = 0; k < n; ++k)
+        if (a.coeff(static_cast<int>(k)) != b.coeff(static_cast<int>(k))) return false;
+      return a.k0 - b.k0 >= w || b.k0 - a.k0 >= w;
+    };
     for (const auto& s : sites) {
       if (!s.write) continue;
       Flat f = flat(*s.a);
@@ -693,7 +708,8 @@ class Printer {
       for (const auto& o : sites) {
         if (o.a->buffer != s.a->buffer) continue;
         ++same_buffer;
-        if (!(flat(*o.a) == f))
+        const Flat g = flat(*o.a);
+        if (!(g == f) && !disjoint(f, g))
           return "buffer " + s.a->buffer + " is accessed at different elements in one lane";
       }
       if (f.coeff(d) == 0 && (!s.reduce || same_buffer != 1))

@@ -105,6 +105,14 @@ TEST_CASE(
         g.source.find("for (int64_t i1 = 0; i1 < 2; ++i1)"));
 }
 
+TEST_CASE("offsets of one buffer at least the lanes apart vectorise (two halves of a row)") {
+  auto g = generate_c(program_of(
+      "input x: f32[32]\noutput y: f32[32]\n\n16:vec y[{0}] = x[{0}] + {0}\n| y[{0}+16] = x[{0}+16] - {0}\n"));
+  CHECK(g.scalar_fallbacks == 0);
+  CHECK(g.vector_scopes == 1);
+  CHECK(has(g.source, "_iota(0)"));
+}
+
 TEST_CASE("a max reduction over lanes keeps the IR's max and its identity") {
   auto p = program_of(
       "input x: f32[4, 16]\noutput y: f32[4] = -inf\n\n4 16:vec y[{0}] = max(x[{0},{1}])\n");
@@ -134,6 +142,12 @@ TEST_CASE("a vec scope the printer cannot vectorise falls back to a plain loop a
   SUBCASE("a lane reads what another lane writes") {
     auto g = generate_c(program_of(
         "input x: f32[17]\noutput y: f32[17] = 0\n\n16:vec y[{0}+1] = y[{0}] + x[{0}]\n"));
+    CHECK(g.scalar_fallbacks == 1);
+    CHECK(has(g.source, "accessed at different elements"));
+  }
+  SUBCASE("two offsets of one buffer closer than the lanes span") {
+    auto g = generate_c(program_of(
+        "input x: f32[32]\noutput y: f32[32]\n\n16:vec y[{0}] = x[{0}]\n| y[{0}+8] = x[{0}] * 2\n"));
     CHECK(g.scalar_fallbacks == 1);
     CHECK(has(g.source, "accessed at different elements"));
   }
