@@ -283,10 +283,10 @@ std::string vector_helpers(DType t, int64_t w, bool libmvec) {
   s += "PD_INLINE " + V + " " + V + "_load(const " + S + "* p) { return *(const " + V + "u*)p; }\n";
   s += "PD_INLINE void " + V + "_store(" + S + "* p, " + V + " v) { *(" + V + "u*)p = v; }\n";
   s += "PD_INLINE " + V + " " + V + "_splat(" + S + " x) { return (" + V + "){" + splat + "}; }\n";
-  // Lanes b, b+1, ...: integers converted as scalars are (exact, whatever their size).
+  // Lanes b, b+s, b+2s, ...: integers converted as scalars are (exact, whatever their size).
   std::string iota;
-  for (int64_t l = 0; l < w; ++l) iota += (l ? ", b + " : "b + ") + std::to_string(l);
-  s += "PD_INLINE " + V + " " + V + "_iota(int64_t b) { typedef int64_t L __attribute__((vector_size(" +
+  for (int64_t l = 0; l < w; ++l) iota += (l ? ", b + s * " : "b + s * ") + std::to_string(l);
+  s += "PD_INLINE " + V + " " + V + "_iota(int64_t b, int64_t s) { typedef int64_t L __attribute__((vector_size(" +
        std::to_string(w * 8) + "))); return __builtin_convertvector((L){" + iota + "}, " + V + "); }\n";
   s += "PD_INLINE " + V + " " + V + "_sel(" + M + " m, " + V + " a, " + V + " b) { return (" + V +
        ")((m & (" + M + ")a) | (~m & (" + M + ")b)); }\n";
@@ -558,12 +558,11 @@ class Printer {
       case ir::ExprKind::kConst:
         return V + "_splat(" + literal(e.value, t) + ")";
       case ir::ExprKind::kIndex: {
-        // Invariant in the lanes: one value; unit stride: an iota from the chunk's first lane.
+        // Invariant in the lanes: one value; else an iota of stride c from the chunk's first lane.
         const int64_t c = e.affine().coeff(d);
         const Flat f = flat_of(e.affine(), c * lane0);
         if (c == 0) return V + "_splat((" + ctype(t) + ")(" + flat_text(f) + "))";
-        if (c == 1) return V + "_iota(" + flat_text(f, d) + ")";
-        return std::nullopt;
+        return V + "_iota(" + flat_text(f, d) + ", " + std::to_string(c) + ")";
       }
       case ir::ExprKind::kLoad: {
         if (dtype_.at(e.access.buffer) != t) return std::nullopt;

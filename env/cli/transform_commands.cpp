@@ -110,6 +110,23 @@ int cmd_sketch(const Args& a) {
   const std::string& file = a.positional[0];
   auto r = ir::load_file(file);
   if (!r.ok()) return report_errors(r.errors(), a.json, file);
+  if (a.has("all")) {  // every GEMM-class nest, as the optimiser's first proposal
+    if (a.values.count("path")) return usage_error("--all sketches every nest; it takes no --path", a.json);
+    const transforms::SketchExpansion all = transforms::sketch_program(*r, *target, 0);
+    if (all.trace.empty()) {
+      ir::Diagnostic d;
+      d.loc.file = file;
+      d.message = "no GEMM-class nest took the sketch";
+      return report_errors({d}, a.json, file);
+    }
+    if (a.json)
+      std::cout << JsonObject().add("ok", true).add("trace", transforms::print_trace(all.trace))
+                       .add("text", ir::print_program(all.program)).str()
+                << "\n";
+    else
+      std::cout << (a.has("ir") ? ir::print_program(all.program) : transforms::print_trace(all.trace));
+    return kExitOk;
+  }
   // Without --path: loop fission first where a GEMM-class nest shares its scopes.
   transforms::SketchExpansion start{{}, *r};
   if (!a.values.count("path")) start = transforms::isolate_gemm_nests(*r, *target);
@@ -177,12 +194,13 @@ std::vector<Command> transform_commands() {
        "apply actions (each one quoted argument, e.g. \"tile_scope 0 4\") and print the new IR; "
        "an illegal action is refused with its reason (exit 2)",
        {"trace", "target"}, {}, cmd_apply},
-      {"sketch", "sketch FILE [--path P] [--mr N --nr N --kc N --mc N --nc N --lanes N] [--target T] [--ir]",
+      {"sketch", "sketch FILE [--path P | --all] [--mr N --nr N --kc N --mc N --nc N --lanes N] [--target T] [--ir]",
        "expand the micro-kernel sketch (tile, pack, register tile, vectorise) at a GEMM-class nest "
        "(the first one, after loop fission exposing it, unless --path names one) into atomic "
        "actions; without block sizes it aims at the target's first candidate and splits off "
-       "remainders; prints the trace ('apply --trace' replays it) or, with --ir, the IR",
-       {"path", "mr", "nr", "kc", "mc", "nc", "lanes", "target"}, {"ir"}, cmd_sketch},
+       "remainders; --all: every GEMM-class nest with its first candidate (the optimiser's first "
+       "proposal); prints the trace ('apply --trace' replays it) or, with --ir, the IR",
+       {"path", "mr", "nr", "kc", "mc", "nc", "lanes", "target"}, {"ir", "all"}, cmd_sketch},
   };
 }
 

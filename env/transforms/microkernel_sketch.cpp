@@ -606,7 +606,11 @@ SketchExpansion sketch_program(const ir::Program& p, const Target& target, size_
   const SketchExpansion isolated = isolate_gemm_nests(p, target);
   SketchExpansion out{isolated.trace, isolated.program};
   bool any = false;
-  for (const auto& nest : gemm_nests(isolated.program)) {
+  // Last nest first: an expansion may add siblings after its own nest (split_range's remainder
+  // at the top level), which would move every later nest's path but never an earlier one's.
+  const auto nests = gemm_nests(isolated.program);
+  for (auto it = nests.rbegin(); it != nests.rend(); ++it) {
+    const auto& nest = *it;
     const auto cands = microkernel_candidates(nest, target);
     if (cands.empty()) continue;
     auto e = expand_microkernel_fitted(out.program, nest.path, cands[std::min(choice, cands.size() - 1)], target);

@@ -98,9 +98,10 @@ ir::Result<SketchExpansion> expand_microkernel_fitted(const ir::Program& p, cons
                                                        const Target& target);
 
 /// The sketch on a whole program: fission exposing GEMM-class nests (isolate_gemm_nests), then
-/// every nest fitted with its `choice`-th candidate (a nest with fewer takes its last; nests are
-/// disjoint subtrees, so each expansion leaves the others' paths alone). The trace is empty when
-/// no nest took the sketch.
+/// every nest fitted with its `choice`-th candidate (a nest with fewer takes its last), the last
+/// nest first: an expansion may add siblings after its nest (a remainder split off at the top
+/// level), which leaves the paths of the nests before it alone. The trace is empty when no nest
+/// took the sketch.
 SketchExpansion sketch_program(const ir::Program& p, const Target& target, size_t choice);
 /// How many choices sketch_program has on `p`: the most candidates any GEMM-class nest (after
 /// fission) has; 0 when there is nothing to sketch.

@@ -30,6 +30,7 @@ Legality check_vectorize(const ir::Program& p, const Action& a, const Target& t,
   const ChildSites body(index, p, a.path, 0, static_cast<int>(s->body.size()));
   const auto sites = body.sites();
   for (const auto& site : sites) {
+    if (site.access->buffer.empty()) continue;  // an iterator value: an iota of any stride
     const auto& ix = site.access->index;
     for (size_t k = 0; k + 1 < ix.size(); ++k)
       if (ix[k].coeff(d) != 0) return {Reason::kNonContiguous, site.access->buffer, a.path};

@@ -110,7 +110,7 @@ TEST_CASE("offsets of one buffer at least the lanes apart vectorise (two halves 
       "input x: f32[32]\noutput y: f32[32]\n\n16:vec y[{0}] = x[{0}] + {0}\n| y[{0}+16] = x[{0}+16] - {0}\n"));
   CHECK(g.scalar_fallbacks == 0);
   CHECK(g.vector_scopes == 1);
-  CHECK(has(g.source, "_iota(0)"));
+  CHECK(has(g.source, "_iota(0, 1)"));
 }
 
 TEST_CASE("a max reduction over lanes keeps the IR's max and its identity") {

@@ -221,10 +221,11 @@ TEST_CASE("iterator values, masks from them and sin/cos compile, vectorised and 
   const auto target = *transforms::target_by_name(b->name());
   const std::string text =
       "N = 64\ninput x: f32[N, N]\noutput y: f32[N, N]\noutput z: f64[N, N]\n"
-      "output c: f32[N] = inf\n\n"
+      "output c: f32[N] = inf\noutput w: f32[N, N]\n\n"
       "N N y[{0},{1}] = {1} <= {0} ? x[{0},{1}] * ({1}+1) : -inf\n"
       "| | z[{0},{1}] = f64(x[{0},{1}]) + sin({0}*N+{1}) - cos({1} * 0.25)\n"
-      "| | c[{0}] = min(x[{0},{1}] > 0.5 ? {1} : N)\n";
+      "| | c[{0}] = min(x[{0},{1}] > 0.5 ? {1} : N)\n"
+      "| | w[{0},{1}] = {0}-{1} < 5 ? x[{0},{1}] - ({0}-{1}) * 0.5 + {1}*3 : 0\n";  // strides -1, 3
   const ir::Program p = program_of(text);
   check_matches(*b, p, "as written");
   for (const char* actions : {"vectorize 0.0 16", "vectorize 0.0 8", "tile_scope 0.0 16"}) {

@@ -451,6 +451,20 @@ def test_sketch_json_names_the_nests_and_the_block_sizes_it_would_try():
     assert all(c.endswith("lanes=8") for c in doc["candidates"])
 
 
+def test_sketch_all_takes_every_gemm_nest_and_apply_replays_it(tmp_path):
+    # Attention has two GEMM-class nests, Q K^T and P V; the first one's remainder (split off at
+    # the top level) must not hide the second from the sketch.
+    trace = perfdojo("sketch", KERNELS / "causal-attention.pdj", "--all", check_rc=0).stdout
+    ir = perfdojo("sketch", KERNELS / "causal-attention.pdj", "--all", "--ir", check_rc=0).stdout
+    assert "temp K_t0:" in ir and "temp V_t0:" in ir, ir  # both B operands packed
+    path = tmp_path / "all.trace"
+    path.write_text(trace)
+    assert perfdojo("apply", KERNELS / "causal-attention.pdj", "--trace", path, check_rc=0).stdout == ir
+    proc = perfdojo("sketch", KERNELS / "softmax.pdj", "--all", check_rc=1)
+    assert "no GEMM-class nest took the sketch" in proc.stderr
+    perfdojo("sketch", KERNELS / "attention.pdj", "--all", "--path", "0", check_rc=2)
+
+
 def test_sketch_refuses_what_it_cannot_do_with_a_reason():
     # No GEMM-class nest: invalid input (exit 1), the file named.
     proc = perfdojo("sketch", KERNELS / "softmax.pdj", check_rc=1)

@@ -32,8 +32,6 @@ std::vector<Refusal> vectorize_refusals() {
        kSixteen + "16 s[0] += s[0] * x[{0}]\n", "vectorize 0 16", Reason::kDependence, "s"},
       {"vectorize: every lane stores to one element", kSixteen + "16 s[0] = x[{0}]\n",
        "vectorize 0 16", Reason::kDependence, "s"},
-      {"vectorize: an iterator value with stride 2 over the lanes",
-       kSixteen + "16 y[{0}] = x[{0}] + {0}*2\n", "vectorize 0 16", Reason::kNonContiguous, ""},
   };
 }
 
@@ -47,6 +45,8 @@ std::vector<Acceptance> vectorize_acceptances() {
        kSixteen + "16 y[{0}] = x2[{0}+1] * m[3,2]\n", "vectorize 0 8"},
       {"vectorize an iterator value (an iota) and a mask from it",
        kSixteen + "16 y[{0}] = {0} < 5 ? x[{0}] * ({0}+1) : 0\n", "vectorize 0 16"},
+      {"vectorize iterator values of any stride over the lanes (a distance i - j, a stride 2)",
+       kSixteen + "16 y[{0}] = x[{0}] * (15-{0}) + {0}*2\n", "vectorize 0 16"},
   };
 }
 
