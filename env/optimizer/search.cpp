@@ -193,7 +193,20 @@ void SearchRun::seed(const std::vector<std::vector<transforms::Action>>& proposa
   start_estimate = estimate(program);
   best_estimate = start_estimate;
   roots = {{program, {}, start_estimate}};
-  replay_proposals(sketch_proposals(program, target), r.sketches_used);
+  const auto sketches = sketch_proposals(program, target);
+  replay_proposals(sketches, r.sketches_used);
+  {  // each sketch with the rest of the kernel vectorised (attention's softmax between its GEMMs)
+    std::vector<std::vector<transforms::Action>> finished;
+    for (const auto& trace : sketches) {
+      auto q = transforms::replay(program, trace, target);
+      if (!q.ok()) continue;
+      auto rest = fusion_proposal(q.value(), target);
+      if (rest.empty()) continue;
+      finished.push_back(trace);
+      finished.back().insert(finished.back().end(), rest.begin(), rest.end());
+    }
+    replay_proposals(finished, r.sketches_used);
+  }
   {  // the fused, vectorised form: one trace, counted with the sketches
     auto fused = fusion_proposal(program, target);
     if (!fused.empty()) replay_proposals({fused}, r.sketches_used);
