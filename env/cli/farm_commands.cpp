@@ -21,6 +21,27 @@ namespace {
 using util::JsonObject;
 using util::json::Value;
 
+// The longest request line read (the farm client refuses replies beyond the same size).
+constexpr size_t kMaxLineBytes = size_t{64} << 20;
+
+enum class LineRead { kLine, kTooLong, kEnd };
+
+// One line of `in` into `line`, at most kMaxLineBytes kept: a longer one is read to its end and
+// dropped, so memory stays bounded whatever arrives.
+LineRead read_line(std::istream& in, std::string& line) {
+  line.clear();
+  std::streambuf* sb = in.rdbuf();
+  bool too_long = false, any = false;
+  for (int c = sb->sbumpc(); c != std::char_traits<char>::eof(); c = sb->sbumpc()) {
+    any = true;
+    if (c == '\n') return too_long ? LineRead::kTooLong : LineRead::kLine;
+    if (line.size() < kMaxLineBytes) line.push_back(static_cast<char>(c));
+    else too_long = true;
+  }
+  if (too_long) return LineRead::kTooLong;
+  return any ? LineRead::kLine : LineRead::kEnd;
+}
+
 std::string error_reply(const std::string& id, const std::string& why) {
   return JsonObject().raw("id", id).add("ok", false).add("error", why).str();
 }
@@ -100,7 +121,12 @@ int cmd_measure_worker(const Args& a) {
             << std::endl;
   std::map<std::string, std::unique_ptr<backends::Backend>> backends;
   std::string line;
-  while (std::getline(std::cin, line)) {
+  for (LineRead r; (r = read_line(std::cin, line)) != LineRead::kEnd;) {
+    if (r == LineRead::kTooLong) {
+      std::cout << error_reply("null", "a request line longer than " +
+                                           std::to_string(kMaxLineBytes >> 20) + " MiB") << std::endl;
+      continue;
+    }
     if (line.empty()) continue;
     std::cout << serve_request(line, config, backends) << std::endl;
   }

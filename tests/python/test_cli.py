@@ -548,3 +548,27 @@ def test_measure_on_cuda_without_a_gpu_says_it_compiled_but_could_not_run():
         assert "NOT verified: compiled, but this machine has no device to run it" in out
     else:
         assert "verified on the full size" in out, out
+
+
+# --- measure-worker (a measurement farm's worker, docs/ray.md) --------------------------------
+
+
+def test_measure_worker_answers_bad_requests_with_errors_and_goes_on():
+    small = "input x: f32[16]\noutput y: f32[16]\n\n16 y[{0}] = x[{0}] * 2\n"
+    lines = ["not json", json.dumps({"op": "measure"}), "x" * ((64 << 20) + 5),
+             json.dumps({"id": 3, "op": "fly", "backend": "cost_model", "programs": [small]}),
+             json.dumps({"id": 4, "op": "measure", "backend": "cost_model", "programs": ["N y[{0}] ="]}),
+             json.dumps({"id": 7, "op": "measure", "backend": "cost_model", "hashes": ["0"],
+                         "programs": [small], "options": {"verify": False}})]
+    proc = subprocess.run([str(BIN), "measure-worker", "--no-cache"], input="\n".join(lines) + "\n",
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    replies = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert replies[0]["ready"] is True and replies[0]["isa"]
+    bad, good = replies[1:-1], replies[-1]
+    assert [r["ok"] for r in bad] == [False] * 5
+    assert "not JSON" in bad[0]["error"] and "integer 'id'" in bad[1]["error"]
+    assert "longer than 64 MiB" in bad[2]["error"]  # read to its end and dropped, not kept
+    assert bad[3]["id"] == 3 and "'op'" in bad[3]["error"]
+    assert bad[4]["id"] == 4 and "program 0" in bad[4]["error"]
+    assert good["id"] == 7 and good["ok"] is True and good["results"][0]["median_s"] > 0
