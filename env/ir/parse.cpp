@@ -8,6 +8,7 @@
 #include <memory>
 #include <set>
 #include <sstream>
+#include <unordered_map>
 
 #include "ir/check.h"
 
@@ -30,6 +31,7 @@ struct Token {
 struct LineError {
   int col;
   std::string message;
+  bool limit = false;  ///< a size or depth limit, not a syntax error
 };
 
 // The length of the well-formed UTF-8 sequence of a printable character (U+00A0 and up) at
@@ -208,6 +210,9 @@ class LineParser {
   [[noreturn]] void fail(const Token& t, const std::string& msg) const {
     throw LineError{t.col, msg};
   }
+  [[noreturn]] void fail_limit(const Token& t, const std::string& msg) const {
+    throw LineError{t.col, msg, true};
+  }
   Token expect(Tok k, const std::string& what) {
     if (peek().kind != k) fail(peek(), "expected " + what + ", found " + describe(peek()));
     return next();
@@ -385,7 +390,7 @@ class LineParser {
       }
       case Tok::kLBrace: return parse_iterator();
       case Tok::kLParen: {
-        if (++nesting_ > kMaxNesting) fail(t, "index expression nests too deeply");
+        if (++nesting_ > kMaxNesting) fail_limit(t, "index expression nests too deeply");
         Affine a = parse_index();
         expect(Tok::kRParen, "')' to close the index subexpression");
         --nesting_;
@@ -439,7 +444,7 @@ class LineParser {
   }
 
   ExprPtr parse_expr() {
-    if (++nesting_ > kMaxNesting) fail(peek(), "expression nests too deeply");
+    if (++nesting_ > kMaxNesting) fail_limit(peek(), "expression nests too deeply");
     ExprPtr e = parse_expr_inner();
     --nesting_;
     return e;
@@ -448,7 +453,7 @@ class LineParser {
   // Counts operators: every later pass recurses over the tree, so its size is bounded here.
   void count_node(const Token& at) {
     if (++nodes_ > kMaxNodes)
-      fail(at, "expression is too long (more than " + std::to_string(kMaxNodes) + " operations)");
+      fail_limit(at, "expression is too long (more than " + std::to_string(kMaxNodes) + " operations)");
   }
 
   ExprPtr parse_expr_inner() {
@@ -490,7 +495,7 @@ class LineParser {
 
   ExprPtr parse_unary() {
     if (accept(Tok::kMinus)) {
-      if (++unary_depth_ > kMaxNesting) fail(peek(), "expression nests too deeply");
+      if (++unary_depth_ > kMaxNesting) fail_limit(peek(), "expression nests too deeply");
       ExprPtr e = Expr::unary(UnOp::kNeg, parse_unary());
       --unary_depth_;
       return e;
@@ -500,7 +505,7 @@ class LineParser {
 
   ExprPtr parse_primary() {
     count_node(peek());
-    if (++nesting_ > kMaxNesting) fail(peek(), "expression nests too deeply");
+    if (++nesting_ > kMaxNesting) fail_limit(peek(), "expression nests too deeply");
     ExprPtr e = parse_primary_inner();
     --nesting_;
     return e;
@@ -541,9 +546,19 @@ class LineParser {
 
   // After '(': `(a CMP b) ? x : y`, the condition of a select in brackets; nullptr (nothing
   // consumed) when the parenthesis holds anything else.
+  // Each '(' is tried as a condition once: the outcome is remembered by position, so nested
+  // brackets that are not conditions cost linear time, not two tries per level (2^depth). A
+  // limit hit while trying is final: parsed as an expression, the same brackets nest deeper.
   ExprPtr parenthesised_condition() {
     const size_t at = pos_;
     const int nodes = nodes_, nesting = nesting_, unary = unary_depth_;
+    const size_t key = at;
+    if (auto it = conditions_.find(key); it != conditions_.end()) {
+      if (!it->second.select) return nullptr;
+      pos_ = it->second.end;
+      nodes_ += it->second.nodes;
+      return it->second.select;
+    }
     try {
       ExprPtr l = parse_sum();
       if (auto op = cmp_op(peek().kind)) {
@@ -555,11 +570,15 @@ class LineParser {
           ExprPtr t = parse_expr();
           expect(Tok::kColon, "':' between the branches of the select");
           ExprPtr f = parse_expr();
-          return Expr::select(*op, l, r, t, f);
+          ExprPtr sel = Expr::select(*op, l, r, t, f);
+          conditions_[key] = {sel, pos_, nodes_ - nodes};
+          return sel;
         }
       }
-    } catch (const LineError&) {
+    } catch (const LineError& e) {
+      if (e.limit) throw;
     }
+    conditions_[key] = {nullptr, at, 0};
     pos_ = at;  // not a condition: parse it again as an expression, with the usual errors
     nodes_ = nodes, nesting_ = nesting, unary_depth_ = unary;
     return nullptr;
@@ -667,6 +686,14 @@ class LineParser {
   int nesting_ = 0;
   int unary_depth_ = 0;
   int nodes_ = 0;
+  /// parenthesised_condition's outcome at each token position: the select, where it ended and
+  /// the operations it counted, or no select.
+  struct Condition {
+    ExprPtr select;
+    size_t end = 0;
+    int nodes = 0;
+  };
+  std::unordered_map<size_t, Condition> conditions_;  ///< by token position
   static constexpr int kMaxNesting = 200;
   static constexpr int kMaxNodes = 4096;
 };

@@ -367,6 +367,15 @@ TEST_CASE("pathological nesting, long expressions and huge numbers are diagnosed
   expect_error("1 y[0] = " + sum + "1\n", "too long");
   expect_error("2 y[{0}*9223372036854775807+1] = 1\n", "out of range");
   expect_error("1 y[-{0}*9223372036854775807-{0}] = 1\n", "out of range");
+  // Brackets are tried as a select's condition once each: 2^depth tries took the fuzzer's 15 s
+  // on a line of 200 '('. Deep brackets that are not conditions, and one that is, at the bottom.
+  expect_error("1 y[0] = " + std::string(190, '(') + "y[0]" + std::string(190, ')') + "\n", "nests too deeply");
+  auto deep = load_program(head + "1 y[0] = " + std::string(90, '(') + "y[0]" + std::string(90, ')') + "\n");
+  REQUIRE_MESSAGE(deep.ok(), deep.error_text());
+  auto cond = load_program(head + "1 y[0] = " + std::string(60, '(') + "(y[0] > 1) ? 2 : 3" +
+                           std::string(60, ')') + " + ((y[0] < 0) ? 1 : (y[0] > 2) ? 2 : 0)\n");
+  REQUIRE_MESSAGE(cond.ok(), cond.error_text());
+  CHECK(print_program(cond.value()).find("y[0] > 1 ? 2 : 3") != std::string::npos);
   auto big = load_program("temp t: f32[4294967296, 4294967296]\noutput y: f32[1]\n\n1 t[0,0] = 1\n| y[0] = t[0,0]\n", "p.pdj");
   REQUIRE_FALSE(big.ok());
   CHECK(big.error_text().find("too large") != std::string::npos);
