@@ -552,8 +552,7 @@ class LineParser {
   ExprPtr parenthesised_condition() {
     const size_t at = pos_;
     const int nodes = nodes_, nesting = nesting_, unary = unary_depth_;
-    const size_t key = at;
-    if (auto it = conditions_.find(key); it != conditions_.end()) {
+    if (auto it = conditions_.find(at); it != conditions_.end()) {
       if (!it->second.select) return nullptr;
       pos_ = it->second.end;
       nodes_ += it->second.nodes;
@@ -571,14 +570,14 @@ class LineParser {
           expect(Tok::kColon, "':' between the branches of the select");
           ExprPtr f = parse_expr();
           ExprPtr sel = Expr::select(*op, l, r, t, f);
-          conditions_[key] = {sel, pos_, nodes_ - nodes};
+          conditions_[at] = {sel, pos_, nodes_ - nodes};
           return sel;
         }
       }
     } catch (const LineError& e) {
       if (e.limit) throw;
     }
-    conditions_[key] = {nullptr, at, 0};
+    conditions_[at] = {nullptr, at, 0};
     pos_ = at;  // not a condition: parse it again as an expression, with the usual errors
     nodes_ = nodes, nesting_ = nesting, unary_depth_ = unary;
     return nullptr;
