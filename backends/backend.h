@@ -25,6 +25,7 @@ struct Capabilities {
   bool parallel = false;           ///< parallel scopes run on threads
   int threads = 1;                 ///< threads a parallel scope may use
   int vector_registers = 0;        ///< architectural vector registers (0: x86's, by width)
+  bool stream_stores = false;      ///< vector stores can bypass the cache (x86's non-temporal stores)
 };
 
 /// Knobs of one measurement.

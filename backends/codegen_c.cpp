@@ -340,6 +340,7 @@ class Printer {
     GeneratedC g;
     g.vector_scopes = static_cast<int>(vectorised_.size());
     g.scalar_fallbacks = static_cast<int>(fallback_why_.size());
+    g.streamed_stores = streams_printed_;
     for (const auto& [pth, why] : fallback_why_) g.notes.push_back(path_text(pth) + ": " + why);
     g.source = o_.cuda ? cuda_preamble() + body + cuda_epilogue() : preamble() + body;
     return g;
@@ -803,6 +804,8 @@ class Printer {
         break;
       }
     }
+    if (streams_printed_ > 0)
+      line("_mm_sfence();  // streaming stores drain before the kernel returns");
     --indent_;
     line("}");
     line("");
@@ -910,12 +913,15 @@ class Printer {
     line(combine_scalar(s.op, t, access(s.lhs), unparen(sexpr(*s.rhs, t))));
   }
 
-  void plain_loop(const ir::Node& n, Path& path, int depth) {
+  void plain_loop(const ir::Node& n, Path& path, int depth, bool fence_streams = false) {
     std::string it = "i" + std::to_string(depth);
     line("for (int64_t " + it + " = 0; " + it + " < " + std::to_string(n.extent) + "; ++" + it +
          ") {");
     ++indent_;
+    const int streams_before = streams_printed_;
     print_body(n.body, path, depth + 1);
+    if (fence_streams && streams_printed_ > streams_before)
+      line("_mm_sfence();  // this thread's streaming stores drain before the loop's barrier");
     --indent_;
     line("}");
   }
@@ -928,9 +934,11 @@ class Printer {
         if (auto w = fallback_why_.find(path); w != fallback_why_.end())
           line("// :vec scope kept scalar: " + w->second);
         return plain_loop(n, path, depth);
-      case ir::Annot::kParallel:
+      case ir::Annot::kParallel: {
         if (o_.parallel) line("#pragma omp parallel for schedule(static)");
-        return plain_loop(n, path, depth);
+        // Each thread's streaming stores drain before the parallel loop's barrier publishes them.
+        return plain_loop(n, path, depth, o_.parallel);
+      }
       case ir::Annot::kUnroll:
         if (!o_.unroll) return plain_loop(n, path, depth);
         if (copies_ * n.extent > o_.max_unrolled_copies) {
@@ -988,7 +996,11 @@ class Printer {
           continue;
         }
         std::string addr = "&" + access(s.lhs, d, c * lanes);
-        if (s.op == ir::Reduce::kNone)
+        if (s.op == ir::Reduce::kNone && streams(s.lhs.buffer, t, lanes)) {
+          line(V + "_stream(" + addr + ", " + rhs + ");");
+          stream_types_.insert({t, lanes});
+          ++streams_printed_;
+        } else if (s.op == ir::Reduce::kNone)
           line(V + "_store(" + addr + ", " + rhs + ");");
         else
           line(V + "_store(" + addr + ", " +
@@ -997,6 +1009,31 @@ class Printer {
     }
     --indent_;
     line("}");
+  }
+
+  // Whether a vector store of `lanes` lanes to `buffer` is printed as a non-temporal store: the
+  // buffer is declared `stream`, the target has them, and the vector is one of x86's widths.
+  bool streams(const std::string& buffer, DType t, int64_t lanes) const {
+    if (!o_.stream_stores || o_.cuda) return false;
+    const ir::BufferDecl* b = p_.find_buffer(buffer);
+    const int64_t bytes = lanes * ir::dtype_bytes(t);
+    return b && b->stream && (bytes == 16 || bytes == 32 || bytes == 64);
+  }
+
+  // The non-temporal store of one vector type: _mm*_stream_* where the address is aligned to
+  // the vector (a requirement of the instruction), a plain store elsewhere.
+  static std::string stream_helper(DType t, int64_t lanes) {
+    const std::string V = vtype(t, lanes), S = ctype(t);
+    const int64_t bytes = lanes * ir::dtype_bytes(t);
+    const std::string pre = bytes == 64 ? "_mm512" : bytes == 32 ? "_mm256" : "_mm";
+    const std::string reg = bytes == 64 ? "__m512" : bytes == 32 ? "__m256" : "__m128";
+    std::string call;
+    if (t == DType::kF32) call = pre + "_stream_ps(p, (" + reg + ")v)";
+    else if (t == DType::kF64) call = pre + "_stream_pd(p, (" + reg + "d)v)";
+    else
+      call = pre + "_stream_si" + std::to_string(bytes * 8) + "((" + reg + "i*)p, (" + reg + "i)v)";
+    return "PD_INLINE void " + V + "_stream(" + S + "* p, " + V + " v) { if (((uintptr_t)p & " +
+           std::to_string(bytes - 1) + ") == 0) " + call + "; else " + V + "_store(p, v); }\n";
   }
 
   static std::string combine_vector(ir::Reduce op, const std::string& V, const std::string& old,
@@ -1168,6 +1205,10 @@ class Printer {
     s += "#include <math.h>\n#include <stdint.h>\n#include <stdlib.h>\n#include <string.h>\n\n";
     s += kScalarHelpers;
     for (const auto& [t, w] : vtypes_) s += vector_helpers(t, w, o_.libmvec);
+    if (!stream_types_.empty()) {
+      s += "#include <immintrin.h>\n";
+      for (const auto& [t, w] : stream_types_) s += stream_helper(t, w);
+    }
     return s + "\n";
   }
 
@@ -1183,6 +1224,8 @@ class Printer {
   std::map<Path, int> acc_of_;
   std::set<std::pair<DType, int64_t>> vtypes_;
   int next_acc_ = 0;
+  std::set<std::pair<DType, int64_t>> stream_types_;  ///< vector types stored non-temporally
+  int streams_printed_ = 0;
   int64_t copies_ = 1;  ///< product of the extents of the unrolled scopes being printed
   std::string out_;
   int indent_ = 0;

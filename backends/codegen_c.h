@@ -31,6 +31,9 @@ struct CodegenOptions {
   int native_vector_bytes = 64;       ///< register width; wider `:vec` scopes print in chunks
   /// Vector exp/log/tanh call glibc's libmvec (link with -lmvec); else one libm call per lane.
   bool libmvec = false;
+  /// Vector stores to buffers declared `stream` are x86 non-temporal stores (immintrin.h) when
+  /// the address is aligned to the vector; else every store is a plain one.
+  bool stream_stores = false;
   /// CUDA C++ instead of C (cuda_backend.h): every top-level nest becomes a `__global__` kernel
   /// (one thread per iteration of its top-level `:par` scope, else one thread), temporaries live
   /// in device memory, and `perfdojo_entry` (host code) copies, launches and copies back.
@@ -51,6 +54,7 @@ struct GeneratedC {
   std::string source;
   int vector_scopes = 0;           ///< `:vec` scopes printed as vector code
   int scalar_fallbacks = 0;        ///< `:vec` scopes printed as plain loops (reason in a comment)
+  int streamed_stores = 0;         ///< vector stores printed as non-temporal stores
   std::vector<std::string> notes;  ///< one line per fallback: why the scope stayed scalar
 };
 

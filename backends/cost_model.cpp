@@ -129,7 +129,9 @@ class CostModelBackend final : public Backend {
       c.vector_registers = static_cast<int>(profile_.registers());
       return c;
     }
-    return {{16, 8}, true, std::max(1, profile_.cores)};
+    Capabilities c{{16, 8}, true, std::max(1, profile_.cores)};
+    c.stream_stores = true;  // an x86 core
+    return c;
   }
   bool deterministic() const override { return true; }
   Measurement measure(const ir::Program& p, const MeasureOptions&) override {

@@ -479,7 +479,7 @@ double Model::stmt_bytes(int si, bool cost) const {
       int64_t c = f.coefs[a.coef_off + a.depth - 1];
       if ((c < 0 ? -c : c) * f.bufs[a.buf].esz >= kLineBytes) w = kScatteredLineCost;
     }
-    b += kLineBytes * (a.write ? 2 : 1) * w;
+    b += kLineBytes * (a.write && !f.bufs[a.buf].stream ? 2 : 1) * w;
   }
   return b;
 }
@@ -540,6 +540,19 @@ void Model::memory_traffic(double& overhead_s) {
     double bytes = b.lines * kLineBytes;
     overhead_s += bytes / (bw[home] * 1e9) + bytes / kLineBytes / freq_hz;
   }
+  // Streamed stores go to memory even when the program would otherwise stay cached between
+  // calls (above, the traffic of the levels it fits in was skipped): the nest of the first
+  // statement writing the buffer moves its lines to memory, alongside its cached traffic.
+  if (home < 3)
+    for (size_t k = 0; k < f.bufs.size(); ++k) {
+      if (!f.bufs[k].stream || f.bufs[k].small_temp) continue;
+      for (const auto& a : f.accs) {
+        if (!a.write || a.buf != static_cast<int>(k)) continue;
+        const double bytes = f.bufs[k].lines * kLineBytes;
+        add_traffic(f.stmts[a.stmt].nest, 3, bytes, bytes, -1);
+        break;
+      }
+    }
 }
 
 }  // namespace perfdojo::backends::cost_detail

@@ -270,8 +270,10 @@ void footprints(const Flat& f, int b, int e, const int dmin[4], const CacheGeome
       const double bl = buf_lines[4 * k + v];
       double l = (g[v].sets > 0 ? bl : std::min(bl, f.bufs[k].lines)) * kLineBytes;
       by[v] += l;
-      tr[v] += buf_written[k] ? 2 * l : l;
-      if (v == 3) cost += (buf_written[k] ? 2 * l : l) * (scattered[k] ? kScatteredLineCost : 1.0);
+      // A written line is read for ownership, then written back; a streamed one only written.
+      const double moved = buf_written[k] && !f.bufs[k].stream ? 2 * l : l;
+      tr[v] += moved;
+      if (v == 3) cost += moved * (scattered[k] ? kScatteredLineCost : 1.0);
     }
   };
   if (few) {
@@ -361,6 +363,7 @@ void reset_flat(const ir::Program& p, Flat& f) {
     double el = static_cast<double>(std::max<int64_t>(d.elements(), 1));
     b.lines = std::ceil(el * b.esz / kLineBytes);
     b.small_temp = d.role == ir::Role::kTemp && el <= kRegisterElements;
+    b.stream = d.stream;
     b.stride_off = static_cast<int>(f.strides.size());
     f.strides.resize(f.strides.size() + d.shape.size(), 1);
     for (int k = static_cast<int>(d.shape.size()) - 2; k >= 0; --k)

@@ -22,6 +22,7 @@ struct BufInfo {
   double esz;             // bytes per element
   double lines;           // cache lines of the whole buffer
   bool small_temp;        // a temporary of at most kRegisterElements elements: no cache traffic
+  bool stream = false;    // declared `stream`: stores go to memory once, without a read for ownership
   int stride_off = 0;      // into Flat::strides: elements between consecutive indices, per dim
 };
 

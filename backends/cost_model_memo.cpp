@@ -36,7 +36,8 @@ void shift(std::span<ScopeInfo> scopes, std::span<StmtInfo> stmts, std::span<Acc
 }
 
 bool same_buffer(const NestSlice::Buf& b, const ir::BufferDecl& d) {
-  return b.dtype == d.dtype && b.role == d.role && b.shape == d.shape && b.name == d.name;
+  return b.dtype == d.dtype && b.role == d.role && b.shape == d.shape && b.name == d.name &&
+         b.stream == d.stream;
 }
 
 // Appends a remembered nest as top-level node `nest`.
@@ -98,7 +99,7 @@ void memo_remember(CostMemo::Impl& memo, const ir::NodePtr& node, const ir::Prog
                     [&](const auto& x) { return x.index == a.buf; }))
       continue;
     const ir::BufferDecl& d = p.buffers[a.buf];
-    slice->bufs.push_back({a.buf, d.name, d.dtype, d.role, d.shape});
+    slice->bufs.push_back({a.buf, d.name, d.dtype, d.role, d.shape, d.stream});
   }
 }
 

@@ -29,6 +29,7 @@ struct NestSlice {
     ir::DType dtype;
     ir::Role role;
     std::vector<int64_t> shape;
+    bool stream;  // the footprints' traffic counts a streamed buffer's lines once
   };
   std::vector<Buf> bufs;  // the buffers its accesses name
 };

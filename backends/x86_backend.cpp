@@ -46,6 +46,7 @@ CodegenOptions x86_codegen_options(X86Isa isa) {
   co.target = x86_isa_name(isa);
   co.native_vector_bytes = isa == X86Isa::kAvx512 ? 64 : isa == X86Isa::kAvx2 ? 32 : 16;
   co.libmvec = have_libmvec();
+  co.stream_stores = true;
   return co;
 }
 
@@ -174,6 +175,7 @@ class X86Backend final : public Backend {
     if (int t = static_cast<int>(config_number(config_, "threads", 0)); t >= 1)
       c.threads = std::min(c.threads, t);
     c.parallel = c.threads > 1;
+    c.stream_stores = !c.vector_widths.empty();
     return c;
   }
 

@@ -22,7 +22,8 @@ constexpr size_t kMaxHistory = 100000;
 
 transforms::Target target_for(const backends::Backend& b) {
   auto caps = b.capabilities();
-  return transforms::Target{b.name(), caps.vector_widths, caps.parallel, caps.vector_registers};
+  return transforms::Target{b.name(), caps.vector_widths, caps.parallel, caps.vector_registers,
+                           caps.stream_stores};
 }
 
 std::vector<ir::Diagnostic> config_error(const std::string& m) { return {{{"config", 0, 0}, m}}; }

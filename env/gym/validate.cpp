@@ -43,7 +43,7 @@ Validation validate(const EpisodeState& s, const EnvConfig& base) {
   e.reset(s.seed);
   auto target_caps = backends::make_backend(cfg.backend, cfg.backend_config)->capabilities();
   transforms::Target target{cfg.backend, target_caps.vector_widths, target_caps.parallel,
-                            target_caps.vector_registers};
+                            target_caps.vector_registers, target_caps.stream_stores};
   const ir::Program original = e.program();
   auto replayed = transforms::replay(original, actions, target);
   if (!replayed.ok()) {

@@ -205,7 +205,8 @@ bool same_decl(const BufferDecl& a, const BufferDecl& b) {
                     (!a.range || (same_double(a.range->first, b.range->first) &&
                                   same_double(a.range->second, b.range->second)));
   return a.name == b.name && a.role == b.role && a.dtype == b.dtype && a.shape == b.shape &&
-         a.shape_names == b.shape_names && same_opt(a.init, b.init) && same_range;
+         a.shape_names == b.shape_names && same_opt(a.init, b.init) && same_range &&
+         a.stream == b.stream;
 }
 
 bool same_body(const std::vector<NodePtr>& a, const std::vector<NodePtr>& b) {
@@ -344,6 +345,9 @@ uint64_t structural_hash(const Program& p) {
     if (b.range) {
       h.f64(b.range->first);
       h.f64(b.range->second);
+    }
+    if (b.stream) {  // only when set: hashes of programs without it stay as they were
+      h.u64(0x53545245414dULL);
     }
   }
   h.u64(p.body.size());

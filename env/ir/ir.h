@@ -148,6 +148,9 @@ struct BufferDecl {
   std::vector<std::string> shape_names;  ///< per dim: size name used, "" for a literal
   std::optional<double> init;            ///< value every element holds before the body runs
   std::optional<std::pair<double, double>> range;  ///< input value range for generated data
+  /// `stream`: its vector stores bypass the cache (non-temporal, x86 only; no read-for-ownership,
+  /// the lines not left in cache). Says how stores run, never what they store.
+  bool stream = false;
   SourceLoc loc;
 
   /// Number of elements.

@@ -316,6 +316,11 @@ class LineParser {
         fail(close, "the value range must be finite with LO < HI");
       b.range = {lo, hi};
     }
+    if (peek().kind == Tok::kIdent && peek().text == "stream") {
+      Token st = next();
+      if (b.role == Role::kInput) fail(st, "an input is never stored to; only outputs and temporaries can 'stream'");
+      b.stream = true;
+    }
     expect_end();
     return b;
   }

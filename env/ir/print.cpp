@@ -222,6 +222,7 @@ std::string print_program(const Program& p) {
     if (b.init) out += " = " + print_number(*b.init);
     if (b.range)
       out += " in [" + print_number(b.range->first) + ", " + print_number(b.range->second) + "]";
+    if (b.stream) out += " stream";
     out += "\n";
   }
   out += "\n";

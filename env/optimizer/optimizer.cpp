@@ -103,7 +103,8 @@ Result Optimizer::transform(const ir::Program& program, double timeout_s, const 
                             const std::atomic<bool>* cancel) {
   const auto start = detail::Clock::now();
   auto caps = target_->capabilities();
-  const transforms::Target target{arch_, caps.vector_widths, caps.parallel, caps.vector_registers};
+  const transforms::Target target{arch_, caps.vector_widths, caps.parallel, caps.vector_registers,
+                                      caps.stream_stores};
   Result res;
   res.program = program;
   Report& r = res.report;

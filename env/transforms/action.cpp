@@ -98,6 +98,8 @@ const char* reason_name(Reason r) {
     case Reason::kNotInvariant: return "not_invariant";
     case Reason::kIrregularAccess: return "irregular_access";
     case Reason::kNothingToDo: return "nothing_to_do";
+    case Reason::kNotWritten: return "not_written";
+    case Reason::kReadBack: return "read_back";
   }
   return "?";
 }
@@ -129,6 +131,9 @@ std::string explain(const Action& a, const Legality& l) {
     case Reason::kNotInvariant: return what + ": the statement is not invariant in the enclosing scope" + at;
     case Reason::kIrregularAccess: return what + ": the accesses" + buf + " do not have the required form" + at;
     case Reason::kNothingToDo: return what + ": it would not change the program" + at;
+    case Reason::kNotWritten: return what + ": no statement stores to '" + l.buffer + "'";
+    case Reason::kReadBack:
+      return what + ": '" + l.buffer + "' is read in the kernel; a streamed store would send it past the cache";
   }
   return what;
 }
@@ -136,12 +141,12 @@ std::string explain(const Action& a, const Legality& l) {
 std::optional<Target> target_by_name(std::string_view name) {
   if (name == "x86_avx512") return Target{"x86_avx512", {16, 8}, true};
   if (name == "x86_avx2") return Target{"x86_avx2", {8}, true};
-  if (name == "x86_64") return Target{"x86_64", {}, true};
+  if (name == "x86_64") return Target{"x86_64", {}, true, 0, false};
   // Cross targets (backends/cross_backend.h): one modelled core, the width of its profile.
-  if (name == "aarch64_neon") return Target{"aarch64_neon", {4}, false, 32};
-  if (name == "aarch64_sve") return Target{"aarch64_sve", {8}, false, 32};
-  if (name == "riscv64_rvv") return Target{"riscv64_rvv", {2}, false, 32};
-  if (name == "cuda") return Target{"cuda", {}, true, 0};  // parallel scopes: threads
+  if (name == "aarch64_neon") return Target{"aarch64_neon", {4}, false, 32, false};
+  if (name == "aarch64_sve") return Target{"aarch64_sve", {8}, false, 32, false};
+  if (name == "riscv64_rvv") return Target{"riscv64_rvv", {2}, false, 32, false};
+  if (name == "cuda") return Target{"cuda", {}, true, 0, false};  // parallel scopes: threads
   return std::nullopt;
 }
 

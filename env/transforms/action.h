@@ -38,7 +38,8 @@ namespace perfdojo::transforms {
   X(kHoist, hoist, kNode, kNone, kParent)                                 \
   X(kSwapBufferDims, swap_buffer_dims, kBuffer, kIndex, kLiveRange)      \
   X(kClearAnnotation, clear_annotation, kScope, kNone, kSubtree)          \
-  X(kSplitRange, split_range, kScope, kFactor, kSubtree)
+  X(kSplitRange, split_range, kScope, kFactor, kSubtree)                  \
+  X(kStreamStores, stream_stores, kBuffer, kNone, kLiveRange)
 
 /// Every transformation, in registry order (the order is part of the action space: append only).
 enum class Kind {
@@ -116,6 +117,8 @@ enum class Reason {
   kNotInvariant,         ///< hoist: the statement depends on the scope's iterator
   kIrregularAccess,      ///< accesses of the buffer are not of the form the transformation needs
   kNothingToDo,          ///< the action would leave the program unchanged
+  kNotWritten,           ///< stream_stores: no statement stores to the buffer
+  kReadBack,             ///< stream_stores: a statement reads the buffer
 };
 
 /// A legality verdict: the reason plus the buffer and scope involved (for the message).
@@ -139,6 +142,8 @@ struct Target {
   /// Architectural vector registers, which bound a register tile (0: 32 with 16 lanes, else 16,
   /// as on x86).
   int vector_registers = 0;
+  /// Vector stores can be non-temporal (x86 with vectors; stream_stores).
+  bool stream_stores = true;
   int registers() const {
     if (vector_registers > 0) return vector_registers;
     return !vector_widths.empty() && vector_widths.front() >= 16 ? 32 : 16;

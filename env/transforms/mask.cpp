@@ -100,12 +100,14 @@ struct BufferVerdicts {
     ir::DType dtype = ir::DType::kF32;
     std::vector<int64_t> shape;
     std::optional<double> init;
+    bool stream = false;
     void assign(const ir::BufferDecl& d) {
       name = d.name;
       role = d.role;
       dtype = d.dtype;
       shape = d.shape;
       init = d.init;
+      stream = d.stream;
     }
   } decl;
   std::vector<ir::NodePtr> tops;  ///< the top-level nodes from its first use to its last
@@ -113,7 +115,8 @@ struct BufferVerdicts {
 };
 
 bool same_decl(const BufferVerdicts::Decl& x, const ir::BufferDecl& y) {
-  return x.role == y.role && x.dtype == y.dtype && x.shape == y.shape && x.init == y.init;
+  return x.role == y.role && x.dtype == y.dtype && x.shape == y.shape && x.init == y.init &&
+         x.stream == y.stream;
 }
 
 // Sets out[i] for every set bit i (the mask starts zeroed: only legal entries are written).

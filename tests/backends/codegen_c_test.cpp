@@ -269,3 +269,29 @@ TEST_CASE(
   o.native_vector_bytes = 64;
   CHECK(has(generate_c(p, o).source, "f32x16 _ZGVeN16v_expf(f32x16);"));
 }
+
+TEST_CASE("stores to a `stream` buffer print as aligned-or-plain non-temporal stores, then a fence") {
+  const char* text =
+      "input x: f32[8, 64]\noutput y: f32[8, 64] stream\noutput z: f32[8, 64]\n\n"
+      "8:par 4 16:vec y[{0},{1}*16+{2}] = x[{0},{1}*16+{2}] * 2\n"
+      "| | | z[{0},{1}*16+{2}] = x[{0},{1}*16+{2}] + 1\n";
+  auto p = program_of(text);
+  CodegenOptions o;
+  o.stream_stores = true;
+  auto g = generate_c(p, o);
+  CHECK(g.streamed_stores == 1);
+  CHECK(has(g.source, "#include <immintrin.h>"));
+  CHECK(has(g.source, "if (((uintptr_t)p & 63) == 0) _mm512_stream_ps(p, (__m512)v); else f32x16_store(p, v);"));
+  CHECK(has(g.source, "f32x16_stream(&y["));
+  CHECK(has(g.source, "f32x16_store(&z["));  // z is not declared stream
+  // One fence per parallel iteration, one before returning.
+  CHECK(count_of(g.source, "_mm_sfence();") == 2);
+  // AVX2 registers: the 256-bit form; without the option (other targets) plain stores only.
+  o.native_vector_bytes = 32;
+  CHECK(has(generate_c(p, o).source, "_mm256_stream_ps(p, (__m256)v)"));
+  CodegenOptions off;
+  auto plain = generate_c(p, off);
+  CHECK(plain.streamed_stores == 0);
+  CHECK_FALSE(has(plain.source, "_stream"));
+  CHECK_FALSE(has(plain.source, "sfence"));
+}

@@ -240,6 +240,31 @@ TEST_CASE("iterator values, masks from them and sin/cos compile, vectorised and 
   check_matches(*b, v.value(), "tiled and vectorised");
 }
 
+TEST_CASE("streamed stores compile and match the interpreter, aligned or not, parallel or not" *
+          doctest::test_suite("hw")) {
+  std::unique_ptr<backends::Backend> b;
+  for (const char* n : {"x86_avx512", "x86_avx2"}) {
+    b = backends::make_backend(n);
+    if (b->available().ok) break;
+  }
+  if (!b->available().ok) PERFDOJO_SKIP("no vector x86 backend runs here: " << b->available().why);
+  const auto target = *transforms::target_by_name(b->name());
+  // y's rows are 100 floats: most rows start off the 64-byte boundary (plain stores there).
+  const ir::Program p = program_of(
+      "input x: f32[8, 100]\noutput y: f32[8, 100]\noutput d: f64[8, 96]\n\n"
+      "8 100 y[{0},{1}] = x[{0},{1}] * 2 + {1}\n"
+      "8:par 96 d[{0},{1}] = f64(x[{0},{1}]) - 1\n");
+  const std::string w = std::to_string(target.vector_widths.front());
+  for (const std::string trace :
+       {"stream_stores y\nstream_stores d\nsplit_range 0.0 96\nvectorize 0.0 " + w + "\nvectorize 1.0 " + w + "\n",
+        "split_range 0.0 96\nvectorize 0.0 " + w + "\nvectorize 1.0 8\nstream_stores d\nstream_stores y\n"}) {
+    auto q = transforms::replay(p, transforms::parse_trace(trace).value(), target);
+    REQUIRE_MESSAGE(q.ok(), trace << q.error_text());
+    CHECK(q->find_buffer("y")->stream);
+    check_matches(*b, q.value(), trace);
+  }
+}
+
 TEST_CASE("random legal trajectories compile to code that matches the interpreter" *
           doctest::test_suite("hw slow")) {
   // A few seeded trajectories per kernel (PERFDOJO_X86_TRAJECTORIES raises it), on the best

@@ -121,7 +121,8 @@ def test_make_vec_builds_the_vector_env(shared):
 
 def test_malformed_binary_frames_get_json_errors_and_the_connection_stays(shared):
     c = Client(*perfdojo_gym.client.parse_address(shared.address), token=shared.server.token)
-    s = c.request("make", config={"benchmark": BENCH})["session"]
+    made = c.request("make", config={"benchmark": BENCH})
+    s, n_actions = made["session"], made["spaces"]["action_space"]["n"]
     with pytest.raises(BridgeError) as e:
         c.request_binary(struct.pack("<BBHI", 0xB5, 1, 1, 7) + b"\0" * 5)
     assert e.value.type == "bad_request" and "1 entries make 28 bytes, the frame has 13" in e.value.message
@@ -129,7 +130,7 @@ def test_malformed_binary_frames_get_json_errors_and_the_connection_stays(shared
         c.request_binary(struct.pack("<BBHI", 0xB5, 2, 1, 7) + b"\0" * 20)
     # Unknown sessions fail their own record only.
     body = c.request_binary(binary.encode(9, [(s, 3, binary.RESET_SEED), (s + 999, 0, binary.STEP)]))
-    rid, batch = binary.decode_batch(body, 1921, 394 * 4)
+    rid, batch = binary.decode_batch(body, n_actions, 394 * 4)
     assert rid == 9 and batch.ok[0] and not batch.ok[1]
     assert batch.message[1].startswith("unknown_session: no session")
     assert c.request("ping") == {}
