@@ -209,10 +209,19 @@ std::vector<ObservationSpaceInfo> Env::observation_spec() const {
   return out;
 }
 
+bool Env::mask_is_current() const {
+  if (!mask_valid_ || mask_cursor_ != cursor_ || mask_program_ != program_.body ||
+      mask_streams_.size() != program_.buffers.size())
+    return false;
+  for (size_t b = 0; b < program_.buffers.size(); ++b)
+    if (static_cast<bool>(mask_streams_[b]) != program_.buffers[b].stream) return false;
+  return true;
+}
+
 std::vector<uint8_t> Env::action_mask() const {
   // The mask is a pure function of (program, cursor); refused actions, repeated calls and the
   // bridge's several mask views all hit this cache.
-  if (mask_valid_ && mask_cursor_ == cursor_ && mask_program_ == program_.body) {
+  if (mask_is_current()) {
     mask_.back() = stop_allowed(mask_);
     return mask_;
   }
@@ -227,6 +236,8 @@ std::vector<uint8_t> Env::action_mask() const {
   }
   mask_.push_back(1);  // stop: decided below, on every call (it depends on the episode)
   mask_program_ = program_.body;
+  mask_streams_.resize(program_.buffers.size());
+  for (size_t b = 0; b < program_.buffers.size(); ++b) mask_streams_[b] = program_.buffers[b].stream;
   mask_cursor_ = cursor_;
   mask_valid_ = true;
   mask_.back() = stop_allowed(mask_);
@@ -376,8 +387,7 @@ StepResult Env::step(int action) {
     return finish_step(config_.illegal_action_penalty, info);
   }
   // The flat mask of this very program, when already computed, decides legality.
-  const bool known_legal = !done_ && config_.action_space == "flat" && mask_valid_ &&
-                           mask_program_ == program_.body && action >= 0 &&
+  const bool known_legal = !done_ && config_.action_space == "flat" && mask_is_current() && action >= 0 &&
                            action < static_cast<int>(mask_.size()) && mask_[action] == 1;
   return step_action(*a, known_legal);
 }

@@ -162,10 +162,14 @@ class Env {
   std::vector<transforms::Action> trace_, best_trace_;
   std::vector<double> rewards_;
   // Mask cache. Holding the body's node pointers keeps those nodes alive, so pointer equality
-  // means the same immutable program (declarations only change together with the body).
+  // means the same immutable program, but for the declarations' `stream` flags (stream_stores
+  // changes nothing else), which are compared too; every other declaration change comes with
+  // a new body.
   bool restoring_ = false;  ///< restore() replays a trace: no truncation on the way
   mutable bool mask_valid_ = false;
   mutable std::vector<ir::NodePtr> mask_program_;
+  mutable std::vector<char> mask_streams_;
+  bool mask_is_current() const;
   mutable int mask_cursor_ = -1;
   mutable std::vector<uint8_t> mask_;
   // Verdicts of the nodes a step did not rebuild (flat space): each mask checks only new nodes.

@@ -16,7 +16,7 @@ CursorActionSpace::CursorActionSpace(Target target) : target_(std::move(target))
   add(Kind::kJoinNested, 0);
   add(Kind::kJoinScopes, 0);
   add(Kind::kSplitScope, 1);
-  for (int w : target_.vector_widths) add(Kind::kVectorize, w);
+  for (int64_t w : vector_width_params()) add(Kind::kVectorize, w);  // one space on every target
   add(Kind::kUnroll, 4);
   add(Kind::kUnroll, 8);
   add(Kind::kParallelize, 0);

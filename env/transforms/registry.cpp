@@ -171,18 +171,20 @@ std::optional<std::pair<ir::Program, ir::Program>> small_instance(const ir::Prog
   return std::nullopt;
 }
 
-const std::vector<int64_t>& param_values(ParamKind k, const Target& t) {
+const std::vector<int64_t>& vector_width_params() {
+  static const std::vector<int64_t> kWidths = {16, 8, 4, 2};
+  return kWidths;
+}
+
+const std::vector<int64_t>& param_values(ParamKind k, const Target&) {
   static const std::vector<int64_t> kNone = {0};
   static const std::vector<int64_t> kFactors = {2, 3, 4, 7, 8, 16, 32, 64, 128, 256};
   static const std::vector<int64_t> kIndices = {0, 1, 2, 3, 4, 5, 6, 7};
-  static thread_local std::vector<int64_t> widths;
   switch (k) {
     case ParamKind::kNone: return kNone;
     case ParamKind::kFactor: return kFactors;
     case ParamKind::kIndex: return kIndices;
-    case ParamKind::kWidth:
-      widths.assign(t.vector_widths.begin(), t.vector_widths.end());
-      return widths;
+    case ParamKind::kWidth: return vector_width_params();
   }
   return kNone;
 }

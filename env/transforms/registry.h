@@ -52,8 +52,13 @@ std::optional<std::pair<ir::Program, ir::Program>> small_instance(const ir::Prog
                                                                   const std::vector<Action>& trace,
                                                                   const Target& t, double max_work = 2e7);
 
-/// The fixed parameter values tried for each parameter kind (documented in docs/actions.md).
+/// The fixed parameter values tried for each parameter kind (documented in docs/actions.md). The
+/// same on every target, so an action space is one across backends: a width the target lacks is
+/// refused by the check (unsupported_by_target), not left out.
 const std::vector<int64_t>& param_values(ParamKind k, const Target& t);
+/// The vector widths (f32 lanes) every target's action space offers: 16, 8, 4, 2 (x86 AVX-512
+/// and AVX2, NEON and SVE at 128/256 bits, RVV at 64).
+const std::vector<int64_t>& vector_width_params();
 
 /// An action together with its verdict.
 struct Candidate {

@@ -103,6 +103,27 @@ TEST_CASE("an illegal action is refused with its reason and a penalty, the progr
   CHECK(ir::structural_hash(e->program()) == before);
 }
 
+TEST_CASE("a move that changes only a declaration (stream_stores) refreshes the mask: the same "
+          "action again is refused, not applied") {
+  auto e = make(small_config());
+  e->reset(1);
+  auto m = e->action_mask();
+  int stream = -1;
+  for (int i = 0; i + 1 < static_cast<int>(m.size()) && stream < 0; ++i) {
+    auto a = e->decode(i);
+    if (m[i] && a && a->kind == transforms::Kind::kStreamStores) stream = i;
+  }
+  REQUIRE(stream >= 0);
+  const std::vector<ir::NodePtr> body = e->program().body;
+  auto r = e->step(stream);
+  REQUIRE_FALSE(r.info.illegal_action);
+  CHECK(e->program().body == body);  // the body's nodes are the very same
+  CHECK(e->action_mask()[stream] == 0);
+  r = e->step(stream);  // once threw an internal error: the cached mask still said legal
+  CHECK(r.info.illegal_action);
+  CHECK(r.info.legality == "nothing_to_do");
+}
+
 TEST_CASE("an out-of-range action never throws and says it is out of range") {
   auto e = make(small_config());
   e->reset(1);
