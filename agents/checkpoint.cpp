@@ -80,7 +80,9 @@ std::string header_text(const Checkpoint& c) {
   kv("global_step", std::to_string(c.global_step));
   kv("updates", std::to_string(c.updates));
   kv("episodes", std::to_string(c.episodes));
-  kv("elapsed_s", num(c.elapsed_s));
+  // Wall-clock time only where the budget is wall-clock: a run with a step budget writes the
+  // same bytes every time it is repeated.
+  if (c.config.total_steps <= 0) kv("elapsed_s", num(c.elapsed_s));
   kv("progress", num(c.progress));
   kv("curriculum_stage", std::to_string(c.curriculum_stage));
   kv("stage_started", num(c.stage_started));
@@ -97,6 +99,9 @@ std::string header_text(const Checkpoint& c) {
   std::string line;
   while (std::getline(cfg, line)) {
     auto eq = line.find('=');
+    // Where the run wrote is not part of what it learned (a resumed run writes beside its
+    // checkpoint unless told otherwise); leaving it out keeps identical runs byte-identical.
+    if (line.substr(0, eq) == "out_dir") continue;
     kv("config." + line.substr(0, eq), line.substr(eq + 1));
   }
   return h;

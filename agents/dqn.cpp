@@ -147,9 +147,26 @@ UpdateStats DqnLearner::update(double beta) {
 
 std::string DqnLearner::model_bytes() { return network_bytes(online_); }
 
+// Adam's state, parameter by parameter in the network's order. LibTorch's own save keys each
+// parameter's state by the address of its tensor, which differs from run to run: identical runs
+// then wrote different checkpoints. Here the keys are positions, so the bytes are the run's.
 std::string DqnLearner::optimizer_bytes() {
   torch::serialize::OutputArchive a;
-  optimizer_.save(a);
+  const auto& group = optimizer_.param_groups().at(0);
+  const auto& params = group.params();
+  a.write("params", torch::tensor(static_cast<int64_t>(params.size()), torch::kInt64));
+  a.write("lr", torch::tensor(static_cast<const torch::optim::AdamOptions&>(group.options()).lr(), torch::kFloat64));
+  const auto& state = optimizer_.state();
+  for (size_t i = 0; i < params.size(); ++i) {
+    const auto it = state.find(c10::guts::to_string(params[i].unsafeGetTensorImpl()));
+    if (it == state.end()) continue;  // never stepped
+    const auto& s = static_cast<const torch::optim::AdamParamState&>(*it->second);
+    const std::string k = "p" + std::to_string(i) + ".";
+    a.write(k + "step", torch::tensor(s.step(), torch::kInt64));
+    a.write(k + "exp_avg", s.exp_avg());
+    a.write(k + "exp_avg_sq", s.exp_avg_sq());
+    if (s.max_exp_avg_sq().defined()) a.write(k + "max_exp_avg_sq", s.max_exp_avg_sq());
+  }
   std::ostringstream out;
   a.save_to(out);
   return out.str();
@@ -166,7 +183,29 @@ std::string DqnLearner::load_optimizer_bytes(const std::string& bytes) {
     torch::serialize::InputArchive a;
     std::istringstream in(bytes);
     a.load_from(in);
-    optimizer_.load(a);
+    auto& group = optimizer_.param_groups().at(0);
+    const auto& params = group.params();
+    torch::Tensor t;
+    if (!a.try_read("params", t) || t.item<int64_t>() != static_cast<int64_t>(params.size()))
+      return "cannot read the optimiser state: it is not for this network's " + std::to_string(params.size()) +
+             " parameters";
+    if (a.try_read("lr", t)) static_cast<torch::optim::AdamOptions&>(group.options()).lr(t.item<double>());
+    auto& state = optimizer_.state();
+    state.clear();
+    for (size_t i = 0; i < params.size(); ++i) {
+      const std::string k = "p" + std::to_string(i) + ".";
+      torch::Tensor step, m, v, vmax;
+      if (!a.try_read(k + "step", step)) continue;  // never stepped
+      if (!a.try_read(k + "exp_avg", m) || !a.try_read(k + "exp_avg_sq", v) ||
+          !m.sizes().equals(params[i].sizes()) || !v.sizes().equals(params[i].sizes()))
+        return "cannot read the optimiser state: parameter " + std::to_string(i) + "'s moments are missing or misshapen";
+      auto s = std::make_unique<torch::optim::AdamParamState>();
+      s->step(step.item<int64_t>());
+      s->exp_avg(m);
+      s->exp_avg_sq(v);
+      if (a.try_read(k + "max_exp_avg_sq", vmax)) s->max_exp_avg_sq(vmax);
+      state[c10::guts::to_string(params[i].unsafeGetTensorImpl())] = std::move(s);
+    }
     return "";
   } catch (const std::exception& e) {
     std::string m = e.what();

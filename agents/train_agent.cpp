@@ -1,5 +1,6 @@
 // train_agent: trains the Max-Q / Double DQN agent (agents/train.h) and reports, per training
 // kernel, the best speed-up found and its trace; --measure times those programs on x86_avx512.
+#include <filesystem>
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -59,7 +60,8 @@ Measured measure_on_x86(const std::string& uri, const std::vector<std::string>& 
   if (!b) return {"no backend named x86_avx512 in this build"};
   if (auto a = b->available(); !a.ok) return {"x86_avx512 is not available here: " + a.why};
   auto caps = b->capabilities();
-  transforms::Target target{b->name(), caps.vector_widths, caps.parallel, caps.vector_registers};
+  transforms::Target target{b->name(), caps.vector_widths, caps.parallel, caps.vector_registers,
+                            caps.stream_stores};
   auto p = env::load_benchmark(uri);
   if (!p.ok()) return {p.error_text()};
   std::vector<transforms::Action> actions;
@@ -141,6 +143,9 @@ int main(int argc, char** argv) {
     auto ck = load_checkpoint(resume);
     if (!ck.ok()) return fail(ck.error_text());
     config = ck.value().config;
+    // The checkpoint does not name its folder: the resumed run writes beside it.
+    const std::string folder = std::filesystem::path(resume).parent_path().string();
+    config.out_dir = folder.empty() ? "." : folder;
   }
   if (!config_file.empty())
     if (auto e = load_config_file(config, config_file); !e.empty()) return fail(e);
