@@ -34,11 +34,20 @@ int select_action(const float* q, const std::vector<uint8_t>& mask, const Explor
       if (q[a] > q[best]) best = a;
     return best;
   }
-  double top = q[legal[0]];
-  for (int a : legal) top = std::max(top, static_cast<double>(q[a]));
+  double top = q[legal[0]], mean = 0;
+  for (int a : legal) {
+    top = std::max(top, static_cast<double>(q[a]));
+    mean += q[a];
+  }
+  mean /= static_cast<double>(legal.size());
+  double var = 0;
+  for (int a : legal) var += (q[a] - mean) * (q[a] - mean);
+  const double sd = std::sqrt(var / static_cast<double>(legal.size()));
+  // Q values all (nearly) equal: every choice is as good, pick uniformly.
+  const double scale = e.temperature * std::max(sd, 1e-12);
   std::vector<double> w(legal.size());
   double total = 0;
-  for (size_t k = 0; k < legal.size(); ++k) total += w[k] = std::exp((q[legal[k]] - top) / e.temperature);
+  for (size_t k = 0; k < legal.size(); ++k) total += w[k] = std::exp((q[legal[k]] - top) / scale);
   double x = u(rng) * total;
   for (size_t k = 0; k < legal.size(); ++k) {
     x -= w[k];

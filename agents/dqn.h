@@ -26,7 +26,7 @@ struct AgentObs {
 struct Exploration {
   bool boltzmann = false;
   double epsilon = 0;      ///< epsilon-greedy phases
-  double temperature = 1;  ///< Boltzmann phase
+  double temperature = 1;  ///< Boltzmann phase, in standard deviations of Q over the legal actions
 };
 
 /// The phase schedule at `progress` in [0, 1]: epsilon-greedy decaying from eps_start to
@@ -34,7 +34,11 @@ struct Exploration {
 /// temp_end, then epsilon-greedy with eps_final.
 Exploration exploration_at(const AgentConfig& c, double progress);
 
-/// Picks one legal action from a Q row (`q` has one entry per action).
+/// Picks one legal action from a Q row (`q` has one entry per action). Boltzmann weights are
+/// exp((Q - max Q) / (temperature * sd)), sd the standard deviation of Q over the legal actions:
+/// the temperature is relative to how far apart the choices are, so its schedule means the same
+/// whether Q sits near 0.3 or near 30 (an absolute temperature of 1 over Q values 0.3 apart was
+/// nearly uniform). Equal Q values give a uniform pick.
 int select_action(const float* q, const std::vector<uint8_t>& mask, const Exploration& e, std::mt19937_64& rng);
 
 /// Bellman targets from rewards [B], terminal flags [B] (1 = terminated), the target net's value

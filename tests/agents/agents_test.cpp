@@ -265,6 +265,29 @@ TEST_CASE("masked argmax never picks an illegal action and the dueling mean igno
   for (int i = 0; i < 50; ++i) CHECK(m[select_action(q[0].contiguous().data_ptr<float>(), m, {true, 0, 5.0}, rng)]);
 }
 
+TEST_CASE("Boltzmann's temperature is relative to the spread of Q over the legal actions") {
+  // The same choices at any scale and offset of Q: the picks follow the ranking, not the units.
+  std::vector<uint8_t> m = {1, 1, 0, 1, 1};
+  const std::vector<float> q = {0.25f, 0.3125f, 5.0f, 0.28125f, 0.375f};
+  std::vector<float> scaled(q.size());  // exact in float: a power of two and a whole offset
+  for (size_t i = 0; i < q.size(); ++i) scaled[i] = q[i] * 1024.0f - 8.0f;
+  auto picks = [&](const std::vector<float>& row, double t) {
+    std::mt19937_64 rng(5);
+    std::vector<int> n(row.size());
+    for (int i = 0; i < 4000; ++i) ++n[select_action(row.data(), m, {true, 0, t}, rng)];
+    return n;
+  };
+  CHECK(picks(q, 1.0) == picks(scaled, 1.0));
+  const auto warm = picks(q, 1.0), cold = picks(q, 0.05);
+  CHECK(warm[2] == 0);  // masked, however large its Q
+  // At 1 sd every legal action is still tried; at 0.05 sd the best takes nearly all.
+  for (int a : {0, 1, 3, 4}) CHECK(warm[a] > 100);  // the worst, 2.7 sd below the best: ~4.7%
+  CHECK(cold[4] > 3900);
+  // Equal values: a uniform pick, never a division by zero.
+  const std::vector<float> flat = {1, 1, 1, 1, 1};
+  for (int a : {0, 1, 3, 4}) CHECK(picks(flat, 0.05)[a] > 800);
+}
+
 TEST_CASE("exploration runs epsilon-greedy, then Boltzmann, then near-greedy") {
   AgentConfig c;
   CHECK(exploration_at(c, 0).epsilon == doctest::Approx(0.9));
