@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""Max-Q against the standard DQN target: the same agent trained with each, several seeds,
+evaluated on the held-out test kernels.
+
+For each target (`maxq`, `sum`) and each training seed, `train_agent --steps N --seed S --target T`
+on the cost model, then `evaluate_agent --budgets 10,100,1000 --seeds E --baselines` on the test
+split. Prints, per method and budget, the geomean best speed-up over the test kernels as the mean
+± standard deviation over training seeds (the baselines do not depend on the training run; they
+are shown once per seed set as a reference), and writes the rows as CSV.
+
+    python3 benchmarks/agent_ablation.py --steps 20000 --train-seeds 1,2,3 --out runs/ablation
+
+Everything runs on the cost model, so the figures are deterministic for a given build: the
+checkpoints of identical runs are identical bytes.
+"""
+import argparse
+import csv
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BIN = os.environ.get("PERFDOJO_BIN_DIR", os.path.join(HERE, "..", "build", "bin"))
+
+
+def geomean(xs):
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+
+
+def run(cmd):
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if r.returncode != 0:
+        sys.exit(f"failed ({r.returncode}): {' '.join(cmd)}\n{r.stderr[-2000:]}")
+    return r.stdout
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=20000, help="training env steps per run")
+    ap.add_argument("--train-seeds", default="1,2,3")
+    ap.add_argument("--eval-seeds", type=int, default=3)
+    ap.add_argument("--budgets", default="10,100,1000")
+    ap.add_argument("--targets", default="maxq,sum")
+    ap.add_argument("--out", default="runs/ablation")
+    args = ap.parse_args()
+    seeds = [int(s) for s in args.train_seeds.split(",")]
+    targets = args.targets.split(",")
+    budgets = [int(b) for b in args.budgets.split(",")]
+    os.makedirs(args.out, exist_ok=True)
+    rows = []  # (target, seed, method, budget, geomean)
+    total = len(seeds) * len(targets)
+    t0 = time.time()
+    done = 0
+    for target in targets:
+        for seed in seeds:
+            out = os.path.join(args.out, f"{target}-{seed}")
+            run([os.path.join(BIN, "train_agent"), "--steps", str(args.steps), "--seed", str(seed),
+                 "--target", target, "--out", out, "--quiet"])
+            ev = json.loads(run([os.path.join(BIN, "evaluate_agent"), "--checkpoint",
+                                 os.path.join(out, "agent.ckpt"), "--budgets", args.budgets,
+                                 "--seeds", str(args.eval_seeds), "--baselines", "--json"]))
+            by = {}
+            for r in ev["results"]:
+                by.setdefault((r["method"], r["budget"]), []).append(r["speedup"])
+            for (method, budget), xs in by.items():
+                rows.append((target, seed, method, budget, geomean(xs)))
+            done += 1
+            rate = done / (time.time() - t0)
+            print(f"[{done}/{total}] {target} seed {seed}  {rate * 60:.1f} runs/min  "
+                  f"ETA {(total - done) / rate:.0f} s", file=sys.stderr, flush=True)
+    with open(os.path.join(args.out, "ablation.csv"), "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["target", "train_seed", "method", "budget", "geomean_speedup"])
+        w.writerows(rows)
+    methods = ["agent", "agent-rollout", "random", "greedy", "beam"]
+    print(f"geomean best speed-up on the test kernels, mean ± sd over training seeds {args.train_seeds} "
+          f"({args.steps} steps each, {args.eval_seeds} evaluation seeds)")
+    print("| target | method | " + " | ".join(f"budget {b}" for b in budgets) + " |")
+    print("|---|---|" + "---|" * len(budgets))
+    for target in targets:
+        for method in methods:
+            cells = []
+            for b in budgets:
+                xs = [g for (t, s, m, bb, g) in rows if t == target and m == method and bb == b]
+                if not xs:
+                    cells.append("-")
+                    continue
+                sd = statistics.stdev(xs) if len(xs) > 1 else 0.0
+                cells.append(f"{statistics.mean(xs):.2f} ± {sd:.2f}")
+            print(f"| {target} | {method} | " + " | ".join(cells) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
