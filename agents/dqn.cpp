@@ -198,9 +198,8 @@ std::string DqnLearner::load_optimizer_bytes(const std::string& bytes) {
     if (!a.try_read("params", t) || t.item<int64_t>() != static_cast<int64_t>(params.size()))
       return "cannot read the optimiser state: it is not for this network's " + std::to_string(params.size()) +
              " parameters";
-    if (a.try_read("lr", t)) static_cast<torch::optim::AdamOptions&>(group.options()).lr(t.item<double>());
-    auto& state = optimizer_.state();
-    state.clear();
+    // Read everything first: a refused archive leaves the learner's state as it was.
+    std::vector<std::pair<std::string, std::unique_ptr<torch::optim::AdamParamState>>> read;
     for (size_t i = 0; i < params.size(); ++i) {
       const std::string k = "p" + std::to_string(i) + ".";
       torch::Tensor step, m, v, vmax;
@@ -213,8 +212,12 @@ std::string DqnLearner::load_optimizer_bytes(const std::string& bytes) {
       s->exp_avg(m);
       s->exp_avg_sq(v);
       if (a.try_read(k + "max_exp_avg_sq", vmax)) s->max_exp_avg_sq(vmax);
-      state[c10::guts::to_string(params[i].unsafeGetTensorImpl())] = std::move(s);
+      read.emplace_back(c10::guts::to_string(params[i].unsafeGetTensorImpl()), std::move(s));
     }
+    if (a.try_read("lr", t)) static_cast<torch::optim::AdamOptions&>(group.options()).lr(t.item<double>());
+    auto& state = optimizer_.state();
+    state.clear();
+    for (auto& [key, s] : read) state[key] = std::move(s);
     return "";
   } catch (const std::exception& e) {
     std::string m = e.what();

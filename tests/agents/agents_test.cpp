@@ -145,6 +145,17 @@ TEST_CASE("a checkpoint round-trips: save, load, same Q-values") {
   CHECK(other.load_model_bytes(ck.model).empty());
   CHECK(other.load_optimizer_bytes(ck.optimizer).empty());
   CHECK(torch::equal(other.q_values({&o}), learner.q_values({&o})));
+
+  // Another network's optimiser state is refused, and the learner's own is kept.
+  AgentConfig wide = c;
+  wide.hidden = c.hidden * 2;
+  DqnLearner bigger(wide, shape);
+  for (int i = 0; i < 64; ++i) bigger.remember(o, i % 2, 0.1 * i, o, i % 5 == 0);
+  for (int i = 0; i < 3; ++i) bigger.update(1.0);
+  const std::string before = other.optimizer_bytes();
+  const std::string e = other.load_optimizer_bytes(bigger.optimizer_bytes());
+  CHECK(e.find("cannot read the optimiser state") != std::string::npos);
+  CHECK(other.optimizer_bytes() == before);
 }
 
 TEST_CASE("a corrupt, truncated, foreign or mismatched checkpoint is refused with a message") {
