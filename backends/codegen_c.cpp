@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "ir/liveness.h"
 #include "ir/print.h"
 
 namespace perfdojo::backends {
@@ -781,7 +782,7 @@ class Printer {
           "for (;;) { volatile char* pd_p = (volatile char*)malloc((size_t)1 << 28); pd_p[0] = 1; "
           "}  // test hook inject=alloc");
     for (const auto& b : p_.buffers) {
-      if (b.role == ir::Role::kInput) continue;
+      if (b.role == ir::Role::kInput || ir::initial_value_dead(p_, b)) continue;
       std::optional<double> v = b.init;
       if (!v && b.role == ir::Role::kTemp && b.dtype == DType::kI32)
         v = 0;  // the interpreter's fill
@@ -1081,7 +1082,7 @@ class Printer {
     line("const int64_t pd_s = (int64_t)gridDim.x * blockDim.x;");
     int64_t largest = 1;
     for (const auto& b : p_.buffers) {
-      if (b.role == ir::Role::kInput) continue;
+      if (b.role == ir::Role::kInput || ir::initial_value_dead(p_, b)) continue;
       std::optional<double> v = b.init;
       if (!v && b.role == ir::Role::kTemp && b.dtype == DType::kI32) v = 0;  // the interpreter's fill
       if (!v) continue;

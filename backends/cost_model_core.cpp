@@ -536,7 +536,7 @@ void Model::memory_traffic(double& overhead_s) {
   int home = total <= caps[0] ? 0 : total <= caps[1] ? 1 : total <= caps[2] ? 2 : 3;
   const double bw[4] = {m.l1_bw_gbs, m.l2_bw_gbs, m.l3_bw_gbs, m.dram_bw_gbs};
   for (const auto& b : f.bufs) {
-    if (!b.decl->init || reg[&b - f.bufs.data()]) continue;
+    if (!b.fill || reg[&b - f.bufs.data()]) continue;
     double bytes = b.lines * kLineBytes;
     overhead_s += bytes / (bw[home] * 1e9) + bytes / kLineBytes / freq_hz;
   }

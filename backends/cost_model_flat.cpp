@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backends/cost_model_memo.h"
+#include "ir/liveness.h"
 
 namespace perfdojo::backends::cost_detail {
 namespace {
@@ -364,6 +365,7 @@ void reset_flat(const ir::Program& p, Flat& f) {
     b.lines = std::ceil(el * b.esz / kLineBytes);
     b.small_temp = d.role == ir::Role::kTemp && el <= kRegisterElements;
     b.stream = d.stream;
+    b.fill = d.init && !ir::initial_value_dead(p, d);
     b.stride_off = static_cast<int>(f.strides.size());
     f.strides.resize(f.strides.size() + d.shape.size(), 1);
     for (int k = static_cast<int>(d.shape.size()) - 2; k >= 0; --k)

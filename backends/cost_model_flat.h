@@ -23,6 +23,8 @@ struct BufInfo {
   double lines;           // cache lines of the whole buffer
   bool small_temp;        // a temporary of at most kRegisterElements elements: no cache traffic
   bool stream = false;    // declared `stream`: stores go to memory once, without a read for ownership
+  bool fill = false;      // the generated code fills its initial value on every call (not when
+                          // ir::initial_value_dead: every element overwritten, none read)
   int stride_off = 0;      // into Flat::strides: elements between consecutive indices, per dim
 };
 

@@ -226,6 +226,38 @@ void complete_plan(const std::vector<Use>& uses, Plan& plan) {
   plan.copy_in = !first_covers || plan.decl->role == ir::Role::kInput;
 }
 
+int writers_of(const std::vector<ir::NodePtr>& body, const std::string& buf) {
+  int n = 0;
+  for (const auto& c : body)
+    n += c->is_scope ? writers_of(c->body, buf) : c->stmt.lhs.buffer == buf;
+  return n;
+}
+
+// Whether every element an iteration of S touches still holds the buffer's initial value when
+// the iteration starts, so that the copy-in may store that value instead of loading it: the
+// buffer has one, no statement outside S writes it, and distinct iterations of S and of the
+// scopes around it touch distinct elements (the index is injective over every enclosing
+// iterator of extent > 1 and the inner ones; an enclosing scope whose iterator the index does
+// not use, a blocked reduction's Ko, revisits the same elements).
+bool holds_init(const ir::Program& p, const Path& path, const std::vector<Use>& uses, const Plan& plan) {
+  if (!plan.decl->init || plan.decl->role == ir::Role::kInput) return false;
+  int inside = 0;
+  for (const Use& u : uses) inside += u.writes;
+  if (writers_of(p.body, plan.decl->name) != inside) return false;
+  std::vector<int> iters;
+  std::vector<int64_t> extents;
+  for (int k = 0; k <= plan.depth; ++k) {
+    const ir::Node* n = node_at(p, Path(path.begin(), path.begin() + k + 1));
+    if (!n || !n->is_scope) return false;
+    if (n->extent == 1) continue;
+    iters.push_back(k);
+    extents.push_back(n->extent);
+  }
+  iters.insert(iters.end(), plan.inner.begin(), plan.inner.end());
+  extents.insert(extents.end(), plan.extents.begin(), plan.extents.end());
+  return injective(plan.index, -1, iters, extents);
+}
+
 // `index` with inner iterator inner[m] moved to depth d+1+m (the copy nest's iterators).
 std::vector<ir::Affine> renumbered(const Plan& plan) {
   std::vector<ir::Affine> out;
@@ -305,7 +337,17 @@ ir::Program apply_create_temporary(const ir::Program& p, const Action& a, const 
   const ir::Access tmp_use{tmp, temp_index(plan.inner), {}};
 
   std::vector<ir::NodePtr> body;
-  if (plan.copy_in) body.push_back(copy_nest(plan, tmp_copy, buf_copy));
+  if (plan.copy_in && holds_init(p, a.path, uses, plan)) {
+    ir::Stmt st;
+    st.lhs = tmp_copy;
+    st.rhs = ir::Expr::constant(*plan.decl->init);
+    ir::NodePtr n = ir::Node::statement(std::move(st));
+    for (int m = static_cast<int>(plan.extents.size()) - 1; m >= 0; --m)
+      n = ir::Node::scope(plan.extents[m], plan.names[m], ir::Annot::kNone, {n});
+    body.push_back(std::move(n));
+  } else if (plan.copy_in) {
+    body.push_back(copy_nest(plan, tmp_copy, buf_copy));
+  }
   for (const auto& c : s.body)
     body.push_back(map_accesses(c, [&](const ir::Access& x) -> std::optional<ir::Access> {
       if (x.buffer != a.buffer) return std::nullopt;

@@ -41,6 +41,17 @@ TEST_CASE("a plain matmul prints as three nested loops with the IR statement as 
   CHECK(g.scalar_fallbacks == 0);
 }
 
+TEST_CASE("a fill no statement can observe is left out") {
+  // Every element of y stored before anything reads it (ir::initial_value_dead): no fill.
+  auto dead = generate_c(program_of("input x: f32[8, 16]\noutput y: f32[8, 16] = 0\n\n"
+                                    "8 4 4 y[{0},{1}*4+{2}] = x[{0},{1}*4+{2}]\n"));
+  CHECK_FALSE(has(dead.source, "y[pd_n]"));
+  // Half the columns written: the other half must hold the initial value.
+  auto half = generate_c(program_of("input x: f32[8, 16]\noutput y: f32[8, 16] = 0\n\n"
+                                    "8 8 y[{0},{1}] = x[{0},{1}]\n"));
+  CHECK(has(half.source, "y[pd_n] = 0.0f;  // y = 0"));
+}
+
 TEST_CASE("kernel parameters are the inputs then the outputs, temporaries are locals") {
   auto p = scaled("softmax");
   auto params = backends::kernel_parameters(p);
