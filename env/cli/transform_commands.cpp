@@ -148,6 +148,12 @@ int cmd_sketch(const Args& a) {
   }
   const auto candidates = transforms::microkernel_candidates(nest, *target);
   transforms::MicrokernelParams m = candidates.empty() ? transforms::MicrokernelParams{} : candidates.front();
+  if (a.has("transposed"))  // the first transposed candidate, when the nest has one
+    for (const auto& c : candidates)
+      if (c.transposed) {
+        m = c;
+        break;
+      }
   bool given = false;
   int rc = kExitOk;
   for (auto [name, field] : {std::pair{"mr", &m.mr}, {"nr", &m.nr}, {"kc", &m.kc}, {"mc", &m.mc},
@@ -155,8 +161,10 @@ int cmd_sketch(const Args& a) {
     if (!int_option(a, name, name == std::string("nc") ? 0 : 1, 1 << 20, field, &rc)) return rc;
     given = given || a.values.count(name);
   }
-  // Sizes given: exactly those (each must divide its extent); else the first candidate, fitted.
-  auto e = given ? transforms::expand_microkernel(start.program, nest.path, m, *target)
+  if (a.has("transposed")) m.transposed = true;
+  // Sizes given: exactly those (each must divide its extent), unless --fit asks for the fitted
+  // expansion (remainders split off); else the first candidate, fitted.
+  auto e = given && !a.has("fit") ? transforms::expand_microkernel(start.program, nest.path, m, *target)
                  : transforms::expand_microkernel_fitted(start.program, nest.path, m, *target);
   if (!e.ok()) return report_errors(e.errors(), a.json, file);
   std::vector<transforms::Action> trace = start.trace;
@@ -194,13 +202,14 @@ std::vector<Command> transform_commands() {
        "apply actions (each one quoted argument, e.g. \"tile_scope 0 4\") and print the new IR; "
        "an illegal action is refused with its reason (exit 2)",
        {"trace", "target"}, {}, cmd_apply},
-      {"sketch", "sketch FILE [--path P | --all] [--mr N --nr N --kc N --mc N --nc N --lanes N] [--target T] [--ir]",
+      {"sketch", "sketch FILE [--path P | --all] [--mr N --nr N --kc N --mc N --nc N --lanes N [--fit]] [--transposed] [--target T] [--ir]",
        "expand the micro-kernel sketch (tile, pack, register tile, vectorise) at a GEMM-class nest "
        "(the first one, after loop fission exposing it, unless --path names one) into atomic "
-       "actions; without block sizes it aims at the target's first candidate and splits off "
-       "remainders; --all: every GEMM-class nest with its first candidate (the optimiser's first "
+       "actions; sizes given must divide their extents, unless --fit splits off remainders the "
+       "way the sketch does without sizes (aiming at the target's first candidate); --transposed: the "
+       "tile's vectors run along the nest's row iterator (conv2d's output channels); --all: every GEMM-class nest with its first candidate (the optimiser's first "
        "proposal); prints the trace ('apply --trace' replays it) or, with --ir, the IR",
-       {"path", "mr", "nr", "kc", "mc", "nc", "lanes", "target"}, {"ir", "all"}, cmd_sketch},
+       {"path", "mr", "nr", "kc", "mc", "nc", "lanes", "target"}, {"ir", "all", "fit", "transposed"}, cmd_sketch},
   };
 }
 

@@ -101,10 +101,11 @@ std::string print_params(const MicrokernelParams& m) {
   std::string s = "mr=" + std::to_string(m.mr) + " nr=" + std::to_string(m.nr) +
                   " kc=" + std::to_string(m.kc) + " mc=" + std::to_string(m.mc);
   if (m.nc) s += " nc=" + std::to_string(m.nc);
-  return s + " lanes=" + std::to_string(m.lanes);
+  s += " lanes=" + std::to_string(m.lanes);
+  return m.transposed ? s + " transposed" : s;
 }
 
-ir::Result<GemmNest> gemm_nest_at(const ir::Program& p, const Path& path) {
+ir::Result<GemmNest> gemm_nest_at(const ir::Program& p, const Path& path, bool transposed) {
   const ir::Node* s0 = node_at(p, path);
   if (!s0) return std::vector<ir::Diagnostic>{error_at({}, "no node at " + print_path(path))};
   auto refuse = [&](const std::string& why) {
@@ -169,6 +170,15 @@ ir::Result<GemmNest> gemm_nest_at(const ir::Program& p, const Path& path) {
     if (chain[t]->extent > chain[g.k]->extent) g.k = t;
   for (int t : reds)
     if (t != g.k) g.reductions.push_back(t);
+  for (int t : g.reductions) g.inner *= chain[t]->extent;
+  g.transposable = a_like_uses(g.i);
+  if (transposed) {
+    if (!g.transposable)
+      return refuse("no operand uses the row iterator without the column one (nothing to load as "
+                    "vectors across the transposed tile)");
+    std::swap(g.i, g.j);
+    g.transposed = true;
+  }
   g.m = chain[g.i]->extent;
   g.n = chain[g.j]->extent;
   g.kk = chain[g.k]->extent;
@@ -380,7 +390,7 @@ void expand_into(Expander& x, const GemmNest& g, const MicrokernelParams& m) {
                      : c.has(Level::kKo) ? c.pos(Level::kKo)
                      : nbatch > 0        ? 0
                                          : -1;
-  if (a_home >= 0) {
+  if (a_home >= 0 && !g.transposed) {
     int na = 0;
     for (const std::string& a : a_like) na += x.temporary(c.path(a_home), a, false);
     c.child(a_home) += na;
@@ -403,6 +413,11 @@ void expand_into(Expander& x, const GemmNest& g, const MicrokernelParams& m) {
   Path update = cat(tile, {compute});
   update.insert(update.end(), 1 + g.reductions.size(), 0);
   for (const Path& nest : {cat(tile, {0}), update, cat(tile, {copy_out})}) {
+    if (g.transposed && nest != update) {  // element by element: the target is strided in j
+      if ((nr > 1 && !x.unroll(cat(nest, {0}), nr, true)) || (mr > 1 && !x.unroll(nest, mr, true)))
+        return;
+      continue;
+    }
     if (lanes) {
       if (!x.vectorize(cat(nest, {0}), lanes, true)) return;
       if (nr / lanes > 1 && !x.unroll(cat(nest, {0}), nr / lanes, true)) return;
@@ -431,7 +446,7 @@ int64_t divisor_near(int64_t e, int64_t want, int64_t lo = 1) {
 
 // The fitted sketch on the nest at `path` of x's program (see expand_microkernel_fitted).
 void fit_into(Expander& x, const Path& path, const MicrokernelParams& want, int depth) {
-  auto g = gemm_nest_at(x.program(), path);
+  auto g = gemm_nest_at(x.program(), path, want.transposed);
   if (!g.ok()) {
     x.fail(g.error_text());
     return;
@@ -481,14 +496,14 @@ void fit_into(Expander& x, const Path& path, const MicrokernelParams& want, int 
       if (g->kk % f == 0) m.kc = f;
     if (m.kc == 0) return;
   }
-  expand_into(x, *gemm_nest_at(x.program(), path), m);
+  expand_into(x, *gemm_nest_at(x.program(), path, m.transposed), m);
 }
 
 }  // namespace
 
 ir::Result<SketchExpansion> expand_microkernel(const ir::Program& p, const Path& path,
                                                 const MicrokernelParams& m, const Target& target) {
-  auto nest = gemm_nest_at(p, path);
+  auto nest = gemm_nest_at(p, path, m.transposed);
   if (!nest.ok()) return nest.errors();
   const GemmNest& g = *nest;
   const ir::SourceLoc loc = node_at(p, path)->loc;
@@ -513,7 +528,7 @@ ir::Result<SketchExpansion> expand_microkernel(const ir::Program& p, const Path&
 ir::Result<SketchExpansion> expand_microkernel_fitted(const ir::Program& p, const Path& path,
                                                        const MicrokernelParams& want,
                                                        const Target& target) {
-  auto nest = gemm_nest_at(p, path);
+  auto nest = gemm_nest_at(p, path, want.transposed);
   if (!nest.ok()) return nest.errors();
   Expander x(p, target, node_at(p, path)->loc);
   fit_into(x, path, want, 0);
@@ -599,7 +614,36 @@ std::vector<MicrokernelParams> microkernel_candidates(const GemmNest& g, const T
       if (mc > 64 && g.m <= 64) continue;  // the same blocks as mc 64
       out.push_back({mr, nr, 256, mc, 0, lanes});
     }
+  if (!g.transposable || g.transposed) return out;
+  // Transposed tiles: 16 accumulators with 32 registers, 12 with 16 (as many as the plain
+  // tiles' second choice: the broadcasts read the operand where it lies, not from a packed block).
+  const std::vector<std::pair<int64_t, int64_t>> ttiles =
+      target.registers() >= 32 ? std::vector<std::pair<int64_t, int64_t>>{{8, 2 * lanes}, {4, 4 * lanes}}
+                               : std::vector<std::pair<int64_t, int64_t>>{{6, 2 * lanes}, {4, 2 * lanes}};
+  std::vector<MicrokernelParams> t;
+  for (const auto& [mr, nr] : ttiles) t.push_back({mr, nr, 256, 64, 0, lanes, true});
+  if (std::all_of(out.begin(), out.end(),
+                  [&](const MicrokernelParams& plain) { return transposed_first(g, plain, t.front()); })) {
+    t.insert(t.end(), out.begin(), out.end());
+    return t;
+  }
+  out.insert(out.end(), t.begin(), t.end());
   return out;
+}
+
+bool transposed_first(const GemmNest& g, const MicrokernelParams& plain, const MicrokernelParams& t) {
+  // The share of rows x columns in full tiles, the columns rounded to whole vectors as fit_into
+  // does; kc as fit_into takes it.
+  auto covered = [](int64_t rows, int64_t cols, int64_t mr, int64_t nr, int64_t lanes) {
+    nr = std::min(nr, cols);
+    if (nr >= lanes) nr = nr / lanes * lanes;
+    mr = std::min(mr, rows);
+    return static_cast<double>(cols / nr * nr) / cols * static_cast<double>(rows / mr * mr) / rows;
+  };
+  const double plain_share = covered(g.m, g.n, plain.mr, plain.nr, plain.lanes);
+  const double depth = static_cast<double>(divisor_near(g.kk, t.kc, 8)) * g.inner;
+  const double t_share = covered(g.n, g.m, t.mr, t.nr, t.lanes) * (1.0 - 2.0 * t.lanes / depth);
+  return t_share > plain_share;
 }
 
 SketchExpansion sketch_program(const ir::Program& p, const Target& target, size_t choice) {

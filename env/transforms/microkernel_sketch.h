@@ -45,10 +45,16 @@ struct MicrokernelParams {
   int64_t mc = 64;     ///< rows of a packed A block (i), a multiple of mr
   int64_t nc = 0;      ///< columns of a packed B panel (j); 0: the whole extent
   int64_t lanes = 16;  ///< vector width in elements
+  /// The register tile's columns are the nest's row iterator and its rows the unit-stride column
+  /// (gemm_nest_at with `transposed`): conv2d's output channels as vectors, the output columns
+  /// broadcast, as oneDNN's direct convolution does. The tile is unit-stride in the temporary but
+  /// not in the target, so it is copied in and out element by element, and the broadcast operand
+  /// is read where it lies (packing it would copy the input once per output row).
+  bool transposed = false;
   bool operator==(const MicrokernelParams&) const = default;
 };
 
-/// "mr=8 nr=32 kc=256 mc=64 lanes=16" (nc only when set).
+/// "mr=8 nr=32 kc=256 mc=64 lanes=16" (nc only when set, " transposed" when set).
 std::string print_params(const MicrokernelParams& m);
 
 /// The roles of a GEMM-class nest.
@@ -60,10 +66,16 @@ struct GemmNest {
   std::vector<int> reductions;  ///< positions of the other reduction scopes (conv's kh, kw)
   int64_t m = 0, n = 0, kk = 0;  ///< extents of i, j and k
   std::string target;  ///< the buffer the statement reduces into
+  bool transposed = false;  ///< i and j exchanged (MicrokernelParams::transposed)
+  bool transposable = false;  ///< gemm_nest_at with `transposed` would take it
+  int64_t inner = 1;  ///< the product of the other reductions' extents (conv2d's kh x kw)
 };
 
 /// The nest at `path` if it is GEMM-class, else why not (a diagnostic at the scope's source).
-ir::Result<GemmNest> gemm_nest_at(const ir::Program& p, const Path& path);
+/// With `transposed`, i and j (and m and n) are exchanged: the columns of the register tile are
+/// the row iterator, which some operand must use without the unit-stride column (the panel the
+/// tile loads as vectors once packed: conv2d's filters); refused when none does.
+ir::Result<GemmNest> gemm_nest_at(const ir::Program& p, const Path& path, bool transposed = false);
 /// Every GEMM-class nest of `p`, outermost first.
 std::vector<GemmNest> gemm_nests(const ir::Program& p);
 
@@ -109,7 +121,19 @@ size_t sketch_choices(const ir::Program& p, const Target& target);
 
 /// What to aim at on `nest` for a target (expand_microkernel_fitted), best guess first: register
 /// tiles that fill the vector register file (AVX-512: 8 x 48 floats in 24 zmm accumulators, then
-/// 8 x 32 and 4 x 64 in 16; AVX2: 6 x 16 in 12 ymm, 4 x 16 in 8), panels sized for L1 and L2.
+/// 8 x 32 and 4 x 64 in 16; AVX2: 6 x 16 in 12 ymm, 4 x 16 in 8), panels sized for L1 and L2;
+/// on a transposable nest also transposed tiles (AVX-512 8 x 32 and 4 x 64, AVX2 6 x 16 and
+/// 4 x 16). Transposed tiles come first when they promise more than every plain one (transposed_first),
+/// else last.
 std::vector<MicrokernelParams> microkernel_candidates(const GemmNest& nest, const Target& target);
+
+/// Whether the transposed tile `t` promises more on `nest` than the plain tile `plain`: the share
+/// of the target that full tiles cover (a remainder runs in narrower, slower tiles), times, for
+/// the transposed tile, 1 - 2 lanes / depth (its copies in and out run element by element: mr x nr
+/// each way per mr x nr / lanes x depth FMAs, depth = kc times the other reductions). conv2d-3x3:
+/// 56 output columns leave 8 of 56 to an 8 x 8 remainder (0.857) while 64 output channels take
+/// 8 x 32 tiles whole (1 - 32 / 576 = 0.944); matmul-1024 stays plain (0.984 against 0.875), and
+/// so does matmul-skinny's 64 columns, whole in 8 x 32 tiles.
+bool transposed_first(const GemmNest& nest, const MicrokernelParams& plain, const MicrokernelParams& t);
 
 }  // namespace perfdojo::transforms

@@ -127,7 +127,8 @@ TEST_CASE("the micro-kernel sketch's code compiles for AVX-512 and AVX2 anywhere
       // remainders on every side
       "M = 21\nN = 45\nK = 30\ninput A: f32[M, K]\ninput B: f32[K, N]\noutput C: f32[M, N] = 0\n\n"
       "M N K C[{0},{1}] += A[{0},{2}] * B[{2},{1}]\n",
-      // a convolution: batch scopes outside, kh and kw inside the tile
+      // a convolution: batch scopes outside, kh and kw inside the tile (transposed: output
+      // channels as vectors, output columns 16 + 4 broadcast)
       "C = 4\nK = 16\ninput x: f32[1, C, 8, 22]\ninput w: f32[K, C, 3, 3]\noutput y: f32[1, K, 6, 20] = 0\n\n"
       "1 K 6 20 C 3 3 y[{0},{1},{2},{3}] += x[{0},{4},{2}+{5},{3}+{6}] * w[{1},{4},{5},{6}]\n"};
   TempDir dir;
@@ -143,16 +144,27 @@ TEST_CASE("the micro-kernel sketch's code compiles for AVX-512 and AVX2 anywhere
       REQUIRE(nests.size() == 1);
       const auto cands = transforms::microkernel_candidates(nests[0], target);
       REQUIRE_FALSE(cands.empty());
-      auto e = transforms::expand_microkernel_fitted(*p, nests[0].path, cands[0], target);
-      REQUIRE_MESSAGE(e.ok(), e.error_text());
-      auto g = backends::x86_generate_c(isa, e->program);
-      auto r = backends::compile_shared_object("cc", backends::x86_compile_flags(isa), g.source, dir.path,
-                                               backends::x86_link_libraries());
-      CHECK_MESSAGE(!r.error, name << ": " << r.error.value_or(""));
-      if (b->available().ok)
-        check_matches(*b, e->program, std::string("sketch on ") + text);
-      else if (skipped.find(name) == std::string::npos)
-        skipped += std::string(skipped.empty() ? "" : "; ") + name + ": " + b->available().why;
+      // The first candidate, and the first transposed one (every kernel here has one).
+      std::vector<transforms::MicrokernelParams> tried = {cands[0]};
+      for (const auto& c : cands)
+        if (c.transposed && !cands[0].transposed) {
+          tried.push_back(c);
+          break;
+        }
+      CHECK(tried.size() + cands[0].transposed == 2);
+      for (const auto& m : tried) {
+        auto e = transforms::expand_microkernel_fitted(*p, nests[0].path, m, target);
+        REQUIRE_MESSAGE(e.ok(), e.error_text());
+        auto g = backends::x86_generate_c(isa, e->program);
+        auto r = backends::compile_shared_object("cc", backends::x86_compile_flags(isa), g.source,
+                                                 dir.path, backends::x86_link_libraries());
+        CHECK_MESSAGE(!r.error, name << ": " << r.error.value_or(""));
+        if (b->available().ok)
+          check_matches(*b, e->program,
+                        std::string("sketch ") + transforms::print_params(m) + " on " + text);
+        else if (skipped.find(name) == std::string::npos)
+          skipped += std::string(skipped.empty() ? "" : "; ") + name + ": " + b->available().why;
+      }
     }
   }
   if (!skipped.empty()) PERFDOJO_SKIP("compiled for both, ran where the CPU can: " << skipped);

@@ -45,6 +45,16 @@ output C: f32[BATCH, M, N] = 0
 BATCH M N K C[{0},{1},{2}] += A[{0},{1},{3}] * B[{0},{3},{2}]
 )";
 
+// conv2d with 3 x 3 filters over 4 input channels and 16 output columns: K output channels,
+// H output rows.
+std::string conv2d_3x3(int k, int h) {
+  return "N = 1\nC = 4\nK = " + std::to_string(k) + "\nH = " + std::to_string(h) + "\nW = 16\nHI = " +
+         std::to_string(h + 2) +
+         "\nWI = 18\nKH = 3\nKW = 3\ninput x: f32[N, C, HI, WI]\ninput w: f32[K, C, KH, KW]\n"
+         "output y: f32[N, K, H, W] = 0\n\n"
+         "N K H W C KH KW y[{0},{1},{2},{3}] += x[{0},{4},{2}+{5},{3}+{6}] * w[{1},{4},{5},{6}]\n";
+}
+
 // Small blocks for small programs: 4 x 16 register tile of 8 lanes, kc 16, mc 16.
 const MicrokernelParams kSmall{4, 16, 16, 16, 0, 8};
 
@@ -155,21 +165,7 @@ TEST_CASE("the sketch keeps a batch scope outermost, from the batch or from the 
 }
 
 TEST_CASE("the sketch takes conv2d: output channels by output columns, kh and kw inside the tile") {
-  const ir::Program p = load(R"(N = 1
-C = 4
-K = 16
-H = 6
-W = 16
-HI = 8
-WI = 18
-KH = 3
-KW = 3
-input x: f32[N, C, HI, WI]
-input w: f32[K, C, KH, KW]
-output y: f32[N, K, H, W] = 0
-
-N K H W C KH KW y[{0},{1},{2},{3}] += x[{0},{4},{2}+{5},{3}+{6}] * w[{1},{4},{5},{6}]
-)");
+  const ir::Program p = load(conv2d_3x3(16, 6));
   const auto g = transforms::gemm_nest_at(p, {0});
   REQUIRE_MESSAGE(g.ok(), g.error_text());
   CHECK(g->i == 1);  // K: the filters do not use the output column
@@ -185,6 +181,66 @@ N K H W C KH KW y[{0},{1},{2},{3}] += x[{0},{4},{2}+{5},{3}+{6}] * w[{1},{4},{5}
   REQUIRE(e->program.find_buffer("w_t0") != nullptr);
   CHECK(e->program.find_buffer("w_t0")->shape == std::vector<int64_t>{2, 4, 3, 3, 4});
   require_same_outputs(p, e->program);
+}
+
+TEST_CASE("the transposed sketch puts conv2d's output channels in the vectors") {
+  // 64 output channels by 8 output columns: W = 16 = 2 x 8 rows of the tile, K = 64 = 2 x 32
+  // columns, two 16-lane vectors each.
+  const ir::Program p = load(conv2d_3x3(64, 3));
+  const auto plain = *transforms::gemm_nest_at(p, {0});
+  CHECK(plain.transposable);
+  CHECK(plain.inner == 9);
+  const auto g = transforms::gemm_nest_at(p, {0}, true);
+  REQUIRE_MESSAGE(g.ok(), g.error_text());
+  CHECK(g->transposed);
+  CHECK(g->i == 3);  // W, broadcast from x
+  CHECK(g->j == 1);  // K, loaded as vectors from the packed filters
+  CHECK((g->m == 16 && g->n == 64));
+  MicrokernelParams m{8, 32, 4, 16, 0, 16};
+  m.transposed = true;
+  CHECK(transforms::print_params(m) == "mr=8 nr=32 kc=4 mc=16 lanes=16 transposed");
+  auto e = transforms::expand_microkernel(p, {0}, m, *transforms::target_by_name("x86_avx512"));
+  REQUIRE_MESSAGE(e.ok(), e.error_text());
+  const std::string text = ir::print_program(e->program);
+  // The filters packed with the output channel innermost; x read where it lies (no x_t0).
+  REQUIRE(e->program.find_buffer("w_t0") != nullptr);
+  CHECK(e->program.find_buffer("w_t0")->shape == std::vector<int64_t>{2, 4, 3, 3, 32});
+  CHECK(e->program.find_buffer("x_t0") == nullptr);
+  // The 8 x 32 tile: set to y's initial value (each element is visited once), updated in vectors
+  // of output channels, stored back element by element.
+  REQUIRE(e->program.find_buffer("y_t0") != nullptr);
+  CHECK(e->program.find_buffer("y_t0")->shape == std::vector<int64_t>{8, 32});
+  CHECK(text.find("8:unroll 32:unroll y_t0[{4},{5}] = 0") != std::string::npos);
+  CHECK(text.find("16:vec y_t0[") != std::string::npos);
+  CHECK(text.find("= y_t0[{4},{5}]") != std::string::npos);
+  require_same_outputs(p, e->program);
+  // The candidates put a transposed tile last here (4 x 9 = 36 products per element: its
+  // element-by-element copies would cost more than the 16 columns lose), first on conv2d-3x3
+  // (56 output columns against 64 channels, 576 products), and last on matmul-1024 and
+  // matmul-skinny (its 64 columns fit 8 x 32 tiles whole).
+  const auto t = *transforms::target_by_name("x86_avx512");
+  CHECK_FALSE(transforms::microkernel_candidates(plain, t).front().transposed);
+  CHECK(transforms::microkernel_candidates(plain, t).back().transposed);
+  for (const char* k : {"matmul-1024", "matmul-skinny"}) {
+    const auto c = transforms::microkernel_candidates(*transforms::gemm_nest_at(load_kernel(k), {0}), t);
+    CHECK_MESSAGE(!c.front().transposed, k);
+    CHECK_MESSAGE(c.back().transposed, k);
+  }
+  CHECK(transforms::microkernel_candidates(*transforms::gemm_nest_at(load_kernel("conv2d-3x3"), {0}), t)
+            .front()
+            .transposed);
+  // Nothing to load as vectors across a transposed tile: every operand uses the column too.
+  const ir::Program q = load(R"(M = 16
+N = 32
+K = 8
+input A: f32[M, N, K]
+output C: f32[M, N] = 0
+
+M N K C[{0},{1}] += A[{0},{1},{2}]
+)");
+  auto r = transforms::gemm_nest_at(q, {0}, true);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error_text().find("no operand uses the row iterator without the column one") != std::string::npos);
 }
 
 TEST_CASE("the sketch's candidates fill the target's register file") {
