@@ -287,6 +287,23 @@ M N K C[{0},{1}] += A[{0},{2}] * B[{2},{1}]
   for (const auto& a : e->trace) splits += a.kind == transforms::Kind::kSplitRange;
   CHECK(splits == 3);  // columns 16 + 4, then the rows 16 + 4 of each column part
   require_same_outputs(p, e->program);
+  // 28 rows take 7-row tiles (a divisor within 3/4 of the 8 wanted) rather than 3 x 8 + 4.
+  const ir::Program rows28 = load(R"(M = 28
+N = 16
+K = 8
+input A: f32[M, K]
+input B: f32[K, N]
+output C: f32[M, N] = 0
+
+M N K C[{0},{1}] += A[{0},{2}] * B[{2},{1}]
+)");
+  auto r = transforms::expand_microkernel_fitted(rows28, {0}, MicrokernelParams{8, 16, 8, 28, 0, 8},
+                                                 transforms::Target{});
+  REQUIRE_MESSAGE(r.ok(), r.error_text());
+  for (const auto& a : r->trace) CHECK(a.kind != transforms::Kind::kSplitRange);
+  REQUIRE(r->program.find_buffer("C_t0") != nullptr);
+  CHECK(r->program.find_buffer("C_t0")->shape == std::vector<int64_t>{7, 16});
+  require_same_outputs(rows28, r->program);
   // matmul 1000^3 on AVX-512 (no interpreter at this size: the trace must replay).
   const ir::Program big = load(R"(M = 1000
 N = 1000
