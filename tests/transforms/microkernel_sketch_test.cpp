@@ -45,6 +45,13 @@ output C: f32[BATCH, M, N] = 0
 BATCH M N K C[{0},{1},{2}] += A[{0},{1},{3}] * B[{0},{3},{2}]
 )";
 
+// C = A B, M x N, with a reduction of K.
+std::string matmul_text(int m, int n, int k) {
+  return "M = " + std::to_string(m) + "\nN = " + std::to_string(n) + "\nK = " + std::to_string(k) +
+         "\ninput A: f32[M, K]\ninput B: f32[K, N]\noutput C: f32[M, N] = 0\n\n"
+         "M N K C[{0},{1}] += A[{0},{2}] * B[{2},{1}]\n";
+}
+
 // conv2d with 3 x 3 filters over 4 input channels and 16 output columns: K output channels,
 // H output rows.
 std::string conv2d_3x3(int k, int h) {
@@ -271,15 +278,7 @@ TEST_CASE("the sketch's candidates fill the target's register file") {
 TEST_CASE("the fitted sketch splits off remainders the tile does not divide") {
   // 20 x 20 x 20 with an 8 x 16 tile of 8 lanes: four parts, each tiled with a tile of its size
   // (the 4-column remainders in 4 scalar columns: 4 lanes is no vector width of the target).
-  const ir::Program p = load(R"(M = 20
-N = 20
-K = 20
-input A: f32[M, K]
-input B: f32[K, N]
-output C: f32[M, N] = 0
-
-M N K C[{0},{1}] += A[{0},{2}] * B[{2},{1}]
-)");
+  const ir::Program p = load(matmul_text(20, 20, 20));
   auto e = transforms::expand_microkernel_fitted(p, {0}, MicrokernelParams{8, 16, 8, 16, 0, 8},
                                                  transforms::Target{});
   REQUIRE_MESSAGE(e.ok(), e.error_text());
@@ -288,15 +287,7 @@ M N K C[{0},{1}] += A[{0},{2}] * B[{2},{1}]
   CHECK(splits == 3);  // columns 16 + 4, then the rows 16 + 4 of each column part
   require_same_outputs(p, e->program);
   // 28 rows take 7-row tiles (a divisor within 3/4 of the 8 wanted) rather than 3 x 8 + 4.
-  const ir::Program rows28 = load(R"(M = 28
-N = 16
-K = 8
-input A: f32[M, K]
-input B: f32[K, N]
-output C: f32[M, N] = 0
-
-M N K C[{0},{1}] += A[{0},{2}] * B[{2},{1}]
-)");
+  const ir::Program rows28 = load(matmul_text(28, 16, 8));
   auto r = transforms::expand_microkernel_fitted(rows28, {0}, MicrokernelParams{8, 16, 8, 28, 0, 8},
                                                  transforms::Target{});
   REQUIRE_MESSAGE(r.ok(), r.error_text());
@@ -305,15 +296,7 @@ M N K C[{0},{1}] += A[{0},{2}] * B[{2},{1}]
   CHECK(r->program.find_buffer("C_t0")->shape == std::vector<int64_t>{7, 16});
   require_same_outputs(rows28, r->program);
   // matmul 1000^3 on AVX-512 (no interpreter at this size: the trace must replay).
-  const ir::Program big = load(R"(M = 1000
-N = 1000
-K = 1000
-input A: f32[M, K]
-input B: f32[K, N]
-output C: f32[M, N] = 0
-
-M N K C[{0},{1}] += A[{0},{2}] * B[{2},{1}]
-)");
+  const ir::Program big = load(matmul_text(1000, 1000, 1000));
   auto f = transforms::expand_microkernel_fitted(big, {0}, MicrokernelParams{8, 32, 256, 64, 0, 16},
                                                  transforms::Target{});
   REQUIRE_MESSAGE(f.ok(), f.error_text());
