@@ -161,7 +161,8 @@ int cmd_sketch(const Args& a) {
     if (!int_option(a, name, name == std::string("nc") ? 0 : 1, 1 << 20, field, &rc)) return rc;
     given = given || a.values.count(name);
   }
-  if (a.has("transposed")) m.transposed = true;
+  // Sizes given: a plain tile unless --transposed asks (the first candidate may be transposed).
+  if (given || a.has("transposed")) m.transposed = a.has("transposed");
   // Sizes given: exactly those (each must divide its extent), unless --fit asks for the fitted
   // expansion (remainders split off); else the first candidate, fitted.
   auto e = given && !a.has("fit") ? transforms::expand_microkernel(start.program, nest.path, m, *target)

@@ -443,12 +443,30 @@ def test_sketch_prints_a_trace_that_apply_replays(tmp_path):
     assert "temp B_t0: f32[32, 256, 32]" in ir
 
 
+def test_sketch_fits_given_sizes_and_transposes_on_request():
+    conv = KERNELS / "conv2d-3x3.pdj"
+    # Without sizes conv2d's first candidate is transposed: output channels in the vectors, the
+    # tile set to y's initial value, y's only access the copy-out.
+    ir = perfdojo("sketch", conv, "--ir", check_rc=0).stdout
+    assert "y_t0[{4},{5}] = 0" in ir and "16:vec y_t0[" in ir
+    # Given sizes that do not divide (56 columns by 48): refused, unless --fit splits them.
+    sizes = ["--mr", "8", "--nr", "48", "--kc", "64", "--mc", "64"]
+    perfdojo("sketch", conv, *sizes, check_rc=1)
+    out = perfdojo("sketch", conv, *sizes, "--fit", check_rc=0).stdout
+    assert out.startswith("# micro-kernel sketch at 0: mr=8 nr=48 kc=64 mc=64 lanes=16 (")  # plain
+    assert "split_range" in out
+    out = perfdojo("sketch", conv, "--mr", "8", "--nr", "32", "--kc", "64", "--mc", "56", "--transposed",
+                   check_rc=0).stdout
+    assert "lanes=16 transposed" in out.splitlines()[0]
+
+
 def test_sketch_json_names_the_nests_and_the_block_sizes_it_would_try():
     doc = json_out(perfdojo("sketch", KERNELS / "bmm.pdj", "--json", "--target", "x86_avx2", check_rc=0))
     assert doc["ok"] is True
     assert doc["nests"] == ["0"]
     assert doc["params"].startswith("mr=6 nr=16")  # 12 of the 16 ymm registers
-    assert all(c.endswith("lanes=8") for c in doc["candidates"])
+    assert all("lanes=8" in c for c in doc["candidates"])
+    assert doc["candidates"][-1].endswith("lanes=8 transposed")  # plain first on bmm
 
 
 def test_sketch_all_takes_every_gemm_nest_and_apply_replays_it(tmp_path):
