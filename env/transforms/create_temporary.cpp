@@ -1,6 +1,7 @@
 #include "transforms/create_temporary.h"
 
 #include <algorithm>
+#include <span>
 
 #include "transforms/analysis.h"
 #include "transforms/mask_summary.h"
@@ -226,16 +227,18 @@ void complete_plan(const std::vector<Use>& uses, Plan& plan) {
   plan.copy_in = !first_covers || plan.decl->role == ir::Role::kInput;
 }
 
-int writers_of(const std::vector<ir::NodePtr>& body, const std::string& buf) {
+// Statements writing `buf` in `nodes` and below them.
+int writers_of(std::span<const ir::NodePtr> nodes, const std::string& buf) {
   int n = 0;
-  for (const auto& c : body)
+  for (const auto& c : nodes)
     n += c->is_scope ? writers_of(c->body, buf) : c->stmt.lhs.buffer == buf;
   return n;
 }
 
 // Whether every element an iteration of S touches still holds the buffer's initial value when
 // the iteration starts, so that the copy-in may store that value instead of loading it: the
-// buffer has one, no statement outside S writes it, and distinct iterations of S and of the
+// buffer has one, no statement outside S writes it before S's top-level nest ends (later
+// top-level nodes run after every iteration of S), and distinct iterations of S and of the
 // scopes around it touch distinct elements (the index is injective over every enclosing
 // iterator of extent > 1 and the inner ones; an enclosing scope whose iterator the index does
 // not use, a blocked reduction's Ko, revisits the same elements).
@@ -243,7 +246,9 @@ bool holds_init(const ir::Program& p, const Path& path, const std::vector<Use>& 
   if (!plan.decl->init || plan.decl->role == ir::Role::kInput) return false;
   int inside = 0;
   for (const Use& u : uses) inside += u.writes;
-  if (writers_of(p.body, plan.decl->name) != inside) return false;
+  // Writers in later top-level nodes run after every iteration of S (pointwise-conv's bias).
+  const std::span<const ir::NodePtr> up_to_s(p.body.data(), static_cast<size_t>(path.front()) + 1);
+  if (writers_of(up_to_s, plan.decl->name) != inside) return false;
   std::vector<int> iters;
   std::vector<int64_t> extents;
   for (int k = 0; k <= plan.depth; ++k) {

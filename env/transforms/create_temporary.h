@@ -16,8 +16,9 @@
 // without reading BUF: later reads find what S stored, and a copy-in would read values about to
 // be overwritten (for a temporary without an initial value, memory never written). The copy-in
 // stores BUF's initial value (`BUF_t[..] = 0`) instead of loading it when the region still holds
-// that value at every iteration of S: BUF has one, only S writes it, and no two iterations of S
-// and the scopes around it touch one element (conv2d's output tile: one visit per element; not
+// that value at every iteration of S: BUF has one, no statement outside S writes it before S's
+// top-level nest ends (pointwise-conv's later bias nest may), and no two iterations of S and the
+// scopes around it touch one element (conv2d's output tile: one visit per element; not
 // matmul's C under a blocked reduction, which every block revisits).
 // Refused when S is vectorised, parallel or GPU-mapped, or lies in a parallel or GPU-mapped
 // scope: the temporary is one storage shared by every iteration of those scopes.
