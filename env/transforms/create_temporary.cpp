@@ -287,11 +287,11 @@ std::vector<ir::Affine> temp_index(const std::vector<int>& depths) {
   return out;
 }
 
-// `dst = src` wrapped in one scope per temporary dimension.
-ir::NodePtr copy_nest(const Plan& plan, ir::Access dst, ir::Access src) {
+// `dst = value` wrapped in one scope per temporary dimension.
+ir::NodePtr copy_nest(const Plan& plan, ir::Access dst, ir::ExprPtr value) {
   ir::Stmt st;
   st.lhs = std::move(dst);
-  st.rhs = ir::Expr::load(std::move(src));
+  st.rhs = std::move(value);
   ir::NodePtr n = ir::Node::statement(std::move(st));
   for (int m = static_cast<int>(plan.extents.size()) - 1; m >= 0; --m)
     n = ir::Node::scope(plan.extents[m], plan.names[m], ir::Annot::kNone, {n});
@@ -342,23 +342,16 @@ ir::Program apply_create_temporary(const ir::Program& p, const Action& a, const 
   const ir::Access tmp_use{tmp, temp_index(plan.inner), {}};
 
   std::vector<ir::NodePtr> body;
-  if (plan.copy_in && holds_init(p, a.path, uses, plan)) {
-    ir::Stmt st;
-    st.lhs = tmp_copy;
-    st.rhs = ir::Expr::constant(*plan.decl->init);
-    ir::NodePtr n = ir::Node::statement(std::move(st));
-    for (int m = static_cast<int>(plan.extents.size()) - 1; m >= 0; --m)
-      n = ir::Node::scope(plan.extents[m], plan.names[m], ir::Annot::kNone, {n});
-    body.push_back(std::move(n));
-  } else if (plan.copy_in) {
-    body.push_back(copy_nest(plan, tmp_copy, buf_copy));
-  }
+  if (plan.copy_in)
+    body.push_back(copy_nest(plan, tmp_copy,
+                             holds_init(p, a.path, uses, plan) ? ir::Expr::constant(*plan.decl->init)
+                                                               : ir::Expr::load(buf_copy)));
   for (const auto& c : s.body)
     body.push_back(map_accesses(c, [&](const ir::Access& x) -> std::optional<ir::Access> {
       if (x.buffer != a.buffer) return std::nullopt;
       return tmp_use;
     }));
-  if (plan.copy_out) body.push_back(copy_nest(plan, buf_copy, tmp_copy));
+  if (plan.copy_out) body.push_back(copy_nest(plan, buf_copy, ir::Expr::load(tmp_copy)));
 
   ir::Program q = replace_node(
       p, a.path, {ir::Node::scope(s.extent, s.extent_name, s.annot, std::move(body), s.loc)});

@@ -478,9 +478,13 @@ void fit_into(Expander& x, const Path& path, const MicrokernelParams& want, int 
   // The row tile: a divisor of the rows down to 3/4 of what is wanted before a remainder (a
   // row is a broadcast, not a vector: conv2d-3x3-s2's 28 output columns as 4 x 7, 12% faster
   // than 3 x 8 + 4 measured interleaved).
-  int64_t mr = std::min(want.mr, g->m);
-  for (int64_t d = mr; g->m % mr != 0 && 4 * d >= 3 * mr && d > 1; --d)
-    if (g->m % d == 0) mr = d;
+  const int64_t aim = std::min(want.mr, g->m);
+  int64_t mr = aim;
+  for (int64_t d = aim; d > 1 && 4 * d >= 3 * aim; --d)
+    if (g->m % d == 0) {
+      mr = d;
+      break;
+    }
   if (depth < 6 && g->m > mr && g->m % mr != 0) {
     MicrokernelParams rest = want;
     rest.mr = g->m % mr;

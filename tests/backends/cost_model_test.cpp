@@ -425,6 +425,21 @@ TEST_CASE("a partially given profile keeps the defaults for the rest") {
   CHECK(p->l2_bytes == backends::default_profile().l2_bytes);
 }
 
+TEST_CASE("a fill no statement can observe is not charged") {
+  // y = 0 then every element stored before anything reads it: the generated code leaves the
+  // fill out (ir::initial_value_dead), so the estimate is the one without an initial value.
+  const std::string body = "input x: f32[512, 512]\noutput y: f32[512, 512]";
+  const std::string nest = "\n\n512 512 y[{0},{1}] = x[{0},{1}] * 2\n";
+  const auto& prof = backends::default_profile();
+  const auto dead = backends::estimate_cost(load(body + " = 0" + nest), prof);
+  const auto none = backends::estimate_cost(load(body + nest), prof);
+  CHECK(dead.overhead_s == none.overhead_s);
+  // Half the columns stored: the fill stays, and costs.
+  const std::string half = "\n\n512 256 y[{0},{1}] = x[{0},{1}] * 2\n";
+  CHECK(backends::estimate_cost(load(body + " = 0" + half), prof).overhead_s >
+        backends::estimate_cost(load(body + half), prof).overhead_s);
+}
+
 TEST_CASE("a nest tiled past 64 scopes still gets a finite estimate") {
   // The parser takes at most 64 nested scopes; tiling makes deeper ones, whose cache lines the
   // model counts one depth cut at a time (the 64-stride limit of its one-pass count).
