@@ -1,27 +1,22 @@
 // The references the benchmark programs compare generated kernels with: OpenBLAS's sgemm and the
 // measured FMA peak of one core.
 //
-// OpenBLAS picks its kernel when the library loads, from OPENBLAS_CORETYPE (some of the
-// project's machines set it to Haswell, a slow choice on newer cores) or else by CPUID, where a
-// CPU newer than the library falls back to a generic core (Debian 12's OpenBLAS calls a recent
-// AVX-512 Xeon "Prescott": SSE3 kernels, about a fifth of its sgemm speed). A program that
+// OpenBLAS picks its kernel when the library loads (util/openblas_core.h); a program that
 // includes this header calls `choose_openblas_core` first thing in main, so the baseline is
 // OpenBLAS at its best on this CPU.
 #pragma once
 
 #include <cblas.h>
 #include <immintrin.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cstring>
-#include <initializer_list>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
 
 #include "backends/backend.h"
+#include "util/openblas_core.h"
 
 extern "C" char* openblas_get_corename(void);
 
@@ -74,53 +69,11 @@ inline double peak_gflops(int lanes, int rounds = 5) {
   return best;
 }
 
-/// Makes OpenBLAS run its best kernel for this CPU; returns in the process that will use it.
-/// First it lets OpenBLAS choose by CPUID (running this program again without a preset
-/// OPENBLAS_CORETYPE); when that choice is a generic core although the CPU has AVX-512 (or AVX2
-/// and FMA), it runs the program again with OPENBLAS_CORETYPE=SkylakeX (or Haswell). What was
-/// done is said on stderr and by `openblas_core_note()`.
-inline void choose_openblas_core(char** argv, const char* program) {
-  auto again = [&](const char* stage) {
-    setenv("PERFDOJO_OPENBLAS_STAGE", stage, 1);
-    execv("/proc/self/exe", argv);
-    std::perror("execv");
-    std::exit(1);
-  };
-  const char* stage = std::getenv("PERFDOJO_OPENBLAS_STAGE");
-  if (!stage && std::getenv("OPENBLAS_CORETYPE")) {
-    std::fprintf(stderr, "%s: re-executing without OPENBLAS_CORETYPE=%s\n", program,
-                 std::getenv("OPENBLAS_CORETYPE"));
-    unsetenv("OPENBLAS_CORETYPE");
-    again("cpuid");
-  }
-  if (stage && std::strcmp(stage, "forced") == 0) return;
-  const bool avx512 = backends::cpu_has("avx512f");
-  const bool avx2 = backends::cpu_has("avx2") && backends::cpu_has("fma");
-  const char* core = openblas_get_corename();
-  // Cores with kernels at least as wide as the CPU's vectors.
-  auto one_of = [&](std::initializer_list<const char*> names) {
-    for (const char* n : names)
-      if (core && std::strcmp(core, n) == 0) return true;
-    return false;
-  };
-  const bool good = avx512 ? one_of({"SkylakeX", "Cooperlake", "SapphireRapids"})
-                    : avx2 ? one_of({"Haswell", "SkylakeX", "Cooperlake", "SapphireRapids", "Zen"})
-                           : true;
-  if (good) return;
-  const char* want = avx512 ? "SkylakeX" : "Haswell";
-  std::fprintf(stderr, "%s: OpenBLAS chose core %s for this CPU; re-executing with OPENBLAS_CORETYPE=%s\n",
-               program, core ? core : "?", want);
-  setenv("OPENBLAS_CORETYPE", want, 1);
-  again("forced");
-}
+/// OpenBLAS at its best kernels for this CPU (util/openblas_core.h).
+inline void choose_openblas_core(char** argv, const char* program) { util::choose_openblas_core(argv, program); }
 
-/// How OpenBLAS's core was chosen, for the report: "by CPUID" or "OPENBLAS_CORETYPE forced".
-inline const char* openblas_core_note() {
-  const char* stage = std::getenv("PERFDOJO_OPENBLAS_STAGE");
-  return stage && std::strcmp(stage, "forced") == 0
-             ? "OPENBLAS_CORETYPE set: CPUID gave a generic core"
-             : "chosen by CPUID";
-}
+/// How OpenBLAS's core was chosen, for the report.
+inline const char* openblas_core_note() { return util::openblas_core_note(); }
 
 /// Median seconds of `reps` row-major cblas_sgemm calls C[M,N] = A[M,K] B[K,N] on `threads`
 /// threads, after two warm-up calls.
