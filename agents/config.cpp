@@ -35,6 +35,12 @@ const std::vector<Field>& table() {
       {{"backend", "backend the envs time programs with", kLearn}, &C::backend},
       {{"kernels", "train, test, all, or comma-separated URIs/.pdj paths", kRun}, &C::kernels},
       {{"num_envs", "actor envs stepped in parallel", kRun}, &C::num_envs},
+      {{"learner", "sync (act, then learn; reproducible), async (learner thread), auto (async unless total_steps > 0)",
+        kRun},
+       &C::learner},
+      {{"actor_sync", "async: updates between copies of the network to the actors", kRun}, &C::actor_sync},
+      {{"min_updates_per_step", "async: actors wait while the learner is below this many updates per step", kRun},
+       &C::min_updates_per_step},
       {{"max_episode_steps", "truncation limit of an episode", kLearn}, &C::max_episode_steps},
       {{"allow_stop", "let the agent choose the stop action", kLearn}, &C::allow_stop},
       {{"out_dir", "folder for metrics, checkpoints and summary", kRun}, &C::out_dir},
@@ -264,6 +270,11 @@ std::string validate(const AgentConfig& c) {
   if (c.buffer_size < c.batch_size) return "buffer_size must be >= batch_size";
   if (c.learning_starts < c.batch_size) return "learning_starts must be >= batch_size";
   if (c.updates_per_step < 0) return "updates_per_step must be >= 0";
+  if (c.learner != "auto" && c.learner != "sync" && c.learner != "async")
+    return "learner must be auto, sync or async, got '" + c.learner + "'";
+  if (c.actor_sync < 1) return "actor_sync must be >= 1";
+  if (c.min_updates_per_step < 0 || c.min_updates_per_step > c.updates_per_step)
+    return "min_updates_per_step must be between 0 and updates_per_step";
   if (c.target_update < 1) return "target_update must be >= 1";
   if (c.tau < 0 || c.tau > 1) return "tau must be in [0, 1]";
   if (c.grad_clip <= 0 || c.huber_delta <= 0) return "grad_clip and huber_delta must be > 0";

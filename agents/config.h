@@ -18,6 +18,17 @@ struct AgentConfig {
   std::string backend = "cost_model";
   std::string kernels = "train";  ///< train, test, all, or comma-separated URIs / .pdj paths
   int num_envs = 4;               ///< actor envs stepped in parallel (oneTBB)
+  /// How acting and learning share the machine: "sync" steps the actors, then makes the updates
+  /// owed (updates_per_step per transition), in turn, reproducibly; "async" runs the learner on
+  /// its own thread beside the actors, which act on a copy of the network refreshed every
+  /// actor_sync updates, with updates_per_step as a ceiling instead of a quota; "auto" is async
+  /// for wall-clock budgets and sync when total_steps > 0.
+  std::string learner = "auto";
+  int actor_sync = 20;            ///< async: updates between refreshes of the actors' network copy
+  /// async: the actors wait while the learner has made fewer than this many updates per
+  /// transition stored since learning began (a floor under the replay ratio, as a rate limiter
+  /// in Reverb); 0 never waits. At most updates_per_step.
+  double min_updates_per_step = 0;
   int max_episode_steps = 30;     ///< truncation limit of one episode
   bool allow_stop = false;        ///< let the agent pick the stop action (only the peak counts)
   std::string out_dir = "runs/default";  ///< metrics, checkpoints and the summary land here

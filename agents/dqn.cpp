@@ -104,7 +104,32 @@ torch::Tensor DqnLearner::q_values(const std::vector<const AgentObs*>& obs) {
   torch::NoGradGuard no_grad;
   torch::Tensor f, t, m;
   stack_observations(obs, online_->token_len(), shape_.action_count, f, t, m);
+  if (!actor_.is_empty()) {
+    std::lock_guard lock(actor_mu_);
+    return actor_->forward(f, t, m);
+  }
+  std::lock_guard lock(net_mu_);
   return online_->forward(f, t, m);
+}
+
+void DqnLearner::make_actor_copy() {
+  std::lock_guard lock(net_mu_);
+  std::lock_guard alock(actor_mu_);
+  actor_ = QNetwork(config_, shape_);
+  actor_->eval();
+  hard_update(actor_, online_);
+}
+
+void DqnLearner::publish_to_actors() {
+  if (actor_.is_empty()) return;
+  std::lock_guard lock(net_mu_);
+  std::lock_guard alock(actor_mu_);
+  hard_update(actor_, online_);
+}
+
+int DqnLearner::replay_size() const {
+  std::lock_guard lock(replay_mu_);
+  return replay_.size();
 }
 
 void DqnLearner::remember(const AgentObs& s, int action, double reward, const AgentObs& next, bool terminated) {
@@ -118,11 +143,17 @@ void DqnLearner::remember(const AgentObs& s, int action, double reward, const Ag
   t.next_tokens = next.tokens.empty() ? nullptr : &next.tokens;
   t.next_mask = &next.mask;
   t.terminated = terminated;
+  std::lock_guard lock(replay_mu_);
   replay_.add(t);
 }
 
 UpdateStats DqnLearner::update(double beta) {
-  Batch b = replay_.sample(config_.batch_size, beta, rng_);
+  std::lock_guard lock(net_mu_);
+  Batch b;
+  {
+    std::lock_guard rlock(replay_mu_);
+    b = replay_.sample(config_.batch_size, beta, rng_);
+  }
   torch::Tensor q = online_->forward(b.obs, b.tokens, b.mask).gather(1, b.actions.unsqueeze(1)).squeeze(1);
   torch::Tensor y;
   {
@@ -149,17 +180,27 @@ UpdateStats DqnLearner::update(double beta) {
   if (replay_.prioritized()) {
     torch::Tensor td_cpu = td.detach().contiguous();
     std::vector<float> errors(td_cpu.data_ptr<float>(), td_cpu.data_ptr<float>() + td_cpu.numel());
+    std::lock_guard rlock(replay_mu_);
     replay_.update_priorities(b.indices, errors);
   }
   return {loss.item<double>(), q.detach().mean().item<double>()};
 }
 
-std::string DqnLearner::model_bytes() { return network_bytes(online_); }
+DqnLearner::Snapshot DqnLearner::snapshot() {
+  std::lock_guard lock(net_mu_);
+  return {model_bytes(), optimizer_bytes(), updates_};
+}
+
+std::string DqnLearner::model_bytes() {
+  std::lock_guard lock(net_mu_);
+  return network_bytes(online_);
+}
 
 // Adam's state, parameter by parameter in the network's order. LibTorch's own save keys each
 // parameter's state by the address of its tensor, which differs from run to run: identical runs
 // then wrote different checkpoints. Here the keys are positions, so the bytes are the run's.
 std::string DqnLearner::optimizer_bytes() {
+  std::lock_guard lock(net_mu_);
   torch::serialize::OutputArchive a;
   const auto& group = optimizer_.param_groups().at(0);
   const auto& params = group.params();
@@ -182,12 +223,18 @@ std::string DqnLearner::optimizer_bytes() {
 }
 
 std::string DqnLearner::load_model_bytes(const std::string& bytes) {
-  std::string e = load_network_bytes(online_, bytes);
-  if (e.empty()) hard_update(target_, online_);
+  std::string e;
+  {
+    std::lock_guard lock(net_mu_);
+    e = load_network_bytes(online_, bytes);
+    if (e.empty()) hard_update(target_, online_);
+  }
+  if (e.empty()) publish_to_actors();
   return e;
 }
 
 std::string DqnLearner::load_optimizer_bytes(const std::string& bytes) {
+  std::lock_guard lock(net_mu_);
   try {
     torch::serialize::InputArchive a;
     std::istringstream in(bytes);

@@ -2,7 +2,9 @@
 // exploration schedule and action selection. The rollout loop that drives it is train.h.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <mutex>
 #include <random>
 #include <string>
 #include <vector>
@@ -55,13 +57,19 @@ struct UpdateStats {
   double q_mean = 0;
 };
 
-/// Networks, optimiser and replay.
+/// Networks, optimiser and replay. Safe to share between one acting thread (q_values, remember)
+/// and one learning thread (update, publish_to_actors); checkpoints may be taken from either.
 class DqnLearner {
  public:
   DqnLearner(const AgentConfig& config, const NetworkShape& shape);
 
-  /// Q-values [B, A] of observations (no gradient).
+  /// Q-values [B, A] of observations (no gradient), from the actors' copy once there is one,
+  /// else from the online network.
   torch::Tensor q_values(const std::vector<const AgentObs*>& obs);
+  /// Gives the actors their own copy of the online network, so acting never reads weights that
+  /// an update is writing; `publish_to_actors` refreshes it.
+  void make_actor_copy();
+  void publish_to_actors();
   /// Stores a transition.
   void remember(const AgentObs& s, int action, double reward, const AgentObs& next, bool terminated);
   /// One gradient step on a replay batch; `beta` anneals prioritised importance weights.
@@ -72,12 +80,20 @@ class DqnLearner {
   /// Model and optimiser as bytes (torch archives), for checkpoints.
   std::string model_bytes();
   std::string optimizer_bytes();
+  /// Model, optimiser and update count taken together, between two updates.
+  struct Snapshot {
+    std::string model, optimizer;
+    int64_t updates = 0;
+  };
+  Snapshot snapshot();
   /// Restores them; returns "" or why it failed (never throws).
   std::string load_model_bytes(const std::string& bytes);
   std::string load_optimizer_bytes(const std::string& bytes);
 
   const NetworkShape& shape() const { return shape_; }
-  const ReplayBuffer& replay() const { return replay_; }
+  /// Transitions stored.
+  int replay_size() const;
+  const ReplayBuffer& replay() const { return replay_; }  ///< capacity and kind (fixed)
   int64_t updates() const { return updates_; }
   void set_updates(int64_t n) { updates_ = n; }
   QNetwork& online() { return online_; }
@@ -89,7 +105,11 @@ class DqnLearner {
   torch::optim::Adam optimizer_;
   ReplayBuffer replay_;
   std::mt19937_64 rng_;
-  int64_t updates_ = 0;
+  std::atomic<int64_t> updates_ = 0;
+  QNetwork actor_{nullptr};          ///< the actors' copy (decoupled learning only)
+  mutable std::mutex replay_mu_;     ///< replay_ and its priorities
+  std::recursive_mutex net_mu_;      ///< online_, target_, optimizer_, rng_ (snapshot nests)
+  std::mutex actor_mu_;              ///< actor_
 };
 
 /// Stacks observations into the network's input tensors.

@@ -9,7 +9,27 @@
 
 namespace perfdojo::agents::detail {
 
+bool TrainRun::decoupled() const {
+  return config.learner == "async" || (config.learner == "auto" && config.total_steps <= 0);
+}
+
 std::string TrainRun::loop() {
+  // Decoupled: the learner thread starts now and is stopped and joined however the loop ends.
+  std::thread learner_thread;
+  struct Join {
+    TrainRun& run;
+    std::thread& t;
+    ~Join() {
+      run.learner_stop = true;
+      if (t.joinable()) t.join();
+    }
+  } join{*this, learner_thread};
+  if (decoupled()) {
+    learner->make_actor_copy();
+    steps_stored = global_step;
+    learner_progress = progress();
+    learner_thread = std::thread([this] { learner_loop(); });
+  }
   results.resize(actors.size());
   actions.resize(actors.size());
   episodes_at_log = episodes;
@@ -25,7 +45,17 @@ std::string TrainRun::loop() {
     act();
     tbb::parallel_for(size_t{0}, actors.size(), [&](size_t i) { results[i] = actors[i].env->step(actions[i]); });
     if (auto e = record_steps(); !e.empty()) return e;
-    learn(p);
+    if (decoupled()) {
+      if (learn_step0 < 0 && learner->replay_size() >= config.learning_starts) {
+        learn_updates0 = learner->updates();
+        learn_step0 = global_step;  // the learner starts
+      }
+      steps_stored = global_step;
+      learner_progress = progress();
+      if (auto e = wait_for_learner(); !e.empty()) return e;
+    } else {
+      learn(p);
+    }
     if (curriculum->update(progress(), best_speedups()))
       say("curriculum: stage " + std::to_string(curriculum->stage() + 1) + "/" + std::to_string(curriculum->stages()) +
           ", " + std::to_string(curriculum->active()) + " of " + std::to_string(out.kernels.size()) + " kernels" +
@@ -94,21 +124,64 @@ std::string TrainRun::end_episode(Actor& a, const env::StepResult& r) {
 
 // Updates owed by the steps taken (updates_per_step per actor step), once learning has started.
 void TrainRun::learn(double p) {
-  if (learner->replay().size() < config.learning_starts) return;
+  if (learner->replay_size() < config.learning_starts) return;
   update_debt += config.updates_per_step * actors.size();
   const double beta = config.per_beta + (1.0 - config.per_beta) * std::min(1.0, p);
-  for (; update_debt >= 1.0; update_debt -= 1.0) {
-    UpdateStats s = learner->update(beta);
-    out.td_losses.push_back(static_cast<float>(s.td_loss));
-    loss_sum += s.td_loss;
-    q_sum += s.q_mean;
-    ++loss_n;
+  for (; update_debt >= 1.0; update_debt -= 1.0) book(learner->update(beta));
+}
+
+std::string TrainRun::wait_for_learner() {
+  while (true) {
+    {
+      std::lock_guard lock(stats_mu);
+      if (!learner_error.empty()) return learner_error;
+    }
+    const int64_t s0 = learn_step0;
+    if (config.min_updates_per_step <= 0 || s0 < 0 || (options.stop && options.stop->load())) return "";
+    const double owed = config.min_updates_per_step * static_cast<double>(global_step - s0) -
+                        static_cast<double>(actors.size());
+    if (static_cast<double>(learner->updates() - learn_updates0) >= owed) return "";
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
+}
+
+void TrainRun::book(const UpdateStats& s) {
+  std::lock_guard lock(stats_mu);
+  out.td_losses.push_back(static_cast<float>(s.td_loss));
+  loss_sum += s.td_loss;
+  q_sum += s.q_mean;
+  ++loss_n;
+}
+
+// The learner thread. Actors and learner share two cores: the actors step while the learner
+// computes, instead of waiting for it (Ape-X, Horgan et al. 2018, on one machine). The ratio
+// updates_per_step is a ceiling here: a learner faster than the actors waits for data.
+void TrainRun::learner_loop() {
+  try {
+    while (!learner_stop) {
+      const int64_t s0 = learn_step0;  // set after learn_updates0
+      const double allowed =
+          s0 < 0 ? 0 : static_cast<double>(learn_updates0) + config.updates_per_step * static_cast<double>(steps_stored - s0);
+      if (s0 < 0 || static_cast<double>(learner->updates()) >= allowed) {
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+        continue;
+      }
+      const double beta = config.per_beta + (1.0 - config.per_beta) * std::min(1.0, learner_progress.load());
+      book(learner->update(beta));
+      if (learner->updates() % config.actor_sync == 0) learner->publish_to_actors();
+    }
+  } catch (const std::exception& e) {
+    // A LibTorch error ends learning, not the process; the actors' side reports it.
+    std::lock_guard lock(stats_mu);
+    learner_error = std::string("learner: ") + e.what();
+  }
+  learner->publish_to_actors();
 }
 
 // Every 500 steps: exploration, stage, steps per second and the mean losses since the last.
 void TrainRun::write_metrics(double now) {
   if (global_step - step_at_metrics < 500) return;
+  std::lock_guard lock(stats_mu);
   std::vector<std::pair<std::string, double>> s = {
       {"charts/epsilon", explore.boltzmann ? 0.0 : explore.epsilon},
       {"charts/temperature", explore.boltzmann ? explore.temperature : 0.0},

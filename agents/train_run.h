@@ -3,11 +3,14 @@
 // logging (train_loop.cpp). Internal to the agents module.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -61,6 +64,16 @@ struct TrainRun {
   // An episode ended on actor `a` with step result `r`: its best, its metrics, the next one.
   std::string end_episode(Actor& a, const env::StepResult& r);
   void learn(double p);
+  // Whether the learner runs on its own thread (config.learner, "auto" resolved).
+  bool decoupled() const;
+  // The learner thread's loop (decoupled runs): updates as fast as it can, at most
+  // updates_per_step per stored transition, refreshing the actors' network every actor_sync.
+  void learner_loop();
+  // Books one update's losses (either thread).
+  void book(const UpdateStats& s);
+  // Decoupled: the actors wait while the learner is below min_updates_per_step; returns the
+  // learner's error if it failed.
+  std::string wait_for_learner();
   void write_metrics(double now);
   void log(double now);
 
@@ -97,8 +110,18 @@ struct TrainRun {
   // The loop's state.
   std::vector<env::StepResult> results;
   std::vector<int> actions;
-  double update_debt = 0, loss_sum = 0, q_sum = 0;
+  double update_debt = 0;
+  std::mutex stats_mu;  // loss_sum, q_sum, loss_n and out.td_losses, booked by the learner thread
+  double loss_sum = 0, q_sum = 0;
   int loss_n = 0;
+  // Decoupled learning: what the learner thread reads of the actors' side, and its stop flag.
+  std::atomic<int64_t> steps_stored{0};
+  std::atomic<double> learner_progress{0};
+  std::atomic<bool> learner_stop{false};
+  // Where this run's learning began (step and update count; -1 before): the ceiling and the
+  // floor on the update ratio count from there, as the synchronous loop's debt does.
+  std::atomic<int64_t> learn_step0{-1}, learn_updates0{0};
+  std::string learner_error;  // under stats_mu
   int64_t episodes_at_log = 0, step_at_log = 0, step_at_metrics = 0;
   double last_log = 0, last_ckpt = 0, last_metrics = 0, last_loss = 0;
   Exploration explore;

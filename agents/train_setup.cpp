@@ -65,7 +65,8 @@ void TrainRun::save() {
   c.action_count = shape.action_count;
   c.token_vocab = shape.token_vocab;
   c.global_step = global_step;
-  c.updates = learner->updates();
+  DqnLearner::Snapshot snap = learner->snapshot();
+  c.updates = snap.updates;
   c.episodes = episodes;
   c.elapsed_s = elapsed();
   c.progress = progress();
@@ -74,12 +75,12 @@ void TrainRun::save() {
   std::ostringstream rs;
   rs << rng;
   c.rng_state = rs.str();
-  c.replay_size = learner->replay().size();
+  c.replay_size = learner->replay_size();
   c.replay_capacity = learner->replay().capacity();
   c.replay_prioritized = learner->replay().prioritized();
   c.best = best;
-  c.model = learner->model_bytes();
-  c.optimizer = learner->optimizer_bytes();
+  c.model = std::move(snap.model);
+  c.optimizer = std::move(snap.optimizer);
   if (auto e = save_checkpoint(c, ckpt_path); !e.empty()) say("checkpoint: " + e);
 }
 
@@ -106,7 +107,8 @@ std::string TrainRun::start_actors() {
       " actions, target " + config.target + " on " + effective_reward_space(config) + ", " +
       (config.total_steps > 0 ? std::to_string(config.total_steps) + " steps"
                               : fmt("%.3g", config.minutes) + " min") +
-      ", curriculum " + std::to_string(curriculum->stages()) + " stage(s), out " + config.out_dir);
+      ", curriculum " + std::to_string(curriculum->stages()) + " stage(s), learner " +
+      (decoupled() ? "async" : "sync") + ", out " + config.out_dir);
   return "";
 }
 

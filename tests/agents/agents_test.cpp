@@ -247,6 +247,33 @@ TEST_CASE("resume continues from the checkpoint's counters" * doctest::test_suit
   CHECK(second.updates > first.updates);
 }
 
+TEST_CASE("a decoupled learner trains beside the actors, between its floor and ceiling of updates" *
+          doctest::test_suite("slow")) {
+  AgentConfig c = tiny_config(temp_dir("async"));
+  c.learner = "async";
+  c.updates_per_step = 0.5;
+  c.min_updates_per_step = 0.2;  // the actors wait below it, so the count is bounded below
+  c.actor_sync = 5;
+  TrainSummary s = train(c, quiet());
+  REQUIRE_MESSAGE(s.error.empty(), s.error);
+  CHECK(s.global_step == 1200);
+  // Learning starts at the 200th stored transition: at least 0.2 and at most 0.5 updates for
+  // each of the ~1000 after it (less one round of the 2 actors).
+  MESSAGE("updates: " << s.updates);
+  CHECK(s.updates >= 190);
+  CHECK(s.updates <= 501);
+  CHECK(static_cast<int64_t>(s.td_losses.size()) == s.updates);
+  CHECK(fs::exists(s.checkpoint_path));
+  // Its checkpoint resumes, in the reproducible synchronous mode too.
+  c.learner = "sync";
+  c.total_steps = 1500;
+  TrainOptions o = quiet();
+  o.resume = s.checkpoint_path;
+  TrainSummary r = train(c, o);
+  REQUIRE_MESSAGE(r.error.empty(), r.error);
+  CHECK(r.updates > s.updates);
+}
+
 TEST_CASE("Max-Q targets take the peak, the sum target adds, and only termination stops bootstrapping") {
   auto r = torch::tensor({1.0f, 1.0f, 0.5f, 0.5f});
   auto term = torch::tensor({0.0f, 1.0f, 0.0f, 0.0f});
@@ -315,6 +342,12 @@ TEST_CASE("config files and flags are parsed with precise errors") {
   CHECK(c.lr == doctest::Approx(0.01));
   CHECK(set_field(c, "lr", "fast").find("expected a number") != std::string::npos);
   CHECK(set_field(c, "no_such_key", "1").find("unknown setting") != std::string::npos);
+  AgentConfig l;
+  l.learner = "threads";
+  CHECK(validate(l).find("learner must be auto, sync or async") != std::string::npos);
+  l.learner = "async";
+  l.min_updates_per_step = 1;  // above updates_per_step (0.25)
+  CHECK(validate(l).find("min_updates_per_step") != std::string::npos);
   std::string dir = temp_dir("config");
   std::ofstream(dir + "/a.json") << "{\"hidden\": 32, \"target\": \"sum\", \"prioritized\": true}";
   CHECK(load_config_file(c, dir + "/a.json").empty());
