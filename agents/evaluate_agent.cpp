@@ -18,6 +18,7 @@
 #include "agents/train.h"
 #include "util/json.h"
 #include "util/openblas_core.h"
+#include "util/process.h"
 
 using namespace perfdojo;
 using namespace perfdojo::agents;
@@ -43,7 +44,7 @@ void usage(std::FILE* f) {
                "  --seeds N          runs per stochastic method and kernel (default 3)\n"
                "  --epsilon E        exploration of the agent's restarts (default: the checkpoint's eval_epsilon)\n"
                "  --backend NAME     backend to evaluate on (default: the checkpoint's, else cost_model)\n"
-               "  --out DIR          where eval.csv and eval.json go (default: the checkpoint's folder)\n"
+               "  --out DIR          where eval.csv, eval.json and eval.png go (default: the checkpoint's folder)\n"
                "  --json             print the table as JSON on stdout\n"
                "\n"
                "evaluate_agent --checkpoint CKPT --propose FILE [--budget N] [--json]\n"
@@ -101,6 +102,27 @@ bool print_proposals(Policy& policy, const AgentConfig& base, const std::string&
   else
     std::printf("%s", text.c_str());
   return true;
+}
+
+// Draws eval.json as grouped bars (scripts/plot_training.py, matplotlib) into `png`; returns ""
+// or why there is no plot. The script is found beside the build (bin/../../scripts) or in
+// PERFDOJO_SCRIPTS_DIR.
+std::string plot_eval(const std::string& eval_json, const std::string& png) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path script;
+  if (const char* d = std::getenv("PERFDOJO_SCRIPTS_DIR")) script = fs::path(d) / "plot_training.py";
+  else script = fs::read_symlink("/proc/self/exe", ec).parent_path().parent_path().parent_path() / "scripts/plot_training.py";
+  if (ec || !fs::exists(script)) return "no scripts/plot_training.py beside this build (set PERFDOJO_SCRIPTS_DIR)";
+  util::ProcessOptions o;
+  o.timeout_s = 120;
+  util::ProcessResult r = util::run_process({"python3", script.string(), "--eval", eval_json, "--out", png}, o);
+  if (!r.ok()) {
+    std::string why = r.output.substr(r.output.size() > 300 ? r.output.size() - 300 : 0);
+    while (!why.empty() && why.back() == '\n') why.pop_back();
+    return "the plot script failed: " + why;
+  }
+  return "";
 }
 
 }  // namespace
@@ -253,8 +275,14 @@ int main(int argc, char** argv) {
   doc.add("checkpoint", policy ? checkpoint : "").add("backend", base.backend).add("seeds", seeds);
   doc.add("epsilon", epsilon).add("beam_width", beam_width).raw("budgets", budgets_json.str());
   doc.raw("results", rows.str()).raw("geomean", g.str());
-  std::ofstream(out_dir + "/eval.json") << doc.str() << "\n";
+  {
+    std::ofstream f(out_dir + "/eval.json");
+    f << doc.str() << "\n";
+  }
+  const std::string png = out_dir + "/eval.png", plot_error = plot_eval(out_dir + "/eval.json", png);
   if (json) {
+    doc.add("plot", plot_error.empty() ? png : "");
+    if (!plot_error.empty()) doc.add("plot_error", plot_error);
     std::printf("%s\n", doc.str().c_str());
     return 0;
   }
@@ -271,6 +299,17 @@ int main(int argc, char** argv) {
     for (const auto& m : methods) std::printf(" %8.2fx", geomean[m][b]);
     std::printf("\n");
   }
+  // The summary: geomean best speed-up over the kernels, methods x budgets.
+  std::printf("\ngeomean best speed-up over %zu kernels (mean of %d seeds)\n%-16s", uris.value().size(), seeds, "method");
+  for (int b : budgets) std::printf(" %9s", ("budget " + std::to_string(b)).c_str());
+  std::printf("\n");
+  for (const auto& m : methods) {
+    std::printf("%-16s", m.c_str());
+    for (size_t b = 0; b < budgets.size(); ++b) std::printf(" %8.2fx", geomean[m][b]);
+    std::printf("\n");
+  }
   std::printf("\ntable: %s/eval.csv, %s/eval.json\n", out_dir.c_str(), out_dir.c_str());
+  if (plot_error.empty()) std::printf("plot: %s\n", png.c_str());
+  else std::printf("plot: none (%s)\n", plot_error.c_str());
   return 0;
 }

@@ -60,7 +60,7 @@ def main():
 
     panels = 4 if args.runs else 0
     panels += len(args.eval)
-    cols = 2
+    cols = 2 if panels > 1 else 1
     rows = max(1, math.ceil(panels / cols))
     fig, axes = plt.subplots(rows, cols, figsize=(12, 4 * rows), squeeze=False)
     axes = [ax for row in axes for ax in row]

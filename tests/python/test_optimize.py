@@ -164,3 +164,23 @@ def test_optimize_on_a_cross_target_reports_modelled_times_and_verifies_under_qe
     assert report["profile"].startswith("builtin-neoverse-n1")
     if report["trace"]:
         assert "verified under emulation" in report["note"]
+
+
+def test_evaluate_agent_prints_methods_by_budgets_and_writes_csv_json_and_a_plot(tmp_path, checkpoint):
+    out = tmp_path / "eval"
+    r = subprocess.run([str(BIN_DIR / "evaluate_agent"), "--checkpoint", str(checkpoint), "--kernels", "softmax",
+                        "--budgets", "5,20", "--seeds", "1", "--baselines", "--out", str(out)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    # The summary: one row per method, one column per budget.
+    summary = r.stdout[r.stdout.index("geomean best speed-up over 1 kernels"):].splitlines()
+    assert summary[1].split() == ["method", "budget", "5", "budget", "20"]
+    rows = {line.split()[0]: line.split()[1:] for line in summary[2:7]}
+    assert set(rows) == {"agent", "agent-rollout", "random", "greedy", "beam"}
+    assert all(len(v) == 2 and all(x.endswith("x") and float(x[:-1]) >= 1.0 for x in v) for v in rows.values())
+    assert f"plot: {out}/eval.png" in r.stdout
+    assert (out / "eval.png").stat().st_size > 1000
+    assert (out / "eval.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    doc = json.loads((out / "eval.json").read_text())
+    assert doc["budgets"] == [5, 20] and set(doc["geomean"]) == set(rows)
+    assert (out / "eval.csv").read_text().startswith("kernel,method,budget,seed,speedup,evaluations\n")
