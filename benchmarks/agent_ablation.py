@@ -10,8 +10,13 @@ are shown once per seed set as a reference), and writes the rows as CSV.
 
     python3 benchmarks/agent_ablation.py --steps 20000 --train-seeds 1,2,3 --out runs/ablation
 
-Everything runs on the cost model, so the figures are deterministic for a given build: the
-checkpoints of identical runs are identical bytes.
+Everything runs on the cost model, so with --steps the figures are deterministic for a given
+build: the checkpoints of identical runs are identical bytes.
+
+Held-out families instead of the test split, on a wall-clock budget (asynchronous learner):
+
+    python3 benchmarks/agent_ablation.py --minutes 10 --targets maxq \
+        --train-kernels except:conv,norm --eval-kernels family:conv,norm
 """
 import argparse
 import csv
@@ -41,6 +46,11 @@ def run(cmd):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=20000, help="training env steps per run")
+    ap.add_argument("--minutes", type=float, default=0,
+                    help="wall-clock training budget per run instead of --steps (learner async by default)")
+    ap.add_argument("--train-kernels", default="train", help="train_agent --kernels")
+    ap.add_argument("--eval-kernels", default="test", help="evaluate_agent --kernels")
+    ap.add_argument("--learner", default="auto", help="train_agent --learner: auto, sync or async")
     ap.add_argument("--train-seeds", default="1,2,3")
     ap.add_argument("--eval-seeds", type=int, default=3)
     ap.add_argument("--budgets", default="10,100,1000")
@@ -58,11 +68,13 @@ def main():
     for target in targets:
         for seed in seeds:
             out = os.path.join(args.out, f"{target}-{seed}")
-            run([os.path.join(BIN, "train_agent"), "--steps", str(args.steps), "--seed", str(seed),
-                 "--target", target, "--out", out, "--quiet"])
+            budget = ["--minutes", str(args.minutes)] if args.minutes > 0 else ["--steps", str(args.steps)]
+            run([os.path.join(BIN, "train_agent"), *budget, "--seed", str(seed), "--target", target,
+                 "--kernels", args.train_kernels, "--learner", args.learner, "--out", out, "--quiet"])
             ev = json.loads(run([os.path.join(BIN, "evaluate_agent"), "--checkpoint",
-                                 os.path.join(out, "agent.ckpt"), "--budgets", args.budgets,
-                                 "--seeds", str(args.eval_seeds), "--baselines", "--json"]))
+                                 os.path.join(out, "agent.ckpt"), "--kernels", args.eval_kernels,
+                                 "--budgets", args.budgets, "--seeds", str(args.eval_seeds), "--baselines",
+                                 "--json"]))
             by = {}
             for r in ev["results"]:
                 by.setdefault((r["method"], r["budget"]), []).append(r["speedup"])
@@ -77,8 +89,9 @@ def main():
         w.writerow(["target", "train_seed", "method", "budget", "geomean_speedup"])
         w.writerows(rows)
     methods = ["agent", "agent-rollout", "random", "greedy", "beam"]
-    print(f"geomean best speed-up on the test kernels, mean ± sd over training seeds {args.train_seeds} "
-          f"({args.steps} steps each, {args.eval_seeds} evaluation seeds)")
+    length = f"{args.minutes} min" if args.minutes > 0 else f"{args.steps} steps"
+    print(f"geomean best speed-up on {args.eval_kernels} (trained on {args.train_kernels}), mean ± sd over "
+          f"training seeds {args.train_seeds} ({length} each, learner {args.learner}, {args.eval_seeds} evaluation seeds)")
     print("| target | method | " + " | ".join(f"budget {b}" for b in budgets) + " |")
     print("|---|---|" + "---|" * len(budgets))
     for target in targets:
