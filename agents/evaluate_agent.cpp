@@ -104,19 +104,14 @@ bool print_proposals(Policy& policy, const AgentConfig& base, const std::string&
   return true;
 }
 
-// Draws eval.json as grouped bars (scripts/plot_training.py, matplotlib) into `png`; returns ""
-// or why there is no plot. The script is found beside the build (bin/../../scripts) or in
-// PERFDOJO_SCRIPTS_DIR.
+// Draws eval.json as grouped bars (the source tree's scripts/plot_training.py, matplotlib) into
+// `png`; returns "" or why there is no plot.
 std::string plot_eval(const std::string& eval_json, const std::string& png) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  fs::path script;
-  if (const char* d = std::getenv("PERFDOJO_SCRIPTS_DIR")) script = fs::path(d) / "plot_training.py";
-  else script = fs::read_symlink("/proc/self/exe", ec).parent_path().parent_path().parent_path() / "scripts/plot_training.py";
-  if (ec || !fs::exists(script)) return "no scripts/plot_training.py beside this build (set PERFDOJO_SCRIPTS_DIR)";
+  const std::string script = PERFDOJO_SOURCE_DIR "/scripts/plot_training.py";
+  if (!std::filesystem::exists(script)) return "no " + script;
   util::ProcessOptions o;
   o.timeout_s = 120;
-  util::ProcessResult r = util::run_process({"python3", script.string(), "--eval", eval_json, "--out", png}, o);
+  util::ProcessResult r = util::run_process({"python3", script, "--eval", eval_json, "--out", png}, o);
   if (!r.ok()) {
     std::string why = r.output.substr(r.output.size() > 300 ? r.output.size() - 300 : 0);
     while (!why.empty() && why.back() == '\n') why.pop_back();

@@ -122,12 +122,14 @@ std::string TrainRun::end_episode(Actor& a, const env::StepResult& r) {
   return start_episode(a);
 }
 
+// Prioritised replay's importance-weight exponent at progress p: per_beta annealed to 1.
+double TrainRun::beta_at(double p) const { return config.per_beta + (1.0 - config.per_beta) * std::min(1.0, p); }
+
 // Updates owed by the steps taken (updates_per_step per actor step), once learning has started.
 void TrainRun::learn(double p) {
   if (learner->replay_size() < config.learning_starts) return;
   update_debt += config.updates_per_step * actors.size();
-  const double beta = config.per_beta + (1.0 - config.per_beta) * std::min(1.0, p);
-  for (; update_debt >= 1.0; update_debt -= 1.0) book(learner->update(beta));
+  for (; update_debt >= 1.0; update_debt -= 1.0) book(learner->update(beta_at(p)));
 }
 
 std::string TrainRun::wait_for_learner() {
@@ -166,8 +168,7 @@ void TrainRun::learner_loop() {
         std::this_thread::sleep_for(std::chrono::microseconds(200));
         continue;
       }
-      const double beta = config.per_beta + (1.0 - config.per_beta) * std::min(1.0, learner_progress.load());
-      book(learner->update(beta));
+      book(learner->update(beta_at(learner_progress)));
       if (learner->updates() % config.actor_sync == 0) learner->publish_to_actors();
     }
   } catch (const std::exception& e) {

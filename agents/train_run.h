@@ -64,6 +64,7 @@ struct TrainRun {
   // An episode ended on actor `a` with step result `r`: its best, its metrics, the next one.
   std::string end_episode(Actor& a, const env::StepResult& r);
   void learn(double p);
+  double beta_at(double p) const;
   // Whether the learner runs on its own thread (config.learner, "auto" resolved).
   bool decoupled() const;
   // The learner thread's loop (decoupled runs): updates as fast as it can, at most

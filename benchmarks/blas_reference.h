@@ -1,9 +1,8 @@
 // The references the benchmark programs compare generated kernels with: OpenBLAS's sgemm and the
 // measured FMA peak of one core.
 //
-// OpenBLAS picks its kernel when the library loads (util/openblas_core.h); a program that
-// includes this header calls `choose_openblas_core` first thing in main, so the baseline is
-// OpenBLAS at its best on this CPU.
+// A program that includes this header calls util::choose_openblas_core (util/openblas_core.h)
+// first thing in main, so the baseline is OpenBLAS at its best on this CPU.
 #pragma once
 
 #include <cblas.h>
@@ -68,12 +67,6 @@ inline double peak_gflops(int lanes, int rounds = 5) {
   }
   return best;
 }
-
-/// OpenBLAS at its best kernels for this CPU (util/openblas_core.h).
-inline void choose_openblas_core(char** argv, const char* program) { util::choose_openblas_core(argv, program); }
-
-/// How OpenBLAS's core was chosen, for the report.
-inline const char* openblas_core_note() { return util::openblas_core_note(); }
 
 /// Median seconds of `reps` row-major cblas_sgemm calls C[M,N] = A[M,K] B[K,N] on `threads`
 /// threads, after two warm-up calls.

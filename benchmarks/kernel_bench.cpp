@@ -216,7 +216,7 @@ void torch_columns(const Options& o, const std::string& manifest, std::vector<Ro
 }  // namespace
 
 int main(int argc, char** argv) {
-  bench::choose_openblas_core(argv, "kernel_bench");
+  util::choose_openblas_core(argv, "kernel_bench");
   Options o;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -363,7 +363,7 @@ int main(int argc, char** argv) {
                            : "no search (micro-kernel sketch on GEMM-class kernels)",
               o.reps);
   std::printf("FMA peak of one core, measured at the start and the end (best): %.1f GFLOP/s (%d lanes)\n", peak, lanes);
-  std::printf("OpenBLAS core %s (%s); PyTorch via %s\n\n", openblas_get_corename(), bench::openblas_core_note(),
+  std::printf("OpenBLAS core %s (%s); PyTorch via %s\n\n", openblas_get_corename(), util::openblas_core_note(),
               o.python.c_str());
   std::printf("%-12s %-10s %8s %6s | %9s %9s %9s %9s %8s | %9s %9s %8s %s\n", "kernel", "how", "GFLOP/s", "%peak",
               "ours min", "ours med", "BLAS min", "BLAS med", "vs BLAS", "ours(py)", "torch", "vs torch", "verified");

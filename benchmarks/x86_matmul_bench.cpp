@@ -125,7 +125,7 @@ double sgemm_gflops(int n, int threads, int reps) {
 
 int main(int argc, char** argv) {
   // OpenBLAS chose its kernel when it loaded: make it its best for this CPU (see the header).
-  bench::choose_openblas_core(argv, "x86_matmul_bench");
+  util::choose_openblas_core(argv, "x86_matmul_bench");
   bool quick = argc > 1 && std::string(argv[1]) == "--quick";
 
   const char* isa_name = nullptr;
@@ -220,7 +220,7 @@ int main(int argc, char** argv) {
   }
 
   std::printf("\nOpenBLAS cblas_sgemm (core %s, %s)\n", openblas_get_corename(),
-              bench::openblas_core_note());
+              util::openblas_core_note());
   double blas1 = sgemm_gflops(1024, 1, quick ? 3 : 9);
   double blasn = sgemm_gflops(1024, threads, quick ? 3 : 9);
   print_row({"sgemm 1 thread", blas1, blas1 / peak, ""});
