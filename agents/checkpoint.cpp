@@ -152,6 +152,8 @@ std::string parse_header(Checkpoint& c, const std::string& text) {
     return "malformed header value in line '" + line.substr(0, 60) + "'";
   }
   c.config = AgentConfig{};
+  // Checkpoints written before the head was a choice had the flat one and say nothing of it.
+  c.config.head = "flat";
   if (auto e = parse_text(c.config, cfg, "checkpoint config"); !e.empty()) return e;
   return "";
 }

@@ -51,6 +51,7 @@ const std::vector<Field>& table() {
        &C::reward_space},
       {{"gamma", "discount", kLearn}, &C::gamma},
       {{"encoder", "features, or tokens (features + transformer over IR tokens)", kArch}, &C::encoder},
+      {{"head", "flat (one Q output per action index) or factored (actions scored from their kind and the features of the slots they name)", kArch}, &C::head},
       {{"hidden", "width of hidden layers", kArch}, &C::hidden},
       {{"layers", "hidden layers of the feature encoder", kArch}, &C::layers},
       {{"token_len", "IR tokens read by the token encoder", kArch}, &C::token_len},
@@ -253,6 +254,7 @@ std::string validate(const AgentConfig& c) {
   if (c.target != "maxq" && c.target != "sum") return "target must be maxq or sum, got '" + c.target + "'";
   if (c.encoder != "features" && c.encoder != "tokens")
     return "encoder must be features or tokens, got '" + c.encoder + "'";
+  if (c.head != "flat" && c.head != "factored") return "head must be flat or factored, got '" + c.head + "'";
   if (c.minutes < 0) return "minutes must be >= 0";
   if (c.total_steps < 0) return "total_steps must be >= 0";
   if (c.total_steps == 0 && c.minutes <= 0) return "give a budget: minutes > 0 or total_steps > 0";

@@ -21,6 +21,8 @@ ir::Result<std::shared_ptr<Policy>> Policy::load(const std::string& path) {
     return fail("the checkpoint's network reads " + std::to_string(c.feature_size) + " features, this build's env gives " +
                 std::to_string(env::kFeatureSize));
   if (c.action_count < 1 || c.action_count > 1000000) return fail("implausible action count in the checkpoint");
+  if (c.config.head == "factored")
+    if (auto l = flat_action_layout(c.action_count); !l.ok()) return fail(l.error_text());
   use_single_thread();
   QNetwork net(c.config, NetworkShape{c.feature_size, c.action_count, c.token_vocab});
   if (auto e = load_network_bytes(net, c.model); !e.empty()) return fail(e);

@@ -4,6 +4,10 @@
 
 #include <map>
 #include <sstream>
+#include <stdexcept>
+
+#include "gym/observation.h"
+#include "transforms/flat_space.h"
 
 namespace perfdojo::agents {
 namespace {
@@ -21,7 +25,47 @@ torch::nn::Sequential mlp(int in, int hidden, int layers) {
   return s;
 }
 
+torch::Tensor to_tensor(const std::vector<int64_t>& v) {
+  return torch::from_blob(const_cast<int64_t*>(v.data()), {static_cast<int64_t>(v.size())}, torch::kLong).clone();
+}
+
 }  // namespace
+
+ir::Result<ActionLayout> flat_action_layout(int action_count) {
+  const transforms::FlatSpaceConfig fc;
+  const transforms::FlatActionSpace space(fc, transforms::Target{});
+  if (space.size() + 1 != action_count)
+    return std::vector<ir::Diagnostic>{{{}, "the factored head reads the flat action space and stop (" +
+                                                std::to_string(space.size() + 1) + " actions); this one has " +
+                                                std::to_string(action_count)}};
+  if (fc.max_scopes != env::kFeatureScopes || fc.max_buffers != env::kFeatureBuffers)
+    return std::vector<ir::Diagnostic>{{{}, "the flat space's slots and the features' rows differ"}};
+  ActionLayout l;
+  l.scopes = fc.max_scopes;
+  l.nodes = fc.max_nodes;
+  l.buffers = fc.max_buffers;
+  std::vector<int> base(transforms::kNumKinds, 0);  // first kind-and-parameter id of each kind
+  for (int k = 0; k < transforms::kNumKinds; ++k) {
+    base[k] = l.kind_params;
+    l.kind_params += static_cast<int>(space.params(static_cast<transforms::Kind>(k)).size());
+  }
+  // Slots map to the row after the last (a zero row) when the action names none.
+  auto row = [](int slot, int n) { return static_cast<int64_t>(slot >= 0 && slot < n ? slot : n); };
+  for (int i = 0; i < space.size(); ++i) {
+    const auto parts = space.parts(i);
+    l.kind_param.push_back(base[static_cast<int>(parts.kind)] + parts.param_index);
+    l.scope.push_back(row(parts.scope, l.scopes));
+    l.node.push_back(row(parts.node, l.nodes));
+    l.buffer.push_back(row(parts.buffer, l.buffers));
+    l.buffer2.push_back(row(parts.buffer2, l.buffers));
+  }
+  l.kind_param.push_back(l.kind_params++);  // stop
+  l.scope.push_back(l.scopes);
+  l.node.push_back(l.nodes);
+  l.buffer.push_back(l.buffers);
+  l.buffer2.push_back(l.buffers);
+  return l;
+}
 
 QNetworkImpl::QNetworkImpl(const AgentConfig& c, const NetworkShape& shape) {
   uses_tokens_ = c.encoder == "tokens";
@@ -42,13 +86,68 @@ QNetworkImpl::QNetworkImpl(const AgentConfig& c, const NetworkShape& shape) {
   }
   value_head_ = register_module("value_head", torch::nn::Sequential(torch::nn::Linear(trunk, c.hidden), torch::nn::ReLU(),
                                                                     torch::nn::Linear(c.hidden, 1)));
-  advantage_head_ = register_module(
-      "advantage_head", torch::nn::Sequential(torch::nn::Linear(trunk, c.hidden), torch::nn::ReLU(),
-                                              torch::nn::Linear(c.hidden, shape.action_count)));
+  factored_ = c.head == "factored";
+  if (!factored_) {
+    advantage_head_ = register_module(
+        "advantage_head", torch::nn::Sequential(torch::nn::Linear(trunk, c.hidden), torch::nn::ReLU(),
+                                                torch::nn::Linear(c.hidden, shape.action_count)));
+    return;
+  }
+  auto layout = flat_action_layout(shape.action_count);
+  if (!layout.ok()) throw std::invalid_argument(layout.error_text());
+  layout_ = std::move(layout).value();
+  kind_param_ = to_tensor(layout_.kind_param);
+  scope_ = to_tensor(layout_.scope);
+  node_ = to_tensor(layout_.node);
+  buffer_ = to_tensor(layout_.buffer);
+  buffer2_ = to_tensor(layout_.buffer2);
+  const int w = std::max(32, c.hidden / 4);  // scored once per legal action: kept narrow
+  const int inputs = env::kScopeFeatures + 2 * env::kBufferFeatures + layout_.kind_params + layout_.nodes + 1;
+  state_proj_ = register_module("factored_state", torch::nn::Linear(torch::nn::LinearOptions(trunk, w).bias(false)));
+  action_proj_ = register_module("factored_action", torch::nn::Linear(inputs, w));
+  score_ = register_module("factored_score", torch::nn::Sequential(torch::nn::Linear(w, w), torch::nn::ReLU(),
+                                                                   torch::nn::Linear(w, 1)));
+}
+
+torch::Tensor QNetworkImpl::factored_advantage(const torch::Tensor& h, const torch::Tensor& x, const torch::Tensor& mask) {
+  const int64_t b = x.size(0), a = mask.size(1);
+  torch::Tensor in, rows_of, pairs;  // per legal (row, action): inputs, row one-hot, row * a + action
+  {
+    torch::NoGradGuard data_only;  // all of it is observation data
+    torch::Tensor legal = mask.to(torch::kBool).reshape({b * a}).nonzero().squeeze(1);  // row-major
+    torch::Tensor row = legal.div(a, "floor"), action = legal.remainder(a);
+    const int64_t n = legal.size(0), ns = layout_.scopes, nb = layout_.buffers;
+    auto slots = [&](int64_t offset, int64_t count, int64_t width) {  // with a zero row after the last
+      torch::Tensor r = x.narrow(1, offset, count * width).reshape({b, count, width});
+      return torch::cat({r, torch::zeros({b, 1, width}, r.options())}, 1).reshape({-1, width});
+    };
+    auto one_hot = [&](const torch::Tensor& ids, int64_t classes) {
+      return torch::zeros({n, classes}, x.options()).scatter_(1, ids.unsqueeze(1), 1.0);
+    };
+    const int64_t buffers_at = env::kGlobalFeatures + env::kFeatureScopes * env::kScopeFeatures;
+    torch::Tensor scopes = slots(env::kGlobalFeatures, ns, env::kScopeFeatures);
+    torch::Tensor buffers = slots(buffers_at, nb, env::kBufferFeatures);
+    in = torch::cat({scopes.index_select(0, row * (ns + 1) + scope_.index_select(0, action)),
+                     buffers.index_select(0, row * (nb + 1) + buffer_.index_select(0, action)),
+                     buffers.index_select(0, row * (nb + 1) + buffer2_.index_select(0, action)),
+                     one_hot(kind_param_.index_select(0, action), layout_.kind_params),
+                     one_hot(node_.index_select(0, action), layout_.nodes + 1)},
+                    1);
+    rows_of = one_hot(row, b);
+    pairs = legal;
+  }
+  // The first layer over [trunk, action inputs] is the sum of two projections; the trunk's is
+  // made once per state and spread to the state's actions by a product with the row one-hot
+  // (a gather would work too, but its gradient is LibTorch's per-row index_add on the CPU).
+  torch::Tensor pre = action_proj_->forward(in) + torch::mm(rows_of, state_proj_->forward(h));
+  torch::Tensor score = score_->forward(torch::relu(pre)).squeeze(1);  // [n]
+  // Into [b, a]; illegal entries are 0 (unspecified).
+  return torch::zeros({b * a}, score.options()).index_copy(0, pairs, score).view({b, a});
 }
 
 torch::Tensor QNetworkImpl::forward(const torch::Tensor& features, const torch::Tensor& tokens, const torch::Tensor& mask) {
-  torch::Tensor h = feature_encoder_->forward(symlog(features));
+  torch::Tensor x = symlog(features);
+  torch::Tensor h = feature_encoder_->forward(x);
   if (uses_tokens_) {
     torch::Tensor tok = tokens.narrow(1, 0, std::min<int64_t>(tokens.size(1), token_len_));
     torch::Tensor pad = tok.eq(0);  // [B, L], true at padding
@@ -62,7 +161,7 @@ torch::Tensor QNetworkImpl::forward(const torch::Tensor& features, const torch::
     h = torch::cat({h, torch::relu(token_proj_->forward(pooled))}, 1);
   }
   torch::Tensor v = value_head_->forward(h);      // [B, 1]
-  torch::Tensor a = advantage_head_->forward(h);  // [B, A]
+  torch::Tensor a = factored_ ? factored_advantage(h, x, mask) : advantage_head_->forward(h);  // [B, A]
   // Mean over legal actions only: illegal advantages are never trained, so they must not move V.
   torch::Tensor m = mask.to(a.dtype());
   torch::Tensor mean = (a * m).sum(1, true) / m.sum(1, true).clamp_min(1.0);

@@ -7,8 +7,22 @@
 #include <string>
 
 #include "agents/config.h"
+#include "ir/diagnostic.h"
 
 namespace perfdojo::agents {
+
+/// What each action index is made of, for the factored head: per index, its kind-and-parameter
+/// id and the slots it names (-1: none), from transforms::FlatActionSpace::parts; the last index
+/// is stop, with a kind-and-parameter id of its own.
+struct ActionLayout {
+  std::vector<int64_t> kind_param, scope, node, buffer, buffer2;
+  int kind_params = 0;  ///< distinct kind-and-parameter ids, stop included
+  int scopes = 0, nodes = 0, buffers = 0;  ///< slot counts of the flat space
+};
+
+/// The layout of the agents' env action space (the default flat space, then stop), or why it
+/// cannot be built for `action_count` actions.
+ir::Result<ActionLayout> flat_action_layout(int action_count);
 
 /// Shapes of the network; all of them must match a checkpoint.
 struct NetworkShape {
@@ -44,6 +58,16 @@ class QNetworkImpl : public torch::nn::Module {
   torch::nn::TransformerEncoder token_encoder_{nullptr};
   torch::nn::Linear token_proj_{nullptr};
   torch::nn::Sequential value_head_{nullptr}, advantage_head_{nullptr};
+
+  // Factored head (config head == "factored"): one network scores each legal action from
+  // [trunk, its scope row, buffer rows, kind-and-parameter and node slot one-hot]; every gather
+  // is of observation data, so no gradient goes through LibTorch's per-row CPU index_add.
+  torch::Tensor factored_advantage(const torch::Tensor& h, const torch::Tensor& x, const torch::Tensor& mask);
+  bool factored_ = false;
+  ActionLayout layout_;
+  torch::Tensor kind_param_, scope_, node_, buffer_, buffer2_;  // [A] int64, -1 mapped to a zero row
+  torch::nn::Linear state_proj_{nullptr}, action_proj_{nullptr};
+  torch::nn::Sequential score_{nullptr};
 };
 TORCH_MODULE(QNetwork);
 

@@ -47,6 +47,8 @@ std::string TrainRun::setup() {
     actors[i].env = std::move(e).value();
   }
   shape = {env::kFeatureSize, actors[0].env->action_spec().n, env::token_vocabulary_size()};
+  if (config.head == "factored")
+    if (auto l = flat_action_layout(shape.action_count); !l.ok()) return l.error_text();
   learner = std::make_unique<DqnLearner>(config, shape);
   return "";
 }

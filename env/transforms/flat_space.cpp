@@ -4,6 +4,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 
 #include "transforms/analysis.h"
 
@@ -140,6 +141,29 @@ int FlatActionSpace::encode(const ir::Program& p, const Action& a) const {
   }
   if (slot < 0 || slot >= slots(a.kind)) return -1;
   return offsets_[k] + slot * static_cast<int>(params.size()) + pi;
+}
+
+FlatSlotParts FlatActionSpace::parts(int index) const {
+  FlatSlotParts out;
+  if (index < 0 || index >= size_) return out;
+  int k = static_cast<int>(std::upper_bound(offsets_.begin(), offsets_.end(), index) - offsets_.begin()) - 1;
+  out.kind = static_cast<Kind>(k);
+  const int np = static_cast<int>(params_[k].size());
+  const int local = index - offsets_[k];
+  const int slot = local / np;
+  out.param_index = local % np;
+  const int nb = config_.max_buffers;
+  switch (loc_kind(out.kind)) {
+    case LocKind::kScope: out.scope = slot; break;
+    case LocKind::kNode: out.node = slot; break;
+    case LocKind::kBuffer: out.buffer = slot; break;
+    case LocKind::kBufferPair: std::tie(out.buffer, out.buffer2) = pair_of(slot, nb); break;
+    case LocKind::kScopeBuffer:
+      out.scope = slot / nb;
+      out.buffer = slot % nb;
+      break;
+  }
+  return out;
 }
 
 std::string FlatActionSpace::describe(int index) const {

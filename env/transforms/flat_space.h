@@ -59,6 +59,19 @@ class MaskMemo {
   std::unique_ptr<Impl> impl_;
 };
 
+/// What an index of the flat space is made of, independent of any program: the kind, the
+/// position of its parameter among params(kind), and the slots of its location (-1 where the
+/// kind's location has none). A learner can score actions from these parts and the features of
+/// the slots they name (agents' factored Q-head) instead of learning each index by itself.
+struct FlatSlotParts {
+  Kind kind = Kind::kTileScope;
+  int param_index = 0;
+  int scope = -1;    ///< scope slot (kScope, kScopeBuffer): the features' scope row
+  int node = -1;     ///< node slot (kNode), pre-order over statements and scopes
+  int buffer = -1;   ///< buffer slot (kBuffer, kScopeBuffer, first of kBufferPair)
+  int buffer2 = -1;  ///< second buffer of kBufferPair
+};
+
 /// Flat space: index = offset(kind) + slot * |params(kind)| + param_index. Fixed for a given
 /// config and target, so an index means the same (kind, slot, parameter) on every program.
 class FlatActionSpace {
@@ -75,6 +88,8 @@ class FlatActionSpace {
   /// 1 where the action exists and is legal, else 0. With a memo, nodes it remembers are not
   /// checked again (the result is the same, a tested invariant).
   std::vector<uint8_t> mask(const ir::Program& p, MaskMemo* memo = nullptr) const;
+  /// The parts of index `index` (0 <= index < size()); kind kTileScope with no slots otherwise.
+  FlatSlotParts parts(int index) const;
   /// Human-readable name of index i's (kind, slot, parameter), e.g. "tile_scope[scope 3][8]".
   std::string describe(int index) const;
   /// First index of a kind's block.

@@ -183,3 +183,36 @@ TEST_CASE("the flat space is one across targets: the same size and the same acti
     }
   }
 }
+
+TEST_CASE("an index's parts name the slots its action decodes to, on every index") {
+  // The agents' factored Q-head scores an action from its kind, parameter and the feature rows
+  // of these slots: a part that disagreed with decode would score one action as another.
+  const transforms::FlatActionSpace space({}, *transforms::target_by_name("x86_avx512"));
+  const ir::Program p = testing::load_scaled_kernel("attention").value();
+  const auto scopes = transforms::scope_paths(p);
+  const auto nodes = transforms::node_paths(p);
+  auto buffer_slot = [&](const std::string& name) {
+    for (size_t i = 0; i < p.buffers.size(); ++i)
+      if (p.buffers[i].name == name) return static_cast<int>(i);
+    return -1;
+  };
+  int decoded = 0;
+  for (int i = 0; i < space.size(); ++i) {
+    const auto parts = space.parts(i);
+    const auto a = space.decode(p, i);
+    if (!a) continue;
+    ++decoded;
+    INFO(space.describe(i));
+    CHECK(a->kind == parts.kind);
+    CHECK(a->param == space.params(parts.kind)[parts.param_index]);
+    if (parts.scope >= 0) CHECK(a->path == scopes[parts.scope]);
+    if (parts.node >= 0) CHECK(a->path == nodes[parts.node]);
+    if (parts.buffer >= 0) CHECK(buffer_slot(a->buffer) == parts.buffer);
+    if (parts.buffer2 >= 0) CHECK(buffer_slot(a->buffer2) == parts.buffer2);
+    const int located = (parts.scope >= 0) + (parts.node >= 0) + (parts.buffer >= 0);
+    CHECK(located >= 1);
+  }
+  CHECK(decoded > 100);
+  CHECK(space.parts(-1).scope == -1);
+  CHECK(space.parts(space.size()).buffer == -1);
+}
