@@ -147,6 +147,68 @@ SearchResult greedy_search(const env::EnvConfig& config, const std::vector<int>&
   return budget.finish();
 }
 
+SearchResult eager_greedy_search(const env::EnvConfig& config, const std::vector<int>& budgets,
+                                 const ChildOrder& order, double tolerance) {
+  EvalBudget budget(budgets);
+  auto made = env::Env::make(config);
+  if (!made.ok()) return failed(made.error_text(), budgets.size());
+  // A program found: the env holding it, how it was observed, and its children in order (made
+  // when it is first picked: most programs never are).
+  struct Program {
+    std::unique_ptr<env::Env> env;
+    double time_s = 0;
+    env::Observation obs;
+    std::vector<uint8_t> mask;
+    bool ordered = false;
+    std::vector<int> children;
+    size_t next = 0;
+  };
+  std::vector<Program> found;
+  {
+    std::unique_ptr<env::Env> root = std::move(made).value();
+    auto [obs, info] = root->reset();
+    if (info.error) return failed(*info.error, budgets.size());
+    budget.start(*root, info.initial_time_s);
+    found.push_back({std::move(root), info.initial_time_s, std::move(obs), std::move(info.action_mask)});
+  }
+  while (!budget.exhausted() && !budget.steps_exhausted()) {
+    // The fastest program with a child left; in discovery order, a later one wins only when it is
+    // faster by more than the tolerance (reproducible, and near the start on near-ties).
+    int pick = -1;
+    for (int i = 0; i < static_cast<int>(found.size()); ++i) {
+      const Program& p = found[i];
+      if (!p.env || (p.ordered && p.next >= p.children.size())) continue;
+      if (pick < 0 || p.time_s < found[pick].time_s * (1.0 - tolerance)) pick = i;
+    }
+    if (pick < 0) break;
+    Program& p = found[pick];
+    if (!p.ordered) {
+      p.children = order(*p.env, p.obs, p.mask);
+      p.ordered = true;
+      if (p.children.empty()) {
+        p.env.reset();
+        continue;
+      }
+    }
+    std::unique_ptr<env::Env> child = p.env->fork();
+    env::StepResult r = child->step(p.children[p.next++]);
+    if (p.next >= p.children.size()) p.env.reset();  // every child timed: no longer needed
+    if (!budget.record(*child, r)) continue;
+    if (r.terminated || r.truncated) continue;  // timed, but the episode cannot go on from it
+    found.push_back({std::move(child), r.info.time_s, std::move(r.observation), std::move(r.info.action_mask)});
+  }
+  return budget.finish();
+}
+
+SearchResult eager_random_search(const env::EnvConfig& config, const std::vector<int>& budgets, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  return eager_greedy_search(config, budgets, [&](const env::Env& e, const env::Observation&, const std::vector<uint8_t>&) {
+    std::vector<int> actions = legal_actions(e);
+    std::shuffle(actions.begin(), actions.end(), rng);
+    return actions;
+  });
+}
+
 SearchResult beam_search(const env::EnvConfig& config, const std::vector<int>& budgets, uint64_t seed, int width) {
   EvalBudget budget(budgets);
   std::string error;

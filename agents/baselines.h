@@ -16,6 +16,10 @@
 
 namespace perfdojo::agents {
 
+/// Eager greedy search's default tolerance: a program must be 2% faster to be followed first
+/// (about the run-to-run spread of a timing on a quiet machine).
+inline constexpr double kEagerTolerance = 0.02;
+
 /// What one search found.
 struct SearchResult {
   std::vector<double> best_at;  ///< best speed-up after budgets[i] evaluations
@@ -58,6 +62,22 @@ SearchResult random_search(const env::EnvConfig& config, const std::vector<int>&
 /// Greedy best-first: repeatedly expand the fastest program found so far not yet expanded,
 /// timing each of its children (in a seeded random order).
 SearchResult greedy_search(const env::EnvConfig& config, const std::vector<int>& budgets, uint64_t seed);
+/// The order in which a program's children are timed: its legal actions (stop excluded), first
+/// first, given the env holding it and the observation and mask it was reached with.
+using ChildOrder = std::function<std::vector<int>(const env::Env& env, const env::Observation& obs,
+                                                  const std::vector<uint8_t>& mask)>;
+/// Eager greedy search: every evaluation times the next child (in `order`) of the fastest
+/// program found so far that has a child left untimed, so a faster child is followed at once
+/// instead of after all its siblings; with a good order it descends as far in 100 evaluations
+/// as greedy best-first in 1,000. A program counts as faster only by more than `tolerance` (a
+/// fraction of the time): an earlier program beats a later one within it, so a chain of
+/// marginal gains does not take the whole budget from the moves tried near the start.
+/// The agents order by Q (agent_greedy); eager_random_search orders at random, to tell what the
+/// order is worth.
+SearchResult eager_greedy_search(const env::EnvConfig& config, const std::vector<int>& budgets,
+                                 const ChildOrder& order, double tolerance = kEagerTolerance);
+/// Eager greedy search with each program's children in a seeded random order.
+SearchResult eager_random_search(const env::EnvConfig& config, const std::vector<int>& budgets, uint64_t seed);
 /// Beam search: expand every program of the beam, keep the `width` fastest children, repeat.
 SearchResult beam_search(const env::EnvConfig& config, const std::vector<int>& budgets, uint64_t seed, int width);
 

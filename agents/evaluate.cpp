@@ -1,5 +1,6 @@
 #include "agents/evaluate.h"
 
+#include <algorithm>
 #include <cmath>
 #include <queue>
 #include <random>
@@ -22,7 +23,8 @@ ir::Result<std::shared_ptr<Policy>> Policy::load(const std::string& path) {
                 std::to_string(env::kFeatureSize));
   if (c.action_count < 1 || c.action_count > 1000000) return fail("implausible action count in the checkpoint");
   if (c.config.head == "factored")
-    if (auto l = flat_action_layout(c.action_count); !l.ok()) return fail(l.error_text());
+    if (auto l = flat_action_layout(c.action_count); !l.ok())
+      return fail("the checkpoint's header does not fit its network: " + l.errors()[0].message);
   use_single_thread();
   QNetwork net(c.config, NetworkShape{c.feature_size, c.action_count, c.token_vocab});
   if (auto e = load_network_bytes(net, c.model); !e.empty()) return fail(e);
@@ -129,6 +131,31 @@ SearchResult agent_best_first(Policy& policy, const env::EnvConfig& config, cons
     push_actions(std::move(child), r.observation, r.info.action_mask, r.info.time_s);
   }
   return budget.finish();
+}
+
+SearchResult agent_greedy(Policy& policy, const env::EnvConfig& config, const std::vector<int>& budgets,
+                          double tolerance) {
+  {  // the same refusal as the other searches for an env the network does not fit
+    auto made = env::Env::make(config);
+    std::string error = made.ok() ? policy.check_env(*made.value()) : made.error_text();
+    if (!error.empty()) {
+      SearchResult r;
+      r.error = error;
+      r.best_at.assign(budgets.size(), 1.0);
+      return r;
+    }
+  }
+  const AgentConfig& ac = policy.config();
+  auto by_q = [&](const env::Env&, const env::Observation& obs, const std::vector<uint8_t>& mask) {
+    AgentObs o = to_agent_obs(obs, mask, ac);
+    std::vector<float> q = policy.q_values(o);
+    std::vector<int> actions;
+    for (int i = 0; i + 1 < static_cast<int>(o.mask.size()); ++i)
+      if (o.mask[i]) actions.push_back(i);
+    std::stable_sort(actions.begin(), actions.end(), [&](int a, int b) { return q[a] > q[b]; });
+    return actions;
+  };
+  return eager_greedy_search(config, budgets, by_q, tolerance);
 }
 
 }  // namespace perfdojo::agents

@@ -8,6 +8,9 @@
 //    current log speed-up plus the predicted gain), and the best pair is timed next. Greedy
 //    masked argmax is its first choice at every program; the budget widens the search where Q
 //    is least sure.
+//  - agent_greedy: eager greedy search (baselines.h) with each program's children timed in the
+//    order of Q: the measurements say which program to go on from, the policy which move to try
+//    there first.
 #pragma once
 
 #include <memory>
@@ -46,5 +49,9 @@ SearchResult agent_search(Policy& policy, const env::EnvConfig& config, const st
 
 /// Q-guided best-first search (see the top of this file).
 SearchResult agent_best_first(Policy& policy, const env::EnvConfig& config, const std::vector<int>& budgets);
+
+/// Eager greedy search in the order of Q (see the top of this file).
+SearchResult agent_greedy(Policy& policy, const env::EnvConfig& config, const std::vector<int>& budgets,
+                          double tolerance = kEagerTolerance);
 
 }  // namespace perfdojo::agents

@@ -31,12 +31,15 @@ void usage(std::FILE* f) {
                "                      [--baselines] [--no-agent] [--beam-width 4] [--epsilon E] [--backend NAME]\n"
                "                      [--out DIR] [--json]\n"
                "\n"
-               "Runs the checkpoint's policy on held-out kernels two ways: 'agent' is Q-guided best-first\n"
+               "Runs the checkpoint's policy on held-out kernels three ways: 'agent' is Q-guided best-first\n"
                "search (the (program, action) pair with the highest masked Q is timed next, so greedy\n"
                "argmax comes first everywhere); 'agent-rollout' runs a greedy episode, then restarts with\n"
-               "epsilon exploration while budget remains. One evaluation = one step that\n"
-               "times a program this search has not timed before. --baselines adds random search, greedy\n"
-               "best-first and beam search under the same accounting. Speed-ups are averaged over seeds.\n"
+               "epsilon exploration while budget remains; 'agent-greedy' is eager greedy search whose\n"
+               "children are timed in the order of Q (each evaluation times the next child of the fastest\n"
+               "program found so far). One evaluation = one step that times a program this search has not\n"
+               "timed before. --baselines adds random search, greedy best-first, beam search and 'eager'\n"
+               "(eager greedy search in random order: what the Q order is worth) under the same\n"
+               "accounting. Speed-ups are averaged over seeds.\n"
                "\n"
                "  --checkpoint CKPT  default runs/default/agent.ckpt\n"
                "  --kernels SPEC     test (default), train, all, or comma-separated names/URIs\n"
@@ -49,7 +52,7 @@ void usage(std::FILE* f) {
                "\n"
                "evaluate_agent --checkpoint CKPT --propose FILE [--budget N] [--json]\n"
                "  The policy's proposals for one kernel (a .pdj file or URI), as `perfdojo optimize --agent`\n"
-               "  reads them: the best trace of Q-guided best-first search and of a greedy rollout, each\n"
+               "  reads them: the best trace of each of the three searches, each\n"
                "  after N cost-model evaluations (default 2000), with the speed-up the model gives it.\n");
 }
 
@@ -65,10 +68,10 @@ bool print_proposals(Policy& policy, const AgentConfig& base, const std::string&
   env::EnvConfig ec = env_config_for(base, kernel, 0);
   util::JsonArray proposals;
   std::string text, error;
-  for (const char* method : {"agent", "agent-rollout"}) {
-    SearchResult r = std::string(method) == "agent"
-                         ? agent_best_first(policy, ec, {budget})
-                         : agent_search(policy, ec, {budget}, 1000, base.eval_epsilon);
+  for (const std::string method : {"agent", "agent-rollout", "agent-greedy"}) {
+    SearchResult r = method == "agent"          ? agent_best_first(policy, ec, {budget})
+                     : method == "agent-greedy" ? agent_greedy(policy, ec, {budget})
+                                                : agent_search(policy, ec, {budget}, 1000, base.eval_epsilon);
     if (!r.error.empty()) {
       error = r.error;
       break;
@@ -203,8 +206,8 @@ int main(int argc, char** argv) {
   if (!uris.ok()) return fail(uris.error_text());
 
   std::vector<std::string> methods;
-  if (policy) methods.insert(methods.end(), {"agent", "agent-rollout"});
-  if (baselines) methods.insert(methods.end(), {"random", "greedy", "beam"});
+  if (policy) methods.insert(methods.end(), {"agent", "agent-rollout", "agent-greedy"});
+  if (baselines) methods.insert(methods.end(), {"random", "greedy", "beam", "eager"});
   std::vector<Job> jobs;
   for (const auto& k : uris.value())
     for (const auto& m : methods)
@@ -216,6 +219,8 @@ int main(int argc, char** argv) {
     env::EnvConfig ec = env_config_for(base, j.kernel, 0);
     if (j.method == "agent") j.result = agent_best_first(*policy, ec, budgets);
     else if (j.method == "agent-rollout") j.result = agent_search(*policy, ec, budgets, j.seed, epsilon);
+    else if (j.method == "agent-greedy") j.result = agent_greedy(*policy, ec, budgets);
+    else if (j.method == "eager") j.result = eager_random_search(ec, budgets, j.seed);
     else if (j.method == "random") j.result = random_search(ec, budgets, j.seed);
     else if (j.method == "greedy") j.result = greedy_search(ec, budgets, j.seed);
     else j.result = beam_search(ec, budgets, j.seed, beam_width);

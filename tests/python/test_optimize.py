@@ -175,8 +175,8 @@ def test_evaluate_agent_prints_methods_by_budgets_and_writes_csv_json_and_a_plot
     # The summary: one row per method, one column per budget.
     summary = r.stdout[r.stdout.index("geomean best speed-up over 1 kernels"):].splitlines()
     assert summary[1].split() == ["method", "budget", "5", "budget", "20"]
-    rows = {line.split()[0]: line.split()[1:] for line in summary[2:7]}
-    assert set(rows) == {"agent", "agent-rollout", "random", "greedy", "beam"}
+    rows = {line.split()[0]: line.split()[1:] for line in summary[2:9]}
+    assert set(rows) == {"agent", "agent-rollout", "agent-greedy", "random", "greedy", "beam", "eager"}
     assert all(len(v) == 2 and all(x.endswith("x") and float(x[:-1]) >= 1.0 for x in v) for v in rows.values())
     assert f"plot: {out}/eval.png" in r.stdout
     assert (out / "eval.png").stat().st_size > 1000
