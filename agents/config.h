@@ -46,8 +46,8 @@ struct AgentConfig {
   /// that learns each index by itself); "factored", one small network scoring every legal action
   /// from the state, its kind and parameter and the feature rows of the scope and buffers it
   /// names, shared by all slots, so what it learns of a move on one loop carries to any loop
-  /// with the same features (docs/agents.md).
-  std::string head = "flat";
+  /// with the same features (README, Agents).
+  std::string head = "factored";
   int hidden = 256;
   int layers = 2;        ///< hidden layers of the feature encoder
   int token_len = 256;   ///< IR tokens read by the token encoder (truncated)
