@@ -137,8 +137,7 @@ torch::Tensor QNetworkImpl::factored_advantage(const torch::Tensor& h, const tor
     pairs = legal;
   }
   // The first layer over [trunk, action inputs] is the sum of two projections; the trunk's is
-  // made once per state and spread to the state's actions by a product with the row one-hot
-  // (a gather would work too, but its gradient is LibTorch's per-row index_add on the CPU).
+  // made once per state and spread to the state's actions by a product with the row one-hot.
   torch::Tensor pre = action_proj_->forward(in) + torch::mm(rows_of, state_proj_->forward(h));
   torch::Tensor score = score_->forward(torch::relu(pre)).squeeze(1);  // [n]
   // Into [b, a]; illegal entries are 0 (unspecified).

@@ -60,8 +60,8 @@ class QNetworkImpl : public torch::nn::Module {
   torch::nn::Sequential value_head_{nullptr}, advantage_head_{nullptr};
 
   // Factored head (config head == "factored"): one network scores each legal action from
-  // [trunk, its scope row, buffer rows, kind-and-parameter and node slot one-hot]; every gather
-  // is of observation data, so no gradient goes through LibTorch's per-row CPU index_add.
+  // [trunk, its scope row, buffer rows, kind-and-parameter and node slot one-hot], gathered
+  // from the observation for the legal (row, action) pairs of the batch only.
   torch::Tensor factored_advantage(const torch::Tensor& h, const torch::Tensor& x, const torch::Tensor& mask);
   bool factored_ = false;
   ActionLayout layout_;
