@@ -12,8 +12,9 @@
 namespace perfdojo::agents {
 
 /// What each action index is made of, for the factored head: per index, its kind-and-parameter
-/// id and the slots it names (-1: none), from transforms::FlatActionSpace::parts; the last index
-/// is stop, with a kind-and-parameter id of its own.
+/// id and the slots it names, from transforms::FlatActionSpace::parts, where a slot it does not
+/// name is the slot count (the zero row after the last); the last index is stop, with a
+/// kind-and-parameter id of its own and no slots.
 struct ActionLayout {
   std::vector<int64_t> kind_param, scope, node, buffer, buffer2;
   int kind_params = 0;  ///< distinct kind-and-parameter ids, stop included
@@ -65,7 +66,7 @@ class QNetworkImpl : public torch::nn::Module {
   torch::Tensor factored_advantage(const torch::Tensor& h, const torch::Tensor& x, const torch::Tensor& mask);
   bool factored_ = false;
   ActionLayout layout_;
-  torch::Tensor kind_param_, scope_, node_, buffer_, buffer2_;  // [A] int64, -1 mapped to a zero row
+  torch::Tensor kind_param_, scope_, node_, buffer_, buffer2_;  // [A] int64, layout_'s as tensors
   torch::nn::Linear state_proj_{nullptr}, action_proj_{nullptr};
   torch::nn::Sequential score_{nullptr};
 };

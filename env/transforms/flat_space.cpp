@@ -75,43 +75,37 @@ bool nth_path(const std::vector<ir::NodePtr>& body, bool scopes_only, int& n, Pa
 
 std::optional<Action> FlatActionSpace::decode(const ir::Program& p, int index) const {
   if (index < 0 || index >= size_) return std::nullopt;
-  int k = static_cast<int>(std::upper_bound(offsets_.begin(), offsets_.end(), index) - offsets_.begin()) - 1;
-  Kind kind = static_cast<Kind>(k);
-  const auto& params = param_values(param_kind(kind), target_);
-  int local = index - offsets_[k];
-  int slot = local / static_cast<int>(params.size());
+  const FlatSlotParts parts = this->parts(index);
   Action a;
-  a.kind = kind;
-  a.param = params[local % params.size()];
-  const int nb = config_.max_buffers;
+  a.kind = parts.kind;
+  a.param = params(parts.kind)[parts.param_index];
   auto buffer = [&](int i) -> const ir::BufferDecl* {
     return i < static_cast<int>(p.buffers.size()) ? &p.buffers[i] : nullptr;
   };
-  switch (loc_kind(kind)) {
+  auto path = [&](int n, bool scopes_only) {
+    a.path.reserve(16);  // one allocation for the usual depths, not one per doubling
+    return nth_path(p.body, scopes_only, n, a.path);
+  };
+  switch (loc_kind(parts.kind)) {
     case LocKind::kScope:
-    case LocKind::kNode: {
-      int n = slot;
-      a.path.reserve(16);  // one allocation for the usual depths, not one per doubling
-      if (!nth_path(p.body, loc_kind(kind) == LocKind::kScope, n, a.path)) return std::nullopt;
+      if (!path(parts.scope, true)) return std::nullopt;
       break;
-    }
+    case LocKind::kNode:
+      if (!path(parts.node, false)) return std::nullopt;
+      break;
     case LocKind::kBuffer:
-      if (!buffer(slot)) return std::nullopt;
-      a.buffer = buffer(slot)->name;
+      if (!buffer(parts.buffer)) return std::nullopt;
+      a.buffer = buffer(parts.buffer)->name;
       break;
-    case LocKind::kBufferPair: {
-      auto [i, j] = pair_of(slot, nb);
-      if (i < 0 || !buffer(i) || !buffer(j)) return std::nullopt;
-      a.buffer = buffer(i)->name;
-      a.buffer2 = buffer(j)->name;
+    case LocKind::kBufferPair:
+      if (parts.buffer < 0 || !buffer(parts.buffer) || !buffer(parts.buffer2)) return std::nullopt;
+      a.buffer = buffer(parts.buffer)->name;
+      a.buffer2 = buffer(parts.buffer2)->name;
       break;
-    }
-    case LocKind::kScopeBuffer: {
-      int s = slot / nb, b = slot % nb;
-      if (!buffer(b) || !nth_path(p.body, true, s, a.path)) return std::nullopt;
-      a.buffer = buffer(b)->name;
+    case LocKind::kScopeBuffer:
+      if (!buffer(parts.buffer) || !path(parts.scope, true)) return std::nullopt;
+      a.buffer = buffer(parts.buffer)->name;
       break;
-    }
   }
   return a;
 }
@@ -168,28 +162,21 @@ FlatSlotParts FlatActionSpace::parts(int index) const {
 
 std::string FlatActionSpace::describe(int index) const {
   if (index < 0 || index >= size_) return "invalid";
-  int k = static_cast<int>(std::upper_bound(offsets_.begin(), offsets_.end(), index) - offsets_.begin()) - 1;
-  Kind kind = static_cast<Kind>(k);
-  const auto& params = param_values(param_kind(kind), target_);
-  int local = index - offsets_[k];
-  int slot = local / static_cast<int>(params.size());
-  std::string s = std::string(kind_name(kind)) + "[";
-  switch (loc_kind(kind)) {
-    case LocKind::kScope: s += "scope " + std::to_string(slot); break;
-    case LocKind::kNode: s += "node " + std::to_string(slot); break;
-    case LocKind::kBuffer: s += "buffer " + std::to_string(slot); break;
-    case LocKind::kBufferPair: {
-      auto [i, j] = pair_of(slot, config_.max_buffers);
-      s += "buffers " + std::to_string(i) + "," + std::to_string(j);
+  const FlatSlotParts parts = this->parts(index);
+  std::string s = std::string(kind_name(parts.kind)) + "[";
+  switch (loc_kind(parts.kind)) {
+    case LocKind::kScope: s += "scope " + std::to_string(parts.scope); break;
+    case LocKind::kNode: s += "node " + std::to_string(parts.node); break;
+    case LocKind::kBuffer: s += "buffer " + std::to_string(parts.buffer); break;
+    case LocKind::kBufferPair:
+      s += "buffers " + std::to_string(parts.buffer) + "," + std::to_string(parts.buffer2);
       break;
-    }
     case LocKind::kScopeBuffer:
-      s += "scope " + std::to_string(slot / config_.max_buffers) + ", buffer " +
-           std::to_string(slot % config_.max_buffers);
+      s += "scope " + std::to_string(parts.scope) + ", buffer " + std::to_string(parts.buffer);
       break;
   }
   s += "]";
-  if (param_kind(kind) != ParamKind::kNone) s += "[" + std::to_string(params[local % params.size()]) + "]";
+  if (param_kind(parts.kind) != ParamKind::kNone) s += "[" + std::to_string(params(parts.kind)[parts.param_index]) + "]";
   return s;
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -66,6 +67,18 @@ AgentObs observation_of(const std::string& kernel, const AgentConfig& c) {
   REQUIRE_MESSAGE(e.ok(), e.error_text());
   auto [obs, info] = e.value()->reset();
   return to_agent_obs(obs, info.action_mask, c);
+}
+
+// A checkpoint of `learner`'s network and optimiser, trained with `c`.
+Checkpoint checkpoint_of(const AgentConfig& c, const NetworkShape& shape, DqnLearner& learner) {
+  Checkpoint ck;
+  ck.config = c;
+  ck.feature_size = shape.feature_size;
+  ck.action_count = shape.action_count;
+  ck.token_vocab = shape.token_vocab;
+  ck.model = learner.model_bytes();
+  ck.optimizer = learner.optimizer_bytes();
+  return ck;
 }
 
 }  // namespace
@@ -465,15 +478,8 @@ TEST_CASE("the factored head scores a move by its scope's features, whichever sl
   double loss = 0;
   for (int i = 0; i < 5; ++i) loss = learner.update(1.0).td_loss;
   CHECK(std::isfinite(loss));
-  Checkpoint ck;
-  ck.config = c;
-  ck.feature_size = shape.feature_size;
-  ck.action_count = shape.action_count;
-  ck.token_vocab = shape.token_vocab;
-  ck.model = learner.model_bytes();
-  ck.optimizer = learner.optimizer_bytes();
   const std::string path = c.out_dir + "/factored.ckpt";
-  REQUIRE(save_checkpoint(ck, path).empty());
+  REQUIRE(save_checkpoint(checkpoint_of(c, shape, learner), path).empty());
   auto policy = Policy::load(path);
   REQUIRE_MESSAGE(policy.ok(), policy.error_text());
   CHECK(policy.value()->config().head == "factored");
@@ -523,4 +529,44 @@ TEST_CASE("eager greedy search asks for an order only where it goes on, and foll
   REQUIRE(none.error.empty());
   CHECK(none.evaluations == 0);
   CHECK(none.best_speedup == 1.0);
+}
+
+TEST_CASE("a checkpoint from before the head was a choice loads as the flat head it was") {
+  AgentConfig c = tiny_config(temp_dir("old_header"));
+  c.head = "flat";
+  AgentObs o = observation_of(kTinyKernel, c);
+  NetworkShape shape{env::kFeatureSize, static_cast<int>(o.mask.size()), env::token_vocabulary_size()};
+  torch::manual_seed(3);
+  DqnLearner learner(c, shape);
+  const std::string path = c.out_dir + "/new.ckpt";
+  REQUIRE(save_checkpoint(checkpoint_of(c, shape, learner), path).empty());
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // As an older build wrote it: no head line in the header (magic 8 bytes, version 4, then the
+  // header's length), and the checksum over the rest.
+  const std::string line = "config.head=flat\n";
+  const size_t at = bytes.find(line);
+  REQUIRE(at != std::string::npos);
+  bytes.erase(at, line.size());
+  uint64_t header_length = 0;
+  std::memcpy(&header_length, bytes.data() + 12, 8);
+  header_length -= line.size();
+  std::memcpy(bytes.data() + 12, &header_length, 8);
+  bytes.resize(bytes.size() - 8);
+  const uint64_t sum = checkpoint_checksum(bytes);
+  bytes.append(reinterpret_cast<const char*>(&sum), 8);
+  auto old = load_checkpoint_bytes(bytes, "old.ckpt");
+  REQUIRE_MESSAGE(old.ok(), old.error_text());
+  CHECK(old->config.head == "flat");
+  CHECK(AgentConfig{}.head == "factored");  // not the default it would otherwise get
+  const std::string old_path = c.out_dir + "/old.ckpt";
+  {
+    std::ofstream out(old_path, std::ios::binary);
+    out << bytes;
+  }
+  auto policy = Policy::load(old_path);
+  REQUIRE_MESSAGE(policy.ok(), policy.error_text());
+  torch::Tensor expected = learner.q_values({&o}).contiguous();
+  std::vector<float> got = policy.value()->q_values(o);
+  for (size_t i = 0; i < got.size(); ++i) REQUIRE(got[i] == expected.data_ptr<float>()[i]);
 }
