@@ -110,35 +110,46 @@ QNetworkImpl::QNetworkImpl(const AgentConfig& c, const NetworkShape& shape) {
 }
 
 torch::Tensor QNetworkImpl::factored_advantage(const torch::Tensor& h, const torch::Tensor& x, const torch::Tensor& mask) {
-  const int64_t b = x.size(0), a = mask.size(1);
-  torch::Tensor in, rows_of, pairs;  // per legal (row, action): inputs, row one-hot, row * a + action
+  const int64_t b = x.size(0), a = mask.size(1), ns = layout_.scopes, nb = layout_.buffers;
+  const int64_t w = state_proj_->weight.size(0);
+  // The first layer over [trunk, scope row, buffer row, buffer2 row, kind-and-parameter one-hot,
+  // node one-hot] is linear, so it is the sum of one projection per part. Each part is projected
+  // once where it lives (per state, per slot of a state, per action) into one table, and every
+  // legal (row, action) pair sums five rows of it: one gather and, backward, one index_add,
+  // instead of building each pair's input vector.
+  const torch::Tensor& weight = action_proj_->weight;  // [w, inputs], columns in the order above
+  const int64_t sf = env::kScopeFeatures, bf = env::kBufferFeatures;
+  auto slots = [&](int64_t offset, int64_t count, int64_t width) {  // with a zero row after the last
+    torch::Tensor r = x.narrow(1, offset, count * width).reshape({b, count, width});
+    return torch::cat({r, torch::zeros({b, 1, width}, r.options())}, 1).reshape({-1, width});
+  };
+  const int64_t buffers_at = env::kGlobalFeatures + env::kFeatureScopes * sf;
+  torch::Tensor scopes = slots(env::kGlobalFeatures, ns, sf), buffers = slots(buffers_at, nb, bf);
+  torch::Tensor kind_rows = weight.narrow(1, sf + 2 * bf, layout_.kind_params).t();          // [kp, w]
+  torch::Tensor node_rows = weight.narrow(1, sf + 2 * bf + layout_.kind_params, layout_.nodes + 1).t();
+  torch::Tensor per_action = kind_rows.index_select(0, kind_param_) + node_rows.index_select(0, node_) +
+                             action_proj_->bias;  // [a, w]
+  torch::Tensor table = torch::cat({torch::mm(scopes, weight.narrow(1, 0, sf).t()),        // b*(ns+1)
+                                    torch::mm(buffers, weight.narrow(1, sf, bf).t()),      // b*(nb+1)
+                                    torch::mm(buffers, weight.narrow(1, sf + bf, bf).t()), // b*(nb+1)
+                                    per_action,                                            // a
+                                    state_proj_->forward(h)},                              // b
+                                   0);
+  torch::Tensor pairs, rows;  // per legal pair: row * a + action; the five table rows it sums
   {
-    torch::NoGradGuard data_only;  // all of it is observation data
-    torch::Tensor legal = mask.to(torch::kBool).reshape({b * a}).nonzero().squeeze(1);  // row-major
-    torch::Tensor row = legal.div(a, "floor"), action = legal.remainder(a);
-    const int64_t n = legal.size(0), ns = layout_.scopes, nb = layout_.buffers;
-    auto slots = [&](int64_t offset, int64_t count, int64_t width) {  // with a zero row after the last
-      torch::Tensor r = x.narrow(1, offset, count * width).reshape({b, count, width});
-      return torch::cat({r, torch::zeros({b, 1, width}, r.options())}, 1).reshape({-1, width});
-    };
-    auto one_hot = [&](const torch::Tensor& ids, int64_t classes) {
-      return torch::zeros({n, classes}, x.options()).scatter_(1, ids.unsqueeze(1), 1.0);
-    };
-    const int64_t buffers_at = env::kGlobalFeatures + env::kFeatureScopes * env::kScopeFeatures;
-    torch::Tensor scopes = slots(env::kGlobalFeatures, ns, env::kScopeFeatures);
-    torch::Tensor buffers = slots(buffers_at, nb, env::kBufferFeatures);
-    in = torch::cat({scopes.index_select(0, row * (ns + 1) + scope_.index_select(0, action)),
-                     buffers.index_select(0, row * (nb + 1) + buffer_.index_select(0, action)),
-                     buffers.index_select(0, row * (nb + 1) + buffer2_.index_select(0, action)),
-                     one_hot(kind_param_.index_select(0, action), layout_.kind_params),
-                     one_hot(node_.index_select(0, action), layout_.nodes + 1)},
-                    1);
-    rows_of = one_hot(row, b);
-    pairs = legal;
+    torch::NoGradGuard indices_only;
+    pairs = mask.to(torch::kBool).reshape({b * a}).nonzero().squeeze(1);  // row-major
+    torch::Tensor row = pairs.div(a, "floor"), action = pairs.remainder(a);
+    const int64_t at_buffers = b * (ns + 1), at_buffers2 = at_buffers + b * (nb + 1);
+    const int64_t at_actions = at_buffers2 + b * (nb + 1), at_states = at_actions + a;
+    rows = torch::stack({row * (ns + 1) + scope_.index_select(0, action),
+                         at_buffers + row * (nb + 1) + buffer_.index_select(0, action),
+                         at_buffers2 + row * (nb + 1) + buffer2_.index_select(0, action),
+                         at_actions + action, at_states + row})
+               .reshape({-1});
   }
-  // The first layer over [trunk, action inputs] is the sum of two projections; the trunk's is
-  // made once per state and spread to the state's actions by a product with the row one-hot.
-  torch::Tensor pre = action_proj_->forward(in) + torch::mm(rows_of, state_proj_->forward(h));
+  const int64_t n = pairs.size(0);
+  torch::Tensor pre = table.index_select(0, rows).view({5, n, w}).sum(0);
   torch::Tensor score = score_->forward(torch::relu(pre)).squeeze(1);  // [n]
   // Into [b, a]; illegal entries are 0 (unspecified).
   return torch::zeros({b * a}, score.options()).index_copy(0, pairs, score).view({b, a});

@@ -466,6 +466,49 @@ TEST_CASE("the factored head scores a move by its scope's features, whichever sl
   CHECK(q[0][on0].item<float>() == q[0][on1].item<float>());
   q = q_of(factored, apart);
   CHECK(q[0][on0].item<float>() != doctest::Approx(q[0][on1].item<float>()));
+  {
+    // Differences of Q between legal actions are the ones the head's formula gives, written out:
+    // V and the mean over legal actions cancel, and an action's advantage is
+    // score(relu(W [scope row, buffer row, buffer2 row, kind-and-parameter one-hot, node one-hot]
+    // + b + S trunk)). Checked on the kernel's own observation and every action it allows.
+    torch::NoGradGuard no_grad;
+    auto children = factored->named_children();
+    torch::Tensor x = torch::tensor(o.features).unsqueeze(0);
+    x = torch::sign(x) * torch::log1p(torch::abs(x));
+    torch::Tensor h = children["feature_encoder"]->as<torch::nn::SequentialImpl>()->forward(x);
+    auto advantage = [&](int i) {
+      auto row = [&](int64_t offset, int64_t slot, int64_t count, int64_t width) {
+        return slot < count ? x.narrow(1, offset + slot * width, width) : torch::zeros({1, width});
+      };
+      auto hot = [](int64_t id, int64_t classes) { return torch::zeros({1, classes}).index_fill_(1, torch::tensor({id}), 1.0); };
+      const int64_t buffers_at = env::kGlobalFeatures + env::kFeatureScopes * env::kScopeFeatures;
+      torch::Tensor in = torch::cat({row(env::kGlobalFeatures, l.scope[i], l.scopes, env::kScopeFeatures),
+                                     row(buffers_at, l.buffer[i], l.buffers, env::kBufferFeatures),
+                                     row(buffers_at, l.buffer2[i], l.buffers, env::kBufferFeatures),
+                                     hot(l.kind_param[i], l.kind_params), hot(l.node[i], l.nodes + 1)},
+                                    1);
+      torch::Tensor pre = children["factored_action"]->as<torch::nn::LinearImpl>()->forward(in) +
+                          children["factored_state"]->as<torch::nn::LinearImpl>()->forward(h);
+      return children["factored_score"]->as<torch::nn::SequentialImpl>()->forward(torch::relu(pre)).item<float>();
+    };
+    auto legal = torch::zeros({1, shape.action_count}, torch::kBool);
+    std::vector<int> allowed;
+    for (int i = 0; i < shape.action_count; ++i)
+      if (o.mask[i]) {
+        legal[0][i] = true;
+        allowed.push_back(i);
+      }
+    REQUIRE(allowed.size() > 10);
+    torch::Tensor all = factored->forward(torch::tensor(o.features).unsqueeze(0), torch::Tensor(), legal);
+    const int first = allowed.front();
+    int with_buffer = 0;
+    for (int i : allowed) {
+      with_buffer += l.buffer[i] < l.buffers;
+      CHECK(all[0][i].item<float>() - all[0][first].item<float>() ==
+            doctest::Approx(advantage(i) - advantage(first)).epsilon(1e-4));
+    }
+    CHECK(with_buffer > 0);
+  }
   AgentConfig flat_config = c;
   flat_config.head = "flat";
   QNetwork flat(flat_config, shape);
