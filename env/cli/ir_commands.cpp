@@ -8,6 +8,7 @@
 
 #include "cli/cli.h"
 #include "gym/dataset.h"
+#include "ir/check.h"
 #include "ir/interp.h"
 #include "ir/parse.h"
 #include "ir/print.h"
@@ -27,28 +28,23 @@ std::string kernel_dir(const Args& a) {
   return PERFDOJO_KERNEL_DIR;
 }
 
-int count_nodes(const std::vector<ir::NodePtr>& body, bool scopes) {
-  int n = 0;
-  for (const auto& c : body) {
-    if (c->is_scope) n += (scopes ? 1 : 0) + count_nodes(c->body, scopes);
-    else n += scopes ? 0 : 1;
-  }
-  return n;
-}
-
 int cmd_check(const Args& a) {
   if (a.positional.size() != 1) return usage_error("check takes exactly one FILE", a.json);
   const std::string& file = a.positional[0];
-  auto r = ir::load_file(file);
-  if (!r.ok()) return report_errors(r.errors(), a.json, file);
-  int stmts = count_nodes(r->body, false), scopes = count_nodes(r->body, true);
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return report_errors({{{file, 0, 0}, "cannot read file"}}, a.json, file);
+  // Streamed: the body is never held, so a file of any size is checked in the memory of a line.
+  ir::CheckedStream sink;
+  auto errors = ir::check_stream(in, file, sink);
+  if (!errors.empty()) return report_errors(errors, a.json, file);
+  const int64_t stmts = sink.statements, scopes = sink.scopes;
   if (a.json) {
     std::cout << JsonObject()
                      .add("ok", true)
                      .add("file", file)
                      .add("statements", stmts)
                      .add("scopes", scopes)
-                     .add("hash", ir::structural_hash(*r))
+                     .add("hash", sink.hasher.finish())
                      .str()
               << "\n";
   } else {

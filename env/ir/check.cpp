@@ -11,17 +11,19 @@ namespace {
 // Largest buffer the tools accept: keeps element counts and offsets far from overflow.
 constexpr int64_t kMaxElements = int64_t{1} << 34;
 
-class Checker {
- public:
-  explicit Checker(const Program& p) : p_(p) {}
+}  // namespace
 
-  std::vector<Diagnostic> run() {
+// The rules, fed piece by piece: check_program walks a tree into it, StreamChecker a parse.
+class StreamChecker::Impl {
+ public:
+  void declarations(const Program& p) {
+    p_ = &p;
     std::set<std::string> names;
-    for (const auto& s : p_.sizes) {
+    for (const auto& s : p.sizes) {
       if (!names.insert(s.name).second) error(s.loc, "'" + s.name + "' is declared twice");
       if (s.value <= 0) error(s.loc, "size '" + s.name + "' must be positive");
     }
-    for (const auto& b : p_.buffers) {
+    for (const auto& b : p.buffers) {
       if (!names.insert(b.name).second) error(b.loc, "'" + b.name + "' is declared twice");
       if (b.shape.empty()) error(b.loc, "buffer '" + b.name + "' needs at least one dimension");
       int64_t elements = 1;
@@ -36,33 +38,56 @@ class Checker {
       if (b.role == Role::kInput && b.init)
         error(b.loc, "input '" + b.name + "' cannot have an initial value");
     }
-    if (p_.body.empty()) error({}, "the kernel has no statements");
-    body(p_.body);
+  }
+
+  void open_scope(int64_t extent, const SourceLoc& loc) {
+    child();
+    if (extent <= 0) error(loc, "scope extent must be positive");
+    extents_.push_back(extent);
+    open_.push_back({loc, false});
+  }
+
+  void close_scope() {
+    if (!open_.back().second) error(open_.back().first, "scope has an empty body");
+    extents_.pop_back();
+    open_.pop_back();
+  }
+
+  void statement(const Stmt& s) {
+    child();
+    stmt(s);
+  }
+
+  std::vector<Diagnostic> finish() {
+    if (!any_) error({}, "the kernel has no statements");
     return std::move(errors_);
+  }
+
+  // check_program's walk: the same calls a parse of the printed program would make.
+  void body(const std::vector<NodePtr>& nodes) {
+    for (const auto& n : nodes) {
+      if (!n->is_scope) {
+        statement(n->stmt);
+        continue;
+      }
+      open_scope(n->extent, n->loc);
+      body(n->body);
+      close_scope();
+    }
   }
 
  private:
   void error(const SourceLoc& loc, std::string msg) { errors_.push_back({loc, std::move(msg)}); }
-
-  void body(const std::vector<NodePtr>& nodes) {
-    for (const auto& n : nodes) {
-      if (!n->is_scope) {
-        stmt(n->stmt);
-        continue;
-      }
-      if (n->extent <= 0) error(n->loc, "scope extent must be positive");
-      if (n->body.empty()) error(n->loc, "scope has an empty body");
-      extents_.push_back(n->extent);
-      body(n->body);
-      extents_.pop_back();
-    }
+  void child() {
+    if (open_.empty()) any_ = true;
+    else open_.back().second = true;
   }
 
   // Checks an access; returns its buffer's declaration when it exists.
   const BufferDecl* access(const Access& a) {
-    const BufferDecl* b = p_.find_buffer(a.buffer);
+    const BufferDecl* b = p_->find_buffer(a.buffer);
     if (!b) {
-      if (p_.find_size(a.buffer))
+      if (p_->find_size(a.buffer))
         error(a.loc, "'" + a.buffer + "' is a size, not a buffer");
       else
         error(a.loc, "undeclared buffer '" + a.buffer + "'");
@@ -162,7 +187,7 @@ class Checker {
     for (const auto& a : e.args) unwritten_reads(*a);
   }
   void read_of(const Access& a) {
-    const BufferDecl* b = p_.find_buffer(a.buffer);
+    const BufferDecl* b = p_->find_buffer(a.buffer);
     if (!b || b->role != Role::kTemp || b->init || b->dtype == DType::kI32) return;
     if (written_.count(a.buffer) || !reported_.insert(a.buffer).second) return;
     error(a.loc, "temporary '" + a.buffer + "' is read here before any statement writes it (it "
@@ -184,14 +209,57 @@ class Checker {
     }
   }
 
-  const Program& p_;
+  const Program* p_ = nullptr;
   std::set<std::string> written_, reported_;
   std::vector<int64_t> extents_;
+  std::vector<std::pair<SourceLoc, bool>> open_;  ///< each open scope: where, and whether it has a child
+  bool any_ = false;                              ///< the top level has a scope or statement
   std::vector<Diagnostic> errors_;
 };
 
-}  // namespace
+std::vector<Diagnostic> check_program(const Program& p) {
+  StreamChecker::Impl c;
+  c.declarations(p);
+  c.body(p.body);
+  return c.finish();
+}
 
-std::vector<Diagnostic> check_program(const Program& p) { return Checker(p).run(); }
+StreamChecker::StreamChecker() : impl_(std::make_unique<Impl>()) {}
+StreamChecker::~StreamChecker() = default;
+void StreamChecker::declarations(const Program& header) { impl_->declarations(header); }
+void StreamChecker::open_scope(int64_t extent, std::string, Annot, SourceLoc loc) {
+  impl_->open_scope(extent, loc);
+}
+void StreamChecker::close_scope() { impl_->close_scope(); }
+void StreamChecker::statement(Stmt s) { impl_->statement(s); }
+std::vector<Diagnostic> StreamChecker::finish() { return impl_->finish(); }
+
+void CheckedStream::declarations(const Program& header) {
+  checker.declarations(header);
+  hasher.declarations(header);
+}
+
+void CheckedStream::open_scope(int64_t extent, std::string extent_name, Annot annot, SourceLoc loc) {
+  ++scopes;
+  hasher.open_scope(extent, extent_name, annot, loc);
+  checker.open_scope(extent, std::move(extent_name), annot, std::move(loc));
+}
+
+void CheckedStream::close_scope() {
+  hasher.close_scope();
+  checker.close_scope();
+}
+
+void CheckedStream::statement(Stmt s) {
+  ++statements;
+  hasher.statement(s);
+  checker.statement(std::move(s));
+}
+
+std::vector<Diagnostic> check_stream(std::istream& in, std::string_view file, CheckedStream& out) {
+  auto errors = parse_stream(in, file, out);
+  if (errors.empty()) errors = out.checker.finish();
+  return errors;
+}
 
 }  // namespace perfdojo::ir

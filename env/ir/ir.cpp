@@ -217,8 +217,14 @@ bool same_body(const std::vector<NodePtr>& a, const std::vector<NodePtr>& b) {
 }
 
 // FNV-1a over a canonical byte stream: stable across runs and platforms.
+// Bodies end with a marker instead of starting with a count, so a streaming reader can hash a
+// body it has not finished reading: a node starts with 0 (statement) or 1 (scope), and 2 ends
+// the list.
+constexpr uint64_t kEndOfBody = 2;
+
 class Hasher {
  public:
+  explicit Hasher(uint64_t state = 0xcbf29ce484222325ULL) : h_(state) {}
   void bytes(const void* p, size_t n) {
     const auto* c = static_cast<const unsigned char*>(p);
     for (size_t i = 0; i < n; ++i) h_ = (h_ ^ c[i]) * 0x100000001b3ULL;
@@ -257,24 +263,59 @@ class Hasher {
     }
     for (const auto& a : e.args) expr(*a);
   }
+  void scope_header(int64_t extent, const std::string& extent_name, Annot annot) {
+    u64(1);
+    i64(extent);
+    str(extent_name);
+    u64(static_cast<uint64_t>(annot));
+  }
+  void statement(const Stmt& s) {
+    u64(0);
+    access(s.lhs);
+    u64(static_cast<uint64_t>(s.op));
+    expr(*s.rhs);
+  }
   void node(const Node& n) {
-    u64(n.is_scope);
     if (n.is_scope) {
-      i64(n.extent);
-      str(n.extent_name);
-      u64(static_cast<uint64_t>(n.annot));
-      u64(n.body.size());
+      scope_header(n.extent, n.extent_name, n.annot);
       for (const auto& c : n.body) node(*c);
+      u64(kEndOfBody);
     } else {
-      access(n.stmt.lhs);
-      u64(static_cast<uint64_t>(n.stmt.op));
-      expr(*n.stmt.rhs);
+      statement(n.stmt);
+    }
+  }
+  void declarations(const Program& p) {
+    u64(p.sizes.size());
+    for (const auto& s : p.sizes) {
+      str(s.name);
+      i64(s.value);
+    }
+    u64(p.buffers.size());
+    for (const auto& b : p.buffers) {
+      str(b.name);
+      u64(static_cast<uint64_t>(b.role));
+      u64(static_cast<uint64_t>(b.dtype));
+      u64(b.shape.size());
+      for (size_t i = 0; i < b.shape.size(); ++i) {
+        i64(b.shape[i]);
+        str(b.shape_names[i]);
+      }
+      u64(b.init.has_value());
+      if (b.init) f64(*b.init);
+      u64(b.range.has_value());
+      if (b.range) {
+        f64(b.range->first);
+        f64(b.range->second);
+      }
+      if (b.stream) {  // only when set: hashes of programs without it stay as they were
+        u64(0x53545245414dULL);
+      }
     }
   }
   uint64_t value() const { return h_; }
 
  private:
-  uint64_t h_ = 0xcbf29ce484222325ULL;
+  uint64_t h_;
 };
 
 }  // namespace
@@ -324,34 +365,39 @@ bool structurally_equal(const Program& a, const Program& b) {
 
 uint64_t structural_hash(const Program& p) {
   Hasher h;
-  h.u64(p.sizes.size());
-  for (const auto& s : p.sizes) {
-    h.str(s.name);
-    h.i64(s.value);
-  }
-  h.u64(p.buffers.size());
-  for (const auto& b : p.buffers) {
-    h.str(b.name);
-    h.u64(static_cast<uint64_t>(b.role));
-    h.u64(static_cast<uint64_t>(b.dtype));
-    h.u64(b.shape.size());
-    for (size_t i = 0; i < b.shape.size(); ++i) {
-      h.i64(b.shape[i]);
-      h.str(b.shape_names[i]);
-    }
-    h.u64(b.init.has_value());
-    if (b.init) h.f64(*b.init);
-    h.u64(b.range.has_value());
-    if (b.range) {
-      h.f64(b.range->first);
-      h.f64(b.range->second);
-    }
-    if (b.stream) {  // only when set: hashes of programs without it stay as they were
-      h.u64(0x53545245414dULL);
-    }
-  }
-  h.u64(p.body.size());
+  h.declarations(p);
   for (const auto& n : p.body) h.node(*n);
+  h.u64(kEndOfBody);
+  return h.value();
+}
+
+void StructuralHasher::declarations(const Program& header) {
+  Hasher h(h_);
+  h.declarations(header);
+  h_ = h.value();
+}
+
+void StructuralHasher::open_scope(int64_t extent, std::string extent_name, Annot annot, SourceLoc) {
+  Hasher h(h_);
+  h.scope_header(extent, extent_name, annot);
+  h_ = h.value();
+}
+
+void StructuralHasher::close_scope() {
+  Hasher h(h_);
+  h.u64(kEndOfBody);
+  h_ = h.value();
+}
+
+void StructuralHasher::statement(Stmt s) {
+  Hasher h(h_);
+  h.statement(s);
+  h_ = h.value();
+}
+
+uint64_t StructuralHasher::finish() {
+  Hasher h(h_);
+  h.u64(kEndOfBody);
   return h.value();
 }
 

@@ -170,6 +170,39 @@ struct Program {
   const SizeDecl* find_size(const std::string& name) const;
 };
 
+/// A program in source order, piece by piece: what a streaming parse (parse_stream) delivers as
+/// it reads. Nothing is kept for the sink:
+/// a sink that drops what it is given (a checker, a hasher) parses a file of any size in the
+/// memory of one line plus the declarations.
+class ProgramSink {
+ public:
+  virtual ~ProgramSink() = default;
+  /// The doc comment, sizes and buffers (an empty body), once, before the first scope or
+  /// statement. The reference stays valid until the parse returns.
+  virtual void declarations(const Program& header) = 0;
+  /// A scope opens; the scopes and statements up to the matching close_scope are its body.
+  virtual void open_scope(int64_t extent, std::string extent_name, Annot annot, SourceLoc loc) = 0;
+  /// The innermost open scope ends.
+  virtual void close_scope() = 0;
+  /// A statement of the innermost open scope (or of the top level).
+  virtual void statement(Stmt s) = 0;
+};
+
+/// structural_hash computed piecewise, as a ProgramSink: `perfdojo check` hashes a file as it
+/// streams by. Fed the pieces of a program, finish() equals structural_hash of that program.
+class StructuralHasher final : public ProgramSink {
+ public:
+  void declarations(const Program& header) override;
+  void open_scope(int64_t extent, std::string extent_name, Annot annot, SourceLoc loc) override;
+  void close_scope() override;
+  void statement(Stmt s) override;
+  /// The hash, after the last piece.
+  uint64_t finish();
+
+ private:
+  uint64_t h_ = 0xcbf29ce484222325ULL;  ///< FNV-1a state
+};
+
 /// Structural equality: declarations and tree, ignoring source locations and doc comments.
 bool structurally_equal(const Program& a, const Program& b);
 /// Structural equality of two subtrees.

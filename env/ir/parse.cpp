@@ -3,6 +3,7 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <limits>
 #include <memory>
@@ -164,29 +165,6 @@ const std::set<std::string>& reserved() {
                                                "rsqrt", "tanh",   "abs",  "max",  "min", "inf",
                                                "select", "where"};
   return kWords;
-}
-
-// Mutable tree used while parsing; frozen into immutable Nodes at the end.
-struct Building {
-  bool is_scope = false;
-  int64_t extent = 0;
-  std::string extent_name;
-  Annot annot = Annot::kNone;
-  std::vector<std::unique_ptr<Building>> body;
-  Stmt stmt;
-  SourceLoc loc;
-};
-
-// Consumes `b`: its statements and names move into the frozen nodes.
-NodePtr freeze(Building& b) {
-  if (!b.is_scope) return Node::statement(std::move(b.stmt));
-  std::vector<NodePtr> body;
-  body.reserve(b.body.size());
-  for (auto& c : b.body) {
-    body.push_back(freeze(*c));
-    c.reset();  // each child is freed as soon as it is frozen
-  }
-  return Node::scope(b.extent, std::move(b.extent_name), b.annot, std::move(body), b.loc);
 }
 
 class LineParser {
@@ -704,32 +682,105 @@ class LineParser {
 
 }  // namespace
 
-Result<Program> parse_program(std::string_view text, std::string_view file_view) {
+namespace {
+
+// The lines of a text: every '\n' ends one, and what follows the last '\n' is one more (empty
+// at the end of a file that ends with a newline).
+class LineSource {
+ public:
+  virtual ~LineSource() = default;
+  /// The next line and its length in bytes; `line` is empty when `bytes` is above `limit` (the
+  /// line was skipped, not held). False when there are no more lines.
+  virtual bool next(std::string_view& line, size_t& bytes, size_t limit) = 0;
+  /// Whether reading failed (a stream error, not the end).
+  virtual bool failed() const { return false; }
+};
+
+class TextLines final : public LineSource {
+ public:
+  explicit TextLines(std::string_view text) : text_(text) {}
+  bool next(std::string_view& line, size_t& bytes, size_t limit) override {
+    if (start_ > text_.size()) return false;
+    size_t end = text_.find('\n', start_);
+    if (end == std::string_view::npos) end = text_.size();
+    bytes = end - start_;
+    line = bytes <= limit ? text_.substr(start_, bytes) : std::string_view();
+    start_ = end + 1;
+    return true;
+  }
+
+ private:
+  std::string_view text_;
+  size_t start_ = 0;
+};
+
+class StreamLines final : public LineSource {
+ public:
+  explicit StreamLines(std::istream& in) : in_(in), chunk_(size_t{1} << 16) {}
+  bool next(std::string_view& line, size_t& bytes, size_t limit) override {
+    if (done_) return false;
+    line_.clear();
+    bytes = 0;
+    for (;;) {
+      if (pos_ == len_ && !fill()) {  // the end: what is left is the last line
+        done_ = true;
+        break;
+      }
+      const char* s = chunk_.data() + pos_;
+      const auto* nl = static_cast<const char*>(std::memchr(s, '\n', len_ - pos_));
+      const size_t n = nl ? static_cast<size_t>(nl - s) : len_ - pos_;
+      if (bytes + n <= limit) line_.append(s, n);
+      else std::string().swap(line_);  // too long: keep counting, hold nothing
+      bytes += n;
+      pos_ += n + (nl ? 1 : 0);
+      if (nl) break;
+    }
+    line = bytes <= limit ? std::string_view(line_) : std::string_view();
+    return true;
+  }
+  bool failed() const override { return in_.bad(); }
+
+ private:
+  bool fill() {
+    if (!in_) return false;
+    in_.read(chunk_.data(), static_cast<std::streamsize>(chunk_.size()));
+    len_ = static_cast<size_t>(in_.gcount());
+    pos_ = 0;
+    return len_ > 0;
+  }
+  std::istream& in_;
+  std::vector<char> chunk_;
+  size_t pos_ = 0, len_ = 0;
+  bool done_ = false;
+  std::string line_;
+};
+
+std::vector<Diagnostic> parse_lines(LineSource& source, std::string_view file_view, ProgramSink& sink) {
   std::string file(file_view);
-  Program prog;
+  Program prog;  // the declarations: names the body's lines are parsed against
   std::vector<Diagnostic> errors;
-  std::vector<std::unique_ptr<Building>> top;
-  std::vector<Building*> open;  // the scopes a '|' can continue, outermost first
-  bool in_doc = true, in_body = false;
+  size_t open = 0;  // the scopes a '|' can continue
+  bool in_doc = true, in_body = false, declared = false;
   std::vector<std::string> doc_lines;
   int line_no = 0;
-  size_t start = 0;
   constexpr size_t kMaxErrors = 50;
   constexpr size_t kMaxLineBytes = size_t{1} << 20;
-  while (start <= text.size() && errors.size() < kMaxErrors) {
-    size_t end = text.find('\n', start);
-    if (end == std::string_view::npos) end = text.size();
-    std::string_view line = text.substr(start, end - start);
+  std::string_view line;
+  size_t bytes = 0;
+  const auto error_at = [&](int col, std::string message) {
+    SourceLoc loc;
+    loc.file = file;
+    loc.line = line_no;
+    loc.col = col;
+    errors.push_back({std::move(loc), std::move(message)});
+  };
+  while (errors.size() < kMaxErrors && source.next(line, bytes, kMaxLineBytes)) {
     ++line_no;
-    bool last = end == text.size();
-    start = end + 1;
-    if (line.size() > kMaxLineBytes) {
-      // Refused before lexing: a statement has at most kMaxNodes operations, far below this,
-      // and a huge line would otherwise cost its size many times over in tokens.
-      errors.push_back({{file, line_no, 1},
-                        "line is " + std::to_string(line.size()) + " bytes; a line holds at most " +
-                            std::to_string(kMaxLineBytes) + " (one statement)"});
-      if (last) break;
+    if (bytes > kMaxLineBytes) {
+      // Refused unread: a statement has at most kMaxNodes operations, far below this, and a
+      // huge line would otherwise cost its size many times over in tokens.
+      error_at(1, "line is " + std::to_string(bytes) + " bytes; a line holds at most " +
+                      std::to_string(kMaxLineBytes) + " (one statement)");
       continue;
     }
     auto toks = lex_line(line);
@@ -745,7 +796,6 @@ Result<Program> parse_program(std::string_view text, std::string_view file_view)
           in_doc = false;
         }
       }
-      if (last) break;
       continue;
     }
     in_doc = false;
@@ -768,20 +818,25 @@ Result<Program> parse_program(std::string_view text, std::string_view file_view)
         Token first_bar = lp.peek();
         while (lp.peek().kind == Tok::kBar) {
           Token bar = lp.next();
-          if (++bars > open.size())
-            lp.fail(bar, "too many '|': only " + std::to_string(open.size()) +
+          if (++bars > open)
+            lp.fail(bar, "too many '|': only " + std::to_string(open) +
                              " enclosing scope(s) are open here");
         }
-        std::vector<std::unique_ptr<Building>> new_scopes;
+        struct NewScope {
+          int64_t extent = 0;
+          std::string extent_name;
+          Annot annot = Annot::kNone;
+          SourceLoc loc;
+        };
+        std::vector<NewScope> new_scopes;
         while (!(lp.peek().kind == Tok::kIdent && lp.peek(1).kind == Tok::kLBracket)) {
           Token t = lp.peek();
           if (t.kind == Tok::kEnd) lp.fail(t, "expected a statement ('name[index] = value') after the scopes");
           if (t.kind != Tok::kIdent && t.kind != Tok::kInt)
             lp.fail(t, "expected a scope extent or a statement, found " + describe(t));
-          auto b = std::make_unique<Building>();
-          b->is_scope = true;
-          b->loc = lp.loc(t);
-          std::tie(b->extent, b->extent_name) = lp.parse_extent("a scope extent");
+          NewScope b;
+          b.loc = lp.loc(t);
+          std::tie(b.extent, b.extent_name) = lp.parse_extent("a scope extent");
           if (lp.accept(Tok::kColon)) {
             Token a = lp.expect(Tok::kIdent, "an annotation after ':'");
             static const std::pair<const char*, Annot> kAnnots[] = {
@@ -790,7 +845,7 @@ Result<Program> parse_program(std::string_view text, std::string_view file_view)
                 {"gpu_thread", Annot::kGpuThread}};
             bool found = false;
             for (const auto& [n, v] : kAnnots)
-              if (a.text == n) b->annot = v, found = true;
+              if (a.text == n) b.annot = v, found = true;
             if (!found)
               lp.fail(a, "unknown scope annotation " + describe(a) +
                              "; expected vec, par, unroll, gpu_block or gpu_thread");
@@ -798,50 +853,101 @@ Result<Program> parse_program(std::string_view text, std::string_view file_view)
           new_scopes.push_back(std::move(b));
         }
         if (new_scopes.size() + bars > 64) lp.fail(first_bar, "scopes nest too deeply (at most 64)");
-        auto stmt = std::make_unique<Building>();
         lp.depth_ = static_cast<int64_t>(bars + new_scopes.size());
-        stmt->stmt = lp.parse_stmt();
-        // The line parsed: attach it.
-        open.resize(bars);
-        if (bars == 0) {
-          // A line without '|' closes every top-level item before it: freeze them now, so the
-          // mutable tree never holds more than the item being built.
-          for (auto& b : top) prog.body.push_back(freeze(*b));
-          top.clear();
+        Stmt stmt = lp.parse_stmt();
+        // The line parsed: hand it on. Once there are errors the sink hears nothing more, but
+        // the open scopes are still followed so later lines are judged as written.
+        const bool deliver = errors.empty();
+        if (deliver && !declared) {
+          for (size_t i = 0; i < doc_lines.size(); ++i) prog.doc += (i ? "\n" : "") + doc_lines[i];
+          sink.declarations(prog);
+          declared = true;
         }
-        auto* list = open.empty() ? &top : &open.back()->body;
+        for (; open > bars; --open)
+          if (deliver) sink.close_scope();
         for (auto& s : new_scopes) {
-          Building* raw = s.get();
-          list->push_back(std::move(s));
-          open.push_back(raw);
-          list = &raw->body;
+          if (deliver) sink.open_scope(s.extent, std::move(s.extent_name), s.annot, std::move(s.loc));
+          ++open;
         }
-        list->push_back(std::move(stmt));
+        if (deliver) sink.statement(std::move(stmt));
       }
     } catch (const LineError& e) {
-      errors.push_back({{file, line_no, e.col}, e.message});
+      error_at(e.col, e.message);
     }
-    if (last) break;
   }
-  if (errors.size() >= kMaxErrors)
-    errors.push_back({{file, line_no, 1}, "too many errors; giving up"});
+  if (source.failed() && errors.size() < kMaxErrors) {
+    line_no = 0;  // the file, not a line of it
+    error_at(0, "cannot read file");
+  }
+  if (errors.size() >= kMaxErrors) error_at(1, "too many errors; giving up");
+  if (!declared && errors.empty()) error_at(1, "the kernel has no statements");
   if (!errors.empty()) return errors;
-  for (auto& b : top) prog.body.push_back(freeze(*b));
-  top.clear();
-  if (prog.body.empty()) return std::vector<Diagnostic>{{{file, line_no, 1}, "the kernel has no statements"}};
-  for (size_t i = 0; i < doc_lines.size(); ++i) prog.doc += (i ? "\n" : "") + doc_lines[i];
-  return prog;
+  for (; open > 0; --open) sink.close_scope();
+  return {};
+}
+
+// Builds the immutable tree from the parse's events.
+class TreeBuilder final : public ProgramSink {
+ public:
+  void declarations(const Program& header) override { prog_ = header; }
+  void open_scope(int64_t extent, std::string extent_name, Annot annot, SourceLoc loc) override {
+    open_.push_back({extent, std::move(extent_name), annot, std::move(loc), {}});
+  }
+  void close_scope() override {
+    Open o = std::move(open_.back());
+    open_.pop_back();
+    o.body.shrink_to_fit();
+    body().push_back(Node::scope(o.extent, std::move(o.extent_name), o.annot, std::move(o.body),
+                                 std::move(o.loc)));
+  }
+  void statement(Stmt s) override { body().push_back(Node::statement(std::move(s))); }
+  Program take() {
+    prog_.body.shrink_to_fit();
+    return std::move(prog_);
+  }
+
+ private:
+  struct Open {
+    int64_t extent;
+    std::string extent_name;
+    Annot annot;
+    SourceLoc loc;
+    std::vector<NodePtr> body;
+  };
+  std::vector<NodePtr>& body() { return open_.empty() ? prog_.body : open_.back().body; }
+  Program prog_;
+  std::vector<Open> open_;
+};
+
+Result<Program> build(LineSource& source, std::string_view file) {
+  TreeBuilder tree;
+  auto errors = parse_lines(source, file, tree);
+  if (!errors.empty()) return errors;
+  return tree.take();
+}
+
+}  // namespace
+
+std::vector<Diagnostic> parse_stream(std::istream& in, std::string_view file, ProgramSink& sink) {
+  StreamLines lines(in);
+  return parse_lines(lines, file, sink);
+}
+
+std::vector<Diagnostic> parse_stream(std::string_view text, std::string_view file, ProgramSink& sink) {
+  TextLines lines(text);
+  return parse_lines(lines, file, sink);
+}
+
+Result<Program> parse_program(std::string_view text, std::string_view file) {
+  TextLines lines(text);
+  return build(lines, file);
 }
 
 Result<Program> parse_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  std::ifstream in(path, std::ios::binary);
   if (!in) return std::vector<Diagnostic>{{{path, 0, 0}, "cannot read file"}};
-  // One copy of the text in memory (a stringstream would hold two).
-  const std::streamoff size = in.tellg();
-  std::string text(size > 0 ? static_cast<size_t>(size) : 0, '\0');
-  in.seekg(0);
-  if (size > 0 && !in.read(text.data(), size)) return std::vector<Diagnostic>{{{path, 0, 0}, "cannot read file"}};
-  return parse_program(text, path);
+  StreamLines lines(in);
+  return build(lines, path);
 }
 
 Result<Program> load_program(std::string_view text, std::string_view file) {

@@ -176,6 +176,11 @@ TEST_CASE("an unreadable file is a diagnostic naming the path, not a crash") {
   REQUIRE_FALSE(r.ok());
   REQUIRE(r.errors().size() == 1);
   CHECK(r.error_text() == path + ": error: cannot read file");
+  // A folder opens but cannot be read: the same diagnostic, from the streaming reader.
+  const std::string dir = errors_dir().string();
+  auto d = load_file(dir);
+  REQUIRE_FALSE(d.ok());
+  CHECK(d.error_text() == dir + ": error: cannot read file");
 }
 
 TEST_CASE("the docs' softmax example nests its statements as its bars say") {
