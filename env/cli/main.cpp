@@ -11,7 +11,7 @@ std::string diagnostics_json(const std::vector<ir::Diagnostic>& errors) {
   util::JsonArray arr;
   for (const auto& d : errors) {
     arr.raw(util::JsonObject()
-                .add("file", d.loc.file)
+                .add("file", d.loc.file.str())
                 .add("line", d.loc.line)
                 .add("col", d.loc.col)
                 .add("message", d.message)

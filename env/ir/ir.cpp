@@ -169,6 +169,11 @@ NodePtr Node::statement(Stmt s) {
   return n;
 }
 
+const std::string& FileName::str() const {
+  static const std::string kNone;
+  return name_ ? *name_ : kNone;
+}
+
 int64_t BufferDecl::elements() const {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;

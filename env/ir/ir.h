@@ -9,14 +9,33 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 namespace perfdojo::ir {
 
+/// A file's name as locations hold it: one shared copy per parse, not one per token (a long
+/// path in every location of a large file was a fifth of its tree).
+class FileName {
+ public:
+  FileName() = default;
+  FileName(std::string_view name)  // NOLINT: implicit, as the std::string it replaced
+      : name_(name.empty() ? nullptr : std::make_shared<const std::string>(name)) {}
+  FileName(const std::string& name) : FileName(std::string_view(name)) {}  // NOLINT
+  FileName(const char* name) : FileName(std::string_view(name)) {}         // NOLINT
+  const std::string& str() const;
+  operator const std::string&() const { return str(); }  // NOLINT
+  bool empty() const { return !name_ || name_->empty(); }
+  friend bool operator==(const FileName& a, std::string_view b) { return a.str() == b; }
+
+ private:
+  std::shared_ptr<const std::string> name_;
+};
+
 /// Where a token came from; line and col are 1-based, 0 when the node was synthesised.
 struct SourceLoc {
-  std::string file;
+  FileName file;
   int line = 0;
   int col = 0;
 };

@@ -169,7 +169,7 @@ const std::set<std::string>& reserved() {
 
 class LineParser {
  public:
-  LineParser(std::vector<Token> toks, const Program& prog, std::string file, int line)
+  LineParser(std::vector<Token> toks, const Program& prog, FileName file, int line)
       : toks_(std::move(toks)), prog_(prog), file_(std::move(file)), line_(line) {}
 
   const Token& peek(size_t ahead = 0) const {
@@ -663,7 +663,7 @@ class LineParser {
  private:
   std::vector<Token> toks_;
   const Program& prog_;
-  std::string file_;
+  FileName file_;  ///< shared by every location of the parse
   int line_;
   int nesting_ = 0;
   int unary_depth_ = 0;
@@ -756,7 +756,7 @@ class StreamLines final : public LineSource {
 };
 
 std::vector<Diagnostic> parse_lines(LineSource& source, std::string_view file_view, ProgramSink& sink) {
-  std::string file(file_view);
+  const FileName file(file_view);  // one copy, shared by every location
   Program prog;  // the declarations: names the body's lines are parsed against
   std::vector<Diagnostic> errors;
   size_t open = 0;  // the scopes a '|' can continue

@@ -46,7 +46,7 @@ std::vector<fs::path> files_with_extension(const fs::path& dir, const std::strin
 std::string error_text_with_file_names(const std::vector<Diagnostic>& errors) {
   std::string s;
   for (Diagnostic d : errors) {
-    d.loc.file = fs::path(d.loc.file).filename().string();
+    d.loc.file = fs::path(d.loc.file.str()).filename().string();
     if (!s.empty()) s += '\n';
     s += d.str();
   }
