@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include "cli/cli.h"
 #include "gym/dataset.h"
@@ -33,9 +34,18 @@ int cmd_check(const Args& a) {
   const std::string& file = a.positional[0];
   std::ifstream in(file, std::ios::binary);
   if (!in) return report_errors({{{file, 0, 0}, "cannot read file"}}, a.json, file);
-  // Streamed: the body is never held, so a file of any size is checked in the memory of a line.
   ir::CheckedStream sink;
-  auto errors = ir::check_stream(in, file, sink);
+  std::vector<ir::Diagnostic> errors;
+  if (a.has("tree")) {
+    // As the optimiser and the env load a kernel: the whole tree, then the checker over it. The
+    // pieces of the tree go through the same counters and hash.
+    auto r = ir::load_file(file);
+    if (!r.ok()) return report_errors(r.errors(), a.json, file);
+    ir::replay(*r, sink);
+  } else {
+    // Streamed: the body is never held, so a file of any size is checked in the memory of a line.
+    errors = ir::check_stream(in, file, sink);
+  }
   if (!errors.empty()) return report_errors(errors, a.json, file);
   const int64_t stmts = sink.statements, scopes = sink.scopes;
   if (a.json) {
@@ -53,12 +63,41 @@ int cmd_check(const Args& a) {
   return kExitOk;
 }
 
+// Checks and prints in one streaming pass: the text is held (it is written only when the kernel
+// is valid), the tree never is.
+class CheckAndPrint final : public ir::ProgramSink {
+ public:
+  void declarations(const ir::Program& h) override {
+    check.declarations(h);
+    printer.declarations(h);
+  }
+  void open_scope(int64_t e, std::string n, ir::Annot an, ir::SourceLoc l) override {
+    printer.open_scope(e, n, an, l);
+    check.open_scope(e, std::move(n), an, std::move(l));
+  }
+  void close_scope() override {
+    printer.close_scope();
+    check.close_scope();
+  }
+  void statement(ir::Stmt s) override {
+    printer.statement(s);
+    check.statement(std::move(s));
+  }
+  std::ostringstream text;
+  ir::StreamPrinter printer{text};
+  ir::StreamChecker check;
+};
+
 int cmd_fmt(const Args& a) {
   if (a.positional.size() != 1) return usage_error("fmt takes exactly one FILE", a.json);
   const std::string& file = a.positional[0];
-  auto r = ir::load_file(file);
-  if (!r.ok()) return report_errors(r.errors(), a.json, file);
-  std::string text = ir::print_program(*r);
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return report_errors({{{file, 0, 0}, "cannot read file"}}, a.json, file);
+  CheckAndPrint sink;
+  auto errors = ir::parse_stream(in, file, sink);
+  if (errors.empty()) errors = sink.check.finish();
+  if (!errors.empty()) return report_errors(errors, a.json, file);
+  const std::string text = std::move(sink.text).str();
   if (a.json) {
     std::cout << JsonObject().add("ok", true).add("file", file).add("text", text).str() << "\n";
   } else {
@@ -160,7 +199,10 @@ int cmd_run(const Args& a) {
 
 std::vector<Command> ir_commands() {
   return {
-      {"check", "check FILE", "parse and check a kernel; errors as file:line:col", {}, {}, cmd_check},
+      {"check", "check FILE [--tree]",
+       "parse and check a kernel as it streams (constant memory); errors as file:line:col. --tree "
+       "loads the whole tree first, as the optimiser and the env do",
+       {}, {"tree"}, cmd_check},
       {"fmt", "fmt FILE", "print a kernel in canonical form", {}, {}, cmd_fmt},
       {"kernels", "kernels [--dir DIR]", "list the shipped kernel suite", {"dir"}, {}, cmd_kernels},
       {"run", "run FILE [--seed S] [--out DIR]",

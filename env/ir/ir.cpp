@@ -368,6 +368,31 @@ bool structurally_equal(const Program& a, const Program& b) {
   return same_body(a.body, b.body);
 }
 
+namespace {
+
+void replay_body(const std::vector<NodePtr>& body, ProgramSink& sink) {
+  for (const auto& n : body) {
+    if (!n->is_scope) {
+      sink.statement(n->stmt);
+      continue;
+    }
+    sink.open_scope(n->extent, n->extent_name, n->annot, n->loc);
+    replay_body(n->body, sink);
+    sink.close_scope();
+  }
+}
+
+}  // namespace
+
+void replay(const Program& p, ProgramSink& sink) {
+  Program header;
+  header.doc = p.doc;
+  header.sizes = p.sizes;
+  header.buffers = p.buffers;
+  sink.declarations(header);
+  replay_body(p.body, sink);
+}
+
 uint64_t structural_hash(const Program& p) {
   Hasher h;
   h.declarations(p);

@@ -207,6 +207,9 @@ class ProgramSink {
   virtual void statement(Stmt s) = 0;
 };
 
+/// Hands a program to `sink` piece by piece, as parse_stream would hand over its printed text.
+void replay(const Program& p, ProgramSink& sink);
+
 /// structural_hash computed piecewise, as a ProgramSink: `perfdojo check` hashes a file as it
 /// streams by. Fed the pieces of a program, finish() equals structural_hash of that program.
 class StructuralHasher final : public ProgramSink {

@@ -112,10 +112,18 @@ void print_expr_to(const Expr& e, int min_prec, std::string& out) {
   }
 }
 
-std::string scope_token(const Node& n) {
-  std::string s = n.extent_name.empty() ? std::to_string(n.extent) : n.extent_name;
-  if (n.annot != Annot::kNone) s += std::string(":") + annot_name(n.annot);
+std::string scope_token(int64_t extent, const std::string& extent_name, Annot annot) {
+  std::string s = extent_name.empty() ? std::to_string(extent) : extent_name;
+  if (annot != Annot::kNone) s += std::string(":") + annot_name(annot);
   return s;
+}
+
+// A statement's line: bars for the scopes it continues, then the scopes it opens.
+void print_line(size_t depth, const std::vector<std::string>& pending, const Stmt& st, std::string& out) {
+  for (size_t i = pending.size(); i < depth; ++i) out += "| ";
+  for (const auto& tok : pending) out += tok + " ";
+  out += print_stmt(st);
+  out += "\n";
 }
 
 // Prints `body` whose enclosing scopes number `depth`; the first line also opens `pending`
@@ -125,14 +133,10 @@ void print_body(const std::vector<NodePtr>& body, int depth, std::vector<std::st
   for (const auto& child : body) {
     if (child->is_scope) {
       auto inner = pending;
-      inner.push_back(scope_token(*child));
+      inner.push_back(scope_token(child->extent, child->extent_name, child->annot));
       print_body(child->body, depth + 1, std::move(inner), out);
     } else {
-      int bars = depth - static_cast<int>(pending.size());
-      for (int i = 0; i < bars; ++i) out += "| ";
-      for (const auto& tok : pending) out += tok + " ";
-      out += print_stmt(child->stmt);
-      out += "\n";
+      print_line(static_cast<size_t>(depth), pending, child->stmt, out);
     }
     pending.clear();
   }
@@ -204,7 +208,7 @@ std::string print_stmt(const Stmt& st) {
   return s;
 }
 
-std::string print_program(const Program& p) {
+std::string print_declarations(const Program& p) {
   std::string out;
   if (!p.doc.empty()) {
     size_t start = 0;
@@ -226,8 +230,32 @@ std::string print_program(const Program& p) {
     out += "\n";
   }
   out += "\n";
+  return out;
+}
+
+std::string print_program(const Program& p) {
+  std::string out = print_declarations(p);
   print_body(p.body, 0, {}, out);
   return out;
+}
+
+void StreamPrinter::declarations(const Program& header) { out_ << print_declarations(header); }
+
+void StreamPrinter::open_scope(int64_t extent, std::string extent_name, Annot annot, SourceLoc) {
+  pending_.push_back(scope_token(extent, extent_name, annot));
+  ++depth_;
+}
+
+void StreamPrinter::close_scope() {
+  --depth_;
+  pending_.clear();  // a scope closed before any line wrote it was empty: print_program drops it too
+}
+
+void StreamPrinter::statement(Stmt s) {
+  line_.clear();
+  print_line(depth_, pending_, s, line_);
+  pending_.clear();
+  out_ << line_;
 }
 
 }  // namespace perfdojo::ir

@@ -1,7 +1,9 @@
 // Canonical text of the IR. print(parse(t)) is a fixed point; parse(print(p)) == p.
 #pragma once
 
+#include <ostream>
 #include <string>
+#include <vector>
 
 #include "ir/ir.h"
 
@@ -9,6 +11,26 @@ namespace perfdojo::ir {
 
 /// The whole program: doc comment, sizes, buffers, a blank line, the body.
 std::string print_program(const Program& p);
+/// The doc comment, sizes and buffers, and the blank line before the body.
+std::string print_declarations(const Program& p);
+
+/// print_program as a ProgramSink: the canonical text of a program written to `out` line by line
+/// as a streaming parse delivers it, so a file is reformatted without holding its tree.
+class StreamPrinter final : public ProgramSink {
+ public:
+  explicit StreamPrinter(std::ostream& out) : out_(out) {}
+  void declarations(const Program& header) override;
+  void open_scope(int64_t extent, std::string extent_name, Annot annot, SourceLoc loc) override;
+  void close_scope() override;
+  void statement(Stmt s) override;
+
+ private:
+  std::ostream& out_;
+  size_t depth_ = 0;                   ///< scopes open
+  std::vector<std::string> pending_;  ///< scopes opened since the last line, not yet written
+  std::string line_;
+};
+
 /// One expression, as it appears in a statement.
 std::string print_expr(const Expr& e);
 /// One affine index expression, e.g. "{0}*32+{3}".

@@ -1,7 +1,8 @@
 // libFuzzer target: the IR parser and checker on arbitrary bytes. Whatever parses must print to
 // text that parses back to the same program (structurally), and the checker must answer. The
 // streaming path (a stream read in pieces, the streaming checker and hasher, as `perfdojo check`
-// runs them) must give the same diagnostics and, for a valid kernel, the same hash.
+// runs them) must give the same diagnostics and, for a valid kernel, the same hash and the same
+// canonical text.
 #include <cstdint>
 #include <cstdlib>
 #include <sstream>
@@ -34,6 +35,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (sink.hasher.finish() != structural_hash(*r)) std::abort();
   (void)check_program(*r);
   const std::string printed = print_program(*r);
+  std::ostringstream streamed_text;
+  StreamPrinter printer(streamed_text);
+  if (!parse_stream(text, "fuzz.pdj", printer).empty() || streamed_text.str() != printed) std::abort();
   auto again = load_program(printed, "printed.pdj");
   if (!again.ok() || !structurally_equal(*r, *again)) std::abort();  // round trip
   return 0;

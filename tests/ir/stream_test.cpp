@@ -1,5 +1,5 @@
 // The streaming parse: parse_stream's pieces rebuild what parse_program builds, the streaming
-// checker and hasher agree with check_program and structural_hash, reading from a stream in
+// checker, hasher and printer agree with check_program, structural_hash and print_program, reading from a stream in
 // pieces changes nothing, and checking a large kernel as it streams holds no body.
 #include <malloc.h>
 
@@ -121,6 +121,16 @@ TEST_CASE("every kernel streams into the pieces of the tree parse_program builds
     uint64_t hash = 0;
     CHECK(stream_check(in, path.string(), &hash).empty());
     CHECK(hash == structural_hash(*tree));
+    // replay hands a tree over in the pieces the parse handed it in.
+    Recorder parsed, replayed;
+    CHECK(parse_stream(text, path.string(), parsed).empty());
+    replay(*tree, replayed);
+    CHECK(replayed.log == parsed.log);
+    // The streaming printer writes print_program's text.
+    std::ostringstream printed;
+    StreamPrinter printer(printed);
+    CHECK(parse_stream(text, path.string(), printer).empty());
+    CHECK(printed.str() == print_program(*tree));
   }
 }
 

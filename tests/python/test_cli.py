@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -239,6 +240,42 @@ def test_check_hash_ignores_formatting_but_not_content(tmp_path, tiny):
 def test_check_accepts_the_cheapest_suite_kernels(kernel):
     assert perfdojo("check", kernel, check_rc=0).stdout.startswith(f"{kernel}: ok (")
     assert json_out(perfdojo("check", kernel, "--json", check_rc=0))["ok"] is True
+
+
+@pytest.mark.parametrize("kernel", SMALLEST, ids=lambda p: p.stem)
+def test_check_streamed_and_check_tree_say_the_same(kernel, bad):
+    # The default streams the file through the checker; --tree loads the whole tree first, as
+    # the optimiser does. Same counts, hash and diagnostics.
+    for path in (kernel, bad):
+        streamed = perfdojo("check", path, "--json")
+        tree = perfdojo("check", path, "--json", "--tree")
+        assert streamed.returncode == tree.returncode
+        assert json_out(streamed) == json_out(tree)
+
+
+# Runs a command from a fresh, small Python and prints the command's peak RSS in KiB (wait4): a
+# child forked from pytest itself would start with pytest's resident size as its peak.
+PEAK_RSS = """
+import os, subprocess, sys
+p = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL)
+_, status, usage = os.wait4(p.pid, 0)
+print(os.waitstatus_to_exitcode(status), usage.ru_maxrss)
+"""
+
+
+def test_check_streams_a_large_kernel_without_holding_it(tmp_path):
+    # 200,000 statements (about 8 MB): as a tree they take about 400 MB (check --tree); streamed,
+    # the check's peak stays near the process's own size.
+    path = tmp_path / "large.pdj"
+    with open(path, "w") as f:
+        f.write("N = 64\ninput x: f32[N]\noutput y: f32[N]\n\n")
+        f.write("N y[{0}] = x[{0}] * 2.5 + exp(-x[{0}])\n" * 200_000)
+    out = subprocess.run([sys.executable, "-c", PEAK_RSS, str(BIN), "check", "--json", str(path)],
+                         capture_output=True, text=True, check=True).stdout.split()
+    rc, peak_kib = int(out[0]), int(out[1])
+    assert rc == 0
+    assert peak_kib < 100 * 1024, f"peak RSS {peak_kib} KiB"
+    assert json_out(perfdojo("check", path, "--json", check_rc=0))["statements"] == 200_000
 
 
 def test_check_rejects_an_invalid_file_with_every_error_as_file_line_col_on_stderr(bad):
