@@ -680,10 +680,6 @@ class LineParser {
   static constexpr int kMaxNodes = 4096;
 };
 
-}  // namespace
-
-namespace {
-
 // The lines of a text: every '\n' ends one, and what follows the last '\n' is one more (empty
 // at the end of a file that ends with a newline).
 class LineSource {
