@@ -49,7 +49,7 @@ py::list diagnostics(const std::vector<ir::Diagnostic>& ds) {
   py::list out;
   for (const auto& d : ds) {
     py::dict x;
-    x["file"] = d.loc.file;
+    x["file"] = d.loc.file.str();
     x["line"] = d.loc.line;
     x["col"] = d.loc.col;
     x["message"] = d.message;
