@@ -32,10 +32,7 @@ std::string kernel_dir(const Args& a) {
 int cmd_check(const Args& a) {
   if (a.positional.size() != 1) return usage_error("check takes exactly one FILE", a.json);
   const std::string& file = a.positional[0];
-  std::ifstream in(file, std::ios::binary);
-  if (!in) return report_errors({{{file, 0, 0}, "cannot read file"}}, a.json, file);
   ir::CheckedStream sink;
-  std::vector<ir::Diagnostic> errors;
   if (a.has("tree")) {
     // As the optimiser and the env load a kernel: the whole tree, then the checker over it. The
     // pieces of the tree go through the same counters and hash.
@@ -44,9 +41,11 @@ int cmd_check(const Args& a) {
     ir::replay(*r, sink);
   } else {
     // Streamed: the body is never held, so a file of any size is checked in the memory of a line.
-    errors = ir::check_stream(in, file, sink);
+    std::ifstream in(file, std::ios::binary);
+    if (!in) return report_errors({{{file, 0, 0}, "cannot read file"}}, a.json, file);
+    auto errors = ir::check_stream(in, file, sink);
+    if (!errors.empty()) return report_errors(errors, a.json, file);
   }
-  if (!errors.empty()) return report_errors(errors, a.json, file);
   const int64_t stmts = sink.statements, scopes = sink.scopes;
   if (a.json) {
     std::cout << JsonObject()
