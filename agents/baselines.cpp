@@ -149,9 +149,19 @@ SearchResult greedy_search(const env::EnvConfig& config, const std::vector<int>&
 
 SearchResult eager_greedy_search(const env::EnvConfig& config, const std::vector<int>& budgets,
                                  const ChildOrder& order, double tolerance) {
+  return eager_greedy_search(config, budgets, order, ChildExtension(), tolerance);
+}
+
+SearchResult eager_greedy_search(const env::EnvConfig& config, const std::vector<int>& budgets,
+                                 const ChildOrder& order, const ChildExtension& extend, double tolerance) {
   EvalBudget budget(budgets);
   auto made = env::Env::make(config);
   if (!made.ok()) return failed(made.error_text(), budgets.size());
+  // A child to time: a move, and whether to time where `extend` leads from it instead.
+  struct Child {
+    int action;
+    bool extended;
+  };
   // A program found: the env holding it, how it was observed, and its children in order (made
   // when it is first picked: most programs never are).
   struct Program {
@@ -160,7 +170,7 @@ SearchResult eager_greedy_search(const env::EnvConfig& config, const std::vector
     env::Observation obs;
     std::vector<uint8_t> mask;
     bool ordered = false;
-    std::vector<int> children;
+    std::vector<Child> children = {};
     size_t next = 0;
   };
   std::vector<Program> found;
@@ -183,15 +193,25 @@ SearchResult eager_greedy_search(const env::EnvConfig& config, const std::vector
     if (pick < 0) break;
     Program& p = found[pick];
     if (!p.ordered) {
-      p.children = order(*p.env, p.obs, p.mask);
+      for (int a : order(*p.env, p.obs, p.mask)) p.children.push_back({a, static_cast<bool>(extend)});
       p.ordered = true;
       if (p.children.empty()) {
         p.env.reset();
         continue;
       }
     }
+    const Child c = p.children[p.next++];
+    std::vector<int> moves = {c.action};
+    if (c.extended) {
+      std::vector<int> more = extend(*p.env, c.action);
+      if (!more.empty()) {
+        moves.insert(moves.end(), more.begin(), more.end());
+        // The move alone comes next: the sequence's end is not always the best place on it.
+        p.children.insert(p.children.begin() + static_cast<long>(p.next), Child{c.action, false});
+      }
+    }
     std::unique_ptr<env::Env> child = p.env->fork();
-    env::StepResult r = child->step(p.children[p.next++]);
+    env::StepResult r = child->step(moves, /*time_each=*/false);
     if (p.next >= p.children.size()) p.env.reset();  // every child timed: no longer needed
     if (!budget.record(*child, r)) continue;
     if (r.terminated || r.truncated) continue;  // timed, but the episode cannot go on from it

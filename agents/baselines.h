@@ -76,6 +76,16 @@ using ChildOrder = std::function<std::vector<int>(const env::Env& env, const env
 /// order is worth.
 SearchResult eager_greedy_search(const env::EnvConfig& config, const std::vector<int>& budgets,
                                  const ChildOrder& order, double tolerance = kEagerTolerance);
+/// Where a child's move leads before it is timed: the actions to take after `action` from the
+/// program `env` holds, untimed (Env::step_untimed), so that one evaluation times the end of
+/// the whole sequence. Empty: time the child itself.
+using ChildExtension = std::function<std::vector<int>(const env::Env& env, int action)>;
+/// Eager greedy search whose children are sequences: each child (a move in `order`) is timed
+/// where `extend` leads from it. A child whose sequence ends elsewhere than at the move alone
+/// is then followed by the move alone, timed, as the next child.
+SearchResult eager_greedy_search(const env::EnvConfig& config, const std::vector<int>& budgets,
+                                 const ChildOrder& order, const ChildExtension& extend,
+                                 double tolerance = kEagerTolerance);
 /// Eager greedy search with each program's children in a seeded random order.
 SearchResult eager_random_search(const env::EnvConfig& config, const std::vector<int>& budgets, uint64_t seed);
 /// Beam search: expand every program of the beam, keep the `width` fastest children, repeat.

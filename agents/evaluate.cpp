@@ -133,29 +133,64 @@ SearchResult agent_best_first(Policy& policy, const env::EnvConfig& config, cons
   return budget.finish();
 }
 
+namespace {
+
+// The refusal every search gives for an env the network does not fit ("" when it fits).
+std::string refusal(Policy& policy, const env::EnvConfig& config) {
+  auto made = env::Env::make(config);
+  return made.ok() ? policy.check_env(*made.value()) : made.error_text();
+}
+
+SearchResult refused(const std::string& error, size_t budgets) {
+  SearchResult r;
+  r.error = error;
+  r.best_at.assign(budgets, 1.0);
+  return r;
+}
+
+// A program's legal moves (stop excluded), highest Q first.
+std::vector<int> by_q(Policy& policy, const env::Observation& obs, const std::vector<uint8_t>& mask) {
+  AgentObs o = to_agent_obs(obs, mask, policy.config());
+  std::vector<float> q = policy.q_values(o);
+  std::vector<int> actions;
+  for (int i = 0; i + 1 < static_cast<int>(o.mask.size()); ++i)
+    if (o.mask[i]) actions.push_back(i);
+  std::stable_sort(actions.begin(), actions.end(), [&](int a, int b) { return q[a] > q[b]; });
+  return actions;
+}
+
+}  // namespace
+
 SearchResult agent_greedy(Policy& policy, const env::EnvConfig& config, const std::vector<int>& budgets,
                           double tolerance) {
-  {  // the same refusal as the other searches for an env the network does not fit
-    auto made = env::Env::make(config);
-    std::string error = made.ok() ? policy.check_env(*made.value()) : made.error_text();
-    if (!error.empty()) {
-      SearchResult r;
-      r.error = error;
-      r.best_at.assign(budgets.size(), 1.0);
-      return r;
-    }
-  }
-  const AgentConfig& ac = policy.config();
-  auto by_q = [&](const env::Env&, const env::Observation& obs, const std::vector<uint8_t>& mask) {
-    AgentObs o = to_agent_obs(obs, mask, ac);
-    std::vector<float> q = policy.q_values(o);
-    std::vector<int> actions;
-    for (int i = 0; i + 1 < static_cast<int>(o.mask.size()); ++i)
-      if (o.mask[i]) actions.push_back(i);
-    std::stable_sort(actions.begin(), actions.end(), [&](int a, int b) { return q[a] > q[b]; });
-    return actions;
+  if (auto e = refusal(policy, config); !e.empty()) return refused(e, budgets.size());
+  auto order = [&](const env::Env&, const env::Observation& obs, const std::vector<uint8_t>& mask) {
+    return by_q(policy, obs, mask);
   };
-  return eager_greedy_search(config, budgets, by_q, tolerance);
+  return eager_greedy_search(config, budgets, order, tolerance);
+}
+
+SearchResult agent_probe(Policy& policy, const env::EnvConfig& config, const std::vector<int>& budgets,
+                         double tolerance) {
+  if (auto e = refusal(policy, config); !e.empty()) return refused(e, budgets.size());
+  auto order = [&](const env::Env&, const env::Observation& obs, const std::vector<uint8_t>& mask) {
+    return by_q(policy, obs, mask);
+  };
+  // The policy's greedy moves after `action`, untimed, until the episode ends (or nothing is
+  // legal but stop).
+  auto probe = [&](const env::Env& from, int action) {
+    std::vector<int> more;
+    std::unique_ptr<env::Env> e = from.fork();
+    env::StepResult r = e->step_untimed(action);
+    while (!r.terminated && !r.truncated && !r.info.illegal_action && !r.info.error) {
+      std::vector<int> moves = by_q(policy, r.observation, r.info.action_mask);
+      if (moves.empty()) break;
+      more.push_back(moves.front());
+      r = e->step_untimed(moves.front());
+    }
+    return more;
+  };
+  return eager_greedy_search(config, budgets, order, probe, tolerance);
 }
 
 }  // namespace perfdojo::agents

@@ -11,6 +11,12 @@
 //  - agent_greedy: eager greedy search (baselines.h) with each program's children timed in the
 //    order of Q: the measurements say which program to go on from, the policy which move to try
 //    there first.
+//  - agent_probe: agent_greedy whose every child is first probed: the move, then the policy's
+//    greedy moves (masked argmax of Q) untimed to the end of the episode, one evaluation where
+//    they end; then the move alone is timed. Timing a child tells what the move is worth now;
+//    the probe tells what it leads to in the policy's hands, so a move that pays only after
+//    others (a tile before its vectorisation) is not lost for looking slow on its own. A probe
+//    that ends on a program already timed costs nothing.
 #pragma once
 
 #include <memory>
@@ -53,5 +59,10 @@ SearchResult agent_best_first(Policy& policy, const env::EnvConfig& config, cons
 /// Eager greedy search in the order of Q (see the top of this file).
 SearchResult agent_greedy(Policy& policy, const env::EnvConfig& config, const std::vector<int>& budgets,
                           double tolerance = kEagerTolerance);
+
+/// Eager greedy search in the order of Q, each child probed by the policy (see the top of this
+/// file).
+SearchResult agent_probe(Policy& policy, const env::EnvConfig& config, const std::vector<int>& budgets,
+                         double tolerance = kEagerTolerance);
 
 }  // namespace perfdojo::agents

@@ -7,14 +7,18 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <chrono>
 #include <map>
+#include <mutex>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "agents/baselines.h"
 #include "agents/evaluate.h"
+#include "agents/metrics.h"
 #include "agents/train.h"
 #include "util/json.h"
 #include "util/openblas_core.h"
@@ -29,15 +33,17 @@ void usage(std::FILE* f) {
   std::fprintf(f,
                "usage: evaluate_agent [--checkpoint CKPT] [--kernels test] [--budgets 10,100,1000] [--seeds 3]\n"
                "                      [--baselines] [--no-agent] [--beam-width 4] [--epsilon E] [--backend NAME]\n"
-               "                      [--out DIR] [--json]\n"
+               "                      [--methods LIST] [--out DIR] [--json] [--no-progress]\n"
                "\n"
-               "Runs the checkpoint's policy on held-out kernels three ways: 'agent' is Q-guided best-first\n"
+               "Runs the checkpoint's policy on held-out kernels four ways: 'agent' is Q-guided best-first\n"
                "search (the (program, action) pair with the highest masked Q is timed next, so greedy\n"
                "argmax comes first everywhere); 'agent-rollout' runs a greedy episode, then restarts with\n"
                "epsilon exploration while budget remains; 'agent-greedy' is eager greedy search whose\n"
                "children are timed in the order of Q (each evaluation times the next child of the fastest\n"
-               "program found so far). One evaluation = one step that times a program this search has not\n"
-               "timed before. --baselines adds random search, greedy best-first, beam search and 'eager'\n"
+               "program found so far); 'agent-probe' is agent-greedy whose every child is first probed:\n"
+               "the move and then the policy's greedy moves to the end of the episode, untimed, with one\n"
+               "evaluation where they end, before the move alone is timed. One evaluation = one step\n"
+               "that times a program this search has not timed before. --baselines adds random search, greedy best-first, beam search and 'eager'\n"
                "(eager greedy search in random order: what the Q order is worth) under the same\n"
                "accounting. Speed-ups are averaged over seeds.\n"
                "\n"
@@ -45,6 +51,8 @@ void usage(std::FILE* f) {
                "  --kernels SPEC     test (default), train, all, or comma-separated names/URIs\n"
                "  --budgets LIST     ascending evaluation budgets (default 10,100,1000)\n"
                "  --seeds N          runs per stochastic method and kernel (default 3)\n"
+               "  --methods LIST     only these of the methods chosen (e.g. agent-greedy,greedy)\n"
+               "  --no-progress      no progress bar (drawn only when stderr is a terminal)\n"
                "  --epsilon E        exploration of the agent's restarts (default: the checkpoint's eval_epsilon)\n"
                "  --backend NAME     backend to evaluate on (default: the checkpoint's, else cost_model)\n"
                "  --out DIR          where eval.csv, eval.json and eval.png go (default: the checkpoint's folder)\n"
@@ -52,8 +60,9 @@ void usage(std::FILE* f) {
                "\n"
                "evaluate_agent --checkpoint CKPT --propose FILE [--budget N] [--json]\n"
                "  The policy's proposals for one kernel (a .pdj file or URI), as `perfdojo optimize --agent`\n"
-               "  reads them: the best trace of each of the three searches, each\n"
-               "  after N cost-model evaluations (default 2000), with the speed-up the model gives it.\n");
+               "  reads them: the best trace of each of the four searches, each\n"
+               "  after N cost-model evaluations (default 2000; agent-probe N/10, each of its evaluations\n"
+               "  walking the policy to the end of an episode), with the speed-up the model gives it.\n");
 }
 
 struct Job {
@@ -62,15 +71,18 @@ struct Job {
   SearchResult result;
 };
 
-// `--propose`: the policy's two searches on one kernel, their best traces as JSON (or text).
+// `--propose`: the policy's four searches on one kernel, their best traces as JSON (or text).
 bool print_proposals(Policy& policy, const AgentConfig& base, const std::string& kernel, int budget,
                      bool json) {
   env::EnvConfig ec = env_config_for(base, kernel, 0);
   util::JsonArray proposals;
   std::string text, error;
-  for (const std::string method : {"agent", "agent-rollout", "agent-greedy"}) {
+  for (const std::string method : {"agent", "agent-rollout", "agent-greedy", "agent-probe"}) {
     SearchResult r = method == "agent"          ? agent_best_first(policy, ec, {budget})
                      : method == "agent-greedy" ? agent_greedy(policy, ec, {budget})
+                     // Each probe walks the policy to the episode's end (about 25 forward passes
+                     // per evaluation): a tenth of the budget keeps it within the others' time.
+                     : method == "agent-probe"  ? agent_probe(policy, ec, {std::max(1, budget / 10)})
                                                 : agent_search(policy, ec, {budget}, 1000, base.eval_epsilon);
     if (!r.error.empty()) {
       error = r.error;
@@ -129,11 +141,11 @@ int main(int argc, char** argv) {
   // LibTorch's matrix products run on OpenBLAS: at its generic core they took half the learner's time.
   util::choose_openblas_core(argv, "evaluate_agent", /*quiet=*/true);
   std::vector<std::string> args(argv + 1, argv + argc);
-  std::string checkpoint = "runs/default/agent.ckpt", kernels_spec = "test", backend, out_dir, propose;
+  std::string checkpoint = "runs/default/agent.ckpt", kernels_spec = "test", backend, out_dir, propose, only;
   int propose_budget = 2000;
   std::vector<int> budgets = {10, 100, 1000};
   int seeds = 3, beam_width = 4;
-  bool baselines = false, no_agent = false, json = false, checkpoint_given = false;
+  bool baselines = false, no_agent = false, json = false, checkpoint_given = false, progress = true;
   double epsilon = -1;
   auto fail = [&](const std::string& m) {
     if (json) std::printf("%s\n", util::JsonObject().add("error", m).str().c_str());
@@ -155,6 +167,8 @@ int main(int argc, char** argv) {
       } else if (a == "--json") json = true;
       else if (a == "--baselines") baselines = true;
       else if (a == "--no-agent") no_agent = true;
+      else if (a == "--methods") only = value();
+      else if (a == "--no-progress") progress = false;
       else if (a == "--checkpoint") checkpoint = value(), checkpoint_given = true;
       else if (a == "--kernels") kernels_spec = value();
       else if (a == "--backend") backend = value();
@@ -206,25 +220,65 @@ int main(int argc, char** argv) {
   if (!uris.ok()) return fail(uris.error_text());
 
   std::vector<std::string> methods;
-  if (policy) methods.insert(methods.end(), {"agent", "agent-rollout", "agent-greedy"});
+  if (policy) methods.insert(methods.end(), {"agent", "agent-rollout", "agent-greedy", "agent-probe"});
   if (baselines) methods.insert(methods.end(), {"random", "greedy", "beam", "eager"});
+  if (!only.empty()) {
+    // --methods: a subset of those the other flags chose, in the usual order.
+    std::set<std::string> wanted;
+    std::stringstream ss(only);
+    for (std::string m; std::getline(ss, m, ',');) {
+      if (std::find(methods.begin(), methods.end(), m) == methods.end())
+        return fail("--methods: '" + m + "' is not among the methods run here (" +
+                    (policy ? std::string("agent methods need a checkpoint; ") : std::string("no checkpoint; ")) +
+                    "baselines need --baselines)");
+      wanted.insert(m);
+    }
+    std::erase_if(methods, [&](const std::string& m) { return !wanted.count(m); });
+  }
+  // On a deterministic backend the searches that draw nothing at random (best-first, and eager
+  // greedy in the order of Q, probed or not) give every seed the same result: run them once.
+  bool deterministic = false;
+  if (auto e = env::Env::make(env_config_for(base, uris.value().front(), 0)); e.ok())
+    deterministic = e.value()->deterministic();
+  auto draws_nothing = [](const std::string& m) { return m == "agent" || m == "agent-greedy" || m == "agent-probe"; };
   std::vector<Job> jobs;
+  std::vector<size_t> copies_of;  // jobs[i] with copies_of[i] != i takes that job's result
   for (const auto& k : uris.value())
     for (const auto& m : methods)
-      for (int s = 0; s < seeds; ++s) jobs.push_back({k, m, static_cast<uint64_t>(1000 + s), {}});
-  std::fprintf(stderr, "evaluate_agent: %zu kernels x %zu methods x %d seeds, budgets up to %d evaluations\n",
-               uris.value().size(), methods.size(), seeds, budgets.back());
-  tbb::parallel_for(size_t{0}, jobs.size(), [&](size_t i) {
-    Job& j = jobs[i];
+      for (int s = 0; s < seeds; ++s) {
+        copies_of.push_back(s > 0 && deterministic && draws_nothing(m) ? jobs.size() - s : jobs.size());
+        jobs.push_back({k, m, static_cast<uint64_t>(1000 + s), {}});
+      }
+  std::vector<size_t> run;
+  for (size_t i = 0; i < jobs.size(); ++i)
+    if (copies_of[i] == i) run.push_back(i);
+  std::fprintf(stderr, "evaluate_agent: %zu kernels x %zu methods x %d seeds (%zu searches), budgets up to %d evaluations\n",
+               uris.value().size(), methods.size(), seeds, run.size(), budgets.back());
+  ProgressBar bar(progress);
+  std::mutex bar_mutex;
+  size_t finished = 0;
+  const auto started = std::chrono::steady_clock::now();
+  tbb::parallel_for(size_t{0}, run.size(), [&](size_t r) {
+    Job& j = jobs[run[r]];
     env::EnvConfig ec = env_config_for(base, j.kernel, 0);
     if (j.method == "agent") j.result = agent_best_first(*policy, ec, budgets);
     else if (j.method == "agent-rollout") j.result = agent_search(*policy, ec, budgets, j.seed, epsilon);
     else if (j.method == "agent-greedy") j.result = agent_greedy(*policy, ec, budgets);
+    else if (j.method == "agent-probe") j.result = agent_probe(*policy, ec, budgets);
     else if (j.method == "eager") j.result = eager_random_search(ec, budgets, j.seed);
     else if (j.method == "random") j.result = random_search(ec, budgets, j.seed);
     else if (j.method == "greedy") j.result = greedy_search(ec, budgets, j.seed);
     else j.result = beam_search(ec, budgets, j.seed, beam_width);
+    std::lock_guard<std::mutex> lock(bar_mutex);
+    ++finished;
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    bar.update(static_cast<double>(finished) / run.size(), elapsed,
+               std::to_string(finished) + "/" + std::to_string(run.size()) + " searches, " +
+                   std::to_string(static_cast<int>(finished / std::max(elapsed, 1e-9) * 60)) + "/min");
   });
+  bar.clear();
+  for (size_t i = 0; i < jobs.size(); ++i)
+    if (copies_of[i] != i) jobs[i].result = jobs[copies_of[i]].result;
   for (const auto& j : jobs)
     if (!j.result.error.empty()) return fail(short_name(j.kernel) + " (" + j.method + "): " + j.result.error);
 

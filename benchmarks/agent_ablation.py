@@ -94,7 +94,7 @@ def main():
         w = csv.writer(f)
         w.writerow(["configuration", "train_seed", "method", "budget", "geomean_speedup"])
         w.writerows(rows)
-    methods = ["agent", "agent-rollout", "agent-greedy", "random", "greedy", "beam", "eager"]
+    methods = ["agent", "agent-rollout", "agent-greedy", "agent-probe", "random", "greedy", "beam", "eager"]
     length = f"{args.minutes} min" if args.minutes > 0 else f"{args.steps} steps"
     print(f"geomean best speed-up on {args.eval_kernels} (trained on {args.train_kernels}), mean ± sd over "
           f"training seeds {args.train_seeds} ({length} each, learner {args.learner}, {args.eval_seeds} evaluation seeds)")

@@ -175,7 +175,7 @@ StepResult Env::step_sketch(int c) {
   }
   // Every step of the expansion went through its own check: the program is legal as it is.
   std::optional<std::string> error;
-  const double t = time_of(e.program, &error);
+  const double t = untimed_ ? time_ : time_of(e.program, &error);
   if (error) {
     info.error = "backend failure on '" + info.action + "': " + *error;
     done_ = true;
@@ -187,7 +187,7 @@ StepResult Env::step_sketch(int c) {
 StepResult Env::commit(ir::Program next, double t, const std::vector<transforms::Action>& actions,
                        Info info) {
   const double prev = time_;
-  const double r = reward(prev, t);  // before best_time_ takes t in
+  const double r = untimed_ ? 0.0 : reward(prev, t);  // before best_time_ takes t in
   program_ = std::move(next);
   time_ = t;
   for (const auto& a : actions)
@@ -326,7 +326,7 @@ StepResult Env::step_action(const transforms::Action& a, bool known_legal) {
   ir::Program candidate =
       transforms::registry()[static_cast<int>(a.kind)].apply(program_, a, target_);
   std::optional<std::string> error;
-  double t = time_of(candidate, &error);
+  double t = untimed_ ? time_ : time_of(candidate, &error);
   if (error) {
     // The kernel failed (crash, timeout, wrong result): keep the last good program, end cleanly.
     info.error = "backend failure on '" + info.action + "': " + *error;
@@ -392,12 +392,22 @@ StepResult Env::step(int action) {
   return step_action(*a, known_legal);
 }
 
-StepResult Env::step(const std::vector<int>& actions) {
+StepResult Env::step_untimed(int action) {
+  untimed_ = true;
+  StepResult r = step(action);
+  untimed_ = false;
+  return r;
+}
+
+StepResult Env::step(const std::vector<int>& actions, bool time_each) {
   StepResult last;
   double total = 0;
   bool any = false;
-  for (int a : actions) {
-    last = step(a);
+  for (size_t i = 0; i < actions.size(); ++i) {
+    const int a = actions[i];
+    // Untimed unless this step ends the sequence: its last action, or the episode's last step.
+    const bool ends = i + 1 == actions.size() || (!restoring_ && steps_ + 1 >= config_.max_episode_steps);
+    last = time_each || ends ? step(a) : step_untimed(a);
     total += last.reward;
     any = true;
     if (last.terminated || last.truncated) break;

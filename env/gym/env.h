@@ -100,7 +100,15 @@ class Env {
   StepResult step(int action);
   /// Applies several in order (one round trip); stops at the end of the episode. The reward is
   /// the sum of the step rewards, the observation and info those of the last step taken.
-  StepResult step(const std::vector<int>& actions);
+  /// `time_each` false: only the program where the sequence ends (at its last action or at the
+  /// episode's end) is timed; the steps before it are step_untimed's.
+  StepResult step(const std::vector<int>& actions, bool time_each = true);
+  /// Applies one action as step() does, but without timing the new program: no backend call, so
+  /// a search can follow a policy for several moves and spend one evaluation where it ends.
+  /// Legality, the mask, the observation, the trace and the step count are step()'s; a move it
+  /// applies pays 0, and info.time_s (the time later rewards compare with) stays that of the
+  /// last program timed. The next timed step times its own program as usual.
+  StepResult step_untimed(int action);
   /// Applies an action given as a registry action (text interface); illegal ones are refused.
   StepResult step_action(const transforms::Action& action);
 
@@ -166,6 +174,7 @@ class Env {
   // changes nothing else), which are compared too; every other declaration change comes with
   // a new body.
   bool restoring_ = false;  ///< restore() replays a trace: no truncation on the way
+  bool untimed_ = false;    ///< inside step_untimed: apply without a backend call
   mutable bool mask_valid_ = false;
   mutable std::vector<ir::NodePtr> mask_program_;
   mutable std::vector<char> mask_streams_;

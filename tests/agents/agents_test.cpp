@@ -530,12 +530,13 @@ TEST_CASE("the factored head scores a move by its scope's features, whichever sl
   std::vector<float> got = policy.value()->q_values(o);
   for (size_t i = 0; i < got.size(); ++i)
     if (o.mask[i]) REQUIRE(got[i] == expected.data_ptr<float>()[i]);
-  // The three searches run with it.
+  // The four searches run with it.
   const env::EnvConfig ec = env_config_for(c, kTinyKernel, 0);
-  for (int method = 0; method < 3; ++method) {
+  for (int method = 0; method < 4; ++method) {
     SearchResult r = method == 0   ? agent_best_first(*policy.value(), ec, {2, 6})
                      : method == 1 ? agent_search(*policy.value(), ec, {2, 6}, 1, 0.1)
-                                   : agent_greedy(*policy.value(), ec, {2, 6});
+                     : method == 2 ? agent_greedy(*policy.value(), ec, {2, 6})
+                                   : agent_probe(*policy.value(), ec, {2, 6});
     REQUIRE_MESSAGE(r.error.empty(), r.error);
     CHECK(r.evaluations <= 6);
     CHECK(r.best_at[1] >= r.best_at[0]);
@@ -572,6 +573,61 @@ TEST_CASE("eager greedy search asks for an order only where it goes on, and foll
   REQUIRE(none.error.empty());
   CHECK(none.evaluations == 0);
   CHECK(none.best_speedup == 1.0);
+}
+
+TEST_CASE("eager greedy search with extended children times each sequence's end, then the move alone") {
+  env::EnvConfig ec = env_config_for(AgentConfig{}, kTinyKernel, 0);
+  ec.max_episode_steps = 6;
+  auto in_order = [](const env::Env& e, const env::Observation&, const std::vector<uint8_t>&) {
+    return legal_actions(e);
+  };
+  // Extend each move by the first legal action, twice, untimed.
+  int extensions = 0;
+  auto extend = [&](const env::Env& from, int action) {
+    ++extensions;
+    auto e = from.fork();
+    env::StepResult r = e->step_untimed(action);
+    std::vector<int> more;
+    for (int i = 0; i < 2 && !r.truncated && !r.terminated; ++i) {
+      std::vector<int> legal = legal_actions(*e);
+      if (legal.empty()) break;
+      more.push_back(legal.front());
+      r = e->step_untimed(legal.front());
+    }
+    return more;
+  };
+  SearchResult plain = eager_greedy_search(ec, {1, 2, 40}, in_order);
+  SearchResult extended = eager_greedy_search(ec, {1, 2, 40}, in_order, extend);
+  REQUIRE(plain.error.empty());
+  REQUIRE(extended.error.empty());
+  CHECK(extensions >= 1);
+  CHECK(extended.evaluations <= 40);
+  // The first evaluation is the root's first move extended by two more: three moves deep.
+  auto first = env::Env::make(ec).value();
+  auto [obs, info] = first->reset();
+  const int a = legal_actions(*first).front();
+  auto three = first->fork();
+  std::vector<int> seq = {a};
+  for (int i = 0; i < 2; ++i) {
+    three->step(seq.back());
+    seq.push_back(legal_actions(*three).front());
+  }
+  three->step(seq.back());
+  const double deep = info.initial_time_s / three->state().final_time_s;
+  CHECK(extended.best_at[0] == doctest::Approx(std::max(1.0, deep)));
+  // The second is the move alone, as plain search's first.
+  CHECK(extended.best_at[1] == doctest::Approx(std::max(extended.best_at[0], plain.best_at[0])));
+  // Every best trace replays to the best time.
+  for (const SearchResult* r : {&plain, &extended}) {
+    auto e = env::Env::make(ec).value();
+    e->reset();
+    for (const auto& t : r->best_trace) {
+      auto act = transforms::parse_action(t, "<trace>", 1);
+      REQUIRE(act.ok());
+      REQUIRE_FALSE(e->step_action(act.value()).info.illegal_action);
+    }
+    CHECK(r->initial_time_s / e->state().final_time_s == doctest::Approx(r->best_speedup));
+  }
 }
 
 TEST_CASE("a checkpoint from before the head was a choice loads as the flat head it was") {

@@ -251,6 +251,86 @@ TEST_CASE("a list of actions is one round trip with the summed reward") {
   CHECK(ir::structurally_equal(e1->program(), e2->program()));
 }
 
+TEST_CASE("an untimed step applies the move without timing it; the next timed step times its own program") {
+  auto timed = make(small_config());
+  auto untimed = make(small_config());
+  auto [obs, info] = timed->reset(2);
+  untimed->reset(2);
+  // A move that changes the time, then one more.
+  int a = -1;
+  env::StepResult t1;
+  for (int i = 0; i + 1 < static_cast<int>(info.action_mask.size()) && a < 0; ++i) {
+    if (!info.action_mask[i]) continue;
+    auto probe = timed->fork();
+    t1 = probe->step(i);
+    if (!t1.info.illegal_action && t1.info.time_s != info.time_s) a = i;
+  }
+  REQUIRE(a >= 0);
+  t1 = timed->step(a);
+  env::StepResult u1 = untimed->step_untimed(a);
+  CHECK_FALSE(u1.info.illegal_action);
+  CHECK(ir::structurally_equal(timed->program(), untimed->program()));
+  CHECK(u1.info.time_s == info.time_s);  // still the last program timed
+  CHECK(u1.reward == 0);
+  CHECK(u1.info.step == t1.info.step);
+  CHECK(u1.info.action_mask == t1.info.action_mask);
+  CHECK(u1.observation.features == t1.observation.features);
+  CHECK(untimed->state().trace == timed->state().trace);
+  const int b = first_legal(*timed);
+  REQUIRE(b >= 0);
+  env::StepResult t2 = timed->step(b);
+  env::StepResult u2 = untimed->step(b);
+  CHECK(u2.info.time_s == t2.info.time_s);
+  CHECK(u2.info.best_time_s == t2.info.best_time_s);
+  // Its reward compares with the last program timed, the start: log(initial / best) as ever.
+  CHECK(u2.reward == doctest::Approx(std::max(0.0, std::log(info.time_s / std::min(info.time_s, t2.info.time_s)))));
+  // An illegal action is refused as step() refuses it.
+  const int bad = first_illegal_existing(*untimed);
+  if (bad >= 0) {
+    env::StepResult r = untimed->step_untimed(bad);
+    CHECK(r.info.illegal_action);
+    CHECK(r.reward == doctest::Approx(small_config().illegal_action_penalty));
+  }
+}
+
+TEST_CASE("a list of actions untimed but for the last ends where the timed list does, timed once") {
+  auto e1 = make(small_config());
+  auto e2 = make(small_config());
+  auto [obs, info] = e1->reset(2);
+  e2->reset(2);
+  std::vector<int> actions;
+  env::StepResult last;
+  for (int i = 0; i < 4; ++i) {
+    int a = first_legal(*e1);
+    actions.push_back(a);
+    last = e1->step(a);
+  }
+  auto r = e2->step(actions, /*time_each=*/false);
+  CHECK(ir::structurally_equal(e1->program(), e2->program()));
+  CHECK(r.info.time_s == last.info.time_s);
+  CHECK(r.info.step == last.info.step);
+  // One timed program: the reward is that of going from the start to the end in one move.
+  CHECK(r.reward == doctest::Approx(std::max(0.0, std::log(info.time_s / std::min(info.time_s, r.info.time_s)))));
+  // At the step limit the sequence ends, and the program there is timed.
+  EnvConfig c = small_config();
+  c.max_episode_steps = 2;
+  auto e3 = make(c);
+  auto e4 = make(c);
+  e3->reset(2);
+  e4->reset(2);
+  std::vector<int> two;
+  env::StepResult t;
+  for (int i = 0; i < 2; ++i) {
+    two.push_back(first_legal(*e3));
+    t = e3->step(two.back());
+  }
+  std::vector<int> longer = two;
+  longer.push_back(two.back());
+  auto r4 = e4->step(longer, false);
+  CHECK(r4.truncated);
+  CHECK(r4.info.time_s == t.info.time_s);
+}
+
 TEST_CASE("with the cost model the same seed and actions give bit-identical results") {
   auto run = [](uint64_t seed) {
     auto e = make(small_config());

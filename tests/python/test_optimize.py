@@ -175,8 +175,8 @@ def test_evaluate_agent_prints_methods_by_budgets_and_writes_csv_json_and_a_plot
     # The summary: one row per method, one column per budget.
     summary = r.stdout[r.stdout.index("geomean best speed-up over 1 kernels"):].splitlines()
     assert summary[1].split() == ["method", "budget", "5", "budget", "20"]
-    rows = {line.split()[0]: line.split()[1:] for line in summary[2:9]}
-    assert set(rows) == {"agent", "agent-rollout", "agent-greedy", "random", "greedy", "beam", "eager"}
+    rows = {line.split()[0]: line.split()[1:] for line in summary[2:10]}
+    assert set(rows) == {"agent", "agent-rollout", "agent-greedy", "agent-probe", "random", "greedy", "beam", "eager"}
     assert all(len(v) == 2 and all(x.endswith("x") and float(x[:-1]) >= 1.0 for x in v) for v in rows.values())
     assert f"plot: {out}/eval.png" in r.stdout
     assert (out / "eval.png").stat().st_size > 1000
@@ -184,3 +184,13 @@ def test_evaluate_agent_prints_methods_by_budgets_and_writes_csv_json_and_a_plot
     doc = json.loads((out / "eval.json").read_text())
     assert doc["budgets"] == [5, 20] and set(doc["geomean"]) == set(rows)
     assert (out / "eval.csv").read_text().startswith("kernel,method,budget,seed,speedup,evaluations\n")
+    # --methods keeps a subset; a method the flags did not choose is refused with the reason.
+    sub = subprocess.run([str(BIN_DIR / "evaluate_agent"), "--checkpoint", str(checkpoint), "--kernels", "softmax",
+                          "--budgets", "5", "--seeds", "1", "--methods", "agent-probe,agent-greedy", "--out",
+                          str(tmp_path / "sub"), "--json"], capture_output=True, text=True, timeout=300)
+    assert sub.returncode == 0, sub.stderr[-2000:]
+    assert set(json.loads(sub.stdout)["geomean"]) == {"agent-probe", "agent-greedy"}
+    bad = subprocess.run([str(BIN_DIR / "evaluate_agent"), "--checkpoint", str(checkpoint), "--kernels", "softmax",
+                          "--methods", "greedy", "--out", str(tmp_path / "bad")], capture_output=True, text=True,
+                         timeout=300)
+    assert bad.returncode == 2 and "--methods: 'greedy'" in bad.stderr and "--baselines" in bad.stderr
