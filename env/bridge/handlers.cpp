@@ -118,13 +118,17 @@ int checked_index(const json::Value& v, int n, const char* field) {
 
 std::string step_op(env::Env& e, const Request& req) {
   const json::Value& d = req.doc;
-  check_fields(d, {"id", "op", "session", "action", "actions"}, "step");
+  check_fields(d, {"id", "op", "session", "action", "actions", "timed"}, "step");
   const json::Value* one = member(d, "action");
   const json::Value* many = member(d, "actions");
   if (!one == !many)
     fail(ErrorType::kBadRequest,
          "give exactly one of 'action' (an index or action text) and "
          "'actions' (a list of indices)");
+  // timed false: Env::step_untimed for one index; for a list, only where it ends is timed.
+  const json::Value* timed_field = member(d, "timed");
+  if (timed_field && !timed_field->IsBool()) fail(ErrorType::kBadRequest, "field 'timed' must be true or false");
+  const bool timed = !timed_field || timed_field->GetBool();
   const int n = e.action_spec().n;
   env::StepResult r;
   if (many) {
@@ -133,14 +137,16 @@ std::string step_op(env::Env& e, const Request& req) {
     std::vector<int> actions;
     actions.reserve(many->Size());
     for (const auto& a : many->GetArray()) actions.push_back(checked_index(a, n, "actions"));
-    r = e.step(actions);
+    r = e.step(actions, timed);
   } else if (one->IsString()) {
+    if (!timed) fail(ErrorType::kBadRequest, "'timed': false takes an action index, not action text");
     std::string_view text(one->GetString(), one->GetStringLength());
     auto a = transforms::parse_action(text, "<action>");
     if (!a.ok()) fail(ErrorType::kInvalidAction, a.error_text());
     r = e.step_action(a.value());
   } else {
-    r = e.step(checked_index(*one, n, "action"));
+    const int a = checked_index(*one, n, "action");
+    r = timed ? e.step(a) : e.step_untimed(a);
   }
   JsonWriter w;
   w.reserve(16 << 10);

@@ -295,10 +295,25 @@ class PerfDojoEnv(LazySpaces, gym.Env):
         self._last_obs = obs
         return obs, float(result["reward"]), bool(result["terminated"]), bool(result["truncated"]), info
 
-    def multistep(self, actions: Sequence[int]):
-        """Applies several actions in one round trip; the reward is their sum."""
+    def multistep(self, actions: Sequence[int], timed: bool = True):
+        """Applies several actions in one round trip; the reward is their sum. With
+        ``timed=False`` only the program where the list ends is timed (one backend
+        evaluation; the moves before it pay 0)."""
+        fields = {"actions": [int(a) for a in actions]}
+        if not timed:
+            fields["timed"] = False
         try:
-            result = self._request("step", actions=[int(a) for a in actions])
+            result = self._request("step", **fields)
+        except BridgeError as e:
+            raise _user_error(e) from None
+        return self._unpack_step(result)
+
+    def step_untimed(self, action):
+        """Applies an action without timing the new program (no backend call): the move pays 0
+        and info["time_s"] stays that of the last program timed. For searches that follow a
+        policy for several moves and time only where they end."""
+        try:
+            result = self._request("step", action=int(action), timed=False)
         except BridgeError as e:
             raise _user_error(e) from None
         return self._unpack_step(result)

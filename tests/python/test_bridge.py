@@ -425,6 +425,23 @@ def test_multistep_step_text_and_list_benchmarks(server):
     assert info_text["action"] == text
     with pytest.raises(InvalidActionError):
         twin.step_text("not an action")
+    # Untimed: the same programs, one timing where the list ends; a single untimed move keeps
+    # the last timed time and pays 0.
+    a_env = PerfDojoEnv("perfdojo://suite/softmax", address=server.address, max_episode_steps=20)
+    b_env = PerfDojoEnv("perfdojo://suite/softmax", address=server.address, max_episode_steps=20)
+    _, i0 = a_env.reset(seed=0)
+    b_env.reset(seed=0)
+    _, _, _, _, timed_info = a_env.multistep(legal)
+    _, _, _, _, end_info = b_env.multistep(legal, timed=False)
+    assert end_info["time_s"] == timed_info["time_s"] and end_info["step"] == 2
+    _, r_u, _, _, u_info = b_env.step_untimed(int(np.flatnonzero(end_info["action_mask"][:-1])[0]))
+    assert r_u == 0 and u_info["time_s"] == end_info["time_s"] and u_info["step"] == 3
+    with pytest.raises(BridgeError, match="timed"):
+        b_env._request("step", action="tile_scope 0 2", timed=False)
+    with pytest.raises(BridgeError, match="timed"):
+        b_env._request("step", action=0, timed="no")
+    a_env.close()
+    b_env.close()
     b = env.benchmarks()
     assert "perfdojo://suite/softmax" in b["suite"] and set(b["test"]) <= set(b["suite"])
     assert "matmul" in b["generators"]
