@@ -319,8 +319,10 @@ Precheck precheck_create_temporary(MaskSummary& sum, const MaskSite& at,
   for (uint64_t regular = u.used & ~u.irregular; regular; regular &= regular - 1) {
     const int b = __builtin_ctzll(regular);
     const InnerForm form = inner_iterators(sum.first_index(b), sum.depth(at.scope), nullptr);
-    // A shared form is legal when the scope only reads the buffer or it maps injectively.
-    (form == InnerForm::kDistinct ? out.legal : out.check) |= uint64_t{1} << b;
+    // A shared form is legal when the scope only reads the buffer (no copy-out), or else when
+    // it maps injectively, which needs the extents of the inner scopes: the check's walk.
+    const bool legal = form == InnerForm::kDistinct || !(u.written >> b & 1);
+    (legal ? out.legal : out.check) |= uint64_t{1} << b;
   }
   return out;
 }

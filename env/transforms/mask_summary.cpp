@@ -109,6 +109,7 @@ const MaskSummary::Uses& MaskSummary::make_uses(int s) {
     if (b < 0) continue;
     const std::vector<ir::Affine>& index = ix_->sites()[si].access->index;
     uses_.used |= uint64_t{1} << b;
+    if (ix_->sites()[si].write) uses_.written |= uint64_t{1} << b;
     if (!first_[b])
       first_[b] = &index;
     else if (*first_[b] != index)

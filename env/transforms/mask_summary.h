@@ -63,6 +63,7 @@ class MaskSummary {
   struct Uses {
     uint64_t used = 0;
     uint64_t irregular = 0;
+    uint64_t written = 0;  ///< stored to (reduction targets included) in the scope
   };
   /// The uses of scope slot `s`, made on demand and kept for the last slot asked.
   const Uses& uses(int s) { return uses_slot_ == s ? uses_ : make_uses(s); }
