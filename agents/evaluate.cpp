@@ -185,8 +185,9 @@ SearchResult agent_probe(Policy& policy, const env::EnvConfig& config, const std
     while (!r.terminated && !r.truncated && !r.info.illegal_action && !r.info.error) {
       std::vector<int> moves = by_q(policy, r.observation, r.info.action_mask);
       if (moves.empty()) break;
-      more.push_back(moves.front());
       r = e->step_untimed(moves.front());
+      if (r.info.illegal_action) break;  // the mask says legal: cannot happen, but never send it
+      more.push_back(moves.front());
     }
     return more;
   };

@@ -180,8 +180,22 @@ Legality make_plan(const ir::Program& p, const Action& a, const ProgramIndex* in
     // exact when the scope only reads the buffer; a written buffer must map injectively, which
     // needs the extents of the inner scopes (the full walk).
     if (!uses) {
-      std::vector<Use> walked;
-      return make_plan(p, a, nullptr, plan, &walked);
+      // From the index: whether the scope writes the buffer, and the largest extent of each
+      // inner scope over the accesses (as complete_plan takes it from the walk).
+      bool any_write = false;
+      std::vector<int64_t> extents(plan.inner.size(), 0);
+      const ProgramIndex::NodeInfo& n = index->node(index->find(a.path));
+      const std::span<const int> sites = index->buffer_sites(a.buffer);
+      for (auto it = std::lower_bound(sites.begin(), sites.end(), n.site_begin);
+           it != sites.end() && *it < n.site_end; ++it) {
+        const AccessSite& x = index->sites()[*it];
+        any_write = any_write || x.write;
+        for (size_t m = 0; m < plan.inner.size(); ++m)
+          extents[m] = std::max(extents[m], x.extents[plan.inner[m]]);
+      }
+      if (any_write && !injective(ix, plan.depth, plan.inner, extents))
+        return {Reason::kIrregularAccess, a.buffer, a.path};
+      return {};
     }
     complete_plan(*uses, plan);
     if (plan.copy_out && !injective(ix, plan.depth, plan.inner, plan.extents))
