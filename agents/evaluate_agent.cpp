@@ -3,14 +3,14 @@
 // accounting (agents/baselines.h), and writes the table as CSV, pretty text or JSON.
 #include <tbb/parallel_for.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <chrono>
 #include <map>
-#include <mutex>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <sstream>
 #include <string>
@@ -43,9 +43,10 @@ void usage(std::FILE* f) {
                "program found so far); 'agent-probe' is agent-greedy whose every child is first probed:\n"
                "the move and then the policy's greedy moves to the end of the episode, untimed, with one\n"
                "evaluation where they end, before the move alone is timed. One evaluation = one step\n"
-               "that times a program this search has not timed before. --baselines adds random search, greedy best-first, beam search and 'eager'\n"
-               "(eager greedy search in random order: what the Q order is worth) under the same\n"
-               "accounting. Speed-ups are averaged over seeds.\n"
+               "that times a program this search has not timed before. --baselines adds random search,\n"
+               "greedy best-first, beam search and 'eager' (eager greedy search in random order: what the\n"
+               "Q order is worth) under the same accounting. Speed-ups are averaged over seeds; on a\n"
+               "deterministic backend the searches that draw nothing at random run once per kernel.\n"
                "\n"
                "  --checkpoint CKPT  default runs/default/agent.ckpt\n"
                "  --kernels SPEC     test (default), train, all, or comma-separated names/URIs\n"
@@ -237,7 +238,7 @@ int main(int argc, char** argv) {
   }
   // On a deterministic backend the searches that draw nothing at random (best-first, and eager
   // greedy in the order of Q, probed or not) give every seed the same result: run them once.
-  bool deterministic = false;
+  bool deterministic = false;  // resolve_kernels refuses a spec matching no kernel
   if (auto e = env::Env::make(env_config_for(base, uris.value().front(), 0)); e.ok())
     deterministic = e.value()->deterministic();
   auto draws_nothing = [](const std::string& m) { return m == "agent" || m == "agent-greedy" || m == "agent-probe"; };
