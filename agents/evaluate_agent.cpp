@@ -62,7 +62,7 @@ void usage(std::FILE* f) {
                "evaluate_agent --checkpoint CKPT --propose FILE [--budget N] [--json]\n"
                "  The policy's proposals for one kernel (a .pdj file or URI), as `perfdojo optimize --agent`\n"
                "  reads them: the best trace of each of the four searches, each\n"
-               "  after N cost-model evaluations (default 2000; agent-probe N/10, each of its evaluations\n"
+               "  after N cost-model evaluations (default 2000; agent-probe N/50, each of its evaluations\n"
                "  walking the policy to the end of an episode), with the speed-up the model gives it.\n");
 }
 
@@ -82,8 +82,9 @@ bool print_proposals(Policy& policy, const AgentConfig& base, const std::string&
     SearchResult r = method == "agent"          ? agent_best_first(policy, ec, {budget})
                      : method == "agent-greedy" ? agent_greedy(policy, ec, {budget})
                      // Each probe walks the policy to the episode's end (about 25 forward passes
-                     // per evaluation): a tenth of the budget keeps it within the others' time.
-                     : method == "agent-probe"  ? agent_probe(policy, ec, {std::max(1, budget / 10)})
+                     // per evaluation), and its lead is in its first evaluations: a fiftieth of
+                     // the budget adds a fifth to the others' time.
+                     : method == "agent-probe"  ? agent_probe(policy, ec, {std::max(1, budget / 50)})
                                                 : agent_search(policy, ec, {budget}, 1000, base.eval_epsilon);
     if (!r.error.empty()) {
       error = r.error;
