@@ -45,15 +45,38 @@ std::string Policy::check_env(const env::Env& env) const {
                           env::token_vocabulary_size());
 }
 
+namespace {
+
+// The refusal every search gives for an env the network does not fit ("" when it fits).
+std::string refusal(Policy& policy, const env::EnvConfig& config) {
+  auto made = env::Env::make(config);
+  return made.ok() ? policy.check_env(*made.value()) : made.error_text();
+}
+
+SearchResult refused(const std::string& error, size_t budgets) {
+  SearchResult r;
+  r.error = error;
+  r.best_at.assign(budgets, 1.0);
+  return r;
+}
+
+// A program's legal moves (stop excluded), highest Q first.
+std::vector<int> by_q(Policy& policy, const env::Observation& obs, const std::vector<uint8_t>& mask) {
+  AgentObs o = to_agent_obs(obs, mask, policy.config());
+  std::vector<float> q = policy.q_values(o);
+  std::vector<int> actions;
+  for (int i = 0; i + 1 < static_cast<int>(o.mask.size()); ++i)
+    if (o.mask[i]) actions.push_back(i);
+  std::stable_sort(actions.begin(), actions.end(), [&](int a, int b) { return q[a] > q[b]; });
+  return actions;
+}
+
+}  // namespace
+
 SearchResult agent_search(Policy& policy, const env::EnvConfig& config, const std::vector<int>& budgets,
                           uint64_t seed, double epsilon) {
   EvalBudget budget(budgets);
-  auto fail = [&](const std::string& m) {
-    SearchResult r;
-    r.error = m;
-    r.best_at.assign(budgets.size(), 1.0);
-    return r;
-  };
+  auto fail = [&](const std::string& m) { return refused(m, budgets.size()); };
   auto made = env::Env::make(config);
   if (!made.ok()) return fail(made.error_text());
   std::unique_ptr<env::Env> e = std::move(made).value();
@@ -85,12 +108,7 @@ SearchResult agent_search(Policy& policy, const env::EnvConfig& config, const st
 
 SearchResult agent_best_first(Policy& policy, const env::EnvConfig& config, const std::vector<int>& budgets) {
   EvalBudget budget(budgets);
-  auto fail = [&](const std::string& m) {
-    SearchResult r;
-    r.error = m;
-    r.best_at.assign(budgets.size(), 1.0);
-    return r;
-  };
+  auto fail = [&](const std::string& m) { return refused(m, budgets.size()); };
   auto made = env::Env::make(config);
   if (!made.ok()) return fail(made.error_text());
   std::unique_ptr<env::Env> root = std::move(made).value();
@@ -133,33 +151,6 @@ SearchResult agent_best_first(Policy& policy, const env::EnvConfig& config, cons
   return budget.finish();
 }
 
-namespace {
-
-// The refusal every search gives for an env the network does not fit ("" when it fits).
-std::string refusal(Policy& policy, const env::EnvConfig& config) {
-  auto made = env::Env::make(config);
-  return made.ok() ? policy.check_env(*made.value()) : made.error_text();
-}
-
-SearchResult refused(const std::string& error, size_t budgets) {
-  SearchResult r;
-  r.error = error;
-  r.best_at.assign(budgets, 1.0);
-  return r;
-}
-
-// A program's legal moves (stop excluded), highest Q first.
-std::vector<int> by_q(Policy& policy, const env::Observation& obs, const std::vector<uint8_t>& mask) {
-  AgentObs o = to_agent_obs(obs, mask, policy.config());
-  std::vector<float> q = policy.q_values(o);
-  std::vector<int> actions;
-  for (int i = 0; i + 1 < static_cast<int>(o.mask.size()); ++i)
-    if (o.mask[i]) actions.push_back(i);
-  std::stable_sort(actions.begin(), actions.end(), [&](int a, int b) { return q[a] > q[b]; });
-  return actions;
-}
-
-}  // namespace
 
 SearchResult agent_greedy(Policy& policy, const env::EnvConfig& config, const std::vector<int>& budgets,
                           double tolerance) {

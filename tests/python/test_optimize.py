@@ -190,6 +190,16 @@ def test_evaluate_agent_prints_methods_by_budgets_and_writes_csv_json_and_a_plot
                           str(tmp_path / "sub"), "--json"], capture_output=True, text=True, timeout=300)
     assert sub.returncode == 0, sub.stderr[-2000:]
     assert set(json.loads(sub.stdout)["geomean"]) == {"agent-probe", "agent-greedy"}
+    # On the deterministic cost model the Q-ordered searches run once per kernel and every seed
+    # gets that result; random search draws per seed.
+    seeded = subprocess.run([str(BIN_DIR / "evaluate_agent"), "--checkpoint", str(checkpoint), "--kernels", "softmax",
+                             "--budgets", "5", "--seeds", "3", "--baselines", "--methods", "agent-greedy,random",
+                             "--out", str(tmp_path / "seeded"), "--json"], capture_output=True, text=True, timeout=300)
+    assert seeded.returncode == 0, seeded.stderr[-2000:]
+    assert "x 3 seeds (4 searches)" in seeded.stderr
+    lines = (tmp_path / "seeded" / "eval.csv").read_text().splitlines()[1:]  # kernel,method,budget,seed,...
+    greedy_rows = [line.split(",")[4] for line in lines if line.split(",")[:2] == ["softmax", "agent-greedy"]]
+    assert len(greedy_rows) == 3 and len(set(greedy_rows)) == 1
     bad = subprocess.run([str(BIN_DIR / "evaluate_agent"), "--checkpoint", str(checkpoint), "--kernels", "softmax",
                           "--methods", "greedy", "--out", str(tmp_path / "bad")], capture_output=True, text=True,
                          timeout=300)
