@@ -128,16 +128,21 @@ struct Plan {
 
 void complete_plan(const std::vector<Use>& uses, Plan& plan);
 
+// The index's access sites of buffer `buf` in the subtree of the scope at `path`, in order.
+std::span<const int> sites_in(const ProgramIndex& index, const Path& path, const std::string& buf) {
+  const ProgramIndex::NodeInfo& n = index.node(index.find(path));
+  const std::span<const int> sites = index.buffer_sites(buf);
+  const auto begin = std::lower_bound(sites.begin(), sites.end(), n.site_begin);
+  return {begin, std::lower_bound(begin, sites.end(), n.site_end)};
+}
+
 // Whether every access of buffer `buf` in the subtree of the scope at `path` uses one index;
 // `first` is that index, or null when there is no access.
 bool one_index(const ProgramIndex& index, const Path& path, const std::string& buf,
                const std::vector<ir::Affine>*& first) {
   first = nullptr;
-  const ProgramIndex::NodeInfo& n = index.node(index.find(path));
-  const std::span<const int> sites = index.buffer_sites(buf);
-  for (auto it = std::lower_bound(sites.begin(), sites.end(), n.site_begin);
-       it != sites.end() && *it < n.site_end; ++it) {
-    const std::vector<ir::Affine>& ix = index.sites()[*it].access->index;
+  for (int si : sites_in(index, path, buf)) {
+    const std::vector<ir::Affine>& ix = index.sites()[si].access->index;
     if (!first)
       first = &ix;
     else if (ix != *first)
@@ -184,11 +189,8 @@ Legality make_plan(const ir::Program& p, const Action& a, const ProgramIndex* in
       // inner scope over the accesses (as complete_plan takes it from the walk).
       bool any_write = false;
       std::vector<int64_t> extents(plan.inner.size(), 0);
-      const ProgramIndex::NodeInfo& n = index->node(index->find(a.path));
-      const std::span<const int> sites = index->buffer_sites(a.buffer);
-      for (auto it = std::lower_bound(sites.begin(), sites.end(), n.site_begin);
-           it != sites.end() && *it < n.site_end; ++it) {
-        const AccessSite& x = index->sites()[*it];
+      for (int si : sites_in(*index, a.path, a.buffer)) {
+        const AccessSite& x = index->sites()[si];
         any_write = any_write || x.write;
         for (size_t m = 0; m < plan.inner.size(); ++m)
           extents[m] = std::max(extents[m], x.extents[plan.inner[m]]);
@@ -334,7 +336,7 @@ Precheck precheck_create_temporary(MaskSummary& sum, const MaskSite& at,
     const int b = __builtin_ctzll(regular);
     const InnerForm form = inner_iterators(sum.first_index(b), sum.depth(at.scope), nullptr);
     // A shared form is legal when the scope only reads the buffer (no copy-out), or else when
-    // it maps injectively, which needs the extents of the inner scopes: the check's walk.
+    // it maps injectively, which needs the extents of the inner scopes: left to the check.
     const bool legal = form == InnerForm::kDistinct || !(u.written >> b & 1);
     (legal ? out.legal : out.check) |= uint64_t{1} << b;
   }
