@@ -3,11 +3,12 @@
 // again, warm, at least 10 repetitions each, min and median reported.
 //
 //   kernel_bench [--budget S] [--kernels a,b,...] [--reps N] [--arch A] [--python PY]
-//                [--json FILE] [--out DIR]
+//                [--json FILE] [--out DIR] [--trace FILE]
 //
 // For each kernel the optimiser searches for at most --budget seconds on one thread (default 300;
 // 0: no search, the micro-kernel sketch's first expansion on GEMM-class kernels and the program
-// as written elsewhere). The returned program is verified against the interpreter on a
+// as written elsewhere; --trace FILE: that schedule, replayed on the one kernel named, instead of
+// any search, e.g. a `perfdojo sketch` with other block sizes). The returned program is verified against the interpreter on a
 // scaled-down instance, compiled to a shared object with the backend's compiler and flags, and
 // loaded into this process.
 //
@@ -68,12 +69,13 @@ struct Options {
   std::vector<std::string> kernels = {"matmul-1024", "mlp",     "bmm",       "attention",
                                       "conv2d-3x3",  "softmax", "layernorm", "rmsnorm"};
   std::string arch, python = "/usr/bin/python3", json, out;
+  std::string trace;  ///< a trace file to replay instead of searching (one kernel)
 };
 
 int usage(const std::string& why) {
   std::fprintf(stderr,
                "kernel_bench: %s\nusage: kernel_bench [--budget S] [--kernels a,b,...] [--reps N] "
-               "[--arch A] [--python PY] [--json FILE] [--out DIR]\n",
+               "[--arch A] [--python PY] [--json FILE] [--out DIR] [--trace FILE]\n",
                why.c_str());
   return 2;
 }
@@ -229,6 +231,7 @@ int main(int argc, char** argv) {
       else if (a == "--python") o.python = value();
       else if (a == "--json") o.json = value();
       else if (a == "--out") o.out = value();
+      else if (a == "--trace") o.trace = value();
       else return usage("unknown argument " + a);
     } catch (const std::exception&) {
       return usage("bad value for " + a);
@@ -236,6 +239,7 @@ int main(int argc, char** argv) {
   }
   if (!(o.budget >= 0) || o.reps < 10 || o.kernels.empty())
     return usage("--budget must be >= 0, --reps >= 10, --kernels not empty");
+  if (!o.trace.empty() && o.kernels.size() != 1) return usage("--trace replays on one kernel: name it with --kernels");
   if (o.arch.empty())
     for (const char* a : {"x86_avx512", "x86_avx2"})
       if (backends::make_backend(a)->available().ok) {
@@ -281,7 +285,28 @@ int main(int argc, char** argv) {
     row.flops = backends::flop_count(p);
     ir::Program q = p;
     std::vector<transforms::Action> trace;
-    if (opt) {
+    if (!o.trace.empty()) {
+      std::ifstream in(o.trace);
+      std::stringstream text;
+      text << in.rdbuf();
+      if (!in) {
+        std::fprintf(stderr, "kernel_bench: cannot read %s\n", o.trace.c_str());
+        return 1;
+      }
+      auto parsed = transforms::parse_trace(text.str(), o.trace);
+      if (!parsed.ok()) {
+        std::fprintf(stderr, "kernel_bench: %s\n", parsed.error_text().c_str());
+        return 1;
+      }
+      auto replayed = transforms::replay(p, *parsed, target);
+      if (!replayed.ok()) {
+        std::fprintf(stderr, "kernel_bench: %s\n", replayed.error_text().c_str());
+        return 1;
+      }
+      q = std::move(replayed).value();
+      trace = *parsed;
+      row.how = "trace";
+    } else if (opt) {
       const double t0 = bench::now_s();
       auto res = opt->transform(p, o.budget, [&](double f, int e, double s) {
         draw_bar(name, f, e, s, bench::now_s() - t0);
