@@ -342,6 +342,7 @@ class Printer {
     g.vector_scopes = static_cast<int>(vectorised_.size());
     g.scalar_fallbacks = static_cast<int>(fallback_why_.size());
     g.streamed_stores = streams_printed_;
+    g.prefetched_tiles = prefetch_blocks_;
     for (const auto& [pth, why] : fallback_why_) g.notes.push_back(path_text(pth) + ": " + why);
     g.source = o_.cuda ? cuda_preamble() + body + cuda_epilogue() : preamble() + body;
     return g;
@@ -914,13 +915,115 @@ class Printer {
     line(combine_scalar(s.op, t, access(s.lhs), unparen(sexpr(*s.rhs, t))));
   }
 
+  const ir::BufferDecl* decl_of(const std::string& name) const {
+    for (const auto& b : p_.buffers)
+      if (b.name == name) return &b;
+    return nullptr;
+  }
+
+  // A temporary the kernel declares as a local (registers, once its indices are constants).
+  bool local_temp(const std::string& name) const {
+    const ir::BufferDecl* b = decl_of(name);
+    return b && b->role == ir::Role::kTemp && b->elements() <= o_.small_temp_elements;
+  }
+
+  // The iterator values of a fully unrolled nest (every scope `:unroll` or `:vec`) at each of
+  // its statements: `fn(stmt, values)` with values[k] the iterator at depth `first + k`. False
+  // when the nest has another scope or more than `limit` instances.
+  template <class Fn>
+  static bool each_unrolled(const ir::Node& n, std::vector<int64_t>& values, int64_t& left, Fn&& fn) {
+    if (!n.is_scope) {
+      if (--left < 0) return false;
+      fn(n.stmt, values);
+      return true;
+    }
+    if (n.annot != ir::Annot::kUnroll && n.annot != ir::Annot::kVector) return false;
+    for (int64_t v = 0; v < n.extent; ++v) {
+      values.push_back(v);
+      for (const auto& c : n.body)
+        if (!each_unrolled(*c, values, left, fn)) return false;
+      values.pop_back();
+    }
+    return true;
+  }
+
+  // Inside the loop `loop` (iterator i<depth>): when `copy` fills a register tile (a local
+  // temporary) from another buffer in a fully unrolled nest and a loop follows it (the tile's
+  // updates), prints prefetches of the lines that copy reads in the loop's next iteration, so
+  // that they arrive while this iteration's updates run, as BLIS's micro-kernels prefetch the
+  // next tile of C. A hint only: nothing is read, and only lines the next iteration reads.
+  void prefetch_next_tile(const ir::Node& loop, int depth, const ir::Node& copy, const ir::Node& next) {
+    if (!o_.prefetch_tiles || o_.cuda || loop.extent < 2 || !copy.is_scope || !next.is_scope ||
+        next.annot != ir::Annot::kNone || (o_.unroll == false))
+      return;
+    // Byte offsets (from the part of the address the enclosing loops give) of the first and
+    // last element of every copied vector, per buffer and enclosing-loop part.
+    std::map<std::pair<std::string, std::string>, std::set<int64_t>> lines;
+    std::map<std::pair<std::string, std::string>, const ir::Access*> first;
+    bool ok = true;
+    std::vector<int64_t> values;
+    int64_t left = 1024;
+    const bool full = each_unrolled(copy, values, left, [&](const ir::Stmt& st, const std::vector<int64_t>& v) {
+      if (!ok) return;
+      if (st.op != ir::Reduce::kNone || st.rhs->kind != ir::ExprKind::kLoad || !local_temp(st.lhs.buffer) ||
+          local_temp(st.rhs->access.buffer)) {
+        ok = false;
+        return;
+      }
+      const ir::Access& a = st.rhs->access;
+      Flat f = flat(a);
+      if (static_cast<int>(f.c.size()) <= depth || f.c[depth] == 0) {
+        ok = false;  // the next iteration reads the same elements: nothing to fetch
+        return;
+      }
+      int64_t k0 = f.k0 + f.c[depth];
+      for (size_t k = 0; k < v.size(); ++k)
+        if (depth + 1 + static_cast<int>(k) < static_cast<int>(f.c.size())) k0 += f.c[depth + 1 + k] * v[k];
+      f.c.resize(depth + 1);
+      f.k0 = 0;
+      const auto key = std::make_pair(a.buffer, flat_text(f));
+      first.emplace(key, &a);
+      lines[key].insert(k0 * ir::dtype_bytes(dtype_.at(a.buffer)));
+    });
+    if (!full || !ok || lines.empty()) return;
+    std::vector<std::string> out;
+    for (const auto& [key, offs] : lines) {
+      const int64_t esz = ir::dtype_bytes(dtype_.at(key.first));
+      const int write = decl_of(key.first)->role == ir::Role::kInput ? 0 : 1;
+      int64_t last = INT64_MIN;
+      for (int64_t o : offs) {
+        if (last != INT64_MIN && o < last + 64) continue;
+        last = o;
+        Flat g = flat(*first.at(key));
+        g.c.resize(depth + 1);
+        g.k0 = o / esz;
+        out.push_back("__builtin_prefetch(&" + cname_.at(key.first) + "[" + flat_text(g) + "], " +
+                      std::to_string(write) + ", 3);");
+      }
+    }
+    if (out.size() > 32) return;  // a tile this large hides its own latency; keep the code small
+    const std::string it = "i" + std::to_string(depth);
+    line("if (" + it + " + 1 < " + std::to_string(loop.extent) + ") {  // the lines the next " + it +
+         " copies into its register tile, fetched during the loop below");
+    ++indent_;
+    for (const auto& l : out) line(l);
+    --indent_;
+    line("}");
+    ++prefetch_blocks_;
+  }
+
   void plain_loop(const ir::Node& n, Path& path, int depth, bool fence_streams = false) {
     std::string it = "i" + std::to_string(depth);
     line("for (int64_t " + it + " = 0; " + it + " < " + std::to_string(n.extent) + "; ++" + it +
          ") {");
     ++indent_;
     const int streams_before = streams_printed_;
-    print_body(n.body, path, depth + 1);
+    for (size_t i = 0; i < n.body.size(); ++i) {
+      path.push_back(static_cast<int>(i));
+      print_node(*n.body[i], path, depth + 1);
+      path.pop_back();
+      if (i + 1 < n.body.size()) prefetch_next_tile(n, depth, *n.body[i], *n.body[i + 1]);
+    }
     if (fence_streams && streams_printed_ > streams_before)
       line("_mm_sfence();  // this thread's streaming stores drain before the loop's barrier");
     --indent_;
@@ -1228,6 +1331,7 @@ class Printer {
   std::set<std::pair<DType, int64_t>> stream_types_;  ///< vector types stored non-temporally
   int streams_printed_ = 0;
   int64_t copies_ = 1;  ///< product of the extents of the unrolled scopes being printed
+  int prefetch_blocks_ = 0;  ///< register-tile copies whose next lines are prefetched
   std::string out_;
   int indent_ = 0;
 };

@@ -306,3 +306,34 @@ TEST_CASE("stores to a `stream` buffer print as aligned-or-plain non-temporal st
   CHECK_FALSE(has(plain.source, "_stream"));
   CHECK_FALSE(has(plain.source, "sfence"));
 }
+
+TEST_CASE("a register tile's copy-in prefetches the next iteration's lines before its updates") {
+  // The micro-kernel's tile loop: copy C's 2 x 32 block in (unrolled, two vectors a row), update
+  // it over k, copy it out. The next iteration's rows are 2 * 64 floats further on.
+  const char* text =
+      "input A: f32[4, 8]\ninput B: f32[8, 64]\noutput C: f32[4, 64] = 0\ntemp T: f32[2, 32]\n\n"
+      "2 2 2:unroll 2:unroll 16:vec T[{2},{3}*16+{4}] = C[{0}*2+{2},{1}*32+{3}*16+{4}]\n"
+      "| | 8 2:unroll 2:unroll 16:vec T[{3},{4}*16+{5}] += A[{0}*2+{3},{2}] * B[{2},{1}*32+{4}*16+{5}]\n"
+      "| | 2:unroll 2:unroll 16:vec C[{0}*2+{2},{1}*32+{3}*16+{4}] = T[{2},{3}*16+{4}]\n";
+  auto p = program_of(text);
+  auto g = generate_c(p);
+  CHECK(g.prefetched_tiles == 1);
+  // The tile loop is i1 (over column panels, 32 floats apart): the next one's four lines.
+  CHECK(has(g.source, "if (i1 + 1 < 2) {"));
+  CHECK(count_of(g.source, "__builtin_prefetch(") == 4);
+  CHECK(has(g.source, "__builtin_prefetch(&C[i0 * 128 + i1 * 32 + 32], 1, 3);"));
+  CHECK(has(g.source, "__builtin_prefetch(&C[i0 * 128 + i1 * 32 + 112], 1, 3);"));
+  // The prefetches sit between the copy-in and the update loop.
+  const size_t copy_in = g.source.find("T[{2},{3}*16+{4}] = C"), pf = g.source.find("__builtin_prefetch"),
+               update = g.source.find("for (int64_t i2 = 0; i2 < 8; ++i2)");
+  CHECK(copy_in < pf);
+  CHECK(pf < update);
+  // Off: none; a copy from another temporary or without a loop after it: none either.
+  CodegenOptions off;
+  off.prefetch_tiles = false;
+  CHECK_FALSE(has(generate_c(p, off).source, "__builtin_prefetch"));
+  auto no_loop = program_of(
+      "input x: f32[4, 16]\noutput y: f32[4, 16]\ntemp T: f32[16]\n\n"
+      "4 16:vec T[{1}] = x[{0},{1}]\n| 16:vec y[{0},{1}] = T[{1}]\n");
+  CHECK(generate_c(no_loop).prefetched_tiles == 0);
+}
