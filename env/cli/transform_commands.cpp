@@ -163,6 +163,7 @@ int cmd_sketch(const Args& a) {
   }
   // Sizes given: a plain tile unless --transposed asks (the first candidate may be transposed).
   if (given || a.has("transposed")) m.transposed = a.has("transposed");
+  if (given || a.has("rows-outer")) m.rows_outer = a.has("rows-outer");
   // Sizes given: exactly those (each must divide its extent), unless --fit asks for the fitted
   // expansion (remainders split off); else the first candidate, fitted.
   auto e = given && !a.has("fit") ? transforms::expand_microkernel(start.program, nest.path, m, *target)
@@ -203,14 +204,15 @@ std::vector<Command> transform_commands() {
        "apply actions (each one quoted argument, e.g. \"tile_scope 0 4\") and print the new IR; "
        "an illegal action is refused with its reason (exit 2)",
        {"trace", "target"}, {}, cmd_apply},
-      {"sketch", "sketch FILE [--path P | --all] [--mr N --nr N --kc N --mc N --nc N --lanes N [--fit]] [--transposed] [--target T] [--ir]",
+      {"sketch", "sketch FILE [--path P | --all] [--mr N --nr N --kc N --mc N --nc N --lanes N [--fit]] [--transposed] [--rows-outer] [--target T] [--ir]",
        "expand the micro-kernel sketch (tile, pack, register tile, vectorise) at a GEMM-class nest "
        "(the first one, after loop fission exposing it, unless --path names one) into atomic "
        "actions; sizes given must divide their extents, unless --fit splits off remainders the "
        "way the sketch does without sizes (aiming at the target's first candidate); --transposed: the "
-       "tile's vectors run along the nest's row iterator (conv2d's output channels); --all: every GEMM-class nest with its first candidate (the optimiser's first "
+       "tile's vectors run along the nest's row iterator (conv2d's output channels); --rows-outer: the "
+       "loop over row panels outside the loop over column panels; --all: every GEMM-class nest with its first candidate (the optimiser's first "
        "proposal); prints the trace ('apply --trace' replays it) or, with --ir, the IR",
-       {"path", "mr", "nr", "kc", "mc", "nc", "lanes", "target"}, {"ir", "all", "fit", "transposed"}, cmd_sketch},
+       {"path", "mr", "nr", "kc", "mc", "nc", "lanes", "target"}, {"ir", "all", "fit", "transposed", "rows-outer"}, cmd_sketch},
   };
 }
 

@@ -51,10 +51,16 @@ struct MicrokernelParams {
   /// not in the target, so it is copied in and out element by element, and the broadcast operand
   /// is read where it lies (packing it would copy the input once per output row).
   bool transposed = false;
+  /// The loop over the mr-row panels outside the loop over the nr-column panels (BLIS runs them
+  /// the other way): consecutive tiles share an A micro-panel, which stays in L1, and walk along
+  /// C's rows, where the BLIS order jumps mr rows of C at every tile (stores and the next loads
+  /// a multiple of 4 KiB apart); B's panels then come from L2 at every tile.
+  bool rows_outer = false;
   bool operator==(const MicrokernelParams&) const = default;
 };
 
-/// "mr=8 nr=32 kc=256 mc=64 lanes=16" (nc only when set, " transposed" when set).
+/// "mr=8 nr=32 kc=256 mc=64 lanes=16" (nc only when set, " transposed" and " rows_outer" when
+/// set).
 std::string print_params(const MicrokernelParams& m);
 
 /// The roles of a GEMM-class nest.
@@ -121,8 +127,8 @@ size_t sketch_choices(const ir::Program& p, const Target& target);
 
 /// What to aim at on `nest` for a target (expand_microkernel_fitted), best guess first: register
 /// tiles that fill the vector register file (AVX-512: 8 x 48 floats in 24 zmm accumulators, then
-/// 8 x 32 and 4 x 64 in 16; AVX2: 6 x 16 in 12 ymm, 4 x 16 in 8), panels sized for L1 and L2;
-/// on a transposable nest also transposed tiles (AVX-512 8 x 32 and 4 x 64, AVX2 6 x 16 and
+/// 8 x 32 and 4 x 64 in 16; AVX2: 6 x 16 in 12 ymm, 4 x 16 in 8), panels sized for L1 and L2,
+/// mc 64 before mc 128, each in both panel orders (rows_outer first); on a transposable nest also transposed tiles (AVX-512 8 x 32 and 4 x 64, AVX2 6 x 16 and
 /// 4 x 16). Transposed tiles come first when they promise more than every plain one (transposed_first),
 /// else last.
 std::vector<MicrokernelParams> microkernel_candidates(const GemmNest& nest, const Target& target);

@@ -1,6 +1,7 @@
 // The micro-kernel sketch: which nests it recognises, the atomic trace it expands into (every step
 // a registered kind, replayable), the BLIS structure that trace builds, bit-exact outputs, and
 // precise refusals.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -153,6 +154,24 @@ TEST_CASE("the sketch builds packed panels and a register tile and computes the 
   CHECK(text.find("4:unroll 2:unroll 8:vec C_t0") != std::string::npos);
 }
 
+TEST_CASE("rows_outer runs the row panels outside the column panels, same outputs") {
+  const ir::Program p = load(kMatmul32);
+  MicrokernelParams m = kSmall;
+  m.rows_outer = true;
+  const auto e = expand(p, {0}, m);
+  const auto plain = expand(p, {0});
+  CHECK(e.trace.size() + 1 == plain.trace.size());  // one swap fewer from i j k
+  // The same panels and tile, the tile's loop now over the column panels (No = 2), inside the
+  // row panels (Mio = 4): Ko Mo Mio No Ki Mii Ni.
+  CHECK(e.program.find_buffer("B_t0")->shape == std::vector<int64_t>{2, 16, 16});
+  CHECK(e.program.find_buffer("A_t0")->shape == std::vector<int64_t>{4, 16, 4});
+  CHECK(e.program.find_buffer("C_t0")->shape == std::vector<int64_t>{4, 16});
+  const std::string text = ir::print_program(e.program);
+  CHECK_MESSAGE(text.find("| | 4 2 4:unroll 2:unroll 8:vec C_t0") != std::string::npos, text);
+  require_same_outputs(p, e.program);
+  CHECK(transforms::print_params(m).find(" rows_outer") != std::string::npos);
+}
+
 TEST_CASE("the sketch orders a permuted nest and packs a transposed operand") {
   const ir::Program p = load(kPermuted);
   const auto e = expand(p, {0});
@@ -254,8 +273,26 @@ TEST_CASE("the sketch's candidates fill the target's register file") {
   const auto g = *transforms::gemm_nest_at(load_kernel("matmul-1024"), {0});
   const auto avx512 = transforms::microkernel_candidates(g, *transforms::target_by_name("x86_avx512"));
   REQUIRE_FALSE(avx512.empty());
-  CHECK(avx512[0] == MicrokernelParams{8, 48, 256, 64, 0, 16});  // 24 zmm accumulators
-  CHECK(avx512[2] == MicrokernelParams{8, 32, 256, 64, 0, 16});  // 16
+  // 8 x 32 (16 zmm accumulators) takes matmul-1024's 1024 columns whole, so it comes before
+  // 8 x 48 (24), which leaves 16 columns to a remainder; each tile in both panel orders, rows
+  // outer first. (A row remainder does not count: AVX2's 6 x 16 stays first, 1020 + 4 rows.)
+  auto with = [](MicrokernelParams m, bool rows_outer) {
+    m.rows_outer = rows_outer;
+    return m;
+  };
+  CHECK(avx512[0] == with(MicrokernelParams{8, 32, 256, 64, 0, 16}, true));
+  CHECK(avx512[1] == MicrokernelParams{8, 32, 256, 64, 0, 16});
+  CHECK(std::find(avx512.begin(), avx512.end(), with(MicrokernelParams{8, 48, 256, 64, 0, 16}, true)) !=
+        avx512.end());
+  // conv2d-3x3's 56 output columns: 8 x 48 leaves less to a remainder than 8 x 32, so it is the
+  // first plain tile there.
+  const auto conv = transforms::gemm_nests(transforms::isolate_gemm_nests(
+      load_kernel("conv2d-3x3"), *transforms::target_by_name("x86_avx512")).program);
+  REQUIRE_FALSE(conv.empty());
+  const auto cc = transforms::microkernel_candidates(conv.front(), *transforms::target_by_name("x86_avx512"));
+  const auto plain = std::find_if(cc.begin(), cc.end(), [](const MicrokernelParams& m) { return !m.transposed; });
+  REQUIRE(plain != cc.end());
+  CHECK(plain->nr == 48);
   const auto avx2 = transforms::microkernel_candidates(g, *transforms::target_by_name("x86_avx2"));
   REQUIRE_FALSE(avx2.empty());
   CHECK(avx2[0].mr * avx2[0].nr / avx2[0].lanes == 12);  // 12 of the 16 ymm registers
