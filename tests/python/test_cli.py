@@ -465,10 +465,17 @@ def test_run_of_an_invalid_file_exits_1_with_the_location(bad, tmp_path):
 
 
 def test_sketch_prints_a_trace_that_apply_replays(tmp_path):
-    # Without sizes: the target's first candidate, remainders split off (48 columns: 1008 + 16).
+    # Without sizes: the target's first candidate, the tile that takes the 1024 columns whole,
+    # row panels outside column panels: the worked trace of docs/microkernel.md.
     out = perfdojo("sketch", KERNELS / "matmul-1024.pdj", check_rc=0).stdout
-    assert out.startswith("# micro-kernel sketch at 0: mr=8 nr=48 kc=256 mc=64 lanes=16")
-    assert "split_range 0 48" in out
+    assert out.startswith("# micro-kernel sketch at 0: mr=8 nr=32 kc=256 mc=64 lanes=16 rows_outer")
+    worked = (ROOT / "tests" / "data" / "traces" / "matmul-microkernel.trace").read_text()
+    strip = lambda t: [ln for ln in t.splitlines() if ln and not ln.startswith("#")]  # noqa: E731
+    assert strip(out) == strip(worked)
+    # With --fit and a tile that does not divide: remainders split off (48 columns: 1008 + 16).
+    fitted = perfdojo("sketch", KERNELS / "matmul-1024.pdj", "--mr", "8", "--nr", "48", "--kc", "256",
+                      "--mc", "64", "--fit", check_rc=0).stdout
+    assert "split_range 0 48" in fitted
     trace = tmp_path / "mk.trace"
     trace.write_text(out)
     applied = perfdojo("apply", KERNELS / "matmul-1024.pdj", "--trace", trace, check_rc=0).stdout
