@@ -115,21 +115,34 @@ TEST_CASE("cross targets are registered, model their core, and name what they la
 }
 
 TEST_CASE("the micro-kernel sketch sizes its register tile by the target's register file") {
-  auto p = ir::load_file(std::string(PERFDOJO_KERNEL_DIR) + "/matmul-256.pdj");
+  // 384 columns: every tile below takes them whole, so the register file decides.
+  auto p = ir::load_program(
+      "M = 256\nN = 384\nK = 256\ninput A: f32[M, K]\ninput B: f32[K, N]\noutput C: f32[M, N] = 0\n\n"
+      "M N K C[{0},{1}] += A[{0},{2}] * B[{2},{1}]\n");
   REQUIRE(p.ok());
   auto nests = transforms::gemm_nests(p.value());
   REQUIRE(nests.size() == 1);
-  auto first = [&](const char* arch) {
-    auto c = transforms::microkernel_candidates(nests[0], *transforms::target_by_name(arch));
+  auto first = [&](const transforms::GemmNest& nest, const char* arch) {
+    auto c = transforms::microkernel_candidates(nest, *transforms::target_by_name(arch));
     REQUIRE(!c.empty());
     return std::pair{c[0].mr, c[0].nr};
   };
   // 24 accumulators of the 32 registers: 8 x 12 on NEON (BLIS's ARMv8 kernel), 8 x 24 on SVE
   // 256, 8 x 48 on AVX-512; AVX2's 16 registers hold 12: 6 x 16.
-  CHECK(first("aarch64_neon") == std::pair<int64_t, int64_t>{8, 12});
-  CHECK(first("aarch64_sve") == std::pair<int64_t, int64_t>{8, 24});
-  CHECK(first("x86_avx512") == std::pair<int64_t, int64_t>{8, 48});
-  CHECK(first("x86_avx2") == std::pair<int64_t, int64_t>{6, 16});
+  CHECK(first(nests[0], "aarch64_neon") == std::pair<int64_t, int64_t>{8, 12});
+  CHECK(first(nests[0], "aarch64_sve") == std::pair<int64_t, int64_t>{8, 24});
+  CHECK(first(nests[0], "x86_avx512") == std::pair<int64_t, int64_t>{8, 48});
+  CHECK(first(nests[0], "x86_avx2") == std::pair<int64_t, int64_t>{6, 16});
+  // matmul-256's 256 columns: the 16-accumulator tiles take them whole and come first (the
+  // 24-accumulator ones would leave 4, 16 and 16 columns to a remainder).
+  auto m256 = ir::load_file(std::string(PERFDOJO_KERNEL_DIR) + "/matmul-256.pdj");
+  REQUIRE(m256.ok());
+  auto n256 = transforms::gemm_nests(m256.value());
+  REQUIRE(n256.size() == 1);
+  CHECK(first(n256[0], "aarch64_neon") == std::pair<int64_t, int64_t>{8, 8});
+  CHECK(first(n256[0], "aarch64_sve") == std::pair<int64_t, int64_t>{8, 16});
+  CHECK(first(n256[0], "x86_avx512") == std::pair<int64_t, int64_t>{8, 32});
+  CHECK(first(n256[0], "x86_avx2") == std::pair<int64_t, int64_t>{6, 16});
 }
 
 TEST_CASE("built-in profiles print and parse back; an unknown one is named") {
