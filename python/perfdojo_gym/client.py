@@ -25,6 +25,8 @@ from typing import Any, Optional
 PROTOCOL_VERSION = 1
 _yield = getattr(os, "sched_yield", lambda: None)  # not on every platform
 _HEADER = struct.Struct(">I")
+_READ_BYTES = 1 << 16  # the receive buffer; grows for a larger reply
+_KEEP_BYTES = 1 << 20  # beyond this it goes back to _READ_BYTES once emptied
 
 
 class BridgeError(RuntimeError):
@@ -68,7 +70,10 @@ class Client:
         self._sock.settimeout(timeout)
         self._lock = threading.Lock()
         self._next_id = 1
-        self._header = bytearray(4)
+        # Received bytes not handed out yet: _rbuf[_rlo:_rhi]. One recv usually brings a whole
+        # reply, header and body, where reading them apart took two system calls.
+        self._rbuf = bytearray(_READ_BYTES)
+        self._rlo = self._rhi = 0
         # Seconds to poll for a reply before blocking: 0.3 ms by default where the process may
         # use two cores or more ($PERFDOJO_POLL_US sets microseconds; 0 turns it off).
         poll_us = os.environ.get("PERFDOJO_POLL_US")
@@ -133,35 +138,54 @@ class Client:
             raise BridgeError(err.get("type", "unknown"), err.get("message", ""))
         return reply
 
-    def _recv_exact(self, buf: memoryview) -> None:
-        got = 0
+    def _recv_some(self, view: memoryview, block: bool) -> int:
+        """Bytes received into `view` (0: none ready, when not blocking)."""
+        try:
+            n = self._sock.recv_into(view, 0, 0 if block else socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return 0
+        if n == 0:
+            raise ConnectionError("the server closed the connection")
+        return n
+
+    def _fill(self, need: int) -> None:
+        """Receives until at least `need` bytes are buffered."""
+        if self._rhi - self._rlo >= need:
+            return
+        if self._rlo + need > len(self._rbuf):  # make room: move what is held to the front
+            held = self._rbuf[self._rlo:self._rhi]
+            if need > len(self._rbuf):
+                self._rbuf = bytearray(max(need, 2 * len(self._rbuf)))
+            self._rbuf[:len(held)] = held
+            self._rlo, self._rhi = 0, len(held)
+        view = memoryview(self._rbuf)
         if self.poll_s > 0:
             # A reply usually comes within a step's time: ask without sleeping for a while first
             # (waking a sleeping thread costs tens of microseconds on virtual machines).
             deadline = time.perf_counter() + self.poll_s
-            while got < len(buf):
-                try:
-                    n = self._sock.recv_into(buf[got:], 0, socket.MSG_DONTWAIT)
-                except BlockingIOError:
-                    if time.perf_counter() > deadline:
-                        break
+            while self._rhi - self._rlo < need:
+                n = self._recv_some(view[self._rhi:], False)
+                if n:
+                    self._rhi += n
+                elif time.perf_counter() > deadline:
+                    break
+                else:
                     _yield()  # let other runnable processes have the core meanwhile
-                    continue
-                if n == 0:
-                    raise ConnectionError("the server closed the connection")
-                got += n
-        while got < len(buf):
-            n = self._sock.recv_into(buf[got:])
-            if n == 0:
-                raise ConnectionError("the server closed the connection")
-            got += n
+        while self._rhi - self._rlo < need:
+            self._rhi += self._recv_some(view[self._rhi:], True)
 
     def _read_frame(self) -> bytes:
-        self._recv_exact(memoryview(self._header))
-        (n,) = _HEADER.unpack(self._header)
-        body = bytearray(n)
-        self._recv_exact(memoryview(body))
-        return bytes(body)
+        self._fill(4)
+        (n,) = _HEADER.unpack_from(self._rbuf, self._rlo)
+        self._fill(4 + n)
+        start = self._rlo + 4
+        body = bytes(self._rbuf[start:start + n])
+        self._rlo = start + n
+        if self._rlo == self._rhi:
+            self._rlo = self._rhi = 0
+            if len(self._rbuf) > _KEEP_BYTES:  # a large reply's buffer is not kept
+                self._rbuf = bytearray(_READ_BYTES)
+        return body
 
     def _close_locked(self) -> None:
         if not self.closed:

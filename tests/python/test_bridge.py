@@ -673,3 +673,56 @@ def test_unfinished_frames_from_many_unauthenticated_clients_leave_the_server_sm
         assert doc["ok"] is True
         assert doc["real_clients_served"] == doc["real_clients"] >= 1
         assert doc["rss_peak_mib"] < 64
+
+
+def test_the_client_reads_frames_however_the_bytes_arrive():
+    """The client's receive buffer against a scripted peer: two replies in one segment, a reply
+    split mid-header and mid-body, and one larger than the buffer, each answered in order."""
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind((HOST, 0))
+    listener.listen(1)
+    port = listener.getsockname()[1]
+    frame = lambda obj: (lambda b: struct.pack(">I", len(b)) + b)(json.dumps(obj).encode())  # noqa: E731
+    big = "x" * 1_500_000  # past the 1 MiB the client keeps
+
+    def peer():
+        conn, _ = listener.accept()
+        with conn:
+            def read_request():
+                n = struct.unpack(">I", conn.recv(4, socket.MSG_WAITALL))[0]
+                return json.loads(conn.recv(n, socket.MSG_WAITALL))
+            hello = read_request()
+            conn.sendall(frame({"id": hello["id"], "ok": True, "result": {"server": "scripted"}}))
+            a, b = read_request(), read_request()  # two pings, answered in one segment
+            conn.sendall(frame({"id": a["id"], "ok": True, "result": 1}) +
+                         frame({"id": b["id"], "ok": True, "result": 2}))
+            c = read_request()
+            data = frame({"id": c["id"], "ok": True, "result": "split"})
+            for part in (data[:2], data[2:7], data[7:]):  # mid-header, mid-body, the rest
+                conn.sendall(part)
+                time.sleep(0.01)
+            d = read_request()
+            conn.sendall(frame({"id": d["id"], "ok": True, "result": big}))
+            e = read_request()
+            conn.sendall(frame({"id": e["id"], "ok": True, "result": "after"}))
+
+    t = threading.Thread(target=peer, daemon=True)
+    t.start()
+    c = Client(HOST, port, timeout=10)
+    try:
+        # The second ping's reply arrives with the first's and must wait in the buffer.
+        with c._lock:
+            for rid in (c._next_id, c._next_id + 1):
+                body = json.dumps({"id": rid, "op": "ping"}).encode()
+                c._sock.sendall(struct.pack(">I", len(body)) + body)
+            first, second = json.loads(c._read_frame()), json.loads(c._read_frame())
+            c._next_id += 2
+        assert (first["result"], second["result"]) == (1, 2)
+        assert c.request("ping") == "split"
+        assert c.request("ping") == big
+        assert c.request("ping") == "after"
+        assert len(c._rbuf) == 1 << 16  # the large reply's buffer was let go
+    finally:
+        c.close()
+        t.join(timeout=10)
+        listener.close()
