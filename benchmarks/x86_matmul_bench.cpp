@@ -12,9 +12,10 @@
 //   register tile     the brief's tiles and order, A and B blocks packed into local temporaries,
 //                     and an R x CN block of C in registers (create_temporary; 8 x 32 = 16 zmm
 //                     accumulators on AVX-512, 4 x 16 = 8 ymm on AVX2), 16 lanes, unrolled
-//   micro-kernel      the fitted micro-kernel sketch for the ISA (docs/microkernel.md): kc 256
-//   sketch            panels of B and blocks of A packed, an 8 x 48 (AVX-512) or 6 x 16 (AVX2)
-//                     register tile, remainders split off
+//   micro-kernel      the fitted micro-kernel sketch's first candidate for the ISA
+//   sketch            (docs/microkernel.md): kc 256 panels of B and blocks of A packed, an 8 x 32
+//                     (AVX-512) or 6 x 16 (AVX2) register tile, row panels outside column
+//                     panels, remainders split off
 //
 // No parallel variant of the register tile: create_temporary is refused inside (and parallelize
 // around) a scope holding a temporary, since the IR has no thread-private storage; OpenBLAS is
