@@ -927,9 +927,9 @@ class Printer {
     return b && b->role == ir::Role::kTemp && b->elements() <= o_.small_temp_elements;
   }
 
-  // The iterator values of a fully unrolled nest (every scope `:unroll` or `:vec`) at each of
-  // its statements: `fn(stmt, values)` with values[k] the iterator at depth `first + k`. False
-  // when the nest has another scope or more than `limit` instances.
+  // Each statement instance of a fully unrolled nest (every scope `:unroll` or `:vec`):
+  // `fn(stmt, values)` with values[k] the value of the nest's k-th scope's iterator. False when
+  // the nest has another scope or more instances than `left` allows.
   template <class Fn>
   static bool each_unrolled(const ir::Node& n, std::vector<int64_t>& values, int64_t& left, Fn&& fn) {
     if (!n.is_scope) {
@@ -953,11 +953,11 @@ class Printer {
   // that they arrive while this iteration's updates run, as BLIS's micro-kernels prefetch the
   // next tile of C. A hint only: nothing is read, and only lines the next iteration reads.
   void prefetch_next_tile(const ir::Node& loop, int depth, const ir::Node& copy, const ir::Node& next) {
-    if (!o_.prefetch_tiles || o_.cuda || loop.extent < 2 || !copy.is_scope || !next.is_scope ||
-        next.annot != ir::Annot::kNone || (o_.unroll == false))
+    if (!o_.prefetch_tiles || o_.cuda || !o_.unroll || loop.extent < 2 || !copy.is_scope ||
+        !next.is_scope || next.annot != ir::Annot::kNone)
       return;
-    // Byte offsets (from the part of the address the enclosing loops give) of the first and
-    // last element of every copied vector, per buffer and enclosing-loop part.
+    // Byte offsets of every element the copy reads in the next iteration, from the part of the
+    // address the enclosing loops give, per buffer and that part.
     std::map<std::pair<std::string, std::string>, std::set<int64_t>> lines;
     std::map<std::pair<std::string, std::string>, const ir::Access*> first;
     bool ok = true;

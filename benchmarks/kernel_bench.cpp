@@ -8,9 +8,9 @@
 // For each kernel the optimiser searches for at most --budget seconds on one thread (default 300;
 // 0: no search, the micro-kernel sketch's first expansion on GEMM-class kernels and the program
 // as written elsewhere; --trace FILE: that schedule, replayed on the one kernel named, instead of
-// any search, e.g. a `perfdojo sketch` with other block sizes). The returned program is verified against the interpreter on a
-// scaled-down instance, compiled to a shared object with the backend's compiler and flags, and
-// loaded into this process.
+// any search, e.g. a `perfdojo sketch` with other block sizes). The returned program is verified
+// against the interpreter on a scaled-down instance, compiled to a shared object with the
+// backend's compiler and flags, and loaded into this process.
 //
 // OpenBLAS (GEMM-class kernels; its best core for this CPU, blas_reference.h): cblas_sgemm timed
 // interleaved with our kernel here. matmul*: one sgemm; bmm: one sgemm per batch; mlp: sgemm then

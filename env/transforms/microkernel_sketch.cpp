@@ -637,7 +637,7 @@ std::vector<MicrokernelParams> microkernel_candidates(const GemmNest& g, const T
   // off remainders the tile does not divide.
   // Each tile in both panel orders, rows outer first (matmul-1024 on a Zen 5 core: 8 x 32 went
   // from 0.95x to 1.02x OpenBLAS, 8 x 48 from 0.93x to 0.99x), the smaller mc first: the
-  // optimiser proposes the first kSketchesPerNest, both orders of the two largest tiles.
+  // optimiser proposes the first kSketchesPerNest, both orders of two tiles.
   for (int64_t mc : {64, 128}) {
     if (mc > 64 && g.m <= 64) continue;  // the same blocks as mc 64
     for (const auto& [mr, nr] : tiles)
