@@ -915,15 +915,9 @@ class Printer {
     line(combine_scalar(s.op, t, access(s.lhs), unparen(sexpr(*s.rhs, t))));
   }
 
-  const ir::BufferDecl* decl_of(const std::string& name) const {
-    for (const auto& b : p_.buffers)
-      if (b.name == name) return &b;
-    return nullptr;
-  }
-
   // A temporary the kernel declares as a local (registers, once its indices are constants).
   bool local_temp(const std::string& name) const {
-    const ir::BufferDecl* b = decl_of(name);
+    const ir::BufferDecl* b = p_.find_buffer(name);
     return b && b->role == ir::Role::kTemp && b->elements() <= o_.small_temp_elements;
   }
 
@@ -958,8 +952,11 @@ class Printer {
       return;
     // Byte offsets of every element the copy reads in the next iteration, from the part of the
     // address the enclosing loops give, per buffer and that part.
-    std::map<std::pair<std::string, std::string>, std::set<int64_t>> lines;
-    std::map<std::pair<std::string, std::string>, const ir::Access*> first;
+    struct Reads {
+      const ir::Access* access;  // one access of the group: its enclosing-loop part
+      std::set<int64_t> offsets;
+    };
+    std::map<std::pair<std::string, std::string>, Reads> groups;
     bool ok = true;
     std::vector<int64_t> values;
     int64_t left = 1024;
@@ -981,21 +978,20 @@ class Printer {
         if (depth + 1 + static_cast<int>(k) < static_cast<int>(f.c.size())) k0 += f.c[depth + 1 + k] * v[k];
       f.c.resize(depth + 1);
       f.k0 = 0;
-      const auto key = std::make_pair(a.buffer, flat_text(f));
-      first.emplace(key, &a);
-      lines[key].insert(k0 * ir::dtype_bytes(dtype_.at(a.buffer)));
+      auto& group = groups.try_emplace({a.buffer, flat_text(f)}, Reads{&a, {}}).first->second;
+      group.offsets.insert(k0 * ir::dtype_bytes(dtype_.at(a.buffer)));
     });
-    if (!full || !ok || lines.empty()) return;
+    if (!full || !ok || groups.empty()) return;
     std::vector<std::string> out;
-    for (const auto& [key, offs] : lines) {
+    for (const auto& [key, group] : groups) {
       const int64_t esz = ir::dtype_bytes(dtype_.at(key.first));
-      const int write = decl_of(key.first)->role == ir::Role::kInput ? 0 : 1;
+      const int write = p_.find_buffer(key.first)->role == ir::Role::kInput ? 0 : 1;
+      Flat g = flat(*group.access);
+      g.c.resize(depth + 1);
       int64_t last = INT64_MIN;
-      for (int64_t o : offs) {
+      for (int64_t o : group.offsets) {
         if (last != INT64_MIN && o < last + 64) continue;
         last = o;
-        Flat g = flat(*first.at(key));
-        g.c.resize(depth + 1);
         g.k0 = o / esz;
         out.push_back("__builtin_prefetch(&" + cname_.at(key.first) + "[" + flat_text(g) + "], " +
                       std::to_string(write) + ", 3);");
