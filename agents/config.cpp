@@ -43,6 +43,8 @@ const std::vector<Field>& table() {
        &C::min_updates_per_step},
       {{"max_episode_steps", "truncation limit of an episode", kLearn}, &C::max_episode_steps},
       {{"allow_stop", "let the agent choose the stop action", kLearn}, &C::allow_stop},
+      {{"sketch_actions", "micro-kernel sketch macro actions in the action space (0-8; 0 = atomic moves only)", kLearn},
+       &C::sketch_actions},
       {{"out_dir", "folder for metrics, checkpoints and summary", kRun}, &C::out_dir},
       {{"checkpoint_minutes", "periodic checkpoint interval", kRun}, &C::checkpoint_minutes},
       {{"log_seconds", "interval of progress lines", kRun}, &C::log_seconds},
@@ -260,6 +262,7 @@ std::string validate(const AgentConfig& c) {
   if (c.total_steps == 0 && c.minutes <= 0) return "give a budget: minutes > 0 or total_steps > 0";
   if (c.num_envs < 1 || c.num_envs > 256) return "num_envs must be in [1, 256]";
   if (c.max_episode_steps < 1) return "max_episode_steps must be >= 1";
+  if (c.sketch_actions < 0 || c.sketch_actions > 8) return "sketch_actions must be in [0, 8]";
   if (c.gamma < 0 || c.gamma > 1) return "gamma must be in [0, 1]";
   if (c.hidden < 1 || c.layers < 1) return "hidden and layers must be >= 1";
   if (c.encoder == "tokens") {

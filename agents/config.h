@@ -31,6 +31,11 @@ struct AgentConfig {
   double min_updates_per_step = 0;
   int max_episode_steps = 30;     ///< truncation limit of one episode
   bool allow_stop = false;        ///< let the agent pick the stop action (only the peak counts)
+  /// Macro actions in the env's action space: the micro-kernel sketch with the target's c-th
+  /// block sizes at every GEMM-class nest, c < sketch_actions (env::EnvConfig::sketch_actions,
+  /// docs/microkernel.md); 0 = atomic moves only. The baselines evaluated beside a policy get
+  /// the same action space.
+  int sketch_actions = 0;
   std::string out_dir = "runs/default";  ///< metrics, checkpoints and the summary land here
   double checkpoint_minutes = 2;  ///< periodic checkpoint interval (one is always written at the end)
   double log_seconds = 15;        ///< interval of the periodic progress lines

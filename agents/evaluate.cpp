@@ -23,7 +23,7 @@ ir::Result<std::shared_ptr<Policy>> Policy::load(const std::string& path) {
                 std::to_string(env::kFeatureSize));
   if (c.action_count < 1 || c.action_count > 1000000) return fail("implausible action count in the checkpoint");
   if (c.config.head == "factored")
-    if (auto l = flat_action_layout(c.action_count); !l.ok())
+    if (auto l = flat_action_layout(c.action_count, c.config.sketch_actions); !l.ok())
       return fail("the checkpoint's header does not fit its network: " + l.errors()[0].message);
   use_single_thread();
   QNetwork net(c.config, NetworkShape{c.feature_size, c.action_count, c.token_vocab});

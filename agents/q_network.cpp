@@ -31,13 +31,14 @@ torch::Tensor to_tensor(const std::vector<int64_t>& v) {
 
 }  // namespace
 
-ir::Result<ActionLayout> flat_action_layout(int action_count) {
+ir::Result<ActionLayout> flat_action_layout(int action_count, int sketch_actions) {
   const transforms::FlatSpaceConfig fc;
   const transforms::FlatActionSpace space(fc, transforms::Target{});
-  if (space.size() + 1 != action_count)
-    return std::vector<ir::Diagnostic>{{{}, "the factored head reads the flat action space and stop (" +
-                                                std::to_string(space.size() + 1) + " actions); this one has " +
-                                                std::to_string(action_count)}};
+  if (space.size() + sketch_actions + 1 != action_count)
+    return std::vector<ir::Diagnostic>{{{}, "the factored head reads the flat action space, " +
+                                                std::to_string(sketch_actions) + " sketch actions and stop (" +
+                                                std::to_string(space.size() + sketch_actions + 1) +
+                                                " actions); this one has " + std::to_string(action_count)}};
   if (fc.max_scopes != env::kFeatureScopes || fc.max_buffers != env::kFeatureBuffers)
     return std::vector<ir::Diagnostic>{{{}, "the flat space's slots and the features' rows differ"}};
   ActionLayout l;
@@ -59,11 +60,15 @@ ir::Result<ActionLayout> flat_action_layout(int action_count) {
     l.buffer.push_back(row(parts.buffer, l.buffers));
     l.buffer2.push_back(row(parts.buffer2, l.buffers));
   }
-  l.kind_param.push_back(l.kind_params++);  // stop
-  l.scope.push_back(l.scopes);
-  l.node.push_back(l.nodes);
-  l.buffer.push_back(l.buffers);
-  l.buffer2.push_back(l.buffers);
+  // The sketch actions (one id per block-size choice: the choice's sizes are the target's, the
+  // same in every kernel), then stop; none names a slot.
+  for (int c = 0; c <= sketch_actions; ++c) {
+    l.kind_param.push_back(l.kind_params++);
+    l.scope.push_back(l.scopes);
+    l.node.push_back(l.nodes);
+    l.buffer.push_back(l.buffers);
+    l.buffer2.push_back(l.buffers);
+  }
   return l;
 }
 
@@ -93,7 +98,7 @@ QNetworkImpl::QNetworkImpl(const AgentConfig& c, const NetworkShape& shape) {
                                                 torch::nn::Linear(c.hidden, shape.action_count)));
     return;
   }
-  auto layout = flat_action_layout(shape.action_count);
+  auto layout = flat_action_layout(shape.action_count, c.sketch_actions);
   if (!layout.ok()) throw std::invalid_argument(layout.error_text());
   layout_ = std::move(layout).value();
   kind_param_ = to_tensor(layout_.kind_param);

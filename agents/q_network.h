@@ -13,17 +13,18 @@ namespace perfdojo::agents {
 
 /// What each action index is made of, for the factored head: per index, its kind-and-parameter
 /// id and the slots it names, from transforms::FlatActionSpace::parts, where a slot it does not
-/// name is the slot count (the zero row after the last); the last index is stop, with a
-/// kind-and-parameter id of its own and no slots.
+/// name is the slot count (the zero row after the last); then the sketch macro actions, if any
+/// (env::EnvConfig::sketch_actions), and last stop, each with a kind-and-parameter id of its own
+/// and no slots.
 struct ActionLayout {
   std::vector<int64_t> kind_param, scope, node, buffer, buffer2;
   int kind_params = 0;  ///< distinct kind-and-parameter ids, stop included
   int scopes = 0, nodes = 0, buffers = 0;  ///< slot counts of the flat space
 };
 
-/// The layout of the agents' env action space (the default flat space, then stop), or why it
-/// cannot be built for `action_count` actions.
-ir::Result<ActionLayout> flat_action_layout(int action_count);
+/// The layout of the agents' env action space (the default flat space, `sketch_actions` sketch
+/// macro actions, then stop), or why it cannot be built for `action_count` actions.
+ir::Result<ActionLayout> flat_action_layout(int action_count, int sketch_actions = 0);
 
 /// Shapes of the network; all of them must match a checkpoint.
 struct NetworkShape {

@@ -14,6 +14,7 @@ env::EnvConfig env_config_for(const AgentConfig& c, const std::string& benchmark
   if (c.encoder == "tokens") e.observation_spaces.push_back("tokens");
   e.reward_space = effective_reward_space(c);
   e.max_episode_steps = c.max_episode_steps;
+  e.sketch_actions = c.sketch_actions;
   e.seed = seed;
   return e;
 }

@@ -48,7 +48,7 @@ std::string TrainRun::setup() {
   }
   shape = {env::kFeatureSize, actors[0].env->action_spec().n, env::token_vocabulary_size()};
   if (config.head == "factored")
-    if (auto l = flat_action_layout(shape.action_count); !l.ok()) return l.errors()[0].message;
+    if (auto l = flat_action_layout(shape.action_count, config.sketch_actions); !l.ok()) return l.errors()[0].message;
   learner = std::make_unique<DqnLearner>(config, shape);
   return "";
 }

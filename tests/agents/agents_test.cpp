@@ -436,6 +436,18 @@ TEST_CASE("the factored head scores a move by its scope's features, whichever sl
   auto layout = flat_action_layout(shape.action_count);
   REQUIRE_MESSAGE(layout.ok(), layout.error_text());
   CHECK_FALSE(flat_action_layout(shape.action_count + 1).ok());
+  // Sketch actions sit between the flat space and stop, each with an id of its own and no slot.
+  auto sketched = flat_action_layout(shape.action_count + 2, 2);
+  REQUIRE_MESSAGE(sketched.ok(), sketched.error_text());
+  CHECK_FALSE(flat_action_layout(shape.action_count + 2, 1).ok());
+  {
+    const ActionLayout& s = sketched.value();
+    CHECK(s.kind_params == layout.value().kind_params + 2);
+    const int n = shape.action_count + 2;
+    CHECK(s.kind_param[n - 3] != s.kind_param[n - 2]);
+    CHECK(s.kind_param[n - 2] != s.kind_param[n - 1]);
+    for (int i = n - 3; i < n; ++i) CHECK(s.scope[i] == s.scopes);
+  }
   const ActionLayout& l = layout.value();
   REQUIRE(static_cast<int>(l.kind_param.size()) == shape.action_count);
   // One move (kind and parameter) on scopes 0 and 1.
@@ -541,6 +553,51 @@ TEST_CASE("the factored head scores a move by its scope's features, whichever sl
     CHECK(r.evaluations <= 6);
     CHECK(r.best_at[1] >= r.best_at[0]);
   }
+}
+
+TEST_CASE("sketch actions: the agent trains with them, a checkpoint keeps them, the searches take them") {
+  // A GEMM-class kernel, where the sketch has candidates.
+  const std::string gemm = "perfdojo://gen/matmul?seed=5";
+  AgentConfig c = tiny_config(temp_dir("sketch"));
+  c.kernels = gemm;
+  c.head = "factored";
+  c.sketch_actions = 2;
+  c.total_steps = 300;
+  c.learning_starts = 100;
+  const env::EnvConfig ec = env_config_for(c, gemm, 0);
+  CHECK(ec.sketch_actions == 2);
+  auto e = env::Env::make(ec).value();
+  e->reset();
+  AgentConfig plain = c;
+  plain.sketch_actions = 0;
+  auto p = env::Env::make(env_config_for(plain, gemm, 0)).value();
+  const int base = p->action_spec().n - 1;  // the flat space's actions, then stop
+  CHECK(e->action_spec().n == base + 3);
+  // Both sketch actions are legal on a matmul, and the searches (baselines included) see them.
+  const std::vector<int> legal = legal_actions(*e);
+  CHECK(std::count(legal.begin(), legal.end(), base) == 1);
+  CHECK(std::count(legal.begin(), legal.end(), base + 1) == 1);
+  env::StepResult r = e->fork()->step(base);
+  CHECK_FALSE(r.info.illegal_action);
+  CHECK(r.info.time_s < r.info.initial_time_s);
+
+  TrainSummary t = train(c, quiet());
+  REQUIRE_MESSAGE(t.error.empty(), t.error);
+  auto policy = Policy::load(c.out_dir + "/agent.ckpt");
+  REQUIRE_MESSAGE(policy.ok(), policy.error_text());
+  CHECK(policy.value()->config().sketch_actions == 2);
+  CHECK(policy.value()->checkpoint().action_count == base + 3);
+  CHECK(policy.value()->check_env(*e).empty());
+  // The same network without sketch actions in its env is refused, not misread.
+  CHECK_FALSE(policy.value()->check_env(*p).empty());
+  // Greedy best-first times every child of the start, the sketch among them: at least the
+  // sketch's speed-up within the root's children.
+  SearchResult g = greedy_search(ec, {static_cast<int>(legal.size())}, 1);
+  REQUIRE(g.error.empty());
+  CHECK(g.best_speedup >= r.info.initial_time_s / r.info.time_s * (1 - 1e-9));
+  SearchResult a = agent_greedy(*policy.value(), ec, {4, 40});
+  REQUIRE_MESSAGE(a.error.empty(), a.error);
+  CHECK(a.best_at[1] >= a.best_at[0]);
 }
 
 TEST_CASE("eager greedy search asks for an order only where it goes on, and follows it") {
