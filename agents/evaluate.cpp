@@ -7,6 +7,7 @@
 
 #include "agents/train.h"
 #include "gym/observation.h"
+#include "transforms/flat_space.h"
 
 namespace perfdojo::agents {
 
@@ -60,18 +61,45 @@ SearchResult refused(const std::string& error, size_t budgets) {
   return r;
 }
 
-// A program's legal moves (stop excluded), highest Q first.
-std::vector<int> by_q(Policy& policy, const env::Observation& obs, const std::vector<uint8_t>& mask) {
+}  // namespace
+
+std::vector<int> q_order(Policy& policy, const env::Observation& obs, const std::vector<uint8_t>& mask,
+                         double kind_penalty) {
   AgentObs o = to_agent_obs(obs, mask, policy.config());
   std::vector<float> q = policy.q_values(o);
   std::vector<int> actions;
   for (int i = 0; i + 1 < static_cast<int>(o.mask.size()); ++i)
     if (o.mask[i]) actions.push_back(i);
   std::stable_sort(actions.begin(), actions.end(), [&](int a, int b) { return q[a] > q[b]; });
-  return actions;
+  if (kind_penalty <= 0 || actions.size() < 3) return actions;
+  // Each next action: the highest Q in standard deviations of Q over the legal actions, less
+  // kind_penalty for every action of its kind placed before it (sketch actions are one kind).
+  static const transforms::FlatActionSpace space(transforms::FlatSpaceConfig{}, transforms::Target{});
+  auto kind_of = [&](int a) {
+    return a < space.size() ? static_cast<int>(space.parts(a).kind) : transforms::kNumKinds;
+  };
+  double mean = 0, var = 0;
+  for (int a : actions) mean += q[a];
+  mean /= static_cast<double>(actions.size());
+  for (int a : actions) var += (q[a] - mean) * (q[a] - mean);
+  const double sd = std::sqrt(var / static_cast<double>(actions.size()));
+  if (!(sd > 0)) return actions;
+  std::vector<int> placed(transforms::kNumKinds + 1, 0), out;
+  std::vector<uint8_t> taken(actions.size(), 0);
+  for (size_t n = 0; n < actions.size(); ++n) {
+    size_t best = actions.size();
+    double best_score = 0;
+    for (size_t i = 0; i < actions.size(); ++i) {
+      if (taken[i]) continue;
+      const double score = q[actions[i]] / sd - kind_penalty * placed[kind_of(actions[i])];
+      if (best == actions.size() || score > best_score) best = i, best_score = score;
+    }
+    taken[best] = 1;
+    out.push_back(actions[best]);
+    ++placed[kind_of(actions[best])];
+  }
+  return out;
 }
-
-}  // namespace
 
 SearchResult agent_search(Policy& policy, const env::EnvConfig& config, const std::vector<int>& budgets,
                           uint64_t seed, double epsilon) {
@@ -153,19 +181,19 @@ SearchResult agent_best_first(Policy& policy, const env::EnvConfig& config, cons
 
 
 SearchResult agent_greedy(Policy& policy, const env::EnvConfig& config, const std::vector<int>& budgets,
-                          double tolerance) {
+                          double tolerance, double kind_penalty) {
   if (auto e = refusal(policy, config); !e.empty()) return refused(e, budgets.size());
   auto order = [&](const env::Env&, const env::Observation& obs, const std::vector<uint8_t>& mask) {
-    return by_q(policy, obs, mask);
+    return q_order(policy, obs, mask, kind_penalty);
   };
   return eager_greedy_search(config, budgets, order, tolerance);
 }
 
 SearchResult agent_probe(Policy& policy, const env::EnvConfig& config, const std::vector<int>& budgets,
-                         double tolerance) {
+                         double tolerance, double kind_penalty) {
   if (auto e = refusal(policy, config); !e.empty()) return refused(e, budgets.size());
   auto order = [&](const env::Env&, const env::Observation& obs, const std::vector<uint8_t>& mask) {
-    return by_q(policy, obs, mask);
+    return q_order(policy, obs, mask, kind_penalty);
   };
   // The policy's greedy moves after `action`, untimed, until the episode ends (or nothing is
   // legal but stop).
@@ -174,7 +202,7 @@ SearchResult agent_probe(Policy& policy, const env::EnvConfig& config, const std
     std::unique_ptr<env::Env> e = from.fork();
     env::StepResult r = e->step_untimed(action);
     while (!r.terminated && !r.truncated && !r.info.illegal_action && !r.info.error) {
-      std::vector<int> moves = by_q(policy, r.observation, r.info.action_mask);
+      std::vector<int> moves = q_order(policy, r.observation, r.info.action_mask, 0);
       if (moves.empty()) break;
       r = e->step_untimed(moves.front());
       if (r.info.illegal_action) break;  // the mask says legal: cannot happen, but never send it

@@ -33,14 +33,15 @@ void usage(std::FILE* f) {
   std::fprintf(f,
                "usage: evaluate_agent [--checkpoint CKPT] [--kernels test] [--budgets 10,100,1000] [--seeds 3]\n"
                "                      [--baselines] [--no-agent] [--beam-width 4] [--epsilon E] [--backend NAME]\n"
-               "                      [--methods LIST] [--out DIR] [--json] [--no-progress]\n"
+               "                      [--kind-penalty K] [--methods LIST] [--out DIR] [--json] [--no-progress]\n"
                "\n"
                "Runs the checkpoint's policy on held-out kernels four ways: 'agent' is Q-guided best-first\n"
                "search (the (program, action) pair with the highest masked Q is timed next, so greedy\n"
                "argmax comes first everywhere); 'agent-rollout' runs a greedy episode, then restarts with\n"
                "epsilon exploration while budget remains; 'agent-greedy' is eager greedy search whose\n"
-               "children are timed in the order of Q (each evaluation times the next child of the fastest\n"
-               "program found so far); 'agent-probe' is agent-greedy whose every child is first probed:\n"
+               "children are timed in the order of Q spread over the kinds of move (each evaluation times\n"
+               "the next child of the fastest program found so far; see --kind-penalty); 'agent-probe'\n"
+               "is agent-greedy whose every child is first probed:\n"
                "the move and then the policy's greedy moves to the end of the episode, untimed, with one\n"
                "evaluation where they end, before the move alone is timed. One evaluation = one step\n"
                "that times a program this search has not timed before. --baselines adds random search,\n"
@@ -55,6 +56,9 @@ void usage(std::FILE* f) {
                "  --methods LIST     only these of the methods chosen (e.g. agent-greedy,greedy)\n"
                "  --no-progress      no progress bar (drawn only when stderr is a terminal)\n"
                "  --epsilon E        exploration of the agent's restarts (default: the checkpoint's eval_epsilon)\n"
+               "  --kind-penalty K   agent-greedy, agent-probe: each move of a kind already in the order\n"
+               "                     lowers the next one's score by K standard deviations of Q (default 1;\n"
+               "                     0 = the plain order of Q)\n"
                "  --backend NAME     backend to evaluate on (default: the checkpoint's, else cost_model)\n"
                "  --out DIR          where eval.csv, eval.json and eval.png go (default: the checkpoint's folder)\n"
                "  --json             print the table as JSON on stdout\n"
@@ -148,7 +152,7 @@ int main(int argc, char** argv) {
   std::vector<int> budgets = {10, 100, 1000};
   int seeds = 3, beam_width = 4;
   bool baselines = false, no_agent = false, json = false, checkpoint_given = false, progress = true;
-  double epsilon = -1;
+  double epsilon = -1, kind_penalty = kKindPenalty;
   auto fail = [&](const std::string& m) {
     if (json) std::printf("%s\n", util::JsonObject().add("error", m).str().c_str());
     std::fprintf(stderr, "evaluate_agent: %s\n", m.c_str());
@@ -180,6 +184,7 @@ int main(int argc, char** argv) {
       else if (a == "--propose") propose = value();
       else if (a == "--budget") propose_budget = std::stoi(value());
       else if (a == "--epsilon") epsilon = std::stod(value());
+      else if (a == "--kind-penalty") kind_penalty = std::stod(value());
       else if (a == "--budgets") {
         budgets.clear();
         std::stringstream ss(value());
@@ -195,6 +200,7 @@ int main(int argc, char** argv) {
   if (budgets.empty() || !std::is_sorted(budgets.begin(), budgets.end()) || budgets.front() < 1)
     return fail("--budgets must be ascending positive integers");
   if (seeds < 1 || beam_width < 1) return fail("--seeds and --beam-width must be >= 1");
+  if (!(kind_penalty >= 0 && kind_penalty <= 100)) return fail("--kind-penalty must be in [0, 100]");
 
   // The policy (unless --no-agent, or --baselines with no checkpoint at the default path).
   std::shared_ptr<Policy> policy;
@@ -265,8 +271,8 @@ int main(int argc, char** argv) {
     env::EnvConfig ec = env_config_for(base, j.kernel, 0);
     if (j.method == "agent") j.result = agent_best_first(*policy, ec, budgets);
     else if (j.method == "agent-rollout") j.result = agent_search(*policy, ec, budgets, j.seed, epsilon);
-    else if (j.method == "agent-greedy") j.result = agent_greedy(*policy, ec, budgets);
-    else if (j.method == "agent-probe") j.result = agent_probe(*policy, ec, budgets);
+    else if (j.method == "agent-greedy") j.result = agent_greedy(*policy, ec, budgets, kEagerTolerance, kind_penalty);
+    else if (j.method == "agent-probe") j.result = agent_probe(*policy, ec, budgets, kEagerTolerance, kind_penalty);
     else if (j.method == "eager") j.result = eager_random_search(ec, budgets, j.seed);
     else if (j.method == "random") j.result = random_search(ec, budgets, j.seed);
     else if (j.method == "greedy") j.result = greedy_search(ec, budgets, j.seed);

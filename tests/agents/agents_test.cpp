@@ -7,6 +7,7 @@
 #include <fstream>
 #include <functional>
 #include <numeric>
+#include <set>
 
 #include "agents/baselines.h"
 #include "agents/checkpoint.h"
@@ -16,6 +17,7 @@
 #include "agents/train.h"
 #include "gym/dataset.h"
 #include "gym/observation.h"
+#include "transforms/flat_space.h"
 
 using namespace perfdojo;
 using namespace perfdojo::agents;
@@ -552,6 +554,44 @@ TEST_CASE("the factored head scores a move by its scope's features, whichever sl
     REQUIRE_MESSAGE(r.error.empty(), r.error);
     CHECK(r.evaluations <= 6);
     CHECK(r.best_at[1] >= r.best_at[0]);
+  }
+}
+
+TEST_CASE("the policy's order of moves: by Q, or spread over the kinds of move") {
+  AgentConfig c = tiny_config(temp_dir("q_order"));
+  c.head = "factored";
+  auto e = env::Env::make(env_config_for(c, kTinyKernel, 0)).value();
+  auto [obs, info] = e->reset();
+  NetworkShape shape{env::kFeatureSize, e->action_spec().n, env::token_vocabulary_size()};
+  torch::manual_seed(5);
+  DqnLearner learner(c, shape);
+  const std::string path = c.out_dir + "/order.ckpt";
+  REQUIRE(save_checkpoint(checkpoint_of(c, shape, learner), path).empty());
+  auto policy = Policy::load(path);
+  REQUIRE_MESSAGE(policy.ok(), policy.error_text());
+  Policy& p = *policy.value();
+  const std::vector<float> q = p.q_values(to_agent_obs(obs, info.action_mask, c));
+  const std::vector<int> plain = q_order(p, obs, info.action_mask, 0);
+  std::vector<int> legal = legal_actions(*e);
+  REQUIRE(legal.size() >= 3);
+  // By Q: every legal move but stop, highest first.
+  CHECK(std::is_permutation(plain.begin(), plain.end(), legal.begin(), legal.end()));
+  for (size_t i = 1; i < plain.size(); ++i) CHECK(q[plain[i - 1]] >= q[plain[i]]);
+  // Spread: the same moves, the same first, and with a steep penalty one of each kind before
+  // any kind's second.
+  const transforms::FlatActionSpace space(transforms::FlatSpaceConfig{}, transforms::Target{});
+  std::set<int> kinds;
+  for (int a : legal) kinds.insert(static_cast<int>(space.parts(a).kind));
+  REQUIRE(kinds.size() >= 2);
+  for (double penalty : {1.0, 100.0}) {
+    const std::vector<int> spread = q_order(p, obs, info.action_mask, penalty);
+    CHECK(std::is_permutation(spread.begin(), spread.end(), legal.begin(), legal.end()));
+    CHECK(spread.front() == plain.front());
+    if (penalty == 100.0) {
+      std::set<int> first;
+      for (size_t i = 0; i < kinds.size(); ++i) first.insert(static_cast<int>(space.parts(spread[i]).kind));
+      CHECK(first == kinds);
+    }
   }
 }
 
