@@ -75,9 +75,9 @@ std::vector<int> q_order(Policy& policy, const env::Observation& obs, const std:
   // Each next action: the highest Q in standard deviations of Q over the legal actions, less
   // kind_penalty for every action of its kind placed before it (sketch actions are one kind).
   static const transforms::FlatActionSpace space(transforms::FlatSpaceConfig{}, transforms::Target{});
-  auto kind_of = [&](int a) {
-    return a < space.size() ? static_cast<int>(space.parts(a).kind) : transforms::kNumKinds;
-  };
+  std::vector<int> kind(actions.size());
+  for (size_t i = 0; i < actions.size(); ++i)
+    kind[i] = actions[i] < space.size() ? static_cast<int>(space.parts(actions[i]).kind) : transforms::kNumKinds;
   double mean = 0, var = 0;
   for (int a : actions) mean += q[a];
   mean /= static_cast<double>(actions.size());
@@ -91,12 +91,12 @@ std::vector<int> q_order(Policy& policy, const env::Observation& obs, const std:
     double best_score = 0;
     for (size_t i = 0; i < actions.size(); ++i) {
       if (taken[i]) continue;
-      const double score = q[actions[i]] / sd - kind_penalty * placed[kind_of(actions[i])];
+      const double score = q[actions[i]] / sd - kind_penalty * placed[kind[i]];
       if (best == actions.size() || score > best_score) best = i, best_score = score;
     }
     taken[best] = 1;
     out.push_back(actions[best]);
-    ++placed[kind_of(actions[best])];
+    ++placed[kind[best]];
   }
   return out;
 }

@@ -78,17 +78,17 @@ struct Job {
 
 // `--propose`: the policy's four searches on one kernel, their best traces as JSON (or text).
 bool print_proposals(Policy& policy, const AgentConfig& base, const std::string& kernel, int budget,
-                     bool json) {
+                     double kind_penalty, bool json) {
   env::EnvConfig ec = env_config_for(base, kernel, 0);
   util::JsonArray proposals;
   std::string text, error;
   for (const std::string method : {"agent", "agent-rollout", "agent-greedy", "agent-probe"}) {
     SearchResult r = method == "agent"          ? agent_best_first(policy, ec, {budget})
-                     : method == "agent-greedy" ? agent_greedy(policy, ec, {budget})
+                     : method == "agent-greedy" ? agent_greedy(policy, ec, {budget}, kEagerTolerance, kind_penalty)
                      // Each probe walks the policy to the episode's end (about 25 forward passes
                      // per evaluation), and its lead is in its first evaluations: a fiftieth of
                      // the budget adds a fifth to the others' time.
-                     : method == "agent-probe"  ? agent_probe(policy, ec, {std::max(1, budget / 50)})
+                     : method == "agent-probe"  ? agent_probe(policy, ec, {std::max(1, budget / 50)}, kEagerTolerance, kind_penalty)
                                                 : agent_search(policy, ec, {budget}, 1000, base.eval_epsilon);
     if (!r.error.empty()) {
       error = r.error;
@@ -218,7 +218,7 @@ int main(int argc, char** argv) {
   if (!propose.empty()) {
     if (!policy) return fail("--propose needs a checkpoint");
     if (propose_budget < 1) return fail("--budget must be >= 1");
-    return print_proposals(*policy, base, propose, propose_budget, json) ? 0 : 1;
+    return print_proposals(*policy, base, propose, propose_budget, kind_penalty, json) ? 0 : 1;
   }
   if (epsilon < 0) epsilon = base.eval_epsilon;
   if (out_dir.empty())

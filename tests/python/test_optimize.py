@@ -204,3 +204,7 @@ def test_evaluate_agent_prints_methods_by_budgets_and_writes_csv_json_and_a_plot
                           "--methods", "greedy", "--out", str(tmp_path / "bad")], capture_output=True, text=True,
                          timeout=300)
     assert bad.returncode == 2 and "--methods: 'greedy'" in bad.stderr and "--baselines" in bad.stderr
+    for value in ("-1", "many"):  # a kind penalty out of range or not a number
+        bad = subprocess.run([str(BIN_DIR / "evaluate_agent"), "--checkpoint", str(checkpoint), "--kernels",
+                              "softmax", "--kind-penalty", value], capture_output=True, text=True, timeout=300)
+        assert bad.returncode == 2 and "--kind-penalty" in bad.stderr, bad.stderr
