@@ -1,6 +1,11 @@
 // `perfdojo actions | apply | sketch`: the action space from the command line.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <sstream>
 
 #include "cli/cli.h"
@@ -8,6 +13,7 @@
 #include "ir/print.h"
 #include "transforms/microkernel_sketch.h"
 #include "transforms/registry.h"
+#include "transforms/semantics_guard.h"
 #include "util/json.h"
 
 namespace perfdojo::cli {
@@ -193,6 +199,96 @@ int cmd_sketch(const Args& a) {
   return kExitOk;
 }
 
+
+std::string sizes_text(const ir::Program& p) {
+  std::string out;
+  for (const auto& s : p.sizes) out += (out.empty() ? "" : " ") + s.name + "=" + std::to_string(s.value);
+  return out;
+}
+
+int cmd_guard(const Args& a) {
+  if (a.positional.size() != 1) return usage_error("guard takes exactly one FILE", a.json);
+  auto target = target_of(a);
+  if (!target) return usage_error("unknown --target '" + a.get("target") + "' (x86_avx512, x86_avx2, x86_64)", a.json);
+  transforms::GuardOptions options;
+  options.target = *target;
+  int64_t trajectories = 200, steps = 30, seed = 0, max_work = 200000;
+  int rc = 0;
+  if (!int_option(a, "trajectories", 1, 1000000, &trajectories, &rc) || !int_option(a, "steps", 1, 1000, &steps, &rc) ||
+      !int_option(a, "seed", 0, std::numeric_limits<int64_t>::max(), &seed, &rc) || !int_option(a, "max-work", 1, 1000000000, &max_work, &rc))
+    return rc;
+  options.trajectories = static_cast<int>(trajectories);
+  options.max_steps = static_cast<int>(steps);
+  options.seed = static_cast<uint64_t>(seed);
+  const std::string& file = a.positional[0];
+  auto r = ir::load_file(file);
+  if (!r.ok()) return report_errors(r.errors(), a.json, file);
+  // Every trajectory's result is interpreted: a kernel larger than --max-work runs at a smaller
+  // instance (guard_instance).
+  ir::Program program = r.value();
+  const bool scaled = transforms::interpret_work(program) > static_cast<double>(max_work);
+  if (scaled) {
+    auto small = transforms::guard_instance(program, static_cast<double>(max_work), *target);
+    if (!small)
+      return usage_error("no instance of '" + file + "' is small enough to interpret within --max-work " +
+                             std::to_string(max_work) + " statement executions; give smaller sizes",
+                         a.json);
+    program = std::move(*small);
+  }
+  const bool bar = isatty(STDERR_FILENO) != 0;
+  const auto start = std::chrono::steady_clock::now();
+  options.progress = [&](int done, int taken) {
+    if (!bar) return;
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double f = static_cast<double>(done) / static_cast<double>(options.trajectories);
+    const int filled = static_cast<int>(f * 30);
+    std::fprintf(stderr, "\r[%s%s] %3.0f%%  %d trajectories  %d actions  %.0f trajectories/s  ETA %.0fs   ",
+                 std::string(filled, '#').c_str(), std::string(30 - filled, '.').c_str(), f * 100, done, taken,
+                 elapsed > 0 ? done / elapsed : 0.0, f > 0 ? elapsed * (1 - f) / f : 0.0);
+    std::fflush(stderr);
+  };
+  const transforms::GuardReport report = transforms::run_semantics_guard(program, options);
+  if (bar) std::fprintf(stderr, "\n");
+  if (!report.error.empty()) {
+    if (a.json)
+      std::cout << JsonObject().add("ok", false).add("file", file).add("error", report.error).str() << "\n";
+    else
+      std::cerr << "perfdojo: " << file << ": " << report.error << "\n";
+    return kExitInvalid;
+  }
+  if (a.json) {
+    JsonObject kinds;
+    for (int k = 0; k < transforms::kNumKinds; ++k)
+      kinds.add(transforms::kind_name(static_cast<transforms::Kind>(k)), static_cast<int64_t>(report.kind_counts[k]));
+    JsonObject o;
+    o.add("ok", !report.failure).add("file", file).add("sizes", sizes_text(program)).add("scaled", scaled)
+        .add("trajectories", static_cast<int64_t>(report.trajectories)).add("actions", static_cast<int64_t>(report.steps))
+        .raw("kinds", kinds.str());
+    if (report.failure) {
+      const transforms::GuardFailure& f = *report.failure;
+      JsonArray t;
+      for (const auto& act : f.trace) t.add(transforms::print_action(act));
+      o.raw("failure", JsonObject().add("what", f.what).add("trajectory", static_cast<int64_t>(f.trajectory))
+                           .add("seed", std::to_string(f.seed)).raw("trace", t.str()).add("result", f.result).str());
+    }
+    std::cout << o.str() << "\n";
+  } else {
+    std::cout << "guard: " << file << " at " << sizes_text(program)
+              << (scaled ? " (scaled down: every result is interpreted)" : "") << "\n";
+    if (report.failure) {
+      std::cout << "VIOLATION after " << report.trajectories << " trajectories: "
+                << transforms::describe(*report.failure, file);
+    } else {
+      std::cout << report.trajectories << " trajectories, " << report.steps
+                << " legal actions: every result computes what the original computes\nactions by kind:";
+      for (int k = 0; k < transforms::kNumKinds; ++k)
+        if (report.kind_counts[k] > 0)
+          std::cout << " " << transforms::kind_name(static_cast<transforms::Kind>(k)) << " " << report.kind_counts[k];
+      std::cout << "\n";
+    }
+  }
+  return report.failure ? kExitInvalid : kExitOk;
+}
 }  // namespace
 
 std::vector<Command> transform_commands() {
@@ -213,6 +309,13 @@ std::vector<Command> transform_commands() {
        "loop over row panels outside the loop over column panels; --all: every GEMM-class nest with its first candidate (the optimiser's first "
        "proposal); prints the trace ('apply --trace' replays it) or, with --ir, the IR",
        {"path", "mr", "nr", "kc", "mc", "nc", "lanes", "target"}, {"ir", "all", "fit", "transposed", "rows-outer"}, cmd_sketch},
+      {"guard", "guard FILE [--trajectories 200] [--steps 30] [--seed 0] [--max-work 200000] [--target T]",
+       "the semantics guard on one kernel: random trajectories of legal actions (1 to --steps each), every "
+       "result run by the strict interpreter against the original on the same inputs (outputs must be "
+       "equal, no element read before it is written), its trace replayed and its text parsed back; a "
+       "kernel whose interpretation takes more than --max-work statement executions runs at a smaller "
+       "instance; the first violation is printed with its trace (exit 1)",
+       {"trajectories", "steps", "seed", "max-work", "target"}, {}, cmd_guard},
   };
 }
 

@@ -96,6 +96,11 @@ std::optional<ir::Program> resized(const ir::Program& p,
 
 }  // namespace
 
+std::optional<ir::Program> resize(const ir::Program& p,
+                                  const std::function<int64_t(const std::string&, int64_t)>& set) {
+  return resized(p, set);
+}
+
 std::optional<ir::Program> scale_sizes(const ir::Program& p, int64_t g, const std::string& only) {
   return resized(p, [&](const std::string& name, int64_t v) {
     return v % g == 0 && (only.empty() || name == only) ? v / g : v;
@@ -109,6 +114,8 @@ double work(const std::vector<ir::NodePtr>& body) {
   return w;
 }
 }  // namespace
+
+double interpret_work(const ir::Program& p) { return work(p.body); }
 
 std::optional<std::pair<ir::Program, ir::Program>> small_instance(const ir::Program& p,
                                                                   const std::vector<Action>& trace,

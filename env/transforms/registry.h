@@ -2,6 +2,7 @@
 // parameter kinds, what its check reads, check, precheck, apply), and the operations built on it.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <random>
 #include <utility>
@@ -37,10 +38,18 @@ ir::Result<ir::Program> apply(const ir::Program& p, const Action& a, const Targe
 /// Replays a trace from `p`; stops at the first illegal action, naming its line.
 ir::Result<ir::Program> replay(const ir::Program& p, const std::vector<Action>& trace, const Target& t);
 
+/// `p` with its sizes set by `set` (name, old value -> new value), dimensions and extents written
+/// with a size name following; nullopt when the result no longer checks.
+std::optional<ir::Program> resize(const ir::Program& p,
+                                  const std::function<int64_t(const std::string&, int64_t)>& set);
+
 /// `p` with every size (or only the size named `only`) divided by `g` where that keeps it whole;
 /// dimensions and extents written with a size name follow it. nullopt when the result no longer
 /// checks (e.g. `HI = H + 2`).
 std::optional<ir::Program> scale_sizes(const ir::Program& p, int64_t g, const std::string& only = "");
+
+/// What interpreting `p` costs: statement executions (scope iterations x statements).
+double interpret_work(const ir::Program& p);
 
 /// A smaller instance of `p` on which `trace` still replays, small enough to interpret
 /// (`max_work` scope iterations x statements): {small original, small result}. Tries dividing all

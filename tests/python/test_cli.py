@@ -199,6 +199,9 @@ def test_an_unknown_command_with_json_reports_the_error_as_json():
         ["run", "FILE", "--seed", "-1"],
         ["run", "FILE", "--seed", " 5"],
         ["run", "FILE", "--out", "--seed"],
+        ["guard", "FILE", "--trajectories", "0"],
+        ["guard", "FILE", "--steps", "x"],
+        ["guard", "FILE", "--target", "vax"],
     ],
 )
 def test_bad_arguments_are_usage_errors_with_exit_2(tiny, args):
@@ -459,6 +462,61 @@ def test_run_of_an_invalid_file_exits_1_with_the_location(bad, tmp_path):
     assert proc.stderr.startswith(f"{bad}:5:12: error: undeclared buffer 'z'")
     assert not (tmp_path / "o").exists()
     assert json_out(perfdojo("run", bad, "--json", check_rc=1))["errors"][0]["line"] == 5
+
+
+# --- guard -------------------------------------------------------------------------------------
+
+# Passes the checker (t is written), but reads t[2] and t[3], which nothing writes.
+UNREAD = """\
+N = 4
+input x: f32[N]
+output y: f32[N]
+temp t: f32[N]
+
+2 t[{0}] = x[{0}]
+N y[{0}] = t[{0}] + x[{0}]
+"""
+
+HALO = """\
+# a three-point stencil over a halo: NP = N + 2 ties the sizes
+N = 4096
+NP = 4098
+input x: f32[NP]
+output y: f32[N]
+
+N y[{0}] = x[{0}] + 2 * x[{0}+1] + x[{0}+2]
+"""
+
+
+def test_guard_runs_random_legal_trajectories_and_finds_the_kernel_unchanged(tiny):
+    doc = json_out(perfdojo("guard", tiny, "--trajectories", "40", "--steps", "12", "--json", check_rc=0))
+    assert doc["ok"] is True and doc["scaled"] is False and doc["sizes"] == "N=3"
+    assert doc["trajectories"] == 40
+    assert doc["actions"] >= 40  # every trajectory takes at least one action on this kernel
+    assert sum(doc["kinds"].values()) == doc["actions"]
+    assert "failure" not in doc
+    text = perfdojo("guard", tiny, "--trajectories", "5", check_rc=0).stdout
+    assert "5 trajectories" in text and "every result computes what the original computes" in text
+
+
+def test_guard_shrinks_a_large_kernel_keeping_sizes_tied_by_its_indices(tmp_path):
+    path = tmp_path / "halo.pdj"
+    path.write_text(HALO)
+    doc = json_out(perfdojo("guard", path, "--trajectories", "10", "--max-work", "1000", "--json", check_rc=0))
+    assert doc["scaled"] is True
+    sizes = dict(kv.split("=") for kv in doc["sizes"].split())
+    n, np_ = int(sizes["N"]), int(sizes["NP"])
+    assert np_ == n + 2 and n <= 1000, sizes
+    assert doc["ok"] is True
+
+
+def test_guard_refuses_a_kernel_that_reads_what_it_never_wrote(tmp_path):
+    path = tmp_path / "unread.pdj"
+    path.write_text(UNREAD)
+    doc = json_out(perfdojo("guard", path, "--json", check_rc=1))
+    assert doc["ok"] is False
+    assert "the original does not run" in doc["error"], doc
+    assert ":7:12:" in doc["error"] and "temp 't' element [2]" in doc["error"], doc
 
 
 # --- sketch ------------------------------------------------------------------------------------

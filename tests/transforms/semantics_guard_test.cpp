@@ -20,6 +20,7 @@
 #include "transforms/action_space.h"
 #include "transforms/analysis.h"
 #include "transforms/registry.h"
+#include "transforms/semantics_guard.h"
 
 using namespace perfdojo;
 using transforms::Action;
@@ -53,65 +54,24 @@ TEST_CASE("every suite kernel has interpreter-friendly sizes for the guard") {
 
 TEST_CASE("random legal trajectories never change what a suite kernel computes" *
           doctest::test_suite("slow")) {
-  const int trajectories = env_int("PERFDOJO_GUARD_TRAJECTORIES", 200);
-  const int max_steps = env_int("PERFDOJO_GUARD_STEPS", 30);
-  const transforms::Target target;
+  transforms::GuardOptions options;
+  options.trajectories = env_int("PERFDOJO_GUARD_TRAJECTORIES", 200);
+  options.max_steps = env_int("PERFDOJO_GUARD_STEPS", 30);
   int total_steps = 0;
   std::vector<int> kind_counts(transforms::kNumKinds, 0);
   for (const auto& name : testing::suite_kernel_names()) {
     auto loaded = testing::load_scaled_kernel(name);
     REQUIRE_MESSAGE(loaded.ok(), name << ": " << loaded.error_text());
-    const ir::Program& original = loaded.value();
-    auto inputs = ir::make_inputs(original, 1234);
-    // Strict: any read of an element nothing wrote is an error, dead values included (what
-    // generated code would read from uninitialised memory).
-    const ir::InterpretOptions strict{.forbid_uninitialised_reads = true};
-    auto expected = ir::interpret(original, inputs, strict);
-    REQUIRE_MESSAGE(expected.ok(), name << ": " << expected.error_text());
-    for (int t = 0; t < trajectories; ++t) {
-      const uint64_t seed = std::hash<std::string>{}(name) ^ (0x9e3779b97f4a7c15ULL * (t + 1));
-      std::mt19937_64 rng(seed);
-      const int steps = std::uniform_int_distribution<int>(1, max_steps)(rng);
-      ir::Program cur = original;
-      std::vector<Action> trace;
-      for (int s = 0; s < steps; ++s) {
-        auto a = random_legal_action(cur, target, rng);
-        if (!a) break;
-        auto next = transforms::apply(cur, *a, target);
-        REQUIRE_MESSAGE(next.ok(), name << ": a legal action was refused: " << next.error_text());
-        cur = std::move(next).value();
-        trace.push_back(*a);
-        ++kind_counts[static_cast<int>(a->kind)];
-      }
-      total_steps += static_cast<int>(trace.size());
-      auto repro = [&] {
-        return "kernel " + name + ", trajectory seed " + std::to_string(seed) + ", trace:\n" +
-               transforms::print_trace(trace) + "result:\n" + ir::print_program(cur);
-      };
-      auto errors = ir::check_program(cur);
-      REQUIRE_MESSAGE(errors.empty(), "the result no longer checks: " << errors[0].str() << "\n" << repro());
-      auto got = ir::interpret(cur, inputs, strict);
-      REQUIRE_MESSAGE(got.ok(), got.error_text() << "\n" << repro());
-      for (const auto& b : original.buffers) {
-        if (b.role != ir::Role::kOutput) continue;
-        double err = ir::max_relative_error(expected->at(b.name), got->at(b.name));
-        REQUIRE_MESSAGE(err == 0, "output '" << b.name << "' differs (max relative error " << err
-                                              << ")\n" << repro());
-      }
-      // Replaying the printed trace from the original gives the same program.
-      auto parsed = transforms::parse_trace(transforms::print_trace(trace));
-      REQUIRE(parsed.ok());
-      auto replayed = transforms::replay(original, parsed.value(), target);
-      REQUIRE_MESSAGE(replayed.ok(), repro());
-      REQUIRE_MESSAGE(ir::structurally_equal(replayed.value(), cur), repro());
-      // And the result survives a print/parse round trip.
-      auto reparsed = ir::load_program(ir::print_program(cur));
-      REQUIRE_MESSAGE(reparsed.ok(), reparsed.error_text() << "\n" << repro());
-      REQUIRE_MESSAGE(ir::structurally_equal(reparsed.value(), cur), repro());
-    }
+    options.seed = std::hash<std::string>{}(name);
+    const transforms::GuardReport r = transforms::run_semantics_guard(loaded.value(), options);
+    REQUIRE_MESSAGE(r.error.empty(), name << ": " << r.error);
+    REQUIRE_MESSAGE(!r.failure, transforms::describe(*r.failure, name));
+    CHECK(r.trajectories == options.trajectories);
+    total_steps += r.steps;
+    for (int k = 0; k < transforms::kNumKinds; ++k) kind_counts[k] += r.kind_counts[k];
   }
   MESSAGE("steps taken: " << total_steps);
-  CHECK(total_steps > trajectories);
+  CHECK(total_steps > options.trajectories);
   // The guard is only meaningful if the trajectories exercise the loop transformations.
   for (auto k : {transforms::Kind::kTileScope, transforms::Kind::kSwapScopes,
                  transforms::Kind::kJoinScopes, transforms::Kind::kVectorize,
