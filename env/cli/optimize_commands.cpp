@@ -256,6 +256,7 @@ int cmd_optimize(const Args& a) {
                            .add("agent_proposals", agent_note)
                            .add("proposals_used", r.proposals_used)
                            .add("sketches_used", r.sketches_used)
+                           .add("actions_dropped", r.actions_dropped)
                            .raw("workers", r.workers.empty() ? "null" : r.workers)
                            .add("note", r.note)
                            .raw("trace", trace.str())

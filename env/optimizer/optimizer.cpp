@@ -143,6 +143,7 @@ Result Optimizer::transform(const ir::Program& program, double timeout_s, const 
   run.beam_search();
   if (baseline.ok()) run.confirm();
   const bool late = run.cancelled() || detail::seconds_since(start) > timeout_s;
+  if (baseline.ok() && !late) run.minimise();
   if (baseline.ok()) run.retime_final();
   finish(res, late);
   return res;

@@ -77,6 +77,7 @@ struct Report {
   int measurements = 0;      ///< real measurements (screening runs and verified runs)
   int proposals_used = 0;    ///< outside proposals that replayed to a new program
   int sketches_used = 0;     ///< micro-kernel sketch expansions and the fusion proposal used
+  int actions_dropped = 0;   ///< actions the minimisation took out of the returned trace
   bool verified = false;     ///< the returned program passed the correctness check
   bool interrupted = false;  ///< stopped by the deadline or a cancel request
   std::string flags;         ///< compiler and flags of the final measurement

@@ -7,7 +7,9 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -38,6 +40,20 @@ std::vector<std::vector<transforms::Action>> sketch_proposals(const ir::Program&
 // vectorised at the widest width its check accepts: the form row-wise kernels (normalisations,
 // softmax) want, proposed whole because its first step alone rarely pays.
 std::vector<transforms::Action> fusion_proposal(const ir::Program& p, const transforms::Target& target);
+
+// `trace` replayed on `original` with the checks the search puts every child through (no
+// reassociation unless allowed, no unrolled code past too_much_code); nullopt when one fails
+// or an action is refused.
+std::optional<ir::Program> replay_as_searched(const ir::Program& original,
+                                              const std::vector<transforms::Action>& trace,
+                                              const transforms::Target& target, bool allow_reassociation);
+// `trace` without the actions it does not need: each action, last first, is dropped when the
+// rest still replays as searched and `estimate` gives the result no more time than the
+// shortest trace so far. Stops early when `over` says so.
+std::vector<transforms::Action> drop_unneeded(const ir::Program& original, std::vector<transforms::Action> trace,
+                                              const transforms::Target& target, bool allow_reassociation,
+                                              const std::function<double(const ir::Program&)>& estimate,
+                                              const std::function<bool()>& over);
 
 struct Candidate {
   ir::Program program;
@@ -116,6 +132,13 @@ struct SearchRun {
   // The model's favourites alternated with a measured climb, until the final re-timing's
   // reserve is all that is left.
   void confirm();
+  // minimise.cpp. The returned trace without the actions it does not need: each, last first,
+  // dropped when the rest replays and the model estimates the result no slower; kept only if
+  // the shorter trace verifies and times within kTidyTolerance of the returned one, interleaved.
+  // It has the kTidyShare of the budget before the final re-timing's reserve.
+  static constexpr double kTidyShare = 0.05;
+  static constexpr double kTidyTolerance = 0.01;
+  void minimise();
   // The original and the returned program re-timed interleaved (A B A B ...): the report's
   // baseline_s, final_s and speed-up come from this one run.
   void retime_final();
@@ -123,7 +146,7 @@ struct SearchRun {
   // Seconds kept at the end of the budget for retime_final.
   double final_reserve_s() const;
   bool confirm_over() const {
-    return seconds_since(start) > timeout_s * 0.97 - final_reserve_s() || cancelled();
+    return seconds_since(start) > timeout_s * (0.97 - kTidyShare) - final_reserve_s() || cancelled();
   }
   // One curve point: the model's best estimate and the measured best so far.
   void record_curve();

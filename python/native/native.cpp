@@ -512,6 +512,7 @@ py::dict report_dict(const optimizer::Report& r) {
   d["profile"] = r.profile;
   d["proposals_used"] = r.proposals_used;
   d["sketches_used"] = r.sketches_used;
+  d["actions_dropped"] = r.actions_dropped;
   d["note"] = r.note;
   py::list curve;
   for (const auto& p : r.curve) {

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "backends/cost_model.h"
 #include "backends/x86_backend.h"
 #include "ir/check.h"
 #include "ir/interp.h"
@@ -215,4 +216,31 @@ TEST_CASE("the fusion proposal fuses a row's passes and vectorises them, every s
   auto b = ir::interpret(small->second, inputs);
   REQUIRE((a.ok() && b.ok()));
   CHECK(ir::max_relative_error(a->at("y"), b->at("y")) < 1e-5);  // the vectorised sum reassociates
+}
+
+TEST_CASE("minimisation drops the actions the model does not miss and keeps those it does") {
+  auto p = ir::load_program(kSmallMatmul, "mm.pdj");
+  REQUIRE(p.ok());
+  const transforms::Target target{"x86_avx512", {16, 8, 4, 2}, true};
+  // The loop order and the vectorisation carry the speed-up; unrolling the 4-step loop by 2
+  // changes nothing the model sees, and the copy of A's element into a temporary costs a
+  // store and a load per step.
+  auto trace = transforms::parse_trace(
+      "swap_scopes 0.0\nvectorize 0.0.0 16\nunroll 0.0.0 2\ncreate_temporary 0 A\n");
+  REQUIRE(trace.ok());
+  const backends::MachineProfile profile;  // the built-in AVX-512 profile
+  auto estimate = [&](const ir::Program& q) { return backends::estimate_cost(q, profile).time_s; };
+  auto shorter = optimizer::detail::drop_unneeded(p.value(), trace.value(), target, true, estimate, [] { return false; });
+  CHECK(transforms::print_trace(shorter) == "swap_scopes 0.0\nvectorize 0.0.0 16\n");
+  auto full = optimizer::detail::replay_as_searched(p.value(), trace.value(), target, true);
+  auto kept = optimizer::detail::replay_as_searched(p.value(), shorter, target, true);
+  REQUIRE((full && kept));
+  CHECK(estimate(*kept) <= estimate(*full));
+  // Out of time before it starts: the trace as it was.
+  auto unchanged = optimizer::detail::drop_unneeded(p.value(), trace.value(), target, true, estimate, [] { return true; });
+  CHECK(unchanged.size() == trace.value().size());
+  // An action refused on the way (a scope that is not there) makes the replay fail, not throw.
+  auto bad = transforms::parse_trace("swap_scopes 7.7\n");
+  REQUIRE(bad.ok());
+  CHECK_FALSE(optimizer::detail::replay_as_searched(p.value(), bad.value(), target, true));
 }
