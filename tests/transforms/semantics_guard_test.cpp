@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <random>
 
 #include "ir/check.h"
@@ -79,6 +80,35 @@ TEST_CASE("random legal trajectories never change what a suite kernel computes" 
                  transforms::Kind::kSplitRange, transforms::Kind::kCreateTemporary}) {
     CHECK_MESSAGE(kind_counts[static_cast<int>(k)] > 0, transforms::kind_name(k) << " never ran");
   }
+}
+
+TEST_CASE("random legal trajectories never change what a kernel outside the suite computes" *
+          doctest::test_suite("slow")) {
+  // benchmarks/unseen: kernels written to check the project on what it was never tuned on
+  // (stencils, transposed products, odd sizes, f64), at instances small enough to interpret.
+  transforms::GuardOptions options;
+  options.trajectories = env_int("PERFDOJO_GUARD_TRAJECTORIES", 200) / 4;
+  options.max_steps = env_int("PERFDOJO_GUARD_STEPS", 30);
+  std::vector<std::filesystem::path> files;
+  for (const auto& e : std::filesystem::directory_iterator(PERFDOJO_UNSEEN_DIR))
+    if (e.path().extension() == ".pdj") files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  REQUIRE(files.size() >= 10);
+  int steps = 0;
+  for (const auto& f : files) {
+    auto loaded = ir::load_file(f.string());
+    REQUIRE_MESSAGE(loaded.ok(), loaded.error_text());
+    auto small = transforms::guard_instance(loaded.value(), 5e4, options.target);
+    REQUIRE_MESSAGE(small, f.filename().string() << " has no instance small enough to interpret");
+    CHECK(transforms::interpret_work(*small) <= 5e4);
+    options.seed = std::hash<std::string>{}(f.filename().string());
+    const transforms::GuardReport r = transforms::run_semantics_guard(*small, options);
+    REQUIRE_MESSAGE(r.error.empty(), f.filename().string() << ": " << r.error);
+    REQUIRE_MESSAGE(!r.failure, transforms::describe(*r.failure, f.filename().string()));
+    steps += r.steps;
+  }
+  MESSAGE("steps taken: " << steps);
+  CHECK(steps > options.trajectories * static_cast<int>(files.size()));
 }
 
 TEST_CASE("the flat mask is exactly the legality checks, on every state of random trajectories") {
