@@ -1,4 +1,4 @@
-// `perfdojo actions | apply | sketch`: the action space from the command line.
+// `perfdojo actions | apply | sketch | guard`: the action space from the command line.
 #include <unistd.h>
 
 #include <chrono>
@@ -199,7 +199,6 @@ int cmd_sketch(const Args& a) {
   return kExitOk;
 }
 
-
 std::string sizes_text(const ir::Program& p) {
   std::string out;
   for (const auto& s : p.sizes) out += (out.empty() ? "" : " ") + s.name + "=" + std::to_string(s.value);
@@ -289,6 +288,7 @@ int cmd_guard(const Args& a) {
   }
   return report.failure ? kExitInvalid : kExitOk;
 }
+
 }  // namespace
 
 std::vector<Command> transform_commands() {

@@ -87,7 +87,7 @@ TEST_CASE("random legal trajectories never change what a kernel outside the suit
   // benchmarks/unseen: kernels written to check the project on what it was never tuned on
   // (stencils, transposed products, odd sizes, f64), at instances small enough to interpret.
   transforms::GuardOptions options;
-  options.trajectories = env_int("PERFDOJO_GUARD_TRAJECTORIES", 200) / 4;
+  options.trajectories = std::max(1, env_int("PERFDOJO_GUARD_TRAJECTORIES", 200) / 4);
   options.max_steps = env_int("PERFDOJO_GUARD_STEPS", 30);
   std::vector<std::filesystem::path> files;
   for (const auto& e : std::filesystem::directory_iterator(PERFDOJO_UNSEEN_DIR))
