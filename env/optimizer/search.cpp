@@ -111,6 +111,62 @@ std::vector<transforms::Action> fusion_proposal(const ir::Program& p, const tran
   return trace;
 }
 
+std::vector<transforms::Action> unit_stride_proposal(const ir::Program& p, const transforms::Target& target) {
+  ir::Program cur = p;
+  std::vector<transforms::Action> trace;
+  auto take = [&](const transforms::Action& a) {
+    auto q = transforms::apply(cur, a, target);  // refuses an illegal action
+    if (!q.ok()) return false;
+    cur = std::move(q).value();
+    trace.push_back(a);
+    return true;
+  };
+  for (int top = 0; top < static_cast<int>(cur.body.size()); ++top) {
+    // The chain of single scopes from this top-level node down to a body of statements.
+    int depth = 0;
+    bool leaf = false;
+    for (const ir::Node* n = cur.body[top].get(); n->is_scope; n = n->body[0].get()) {
+      ++depth;
+      leaf = !n->body.empty();
+      for (const auto& c : n->body) leaf = leaf && !c->is_scope;
+      if (leaf || n->body.size() != 1) break;
+    }
+    if (!leaf || depth < 2) continue;
+    std::vector<int> unit(depth, 0);
+    const transforms::AccessSites sites = transforms::collect_accesses(cur.body[top], {});
+    for (const auto& site : sites) {
+      const auto& index = site.access->index;
+      if (index.empty()) continue;
+      for (int d = 0; d < depth; ++d) {
+        bool u = index.back().coeff(d) == 1;
+        for (size_t k = 0; u && k + 1 < index.size(); ++k) u = index[k].coeff(d) == 0;
+        unit[d] += u;
+      }
+    }
+    int best = depth - 1;  // the innermost unless another is strictly better
+    for (int d = depth - 2; d >= 0; --d)
+      if (unit[d] > unit[best]) best = d;
+    if (best == depth - 1) continue;
+    transforms::Path at = {top};
+    for (int d = 0; d < best; ++d) at.push_back(0);
+    const ir::Program before = cur;
+    const size_t taken = trace.size();
+    bool moved = true;
+    for (int d = best; d + 1 < depth && moved; ++d, at.push_back(0))
+      moved = take({transforms::Kind::kSwapScopes, at, "", "", 0});
+    if (!moved) {  // an interchange the dependences forbid: this nest as it was
+      cur = before;
+      trace.resize(taken);
+      continue;
+    }
+    transforms::Path inner = {top};
+    for (int d = 1; d < depth; ++d) inner.push_back(0);
+    for (int w : target.vector_widths)
+      if (take({transforms::Kind::kVectorize, inner, "", "", w})) break;
+  }
+  return trace;
+}
+
 SearchRun::SearchRun(const ir::Program& program, double timeout_s, const Progress& progress,
                      const std::atomic<bool>* cancel, Mode mode, const transforms::Target& target,
                      const std::string& arch, const backends::BackendConfig& config,
@@ -210,6 +266,10 @@ void SearchRun::seed(const std::vector<std::vector<transforms::Action>>& proposa
   {  // the fused, vectorised form: one trace, counted with the sketches
     auto fused = fusion_proposal(program, target);
     if (!fused.empty()) replay_proposals({fused}, r.sketches_used);
+  }
+  {  // the unit-stride loop order, vectorised: one trace, counted with the sketches
+    auto unit = unit_stride_proposal(program, target);
+    if (!unit.empty()) replay_proposals({unit}, r.sketches_used);
   }
   replay_proposals(proposals, r.proposals_used);
   proposed.assign(roots.begin() + 1, roots.end());

@@ -41,6 +41,14 @@ std::vector<std::vector<transforms::Action>> sketch_proposals(const ir::Program&
 // softmax) want, proposed whole because its first step alone rarely pays.
 std::vector<transforms::Action> fusion_proposal(const ir::Program& p, const transforms::Target& target);
 
+// In every top-level nest that is a chain of single scopes over statements, the scope along
+// which most accesses are unit-stride (the last index moves by 1 with it, the others not at all)
+// moved innermost by swap_scopes, then vectorised at the widest width its check accepts: the
+// loop order a compiler's interchange for locality picks (A^T x: rows outer, columns inside,
+// where the cost model ties it with blocked forms that stream A in short runs). Empty when no
+// nest would change.
+std::vector<transforms::Action> unit_stride_proposal(const ir::Program& p, const transforms::Target& target);
+
 // `trace` replayed on `original` with the checks the search puts every child through (no
 // reassociation unless allowed, no unrolled code past too_much_code); nullopt when one fails
 // or an action is refused.

@@ -244,3 +244,25 @@ TEST_CASE("minimisation drops the actions the model does not miss and keeps thos
   REQUIRE(bad.ok());
   CHECK_FALSE(optimizer::detail::replay_as_searched(p.value(), bad.value(), target, true));
 }
+
+TEST_CASE("the unit-stride proposal moves the scope most accesses step along innermost, then vectorises it") {
+  const transforms::Target target{"x86_avx512", {16, 8, 4, 2}, true};
+  auto trace_of = [&](const char* text) {
+    auto p = ir::load_program(text, "k.pdj");
+    REQUIRE_MESSAGE(p.ok(), p.error_text());
+    auto t = optimizer::detail::unit_stride_proposal(p.value(), target);
+    REQUIRE(transforms::replay(p.value(), t, target).ok());
+    return transforms::print_trace(t);
+  };
+  // A^T x: y[j] and A[i,j] step along j, x[i] along i; j is outside.
+  CHECK(trace_of("M = 64\nN = 48\ninput A: f32[M, N]\ninput x: f32[M]\noutput y: f32[N] = 0\n\n"
+                 "N M y[{0}] += A[{1},{0}] * x[{1}]\n") == "swap_scopes 0\nvectorize 0.0 16\n");
+  // A^T B: C and B step along j (the middle scope): it goes below k.
+  CHECK(trace_of("M = 32\nN = 32\nK = 16\ninput A: f32[K, M]\ninput B: f32[K, N]\noutput C: f32[M, N] = 0\n\n"
+                 "M N K C[{0},{1}] += A[{2},{0}] * B[{2},{1}]\n") == "swap_scopes 0.0\nvectorize 0.0.0 16\n");
+  // i, j, k: C and B step along j, A along k: the i-k-j order.
+  CHECK(trace_of(kSmallMatmul) == "swap_scopes 0.0\nvectorize 0.0.0 16\n");
+  // No nest of two scopes, or the innermost already the best: nothing to propose.
+  CHECK(trace_of("N = 64\ninput x: f32[N]\noutput y: f32[N]\n\nN y[{0}] = 2 * x[{0}]\n").empty());
+  CHECK(trace_of("M = 8\nN = 64\ninput x: f32[M, N]\noutput y: f32[M, N]\n\nM N y[{0},{1}] = x[{0},{1}]\n").empty());
+}
