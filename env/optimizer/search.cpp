@@ -71,16 +71,30 @@ std::vector<std::vector<transforms::Action>> sketch_proposals(const ir::Program&
   return out;
 }
 
-std::vector<transforms::Action> fusion_proposal(const ir::Program& p, const transforms::Target& target) {
-  ir::Program cur = p;
-  std::vector<transforms::Action> trace;
-  auto take = [&](const transforms::Action& a) {
+namespace {
+
+// A proposal in the making: the program so far and the actions that made it. take() applies an
+// action when its check accepts it.
+struct Proposal {
+  ir::Program cur;
+  const transforms::Target& target;
+  std::vector<transforms::Action> trace = {};
+  bool take(const transforms::Action& a) {
     auto q = transforms::apply(cur, a, target);  // refuses an illegal action
     if (!q.ok()) return false;
     cur = std::move(q).value();
     trace.push_back(a);
     return true;
-  };
+  }
+};
+
+}  // namespace
+
+std::vector<transforms::Action> fusion_proposal(const ir::Program& p, const transforms::Target& target) {
+  Proposal pr{p, target};
+  ir::Program& cur = pr.cur;
+  std::vector<transforms::Action>& trace = pr.trace;
+  auto take = [&](const transforms::Action& a) { return pr.take(a); };
   // Fuse neighbouring top-level scopes of equal extent while legal (a row's passes then run
   // back to back, the row still in cache)...
   for (bool joined = true; joined;) {
@@ -112,15 +126,10 @@ std::vector<transforms::Action> fusion_proposal(const ir::Program& p, const tran
 }
 
 std::vector<transforms::Action> unit_stride_proposal(const ir::Program& p, const transforms::Target& target) {
-  ir::Program cur = p;
-  std::vector<transforms::Action> trace;
-  auto take = [&](const transforms::Action& a) {
-    auto q = transforms::apply(cur, a, target);  // refuses an illegal action
-    if (!q.ok()) return false;
-    cur = std::move(q).value();
-    trace.push_back(a);
-    return true;
-  };
+  Proposal pr{p, target};
+  ir::Program& cur = pr.cur;
+  std::vector<transforms::Action>& trace = pr.trace;
+  auto take = [&](const transforms::Action& a) { return pr.take(a); };
   for (int top = 0; top < static_cast<int>(cur.body.size()); ++top) {
     // The chain of single scopes from this top-level node down to a body of statements.
     int depth = 0;
