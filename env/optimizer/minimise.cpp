@@ -31,12 +31,11 @@ std::optional<ir::Program> replay_as_searched(const ir::Program& original,
 }
 
 std::vector<transforms::Action> drop_unneeded(const ir::Program& original, std::vector<transforms::Action> trace,
-                                              const transforms::Target& target, bool allow_reassociation,
+                                              ir::Program& result, const transforms::Target& target,
+                                              bool allow_reassociation,
                                               const std::function<double(const ir::Program&)>& estimate,
                                               const std::function<bool()>& over) {
-  auto start = replay_as_searched(original, trace, target, allow_reassociation);
-  if (!start) return trace;
-  double shortest = estimate(*start);
+  double shortest = estimate(result);
   for (size_t i = trace.size(); i-- > 0 && !over();) {
     std::vector<transforms::Action> without = trace;
     without.erase(without.begin() + static_cast<long>(i));
@@ -45,6 +44,7 @@ std::vector<transforms::Action> drop_unneeded(const ir::Program& original, std::
     const double e = estimate(*q);
     if (!(e <= shortest)) continue;
     trace = std::move(without);
+    result = std::move(*q);
     shortest = e;
   }
   return trace;
@@ -56,14 +56,11 @@ void SearchRun::minimise() {
   // and the search's own trace stays as it was found.
   if (res.trace.empty() || !r.verified || target_backend.deterministic()) return;
   auto over = [&] { return seconds_since(start) > timeout_s * 0.97 - final_reserve_s() || cancelled(); };
-  {
-    auto again = replay_as_searched(program, res.trace, target, ms.allow_reassociation);
-    if (!again || !ir::structurally_equal(*again, res.program)) return;  // not the search's own path
-  }
+  auto shortest = replay_as_searched(program, res.trace, target, ms.allow_reassociation);
+  if (!shortest || !ir::structurally_equal(*shortest, res.program)) return;  // not the search's own path
   std::vector<transforms::Action> trace = drop_unneeded(
-      program, res.trace, target, ms.allow_reassociation, [&](const ir::Program& q) { return estimate(q); }, over);
-  auto shortest = replay_as_searched(program, trace, target, ms.allow_reassociation);
-  if (!shortest) return;
+      program, res.trace, *shortest, target, ms.allow_reassociation,
+      [&](const ir::Program& q) { return estimate(q); }, over);
   const int dropped = static_cast<int>(res.trace.size() - trace.size());
   if (std::getenv("PERFDOJO_VERBOSE"))
     fprintf(stderr, "\nminimise: %d of %zu actions dropped by the model (%.2fs left)\n", dropped, res.trace.size(),

@@ -92,15 +92,12 @@ struct Proposal {
 
 std::vector<transforms::Action> fusion_proposal(const ir::Program& p, const transforms::Target& target) {
   Proposal pr{p, target};
-  ir::Program& cur = pr.cur;
-  std::vector<transforms::Action>& trace = pr.trace;
-  auto take = [&](const transforms::Action& a) { return pr.take(a); };
   // Fuse neighbouring top-level scopes of equal extent while legal (a row's passes then run
   // back to back, the row still in cache)...
   for (bool joined = true; joined;) {
     joined = false;
-    for (int i = 0; i + 1 < static_cast<int>(cur.body.size()) && !joined; ++i)
-      joined = take({transforms::Kind::kJoinScopes, {i}, "", "", 0});
+    for (int i = 0; i + 1 < static_cast<int>(pr.cur.body.size()) && !joined; ++i)
+      joined = pr.take({transforms::Kind::kJoinScopes, {i}, "", "", 0});
   }
   // ...then vectorise every innermost scope at the widest width its check accepts.
   std::vector<transforms::Path> innermost;
@@ -117,24 +114,21 @@ std::vector<transforms::Action> fusion_proposal(const ir::Program& p, const tran
         }
       };
   transforms::Path at;
-  walk(cur.body, at);
+  walk(pr.cur.body, at);
   // Later paths first, so tiling inside one innermost scope can never shift a path still to come.
   for (auto it = innermost.rbegin(); it != innermost.rend(); ++it)
     for (int w : target.vector_widths)
-      if (take({transforms::Kind::kVectorize, *it, "", "", w})) break;
-  return trace;
+      if (pr.take({transforms::Kind::kVectorize, *it, "", "", w})) break;
+  return pr.trace;
 }
 
 std::vector<transforms::Action> unit_stride_proposal(const ir::Program& p, const transforms::Target& target) {
   Proposal pr{p, target};
-  ir::Program& cur = pr.cur;
-  std::vector<transforms::Action>& trace = pr.trace;
-  auto take = [&](const transforms::Action& a) { return pr.take(a); };
-  for (int top = 0; top < static_cast<int>(cur.body.size()); ++top) {
+  for (int top = 0; top < static_cast<int>(pr.cur.body.size()); ++top) {
     // The chain of single scopes from this top-level node down to a body of statements.
     int depth = 0;
     bool leaf = false;
-    for (const ir::Node* n = cur.body[top].get(); n->is_scope; n = n->body[0].get()) {
+    for (const ir::Node* n = pr.cur.body[top].get(); n->is_scope; n = n->body[0].get()) {
       ++depth;
       leaf = !n->body.empty();
       for (const auto& c : n->body) leaf = leaf && !c->is_scope;
@@ -142,7 +136,7 @@ std::vector<transforms::Action> unit_stride_proposal(const ir::Program& p, const
     }
     if (!leaf || depth < 2) continue;
     std::vector<int> unit(depth, 0);
-    const transforms::AccessSites sites = transforms::collect_accesses(cur.body[top], {});
+    const transforms::AccessSites sites = transforms::collect_accesses(pr.cur.body[top], {});
     for (const auto& site : sites) {
       const auto& index = site.access->index;
       if (index.empty()) continue;
@@ -158,22 +152,22 @@ std::vector<transforms::Action> unit_stride_proposal(const ir::Program& p, const
     if (best == depth - 1) continue;
     transforms::Path at = {top};
     for (int d = 0; d < best; ++d) at.push_back(0);
-    const ir::Program before = cur;
-    const size_t taken = trace.size();
+    const ir::Program before = pr.cur;
+    const size_t taken = pr.trace.size();
     bool moved = true;
     for (int d = best; d + 1 < depth && moved; ++d, at.push_back(0))
-      moved = take({transforms::Kind::kSwapScopes, at, "", "", 0});
+      moved = pr.take({transforms::Kind::kSwapScopes, at, "", "", 0});
     if (!moved) {  // an interchange the dependences forbid: this nest as it was
-      cur = before;
-      trace.resize(taken);
+      pr.cur = before;
+      pr.trace.resize(taken);
       continue;
     }
     transforms::Path inner = {top};
     for (int d = 1; d < depth; ++d) inner.push_back(0);
     for (int w : target.vector_widths)
-      if (take({transforms::Kind::kVectorize, inner, "", "", w})) break;
+      if (pr.take({transforms::Kind::kVectorize, inner, "", "", w})) break;
   }
-  return trace;
+  return pr.trace;
 }
 
 SearchRun::SearchRun(const ir::Program& program, double timeout_s, const Progress& progress,

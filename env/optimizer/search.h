@@ -57,9 +57,11 @@ std::optional<ir::Program> replay_as_searched(const ir::Program& original,
                                               const transforms::Target& target, bool allow_reassociation);
 // `trace` without the actions it does not need: each action, last first, is dropped when the
 // rest still replays as searched and `estimate` gives the result no more time than the
-// shortest trace so far. Stops early when `over` says so.
+// shortest trace so far. `result` holds the program `trace` leads to on entry, the returned
+// trace's on return. Stops early when `over` says so.
 std::vector<transforms::Action> drop_unneeded(const ir::Program& original, std::vector<transforms::Action> trace,
-                                              const transforms::Target& target, bool allow_reassociation,
+                                              ir::Program& result, const transforms::Target& target,
+                                              bool allow_reassociation,
                                               const std::function<double(const ir::Program&)>& estimate,
                                               const std::function<bool()>& over);
 
