@@ -26,6 +26,9 @@ struct Capabilities {
   int threads = 1;                 ///< threads a parallel scope may use
   int vector_registers = 0;        ///< architectural vector registers (0: x86's, by width)
   bool stream_stores = false;      ///< vector stores can bypass the cache (x86's non-temporal stores)
+  /// Honours MeasureOptions::reference: a program too large to interpret is checked against
+  /// the sequential build of the program it was derived from.
+  bool verify_against_reference = false;
 };
 
 /// Knobs of one measurement.
@@ -38,6 +41,12 @@ struct MeasureOptions {
   double target_spread = 0.02;     ///< stop early once (p75-p25)/median falls below this
   bool flush_cache = false;        ///< evict caches between timed runs
   double timeout_s = 10.0;         ///< a run longer than this is killed and reported
+  /// The program the measured one was derived from (same inputs and outputs). Where the
+  /// measured program is too large to interpret, a backend with
+  /// Capabilities::verify_against_reference compares its outputs with this program's
+  /// sequential build at the same size and seed instead of the measured program's own
+  /// sequential build: transformations and code generation checked together, end to end.
+  const ir::Program* reference = nullptr;
 };
 
 /// The outcome of measuring (or estimating) a program. `error` set means no time is valid.

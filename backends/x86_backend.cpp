@@ -175,6 +175,7 @@ class X86Backend final : public Backend {
     if (int t = static_cast<int>(config_number(config_, "threads", 0)); t >= 1)
       c.threads = std::min(c.threads, t);
     c.parallel = c.threads > 1;
+    c.verify_against_reference = true;
     c.stream_stores = !c.vector_widths.empty();
     return c;
   }
@@ -311,6 +312,7 @@ class X86Backend final : public Backend {
                  cpu_identity(),
                  o.seed,
                  std::string(kCodegenVersion) + (o.verify ? " verify" : " noverify") +
+                     (o.verify && o.reference ? " against " + hex64(ir::structural_hash(*o.reference)) : "") +
                      (o.flush_cache ? " flush" : "") + (inject.empty() ? "" : " inject=" + inject)};
     if (auto hit = cache_.lookup(key)) {
       m = *hit;
@@ -529,9 +531,14 @@ class X86Backend final : public Backend {
         return false;
       }
       for (const auto& [n, t] : got) want[n] = r->at(n);
-    } else if (has_annotations(p.body)) {
+    } else if (o.reference || has_annotations(p.body)) {
+      const ir::Program& ref = o.reference ? *o.reference : p;
+      if (o.reference && !same_parameters(params, kernel_parameters(ref))) {
+        m.error = "cannot verify: the reference program's inputs and outputs differ from the program's";
+        return false;
+      }
       lock.emplace(lock_on);  // the reference runs a kernel too
-      if (auto e = reference_outputs(p, o, params, offs, base, want)) {
+      if (auto e = reference_outputs(ref, o, params, offs, base, want)) {
         m.error = *e;
         return false;
       }
@@ -543,6 +550,18 @@ class X86Backend final : public Backend {
     if (want.empty()) return true;
     if (!compare_outputs(p, got, want, m)) return false;
     m.verified = true;
+    return true;
+  }
+
+  // The two lists name the same buffers, in the same order, with the same types and shapes: one
+  // layout of the shared region serves both kernels.
+  static bool same_parameters(const std::vector<const ir::BufferDecl*>& a,
+                              const std::vector<const ir::BufferDecl*>& b) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i)
+      if (a[i]->name != b[i]->name || a[i]->role != b[i]->role || a[i]->dtype != b[i]->dtype ||
+          a[i]->shape != b[i]->shape)
+        return false;
     return true;
   }
 

@@ -246,6 +246,7 @@ int cmd_optimize(const Args& a) {
                            .add("evaluations", r.evaluations)
                            .add("measurements", r.measurements)
                            .add("verified", r.verified)
+                           .add("verified_on", r.verified_on)
                            .add("device_unrun", r.device_unrun)
                            .add("interrupted", r.interrupted)
                            .add("flags", r.flags)
@@ -292,7 +293,7 @@ int cmd_optimize(const Args& a) {
             "measurements%s\n",
             r.arch.c_str(), r.mode.c_str(), r.baseline_s, r.final_s, r.speedup, r.gflops,
             r.peak_fraction * 100, r.evaluations, r.measurements,
-            r.verified ? ", verified" : ", NOT verified");
+            r.verified ? (", verified (" + r.verified_on + ")").c_str() : ", NOT verified");
     if (!r.note.empty()) fprintf(stderr, "note: %s\n", r.note.c_str());
   }
   return r.verified ? kExitOk : kExitInvalid;

@@ -66,7 +66,8 @@ void SearchRun::minimise() {
     fprintf(stderr, "\nminimise: %d of %zu actions dropped by the model (%.2fs left)\n", dropped, res.trace.size(),
             timeout_s * 0.97 - final_reserve_s() - seconds_since(start));
   if (dropped == 0 || over()) return;
-  if (!verify_small(program, trace, target, arch, config, &r.device_unrun)) return;
+  std::string how;
+  if (!verify_small(program, trace, target, arch, config, &r.device_unrun, &how)) return;
   auto pair = target_backend.compare({&res.program, &*shortest}, mo);
   r.measurements += 2;
   if (std::getenv("PERFDOJO_VERBOSE") && pair[0].ok() && pair[1].ok())
@@ -76,6 +77,7 @@ void SearchRun::minimise() {
   res.program = std::move(*shortest);
   res.trace = std::move(trace);
   r.actions_dropped = dropped;
+  r.verified_on = how;
   record_curve();
 }
 

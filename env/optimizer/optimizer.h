@@ -79,6 +79,9 @@ struct Report {
   int sketches_used = 0;     ///< micro-kernel sketch expansions and the fusion proposal used
   int actions_dropped = 0;   ///< actions the minimisation took out of the returned trace
   bool verified = false;     ///< the returned program passed the correctness check
+  /// Which check: "scaled-down instance, interpreter", or "full size, against the original's
+  /// sequential build" where no instance small enough to interpret replays the trace.
+  std::string verified_on;
   bool interrupted = false;  ///< stopped by the deadline or a cancel request
   std::string flags;         ///< compiler and flags of the final measurement
   std::string profile;       ///< the cost model's machine profile (name and where it came from)

@@ -74,10 +74,14 @@ struct Candidate {
 // Whether the generated code of `trace` applied to `original` computes what `original` does,
 // checked by the interpreter on a scaled-down instance. Where the code compiled but this machine
 // has no device to run it (a GPU target here), the interpreter checks the transformed program
-// instead, and `*device_unrun` is set.
+// instead, and `*device_unrun` is set. Where no instance small enough to interpret replays the
+// trace, a backend that can (Capabilities::verify_against_reference) runs the result at full
+// size against the original's sequential build, whose code the interpreter checked on a
+// scaled-down instance of the original. `*how` says which check ran.
 bool verify_small(const ir::Program& original, const std::vector<transforms::Action>& trace,
                   const transforms::Target& target, const std::string& arch,
-                  const backends::BackendConfig& config, bool* device_unrun = nullptr);
+                  const backends::BackendConfig& config, bool* device_unrun = nullptr,
+                  std::string* how = nullptr);
 
 // What one transform call works with and finds. `target_backend` measures for real, `model`
 // estimates; `res` receives the best verified program and the report's figures.

@@ -506,6 +506,7 @@ py::dict report_dict(const optimizer::Report& r) {
   d["measurements"] = r.measurements;
   d["verified"] = r.verified;
   d["device_unrun"] = r.device_unrun;
+  d["verified_on"] = r.verified_on;
   d["interrupted"] = r.interrupted;
   d["flags"] = r.flags;
   d["threads"] = r.threads;

@@ -659,3 +659,34 @@ TEST_CASE("prepare compiles ahead: the measurement after it finds the build" * d
   CHECK(m.compile_s == 0);  // reused: nothing compiled in the measurement
   CHECK(m.verified);
 }
+
+TEST_CASE("a reference program too large to interpret is run sequentially and compared with" *
+          doctest::test_suite("hw")) {
+  // Force the large-program path: the transformed program carries no annotation, so without a
+  // reference nothing would be compared; with the original as reference its sequential build is.
+  BackendConfig c;
+  c.extra["verify_interpreter_max_flops"] = "0";
+  BACKEND_OR_SKIP(b, "x86_64", c);
+  CHECK(b->capabilities().verify_against_reference);
+  const ir::Program original = scaled("softmax");
+  auto tiled = transformed(original, "tile_scope 0 2\n");
+  auto o = quick();
+  o.reference = &original;
+  Measurement ok = b->measure(tiled, o);
+  CHECK_MESSAGE(ok.ok(), ok.error.value_or(""));
+  CHECK(ok.verified);
+  // A reference whose inputs and outputs differ cannot stand in.
+  const ir::Program other = scaled("matmul-256");
+  o.reference = &other;
+  Measurement mismatch = b->measure(tiled, o);
+  REQUIRE_FALSE(mismatch.ok());
+  CHECK_MESSAGE(mismatch.error->find("reference program's inputs and outputs differ") != std::string::npos,
+                *mismatch.error);
+  // A wrong result in the measured kernel: the reference's build carries no test hook.
+  c.extra["inject"] = "wrong:d";
+  auto bad = backends::make_backend("x86_64", c);
+  o.reference = &original;
+  Measurement wrong = bad->measure(tiled, o);
+  REQUIRE_FALSE(wrong.ok());
+  CHECK_MESSAGE(wrong.error->find("wrong result") != std::string::npos, *wrong.error);
+}

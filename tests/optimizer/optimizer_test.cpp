@@ -272,3 +272,27 @@ TEST_CASE("the unit-stride proposal moves the scope most accesses step along inn
   CHECK(trace_of("N = 64\ninput x: f32[N]\noutput y: f32[N]\n\nN y[{0}] = 2 * x[{0}]\n").empty());
   CHECK(trace_of("M = 8\nN = 64\ninput x: f32[M, N]\noutput y: f32[M, N]\n\nM N y[{0},{1}] = x[{0},{1}]\n").empty());
 }
+
+TEST_CASE("a trace no small instance replays is verified at full size against the original's sequential build" *
+          doctest::test_suite("hw")) {
+  // Blocks of 256 on every scope of a 512^3 matmul: no size below 512 keeps them, and 512^3
+  // statement executions are more than the interpreter check takes.
+  const std::string text =
+      "M = 512\nN = 512\nK = 512\ninput A: f32[M, K]\ninput B: f32[K, N]\noutput C: f32[M, N] = 0\n\n"
+      "M N K C[{0},{1}] += A[{0},{2}] * B[{2},{1}]\n";
+  auto p = ir::parse_program(text, "big.pdj");
+  REQUIRE(p.ok());
+  auto trace = transforms::parse_trace("tile_scope 0 256\ntile_scope 0.0.0 256\ntile_scope 0.0.0.0.0 256\n");
+  REQUIRE(trace.ok());
+  const auto target = transforms::target_by_name(portable_arch());
+  REQUIRE(target);
+  CHECK_FALSE(transforms::small_instance(*p, *trace, *target, 6.4e7));
+  if (!backends::make_backend(portable_arch())->available().ok) PERFDOJO_SKIP("no C compiler for x86_64 here");
+  std::string how;
+  CHECK(optimizer::detail::verify_small(*p, *trace, *target, portable_arch(), quick_config(), nullptr, &how));
+  CHECK(how == "full size, against the original's sequential build");
+  // A wrong result at full size is caught: the test hook corrupts C in the measured kernel.
+  auto bad = quick_config();
+  bad.extra["inject"] = "wrong:C";
+  CHECK_FALSE(optimizer::detail::verify_small(*p, *trace, *target, portable_arch(), bad));
+}
