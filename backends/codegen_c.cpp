@@ -306,6 +306,48 @@ std::string vector_helpers(DType t, int64_t w, bool libmvec) {
     if (libmvec && abi && std::string(fn) != "sqrt") {
       std::string vfn = std::string("_ZGV") + abi + "N" + W + "v_" + fn + f;
       s += V + " " + vfn + "(" + V + ");\n";
+      if (std::string(fn) == "exp") {
+        // libmvec's exp sends a lane outside its fast range (results below the smallest normal or
+        // above the largest finite value, infinities, NaN) to scalar code, ten times slower per
+        // element: a masked softmax's exp(-inf) lanes took 3 ns each. So: a vector wholly inside
+        // the range goes straight to libmvec (two compares and a branch more), one wholly below
+        // ln(2^-150) (the result rounds to 0: -inf, masked scores) is 0, and a mixed one goes
+        // through the edge function: 0 below, libm's scalar exp for the rest outside the range.
+        const bool f32 = t == DType::kF32;
+        const std::string lo = f32 ? "-87.0f" : "-708.0", hi = f32 ? "87.0f" : "708.0";
+        const std::string under = f32 ? "-104.0f" : "-746.0";  // below ln(2^-150), ln(2^-1075)
+        const std::string ps = f32 ? "ps" : "pd";
+        std::string all_ge, all_le, all_lt;  // C expressions: every lane of a compares so
+        const std::string lanes_mask = "0x" + std::string(w == 16 ? "FFFF" : w == 8 ? "FF" : w == 4 ? "F" : "3");
+        if (bytes == 64) {
+          const std::string mv = f32 ? "__m512" : "__m512d";
+          auto cmp = [&](const std::string& x, const std::string& op) {
+            return "(_mm512_cmp_" + ps + "_mask((" + mv + ")a, _mm512_set1_" + ps + "(" + x + "), " + op + ") == " + lanes_mask + ")";
+          };
+          all_ge = cmp(lo, "_CMP_GE_OQ"); all_le = cmp(hi, "_CMP_LE_OQ"); all_lt = cmp(under, "_CMP_LT_OQ");
+        } else if (bytes == 32) {
+          const std::string mv = f32 ? "__m256" : "__m256d";
+          auto cmp = [&](const std::string& x, const std::string& op) {
+            return "(_mm256_movemask_" + ps + "(_mm256_cmp_" + ps + "((" + mv + ")a, _mm256_set1_" + ps + "(" + x + "), " + op + ")) == " + lanes_mask + ")";
+          };
+          all_ge = cmp(lo, "_CMP_GE_OQ"); all_le = cmp(hi, "_CMP_LE_OQ"); all_lt = cmp(under, "_CMP_LT_OQ");
+        } else {
+          const std::string mv = f32 ? "__m128" : "__m128d";
+          auto cmp = [&](const std::string& x, const std::string& op) {
+            return "(_mm_movemask_" + ps + "(_mm_" + op + "_" + ps + "((" + mv + ")a, _mm_set1_" + ps + "(" + x + "))) == " + lanes_mask + ")";
+          };
+          all_ge = cmp(lo, "cmpge"); all_le = cmp(hi, "cmple"); all_lt = cmp(under, "cmplt");
+        }
+        s += "#include <immintrin.h>\n";
+        s += "static __attribute__((noinline)) " + V + " " + V + "_exp_edge(" + V + " a) { " + M + " ok = (a >= " + V +
+             "_splat(" + lo + ")) & (a <= " + V + "_splat(" + hi + ")); " + V + " r = " + vfn + "(" + V +
+             "_sel(ok, a, " + V + "_splat(" + zero + "))); for (int l = 0; l < " + W +
+             "; ++l) if (!ok[l]) r[l] = a[l] < " + under + " ? " + zero + " : exp" + f + "(a[l]); return r; }\n";
+        s += "PD_INLINE " + V + " " + V + "_exp(" + V + " a) { if (__builtin_expect(" + all_ge + " && " + all_le +
+             ", 1)) return " + vfn + "(a); if (" + all_lt + ") return " + V + "_splat(" + zero + "); return " + V +
+             "_exp_edge(a); }\n";
+        continue;
+      }
       s += "PD_INLINE " + V + " " + V + "_" + fn + "(" + V + " a) { return " + vfn + "(a); }\n";
       continue;
     }

@@ -690,3 +690,23 @@ TEST_CASE("a reference program too large to interpret is run sequentially and co
   REQUIRE_FALSE(wrong.ok());
   CHECK_MESSAGE(wrong.error->find("wrong result") != std::string::npos, *wrong.error);
 }
+
+TEST_CASE("vector exp matches the interpreter at -inf, in the denormal range and near overflow" *
+          doctest::test_suite("hw")) {
+  // Row r masks its first 4r columns with -inf; the rest run from about 88 (above libmvec's fast
+  // range, still finite) down to -115 (results denormal, then 0): vectors wholly inside the
+  // range, wholly below it, and mixed.
+  const char* text =
+      "input x: f32[4, 64]\noutput y: f32[4, 64]\n\n"
+      "4 4 16:vec y[{0},{1}*16+{2}] = exp({1}*16+{2} < {0} * 4 ? -inf : 86 + x[{0},{1}*16+{2}] * 2 - "
+      "({1}*16+{2}) * 3.2)\n";
+  for (const char* isa : {"x86_avx512", "x86_avx2"}) {
+    auto b = backends::make_backend(isa);
+    REQUIRE(b != nullptr);
+    if (!b->available().ok) {
+      MESSAGE("SKIPPED: " << isa << " cannot run here");
+      continue;
+    }
+    check_matches(*b, program_of(text), isa);
+  }
+}
