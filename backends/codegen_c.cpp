@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -289,6 +290,14 @@ std::string vector_helpers(DType t, int64_t w, bool libmvec) {
   for (int64_t l = 0; l < w; ++l) iota += (l ? ", b + s * " : "b + s * ") + std::to_string(l);
   s += "PD_INLINE " + V + " " + V + "_iota(int64_t b, int64_t s) { typedef int64_t L __attribute__((vector_size(" +
        std::to_string(w * 8) + "))); return __builtin_convertvector((L){" + iota + "}, " + V + "); }\n";
+  // Integer lanes of the mask's width: positions compared exactly (vexpr's integer selects).
+  std::string isplat, iiota;
+  for (int64_t l = 0; l < w; ++l) {
+    isplat += (l ? ", (" : "(") + I + ")x";
+    iiota += (l ? ", (" : "(") + I + ")(b + s * " + std::to_string(l) + ")";
+  }
+  s += "PD_INLINE " + M + " " + M + "_isplat(int64_t x) { return (" + M + "){" + isplat + "}; }\n";
+  s += "PD_INLINE " + M + " " + M + "_iiota(int64_t b, int64_t s) { return (" + M + "){" + iiota + "}; }\n";
   s += "PD_INLINE " + V + " " + V + "_sel(" + M + " m, " + V + " a, " + V + " b) { return (" + V +
        ")((m & (" + M + ")a) | (~m & (" + M + ")b)); }\n";
   s += "PD_INLINE " + V + " " + V + "_max(" + V + " a, " + V + " b) { return " + V +
@@ -400,6 +409,55 @@ class Printer {
     int64_t chunks = 1;
   };
 
+  // Largest scope extent of the program: every iterator value lies below it.
+  static int64_t max_extent(const ir::Program& p) {
+    int64_t m = 1;
+    std::function<void(const std::vector<ir::NodePtr>&)> walk = [&](const std::vector<ir::NodePtr>& body) {
+      for (const auto& n : body)
+        if (n->is_scope) {
+          m = std::max(m, n->extent);
+          walk(n->body);
+        }
+    };
+    walk(p.body);
+    return m;
+  }
+
+  // A bound on |e| when e is an integer built from iterator values and integral literals by +,
+  // - and *; nullopt otherwise.
+  static std::optional<double> int_bound(const ir::Expr& e, int64_t extent) {
+    switch (e.kind) {
+      case ir::ExprKind::kConst:
+        if (e.value != std::floor(e.value) || std::abs(e.value) > 1e9) return std::nullopt;
+        return std::abs(e.value);
+      case ir::ExprKind::kIndex: {
+        double b = std::abs(static_cast<double>(e.affine().constant));
+        for (int64_t c : e.affine().coeffs) b += std::abs(static_cast<double>(c)) * static_cast<double>(extent);
+        return b;
+      }
+      case ir::ExprKind::kUnary:
+        if (e.un != ir::UnOp::kNeg) return std::nullopt;
+        return int_bound(*e.args[0], extent);
+      case ir::ExprKind::kBinary: {
+        if (e.bin != ir::BinOp::kAdd && e.bin != ir::BinOp::kSub && e.bin != ir::BinOp::kMul) return std::nullopt;
+        auto a = int_bound(*e.args[0], extent), b = int_bound(*e.args[1], extent);
+        if (!a || !b) return std::nullopt;
+        return e.bin == ir::BinOp::kMul ? *a * *b : *a + *b;
+      }
+      default:
+        return std::nullopt;
+    }
+  }
+
+  // A select comparing two such integers, every intermediate value below 2^30 in magnitude:
+  // exact in 32-bit integer lanes, as it is in the f64 the interpreter and the scalar code use.
+  static bool int_comparable(const ir::Program& p, const ir::Expr& e) {
+    if (e.kind != ir::ExprKind::kSelect) return false;
+    const int64_t x = max_extent(p);
+    auto a = int_bound(*e.args[0], x), b = int_bound(*e.args[1], x);
+    return a && b && *a < 1073741824.0 && *b < 1073741824.0;
+  }
+
   static int widest_bytes(const ir::Program& p, const ir::Expr& e, int w) {
     if (e.kind == ir::ExprKind::kLoad) {
       if (const auto* b = p.find_buffer(e.access.buffer))
@@ -410,8 +468,10 @@ class Printer {
       // A cast's argument computes in its own type: f64 when it has none (literals, iterators).
       w = std::max(w, ir::dtype_bytes(type_of(p, *e.args[0]).value_or(DType::kF64)));
     }
-    // A comparison of untyped operands runs in f64 (vexpr's select).
-    if (e.kind == ir::ExprKind::kSelect && !type_of(p, *e.args[0]) && !type_of(p, *e.args[1]))
+    // A comparison of untyped operands runs in f64 (vexpr's select), unless both sides are
+    // small integers (iterator positions): then in 32-bit lanes, or the result's width.
+    if (e.kind == ir::ExprKind::kSelect && !type_of(p, *e.args[0]) && !type_of(p, *e.args[1]) &&
+        !int_comparable(p, e))
       w = std::max(w, 8);
     for (const auto& a : e.args) w = widest_bytes(p, *a, w);
     return w;
@@ -594,6 +654,33 @@ class Printer {
   // ----- vector expressions: lanes lane0 .. lane0 + lanes - 1 of the iterator at depth d;
   // nullopt when unsupported
 
+  // An integer expression (int_bound accepts it) in the 32-bit lanes of t's mask type.
+  std::optional<std::string> iexpr(const ir::Expr& e, DType t, int d, int64_t lanes, int64_t lane0) {
+    const std::string M = mtype(t, lanes);
+    switch (e.kind) {
+      case ir::ExprKind::kConst:
+        return M + "_isplat(" + std::to_string(static_cast<int64_t>(e.value)) + ")";
+      case ir::ExprKind::kIndex: {
+        const int64_t c = e.affine().coeff(d);
+        const Flat f = flat_of(e.affine(), c * lane0);
+        if (c == 0) return M + "_isplat(" + flat_text(f) + ")";
+        return M + "_iiota(" + flat_text(f, d) + ", " + std::to_string(c) + ")";
+      }
+      case ir::ExprKind::kUnary: {
+        auto a = iexpr(*e.args[0], t, d, lanes, lane0);
+        if (!a) return std::nullopt;
+        return "(-" + *a + ")";
+      }
+      case ir::ExprKind::kBinary: {
+        auto a = iexpr(*e.args[0], t, d, lanes, lane0), b = iexpr(*e.args[1], t, d, lanes, lane0);
+        if (!a || !b) return std::nullopt;
+        return "(" + *a + " " + binop_text(e.bin) + " " + *b + ")";
+      }
+      default:
+        return std::nullopt;
+    }
+  }
+
   std::optional<std::string> vexpr(const ir::Expr& e, DType t, int d, int64_t lanes,
                                    int64_t lane0 = 0) {
     if (t == DType::kI32) return std::nullopt;
@@ -668,6 +755,13 @@ class Printer {
         // Untyped operands (literals, iterator values) compare in f64, as in the interpreter;
         // the mask is then narrowed to the result's width.
         const bool untyped = !ct;
+        if (untyped && ir::dtype_bytes(t) == 4 && int_comparable(p_, e)) {
+          // Positions compared in 32-bit integer lanes: the mask comes out at the result's width.
+          auto l = iexpr(*e.args[0], t, d, lanes, lane0), r = iexpr(*e.args[1], t, d, lanes, lane0);
+          auto x = vexpr(*e.args[2], t, d, lanes, lane0), y = vexpr(*e.args[3], t, d, lanes, lane0);
+          if (!l || !r || !x || !y) return std::nullopt;
+          return V + "_sel(" + *l + " " + cmp_text(e.cmp) + " " + *r + ", " + unparen(*x) + ", " + unparen(*y) + ")";
+        }
         if (untyped) ct = DType::kF64;
         // A comparison's mask has its operands' element width; it must match the result's.
         if (*ct == DType::kI32 || (!untyped && ir::dtype_bytes(*ct) != ir::dtype_bytes(t)))

@@ -124,6 +124,24 @@ TEST_CASE("offsets of one buffer at least the lanes apart vectorise (two halves 
   CHECK(has(g.source, "_iota(0, 1)"));
 }
 
+TEST_CASE("positions compared in a select use 32-bit integer lanes; other untyped comparisons f64") {
+  CodegenOptions o;
+  o.native_vector_bytes = 64;
+  // A causal mask: integers below 2^30, compared exactly in the mask's own lanes, 16 at a time.
+  auto causal = generate_c(program_of("input x: f32[64, 64]\noutput y: f32[64, 64]\n\n"
+                                      "64 4 16:vec y[{0},{1}*16+{2}] = {1}*16+{2} <= {0} ? x[{0},{1}*16+{2}] : -inf\n"),
+                           o);
+  CHECK(causal.scalar_fallbacks == 0);
+  CHECK(has(causal.source, "f32x16_sel(m32x16_iiota(i1 * 16, 1) <= m32x16_isplat(i0), "));
+  CHECK_FALSE(has(causal.source, "f64x8_iota(i1"));
+  // A fraction is not an integer: the comparison stays in f64 lanes, as the interpreter computes.
+  auto half = generate_c(program_of("input x: f32[64, 64]\noutput y: f32[64, 64]\n\n"
+                                    "64 4 16:vec y[{0},{1}*16+{2}] = ({1}*16+{2}) * 0.5 <= {0} ? x[{0},{1}*16+{2}] : 0\n"),
+                         o);
+  CHECK(has(half.source, "f64x8_iota("));
+  CHECK_FALSE(has(half.source, "_iiota(i1"));
+}
+
 TEST_CASE("a max reduction over lanes keeps the IR's max and its identity") {
   auto p = program_of(
       "input x: f32[4, 16]\noutput y: f32[4] = -inf\n\n4 16:vec y[{0}] = max(x[{0},{1}])\n");
