@@ -291,13 +291,19 @@ std::string vector_helpers(DType t, int64_t w, bool libmvec) {
   s += "PD_INLINE " + V + " " + V + "_iota(int64_t b, int64_t s) { typedef int64_t L __attribute__((vector_size(" +
        std::to_string(w * 8) + "))); return __builtin_convertvector((L){" + iota + "}, " + V + "); }\n";
   // Integer lanes of the mask's width: positions compared exactly (vexpr's integer selects).
-  std::string isplat, iiota;
-  for (int64_t l = 0; l < w; ++l) {
-    isplat += (l ? ", (" : "(") + I + ")x";
-    iiota += (l ? ", (" : "(") + I + ")(b + s * " + std::to_string(l) + ")";
-  }
+  std::string isplat;
+  for (int64_t l = 0; l < w; ++l) isplat += (l ? ", (" : "(") + I + ")x";
+  // Iotas as a splat plus a constant ramp (one broadcast and one add once inlined, where lane
+  // by lane construction cost an insert per lane).
+  std::string ramp;
+  for (int64_t l = 0; l < w; ++l) ramp += (l ? ", " : "") + std::to_string(l);
   s += "PD_INLINE " + M + " " + M + "_isplat(int64_t x) { return (" + M + "){" + isplat + "}; }\n";
-  s += "PD_INLINE " + M + " " + M + "_iiota(int64_t b, int64_t s) { return (" + M + "){" + iiota + "}; }\n";
+  s += "PD_INLINE " + M + " " + M + "_iiota(int64_t b, int64_t s) { return " + M + "_isplat(b) + " + M +
+       "_isplat(s) * (" + M + "){" + ramp + "}; }\n";
+  // The same in the element type, for values known to stay below 2^24 (f32) or 2^53 (f64) in
+  // magnitude: every lane an integer the type holds exactly, as converting it would give.
+  s += "PD_INLINE " + V + " " + V + "_iotas(int64_t b, int64_t s) { return " + V + "_splat((" + S + ")b) + " + V +
+       "_splat((" + S + ")s) * (" + V + "){" + ramp + "}; }\n";
   s += "PD_INLINE " + V + " " + V + "_sel(" + M + " m, " + V + " a, " + V + " b) { return (" + V +
        ")((m & (" + M + ")a) | (~m & (" + M + ")b)); }\n";
   s += "PD_INLINE " + V + " " + V + "_max(" + V + " a, " + V + " b) { return " + V +
@@ -348,10 +354,19 @@ std::string vector_helpers(DType t, int64_t w, bool libmvec) {
           all_ge = cmp(lo, "cmpge"); all_le = cmp(hi, "cmple"); all_lt = cmp(under, "cmplt");
         }
         s += "#include <immintrin.h>\n";
+        // The edge function: lanes from ln(2^-150) up to the range's bottom (denormal results:
+        // ALiBi's distant scores, masked scores minus a large max) are exp(a + 64 ln 2) * 2^-64,
+        // in range and exact but for the final rounding to the denormal; only NaN and lanes above
+        // the range take libm one by one.
+        const std::string shift = f32 ? "44.361419555836500f" : "44.361419555836500";  // 64 ln 2
+        const std::string scale = f32 ? "0x1p-64f" : "0x1p-64";
         s += "static __attribute__((noinline)) " + V + " " + V + "_exp_edge(" + V + " a) { " + M + " ok = (a >= " + V +
-             "_splat(" + lo + ")) & (a <= " + V + "_splat(" + hi + ")); " + V + " r = " + vfn + "(" + V +
-             "_sel(ok, a, " + V + "_splat(" + zero + "))); for (int l = 0; l < " + W +
-             "; ++l) if (!ok[l]) r[l] = a[l] < " + under + " ? " + zero + " : exp" + f + "(a[l]); return r; }\n";
+             "_splat(" + lo + ")) & (a <= " + V + "_splat(" + hi + ")); " + M + " z = a < " + V + "_splat(" + under +
+             "); " + M + " low = ~ok & ~z & (a < " + V + "_splat(" + lo + ")); " + V + " r = " + vfn + "(" + V +
+             "_sel(ok, a, " + V + "_sel(low, a + " + V + "_splat(" + shift + "), " + V + "_splat(" + zero + ")))); r = " +
+             V + "_sel(low, r * " + V + "_splat(" + scale + "), " + V + "_sel(z, " + V + "_splat(" + zero +
+             "), r)); for (int l = 0; l < " + W + "; ++l) if (!(ok[l] | z[l] | low[l])) r[l] = exp" + f +
+             "(a[l]); return r; }\n";
         s += "PD_INLINE " + V + " " + V + "_exp(" + V + " a) { if (__builtin_expect(" + all_ge + " && " + all_le +
              ", 1)) return " + vfn + "(a); if (" + all_lt + ") return " + V + "_splat(" + zero + "); return " + V +
              "_exp_edge(a); }\n";
@@ -694,6 +709,8 @@ class Printer {
         const int64_t c = e.affine().coeff(d);
         const Flat f = flat_of(e.affine(), c * lane0);
         if (c == 0) return V + "_splat((" + ctype(t) + ")(" + flat_text(f) + "))";
+        if (const auto b = int_bound(e, max_extent(p_)); b && *b < (t == DType::kF32 ? 16777216.0 : 9e15))
+          return V + "_iotas(" + flat_text(f, d) + ", " + std::to_string(c) + ")";
         return V + "_iota(" + flat_text(f, d) + ", " + std::to_string(c) + ")";
       }
       case ir::ExprKind::kLoad: {
