@@ -266,7 +266,7 @@ PD_INLINE int32_t pd_to_i32(double v) {
 )";
 
 // Vector helpers for one (element type, lanes) pair, GCC vector extensions (clang accepts them).
-std::string vector_helpers(DType t, int64_t w, bool libmvec) {
+std::string vector_helpers(DType t, int64_t w, bool libmvec, bool guard_exp) {
   const std::string V = vtype(t, w), M = mtype(t, w), S = ctype(t), W = std::to_string(w);
   const std::string I = t == DType::kF32 ? "int32_t" : "int64_t";
   const std::string f = t == DType::kF32 ? "f" : "";  // libm suffix
@@ -321,7 +321,7 @@ std::string vector_helpers(DType t, int64_t w, bool libmvec) {
     if (libmvec && abi && std::string(fn) != "sqrt") {
       std::string vfn = std::string("_ZGV") + abi + "N" + W + "v_" + fn + f;
       s += V + " " + vfn + "(" + V + ");\n";
-      if (std::string(fn) == "exp") {
+      if (std::string(fn) == "exp" && guard_exp) {
         // libmvec's exp sends a lane outside its fast range (results below the smallest normal or
         // above the largest finite value, infinities, NaN) to scalar code, ten times slower per
         // element: a masked softmax's exp(-inf) lanes took 3 ns each. So: a vector wholly inside
@@ -423,6 +423,25 @@ class Printer {
     int64_t lanes = 0;
     int64_t chunks = 1;
   };
+
+  // Some statement computes an infinity from a literal (a mask's -inf): then exp meets arguments
+  // outside libmvec's fast range often enough to pay for the range check (12% of a vector exp
+  // otherwise: softmax's exp(s - max) never needs it). Correct either way; libmvec alone is
+  // only slower on such lanes.
+  static bool computes_infinity(const ir::Program& p) {
+    std::function<bool(const ir::Expr&)> inf = [&](const ir::Expr& e) {
+      if (e.kind == ir::ExprKind::kConst && std::isinf(e.value)) return true;
+      for (const auto& a : e.args)
+        if (inf(*a)) return true;
+      return false;
+    };
+    std::function<bool(const std::vector<ir::NodePtr>&)> walk = [&](const std::vector<ir::NodePtr>& body) {
+      for (const auto& n : body)
+        if (n->is_scope ? walk(n->body) : inf(*n->stmt.rhs)) return true;
+      return false;
+    };
+    return walk(p.body);
+  }
 
   // Largest scope extent of the program: every iterator value lies below it.
   static int64_t max_extent(const ir::Program& p) {
@@ -1457,7 +1476,7 @@ class Printer {
     s += "// IR structural hash " + std::to_string(ir::structural_hash(p_)) + "\n";
     s += "#include <math.h>\n#include <stdint.h>\n#include <stdlib.h>\n#include <string.h>\n\n";
     s += kScalarHelpers;
-    for (const auto& [t, w] : vtypes_) s += vector_helpers(t, w, o_.libmvec);
+    for (const auto& [t, w] : vtypes_) s += vector_helpers(t, w, o_.libmvec, computes_infinity(p_));
     if (!stream_types_.empty()) {
       s += "#include <immintrin.h>\n";
       for (const auto& [t, w] : stream_types_) s += stream_helper(t, w);
