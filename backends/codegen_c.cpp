@@ -332,27 +332,19 @@ std::string vector_helpers(DType t, int64_t w, bool libmvec, bool guard_exp) {
         const std::string lo = f32 ? "-87.0f" : "-708.0", hi = f32 ? "87.0f" : "708.0";
         const std::string under = f32 ? "-104.0f" : "-746.0";  // below ln(2^-150), ln(2^-1075)
         const std::string ps = f32 ? "ps" : "pd";
-        std::string all_ge, all_le, all_lt;  // C expressions: every lane of a compares so
         const std::string lanes_mask = "0x" + std::string(w == 16 ? "FFFF" : w == 8 ? "FF" : w == 4 ? "F" : "3");
-        if (bytes == 64) {
-          const std::string mv = f32 ? "__m512" : "__m512d";
-          auto cmp = [&](const std::string& x, const std::string& op) {
-            return "(_mm512_cmp_" + ps + "_mask((" + mv + ")a, _mm512_set1_" + ps + "(" + x + "), " + op + ") == " + lanes_mask + ")";
-          };
-          all_ge = cmp(lo, "_CMP_GE_OQ"); all_le = cmp(hi, "_CMP_LE_OQ"); all_lt = cmp(under, "_CMP_LT_OQ");
-        } else if (bytes == 32) {
-          const std::string mv = f32 ? "__m256" : "__m256d";
-          auto cmp = [&](const std::string& x, const std::string& op) {
-            return "(_mm256_movemask_" + ps + "(_mm256_cmp_" + ps + "((" + mv + ")a, _mm256_set1_" + ps + "(" + x + "), " + op + ")) == " + lanes_mask + ")";
-          };
-          all_ge = cmp(lo, "_CMP_GE_OQ"); all_le = cmp(hi, "_CMP_LE_OQ"); all_lt = cmp(under, "_CMP_LT_OQ");
-        } else {
-          const std::string mv = f32 ? "__m128" : "__m128d";
-          auto cmp = [&](const std::string& x, const std::string& op) {
-            return "(_mm_movemask_" + ps + "(_mm_" + op + "_" + ps + "((" + mv + ")a, _mm_set1_" + ps + "(" + x + "))) == " + lanes_mask + ")";
-          };
-          all_ge = cmp(lo, "cmpge"); all_le = cmp(hi, "cmple"); all_lt = cmp(under, "cmplt");
-        }
+        const std::string mv = std::string(bytes == 64 ? "__m512" : bytes == 32 ? "__m256" : "__m128") + (f32 ? "" : "d");
+        // A C expression: every lane of a compares so with x (AVX-512 mask compare; AVX or SSE
+        // compare and movemask).
+        auto all = [&](const std::string& x, const char* avx_op, const char* sse_op) {
+          if (bytes == 64)
+            return "(_mm512_cmp_" + ps + "_mask((" + mv + ")a, _mm512_set1_" + ps + "(" + x + "), " + avx_op + ") == " + lanes_mask + ")";
+          if (bytes == 32)
+            return "(_mm256_movemask_" + ps + "(_mm256_cmp_" + ps + "((" + mv + ")a, _mm256_set1_" + ps + "(" + x + "), " + avx_op + ")) == " + lanes_mask + ")";
+          return "(_mm_movemask_" + ps + "(_mm_" + sse_op + "_" + ps + "((" + mv + ")a, _mm_set1_" + ps + "(" + x + "))) == " + lanes_mask + ")";
+        };
+        const std::string all_ge = all(lo, "_CMP_GE_OQ", "cmpge"), all_le = all(hi, "_CMP_LE_OQ", "cmple"),
+                          all_lt = all(under, "_CMP_LT_OQ", "cmplt");
         s += "#include <immintrin.h>\n";
         // The edge function: lanes from ln(2^-150) up to the range's bottom (denormal results:
         // ALiBi's distant scores, masked scores minus a large max) are exp(a + 64 ln 2) * 2^-64,
@@ -397,7 +389,7 @@ std::string vector_helpers(DType t, int64_t w, bool libmvec, bool guard_exp) {
 
 class Printer {
  public:
-  Printer(const ir::Program& p, const CodegenOptions& o) : p_(p), o_(o) {}
+  Printer(const ir::Program& p, const CodegenOptions& o) : p_(p), o_(o), max_extent_(max_extent(p)) {}
 
   GeneratedC run() {
     name_buffers();
@@ -485,14 +477,13 @@ class Printer {
 
   // A select comparing two such integers, every intermediate value below 2^30 in magnitude:
   // exact in 32-bit integer lanes, as it is in the f64 the interpreter and the scalar code use.
-  static bool int_comparable(const ir::Program& p, const ir::Expr& e) {
+  bool int_comparable(const ir::Expr& e) const {
     if (e.kind != ir::ExprKind::kSelect) return false;
-    const int64_t x = max_extent(p);
-    auto a = int_bound(*e.args[0], x), b = int_bound(*e.args[1], x);
+    auto a = int_bound(*e.args[0], max_extent_), b = int_bound(*e.args[1], max_extent_);
     return a && b && *a < 1073741824.0 && *b < 1073741824.0;
   }
 
-  static int widest_bytes(const ir::Program& p, const ir::Expr& e, int w) {
+  int widest_bytes(const ir::Program& p, const ir::Expr& e, int w) const {
     if (e.kind == ir::ExprKind::kLoad) {
       if (const auto* b = p.find_buffer(e.access.buffer))
         w = std::max(w, ir::dtype_bytes(b->dtype));
@@ -505,7 +496,7 @@ class Printer {
     // A comparison of untyped operands runs in f64 (vexpr's select), unless both sides are
     // small integers (iterator positions): then in 32-bit lanes, or the result's width.
     if (e.kind == ir::ExprKind::kSelect && !type_of(p, *e.args[0]) && !type_of(p, *e.args[1]) &&
-        !int_comparable(p, e))
+        !int_comparable(e))
       w = std::max(w, 8);
     for (const auto& a : e.args) w = widest_bytes(p, *a, w);
     return w;
@@ -728,7 +719,7 @@ class Printer {
         const int64_t c = e.affine().coeff(d);
         const Flat f = flat_of(e.affine(), c * lane0);
         if (c == 0) return V + "_splat((" + ctype(t) + ")(" + flat_text(f) + "))";
-        if (const auto b = int_bound(e, max_extent(p_)); b && *b < (t == DType::kF32 ? 16777216.0 : 9e15))
+        if (const auto b = int_bound(e, max_extent_); b && *b < (t == DType::kF32 ? 16777216.0 : 9e15))
           return V + "_iotas(" + flat_text(f, d) + ", " + std::to_string(c) + ")";
         return V + "_iota(" + flat_text(f, d) + ", " + std::to_string(c) + ")";
       }
@@ -791,7 +782,7 @@ class Printer {
         // Untyped operands (literals, iterator values) compare in f64, as in the interpreter;
         // the mask is then narrowed to the result's width.
         const bool untyped = !ct;
-        if (untyped && ir::dtype_bytes(t) == 4 && int_comparable(p_, e)) {
+        if (untyped && ir::dtype_bytes(t) == 4 && int_comparable(e)) {
           // Positions compared in 32-bit integer lanes: the mask comes out at the result's width.
           auto l = iexpr(*e.args[0], t, d, lanes, lane0), r = iexpr(*e.args[1], t, d, lanes, lane0);
           auto x = vexpr(*e.args[2], t, d, lanes, lane0), y = vexpr(*e.args[3], t, d, lanes, lane0);
@@ -1476,7 +1467,8 @@ class Printer {
     s += "// IR structural hash " + std::to_string(ir::structural_hash(p_)) + "\n";
     s += "#include <math.h>\n#include <stdint.h>\n#include <stdlib.h>\n#include <string.h>\n\n";
     s += kScalarHelpers;
-    for (const auto& [t, w] : vtypes_) s += vector_helpers(t, w, o_.libmvec, computes_infinity(p_));
+    const bool guard_exp = computes_infinity(p_);
+    for (const auto& [t, w] : vtypes_) s += vector_helpers(t, w, o_.libmvec, guard_exp);
     if (!stream_types_.empty()) {
       s += "#include <immintrin.h>\n";
       for (const auto& [t, w] : stream_types_) s += stream_helper(t, w);
@@ -1490,6 +1482,7 @@ class Printer {
   std::map<std::string, std::vector<int64_t>> strides_;
   std::map<std::string, DType> dtype_;
   std::vector<const ir::Node*> ancestors_;
+  const int64_t max_extent_;  ///< largest scope extent: every iterator value lies below it
   std::set<Path> vectorised_;
   std::map<Path, std::string> fallback_why_;
   std::map<Path, std::vector<Acc>> accs_at_;

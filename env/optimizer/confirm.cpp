@@ -15,6 +15,18 @@ namespace perfdojo::optimizer::detail {
 
 namespace {
 
+// One verified run of `p` on a fresh backend, checked against the interpreter (up to 1e9 flops).
+backends::Measurement interpreter_checked(const ir::Program& p, const std::string& arch,
+                                          const backends::BackendConfig& config) {
+  backends::MeasureOptions mo;
+  mo.verify = true;
+  mo.min_reps = mo.max_reps = 1;
+  mo.time_budget_s = 0.01;
+  backends::BackendConfig cfg = config;
+  cfg.extra["verify_interpreter_max_flops"] = "1e9";
+  return backends::make_backend(arch, cfg)->measure(p, mo);
+}
+
 // Whether the original's own generated code (no transformation applied) agrees with the
 // interpreter on a scaled-down instance: what makes its sequential build a trusted reference at
 // full size. Checked once per original and backend configuration in a process.
@@ -31,13 +43,7 @@ bool original_code_checked(const ir::Program& original, const transforms::Target
   }
   auto inst = transforms::small_instance(original, {}, target, 2e6);
   if (!inst) return false;
-  backends::MeasureOptions mo;
-  mo.verify = true;
-  mo.min_reps = mo.max_reps = 1;
-  mo.time_budget_s = 0.01;
-  backends::BackendConfig cfg = config;
-  cfg.extra["verify_interpreter_max_flops"] = "1e9";
-  auto m = backends::make_backend(arch, cfg)->measure(inst->first, mo);
+  auto m = interpreter_checked(inst->first, arch, config);
   if (!(m.ok() && m.verified)) return false;
   std::lock_guard<std::mutex> lock(mu);
   good.insert(key);
@@ -60,24 +66,22 @@ bool verify_small(const ir::Program& original, const std::vector<transforms::Act
   if (!inst) inst = transforms::small_instance(original, trace, target, 1.6e7);
   if (!inst) inst = transforms::small_instance(original, trace, target, 6.4e7);
   const bool verbose = std::getenv("PERFDOJO_VERBOSE") != nullptr;
-  backends::MeasureOptions mo;
-  mo.verify = true;
-  mo.min_reps = mo.max_reps = 1;
-  mo.time_budget_s = 0.01;
-  backends::BackendConfig cfg = config;
   if (!inst) {
     // Blocks sized for the full problem (kc = 256 over a 1536-long reduction tiled by 48 as
     // well: no size below 768 keeps both) can leave no instance small enough to interpret. Then
     // the result runs at full size against the original's sequential build on the same inputs,
     // itself checked against the interpreter on a scaled-down instance of the original: still
     // the transformations and the code generator together, end to end.
-    auto checker = backends::make_backend(arch, cfg);
+    auto checker = backends::make_backend(arch, config);
     auto full = transforms::replay(original, trace, target);
     if (!checker || !checker->capabilities().verify_against_reference || !full.ok() ||
         !original_code_checked(original, target, arch, config)) {
       if (verbose) fprintf(stderr, "\nnot verified: no instance of at most 6.4e7 statement executions replays the trace");
       return false;
     }
+    backends::MeasureOptions mo;
+    mo.min_reps = mo.max_reps = 1;
+    mo.time_budget_s = 0.01;
     mo.reference = &original;
     auto m = checker->measure(full.value(), mo);
     if (verbose && !(m.ok() && m.verified))
@@ -86,14 +90,12 @@ bool verify_small(const ir::Program& original, const std::vector<transforms::Act
     if (how) *how = "full size, against the original's sequential build";
     return true;
   }
-  cfg.extra["verify_interpreter_max_flops"] = "1e9";
-  auto checker = backends::make_backend(arch, cfg);
-  auto m = checker->measure(inst->second, mo);
+  auto m = interpreter_checked(inst->second, arch, config);
   if (m.ok() && m.no_device) {
     // Compiled for the device, not run: the transformations are still checked, on the
     // interpreter, against the original at the same scaled-down size.
     if (device_unrun) *device_unrun = true;
-    const auto inputs = ir::make_inputs(inst->first, mo.seed);
+    const auto inputs = ir::make_inputs(inst->first, backends::MeasureOptions{}.seed);  // the seed it ran with
     auto want = ir::interpret(inst->first, inputs);
     auto got = ir::interpret(inst->second, inputs);
     if (!want.ok() || !got.ok()) return false;
