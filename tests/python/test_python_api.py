@@ -226,3 +226,4 @@ def test_the_optimiser_on_a_cross_target_says_its_times_are_modelled():
                                                              progress=False)
     assert result.report["timing"] == "modelled"
     assert result.report["device_unrun"] is False
+    assert result.report["verified_on"].startswith("scaled-down instance")
