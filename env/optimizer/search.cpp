@@ -200,7 +200,12 @@ SearchRun::SearchRun(const ir::Program& program, double timeout_s, const Progres
 }
 
 void SearchRun::record_curve() {
-  r.curve.push_back({seconds_since(start), r.evaluations, best_estimate, r.final_s});
+  // The best measured so far never rises: minimisation may keep a shorter trace up to
+  // kTidyTolerance slower than the best (the final re-timing reports what it returns).
+  double best = r.final_s;
+  if (!r.curve.empty() && r.curve.back().best_measured_s > 0 && best > 0)
+    best = std::min(best, r.curve.back().best_measured_s);
+  r.curve.push_back({seconds_since(start), r.evaluations, best_estimate, best});
 }
 
 double SearchRun::estimate(const ir::Program& p) {

@@ -296,3 +296,26 @@ TEST_CASE("a trace no small instance replays is verified at full size against th
   bad.extra["inject"] = "wrong:C";
   CHECK_FALSE(optimizer::detail::verify_small(*p, *trace, *target, portable_arch(), bad));
 }
+
+TEST_CASE("the curve's measured best never rises, even when minimisation keeps a slightly slower trace") {
+  auto p = ir::parse_program(kSmallMatmul, "m.pdj");
+  REQUIRE(p.ok());
+  const auto target = transforms::target_by_name(portable_arch());
+  REQUIRE(target);
+  auto model = backends::make_backend("cost_model");
+  REQUIRE(model);
+  optimizer::Result res;
+  optimizer::Progress progress;
+  optimizer::detail::SearchRun run(*p, 1.0, progress, nullptr, optimizer::Mode::kBalanced, *target, portable_arch(),
+                                   quick_config(), *model, *model, res, optimizer::detail::Clock::now());
+  run.r.final_s = 2.0;
+  run.record_curve();
+  run.r.final_s = 1.0;
+  run.record_curve();
+  run.r.final_s = 1.0 * (1 + optimizer::detail::SearchRun::kTidyTolerance);  // a tidier trace, 1% slower
+  run.record_curve();
+  const auto& c = run.r.curve;
+  REQUIRE(c.size() >= 3);
+  CHECK(c[c.size() - 2].best_measured_s == doctest::Approx(1.0));
+  CHECK(c.back().best_measured_s == doctest::Approx(1.0));
+}
