@@ -103,7 +103,7 @@ bool print_proposals(Policy& policy, const AgentConfig& base, const std::string&
                       .raw("trace", trace.str())
                       .str());
     char line[128];
-    std::snprintf(line, sizeof line, "%s: x%.2f after %d evaluations (%s)\n", method, r.best_speedup,
+    std::snprintf(line, sizeof line, "%s: x%.2f after %d evaluations (%s)\n", method.c_str(), r.best_speedup,
                   r.evaluations, ec.backend.c_str());
     text += line;
     for (const auto& a : r.best_trace) text += "  " + a + "\n";

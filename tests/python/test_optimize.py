@@ -107,6 +107,16 @@ def test_agent_proposals_are_searched_and_verified(softmax, checkpoint):
     assert report["verified"] is True
 
 
+def test_propose_names_each_search_in_its_text_form(softmax, checkpoint):
+    # The text form is what a person reads; each search's line starts with its name.
+    r = subprocess.run([str(BIN_DIR / "evaluate_agent"), "--checkpoint", str(checkpoint),
+                        "--propose", str(softmax), "--budget", "5"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    heads = [line.split(":")[0] for line in r.stdout.splitlines() if not line.startswith(" ")]
+    assert heads == ["agent", "agent-rollout", "agent-greedy", "agent-probe"], r.stdout
+
+
 def test_a_corrupt_checkpoint_is_an_error_before_any_search(tmp_path, softmax, checkpoint):
     bad = tmp_path / "bad.ckpt"
     data = checkpoint.read_bytes()
