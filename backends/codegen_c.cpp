@@ -407,14 +407,21 @@ class Printer {
   }
 
  private:
-  // A vector accumulator: `chunks` registers of `lanes` lanes (acc<id>_<k>).
+  // A vector accumulator: `chunks` registers of `lanes` lanes (acc<id>_<k>), times `copies`
+  // where an unrolled scope at depth `rotate_depth` repeats its update: copy v of that scope
+  // updates set v % copies, so the updates do not wait on one another's latency (an FMA or a max
+  // takes 4 cycles, two issue per cycle) and the sets are combined once, after the scope.
   struct Acc {
     int id = 0;
     const ir::Stmt* stmt = nullptr;
     DType t = DType::kF32;
     int64_t lanes = 0;
     int64_t chunks = 1;
+    int rotate_depth = -1;
+    int64_t copies = 1;
   };
+  // Registers of one accumulator whose updates may be in flight together.
+  static constexpr int64_t kAccumulatorRegisters = 8;
 
   // Some statement computes an infinity from a literal (a mask's -inf): then exp meets arguments
   // outside libmvec's fast range often enough to pay for the range check (12% of a vector exp
@@ -907,9 +914,21 @@ class Printer {
       }
       int64_t lanes = chunk_lanes(s, v.extent);
       Acc acc{next_acc_++, &s, dtype_.at(s.lhs.buffer), lanes, v.extent / lanes};
+      // The innermost unrolled scope inside the accumulator's block and around the update: its
+      // copies rotate over sets of registers (reassociating the reduction, as the lanes already
+      // do; exact for max and min).
+      if (!o_.cuda && o_.unroll && acc.chunks < kAccumulatorRegisters)
+        for (int j = d - 1; j >= static_cast<int>(lift.size()) - 1 && j >= 0; --j) {
+          const ir::Node* a = ancestors_[j];
+          if (a->annot != ir::Annot::kUnroll || a->extent < 2 || a->extent > o_.max_unroll) continue;
+          acc.rotate_depth = j;
+          acc.copies = std::min(a->extent, kAccumulatorRegisters / acc.chunks);
+          break;
+        }
       Path sp = path;
       sp.push_back(static_cast<int>(k));
       acc_of_[sp] = acc.id;
+      acc_info_[acc.id] = acc;
       accs_at_[lift].push_back(acc);
     }
   }
@@ -1032,7 +1051,7 @@ class Printer {
       ++indent_;
       for (const auto& a : accs->second) {
         std::string V = vtype(a.t, a.lanes), decl;
-        for (int64_t k = 0; k < a.chunks; ++k)
+        for (int64_t k = 0; k < a.chunks * a.copies; ++k)
           decl += (k ? ", " : "") + acc_name(a.id, k) + " = " + V + "_splat(" +
                   identity(a.stmt->op, a.t) + ")";
         line(V + " " + decl + ";  // lanes of " + comment_text(ir::print_stmt(*a.stmt)));
@@ -1043,7 +1062,7 @@ class Printer {
       for (const auto& a : accs->second) {
         std::string lhs = access(a.stmt->lhs);
         std::string V = vtype(a.t, a.lanes), all = acc_name(a.id, 0);
-        for (int64_t k = 1; k < a.chunks; ++k)
+        for (int64_t k = 1; k < a.chunks * a.copies; ++k)
           all = unparen(combine_vector(a.stmt->op, V, all, acc_name(a.id, k)));
         std::string h = V + "_" + reduce_name(a.stmt->op) + "(" + all + ")";
         line(combine_scalar(a.stmt->op, a.t, lhs, h) + "  // sum across lanes");
@@ -1221,7 +1240,9 @@ class Printer {
                ")");
           ++indent_;
           line("const int64_t " + it + " = " + std::to_string(v) + ";");
+          unrolled_copy_[depth] = v;
           print_body(n.body, path, depth + 1);
+          unrolled_copy_.erase(depth);
           --indent_;
           line("}");
         }
@@ -1254,7 +1275,11 @@ class Printer {
       for (int64_t c = 0; c < v.extent / lanes; ++c) {
         std::string rhs = unparen(*vexpr(*s.rhs, t, d, lanes, c * lanes));
         if (acc != acc_of_.end()) {
-          std::string a = acc_name(acc->second, c);
+          // The register set of this unrolled copy (the first where the scope printed as a loop).
+          const Acc& info = acc_info_.at(acc->second);
+          auto copy = unrolled_copy_.find(info.rotate_depth);
+          const int64_t set = copy == unrolled_copy_.end() ? 0 : copy->second % info.copies;
+          std::string a = acc_name(acc->second, c + info.chunks * set);
           line(a + " = " + unparen(combine_vector(s.op, V, a, rhs)) + ";");
           continue;
         }
@@ -1487,6 +1512,8 @@ class Printer {
   std::map<Path, std::string> fallback_why_;
   std::map<Path, std::vector<Acc>> accs_at_;
   std::map<Path, int> acc_of_;
+  std::map<int, Acc> acc_info_;
+  std::map<int, int64_t> unrolled_copy_;  // depth -> the copy an unrolled scope is printing
   std::set<std::pair<DType, int64_t>> vtypes_;
   int next_acc_ = 0;
   std::set<std::pair<DType, int64_t>> stream_types_;  ///< vector types stored non-temporally

@@ -16,7 +16,7 @@
 namespace perfdojo::backends {
 
 /// Version of the printer's output; part of every result-cache key so a new printer re-measures.
-inline constexpr const char* kCodegenVersion = "c8";
+inline constexpr const char* kCodegenVersion = "c9";
 
 /// What the printer may use. The defaults honour every annotation.
 struct CodegenOptions {

@@ -431,6 +431,20 @@ double Model::reduction_chain(const StmtInfo& s, const OpCounts& ops) const {
   const double window = std::max(1.0, m.window_uops / std::max(seg_uops, 1.0));
   double bound = 0;
   if (carrier >= 0) bound = run[scope_at(carrier)].trips * seg * lat;
+  // A vector accumulator whose updates an unrolled scope repeats (at or around the carrier, the
+  // target the same throughout) rotates them over up to 8 registers (codegen_c.cpp): that many
+  // chains instead of one.
+  if (carrier >= 0 && carrier == s.depth - 2 && f.scopes[scope_at(s.depth - 1)].annot == Annot::kVector)
+    for (int j = carrier; j >= 0 && f.coefs[target.coef_off + j] == 0; --j) {
+      const int sc = scope_at(j);
+      if (f.scopes[sc].annot == Annot::kParallel) break;
+      if (f.scopes[sc].annot != Annot::kUnroll || f.scopes[sc].extent < 2 || f.scopes[sc].extent > 64 ||
+          !run[sc].unrolled)
+        continue;
+      const double chunks = run[scope_at(s.depth - 1)].chunks;
+      if (chunks < 8) bound /= std::min(static_cast<double>(f.scopes[sc].extent), std::floor(8 / chunks));
+      break;
+    }
   if (seg > 1) {
     const double segments = inner_varying >= 0 ? run[scope_at(inner_varying)].trips : 1.0;
     bound = std::max(bound, segments * seg * lat / std::min(indep, window));

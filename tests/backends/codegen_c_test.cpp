@@ -155,6 +155,31 @@ TEST_CASE("a max reduction over lanes keeps the IR's max and its identity") {
   CHECK(has(g.source, "y[i0] = pd_maxf(y[i0], f32x8_hmax(f32x8_max(acc0_0, acc0_1)));"));
 }
 
+TEST_CASE("unrolled updates of one accumulator rotate over register sets, combined once") {
+  // 16:unroll 16:vec: copy v of the unrolled scope updates set v % 8, so no update waits on the
+  // one before it; the eight sets are combined after the row.
+  auto p = program_of(
+      "input x: f32[4, 256]\noutput y: f32[4] = -inf\n\n4 16:unroll 16:vec y[{0}] = max(x[{0},{1}*16+{2}])\n");
+  CodegenOptions o;
+  o.native_vector_bytes = 64;
+  auto g = generate_c(p, o);
+  CHECK(has(g.source, "acc0_7 = f32x16_splat((-INFINITY));"));
+  CHECK_FALSE(has(g.source, "acc0_8"));
+  CHECK(count_of(g.source, "acc0_3 = f32x16_max(acc0_3, ") == 2);  // copies 3 and 11
+  CHECK(has(g.source, "acc0_3 = f32x16_max(acc0_3, f32x16_load(&x[i0 * 256 + i1 * 16]));"));
+  CHECK(has(g.source, "f32x16_hmax(f32x16_max(f32x16_max("));
+  // Two registers per update (AVX2): four sets of two, eight registers in all.
+  o.native_vector_bytes = 32;
+  auto two = generate_c(p, o);
+  CHECK(has(two.source, "acc0_7 = f32x8_splat"));
+  CHECK_FALSE(has(two.source, "acc0_8"));
+  CHECK(count_of(two.source, "acc0_6 = f32x8_max(acc0_6, ") == 4);  // copies 3, 7, 11, 15, high half
+  // Without unrolling there is one set.
+  o.unroll = false;
+  auto rolled = generate_c(p, o);
+  CHECK_FALSE(has(rolled.source, "acc0_2"));
+}
+
 TEST_CASE("a vec scope the printer cannot vectorise falls back to a plain loop and says why") {
   SUBCASE("strided access") {
     auto g =

@@ -185,6 +185,19 @@ TEST_CASE("a reduction chain in an innermost loop is latency bound until indepen
   CHECK(unrolled_k > chained * 0.7);
 }
 
+TEST_CASE("unrolled updates of a vector accumulator are as many chains as the register sets they rotate over") {
+  // A row maximum in one register updated by 32 unrolled copies: the generated code rotates them
+  // over 8 registers (codegen_c.cpp), so its chain is an eighth of the rolled loop's (the
+  // compute part: the data would bound both from L3).
+  const std::string head = "R = 64\nN = 4096\ninput x: f32[R, N]\noutput m: f32[R] = -inf\n\n";
+  auto cost = [&](const std::string& body) {
+    return backends::estimate_cost(load(head + body), backends::default_profile()).compute_s;
+  };
+  const double rolled = cost("R 8 32 16:vec m[{0}] = max(x[{0},{1}*512+{2}*16+{3}])\n");
+  const double rotated = cost("R 8 32:unroll 16:vec m[{0}] = max(x[{0},{1}*512+{2}*16+{3}])\n");
+  CHECK(rotated < rolled * 0.3);
+}
+
 TEST_CASE("a temporary small enough for registers moves no memory traffic") {
   // The same computation through a 16-element temporary (registers: indexed by the vector
   // lanes only) and through a full-size one (memory).

@@ -48,6 +48,19 @@ void check_matches(backends::Backend& b, const ir::Program& p, const std::string
   CHECK(m.median_s > 0);
 }
 
+// check_matches on AVX-512 and on AVX2, each skipped (and said) where the CPU lacks it.
+void check_matches_on_vector_isas(const char* text) {
+  for (const char* isa : {"x86_avx512", "x86_avx2"}) {
+    auto b = backends::make_backend(isa);
+    REQUIRE(b != nullptr);
+    if (!b->available().ok) {
+      MESSAGE("SKIPPED: " << isa << " cannot run here");
+      continue;
+    }
+    check_matches(*b, program_of(text), isa);
+  }
+}
+
 // A fresh directory under the temporary folder, removed at the end of the test.
 struct TempDir {
   std::string path;
@@ -700,13 +713,19 @@ TEST_CASE("vector exp matches the interpreter at -inf, in the denormal range and
       "input x: f32[4, 64]\noutput y: f32[4, 64]\n\n"
       "4 4 16:vec y[{0},{1}*16+{2}] = exp({1}*16+{2} < {0} * 4 ? -inf : 86 + x[{0},{1}*16+{2}] * 2 - "
       "({1}*16+{2}) * 3.2)\n";
-  for (const char* isa : {"x86_avx512", "x86_avx2"}) {
-    auto b = backends::make_backend(isa);
-    REQUIRE(b != nullptr);
-    if (!b->available().ok) {
-      MESSAGE("SKIPPED: " << isa << " cannot run here");
-      continue;
-    }
-    check_matches(*b, program_of(text), isa);
-  }
+  check_matches_on_vector_isas(text);
+}
+
+TEST_CASE("reductions whose unrolled updates rotate over register sets match the interpreter" *
+          doctest::test_suite("hw")) {
+  // A max (exact under any order), a sum of squares and a sum under an unroll that does not
+  // divide evenly into the register sets, a dot product in f64.
+  const char* text =
+      "input x: f32[4, 240]\ninput z: f64[4, 96]\noutput m: f32[4] = -inf\noutput a: f32[4] = 0\n"
+      "output b: f32[4] = 1\noutput c: f64[4] = 0\n\n"
+      "4 15:unroll 16:vec m[{0}] = max(x[{0},{1}*16+{2}])\n"
+      "| 3 5:unroll 16:vec a[{0}] += x[{0},{1}*80+{2}*16+{3}] * x[{0},{1}*80+{2}*16+{3}]\n"
+      "| 5:unroll 32:vec b[{0}] += x[{0},{1}*32+{2}]\n"
+      "| 12:unroll 8:vec c[{0}] += z[{0},{1}*8+{2}] * z[{0},{1}*8+{2}]\n";
+  check_matches_on_vector_isas(text);
 }
