@@ -569,6 +569,20 @@ void detect_caches(MachineProfile& p) {
 
 }  // namespace
 
+double effective_l3_bytes(double l2_bytes, double l3_bytes, double l3_bw, double dram_bw,
+                          const std::vector<std::pair<long, double>>& sweep) {
+  if (!(l3_bw > 1.25 * dram_bw)) return l3_bytes;
+  const double cut = std::sqrt(l3_bw * dram_bw);
+  double inside = 0;
+  bool left = false;
+  for (const auto& [bytes, bw] : sweep) {
+    if (bytes <= l2_bytes) continue;
+    if (bw >= cut && !left) inside = static_cast<double>(bytes);
+    if (bw < cut) left = true;
+  }
+  return left && inside > 0 ? std::min(l3_bytes, inside) : l3_bytes;
+}
+
 static MachineProfile calibrate_once(const CalibrateOptions& o);
 
 MachineProfile calibrate(const CalibrateOptions& o) {
@@ -723,14 +737,20 @@ MachineProfile calibrate_once(const CalibrateOptions& o) {
         return best_rate(secs, static_cast<double>(bytes) * passes * 1e-9,
                          [&](long c) { copy_fn(dst, src, n, static_cast<int>(c) * passes); });
       };
+      std::vector<std::pair<long, double>> sweep;  // working set, read bandwidth
       for (long bytes = 16L << 10; bytes <= max_bytes; bytes *= 4) {
-        say("bandwidth at " + std::to_string(bytes >> 10) + " KiB: read " + std::to_string(read_bw(bytes)) +
+        sweep.emplace_back(bytes, read_bw(bytes));
+        say("bandwidth at " + std::to_string(bytes >> 10) + " KiB: read " + std::to_string(sweep.back().second) +
             " GB/s, copy " + std::to_string(copy_bw(bytes)) + " GB/s");
       }
       p.l1_bw_gbs = read_bw(fit(static_cast<long>(p.l1_bytes / 2)));
       p.l2_bw_gbs = read_bw(fit(static_cast<long>(std::max(p.l1_bytes * 4, p.l2_bytes / 2))));
-      p.l3_bw_gbs = read_bw(fit(static_cast<long>(std::max(p.l2_bytes * 4, p.l3_bytes / 4))));
+      // L3 just past L2, not at a fraction of the reported L3: a virtual machine may report its
+      // host's whole L3 (480 MiB seen, where a quarter of it already streamed from memory at
+      // half the L3's bandwidth).
+      p.l3_bw_gbs = read_bw(fit(static_cast<long>(std::min(p.l2_bytes * 4, std::max(p.l3_bytes / 2, p.l2_bytes * 2)))));
       p.dram_bw_gbs = read_bw(fit(std::max(static_cast<long>(p.l3_bytes * 2), 64L << 20)));
+      p.l3_bytes = effective_l3_bytes(p.l2_bytes, p.l3_bytes, p.l3_bw_gbs, p.dram_bw_gbs, sweep);
       // All cores at once, each on its own slice.
       const int t = p.cores;
       const long slice = std::min(max_bytes / t, std::max(static_cast<long>(p.l3_bytes * 2), 32L << 20)) & ~4095L;

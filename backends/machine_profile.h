@@ -6,6 +6,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace perfdojo::backends {
@@ -132,6 +133,17 @@ struct CalibrateOptions {
   double seconds_per_test = 0.05;  ///< time each micro-benchmark runs for (best of 3 rounds)
   std::function<void(const std::string&)> progress;  ///< called once per measurement, may be empty
 };
+
+/// The calibration's method; a profile cached by an older one is measured again (2: L3
+/// bandwidth just past L2, L3 size as the bandwidth sweep saw it).
+inline constexpr int kCalibrationVersion = 2;
+
+/// The L3 size the bandwidth sweep (working set in bytes, read GB/s) saw: the largest working
+/// set past L2 still read faster than the geometric mean of `l3_bw` and `dram_bw`, when that is
+/// below `l3_bytes` (a virtual machine may report its host's whole L3: 480 MiB seen, with memory
+/// speed from 256 MiB on). `l3_bytes` when L3 and memory are within 25% or the sweep never left L3.
+double effective_l3_bytes(double l2_bytes, double l3_bytes, double l3_bw, double dram_bw,
+                          const std::vector<std::pair<long, double>>& sweep);
 
 /// Measures this machine with micro-benchmarks (FMA chains at each vector width, libm exp,
 /// streaming reads and copies at working sets from 16 KiB to 256 MiB, OpenMP fork/join and

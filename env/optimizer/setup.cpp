@@ -48,7 +48,9 @@ ModeSettings settings_for(Mode m) {
 std::string cached_profile_path(const std::string& cache_dir) {
   if (cache_dir.empty()) return "";
   return (std::filesystem::path(cache_dir) /
-          ("machine-" + backends::hex64(backends::stable_hash(backends::cpu_identity())) +
+          ("machine-" +
+           backends::hex64(backends::stable_hash(backends::cpu_identity() + " calibration " +
+                                                 std::to_string(backends::kCalibrationVersion))) +
            ".profile"))
       .string();
 }

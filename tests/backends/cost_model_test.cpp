@@ -378,6 +378,22 @@ TEST_CASE("calibration rounds merge at each figure's better value; a worse one i
   CHECK_FALSE(backends::profile_fits_this_machine(here));
 }
 
+TEST_CASE("the L3 size follows the bandwidth sweep where the reported one is larger than it streams") {
+  const double MiB = 1024.0 * 1024.0;
+  // The VM this was seen on: 2 MiB of L2, 480 MiB of L3 reported, L3 speed to 64 MiB, memory
+  // speed from 256 MiB.
+  const std::vector<std::pair<long, double>> vm = {
+      {16L << 10, 313}, {64L << 10, 168}, {1L << 20, 166}, {4L << 20, 30}, {16L << 20, 29}, {64L << 20, 29},
+      {256L << 20, 15}};
+  CHECK(backends::effective_l3_bytes(2 * MiB, 480 * MiB, 29.5, 14.9, vm) == 64 * MiB);
+  // A sweep that never leaves the L3, or an L3 as slow as memory: the reported size stands.
+  const std::vector<std::pair<long, double>> inside = {{4L << 20, 30}, {16L << 20, 29}};
+  CHECK(backends::effective_l3_bytes(2 * MiB, 32 * MiB, 29.5, 14.9, inside) == 32 * MiB);
+  CHECK(backends::effective_l3_bytes(2 * MiB, 480 * MiB, 16, 14.9, vm) == 480 * MiB);
+  // Never larger than reported.
+  CHECK(backends::effective_l3_bytes(2 * MiB, 32 * MiB, 29.5, 14.9, vm) == 32 * MiB);
+}
+
 TEST_CASE("a profile changes the estimate the way its figures say") {
   auto p = load(matmul(256, kIJK));
   auto slow = backends::default_profile();
