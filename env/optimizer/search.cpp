@@ -88,6 +88,23 @@ struct Proposal {
   }
 };
 
+// Vectorises the innermost scope at `at` at the widest width its check accepts; where no width
+// divides its extent (1025 columns, a 50257-entry vocabulary), splits off the remainder first
+// (split_range) and vectorises the first part, the remainder left scalar after it.
+void vectorize_innermost(Proposal& pr, const transforms::Path& at) {
+  for (int w : pr.target.vector_widths)
+    if (pr.take({transforms::Kind::kVectorize, at, "", "", w})) return;
+  for (int w : pr.target.vector_widths) {
+    Proposal split = pr;
+    if (split.take({transforms::Kind::kSplitRange, at, "", "", w}) &&
+        split.take({transforms::Kind::kVectorize, at, "", "", w})) {
+      pr.cur = std::move(split.cur);
+      pr.trace = std::move(split.trace);
+      return;
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<transforms::Action> fusion_proposal(const ir::Program& p, const transforms::Target& target) {
@@ -116,9 +133,7 @@ std::vector<transforms::Action> fusion_proposal(const ir::Program& p, const tran
   transforms::Path at;
   walk(pr.cur.body, at);
   // Later paths first, so tiling inside one innermost scope can never shift a path still to come.
-  for (auto it = innermost.rbegin(); it != innermost.rend(); ++it)
-    for (int w : target.vector_widths)
-      if (pr.take({transforms::Kind::kVectorize, *it, "", "", w})) break;
+  for (auto it = innermost.rbegin(); it != innermost.rend(); ++it) vectorize_innermost(pr, *it);
   return pr.trace;
 }
 
@@ -164,8 +179,7 @@ std::vector<transforms::Action> unit_stride_proposal(const ir::Program& p, const
     }
     transforms::Path inner = {top};
     for (int d = 1; d < depth; ++d) inner.push_back(0);
-    for (int w : target.vector_widths)
-      if (pr.take({transforms::Kind::kVectorize, inner, "", "", w})) break;
+    vectorize_innermost(pr, inner);
   }
   return pr.trace;
 }

@@ -37,13 +37,14 @@ std::vector<std::vector<transforms::Action>> sketch_proposals(const ir::Program&
                                                              const transforms::Target& target);
 
 // Neighbouring top-level scopes of equal extent fused while legal, then every innermost scope
-// vectorised at the widest width its check accepts: the form row-wise kernels (normalisations,
-// softmax) want, proposed whole because its first step alone rarely pays.
+// vectorised at the widest width its check accepts (where no width divides its extent, the
+// remainder split off first by split_range and left scalar): the form row-wise kernels
+// (normalisations, softmax) want, proposed whole because its first step alone rarely pays.
 std::vector<transforms::Action> fusion_proposal(const ir::Program& p, const transforms::Target& target);
 
 // In every top-level nest that is a chain of single scopes over statements, the scope along
 // which most accesses are unit-stride (the last index moves by 1 with it, the others not at all)
-// moved innermost by swap_scopes, then vectorised at the widest width its check accepts: the
+// moved innermost by swap_scopes, then vectorised as fusion_proposal vectorises: the
 // loop order a compiler's interchange for locality picks (A^T x: rows outer, columns inside,
 // where the cost model ties it with blocked forms that stream A in short runs). Empty when no
 // nest would change.

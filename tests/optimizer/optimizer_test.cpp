@@ -218,6 +218,26 @@ TEST_CASE("the fusion proposal fuses a row's passes and vectorises them, every s
   CHECK(ir::max_relative_error(a->at("y"), b->at("y")) < 1e-5);  // the vectorised sum reassociates
 }
 
+TEST_CASE("the fusion proposal splits off a remainder no vector width divides, then vectorises") {
+  // 1025 columns: 1024 in 64 vectors of 16, the last column a scalar scope after them.
+  auto p = ir::load_program("input x: f32[3, 1025]\noutput y: f32[3, 1025]\n\n"
+                            "3 1025 y[{0},{1}] = x[{0},{1}] / (1 + exp(-x[{0},{1}]))\n",
+                            "silu.pdj");
+  REQUIRE_MESSAGE(p.ok(), p.error_text());
+  const auto target = *transforms::target_by_name("x86_avx512");
+  const auto trace = optimizer::detail::fusion_proposal(p.value(), target);
+  REQUIRE(trace.size() == 2);
+  CHECK(transforms::print_action(trace[0]) == "split_range 0.0 16");
+  CHECK(transforms::print_action(trace[1]) == "vectorize 0.0 16");
+  auto q = transforms::replay(p.value(), trace, target);
+  REQUIRE_MESSAGE(q.ok(), q.error_text());
+  auto inputs = ir::make_inputs(p.value(), 5);
+  auto a = ir::interpret(p.value(), inputs);
+  auto b = ir::interpret(q.value(), inputs);
+  REQUIRE((a.ok() && b.ok()));
+  CHECK(ir::max_relative_error(a->at("y"), b->at("y")) == 0);
+}
+
 TEST_CASE("minimisation drops the actions the model does not miss and keeps those it does") {
   auto p = ir::load_program(kSmallMatmul, "mm.pdj");
   REQUIRE(p.ok());
