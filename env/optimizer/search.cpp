@@ -1,6 +1,8 @@
 #include "optimizer/search.h"
 
 #include <algorithm>
+#include <climits>
+#include <cmath>
 #include <functional>
 
 #include "transforms/analysis.h"
@@ -36,6 +38,18 @@ int64_t unrolled_statements(const std::vector<ir::NodePtr>& body) {
 constexpr int64_t kMaxUnrolledStatements = 96;
 
 bool by_estimate(const Candidate& x, const Candidate& y) { return x.estimate < y.estimate; }
+
+}  // namespace
+
+bool by_estimate_then_length(const Candidate& x, const Candidate& y) {
+  auto step = [](double e) { return e > 0 ? static_cast<int64_t>(std::floor(std::log(e) / std::log1p(0.01))) : INT64_MIN; };
+  const int64_t a = step(x.estimate), b = step(y.estimate);
+  if (a != b) return a < b;
+  if (x.trace.size() != y.trace.size()) return x.trace.size() < y.trace.size();
+  return x.estimate < y.estimate;
+}
+
+namespace {
 
 }  // namespace
 
@@ -329,7 +343,7 @@ void SearchRun::beam_pass(int width) {
 void SearchRun::keep_in_pool(const std::vector<Candidate>& children) {
   for (const Candidate& c : children)
     if (in_pool.insert(ir::structural_hash(c.program)).second) pool.push_back(c);
-  std::sort(pool.begin(), pool.end(), by_estimate);
+  std::sort(pool.begin(), pool.end(), by_estimate_then_length);
   if (static_cast<int>(pool.size()) > ms.confirm_top * 4) pool.resize(ms.confirm_top * 4);
   in_pool.clear();
   for (const Candidate& c : pool) in_pool.insert(ir::structural_hash(c.program));

@@ -238,6 +238,20 @@ TEST_CASE("the fusion proposal splits off a remainder no vector width divides, t
   CHECK(ir::max_relative_error(a->at("y"), b->at("y")) == 0);
 }
 
+TEST_CASE("the pool puts the shorter trace first among estimates within 1%, the estimate beyond") {
+  auto p = ir::load_program(kSmallMatmul, "mm.pdj");
+  REQUIRE(p.ok());
+  const transforms::Action a{transforms::Kind::kSwapScopes, {0}, "", "", 0};
+  using optimizer::detail::Candidate;
+  const Candidate short_trace{p.value(), {a}, 1.002e-4};
+  const Candidate long_trace{p.value(), {a, a, a, a}, 1.0e-4};
+  const Candidate much_faster{p.value(), {a, a, a, a}, 0.9e-4};
+  CHECK(optimizer::detail::by_estimate_then_length(short_trace, long_trace));
+  CHECK_FALSE(optimizer::detail::by_estimate_then_length(long_trace, short_trace));
+  CHECK(optimizer::detail::by_estimate_then_length(much_faster, short_trace));
+  CHECK_FALSE(optimizer::detail::by_estimate_then_length(short_trace, much_faster));
+}
+
 TEST_CASE("minimisation drops the actions the model does not miss and keeps those it does") {
   auto p = ir::load_program(kSmallMatmul, "mm.pdj");
   REQUIRE(p.ok());
