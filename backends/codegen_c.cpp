@@ -420,7 +420,7 @@ class Printer {
     int rotate_depth = -1;
     int64_t copies = 1;
   };
-  // Registers of one accumulator whose updates may be in flight together.
+  // Registers the accumulators of one `:vec` scope share, their updates in flight together.
   static constexpr int64_t kAccumulatorRegisters = 8;
 
   // Some statement computes an infinity from a literal (a mask's -inf): then exp meets arguments
@@ -899,6 +899,9 @@ class Printer {
   // across lanes once. The accumulator lives around the outermost enclosing scope over which the
   // element stays the same and which touches the buffer nowhere else (not past a parallel scope).
   void plan_accumulators(const ir::Node& v, const Path& path, int d) {
+    int64_t accumulators = 0;  // they share kAccumulatorRegisters
+    for (const auto& n : v.body)
+      if (flat(n->stmt.lhs).coeff(d) == 0) ++accumulators;
     for (size_t k = 0; k < v.body.size(); ++k) {
       const ir::Stmt& s = v.body[k]->stmt;
       Flat f = flat(s.lhs);
@@ -914,17 +917,17 @@ class Printer {
       }
       int64_t lanes = chunk_lanes(s, v.extent);
       Acc acc{next_acc_++, &s, dtype_.at(s.lhs.buffer), lanes, v.extent / lanes};
-      // The innermost unrolled scope inside the accumulator's block and around the update: its
-      // copies rotate over sets of registers (reassociating the reduction, as the lanes already
-      // do; exact for max and min).
-      if (!o_.cuda && o_.unroll && acc.chunks < kAccumulatorRegisters)
-        for (int j = d - 1; j >= static_cast<int>(lift.size()) - 1 && j >= 0; --j) {
-          const ir::Node* a = ancestors_[j];
-          if (a->annot != ir::Annot::kUnroll || a->extent < 2 || a->extent > o_.max_unroll) continue;
-          acc.rotate_depth = j;
-          acc.copies = std::min(a->extent, kAccumulatorRegisters / acc.chunks);
-          break;
+      // An unrolled scope right around the update, inside the accumulator's block: its copies
+      // rotate over sets of registers (reassociating the reduction, as the lanes already do;
+      // exact for max and min). The cost model counts the same chains.
+      const int64_t sets = kAccumulatorRegisters / (acc.chunks * accumulators);
+      if (!o_.cuda && o_.unroll && sets >= 2 && d >= 1 && static_cast<int>(lift.size()) - 1 <= d - 1) {
+        const ir::Node* a = ancestors_[d - 1];
+        if (a->annot == ir::Annot::kUnroll && a->extent >= 2 && a->extent <= o_.max_unroll) {
+          acc.rotate_depth = d - 1;
+          acc.copies = std::min(a->extent, sets);
         }
+      }
       Path sp = path;
       sp.push_back(static_cast<int>(k));
       acc_of_[sp] = acc.id;

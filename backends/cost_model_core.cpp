@@ -431,20 +431,24 @@ double Model::reduction_chain(const StmtInfo& s, const OpCounts& ops) const {
   const double window = std::max(1.0, m.window_uops / std::max(seg_uops, 1.0));
   double bound = 0;
   if (carrier >= 0) bound = run[scope_at(carrier)].trips * seg * lat;
-  // A vector accumulator whose updates an unrolled scope repeats (at or around the carrier, the
-  // target the same throughout) rotates them over up to 8 registers (codegen_c.cpp): that many
-  // chains instead of one.
-  if (carrier >= 0 && carrier == s.depth - 2 && f.scopes[scope_at(s.depth - 1)].annot == Annot::kVector)
-    for (int j = carrier; j >= 0 && f.coefs[target.coef_off + j] == 0; --j) {
-      const int sc = scope_at(j);
-      if (f.scopes[sc].annot == Annot::kParallel) break;
-      if (f.scopes[sc].annot != Annot::kUnroll || f.scopes[sc].extent < 2 || f.scopes[sc].extent > 64 ||
-          !run[sc].unrolled)
-        continue;
-      const double chunks = run[scope_at(s.depth - 1)].chunks;
-      if (chunks < 8) bound /= std::min(static_cast<double>(f.scopes[sc].extent), std::floor(8 / chunks));
-      break;
+  // A vector accumulator (a target the lanes share) whose updates the unrolled scope right
+  // around the `:vec` one repeats rotates them over its share of 8 registers (codegen_c.cpp):
+  // that many chains instead of one.
+  if (carrier >= 0 && carrier == s.depth - 2 && f.scopes[scope_at(s.depth - 1)].annot == Annot::kVector &&
+      f.coefs[target.coef_off + s.depth - 1] == 0 && f.scopes[scope_at(carrier)].annot == Annot::kUnroll &&
+      f.scopes[scope_at(carrier)].extent >= 2 && f.scopes[scope_at(carrier)].extent <= 64) {
+    const ScopeInfo& v = f.scopes[scope_at(s.depth - 1)];
+    int accumulators = 0;  // the `:vec` scope's updates of targets its lanes share
+    for (int k2 = v.kids_begin; k2 < v.kids_end; ++k2) {
+      const int kid = f.kids[k2];
+      if (kid >= 0) continue;
+      const StmtInfo& st2 = f.stmts[~kid];
+      const AccInfo& t2 = f.accs[st2.acc_begin];
+      if (st2.stmt->op != ir::Reduce::kNone && f.coefs[t2.coef_off + s.depth - 1] == 0) ++accumulators;
     }
+    const double sets = std::floor(8 / (run[scope_at(s.depth - 1)].chunks * std::max(1, accumulators)));
+    if (sets >= 2) bound /= std::min(static_cast<double>(f.scopes[scope_at(carrier)].extent), sets);
+  }
   if (seg > 1) {
     const double segments = inner_varying >= 0 ? run[scope_at(inner_varying)].trips : 1.0;
     bound = std::max(bound, segments * seg * lat / std::min(indep, window));

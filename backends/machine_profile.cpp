@@ -574,11 +574,11 @@ double effective_l3_bytes(double l2_bytes, double l3_bytes, double l3_bw, double
   if (!(l3_bw > 1.25 * dram_bw)) return l3_bytes;
   const double cut = std::sqrt(l3_bw * dram_bw);
   double inside = 0;
-  bool left = false;
+  bool left = false;  // memory speed at a working set well inside the reported L3
   for (const auto& [bytes, bw] : sweep) {
     if (bytes <= l2_bytes) continue;
     if (bw >= cut && !left) inside = static_cast<double>(bytes);
-    if (bw < cut) left = true;
+    if (bw < cut && bytes <= 0.6 * l3_bytes) left = true;
   }
   return left && inside > 0 ? std::min(l3_bytes, inside) : l3_bytes;
 }

@@ -138,10 +138,12 @@ struct CalibrateOptions {
 /// bandwidth just past L2, L3 size as the bandwidth sweep saw it).
 inline constexpr int kCalibrationVersion = 2;
 
-/// The L3 size the bandwidth sweep (working set in bytes, read GB/s) saw: the largest working
-/// set past L2 still read faster than the geometric mean of `l3_bw` and `dram_bw`, when that is
-/// below `l3_bytes` (a virtual machine may report its host's whole L3: 480 MiB seen, with memory
-/// speed from 256 MiB on). `l3_bytes` when L3 and memory are within 25% or the sweep never left L3.
+/// The L3 size the bandwidth sweep (working set in bytes, read GB/s) saw: where a working set of
+/// at most 60% of `l3_bytes` (the share the cost model counts on) already reads slower than the
+/// geometric mean of `l3_bw` and `dram_bw`, the largest working set past L2 still reading faster
+/// (a virtual machine may report its host's whole L3: 480 MiB seen, with memory speed from 256
+/// MiB on). Otherwise `l3_bytes`, as when L3 and memory are within 25% of each other: a sweep in
+/// steps of 4x would halve a real 32 MiB L3.
 double effective_l3_bytes(double l2_bytes, double l3_bytes, double l3_bw, double dram_bw,
                           const std::vector<std::pair<long, double>>& sweep);
 

@@ -178,6 +178,21 @@ TEST_CASE("unrolled updates of one accumulator rotate over register sets, combin
   o.unroll = false;
   auto rolled = generate_c(p, o);
   CHECK_FALSE(has(rolled.source, "acc0_2"));
+  // Two accumulators in one `:vec` scope share the eight registers: four sets each.
+  o.unroll = true;
+  o.native_vector_bytes = 64;
+  auto both = generate_c(program_of("input x: f32[4, 256]\noutput a: f32[4] = 0\noutput b: f32[4] = -inf\n\n"
+                                    "4 16:unroll 16:vec a[{0}] += x[{0},{1}*16+{2}]\n| | | b[{0}] = max(x[{0},{1}*16+{2}])\n"),
+                         o);
+  CHECK(has(both.source, "acc0_3 = "));
+  CHECK(has(both.source, "acc1_3 = "));
+  CHECK_FALSE(has(both.source, "acc0_4"));
+  CHECK_FALSE(has(both.source, "acc1_4"));
+  // A loop between the unrolled scope and the update: one set (each copy's loop is serial).
+  auto between = generate_c(program_of("input x: f32[4, 256]\noutput y: f32[4] = -inf\n\n"
+                                       "4 4:unroll 4 16:vec y[{0}] = max(x[{0},{1}*64+{2}*16+{3}])\n"),
+                            o);
+  CHECK_FALSE(has(between.source, "acc0_1"));
 }
 
 TEST_CASE("a vec scope the printer cannot vectorise falls back to a plain loop and says why") {
