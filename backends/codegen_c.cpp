@@ -420,8 +420,6 @@ class Printer {
     int rotate_depth = -1;
     int64_t copies = 1;
   };
-  // Registers the accumulators of one `:vec` scope share, their updates in flight together.
-  static constexpr int64_t kAccumulatorRegisters = 8;
 
   // Some statement computes an infinity from a literal (a mask's -inf): then exp meets arguments
   // outside libmvec's fast range often enough to pay for the range check (12% of a vector exp
@@ -930,8 +928,7 @@ class Printer {
       }
       Path sp = path;
       sp.push_back(static_cast<int>(k));
-      acc_of_[sp] = acc.id;
-      acc_info_[acc.id] = acc;
+      acc_of_[sp] = acc;
       accs_at_[lift].push_back(acc);
     }
   }
@@ -1279,10 +1276,10 @@ class Printer {
         std::string rhs = unparen(*vexpr(*s.rhs, t, d, lanes, c * lanes));
         if (acc != acc_of_.end()) {
           // The register set of this unrolled copy (the first where the scope printed as a loop).
-          const Acc& info = acc_info_.at(acc->second);
+          const Acc& info = acc->second;
           auto copy = unrolled_copy_.find(info.rotate_depth);
           const int64_t set = copy == unrolled_copy_.end() ? 0 : copy->second % info.copies;
-          std::string a = acc_name(acc->second, c + info.chunks * set);
+          std::string a = acc_name(info.id, c + info.chunks * set);
           line(a + " = " + unparen(combine_vector(s.op, V, a, rhs)) + ";");
           continue;
         }
@@ -1514,8 +1511,7 @@ class Printer {
   std::set<Path> vectorised_;
   std::map<Path, std::string> fallback_why_;
   std::map<Path, std::vector<Acc>> accs_at_;
-  std::map<Path, int> acc_of_;
-  std::map<int, Acc> acc_info_;
+  std::map<Path, Acc> acc_of_;  // by the path of its update
   std::map<int, int64_t> unrolled_copy_;  // depth -> the copy an unrolled scope is printing
   std::set<std::pair<DType, int64_t>> vtypes_;
   int next_acc_ = 0;

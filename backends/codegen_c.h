@@ -18,6 +18,11 @@ namespace perfdojo::backends {
 /// Version of the printer's output; part of every result-cache key so a new printer re-measures.
 inline constexpr const char* kCodegenVersion = "c9";
 
+/// Vector registers the accumulators of one `:vec` scope share, rotated over the copies of an
+/// unrolled scope right around it so their updates are in flight together (the cost model counts
+/// the same chains).
+inline constexpr int64_t kAccumulatorRegisters = 8;
+
 /// What the printer may use. The defaults honour every annotation.
 struct CodegenOptions {
   std::string target = "x86";  ///< named in the banner comment only

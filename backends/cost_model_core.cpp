@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "backends/codegen_c.h"
+
 namespace perfdojo::backends::cost_detail {
 namespace {
 
@@ -432,11 +434,11 @@ double Model::reduction_chain(const StmtInfo& s, const OpCounts& ops) const {
   double bound = 0;
   if (carrier >= 0) bound = run[scope_at(carrier)].trips * seg * lat;
   // A vector accumulator (a target the lanes share) whose updates the unrolled scope right
-  // around the `:vec` one repeats rotates them over its share of 8 registers (codegen_c.cpp):
+  // around the `:vec` one repeats rotates them over its share of kAccumulatorRegisters (codegen_c.h):
   // that many chains instead of one.
   if (carrier >= 0 && carrier == s.depth - 2 && f.scopes[scope_at(s.depth - 1)].annot == Annot::kVector &&
       f.coefs[target.coef_off + s.depth - 1] == 0 && f.scopes[scope_at(carrier)].annot == Annot::kUnroll &&
-      f.scopes[scope_at(carrier)].extent >= 2 && f.scopes[scope_at(carrier)].extent <= 64) {
+      f.scopes[scope_at(carrier)].extent >= 2 && f.scopes[scope_at(carrier)].extent <= CodegenOptions{}.max_unroll) {
     const ScopeInfo& v = f.scopes[scope_at(s.depth - 1)];
     int accumulators = 0;  // the `:vec` scope's updates of targets its lanes share
     for (int k2 = v.kids_begin; k2 < v.kids_end; ++k2) {
@@ -446,7 +448,8 @@ double Model::reduction_chain(const StmtInfo& s, const OpCounts& ops) const {
       const AccInfo& t2 = f.accs[st2.acc_begin];
       if (st2.stmt->op != ir::Reduce::kNone && f.coefs[t2.coef_off + s.depth - 1] == 0) ++accumulators;
     }
-    const double sets = std::floor(8 / (run[scope_at(s.depth - 1)].chunks * std::max(1, accumulators)));
+    const double sets = std::floor(static_cast<double>(kAccumulatorRegisters) /
+                                   (run[scope_at(s.depth - 1)].chunks * std::max(1, accumulators)));
     if (sets >= 2) bound /= std::min(static_cast<double>(f.scopes[scope_at(carrier)].extent), sets);
   }
   if (seg > 1) {

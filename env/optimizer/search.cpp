@@ -49,10 +49,6 @@ bool by_estimate_then_length(const Candidate& x, const Candidate& y) {
   return x.estimate < y.estimate;
 }
 
-namespace {
-
-}  // namespace
-
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
