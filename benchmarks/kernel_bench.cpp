@@ -20,7 +20,8 @@
 // loads the same shared object with ctypes and times our kernel and PyTorch's best form
 // interleaved in its own process (PyTorch cannot live in this one); its ratio is taken there.
 //
-// The FMA peak of one core is measured at the start and at the end (the best counts). The
+// The FMA peak of one core is measured at the start and at the end (the best counts), and so is
+// the register-tile ceiling (tile_ceiling.h: the same rate with the micro-kernel's loads). The
 // process's CPU affinity is respected; pin it with taskset for figures worth keeping:
 //   taskset -c 1 build/bin/kernel_bench --budget 300
 #include <dlfcn.h>
@@ -45,6 +46,7 @@
 #include "backends/x86_backend.h"
 #include "bench_text.h"
 #include "blas_reference.h"
+#include "tile_ceiling.h"
 #include "ir/interp.h"
 #include "ir/parse.h"
 #include "ir/print.h"
@@ -256,6 +258,7 @@ int main(int argc, char** argv) {
   std::fprintf(stderr, "kernel_bench: %s, one thread, budget %.0f s per kernel, %d interleaved reps\n",
                o.arch.c_str(), o.budget, o.reps);
   double peak = bench::peak_gflops(lanes);
+  bench::TileCeiling ceiling = bench::tile_ceiling(lanes);
 
   backends::BackendConfig config;
   config.extra["threads"] = "1";
@@ -382,12 +385,21 @@ int main(int argc, char** argv) {
   std::fprintf(stderr, "PyTorch (%s, 1 thread, interleaved with our kernels in its process)...\n", o.python.c_str());
   torch_columns(o, manifest_path, rows);
   peak = std::max(peak, bench::peak_gflops(lanes));
+  {
+    const bench::TileCeiling again = bench::tile_ceiling(lanes);
+    ceiling.l1_gflops = std::max(ceiling.l1_gflops, again.l1_gflops);
+    ceiling.l2_gflops = std::max(ceiling.l2_gflops, again.l2_gflops);
+  }
 
   std::printf("kernel_bench: %s, one core, %s; %d interleaved reps per pair\n", o.arch.c_str(),
               o.budget > 0 ? ("optimiser " + std::to_string(static_cast<int>(o.budget)) + " s per kernel").c_str()
                            : "no search (micro-kernel sketch on GEMM-class kernels)",
               o.reps);
   std::printf("FMA peak of one core, measured at the start and the end (best): %.1f GFLOP/s (%d lanes)\n", peak, lanes);
+  std::printf("register-tile ceiling (a %dx%d broadcast-FMA tile, kc %d; best of the start and the end): "
+              "%.1f GFLOP/s (%.1f%% of peak) with B in L1, %.1f (%.1f%%) with B streamed from L2\n",
+              ceiling.mr, ceiling.nr, ceiling.kc, ceiling.l1_gflops, 100 * ceiling.l1_gflops / peak, ceiling.l2_gflops,
+              100 * ceiling.l2_gflops / peak);
   std::printf("OpenBLAS core %s (%s); PyTorch via %s\n\n", openblas_get_corename(), util::openblas_core_note(),
               o.python.c_str());
   std::printf("%-12s %-10s %8s %6s | %9s %9s %9s %9s %8s | %9s %9s %8s %s\n", "kernel", "how", "GFLOP/s", "%peak",
@@ -423,6 +435,8 @@ int main(int argc, char** argv) {
       const double frac = r.flops / med * 1e-9 / peak, vs_blas = r.blas.median() / med;
       std::printf("  matmul-1024: %.1f%% of peak (target >= 85%%): %s; %.2fx OpenBLAS (target >= 1.0x): %s\n",
                   100 * frac, verdict(frac >= 0.85), vs_blas, verdict(vs_blas >= 1.0));
+      std::printf("               (at the min %.1f%% of peak; the register-tile ceiling with B from L2 is %.1f%%)\n",
+                  100 * r.flops / r.ours_vs_blas.min() * 1e-9 / peak, 100 * ceiling.l2_gflops / peak);
     }
     double want = 0;
     for (const char* k : {"mlp", "conv2d-3x3", "attention"})
@@ -466,6 +480,13 @@ int main(int argc, char** argv) {
                                  .add("budget_s", o.budget)
                                  .add("reps", o.reps)
                                  .add("peak_gflops_per_core", peak)
+                                 .raw("tile_ceiling", util::JsonObject()
+                                                          .add("mr", ceiling.mr)
+                                                          .add("nr", ceiling.nr)
+                                                          .add("kc", ceiling.kc)
+                                                          .add("l1_gflops", ceiling.l1_gflops)
+                                                          .add("l2_gflops", ceiling.l2_gflops)
+                                                          .str())
                                  .add("openblas_core", openblas_get_corename())
                                  .raw("kernels", arr.str())
                                  .str()

@@ -44,7 +44,7 @@ def main():
     names = [k["kernel"] for k in kernels]
     blas = [ratio(k["openblas_median_s"], k["ours_median_s"]) for k in kernels]
     torch = [ratio(k["torch_median_s"], k["ours_in_torch_process_median_s"]) for k in kernels]
-    fig, ax = plt.subplots(figsize=(1.4 * len(names) + 2, 4.5))
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.4 * len(names) + 2), 4.5))
     width = 0.38
     ax.bar([i - width / 2 for i in range(len(names))], blas, width, label="vs OpenBLAS", color="#ff7f0e")
     ax.bar([i + width / 2 for i in range(len(names))], torch, width, label="vs PyTorch (1 thread)",
@@ -60,9 +60,13 @@ def main():
     ax.set_xticks(range(len(names)))
     ax.set_xticklabels(names, rotation=20)
     ax.set_ylabel("baseline median / ours (interleaved)")
-    ax.set_title("kernel_bench: %s, FMA peak %.0f GFLOP/s per core, %s"
-                 % (run["arch"], run["peak_gflops_per_core"],
-                    "no search" if run["budget_s"] == 0 else "%.0f s search per kernel" % run["budget_s"]))
+    ceiling = run.get("tile_ceiling")
+    ax.set_title("kernel_bench: %s, %s\nFMA peak %.0f GFLOP/s per core%s"
+                 % (run["arch"],
+                    "no search" if run["budget_s"] == 0 else "%.0f s search per kernel" % run["budget_s"],
+                    run["peak_gflops_per_core"],
+                    "; register tile %.0f with B from L2" % ceiling["l2_gflops"] if ceiling else ""),
+                 fontsize=9)
     ax.legend()
     fig.tight_layout()
     fig.savefig(args.out, dpi=120)
