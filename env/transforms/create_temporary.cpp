@@ -128,6 +128,11 @@ struct Plan {
 
 void complete_plan(const std::vector<Use>& uses, Plan& plan);
 
+// A buffer some of whose elements may hold nothing when a scope starts: neither an input nor
+// declared with an initial value.
+bool may_be_undefined(const ir::BufferDecl& d) { return d.role != ir::Role::kInput && !d.init; }
+
+
 // The index's access sites of buffer `buf` in the subtree of the scope at `path`, in order.
 std::span<const int> sites_in(const ProgramIndex& index, const Path& path, const std::string& buf) {
   const ProgramIndex::NodeInfo& n = index.node(index.find(path));
@@ -149,6 +154,61 @@ bool one_index(const ProgramIndex& index, const Path& path, const std::string& b
       return false;
   }
   return true;
+}
+
+// Whether the copy-in loads only elements that hold a value when the scope starts, for a buffer
+// that can hold nothing. The copy-in loads the region: the largest extent of each inner scope
+// over the uses. Safe when the first use in program order spans the whole region (it stores all
+// of it, and no copy-in is made, or it reads all of it before anything in the scope writes it:
+// each element is used only in its own iteration of the inner scopes, all accesses using one
+// index), or when the scope only reads the buffer and one use spans the region (the program read
+// every element there, as it was on entry). Otherwise the copy-in could load an element the
+// scope writes before reading it, or one no use touches, that nothing has written yet (a
+// temporary written in part before the scope and in part inside it). `extent(u, m)` is use u's
+// extent for inner iterator m.
+template <typename Extent>
+bool copy_in_loads_defined(int n_uses, bool any_write, int n_inner, Extent extent) {
+  if (n_uses == 0) return true;
+  // The region's extents, kept inline: the mask asks for every scope and buffer.
+  int64_t inline_most[8];
+  std::vector<int64_t> heap_most;
+  int64_t* most = inline_most;
+  if (n_inner > 8) {
+    heap_most.resize(static_cast<size_t>(n_inner));
+    most = heap_most.data();
+  }
+  for (int m = 0; m < n_inner; ++m) {
+    most[m] = 0;
+    for (int v = 0; v < n_uses; ++v) most[m] = std::max(most[m], extent(v, m));
+  }
+  auto spans = [&](int u) {
+    for (int m = 0; m < n_inner; ++m)
+      if (extent(u, m) != most[m]) return false;
+    return true;
+  };
+  if (spans(0)) return true;
+  if (any_write) return false;
+  for (int u = 1; u < n_uses; ++u)
+    if (spans(u)) return true;
+  return false;
+}
+
+// copy_in_loads_defined over the uses of the full walk.
+bool loads_defined(const std::vector<Use>& uses, const Plan& plan) {
+  bool any_write = false;
+  for (const Use& u : uses) any_write |= u.writes;
+  return copy_in_loads_defined(static_cast<int>(uses.size()), any_write, static_cast<int>(plan.inner.size()),
+                               [&](int u, int m) { return uses[u].scopes[plan.inner[m] - plan.depth - 1]->extent; });
+}
+
+// copy_in_loads_defined over a ProgramIndex's `sites` of the buffer in the scope, in program
+// order, with the inner iterators `inner`. A site stands for its statement's use: the sites of
+// one statement lie in the same scopes.
+bool loads_defined(const ProgramIndex& index, std::span<const int> sites, std::span<const int> inner) {
+  bool any_write = false;
+  for (int si : sites) any_write = any_write || index.sites()[si].write;
+  return copy_in_loads_defined(static_cast<int>(sites.size()), any_write, static_cast<int>(inner.size()),
+                               [&](int u, int m) { return index.sites()[sites[u]].extents[inner[m]]; });
 }
 
 // The check, and the plan apply follows. With an index and no `uses` asked for, only the
@@ -197,6 +257,8 @@ Legality make_plan(const ir::Program& p, const Action& a, const ProgramIndex* in
       }
       if (any_write && !injective(ix, plan.depth, plan.inner, extents))
         return {Reason::kIrregularAccess, a.buffer, a.path};
+      if (may_be_undefined(*plan.decl) && !loads_defined(*index, sites_in(*index, a.path, a.buffer), plan.inner))
+        return {Reason::kDependence, a.buffer, a.path};
       return {};
     }
     complete_plan(*uses, plan);
@@ -204,6 +266,9 @@ Legality make_plan(const ir::Program& p, const Action& a, const ProgramIndex* in
       return {Reason::kIrregularAccess, a.buffer, a.path};
   }
   if (uses) plan.index = ix;
+  if (may_be_undefined(*plan.decl) &&
+      !(uses ? loads_defined(*uses, plan) : loads_defined(*index, sites_in(*index, a.path, a.buffer), plan.inner)))
+    return {Reason::kDependence, a.buffer, a.path};
   return {};
 }
 
@@ -337,7 +402,21 @@ Precheck precheck_create_temporary(MaskSummary& sum, const MaskSite& at,
     const InnerForm form = inner_iterators(sum.first_index(b), sum.depth(at.scope), nullptr);
     // A shared form is legal when the scope only reads the buffer (no copy-out), or else when
     // it maps injectively, which needs the extents of the inner scopes: left to the check.
-    const bool legal = form == InnerForm::kDistinct || !(u.written >> b & 1);
+    bool legal = form == InnerForm::kDistinct || !(u.written >> b & 1);
+    // A buffer that can hold nothing: its copy-in must load only values (the order of its
+    // uses, from the index's sites in the scope).
+    const ir::BufferDecl& decl = sum.program().buffers[static_cast<size_t>(b)];
+    if (legal && may_be_undefined(decl)) {
+      thread_local std::vector<int> inner;
+      inner.clear();
+      inner_iterators(sum.first_index(b), sum.depth(at.scope), &inner);
+      const ProgramIndex& ix = sum.index();
+      const ProgramIndex::NodeInfo& n = ix.node(sum.scope_node(at.scope));
+      const std::span<const int> all = ix.buffer_sites(decl.name);
+      const auto begin = std::lower_bound(all.begin(), all.end(), n.site_begin);
+      const std::span<const int> sites(begin, std::lower_bound(begin, all.end(), n.site_end));
+      legal = loads_defined(ix, sites, inner);
+    }
     (legal ? out.legal : out.check) |= uint64_t{1} << b;
   }
   return out;

@@ -172,3 +172,44 @@ M 4 2 y[{0},{1},{2}] = x[{0},{1},{2}]
   CHECK(q2.body[0]->body.size() == 4);  // copy-in, two nests, copy-out
   require_same_outputs(p2, q2);
 }
+
+TEST_CASE("create_temporary refuses a copy-in that would load elements nothing has written") {
+  // t[6..7] is written before the scope, t[0..5] inside it before the read of all eight: the
+  // copy-in would load t[0..5], which hold nothing yet (found by the random-trajectory guard on
+  // transpose: generated code must not read memory it never wrote).
+  constexpr const char* kPartlyWritten = R"(M = 8
+input x: f32[M]
+output y: f32[M]
+temp t: f32[M]
+
+2 t[{0}+6] = x[{0}+6]
+2 6 t[{1}] = x[{1}]
+| 8 y[{1}] = t[{1}] * {0}
+)";
+  require_refused(kPartlyWritten, "create_temporary 1 t", Reason::kDependence, "t");
+  // The same with t declared with an initial value: every element holds one, the copy is exact.
+  std::string with_init = kPartlyWritten;
+  with_init.replace(with_init.find("temp t: f32[M]"), 14, "temp t: f32[M] = 0");
+  const ir::Program p = load(with_init);
+  require_same_outputs(p, apply_all(p, {"create_temporary 1 t"}));
+  // A scope whose first use reads the whole region copies in what the program already read.
+  const ir::Program r = load(R"(M = 8
+input x: f32[M]
+output y: f32[M]
+temp t: f32[M]
+
+8 t[{0}] = x[{0}]
+2 8 y[{1}] = t[{1}] * 2
+| 8 t[{1}] = t[{1}] + 1
+)");
+  require_same_outputs(r, apply_all(r, {"create_temporary 1 t"}));
+  // Neither of two nests stores the whole region of an output without an initial value.
+  require_refused(R"(M = 2
+input x: f32[M, 4, 4]
+output y: f32[M, 4, 4]
+
+M 4 2 y[{0},{1},{2}] = x[{0},{1},{2}]
+| 2 4 y[{0},{1},{2}] = x[{0},{1},{2}] * 2
+)",
+                  "create_temporary 0 y", Reason::kDependence, "y");
+}
