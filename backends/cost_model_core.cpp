@@ -436,12 +436,12 @@ double Model::reduction_chain(const StmtInfo& s, const OpCounts& ops) const {
   // A vector accumulator (a target the lanes share) whose updates the unrolled scope right
   // around the `:vec` one repeats rotates them over its share of kAccumulatorRegisters (codegen_c.h):
   // that many chains instead of one.
-  if (carrier >= 0 && carrier == s.depth - 2 && f.scopes[scope_at(s.depth - 1)].annot == Annot::kVector &&
-      f.coefs[target.coef_off + s.depth - 1] == 0 && f.scopes[scope_at(carrier)].annot == Annot::kUnroll &&
-      f.scopes[scope_at(carrier)].extent >= 2 && f.scopes[scope_at(carrier)].extent <= CodegenOptions{}.max_unroll) {
-    const ScopeInfo& v = f.scopes[scope_at(s.depth - 1)];
+  const ScopeInfo* vec = carrier >= 0 && carrier == s.depth - 2 ? &f.scopes[scope_at(s.depth - 1)] : nullptr;
+  const ScopeInfo* unrolled = vec ? &f.scopes[scope_at(carrier)] : nullptr;
+  if (vec && vec->annot == Annot::kVector && f.coefs[target.coef_off + s.depth - 1] == 0 &&
+      unrolled->annot == Annot::kUnroll && unrolled->extent >= 2 && unrolled->extent <= CodegenOptions{}.max_unroll) {
     int accumulators = 0;  // the `:vec` scope's updates of targets its lanes share
-    for (int k2 = v.kids_begin; k2 < v.kids_end; ++k2) {
+    for (int k2 = vec->kids_begin; k2 < vec->kids_end; ++k2) {
       const int kid = f.kids[k2];
       if (kid >= 0) continue;
       const StmtInfo& st2 = f.stmts[~kid];
@@ -450,7 +450,7 @@ double Model::reduction_chain(const StmtInfo& s, const OpCounts& ops) const {
     }
     const double sets = std::floor(static_cast<double>(kAccumulatorRegisters) /
                                    (run[scope_at(s.depth - 1)].chunks * std::max(1, accumulators)));
-    if (sets >= 2) bound /= std::min(static_cast<double>(f.scopes[scope_at(carrier)].extent), sets);
+    if (sets >= 2) bound /= std::min(static_cast<double>(unrolled->extent), sets);
   }
   if (seg > 1) {
     const double segments = inner_varying >= 0 ? run[scope_at(inner_varying)].trips : 1.0;

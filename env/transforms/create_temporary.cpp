@@ -132,13 +132,17 @@ void complete_plan(const std::vector<Use>& uses, Plan& plan);
 // declared with an initial value.
 bool may_be_undefined(const ir::BufferDecl& d) { return d.role != ir::Role::kInput && !d.init; }
 
-
-// The index's access sites of buffer `buf` in the subtree of the scope at `path`, in order.
-std::span<const int> sites_in(const ProgramIndex& index, const Path& path, const std::string& buf) {
-  const ProgramIndex::NodeInfo& n = index.node(index.find(path));
+// The index's access sites of buffer `buf` in the subtree of node `node`, in order.
+std::span<const int> sites_in(const ProgramIndex& index, int node, const std::string& buf) {
+  const ProgramIndex::NodeInfo& n = index.node(node);
   const std::span<const int> sites = index.buffer_sites(buf);
   const auto begin = std::lower_bound(sites.begin(), sites.end(), n.site_begin);
   return {begin, std::lower_bound(begin, sites.end(), n.site_end)};
+}
+
+// The same for the scope at `path`.
+std::span<const int> sites_in(const ProgramIndex& index, const Path& path, const std::string& buf) {
+  return sites_in(index, index.find(path), buf);
 }
 
 // Whether every access of buffer `buf` in the subtree of the scope at `path` uses one index;
@@ -169,18 +173,10 @@ bool one_index(const ProgramIndex& index, const Path& path, const std::string& b
 template <typename Extent>
 bool copy_in_loads_defined(int n_uses, bool any_write, int n_inner, Extent extent) {
   if (n_uses == 0) return true;
-  // The region's extents, kept inline: the mask asks for every scope and buffer.
-  int64_t inline_most[8];
-  std::vector<int64_t> heap_most;
-  int64_t* most = inline_most;
-  if (n_inner > 8) {
-    heap_most.resize(static_cast<size_t>(n_inner));
-    most = heap_most.data();
-  }
-  for (int m = 0; m < n_inner; ++m) {
-    most[m] = 0;
+  thread_local std::vector<int64_t> most;  // the region's extents (the mask asks at every scope)
+  most.assign(static_cast<size_t>(n_inner), 0);
+  for (int m = 0; m < n_inner; ++m)
     for (int v = 0; v < n_uses; ++v) most[m] = std::max(most[m], extent(v, m));
-  }
   auto spans = [&](int u) {
     for (int m = 0; m < n_inner; ++m)
       if (extent(u, m) != most[m]) return false;
@@ -257,13 +253,11 @@ Legality make_plan(const ir::Program& p, const Action& a, const ProgramIndex* in
       }
       if (any_write && !injective(ix, plan.depth, plan.inner, extents))
         return {Reason::kIrregularAccess, a.buffer, a.path};
-      if (may_be_undefined(*plan.decl) && !loads_defined(*index, sites_in(*index, a.path, a.buffer), plan.inner))
-        return {Reason::kDependence, a.buffer, a.path};
-      return {};
+    } else {
+      complete_plan(*uses, plan);
+      if (plan.copy_out && !injective(ix, plan.depth, plan.inner, plan.extents))
+        return {Reason::kIrregularAccess, a.buffer, a.path};
     }
-    complete_plan(*uses, plan);
-    if (plan.copy_out && !injective(ix, plan.depth, plan.inner, plan.extents))
-      return {Reason::kIrregularAccess, a.buffer, a.path};
   }
   if (uses) plan.index = ix;
   if (may_be_undefined(*plan.decl) &&
@@ -402,20 +396,15 @@ Precheck precheck_create_temporary(MaskSummary& sum, const MaskSite& at,
     const InnerForm form = inner_iterators(sum.first_index(b), sum.depth(at.scope), nullptr);
     // A shared form is legal when the scope only reads the buffer (no copy-out), or else when
     // it maps injectively, which needs the extents of the inner scopes: left to the check.
-    bool legal = form == InnerForm::kDistinct || !(u.written >> b & 1);
+    const bool legal = form == InnerForm::kDistinct || !(u.written >> b & 1);
     // A buffer that can hold nothing: its copy-in must load only values (the order of its
-    // uses, from the index's sites in the scope).
+    // uses, from the index's sites in the scope); where it would not, illegal, as the check says.
     const ir::BufferDecl& decl = sum.program().buffers[static_cast<size_t>(b)];
     if (legal && may_be_undefined(decl)) {
       thread_local std::vector<int> inner;
       inner.clear();
       inner_iterators(sum.first_index(b), sum.depth(at.scope), &inner);
-      const ProgramIndex& ix = sum.index();
-      const ProgramIndex::NodeInfo& n = ix.node(sum.scope_node(at.scope));
-      const std::span<const int> all = ix.buffer_sites(decl.name);
-      const auto begin = std::lower_bound(all.begin(), all.end(), n.site_begin);
-      const std::span<const int> sites(begin, std::lower_bound(begin, all.end(), n.site_end));
-      legal = loads_defined(ix, sites, inner);
+      if (!loads_defined(sum.index(), sites_in(sum.index(), sum.scope_node(at.scope), decl.name), inner)) continue;
     }
     (legal ? out.legal : out.check) |= uint64_t{1} << b;
   }
