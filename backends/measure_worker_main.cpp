@@ -5,6 +5,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <emmintrin.h>
+#endif
+
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -33,8 +38,7 @@ Entry g_entry = nullptr;
 std::vector<void*> g_bufs;
 unsigned char* g_base = nullptr;
 size_t g_size = 0;
-std::vector<unsigned char> g_flush;
-unsigned g_flush_round = 0;
+size_t g_flush_from = 0, g_flush_to = 0;  // the loaded kernel's parameters in the region
 
 void reply(const std::string& s) {
   std::string line = s + "\n";
@@ -82,6 +86,8 @@ std::string do_load(std::istringstream& in) {
   std::vector<size_t> offs(n);
   for (auto& o : offs)
     if (!(in >> o)) return "err malformed load request";
+  size_t end = 0;
+  if (!(in >> end) || end > size) return "err malformed load request";
   std::string path;
   std::getline(in >> std::ws, path);
   if (size != g_size) {
@@ -100,6 +106,8 @@ std::string do_load(std::istringstream& in) {
     if (o > g_size) return "err buffer offset outside the shared region";
   g_bufs.assign(n, nullptr);
   for (size_t i = 0; i < n; ++i) g_bufs[i] = g_base + offs[i];
+  g_flush_from = n > 0 ? *std::min_element(offs.begin(), offs.end()) : 0;
+  g_flush_to = std::max(g_flush_from, end);
   g_entry = nullptr;
   for (auto it = g_loaded.begin(); it != g_loaded.end(); ++it) {
     if (it->path == path) {
@@ -129,11 +137,25 @@ std::string do_load(std::istringstream& in) {
   return "ok";
 }
 
-// Evicts the caches by writing a buffer larger than any last-level cache.
+// Evicts the kernel's parameters from every cache level, line by line (what TVM's CPU cache
+// flush does): the next call reads its inputs from memory and its outputs' lines are fetched
+// again, as when other work ran between two calls. The kernel's code and the worker's own data
+// stay cached. Independent of the size of the last-level cache, which a virtual machine may
+// misreport.
 void flush_caches() {
-  if (g_flush.empty()) g_flush.resize(size_t{96} << 20);
-  std::memset(g_flush.data(), static_cast<int>(++g_flush_round & 0xff), g_flush.size());
-  asm volatile("" : : "r"(g_flush.data()) : "memory");
+  unsigned char* from = g_base + (g_flush_from & ~size_t{63});
+  unsigned char* to = g_base + g_flush_to;
+#if defined(__x86_64__) || defined(__i386__)
+  for (unsigned char* p = from; p < to; p += 64) _mm_clflush(p);
+  _mm_mfence();
+#else
+  static std::vector<unsigned char> scrub(size_t{256} << 20);  // no line flush: write over them
+  static unsigned round = 0;
+  std::memset(scrub.data(), static_cast<int>(++round & 0xff), scrub.size());
+  asm volatile("" : : "r"(scrub.data()) : "memory");
+  (void)from;
+  (void)to;
+#endif
 }
 
 std::string do_run(std::istringstream& in) {

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -190,14 +191,14 @@ std::optional<std::string> Worker::request(const std::string& line, double timeo
 }
 
 std::optional<std::string> Worker::load(const std::string& so, const std::vector<size_t>& offsets,
-                                        double timeout_s) {
+                                        double timeout_s, size_t end) {
   // The memory limit is set when the worker starts; a larger region needs a fresh worker.
   if (pid_ > 0 && size_ > limit_region_) stop();
   if (pid_ <= 0)
     if (auto err = spawn()) return err;
   std::string line = "load " + std::to_string(size_) + " " + std::to_string(offsets.size());
   for (size_t o : offsets) line += " " + std::to_string(o);
-  line += " " + so;
+  line += " " + std::to_string(end > 0 ? std::min(end, size_) : size_) + " " + so;
   std::string reply;
   // Loading maps the kernel's static buffers; it gets the run timeout plus time to start.
   if (auto err = request(line, timeout_s + 10, &reply)) return err;

@@ -4,10 +4,12 @@
 // load starts a fresh worker.
 //
 // Protocol (one text line each way over a socket at fd 3; the buffers are the memory file at fd 4):
-//   load SIZE N OFF_1 .. OFF_N PATH  -> "ok" | "err MESSAGE"   map SIZE bytes, dlopen PATH, point
-//                                        perfdojo_entry's N parameters at the offsets
+//   load SIZE N OFF_1 .. OFF_N END PATH -> "ok" | "err MESSAGE"   map SIZE bytes, dlopen PATH,
+//                                        point perfdojo_entry's N parameters at the offsets; the
+//                                        parameters end at byte END of the region
 //   run BATCH FLUSH                  -> "ok SECONDS" | "err MESSAGE"  BATCH calls back to back,
-//                                        after evicting the caches when FLUSH is 1
+//                                        after evicting the parameters' bytes (from the lowest
+//                                        offset to END) from every cache level when FLUSH is 1
 //   quit                             -> the worker exits
 #pragma once
 
@@ -40,8 +42,10 @@ class Worker {
   uint8_t* reserve(size_t bytes, std::string* error);
   /// Loads the kernel in `so` with its parameters at `offsets` in the shared region; starts a
   /// worker when none runs. An error (dlopen failed, the worker died or timed out) is returned.
+  /// `end`: where the parameters end in the region (what a flushing `run` evicts; 0: the
+  /// region's end).
   std::optional<std::string> load(const std::string& so, const std::vector<size_t>& offsets,
-                                  double timeout_s);
+                                  double timeout_s, size_t end = 0);
 
   /// Time of one `run` request.
   struct Timing {
@@ -49,7 +53,8 @@ class Worker {
     double seconds = 0;                ///< wall time of the whole batch
   };
   /// Calls the loaded kernel `batch` times back to back; a batch longer than `timeout_s` kills
-  /// the worker and is reported as a timeout.
+  /// the worker and is reported as a timeout. `flush`: first evict the kernel's parameters from
+  /// every cache level (they come from memory, as when other work ran between two calls).
   Timing run(int batch, bool flush, double timeout_s);
 
   /// Whether a worker process is running.

@@ -354,7 +354,7 @@ class X86Backend final : public Backend {
     // interpreter verifies, which takes long and times nothing.
     const bool lock_on = extra(config_, "measure_lock") != "off";
     std::optional<MeasureLock> lock(std::in_place, lock_on);
-    if (auto e = w.load(cr.so_path, offs, o.timeout_s)) {
+    if (auto e = w.load(cr.so_path, offs, o.timeout_s, total)) {
       m.error = *e;
       return;
     }
@@ -390,6 +390,7 @@ class X86Backend final : public Backend {
       size_t index;
       std::string so;
       std::vector<size_t> offs;
+      size_t end = 0;  // where its parameters end in the region
       long batch = 1;
       std::vector<double> times;
     };
@@ -411,10 +412,11 @@ class X86Backend final : public Backend {
       }
       params[i] = kernel_parameters(*ps[i]);
       size_t size = 0;
-      Slot slot{i, cr.so_path, layout(params[i], &size), 1, {}};
+      Slot slot{i, cr.so_path, layout(params[i], &size), 0, 1, {}};
       total = (total + 4095) & ~size_t{4095};
       for (size_t& off : slot.offs) off += total;
       total += size;
+      slot.end = total;
       slots.push_back(std::move(slot));
     }
     if (slots.empty()) return;
@@ -437,7 +439,7 @@ class X86Backend final : public Backend {
     MeasureLock lock(lock_on);
     // One batch of a slot's kernel; false (and the program's error set) when it fails.
     auto run = [&](Slot& s, long batch, double* seconds) {
-      if (auto e = w.load(s.so, s.offs, o.timeout_s)) {
+      if (auto e = w.load(s.so, s.offs, o.timeout_s, s.end)) {
         ms[s.index].error = *e;
         return false;
       }

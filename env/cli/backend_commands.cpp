@@ -221,8 +221,8 @@ std::vector<Command> backend_commands() {
        {},
        cmd_codegen},
       {"measure",
-       "measure FILE [--backend B] [--seed S] [--no-verify] [--no-cache] [--budget S] [--timeout "
-       "S]",
+       "measure FILE [--backend B] [--seed S] [--no-verify] [--no-cache] [--flush (evict the "
+       "kernel's data from the caches before every timed call)] [--budget S] [--timeout S]",
        "compile, verify and time FILE on a backend (default: the best x86 one available); prints "
        "the median time, "
        "GFLOP/s, GB/s, the fraction of peak and the correctness verdict",

@@ -563,6 +563,34 @@ TEST_CASE("measurements record the compiler flags and respect the repetition bou
   CHECK(m.compile_s > 0);
 }
 
+TEST_CASE("with flush_cache every timed call starts with the kernel's data evicted: measured, "
+          "compared and verified alike" * doctest::test_suite("hw")) {
+  BACKEND_OR_SKIP(b, "x86_64");
+  auto o = quick();
+  o.flush_cache = true;
+  o.min_reps = 3;
+  o.max_reps = 5;
+  const ir::Program small = program_of(kSmall);
+  const ir::Program big = program_of(
+      "input x: f32[65536]\noutput y: f32[65536]\n\n65536 y[{0}] = x[{0}] * 2 + 1\n");
+  Measurement m = b->measure(big, o);
+  REQUIRE_MESSAGE(m.ok(), m.error.value_or(""));
+  CHECK(m.verified);
+  CHECK(m.reps >= 3);
+  CHECK(m.min_s <= m.median_s);
+  auto ms = b->compare({&small, &big}, o);
+  REQUIRE(ms.size() == 2);
+  for (const auto& x : ms) {
+    REQUIRE_MESSAGE(x.ok(), x.error.value_or(""));
+    CHECK(x.verified);
+    CHECK(x.reps >= 3);
+  }
+  // The worker goes on with warm timing afterwards.
+  o.flush_cache = false;
+  Measurement warm = b->measure(small, o);
+  CHECK_MESSAGE(warm.ok(), warm.error.value_or(""));
+}
+
 TEST_CASE("an invalid program is an error record, not a crash" * doctest::test_suite("hw")) {
   BACKEND_OR_SKIP(b, "x86_64");
   ir::Program p = program_of(kSmall);
