@@ -155,6 +155,12 @@ int cmd_optimize(const Args& a) {
     if (threads < 1) return usage_error("--threads needs a positive whole number", a.json);
     config.extra["threads"] = std::to_string(threads);
   }
+  if (a.has("cache-flush")) {
+    const std::string how = a.get("cache-flush");
+    if (how != "auto" && how != "on" && how != "off")
+      return usage_error("--cache-flush takes auto, on or off, not '" + how + "'", a.json);
+    config.extra["cache_flush"] = how;
+  }
   if (a.has("workers")) {
     std::error_code ec;
     const std::string self = fs::read_symlink("/proc/self/exe", ec).string();
@@ -237,6 +243,7 @@ int cmd_optimize(const Args& a) {
                            .add("final_reps", r.final_reps)
                            .add("timing", r.modelled ? "modelled" : r.interleaved ? "interleaved" : "separate")
                            .add("noisy", r.noisy)
+                           .add("cache_flushed", r.cache_flushed)
                            .add("first_measured_s", r.first_measured_s)
                            .add("seed", r.seed)
                            .add("budget_s", r.budget_s)
@@ -289,9 +296,10 @@ int cmd_optimize(const Args& a) {
   } else {
     std::cout << ir::print_program(result.program);
     fprintf(stderr,
-            "%s %s: %.3g s -> %.3g s (x%.2f), %.1f GFLOP/s = %.0f%% of peak, %d evaluations, %d "
+            "%s %s: %.3g s -> %.3g s (x%.2f%s), %.1f GFLOP/s = %.0f%% of peak, %d evaluations, %d "
             "measurements%s\n",
-            r.arch.c_str(), r.mode.c_str(), r.baseline_s, r.final_s, r.speedup, r.gflops,
+            r.arch.c_str(), r.mode.c_str(), r.baseline_s, r.final_s, r.speedup,
+            r.cache_flushed ? ", timed with its data evicted" : "", r.gflops,
             r.peak_fraction * 100, r.evaluations, r.measurements,
             r.verified ? (", verified (" + r.verified_on + ")").c_str() : ", NOT verified");
     if (!r.note.empty()) fprintf(stderr, "note: %s\n", r.note.c_str());
@@ -304,10 +312,12 @@ int cmd_optimize(const Args& a) {
 std::vector<Command> optimize_commands() {
   return {{"optimize",
            "optimize FILE [--arch A (default: widest x86 available; aarch64_neon, aarch64_sve, riscv64_rvv: modelled, verified under qemu)] [--mode M] [--timeout S] "
-           "[--threads N] [--agent CHECKPOINT] [--workers ray://HOST:PORT] [--out DIR] [--no-cache]",
+           "[--threads N] [--cache-flush auto|on|off (time with the kernel's data evicted first; auto: "
+           "memory-bound kernels larger than L2)] [--agent CHECKPOINT] [--workers ray://HOST:PORT] "
+           "[--out DIR] [--no-cache]",
            "search for the fastest verified kernel; writes the .pdj, trace, C source, header and "
            "report.json",
-           {"arch", "mode", "timeout", "out", "agent", "threads", "workers"},
+           {"arch", "mode", "timeout", "out", "agent", "threads", "workers", "cache-flush"},
            {"no-cache"},
            cmd_optimize}};
 }

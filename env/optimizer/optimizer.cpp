@@ -44,7 +44,7 @@ std::string c_header(const ir::Program& p) {
 Optimizer::Optimizer(std::string arch, std::optional<backends::X86Isa> isa, Mode mode,
                      backends::BackendConfig config)
     : arch_(std::move(arch)), isa_(isa), mode_(mode), config_(std::move(config)) {
-  backends::MachineProfile profile;
+  backends::MachineProfile& profile = profile_;
   if (const auto* cross = backends::cross_target(arch_)) {
     // A cross target is modelled on its core's built-in profile, not on this machine's.
     config_.machine_profile = "builtin:" + cross->profile;
@@ -74,6 +74,9 @@ ir::Result<std::unique_ptr<Optimizer>> Optimizer::make(const std::string& arch, 
   if (!isa && !backends::cross_target(arch))
     return fail("unknown architecture '" + arch +
                 "'; expected x86_avx512, x86_avx2, x86_64, aarch64_neon, aarch64_sve or riscv64_rvv");
+  if (auto it = config.extra.find("cache_flush");
+      it != config.extra.end() && it->second != "auto" && it->second != "on" && it->second != "off")
+    return fail("cache_flush must be auto, on or off, not '" + it->second + "'");
   {  // refuse an unavailable target before spending seconds on calibration
     auto probe = backends::make_backend(arch, config);
     if (!probe) return fail("no backend for '" + arch + "'");
@@ -123,6 +126,13 @@ Result Optimizer::transform(const ir::Program& program, double timeout_s, const 
   }
   detail::SearchRun run(program, timeout_s, progress, cancel, mode_, target, arch_, config_,
                         *target_, *model_, res, start);
+  {
+    auto it = config_.extra.find("cache_flush");
+    const std::string how = it == config_.extra.end() ? "auto" : it->second;
+    r.cache_flushed = isa_.has_value() &&
+                      (how == "on" || (how != "off" && cold_timing(program, profile_, peak_gflops_)));
+    run.mo.flush_cache = run.screen.flush_cache = r.cache_flushed;
+  }
   r.seed = run.mo.seed;
   r.budget_s = timeout_s;
   auto baseline = target_->measure(program, run.mo);
@@ -147,6 +157,12 @@ Result Optimizer::transform(const ir::Program& program, double timeout_s, const 
   if (baseline.ok()) run.retime_final();
   finish(res, late);
   return res;
+}
+
+bool cold_timing(const ir::Program& p, const backends::MachineProfile& profile, double peak_gflops) {
+  const double bytes = backends::compulsory_bytes(p);
+  if (!(bytes > 0.5 * profile.l3_bytes) || !(profile.dram_bw_gbs > 0) || !(peak_gflops > 0)) return false;
+  return backends::flop_count(p) / bytes < peak_gflops / profile.dram_bw_gbs;
 }
 
 void Optimizer::finish(Result& res, bool interrupted) const {

@@ -61,6 +61,11 @@ struct Report {
   int final_reps = 0;
   bool noisy = false;  ///< the final re-timing's spread stayed above 10%: the core was busy
   bool interleaved = false;  ///< baseline_s and final_s come from one interleaved run
+  /// Every timing evicted the kernel's data from the caches before each call (its inputs came
+  /// from memory): `config.extra["cache_flush"]` "on", or "auto" (the default) for a
+  /// memory-bound kernel larger than half the last-level cache (see cold_timing). Warm,
+  /// back-to-back calls otherwise.
+  bool cache_flushed = false;
   /// The times are the cost model's estimates on the target's profile (a cross target: its
   /// kernels are verified under emulation, never timed).
   bool modelled = false;
@@ -119,6 +124,7 @@ class Optimizer {
   /// calibrated profile kept in `config.extra["profile_dir"]`, else in `config.cache_dir`
   /// (calibrated on first use, about 6 s, and kept there), else a fresh calibration;
   /// `config.extra["calibrate"] = "off"` uses the built-in profile instead.
+  /// `config.extra["cache_flush"]`: "auto" (default), "on" or "off" (see Report::cache_flushed).
   /// `config.extra["farm_command"]` (a command line, arguments separated by tabs; see
   /// backends::farm_command) sends the target's measurements to a measurement farm
   /// (remote_backend.h, docs/ray.md); an error when it does not start.
@@ -147,6 +153,7 @@ class Optimizer {
   std::optional<backends::X86Isa> isa_;  ///< arch_, parsed once by make; nullopt: a cross target
   Mode mode_;
   std::string profile_note_;
+  backends::MachineProfile profile_;
   std::vector<std::vector<transforms::Action>> proposals_;
   double peak_gflops_ = 0;
   backends::BackendConfig config_;
@@ -167,6 +174,15 @@ std::string resolve_machine_profile(backends::BackendConfig& config,
                                     backends::MachineProfile* out);
 /// The FMA peak per core of `isa` on the machine `profile` describes (GFLOP/s).
 double fma_peak_gflops(backends::X86Isa isa, const backends::MachineProfile& profile);
+
+/// Whether `auto` times `p` cold (its data evicted before every call): its parameters take more
+/// than half the profile's last-level cache (the effective size the calibration found), so it
+/// and an operator of its size next to it in a model cannot both stay there, and it does fewer
+/// flops per byte of them than the machine's ridge point (FMA peak `peak_gflops` over one core's
+/// memory bandwidth). Such a kernel's time is its traffic: timed warm and back to back it would
+/// sit in a last-level cache it does not have in use, and the search would prefer what only pays
+/// there (plain stores over streaming ones).
+bool cold_timing(const ir::Program& p, const backends::MachineProfile& profile, double peak_gflops);
 
 /// Where the calibrated profile of this machine is kept under `cache_dir` ("" without one).
 std::string cached_profile_path(const std::string& cache_dir);

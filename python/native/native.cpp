@@ -495,6 +495,7 @@ py::dict report_dict(const optimizer::Report& r) {
   d["final_reps"] = r.final_reps;
   d["timing"] = r.modelled ? "modelled" : r.interleaved ? "interleaved" : "separate";
   d["noisy"] = r.noisy;
+  d["cache_flushed"] = r.cache_flushed;
   d["first_measured_s"] = r.first_measured_s;
   d["seed"] = r.seed;
   d["budget_s"] = r.budget_s;
@@ -532,7 +533,7 @@ struct PyOptimizer {
   std::unique_ptr<optimizer::Optimizer> opt;
 
   static PyOptimizer make(const std::string& arch, const std::string& mode, const std::string& profile_dir,
-                          int threads) {
+                          int threads, const std::string& cache_flush) {
     auto m = optimizer::mode_by_name(mode);
     if (!m) throw py::value_error("unknown mode '" + mode + "' (conservative, balanced, aggressive)");
     backends::BackendConfig config;
@@ -541,6 +542,7 @@ struct PyOptimizer {
       config.cache_dir = profile_dir;
     }
     if (threads > 0) config.extra["threads"] = std::to_string(threads);
+    config.extra["cache_flush"] = cache_flush;
     ir::Result<std::unique_ptr<optimizer::Optimizer>> made = [&] {
       py::gil_scoped_release release;  // may calibrate the machine (seconds)
       return optimizer::Optimizer::make(arch, *m, config);
@@ -638,6 +640,6 @@ PYBIND11_MODULE(_native, m) {
 
   py::class_<PyOptimizer>(m, "Optimizer")
       .def_static("make", &PyOptimizer::make, py::arg("arch"), py::arg("mode"), py::arg("profile_dir"),
-                  py::arg("threads"))
+                  py::arg("threads"), py::arg("cache_flush") = "auto")
       .def("transform", &PyOptimizer::transform, py::arg("program"), py::arg("timeout_s"), py::arg("progress"));
 }

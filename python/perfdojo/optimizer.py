@@ -82,14 +82,19 @@ class PerfDojo:
         arch: "x86_avx512", "x86_avx2" or "x86_64" (perfdojo.this_isa() is this machine's widest).
         mode: "conservative", "balanced" or "aggressive" (docs/optimizer.md).
         threads: cap on the threads the kernel may use (1: one core); None: the CLI's default.
+        cache_flush: "auto" (default), "on" or "off": time with the kernel's data evicted from
+            the caches before every call; auto does so for memory-bound kernels larger than half
+            the last-level cache (docs/optimizer.md, "Measurement protocol"; the report's
+            "cache_flushed" says which).
     The first use on a machine calibrates the cost model (a few seconds) and keeps the profile
     in ~/.cache/perfdojo, as `perfdojo optimize` does.
     """
 
-    def __init__(self, arch: str = "x86_avx512", mode: str = "balanced", *, threads: Optional[int] = None):
+    def __init__(self, arch: str = "x86_avx512", mode: str = "balanced", *, threads: Optional[int] = None,
+                 cache_flush: str = "auto"):
         self.arch, self.mode = arch, mode
         try:
-            self._opt = _native.Optimizer.make(arch, mode, _profile_dir(), int(threads or 0))
+            self._opt = _native.Optimizer.make(arch, mode, _profile_dir(), int(threads or 0), str(cache_flush))
         except ValueError as e:
             raise ValueError(str(e)) from None
 

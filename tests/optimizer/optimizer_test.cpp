@@ -111,6 +111,54 @@ TEST_CASE(
   CHECK(ir::max_relative_error(a->at("d"), b->at("d")) < 1e-5);
 }
 
+TEST_CASE("auto times memory-bound kernels larger than half the last-level cache cold, the rest warm") {
+  backends::MachineProfile prof;  // built in: 15 GB/s from memory, 223 GFLOP/s
+  prof.l3_bytes = 64.0 * 1024 * 1024;
+  auto load = [](const std::string& name) {
+    auto p = ir::load_file(std::string(PERFDOJO_KERNEL_DIR) + "/" + name + ".pdj");
+    REQUIRE_MESSAGE(p.ok(), p.error_text());
+    return p.value();
+  };
+  const double peak = prof.peak_gflops_avx512;
+  // rmsnorm (64 MB in and out, about a flop per byte): its time is its traffic.
+  CHECK(optimizer::cold_timing(load("rmsnorm"), prof, peak));
+  // layernorm (8 MB) and softmax (2 MB) stay in the last-level cache beside their neighbours.
+  CHECK_FALSE(optimizer::cold_timing(load("layernorm"), prof, peak));
+  CHECK_FALSE(optimizer::cold_timing(load("softmax"), prof, peak));
+  prof.l3_bytes = 8.0 * 1024 * 1024;
+  CHECK(optimizer::cold_timing(load("layernorm"), prof, peak));
+  // matmul-1024 (12 MB, 170 flops per byte) and conv2d are compute-bound: warm however small
+  // the cache.
+  prof.l3_bytes = 1.0 * 1024 * 1024;
+  CHECK_FALSE(optimizer::cold_timing(load("matmul-1024"), prof, peak));
+  CHECK_FALSE(optimizer::cold_timing(load("conv2d-3x3"), prof, peak));
+  // An unknown setting is refused by name.
+  backends::BackendConfig c = quick_config();
+  c.extra["cache_flush"] = "sometimes";
+  auto bad = optimizer::Optimizer::make(portable_arch(), optimizer::Mode::kBalanced, c);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error_text().find("cache_flush must be auto, on or off") != std::string::npos);
+}
+
+TEST_CASE("cache_flush on: the report says every timing evicted the kernel's data, and the kernel is verified" *
+          doctest::test_suite("hw slow")) {
+  auto p = ir::load_program(kSoftmax, "softmax.pdj");
+  REQUIRE(p.ok());
+  for (const char* how : {"on", "off"}) {
+    backends::BackendConfig c = quick_config();
+    c.extra["threads"] = "1";
+    c.extra["cache_flush"] = how;
+    auto opt = optimizer::Optimizer::make(portable_arch(), optimizer::Mode::kBalanced, c);
+    REQUIRE(opt.ok());
+    auto r = opt.value()->transform(p.value(), 4.0);
+    CAPTURE(how);
+    CHECK(r.report.cache_flushed == (std::string(how) == "on"));
+    CHECK(r.report.verified);
+    CHECK(r.report.baseline_s > 0);
+    CHECK(r.report.final_s > 0);
+  }
+}
+
 TEST_CASE("one thread means no parallel scopes, and the report says so" *
           doctest::test_suite("hw slow")) {
   auto p = ir::load_program(kSmallMatmul, "mm.pdj");

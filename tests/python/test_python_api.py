@@ -74,6 +74,8 @@ def test_ctrl_c_returns_the_best_kernel_so_far():
 def test_bad_arguments_are_refused_with_a_reason():
     with pytest.raises(ValueError, match="unknown mode"):
         perfdojo.PerfDojo(arch=perfdojo.this_isa(), mode="fast")
+    with pytest.raises(ValueError, match="cache_flush must be auto, on or off"):
+        perfdojo.PerfDojo(arch=perfdojo.this_isa(), cache_flush="sometimes")
     with pytest.raises(ValueError, match="timeout"):
         perfdojo.PerfDojo(arch=perfdojo.this_isa()).transform(KERNELS / "rowsum.pdj", timeout=0)
     with pytest.raises(TypeError, match="IR text, a path"):
