@@ -293,6 +293,16 @@ class X86Backend final : public Backend {
     return offs;
   }
 
+  // Where the parameters placed at `offs` end in the shared region (what a cache flush evicts).
+  static size_t params_end(const std::vector<const ir::BufferDecl*>& params,
+                           const std::vector<size_t>& offs) {
+    size_t end = 0;
+    for (size_t i = 0; i < params.size() && i < offs.size(); ++i)
+      end = std::max(end, offs[i] + static_cast<size_t>(params[i]->elements()) *
+                                        ir::dtype_bytes(params[i]->dtype));
+    return end;
+  }
+
   void measure_into(const ir::Program& p, const MeasureOptions& o, Measurement& m) {
     m.flags = flags_text();
     Availability av = available();
@@ -544,7 +554,7 @@ class X86Backend final : public Backend {
         m.error = *e;
         return false;
       }
-      if (auto e = w.load(so_path, offs, o.timeout_s)) {
+      if (auto e = w.load(so_path, offs, o.timeout_s, params_end(params, offs))) {
         m.error = *e;
         return false;
       }
@@ -595,7 +605,8 @@ class X86Backend final : public Backend {
     if (cr.error) return "cannot build the sequential reference for verification: " + *cr.error;
     prefill_outputs(base, params, offs);
     Worker& w = worker();
-    if (auto e = w.load(cr.so_path, offs, o.timeout_s)) return "verification run: " + *e;
+    if (auto e = w.load(cr.so_path, offs, o.timeout_s, params_end(params, offs)))
+      return "verification run: " + *e;
     Worker::Timing t = w.run(1, false, o.timeout_s);
     if (t.error)
       return "could not verify: the sequential reference failed (" + *t.error +

@@ -292,8 +292,8 @@ TEST_CASE("streamed stores compile and match the interpreter, aligned or not, pa
 
 TEST_CASE("random legal trajectories compile to code that matches the interpreter" *
           doctest::test_suite("hw slow")) {
-  // A few seeded trajectories per kernel (PERFDOJO_X86_TRAJECTORIES raises it), on the best
-  // backend this machine runs.
+  // A few seeded trajectories per kernel (PERFDOJO_X86_TRAJECTORIES raises it,
+  // PERFDOJO_X86_SEED draws other ones), on the best backend this machine runs.
   int per_kernel = std::getenv("PERFDOJO_X86_TRAJECTORIES")
                        ? std::atoi(std::getenv("PERFDOJO_X86_TRAJECTORIES"))
                        : 1;
@@ -304,7 +304,9 @@ TEST_CASE("random legal trajectories compile to code that matches the interprete
   }
   if (!b->available().ok) PERFDOJO_SKIP("no x86 backend runs here: " << b->available().why);
   auto target = *transforms::target_by_name(b->name());
-  std::mt19937_64 rng(7);
+  std::mt19937_64 rng(7 + (std::getenv("PERFDOJO_X86_SEED")
+                               ? std::strtoull(std::getenv("PERFDOJO_X86_SEED"), nullptr, 10)
+                               : 0));
   for (const auto& name : testing::suite_kernel_names()) {
     for (int t = 0; t < per_kernel; ++t) {
       ir::Program p = scaled(name);

@@ -6,6 +6,7 @@
 // and every transformation keeps each element's sequence of operations, so the comparison is
 // exact: compiled code may reassociate vectorised reductions, the interpreter never does. The
 // interpreter runs strict: a read of an element nothing has written fails the trajectory.
+// PERFDOJO_GUARD_TRAJECTORIES, PERFDOJO_GUARD_STEPS and PERFDOJO_GUARD_SEED scale it up.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -31,6 +32,13 @@ namespace {
 int env_int(const char* name, int fallback) {
   const char* v = std::getenv(name);
   return v ? std::atoi(v) : fallback;
+}
+
+// PERFDOJO_GUARD_SEED shifts every kernel's seed: a large run with a new seed walks new
+// trajectories instead of repeating the first ones of the default run.
+uint64_t env_seed() {
+  const char* v = std::getenv("PERFDOJO_GUARD_SEED");
+  return v ? std::strtoull(v, nullptr, 10) : 0;
 }
 
 // The trajectories' action sampler: a kind uniformly, then a legal candidate of that kind.
@@ -63,7 +71,7 @@ TEST_CASE("random legal trajectories never change what a suite kernel computes" 
   for (const auto& name : testing::suite_kernel_names()) {
     auto loaded = testing::load_scaled_kernel(name);
     REQUIRE_MESSAGE(loaded.ok(), name << ": " << loaded.error_text());
-    options.seed = std::hash<std::string>{}(name);
+    options.seed = std::hash<std::string>{}(name) + env_seed();
     const transforms::GuardReport r = transforms::run_semantics_guard(loaded.value(), options);
     REQUIRE_MESSAGE(r.error.empty(), name << ": " << r.error);
     REQUIRE_MESSAGE(!r.failure, transforms::describe(*r.failure, name));
@@ -101,7 +109,7 @@ TEST_CASE("random legal trajectories never change what a kernel outside the suit
     auto small = transforms::guard_instance(loaded.value(), 5e4, options.target);
     REQUIRE_MESSAGE(small, f.filename().string() << " has no instance small enough to interpret");
     CHECK(transforms::interpret_work(*small) <= 5e4);
-    options.seed = std::hash<std::string>{}(f.filename().string());
+    options.seed = std::hash<std::string>{}(f.filename().string()) + env_seed();
     const transforms::GuardReport r = transforms::run_semantics_guard(*small, options);
     REQUIRE_MESSAGE(r.error.empty(), f.filename().string() << ": " << r.error);
     REQUIRE_MESSAGE(!r.failure, transforms::describe(*r.failure, f.filename().string()));
