@@ -364,7 +364,7 @@ class X86Backend final : public Backend {
     // interpreter verifies, which takes long and times nothing.
     const bool lock_on = extra(config_, "measure_lock") != "off";
     std::optional<MeasureLock> lock(std::in_place, lock_on);
-    if (auto e = w.load(cr.so_path, offs, o.timeout_s, total)) {
+    if (auto e = w.load(cr.so_path, offs, o.timeout_s, params_end(params, offs))) {
       m.error = *e;
       return;
     }
