@@ -479,6 +479,21 @@ void fit_into(Expander& x, const Path& path, const MicrokernelParams& want, int 
     main.nr = nr;
     return split_and_fit(g->j, nr, rest, main);
   }
+  // Narrower than the tile's vectors and not a width itself (AVX-512's 12 columns): the widest
+  // narrower vector the target has takes what it divides (8 of 12 in AVX2's ymm) and only the
+  // rest runs element by element. Left whole, all 12 ran scalar: a 500 x 700 x 300 matmul spent
+  // as long in its 28 remainder columns as in the other 672.
+  if (depth < 6 && nr < want.lanes && !is_width(x.target(), nr)) {
+    int64_t w = 0;
+    for (int v : x.target().vector_widths)
+      if (v >= 2 && v < nr && v > w) w = v;
+    if (w > 0) {
+      MicrokernelParams rest = want, main = want;
+      main.nr = nr / w * w;
+      rest.nr = nr - main.nr;
+      return split_and_fit(g->j, main.nr, rest, main);
+    }
+  }
   // The row tile: a divisor of the rows down to 3/4 of what is wanted before a remainder (a
   // row is a broadcast, not a vector: conv2d-3x3-s2's 28 output columns as 4 x 7, 12% faster
   // than 3 x 8 + 4 measured interleaved).

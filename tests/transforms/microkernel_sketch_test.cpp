@@ -2,6 +2,7 @@
 // a registered kind, replayable), the BLIS structure that trace builds, bit-exact outputs, and
 // precise refusals.
 #include <algorithm>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -332,6 +333,23 @@ TEST_CASE("the fitted sketch splits off remainders the tile does not divide") {
   REQUIRE(r->program.find_buffer("C_t0") != nullptr);
   CHECK(r->program.find_buffer("C_t0")->shape == std::vector<int64_t>{7, 16});
   require_same_outputs(rows28, r->program);
+  // 28 columns with 16 lanes (AVX-512, which also has 8): 16 + 12, and the 12 are not left
+  // scalar: 8 of them in vectors of 8, 4 element by element.
+  const ir::Program cols28 = load(matmul_text(16, 28, 8));
+  auto c = transforms::expand_microkernel_fitted(cols28, {0}, MicrokernelParams{8, 16, 8, 16, 0, 16},
+                                                 transforms::Target{});
+  REQUIRE_MESSAGE(c.ok(), c.error_text());
+  std::map<int64_t, int> widths;
+  int col_splits = 0;
+  for (const auto& a : c->trace) {
+    if (a.kind == transforms::Kind::kVectorize) ++widths[a.param];
+    col_splits += a.kind == transforms::Kind::kSplitRange;
+  }
+  CHECK(col_splits == 2);  // 16 | 12, then 8 | 4
+  CHECK(widths[16] > 0);
+  CHECK(widths[8] > 0);
+  CHECK(widths.size() == 2);
+  require_same_outputs(cols28, c->program);
   // matmul 1000^3 on AVX-512 (no interpreter at this size: the trace must replay).
   const ir::Program big = load(matmul_text(1000, 1000, 1000));
   auto f = transforms::expand_microkernel_fitted(big, {0}, MicrokernelParams{8, 32, 256, 64, 0, 16},
