@@ -18,7 +18,8 @@ namespace perfdojo::optimizer::detail {
 
 std::optional<ir::Program> replay_as_searched(const ir::Program& original,
                                               const std::vector<transforms::Action>& trace,
-                                              const transforms::Target& target, bool allow_reassociation) {
+                                              const transforms::Target& target, bool allow_reassociation,
+                                              int64_t max_statements) {
   ir::Program cur = original;
   for (const auto& a : trace) {
     if (!allow_reassociation && reassociates(cur, a)) return std::nullopt;
@@ -26,7 +27,7 @@ std::optional<ir::Program> replay_as_searched(const ir::Program& original,
     if (!next.ok()) return std::nullopt;
     cur = std::move(next).value();
   }
-  if (too_much_code(cur)) return std::nullopt;
+  if (too_much_code(cur, max_statements)) return std::nullopt;
   return cur;
 }
 
@@ -34,12 +35,13 @@ std::vector<transforms::Action> drop_unneeded(const ir::Program& original, std::
                                               ir::Program& result, const transforms::Target& target,
                                               bool allow_reassociation,
                                               const std::function<double(const ir::Program&)>& estimate,
-                                              const std::function<bool()>& over) {
+                                              const std::function<bool()>& over,
+                                              int64_t max_statements) {
   double shortest = estimate(result);
   for (size_t i = trace.size(); i-- > 0 && !over();) {
     std::vector<transforms::Action> without = trace;
     without.erase(without.begin() + static_cast<long>(i));
-    auto q = replay_as_searched(original, without, target, allow_reassociation);
+    auto q = replay_as_searched(original, without, target, allow_reassociation, max_statements);
     if (!q) continue;
     const double e = estimate(*q);
     if (!(e <= shortest)) continue;
@@ -56,11 +58,11 @@ void SearchRun::minimise() {
   // and the search's own trace stays as it was found.
   if (res.trace.empty() || !r.verified || target_backend.deterministic()) return;
   auto over = [&] { return seconds_since(start) > timeout_s * 0.97 - final_reserve_s() || cancelled(); };
-  auto shortest = replay_as_searched(program, res.trace, target, ms.allow_reassociation);
+  auto shortest = replay_as_searched(program, res.trace, target, ms.allow_reassociation, code_limit);
   if (!shortest || !ir::structurally_equal(*shortest, res.program)) return;  // not the search's own path
   std::vector<transforms::Action> trace = drop_unneeded(
       program, res.trace, *shortest, target, ms.allow_reassociation,
-      [&](const ir::Program& q) { return estimate(q); }, over);
+      [&](const ir::Program& q) { return estimate(q); }, over, code_limit);
   const int dropped = static_cast<int>(res.trace.size() - trace.size());
   if (std::getenv("PERFDOJO_VERBOSE"))
     fprintf(stderr, "\nminimise: %d of %zu actions dropped by the model (%.2fs left)\n", dropped, res.trace.size(),

@@ -27,8 +27,15 @@ double seconds_since(Clock::time_point t);
 // A vectorised reduction into a lane-invariant target sums lanes in a different order: the one
 // reassociation a legal action can introduce. Conservative mode refuses it.
 bool reassociates(const ir::Program& p, const transforms::Action& a);
-// Whether unrolled code would make compile time, not run time, dominate.
-bool too_much_code(const ir::Program& p);
+// Statements in the generated code once every `:unroll` scope is copied out: GCC -O3 spends
+// tens of seconds on a few thousand lines of unrolled vector code (a 64-copy matmul block: 28 s).
+int64_t unrolled_statements(const ir::Program& p);
+inline constexpr int64_t kMaxUnrolledStatements = 96;
+// The most a micro-kernel sketch may unroll and still raise the search's limit (SearchRun::seed).
+inline constexpr int64_t kMaxSketchStatements = 512;
+// Whether unrolled code would make compile time, not run time, dominate: more than 64 copies of
+// one statement, or more than `max_statements` statements in all.
+bool too_much_code(const ir::Program& p, int64_t max_statements = kMaxUnrolledStatements);
 
 // The micro-kernel sketch's expansions at every GEMM-class nest of `p`, one trace per block-size
 // candidate (at most kSketchesPerNest): proposed first, measured first.
@@ -51,11 +58,12 @@ std::vector<transforms::Action> fusion_proposal(const ir::Program& p, const tran
 std::vector<transforms::Action> unit_stride_proposal(const ir::Program& p, const transforms::Target& target);
 
 // `trace` replayed on `original` with the checks the search puts every child through (no
-// reassociation unless allowed, no unrolled code past too_much_code); nullopt when one fails
-// or an action is refused.
+// reassociation unless allowed, no unrolled code past too_much_code with `max_statements`);
+// nullopt when one fails or an action is refused.
 std::optional<ir::Program> replay_as_searched(const ir::Program& original,
                                               const std::vector<transforms::Action>& trace,
-                                              const transforms::Target& target, bool allow_reassociation);
+                                              const transforms::Target& target, bool allow_reassociation,
+                                              int64_t max_statements = kMaxUnrolledStatements);
 // `trace` without the actions it does not need: each action, last first, is dropped when the
 // rest still replays as searched and `estimate` gives the result no more time than the
 // shortest trace so far. `result` holds the program `trace` leads to on entry, the returned
@@ -64,7 +72,8 @@ std::vector<transforms::Action> drop_unneeded(const ir::Program& original, std::
                                               ir::Program& result, const transforms::Target& target,
                                               bool allow_reassociation,
                                               const std::function<double(const ir::Program&)>& estimate,
-                                              const std::function<bool()>& over);
+                                              const std::function<bool()>& over,
+                                              int64_t max_statements = kMaxUnrolledStatements);
 
 struct Candidate {
   ir::Program program;
@@ -116,6 +125,9 @@ struct SearchRun {
   backends::MeasureOptions mo, screen, est;
 
   double start_estimate = INFINITY, best_estimate = INFINITY;
+  // too_much_code's statement limit for this run: kMaxUnrolledStatements, or the largest
+  // micro-kernel sketch's (seed).
+  int64_t code_limit = kMaxUnrolledStatements;
   std::vector<Candidate> pool;  // best distinct candidates of all passes, by estimate
   std::set<uint64_t> in_pool;
   std::vector<Candidate> roots;     // the original, then the replayed proposals

@@ -246,6 +246,32 @@ TEST_CASE("the optimiser proposes the micro-kernel sketch on a GEMM-class kernel
   CHECK(transforms::replay(p.value(), r.trace, *transforms::target_by_name(arch)).ok());
 }
 
+TEST_CASE("a sketch whose remainders unroll past the general code limit still replays whole under "
+          "the limit it raises") {
+  // 500 x 700 x 300: remainder nests for 4 rows and 16 + 8 + 4 columns, each with its register
+  // tile unrolled. Under the general limit (96 statements) the replay dropped their unrolls and
+  // left the tiles in memory.
+  auto p = ir::load_program(
+      "M = 500\nN = 700\nK = 300\ninput A: f32[M, K]\ninput B: f32[K, N]\n"
+      "output C: f32[M, N] = 0\n\nM N K C[{0},{1}] += A[{0},{2}] * B[{2},{1}]\n",
+      "odd.pdj");
+  REQUIRE(p.ok());
+  const auto target = *transforms::target_by_name("x86_avx512");
+  const auto sketches = optimizer::detail::sketch_proposals(p.value(), target);
+  REQUIRE_FALSE(sketches.empty());
+  auto q = transforms::replay(p.value(), sketches[0], target);
+  REQUIRE_MESSAGE(q.ok(), q.error_text());
+  const int64_t n = optimizer::detail::unrolled_statements(q.value());
+  CHECK(n > optimizer::detail::kMaxUnrolledStatements);
+  CHECK(n <= optimizer::detail::kMaxSketchStatements);
+  CHECK(optimizer::detail::too_much_code(q.value()));
+  CHECK_FALSE(optimizer::detail::too_much_code(q.value(), n));
+  CHECK_FALSE(optimizer::detail::replay_as_searched(p.value(), sketches[0], target, true).has_value());
+  auto whole = optimizer::detail::replay_as_searched(p.value(), sketches[0], target, true, n);
+  REQUIRE(whole.has_value());
+  CHECK(ir::structurally_equal(*whole, q.value()));
+}
+
 TEST_CASE("the fusion proposal fuses a row's passes and vectorises them, every step checked") {
   auto p = ir::load_file(std::string(PERFDOJO_TEST_DATA_DIR) + "/../../kernels/rmsnorm.pdj");
   REQUIRE_MESSAGE(p.ok(), p.error_text());
