@@ -493,6 +493,19 @@ void fit_into(Expander& x, const Path& path, const MicrokernelParams& want, int 
       rest.nr = nr - main.nr;
       return split_and_fit(g->j, main.nr, rest, main);
     }
+    // No vector fits the columns (AVX-512's last 4): the rows go in the vectors, a transposed
+    // tile of nr columns by one vector of rows, the whole reduction at once. 500 x 4 x 300
+    // measured 0.026 ms so against 0.345 ms with the columns element by element.
+    if (!want.transposed && g->m >= want.lanes && gemm_nest_at(x.program(), path, true).ok()) {
+      MicrokernelParams t = want;
+      t.transposed = true;
+      t.rows_outer = false;
+      t.mr = t.mc = nr;
+      t.nr = want.lanes;
+      t.kc = g->kk;
+      t.nc = 0;
+      return fit_into(x, path, t, depth + 1);
+    }
   }
   // The row tile: a divisor of the rows down to 3/4 of what is wanted before a remainder (a
   // row is a broadcast, not a vector: conv2d-3x3-s2's 28 output columns as 4 x 7, 12% faster

@@ -2,6 +2,7 @@
 // a registered kind, replayable), the BLIS structure that trace builds, bit-exact outputs, and
 // precise refusals.
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -334,7 +335,8 @@ TEST_CASE("the fitted sketch splits off remainders the tile does not divide") {
   CHECK(r->program.find_buffer("C_t0")->shape == std::vector<int64_t>{7, 16});
   require_same_outputs(rows28, r->program);
   // 28 columns with 16 lanes (AVX-512, which also has 8): 16 + 12, and the 12 are not left
-  // scalar: 8 of them in vectors of 8, 4 element by element.
+  // scalar: 8 of them in vectors of 8, the last 4 in a transposed tile (the 16 rows in a
+  // vector): every update of a register tile is vectorised.
   const ir::Program cols28 = load(matmul_text(16, 28, 8));
   auto c = transforms::expand_microkernel_fitted(cols28, {0}, MicrokernelParams{8, 16, 8, 16, 0, 16},
                                                  transforms::Target{});
@@ -349,6 +351,18 @@ TEST_CASE("the fitted sketch splits off remainders the tile does not divide") {
   CHECK(widths[16] > 0);
   CHECK(widths[8] > 0);
   CHECK(widths.size() == 2);
+  int updates = 0, scalar_updates = 0;
+  std::function<void(const ir::Node&, bool)> walk = [&](const ir::Node& n, bool vec) {
+    if (n.is_scope) {
+      for (const auto& b : n.body) walk(*b, vec || n.annot == ir::Annot::kVector);
+    } else if (n.stmt.op == ir::Reduce::kAdd && n.stmt.lhs.buffer.rfind("C_t", 0) == 0) {
+      ++updates;
+      scalar_updates += !vec;
+    }
+  };
+  for (const auto& n : c->program.body) walk(*n, false);
+  CHECK(updates == 3);  // 16, 8 and the transposed 4
+  CHECK(scalar_updates == 0);
   require_same_outputs(cols28, c->program);
   // matmul 1000^3 on AVX-512 (no interpreter at this size: the trace must replay).
   const ir::Program big = load(matmul_text(1000, 1000, 1000));
