@@ -393,7 +393,11 @@ void expand_into(Expander& x, const GemmNest& g, const MicrokernelParams& m) {
                      : c.has(Level::kKo) ? c.pos(Level::kKo)
                      : nbatch > 0        ? 0
                                          : -1;
-  if (a_home >= 0 && !g.transposed) {
+  // A block packed at Mo or Ko pays only when more than one column panel reads it: with the
+  // columns in one panel (a narrow nest, or a remainder split off) each element is read once
+  // and the copy is pure traffic (4096 x 20 x 256: 0.65 ms packed, 0.51 read in place).
+  const bool one_panel = !c.has(Level::kNo) && !c.has(Level::kNc);
+  if (a_home >= 0 && !g.transposed && !(one_panel && (c.has(Level::kMo) || c.has(Level::kKo)))) {
     int na = 0;
     for (const std::string& a : a_like) na += x.temporary(c.path(a_home), a, false);
     c.child(a_home) += na;

@@ -156,6 +156,19 @@ TEST_CASE("the sketch builds packed panels and a register tile and computes the 
   CHECK(text.find("4:unroll 2:unroll 8:vec C_t0") != std::string::npos);
 }
 
+TEST_CASE("with the columns in one panel the sketch reads A in place: no packed copy to reuse") {
+  // 32 x 16 x 32, kSmall's 4 x 16 tile: one column panel (no No level), row blocks of 16.
+  const ir::Program p = load(matmul_text(32, 16, 32));
+  const auto e = expand(p, {0});
+  CHECK(e.program.find_buffer("A_t0") == nullptr);
+  REQUIRE(e.program.find_buffer("C_t0") != nullptr);
+  for (const auto& a : e.trace)
+    CHECK_FALSE((a.kind == transforms::Kind::kCreateTemporary && a.buffer == "A"));
+  require_same_outputs(p, e.program);
+  // Two column panels (32 x 32 x 32): the packed A block is read by both, and kept.
+  CHECK(expand(load(matmul_text(32, 32, 32)), {0}).program.find_buffer("A_t0") != nullptr);
+}
+
 TEST_CASE("rows_outer runs the row panels outside the column panels, same outputs") {
   const ir::Program p = load(kMatmul32);
   MicrokernelParams m = kSmall;
