@@ -185,6 +185,7 @@ struct Row {
   std::string torch_form;  ///< the fastest of the PyTorch forms tried (torch_baseline.py)
   double speedup = 0;      ///< the optimiser's report: over the original, timed interleaved
   double first_s = 0;      ///< when the optimiser verified its first faster kernel
+  bool cold = false;       ///< the optimiser timed it with its data evicted (report's cache_flushed)
   std::vector<std::string> trace;
 };
 
@@ -320,6 +321,7 @@ int main(int argc, char** argv) {
       row.how = "optimiser";
       row.speedup = res.report.speedup;
       row.first_s = res.report.first_measured_s;
+      row.cold = res.report.cache_flushed;
     } else {
       auto e = transforms::sketch_program(p, target, 0);
       row.how = e.trace.empty() ? "as written" : "sketch";
@@ -417,8 +419,9 @@ int main(int argc, char** argv) {
   if (opt) {
     std::printf("the optimiser's reports (original and result re-timed interleaved at the end):\n");
     for (const auto& r : rows)
-      std::printf("  %-12s x%.2f over the original; first faster kernel verified after %.1f s\n", r.kernel.c_str(),
-                  r.speedup, r.first_s);
+      std::printf("  %-12s x%.2f over the original; first faster kernel verified after %.1f s; timed %s\n",
+                  r.kernel.c_str(), r.speedup, r.first_s,
+                  r.cold ? "cold (data evicted before every call)" : "warm");
   }
   std::printf("PyTorch forms (the fastest of the reasonable ones, timed first in its process):\n");
   for (const auto& r : rows) {
@@ -472,6 +475,7 @@ int main(int argc, char** argv) {
                   .add("torch_form", r.torch_form)
                   .add("report_speedup", r.speedup)
                   .add("first_measured_s", r.first_s)
+                  .add("cache_flushed", r.cold)
                   .raw("trace", trace.str())
                   .str());
     }
