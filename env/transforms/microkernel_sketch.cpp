@@ -499,7 +499,7 @@ void fit_into(Expander& x, const Path& path, const MicrokernelParams& want, int 
     }
     // No vector fits the columns (AVX-512's last 4): the rows go in the vectors, a transposed
     // tile of nr columns by one vector of rows, the whole reduction at once. 500 x 4 x 300
-    // measured 0.026 ms so against 0.345 ms with the columns element by element.
+    // measured 0.026 ms against 0.345 ms with the columns element by element.
     if (!want.transposed && g->m >= want.lanes && gemm_nest_at(x.program(), path, true).ok()) {
       MicrokernelParams t = want;
       t.transposed = true;
