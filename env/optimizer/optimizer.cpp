@@ -173,7 +173,13 @@ void Optimizer::finish(Result& res, bool interrupted) const {
     r.gflops = backends::flop_count(res.program) / r.final_s / 1e9;
     const bool parallel = ir::print_program(res.program).find(":par") != std::string::npos;
     double threads = parallel ? r.threads : 1;
-    r.peak_fraction = r.peak_gflops > 0 ? r.gflops / (r.peak_gflops * threads) : 0;
+    // The peak counts f32 lanes; a kernel whose outputs are all f64 computes in half as many.
+    int outputs = 0, f64_outputs = 0;
+    for (const ir::BufferDecl& b : res.program.buffers)
+      if (b.role == ir::Role::kOutput) ++outputs, f64_outputs += b.dtype == ir::DType::kF64;
+    const bool f64 = outputs > 0 && f64_outputs == outputs;
+    const double peak = r.peak_gflops * threads / (f64 ? 2 : 1);
+    r.peak_fraction = peak > 0 ? r.gflops / peak : 0;
   }
   if (res.trace.empty() && r.note.empty())
     r.note = "no candidate measured faster than the original; returning it unchanged";

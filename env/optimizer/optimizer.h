@@ -77,7 +77,7 @@ struct Report {
   double budget_s = 0;          ///< the time limit transform was given
   double speedup = 1;
   double gflops = 0;         ///< of the returned program
-  double peak_fraction = 0;  ///< gflops / the target's FMA peak per core x threads used
+  double peak_fraction = 0;  ///< gflops / the target's FMA peak per core x threads used (half the peak for f64 kernels)
   int evaluations = 0;       ///< cost-model evaluations
   int measurements = 0;      ///< real measurements (screening runs and verified runs)
   int proposals_used = 0;    ///< outside proposals that replayed to a new program

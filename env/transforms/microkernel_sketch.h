@@ -75,6 +75,7 @@ struct GemmNest {
   bool transposed = false;  ///< i and j exchanged (MicrokernelParams::transposed)
   bool transposable = false;  ///< gemm_nest_at with `transposed` would take it
   int64_t inner = 1;  ///< the product of the other reductions' extents (conv2d's kh x kw)
+  ir::DType dtype = ir::DType::kF32;  ///< the target buffer's element type (f64: half the lanes)
 };
 
 /// The nest at `path` if it is GEMM-class, else why not (a diagnostic at the scope's source).

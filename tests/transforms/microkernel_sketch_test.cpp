@@ -327,6 +327,32 @@ TEST_CASE("the sketch's candidates fill the target's register file") {
     }
 }
 
+TEST_CASE("an f64 nest's tiles count f64 registers: half the f32 lanes per vector") {
+  std::string text = matmul_text(48, 48, 32);
+  for (size_t at; (at = text.find("f32")) != std::string::npos;) text.replace(at, 3, "f64");
+  const ir::Program p = load(text);
+  const auto g = *transforms::gemm_nest_at(p, {0});
+  CHECK(g.dtype == ir::DType::kF64);
+  // AVX-512: a zmm holds 8 doubles, so 8 x 24 is 24 accumulators (as 8 x 48 is for f32); sized
+  // in f32 lanes the first tile was 8 x 48 doubles, 48 zmm, twice the register file.
+  const auto avx512 = transforms::microkernel_candidates(g, *transforms::target_by_name("x86_avx512"));
+  REQUIRE_FALSE(avx512.empty());
+  for (const auto& m : avx512) {
+    CHECK(m.lanes == 8);
+    CHECK(m.mr * m.nr / 8 <= 24);
+  }
+  // AVX2 has no 4-lane width: f64 vectors of 8 lanes, two ymm each; 6 x 8 is 12 ymm.
+  const auto avx2 = transforms::microkernel_candidates(g, *transforms::target_by_name("x86_avx2"));
+  REQUIRE_FALSE(avx2.empty());
+  CHECK(avx2[0].lanes == 8);
+  CHECK(avx2[0].mr * avx2[0].nr / 4 == 12);
+  const auto t = *transforms::target_by_name("x86_avx512");
+  auto e = transforms::expand_microkernel_fitted(p, {0}, avx512[0], t);
+  REQUIRE_MESSAGE(e.ok(), e.error_text());
+  require_same_outputs(p, e->program);
+  CHECK(ir::print_program(e->program).find("8:vec C_t0") != std::string::npos);
+}
+
 TEST_CASE("the fitted sketch splits off remainders the tile does not divide") {
   // 20 x 20 x 20 with an 8 x 16 tile of 8 lanes: four parts, each tiled with a tile of its size
   // (the 4-column remainders in 4 scalar columns: 4 lanes is no vector width of the target).
