@@ -148,6 +148,17 @@ std::vector<transforms::Action> fusion_proposal(const ir::Program& p, const tran
   return pr.trace;
 }
 
+std::vector<transforms::Action> streamed(const ir::Program& p, std::vector<transforms::Action> trace,
+                                         const transforms::Target& target) {
+  auto q = transforms::replay(p, trace, target);
+  if (!q.ok()) return {};
+  Proposal pr{std::move(q).value(), target, std::move(trace)};
+  bool any = false;
+  for (const ir::BufferDecl& b : p.buffers)
+    if (b.role == ir::Role::kOutput) any = pr.take({transforms::Kind::kStreamStores, {}, b.name, "", 0}) || any;
+  return any ? pr.trace : std::vector<transforms::Action>{};
+}
+
 std::vector<transforms::Action> unit_stride_proposal(const ir::Program& p, const transforms::Target& target) {
   Proposal pr{p, target};
   for (int top = 0; top < static_cast<int>(pr.cur.body.size()); ++top) {
@@ -307,6 +318,9 @@ void SearchRun::seed(const std::vector<std::vector<transforms::Action>>& proposa
   {  // the fused, vectorised form: one trace, counted with the sketches
     auto fused = fusion_proposal(program, target);
     if (!fused.empty()) replay_proposals({fused}, r.sketches_used);
+    // timed cold (its data past the last-level cache): the same with its outputs streamed
+    if (mo.flush_cache)
+      if (auto s = streamed(program, fused, target); !s.empty()) replay_proposals({s}, r.sketches_used);
   }
   {  // the unit-stride loop order, vectorised: one trace, counted with the sketches
     auto unit = unit_stride_proposal(program, target);

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
@@ -310,6 +311,26 @@ TEST_CASE("the fusion proposal splits off a remainder no vector width divides, t
   auto b = ir::interpret(q.value(), inputs);
   REQUIRE((a.ok() && b.ok()));
   CHECK(ir::max_relative_error(a->at("y"), b->at("y")) == 0);
+}
+
+TEST_CASE("the streamed proposal adds stream_stores to every output that may take it") {
+  // y is written once and never read back: it may stream; t is read, and is no output.
+  auto p = ir::load_program("input x: f32[4, 64]\noutput y: f32[4, 64]\ntemp t: f32[4, 64]\n\n"
+                            "4 64 t[{0},{1}] = 2 * x[{0},{1}]\n"
+                            "4 64 y[{0},{1}] = t[{0},{1}] + x[{0},{1}]\n",
+                            "axpy.pdj");
+  REQUIRE_MESSAGE(p.ok(), p.error_text());
+  const auto target = *transforms::target_by_name("x86_avx512");
+  const auto fused = optimizer::detail::fusion_proposal(p.value(), target);
+  const auto trace = optimizer::detail::streamed(p.value(), fused, target);
+  REQUIRE(trace.size() == fused.size() + 1);
+  CHECK(std::equal(fused.begin(), fused.end(), trace.begin()));
+  CHECK(transforms::print_action(trace.back()) == "stream_stores y");
+  auto q = transforms::replay(p.value(), trace, target);
+  REQUIRE_MESSAGE(q.ok(), q.error_text());
+  CHECK(q->find_buffer("y")->stream);
+  // Without a target that streams, nothing to propose.
+  CHECK(optimizer::detail::streamed(p.value(), fused, *transforms::target_by_name("x86_64")).empty());
 }
 
 TEST_CASE("the pool puts the shorter trace first among estimates within 1%, the estimate beyond") {
