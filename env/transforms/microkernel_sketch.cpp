@@ -643,12 +643,18 @@ SketchExpansion isolate_gemm_nests(const ir::Program& p, const Target& target) {
 namespace {
 
 // The share of rows x columns in full mr x nr tiles, the columns rounded to whole vectors as
-// fit_into does (the rest runs in remainder tiles, narrower and slower).
+// fit_into does (the rest runs in remainder tiles, narrower and slower). A row remainder of r
+// rows keeps the full vectors and counts r / mr of its rows: its tile does r broadcast-FMA rows
+// per load of the vectors where a full one does mr (a stride-2 conv2d's 31 output columns as the
+// rows of a transposed tile, 3 x 8 + 7: 0.68 ms against 0.76 for the plain tile, which leaves 15
+// of 31 columns to narrower vectors).
 double covered(int64_t rows, int64_t cols, int64_t mr, int64_t nr, int64_t lanes) {
   nr = std::min(nr, cols);
   if (nr >= lanes) nr = nr / lanes * lanes;
   mr = std::min(mr, rows);
-  return static_cast<double>(cols / nr * nr) / cols * static_cast<double>(rows / mr * mr) / rows;
+  const int64_t r = rows % mr;
+  return static_cast<double>(cols / nr * nr) / cols *
+         (static_cast<double>(rows - r) + static_cast<double>(r * r) / mr) / rows;
 }
 
 }  // namespace

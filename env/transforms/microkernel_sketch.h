@@ -135,7 +135,8 @@ size_t sketch_choices(const ir::Program& p, const Target& target);
 std::vector<MicrokernelParams> microkernel_candidates(const GemmNest& nest, const Target& target);
 
 /// Whether the transposed tile `t` promises more on `nest` than the plain tile `plain`: the share
-/// of the target that full tiles cover (a remainder runs in narrower, slower tiles), times, for
+/// of the target that full tiles cover (a column remainder runs in narrower, slower vectors; a row
+/// remainder of r keeps its vectors and counts r / mr of its rows), times, for
 /// the transposed tile, 1 - 2 lanes / depth (its copies in and out run element by element: mr x nr
 /// each way per mr x nr / lanes x depth FMAs, depth = kc times the other reductions). conv2d-3x3:
 /// 56 output columns leave 8 of 56 to an 8 x 8 remainder (0.857) while 64 output channels take

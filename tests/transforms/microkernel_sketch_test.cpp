@@ -270,6 +270,15 @@ TEST_CASE("the transposed sketch puts conv2d's output channels in the vectors") 
   CHECK(transforms::microkernel_candidates(*transforms::gemm_nest_at(load_kernel("conv2d-3x3"), {0}), t)
             .front()
             .transposed);
+  // A stride-2 5 x 5 conv2d with 48 channels and 31 output columns: the plain tile leaves 15 of
+  // the columns to narrower vectors, the transposed one keeps full vectors and leaves a 7-row
+  // remainder of 8, which costs little; counted as lost whole, the remainder put it last.
+  auto s2_file = ir::load_file(std::string(PERFDOJO_UNSEEN_DIR) + "/conv5x5-s2.pdj");
+  REQUIRE_MESSAGE(s2_file.ok(), s2_file.error_text());
+  const ir::Program s2 = transforms::isolate_gemm_nests(s2_file.value(), t).program;
+  const auto s2_nests = transforms::gemm_nests(s2);
+  REQUIRE_FALSE(s2_nests.empty());
+  CHECK(transforms::microkernel_candidates(s2_nests.front(), t).front().transposed);
   // Nothing to load as vectors across a transposed tile: every operand uses the column too.
   const ir::Program q = load(R"(M = 16
 N = 32
