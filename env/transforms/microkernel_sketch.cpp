@@ -453,6 +453,12 @@ int64_t divisor_near(int64_t e, int64_t want, int64_t lo = 1) {
   return best;
 }
 
+// kc for a reduction of kk aiming at `want`: the divisor nearest it, but a reduction of at most
+// two blocks is taken whole, so the tile's C is loaded and stored once, not once per block (K =
+// 512 on a Zen 4 core: matmul 512 x 768 3.77 ms against 4.04-4.12; matmul-skinny, geglu-mlp,
+// attention-bias and a 384-cubed f64 GEMM 2-7% faster, the others even).
+int64_t fitted_kc(int64_t kk, int64_t want) { return kk <= 2 * want ? kk : divisor_near(kk, want, 8); }
+
 // The fitted sketch on the nest at `path` of x's program (see expand_microkernel_fitted).
 void fit_into(Expander& x, const Path& path, const MicrokernelParams& want, int depth) {
   auto g = gemm_nest_at(x.program(), path, want.transposed);
@@ -530,10 +536,7 @@ void fit_into(Expander& x, const Path& path, const MicrokernelParams& want, int 
   MicrokernelParams m = want;
   m.mr = mr;
   m.nr = nr;
-  // A reduction of at most two blocks is taken whole: the tile's C is then loaded and stored
-  // once, not once per block (K = 512 on a Zen 4 core: matmul 512 x 768 3.77 ms against 4.04-4.12,
-  // matmul-skinny, geglu-mlp, attention-bias and a 384-cubed f64 GEMM 2-7% faster, the others even).
-  m.kc = g->kk <= 2 * want.kc ? g->kk : divisor_near(g->kk, want.kc, 8);
+  m.kc = fitted_kc(g->kk, want.kc);
   m.mc = m.mr * divisor_near(g->m / m.mr, std::max<int64_t>(1, want.mc / m.mr));
   m.nc = 0;
   // Every level left out (a small remainder: one block each way) leaves no scope above the
@@ -725,7 +728,7 @@ std::vector<MicrokernelParams> microkernel_candidates(const GemmNest& g, const T
 bool transposed_first(const GemmNest& g, const MicrokernelParams& plain, const MicrokernelParams& t) {
   // kc as fit_into takes it.
   const double plain_share = covered(g.m, g.n, plain.mr, plain.nr, plain.lanes);
-  const double depth = static_cast<double>(divisor_near(g.kk, t.kc, 8)) * g.inner;
+  const double depth = static_cast<double>(fitted_kc(g.kk, t.kc)) * g.inner;
   const double t_share = covered(g.n, g.m, t.mr, t.nr, t.lanes) * (1.0 - 2.0 * t.lanes / depth);
   return t_share > plain_share;
 }
