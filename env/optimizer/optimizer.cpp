@@ -165,6 +165,14 @@ bool cold_timing(const ir::Program& p, const backends::MachineProfile& profile, 
   return backends::flop_count(p) / bytes < peak_gflops / profile.dram_bw_gbs;
 }
 
+double kernel_peak_gflops(const ir::Program& p, double peak_gflops, double threads) {
+  // The peak counts f32 lanes; a kernel whose outputs are all f64 computes in half as many.
+  int outputs = 0, f64_outputs = 0;
+  for (const ir::BufferDecl& b : p.buffers)
+    if (b.role == ir::Role::kOutput) ++outputs, f64_outputs += b.dtype == ir::DType::kF64;
+  return peak_gflops * threads / (outputs > 0 && f64_outputs == outputs ? 2 : 1);
+}
+
 void Optimizer::finish(Result& res, bool interrupted) const {
   Report& r = res.report;
   r.interrupted = r.interrupted || interrupted;
@@ -173,12 +181,7 @@ void Optimizer::finish(Result& res, bool interrupted) const {
     r.gflops = backends::flop_count(res.program) / r.final_s / 1e9;
     const bool parallel = ir::print_program(res.program).find(":par") != std::string::npos;
     double threads = parallel ? r.threads : 1;
-    // The peak counts f32 lanes; a kernel whose outputs are all f64 computes in half as many.
-    int outputs = 0, f64_outputs = 0;
-    for (const ir::BufferDecl& b : res.program.buffers)
-      if (b.role == ir::Role::kOutput) ++outputs, f64_outputs += b.dtype == ir::DType::kF64;
-    const bool f64 = outputs > 0 && f64_outputs == outputs;
-    const double peak = r.peak_gflops * threads / (f64 ? 2 : 1);
+    const double peak = kernel_peak_gflops(res.program, r.peak_gflops, threads);
     r.peak_fraction = peak > 0 ? r.gflops / peak : 0;
   }
   if (res.trace.empty() && r.note.empty())

@@ -183,6 +183,9 @@ double fma_peak_gflops(backends::X86Isa isa, const backends::MachineProfile& pro
 /// sit in a last-level cache it does not have in use, and the search would prefer what only pays
 /// there (plain stores over streaming ones).
 bool cold_timing(const ir::Program& p, const backends::MachineProfile& profile, double peak_gflops);
+/// The FMA peak `p` can reach on `threads` cores whose f32 peak per core is `peak_gflops`: half of
+/// it when every output is f64 (a vector holds half the lanes).
+double kernel_peak_gflops(const ir::Program& p, double peak_gflops, double threads);
 
 /// Where the calibrated profile of this machine is kept under `cache_dir` ("" without one).
 std::string cached_profile_path(const std::string& cache_dir);

@@ -112,6 +112,14 @@ TEST_CASE(
   CHECK(ir::max_relative_error(a->at("d"), b->at("d")) < 1e-5);
 }
 
+TEST_CASE("an f64 kernel's peak is half the f32 FMA peak") {
+  auto f64 = ir::load_file(std::string(PERFDOJO_UNSEEN_DIR) + "/dgemm.pdj");
+  auto f32 = ir::load_file(std::string(PERFDOJO_KERNEL_DIR) + "/matmul-256.pdj");
+  REQUIRE((f64.ok() && f32.ok()));
+  CHECK(optimizer::kernel_peak_gflops(f64.value(), 100, 2) == doctest::Approx(100));
+  CHECK(optimizer::kernel_peak_gflops(f32.value(), 100, 2) == doctest::Approx(200));
+}
+
 TEST_CASE("auto times memory-bound kernels larger than half the last-level cache cold, the rest warm") {
   backends::MachineProfile prof;  // built in: 15 GB/s from memory, 223 GFLOP/s
   prof.l3_bytes = 64.0 * 1024 * 1024;
