@@ -333,8 +333,17 @@ void SearchRun::seed(const std::vector<std::vector<transforms::Action>>& proposa
 void SearchRun::beam_search() {
   for (int width = ms.beam_width; !over(kBeamShare); width *= 4) {
     beam_pass(width);
+    try_favourite();
     if (width > 1 << 16) break;
   }
+}
+
+void SearchRun::try_favourite() {
+  if (!(r.baseline_s > 0) || pool.empty() || pool.front().trace.empty() ||
+      !(pool.front().estimate < start_estimate * (1 - kFavouriteGain)))
+    return;
+  last_favourite_s = seconds_since(start);
+  try_candidate(pool.front().program, pool.front().trace);  // at once if measured before
 }
 
 void SearchRun::beam_pass(int width) {
@@ -350,6 +359,7 @@ void SearchRun::beam_pass(int width) {
     beam = children;
     keep_in_pool(children);
     best_estimate = std::min(best_estimate, beam.front().estimate);
+    if (seconds_since(start) - last_favourite_s > kFavouriteInterval * timeout_s) try_favourite();
     record_curve();
     if (progress)  // the measured best once there is one, not the model's hope
       progress(std::min(1.0, seconds_since(start) / timeout_s), r.evaluations,

@@ -157,6 +157,13 @@ struct SearchRun {
   // Beam search on the cost model from the roots until kBeamShare of the budget is used.
   static constexpr double kBeamShare = 0.5;
   void beam_search();
+  // Anytime: the model's favourite (the pool's best) is measured after each pass, and within a
+  // pass at most once per kFavouriteInterval of the budget, when it is estimated kFavouriteGain
+  // faster than the original; so a kernel whose proposals were no faster has a verified result
+  // long before the beam's share ends. Measured programs are not measured again.
+  static constexpr double kFavouriteInterval = 0.05, kFavouriteGain = 0.02;
+  double last_favourite_s = 0;
+  void try_favourite();
   // Outside proposals replayed step by step on this target: beam roots and pool members.
   void replay_proposals(const std::vector<std::vector<transforms::Action>>& proposals, int& used);
   // One pass at `width`: from the roots, keeping the pool's best.
