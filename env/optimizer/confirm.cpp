@@ -248,6 +248,19 @@ void SearchRun::retime_final() {
   r.final_reps = std::min(b.reps, f.reps);
   r.noisy = b.noisy || f.noisy;
   r.interleaved = !target_backend.deterministic();  // estimates are not timed at all
+  if (!same && f.median_s > b.median_s) {
+    // Side by side the original was at least as fast (the search accepted a win within its
+    // noise): the original is returned, never a slower kernel.
+    res.program = program;
+    res.trace.clear();
+    r.final_s = b.median_s;
+    r.final_min_s = b.min_s;
+    r.final_spread = b.spread;
+    r.flags = b.flags;
+    r.verified = verify_small(program, {}, target, arch, config, &r.device_unrun, &r.verified_on);
+    r.note = "the best candidate timed slower than the original side by side in the final re-timing; "
+             "returning the original unchanged";
+  }
 }
 
 // Alternates: a few of the model's favourites, then a measured climb from the best program so
