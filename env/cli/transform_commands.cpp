@@ -172,8 +172,9 @@ int cmd_sketch(const Args& a) {
   if (given || a.has("rows-outer")) m.rows_outer = a.has("rows-outer");
   // Sizes given: exactly those (each must divide its extent), unless --fit asks for the fitted
   // expansion (remainders split off); else the first candidate, fitted.
-  auto e = given && !a.has("fit") ? transforms::expand_microkernel(start.program, nest.path, m, *target)
-                 : transforms::expand_microkernel_fitted(start.program, nest.path, m, *target);
+  const bool fitted = !given || a.has("fit");
+  auto e = fitted ? transforms::expand_microkernel_fitted(start.program, nest.path, m, *target)
+                  : transforms::expand_microkernel(start.program, nest.path, m, *target);
   if (!e.ok()) return report_errors(e.errors(), a.json, file);
   std::vector<transforms::Action> trace = start.trace;
   trace.insert(trace.end(), e->trace.begin(), e->trace.end());
@@ -183,7 +184,8 @@ int cmd_sketch(const Args& a) {
     for (const auto& p : candidates) c.add(transforms::print_params(p));
     for (const auto& g : nests) n.add(transforms::print_path(g.path));
     std::cout << JsonObject().add("ok", true).add("path", transforms::print_path(nest.path))
-                     .add("params", transforms::print_params(m)).raw("trace", t.str())
+                     .add("params", transforms::print_params(m)).add("fitted", fitted)
+                     .raw("trace", t.str())
                      .raw("candidates", c.str()).raw("nests", n.str())
                      .add("text", ir::print_program(e->program)).str()
               << "\n";
@@ -193,7 +195,10 @@ int cmd_sketch(const Args& a) {
     if (!start.trace.empty())
       std::cout << "# loop fission exposing the GEMM-class nest (" << start.trace.size() << " actions)\n";
     std::cout << "# micro-kernel sketch at " << transforms::print_path(nest.path) << ": "
-              << transforms::print_params(m) << " (" << e->trace.size() << " atomic actions)\n"
+              << transforms::print_params(m)
+              // fitted: the sizes aimed at; a reduction of at most 2 kc is taken whole, and
+              // remainders split off are tiled to fit (docs/microkernel.md)
+              << (fitted ? ", fitted to the nest" : "") << " (" << e->trace.size() << " atomic actions)\n"
               << transforms::print_trace(trace);
   }
   return kExitOk;

@@ -555,7 +555,7 @@ def test_sketch_fits_given_sizes_and_transposes_on_request():
     sizes = ["--mr", "8", "--nr", "48", "--kc", "64", "--mc", "64"]
     perfdojo("sketch", conv, *sizes, check_rc=1)
     out = perfdojo("sketch", conv, *sizes, "--fit", check_rc=0).stdout
-    assert out.startswith("# micro-kernel sketch at 0: mr=8 nr=48 kc=64 mc=64 lanes=16 (")  # plain
+    assert out.startswith("# micro-kernel sketch at 0: mr=8 nr=48 kc=64 mc=64 lanes=16, fitted to the nest (")  # plain
     assert "split_range" in out
     out = perfdojo("sketch", conv, "--mr", "8", "--nr", "32", "--kc", "64", "--mc", "56", "--transposed",
                    check_rc=0).stdout
