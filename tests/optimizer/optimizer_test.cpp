@@ -476,8 +476,10 @@ TEST_CASE("the curve's measured best never rises, even when minimisation keeps a
   REQUIRE(model);
   optimizer::Result res;
   optimizer::Progress progress;
-  optimizer::detail::SearchRun run(*p, 1.0, progress, nullptr, optimizer::Mode::kBalanced, *target, portable_arch(),
-                                   quick_config(), *model, *model, res, optimizer::detail::Clock::now());
+  const std::string arch = portable_arch();  // SearchRun keeps references to both
+  const backends::BackendConfig config = quick_config();
+  optimizer::detail::SearchRun run(*p, 1.0, progress, nullptr, optimizer::Mode::kBalanced, *target, arch,
+                                   config, *model, *model, res, optimizer::detail::Clock::now());
   run.r.final_s = 2.0;
   run.record_curve();
   run.r.final_s = 1.0;
@@ -488,4 +490,72 @@ TEST_CASE("the curve's measured best never rises, even when minimisation keeps a
   REQUIRE(c.size() >= 3);
   CHECK(c[c.size() - 2].best_measured_s == doctest::Approx(1.0));
   CHECK(c.back().best_measured_s == doctest::Approx(1.0));
+}
+
+namespace {
+// A backend whose interleaved comparison gives fixed medians, in order: what the final
+// re-timing sees, without a clock.
+class FixedCompare : public backends::Backend {
+ public:
+  explicit FixedCompare(std::vector<double> medians) : medians_(std::move(medians)) {}
+  std::string name() const override { return "fixed"; }
+  backends::Availability available() const override { return {}; }
+  backends::Capabilities capabilities() const override { return {}; }
+  bool deterministic() const override { return false; }
+  backends::Measurement measure(const ir::Program&, const backends::MeasureOptions&) override {
+    backends::Measurement m;
+    m.median_s = m.min_s = medians_.front();
+    return m;
+  }
+  std::vector<backends::Measurement> compare(const std::vector<const ir::Program*>& programs,
+                                             const backends::MeasureOptions&) override {
+    std::vector<backends::Measurement> out(programs.size());
+    for (size_t i = 0; i < out.size(); ++i) out[i].median_s = out[i].min_s = medians_.at(i), out[i].reps = 5;
+    return out;
+  }
+  std::unique_ptr<backends::Backend> clone() const override { return std::make_unique<FixedCompare>(medians_); }
+
+ private:
+  std::vector<double> medians_;
+};
+}  // namespace
+
+TEST_CASE("the final re-timing returns the original when it times faster side by side") {
+  auto p = ir::parse_program(kSmallMatmul, "m.pdj");
+  REQUIRE(p.ok());
+  const auto target = transforms::target_by_name(portable_arch());
+  REQUIRE(target);
+  auto trace = transforms::parse_trace("tile_scope 0 4\n");
+  REQUIRE(trace.ok());
+  auto tiled = transforms::replay(*p, *trace, *target);
+  REQUIRE(tiled.ok());
+  auto model = backends::make_backend("cost_model");
+  REQUIRE(model);
+  const std::string arch = portable_arch();  // SearchRun keeps references to both
+  const backends::BackendConfig config = quick_config();
+  for (const double found : {1.1, 0.5}) {  // the found kernel's median, against the original's 1.0
+    CAPTURE(found);
+    FixedCompare timer({1.0, found});
+    optimizer::Result res;
+    optimizer::Progress progress;
+    optimizer::detail::SearchRun run(*p, 10.0, progress, nullptr, optimizer::Mode::kBalanced, *target,
+                                     arch, config, timer, *model, res,
+                                     optimizer::detail::Clock::now());
+    res.program = tiled.value();
+    res.trace = *trace;
+    run.r.baseline_s = 1.0;
+    run.r.final_s = 0.9;  // what the search had measured
+    run.retime_final();
+    if (found > 1.0) {
+      CHECK(res.trace.empty());
+      CHECK(ir::structurally_equal(res.program, *p));
+      CHECK(run.r.final_s == doctest::Approx(1.0));
+      CHECK(run.r.verified);
+      CHECK(run.r.note.find("slower than the original") != std::string::npos);
+    } else {
+      CHECK(res.trace.size() == 1);
+      CHECK(run.r.final_s == doctest::Approx(0.5));
+      CHECK(run.r.note.empty());
+    }
+  }
 }
