@@ -35,6 +35,21 @@ backends::BackendConfig quick_config() {
   return c;
 }
 
+// What a SearchRun built by hand needs, kept here because it holds references to all of it:
+// the small matmul on the portable target, the cost model as its model.
+struct HandRun {
+  ir::Program program = ir::parse_program(kSmallMatmul, "m.pdj").value();
+  transforms::Target target = *transforms::target_by_name(portable_arch());
+  std::unique_ptr<backends::Backend> model = backends::make_backend("cost_model");
+  const std::string arch = portable_arch();
+  const backends::BackendConfig config = quick_config();
+  optimizer::Progress progress;
+  optimizer::detail::SearchRun run(backends::Backend& timer, optimizer::Result& res, double timeout_s) {
+    return optimizer::detail::SearchRun(program, timeout_s, progress, nullptr, optimizer::Mode::kBalanced, target,
+                                        arch, config, timer, *model, res, optimizer::detail::Clock::now());
+  }
+};
+
 const char* kSoftmax =
     "B = 8\nN = 64\ninput s: f32[B, N]\noutput d: f32[B, N]\ntemp m: f32[B] = -inf\n"
     "temp e: f32[B, N]\ntemp a: f32[B] = 0\n\nB N m[{0}] = max(s[{0},{1}])\n"
@@ -468,18 +483,9 @@ TEST_CASE("a trace no small instance replays is verified at full size against th
 }
 
 TEST_CASE("the curve's measured best never rises, even when minimisation keeps a slightly slower trace") {
-  auto p = ir::parse_program(kSmallMatmul, "m.pdj");
-  REQUIRE(p.ok());
-  const auto target = transforms::target_by_name(portable_arch());
-  REQUIRE(target);
-  auto model = backends::make_backend("cost_model");
-  REQUIRE(model);
+  HandRun h;
   optimizer::Result res;
-  optimizer::Progress progress;
-  const std::string arch = portable_arch();  // SearchRun keeps references to both
-  const backends::BackendConfig config = quick_config();
-  optimizer::detail::SearchRun run(*p, 1.0, progress, nullptr, optimizer::Mode::kBalanced, *target, arch,
-                                   config, *model, *model, res, optimizer::detail::Clock::now());
+  optimizer::detail::SearchRun run = h.run(*h.model, res, 1.0);
   run.r.final_s = 2.0;
   run.record_curve();
   run.r.final_s = 1.0;
@@ -521,26 +527,16 @@ class FixedCompare : public backends::Backend {
 }  // namespace
 
 TEST_CASE("the final re-timing returns the original when it times faster side by side") {
-  auto p = ir::parse_program(kSmallMatmul, "m.pdj");
-  REQUIRE(p.ok());
-  const auto target = transforms::target_by_name(portable_arch());
-  REQUIRE(target);
+  HandRun h;
   auto trace = transforms::parse_trace("tile_scope 0 4\n");
   REQUIRE(trace.ok());
-  auto tiled = transforms::replay(*p, *trace, *target);
+  auto tiled = transforms::replay(h.program, *trace, h.target);
   REQUIRE(tiled.ok());
-  auto model = backends::make_backend("cost_model");
-  REQUIRE(model);
-  const std::string arch = portable_arch();  // SearchRun keeps references to both
-  const backends::BackendConfig config = quick_config();
   for (const double found : {1.1, 0.5}) {  // the found kernel's median, against the original's 1.0
     CAPTURE(found);
     FixedCompare timer({1.0, found});
     optimizer::Result res;
-    optimizer::Progress progress;
-    optimizer::detail::SearchRun run(*p, 10.0, progress, nullptr, optimizer::Mode::kBalanced, *target,
-                                     arch, config, timer, *model, res,
-                                     optimizer::detail::Clock::now());
+    optimizer::detail::SearchRun run = h.run(timer, res, 10.0);
     res.program = tiled.value();
     res.trace = *trace;
     run.r.baseline_s = 1.0;
@@ -548,7 +544,7 @@ TEST_CASE("the final re-timing returns the original when it times faster side by
     run.retime_final();
     if (found > 1.0) {
       CHECK(res.trace.empty());
-      CHECK(ir::structurally_equal(res.program, *p));
+      CHECK(ir::structurally_equal(res.program, h.program));
       CHECK(run.r.final_s == doctest::Approx(1.0));
       CHECK(run.r.verified);
       CHECK(run.r.note.find("slower than the original") != std::string::npos);
