@@ -569,6 +569,10 @@ def test_sketch_json_names_the_nests_and_the_block_sizes_it_would_try():
     assert doc["params"].startswith("mr=6 nr=16")  # 12 of the 16 ymm registers
     assert all("lanes=8" in c for c in doc["candidates"])
     assert doc["candidates"][-1].endswith("lanes=8 transposed")  # plain first on bmm
+    assert doc["fitted"] is True  # no sizes given: the first candidate, fitted to the nest
+    sizes = ["--mr", "8", "--nr", "32", "--kc", "256", "--mc", "64"]
+    exact = json_out(perfdojo("sketch", KERNELS / "matmul-1024.pdj", *sizes, "--json", check_rc=0))
+    assert exact["fitted"] is False  # sizes given without --fit: exactly those
 
 
 def test_sketch_all_takes_every_gemm_nest_and_apply_replays_it(tmp_path):
