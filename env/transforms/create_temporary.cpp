@@ -83,6 +83,7 @@ struct Use {
   std::vector<const ir::Node*> scopes;  ///< scopes between S (excluded) and the statement
   bool reads = false;                   ///< the buffer is loaded, or the target of a reduction
   bool writes = false;
+  size_t first_access = 0, end_access = 0;  ///< its accesses in the walk's list
 };
 
 void load_indices(const ir::Expr& e, const std::string& buf, std::vector<const ir::Access*>& out) {
@@ -109,7 +110,7 @@ void gather(const std::vector<ir::NodePtr>& body, const std::string& buf,
       writes = true;
       if (n->stmt.op != ir::Reduce::kNone) reads = true;
     }
-    if (reads || writes) uses.push_back(Use{&n->stmt, scopes, reads, writes});
+    if (reads || writes) uses.push_back(Use{&n->stmt, scopes, reads, writes, before, accesses.size()});
   }
 }
 
@@ -124,6 +125,11 @@ struct Plan {
   std::vector<std::string> names;  ///< size names of those extents ("" when not one name)
   bool copy_in = true;
   bool copy_out = false;
+  /// A scope that only reads the buffer through several indices (C = A A^T reads A[{i},{k}]
+  /// and A[{j},{k}]): one plan per distinct index, in order of first appearance, each with its
+  /// own temporary; `index` and the fields after it are then unused.
+  std::vector<Plan> forms;
+  std::vector<Use> uses;  ///< for a plan in `forms`: the statements using its index
 };
 
 void complete_plan(const std::vector<Use>& uses, Plan& plan);
@@ -207,6 +213,68 @@ bool loads_defined(const ProgramIndex& index, std::span<const int> sites, std::s
                                [&](int u, int m) { return index.sites()[sites[u]].extents[inner[m]]; });
 }
 
+// The distinct indices of `accesses`, in order of first appearance.
+std::vector<const std::vector<ir::Affine>*> distinct_indices(std::span<const ir::Access* const> accesses) {
+  std::vector<const std::vector<ir::Affine>*> out;
+  for (const ir::Access* x : accesses)
+    if (std::none_of(out.begin(), out.end(), [&](const auto* ix) { return *ix == x->index; }))
+      out.push_back(&x->index);
+  return out;
+}
+
+// make_plan for a scope whose accesses of the buffer use several indices. Legal only when the
+// scope just reads the buffer: each index then gets a temporary of its own, as a one-index
+// scope would (copying a read-only region is exact whatever the index), and each must pass the
+// one-index rule for a buffer that can hold nothing. A scope that writes the buffer is refused:
+// a store through one index and a load through another may meet at one element in an order the
+// separate copies would not keep.
+Legality several_forms(const Action& a, const ProgramIndex* index, Plan& plan, std::vector<Use>* uses,
+                       const std::vector<const ir::Access*>& accesses) {
+  const Legality irregular{Reason::kIrregularAccess, a.buffer, a.path};
+  const Legality dependence{Reason::kDependence, a.buffer, a.path};
+  const bool undefined = may_be_undefined(*plan.decl);
+  if (!uses) {  // from the index: the mask's check
+    const std::span<const int> sites = sites_in(*index, a.path, a.buffer);
+    thread_local std::vector<const ir::Access*> xs;
+    xs.clear();
+    for (int si : sites) {
+      if (index->sites()[si].write) return irregular;
+      xs.push_back(index->sites()[si].access);
+    }
+    if (!undefined) return {};
+    thread_local std::vector<int> form_sites, inner;
+    for (const std::vector<ir::Affine>* ix : distinct_indices(xs)) {
+      form_sites.clear();
+      for (int si : sites)
+        if (index->sites()[si].access->index == *ix) form_sites.push_back(si);
+      inner.clear();
+      inner_iterators(*ix, plan.depth, &inner);
+      if (!loads_defined(*index, form_sites, inner)) return dependence;
+    }
+    return {};
+  }
+  for (const Use& u : *uses)
+    if (u.writes) return irregular;
+  plan.forms.clear();
+  for (const std::vector<ir::Affine>* ix : distinct_indices(accesses)) {
+    Plan f;
+    f.scope = plan.scope;
+    f.depth = plan.depth;
+    f.decl = plan.decl;
+    f.index = *ix;
+    inner_iterators(*ix, f.depth, &f.inner);
+    for (const Use& u : *uses)
+      for (size_t k = u.first_access; k < u.end_access; ++k)
+        if (accesses[k]->index == *ix) {
+          f.uses.push_back(u);
+          break;
+        }
+    if (undefined && !loads_defined(f.uses, f)) return dependence;
+    plan.forms.push_back(std::move(f));
+  }
+  return {};
+}
+
 // The check, and the plan apply follows. With an index and no `uses` asked for, only the
 // verdict and `plan.index` are made (from the index).
 Legality make_plan(const ir::Program& p, const Action& a, const ProgramIndex* index, Plan& plan,
@@ -222,17 +290,17 @@ Legality make_plan(const ir::Program& p, const Action& a, const ProgramIndex* in
 
   const std::vector<ir::Affine>* first = nullptr;
   bool regular = true;
+  std::vector<const ir::Access*> accesses;
   if (index && !uses) {
     regular = one_index(*index, a.path, a.buffer, first);
   } else {
     std::vector<const ir::Node*> scopes;
-    std::vector<const ir::Access*> accesses;
     gather(s->body, a.buffer, scopes, *uses, accesses);
     if (!accesses.empty()) first = &accesses[0]->index;
     for (const ir::Access* x : accesses) regular &= x->index == *first;
   }
   if (!first) return {Reason::kNothingToDo, a.buffer, a.path};
-  if (!regular) return {Reason::kIrregularAccess, a.buffer, a.path};
+  if (!regular) return several_forms(a, index, plan, uses, accesses);
   const std::vector<ir::Affine>& ix = *first;
 
   plan.inner.clear();
@@ -373,6 +441,61 @@ ir::NodePtr copy_nest(const Plan& plan, ir::Access dst, ir::ExprPtr value) {
   return n;
 }
 
+// The temporary of a plan, named `name`.
+ir::BufferDecl temporary_decl(const Plan& plan, const std::string& name) {
+  ir::BufferDecl decl;
+  decl.name = name;
+  decl.role = ir::Role::kTemp;
+  decl.dtype = plan.decl->dtype;
+  decl.shape = plan.extents.empty() ? std::vector<int64_t>{1} : plan.extents;
+  decl.shape_names = plan.extents.empty() ? std::vector<std::string>{""} : plan.names;
+  return decl;
+}
+
+// The copy-in nest of a plan into temporary `tmp`.
+ir::NodePtr copy_in_nest(const ir::Program& p, const Path& path, const Plan& plan, const std::string& tmp,
+                         const std::vector<Use>& uses) {
+  std::vector<int> copy_depths;
+  for (size_t m = 0; m < plan.inner.size(); ++m) copy_depths.push_back(plan.depth + 1 + static_cast<int>(m));
+  const ir::Access tmp_copy{tmp, temp_index(copy_depths), {}};
+  const ir::Access buf_copy{plan.decl->name, renumbered(plan), {}};
+  return copy_nest(plan, tmp_copy,
+                   holds_init(p, path, uses, plan) ? ir::Expr::constant(*plan.decl->init) : ir::Expr::load(buf_copy));
+}
+
+// apply for a scope that reads the buffer through several indices: one temporary and one
+// copy-in per index, in order of first appearance, then the body reading each access's own.
+ir::Program apply_forms(const ir::Program& p, const Action& a, Plan& plan) {
+  const ir::Node& s = *plan.scope;
+  std::vector<ir::NodePtr> body;
+  std::vector<ir::BufferDecl> decls;
+  std::vector<ir::Access> tmp_uses;
+  for (Plan& f : plan.forms) {
+    complete_plan(f.uses, f);
+    std::string name;
+    for (int i = 0;; ++i) {
+      name = a.buffer + "_t" + std::to_string(i);
+      if (!p.find_buffer(name) && !p.find_size(name) &&
+          std::none_of(decls.begin(), decls.end(), [&](const ir::BufferDecl& d) { return d.name == name; }))
+        break;
+    }
+    body.push_back(copy_in_nest(p, a.path, f, name, f.uses));
+    tmp_uses.push_back(ir::Access{name, temp_index(f.inner), {}});
+    decls.push_back(temporary_decl(f, name));
+  }
+  for (const auto& c : s.body)
+    body.push_back(map_accesses(c, [&](const ir::Access& x) -> std::optional<ir::Access> {
+      if (x.buffer != a.buffer) return std::nullopt;
+      for (size_t k = 0; k < plan.forms.size(); ++k)
+        if (plan.forms[k].index == x.index) return tmp_uses[k];
+      return std::nullopt;  // unreachable: every access's index has a form
+    }));
+  ir::Program q = replace_node(
+      p, a.path, {ir::Node::scope(s.extent, s.extent_name, s.annot, std::move(body), s.loc)});
+  for (ir::BufferDecl& d : decls) q.buffers.push_back(std::move(d));
+  return q;
+}
+
 }  // namespace
 
 Legality check_create_temporary(const ir::Program& p, const Action& a, const Target&,
@@ -408,6 +531,12 @@ Precheck precheck_create_temporary(MaskSummary& sum, const MaskSite& at,
     }
     (legal ? out.legal : out.check) |= uint64_t{1} << b;
   }
+  // Several indices in a scope that only reads the buffer: one temporary per index, legal; for a
+  // buffer that can hold nothing each copy-in's loads are left to the check.
+  for (uint64_t several = u.used & u.irregular & ~u.written; several; several &= several - 1) {
+    const int b = __builtin_ctzll(several);
+    (may_be_undefined(sum.program().buffers[static_cast<size_t>(b)]) ? out.check : out.legal) |= uint64_t{1} << b;
+  }
   return out;
 }
 
@@ -416,6 +545,7 @@ ir::Program apply_create_temporary(const ir::Program& p, const Action& a, const 
   Plan plan;
   std::vector<Use> uses;
   make_plan(p, a, nullptr, plan, &uses);
+  if (!plan.forms.empty()) return apply_forms(p, a, plan);
   complete_plan(uses, plan);
   const std::string tmp = fresh_buffer_name(p, a.buffer + "_t");
   const ir::Node& s = *plan.scope;
@@ -428,10 +558,7 @@ ir::Program apply_create_temporary(const ir::Program& p, const Action& a, const 
   const ir::Access tmp_use{tmp, temp_index(plan.inner), {}};
 
   std::vector<ir::NodePtr> body;
-  if (plan.copy_in)
-    body.push_back(copy_nest(plan, tmp_copy,
-                             holds_init(p, a.path, uses, plan) ? ir::Expr::constant(*plan.decl->init)
-                                                               : ir::Expr::load(buf_copy)));
+  if (plan.copy_in) body.push_back(copy_in_nest(p, a.path, plan, tmp, uses));
   for (const auto& c : s.body)
     body.push_back(map_accesses(c, [&](const ir::Access& x) -> std::optional<ir::Access> {
       if (x.buffer != a.buffer) return std::nullopt;
@@ -441,13 +568,7 @@ ir::Program apply_create_temporary(const ir::Program& p, const Action& a, const 
 
   ir::Program q = replace_node(
       p, a.path, {ir::Node::scope(s.extent, s.extent_name, s.annot, std::move(body), s.loc)});
-  ir::BufferDecl decl;
-  decl.name = tmp;
-  decl.role = ir::Role::kTemp;
-  decl.dtype = plan.decl->dtype;
-  decl.shape = plan.extents.empty() ? std::vector<int64_t>{1} : plan.extents;
-  decl.shape_names = plan.extents.empty() ? std::vector<std::string>{""} : plan.names;
-  q.buffers.push_back(std::move(decl));
+  q.buffers.push_back(temporary_decl(plan, tmp));
   return q;
 }
 

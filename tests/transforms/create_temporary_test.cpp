@@ -126,6 +126,52 @@ N 4 4 y[{0}] += x[{1}+{2}] * x[{1}+{2}]
   require_same_outputs(p, q);
 }
 
+TEST_CASE("create_temporary gives each index of a read-only buffer its own temporary") {
+  // C = A A^T under the row scope: A[{0},{2}] is row i (K elements), A[{1},{2}] every row j.
+  const ir::Program p = load(R"(M = 4
+K = 8
+input A: f32[M, K]
+output C: f32[M, M] = 0
+
+M M K C[{0},{1}] += A[{0},{2}] * A[{1},{2}]
+)");
+  const ir::Program q = apply_all(p, {"create_temporary 0 A"});
+  REQUIRE(q.find_buffer("A_t0") != nullptr);
+  REQUIRE(q.find_buffer("A_t1") != nullptr);
+  CHECK(q.find_buffer("A_t0")->shape == std::vector<int64_t>{8});
+  CHECK(q.find_buffer("A_t1")->shape == std::vector<int64_t>{4, 8});
+  CHECK(q.body[0]->body.size() == 3);  // two copy-ins, the old body; nothing written back
+  require_same_outputs(p, q);
+  // A stencil's shifted reads of a temporary that holds every element it reads: one copy each.
+  const ir::Program s = load(R"(N = 8
+input x: f32[9]
+temp t: f32[9]
+output y: f32[N] = 0
+
+9 t[{0}] = x[{0}] * 2
+2 4 y[{0}*4+{1}] += t[{0}*4+{1}] + t[{0}*4+{1}+1]
+)");
+  const ir::Program r = apply_all(s, {"create_temporary 1 t"});
+  CHECK(r.find_buffer("t_t0")->shape == std::vector<int64_t>{4});
+  CHECK(r.find_buffer("t_t1")->shape == std::vector<int64_t>{4});
+  require_same_outputs(s, r);
+}
+
+TEST_CASE("create_temporary refuses several indices of a buffer the scope writes") {
+  // x[{0}] read and x[{0}+1] written: separate copies would lose the order in which one element
+  // is stored through one index and loaded through the other.
+  require_refused(R"(N = 8
+input a: f32[9]
+temp x: f32[9]
+output y: f32[N]
+
+9 x[{0}] = a[{0}]
+N x[{0}+1] = x[{0}] * 2
+N y[{0}] = x[{0}]
+)",
+                  "create_temporary 1 x", Reason::kIrregularAccess, "x");
+}
+
 TEST_CASE("create_temporary refuses scopes whose iterations may run concurrently") {
   const ir::Program par = apply_all(load(kMatmul4x8x4), {"parallelize 0"});
   // The temporary would be one storage shared by all threads of the parallel rows.

@@ -12,6 +12,7 @@
 #include "transforms/mask_summary.h"
 #include "transforms/flat_space.h"
 #include "transforms/registry.h"
+#include "transforms/semantics_guard.h"
 
 using namespace perfdojo;
 using transforms::Action;
@@ -95,11 +96,24 @@ TEST_CASE("every kind's precheck agrees with its check at every location of rand
   // Per kind: verdicts the precheck decided legal, decided illegal, and left to the check.
   std::vector<int> decided_legal(transforms::kNumKinds), decided_illegal(transforms::kNumKinds),
       left(transforms::kNumKinds);
+  // The suite's kernels, and those outside it (a stencil's shifted reads, C = A A^T's one buffer
+  // read through two indices), at instances small enough for a quick check.
+  std::vector<std::pair<std::string, ir::Program>> kernels;
   for (const auto& name : testing::suite_kernel_names()) {
     auto loaded = testing::load_scaled_kernel(name);
     REQUIRE(loaded.ok());
+    kernels.emplace_back(name, loaded.value());
+  }
+  for (const char* name : {"syrk", "jacobi2d", "stencil1d", "bilinear", "outer-acc"}) {
+    auto loaded = ir::load_file(std::string(PERFDOJO_UNSEEN_DIR) + "/" + name + ".pdj");
+    REQUIRE_MESSAGE(loaded.ok(), loaded.error_text());
+    auto small = transforms::guard_instance(loaded.value(), 5e4, target);
+    REQUIRE(small);
+    kernels.emplace_back(name, *small);
+  }
+  for (const auto& [name, program] : kernels) {
     std::mt19937_64 rng(std::hash<std::string>{}(name) + 7);
-    ir::Program cur = loaded.value();
+    ir::Program cur = program;
     for (int step = 0; step < 10; ++step) {
       const transforms::ProgramIndex ix(cur);
       transforms::MaskSummary sum(ix, 1 << 20);
