@@ -66,6 +66,13 @@ class Expander {
   bool temporary(const Path& p, const std::string& b, bool required) {
     return step({Kind::kCreateTemporary, p, b, "", 0}, required);
   }
+  // A packing create_temporary (optional): the number of copy nests it put at the top of the
+  // scope's body, 0 when refused (more than one when the scope reads `b` through several
+  // indices: C = A A^T packs A's row block and its column panel apart).
+  int pack(const Path& p, const std::string& b) {
+    const size_t before = node_at(cur_, p)->body.size();
+    return temporary(p, b, false) ? static_cast<int>(node_at(cur_, p)->body.size() - before) : 0;
+  }
   bool vectorize(const Path& p, int64_t w, bool required) {
     return step({Kind::kVectorize, p, "", "", w}, required);
   }
@@ -231,6 +238,8 @@ class Chain {
       if (!swap(pos_of_id(id) - 1)) return false;
     return true;
   }
+  int size() const { return static_cast<int>(levels_.size()); }
+  Level level(int q) const { return levels_[q]; }
   bool has(Level l) const { return std::find(levels_.begin(), levels_.end(), l) != levels_.end(); }
   int pos(Level l) const { return static_cast<int>(std::find(levels_.begin(), levels_.end(), l) - levels_.begin()); }
   int64_t extent(Level l) const { return extents_[pos(l)]; }
@@ -311,6 +320,35 @@ void operand_roles(const ir::Program& p, const GemmNest& g, std::vector<std::str
   }
 }
 
+// The A-like operands (row block packed at Mo) by the names the nest's statement loads now:
+// `a_like` as found before the sketch, unless packing the B-like panels renamed one (C = A A^T,
+// whose A is both: each of its indices got a temporary). Then they are found again by role in
+// the tiled nest: the loads that use a row level and a reduction level, no column level.
+std::vector<std::string> current_a_like(const ir::Program& p, const Chain& c, const std::vector<std::string>& a_like) {
+  const ir::Node* leaf = node_at(p, c.path(c.size() - 1));
+  while (leaf && leaf->is_scope) leaf = leaf->body.empty() ? nullptr : leaf->body[0].get();
+  if (!leaf) return a_like;
+  std::vector<const ir::Access*> loads;
+  loads_of(*leaf->stmt.rhs, loads);
+  auto loaded = [&](const std::string& b) {
+    return std::any_of(loads.begin(), loads.end(), [&](const ir::Access* a) { return a->buffer == b; });
+  };
+  if (std::all_of(a_like.begin(), a_like.end(), loaded)) return a_like;
+  auto uses_level = [&](const ir::Access& a, std::initializer_list<Level> levels) {
+    for (Level l : levels)
+      if (c.has(l) && uses_iterator(a, static_cast<int>(c.path(l).size()) - 1)) return true;
+    return false;
+  };
+  std::vector<std::string> out;
+  for (const ir::Access* a : loads) {
+    if (a->buffer == leaf->stmt.lhs.buffer || std::find(out.begin(), out.end(), a->buffer) != out.end()) continue;
+    if (uses_level(*a, {Level::kMo, Level::kMi, Level::kMio, Level::kMii}) && uses_level(*a, {Level::kKo, Level::kKi}) &&
+        !uses_level(*a, {Level::kNc, Level::kNn, Level::kNo, Level::kNi}))
+      out.push_back(a->buffer);
+  }
+  return out;
+}
+
 bool is_width(const Target& t, int64_t w) {
   return std::find(t.vector_widths.begin(), t.vector_widths.end(), w) != t.vector_widths.end();
 }
@@ -385,8 +423,7 @@ void expand_into(Expander& x, const GemmNest& g, const MicrokernelParams& m) {
   const int b_home = c.has(Level::kKo) ? c.pos(Level::kKo) : c.pos(Level::kKi) > 0 ? 0 : -1;
   int nb = 0;
   if (b_home >= 0) {
-    for (const std::string& b : c.has(Level::kKo) ? b_like : b_strided)
-      nb += x.temporary(c.path(b_home), b, false);
+    for (const std::string& b : c.has(Level::kKo) ? b_like : b_strided) nb += x.pack(c.path(b_home), b);
     c.child(b_home) = nb;
   }
   // (without Mo or Ko, at the outermost batch scope: conv2d's filters once per image)
@@ -400,7 +437,7 @@ void expand_into(Expander& x, const GemmNest& g, const MicrokernelParams& m) {
   const bool one_panel = !c.has(Level::kNo) && !c.has(Level::kNc);
   if (a_home >= 0 && !g.transposed && !(one_panel && (c.has(Level::kMo) || c.has(Level::kKo)))) {
     int na = 0;
-    for (const std::string& a : a_like) na += x.temporary(c.path(a_home), a, false);
+    for (const std::string& a : current_a_like(x.program(), c, a_like)) na += x.pack(c.path(a_home), a);
     c.child(a_home) += na;
   }
   // the register tile at the inner panel loop (Mio, or No with rows_outer), else at the scope

@@ -196,6 +196,25 @@ TEST_CASE("the sketch orders a permuted nest and packs a transposed operand") {
   require_same_outputs(p, e.program);
 }
 
+TEST_CASE("the sketch packs one buffer in both operand roles: C = A A^T") {
+  const ir::Program p = load(R"(M = 32
+K = 32
+input A: f32[M, K]
+output C: f32[M, M] = 0
+
+M M K C[{0},{1}] += A[{0},{2}] * A[{1},{2}]
+)");
+  const auto e = expand(p, {0});
+  // At Ko each of A's indices gets a copy: the rows of i (A_t0, M x kc) and the column panel of
+  // j (A_t1, [No][Ki][Ni]); the row block is then packed from A_t0 at Mo, [Mio][Ki][Mii].
+  REQUIRE(e.program.find_buffer("A_t1") != nullptr);
+  CHECK(e.program.find_buffer("A_t1")->shape == std::vector<int64_t>{2, 16, 16});
+  REQUIRE(e.program.find_buffer("A_t0_t0") != nullptr);
+  CHECK(e.program.find_buffer("A_t0_t0")->shape == std::vector<int64_t>{4, 16, 4});
+  CHECK(e.program.find_buffer("C_t0") != nullptr);
+  require_same_outputs(p, e.program);
+}
+
 TEST_CASE("the sketch keeps a batch scope outermost, from the batch or from the nest below it") {
   const ir::Program p = load(kBatched);
   const auto whole = expand(p, {0});
