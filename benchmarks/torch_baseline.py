@@ -58,6 +58,11 @@ def forms(name, s, torch):
         c = torch.empty(s["M"], s["N"])
         return [("torch.mm(A, B)", lambda: torch.mm(a, b)),
                 ("torch.mm(A, B, out=C)", lambda: torch.mm(a, b, out=c))]
+    if name == "syrk":  # C = A A^T (benchmarks/unseen/syrk.pdj): a user writes the full GEMM
+        a = r(s["M"], s["K"])
+        c = torch.empty(s["M"], s["M"])
+        return [("torch.mm(A, A.t())", lambda: torch.mm(a, a.t())),
+                ("torch.mm(A, A.t(), out=C)", lambda: torch.mm(a, a.t(), out=c))]
     if name == "bmm":
         a, b = r(s["BATCH"], s["M"], s["K"]), r(s["BATCH"], s["K"], s["N"])
         c = torch.empty(s["BATCH"], s["M"], s["N"])
