@@ -440,6 +440,30 @@ TEST_CASE("the fitted sketch splits off remainders the tile does not divide") {
   CHECK(transforms::replay(big, f->trace, transforms::Target{}).ok());
 }
 
+TEST_CASE("the fitted sketch keeps k blocks when a column operand is packed inside row blocks") {
+  // A reduction of 24 with kc 16 wanted: a plain product takes it whole (C loaded once per
+  // tile), C = A A^T blocks it in 12s so that A's column panel is packed once per k block, not
+  // once per row block.
+  auto kc_of = [](const ir::Program& p) {
+    auto e = transforms::expand_microkernel_fitted(p, {0}, MicrokernelParams{4, 16, 16, 16, 0, 8},
+                                                   transforms::Target{});
+    REQUIRE_MESSAGE(e.ok(), e.error_text());
+    require_same_outputs(p, e->program);
+    // The reduction is the only extent of 24 (mr 4, nr 16, mc 16 tile the others).
+    for (const auto& a : e->trace)
+      if (a.kind == transforms::Kind::kTileScope && a.param == 12) return int64_t{12};
+    return int64_t{24};
+  };
+  CHECK(kc_of(load(matmul_text(32, 32, 24))) == 24);
+  CHECK(kc_of(load(R"(M = 32
+K = 24
+input A: f32[M, K]
+output C: f32[M, M] = 0
+
+M M K C[{0},{1}] += A[{0},{2}] * A[{1},{2}]
+)")) == 12);
+}
+
 TEST_CASE("fission exposes a GEMM-class nest that shares its scopes, and refuses what it must") {
   // Attention's Q K^T shares its two outer scopes with the softmax's first statements.
   const ir::Program p = load(R"(L = 16
