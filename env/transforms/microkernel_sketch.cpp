@@ -174,9 +174,11 @@ ir::Result<GemmNest> gemm_nest_at(const ir::Program& p, const Path& path, bool t
   for (int t : rows)
     if (t != g.i) g.batch.push_back(t);
   std::sort(g.batch.begin(), g.batch.end());
+  // k: the outermost reduction scope, the others inside it in their order. Two scopes of one
+  // += reduction swapped would add its terms in another order (a different float sum), which
+  // swap_scopes refuses: channels-last conv2d's R S C keeps R as k, where the largest, C, could
+  // never be raised above R and S.
   g.k = reds[0];
-  for (int t : reds)
-    if (chain[t]->extent > chain[g.k]->extent) g.k = t;
   for (int t : reds)
     if (t != g.k) g.reductions.push_back(t);
   for (int t : g.reductions) g.inner *= chain[t]->extent;

@@ -243,6 +243,33 @@ TEST_CASE("the sketch takes conv2d: output channels by output columns, kh and kw
   require_same_outputs(p, e->program);
 }
 
+TEST_CASE("the sketch takes channels-last conv2d, its reductions in their order") {
+  // R S C: the largest reduction, C, is innermost. Raising it above R and S would sum the terms
+  // in another order, which swap_scopes refuses; k is R, and S, C run inside the register tile.
+  const ir::Program p = load(R"(N = 1
+H = 8
+W = 4
+C = 4
+K = 16
+HI = 10
+WI = 6
+R = 3
+S = 3
+input x: f32[N, HI, WI, C]
+input w: f32[R, S, C, K]
+output y: f32[N, H, W, K] = 0
+
+N H W K R S C y[{0},{1},{2},{3}] += x[{0},{1}+{4},{2}+{5},{6}] * w[{4},{5},{6},{3}]
+)");
+  const auto g = transforms::gemm_nest_at(p, {0});
+  REQUIRE_MESSAGE(g.ok(), g.error_text());
+  CHECK(g->k == 4);
+  CHECK(g->reductions == std::vector<int>{5, 6});
+  const auto e = expand(p, {0}, MicrokernelParams{4, 16, 3, 8, 0, 8});
+  REQUIRE(e.program.find_buffer("y_t0") != nullptr);
+  require_same_outputs(p, e.program);
+}
+
 TEST_CASE("the transposed sketch puts conv2d's output channels in the vectors") {
   // 64 output channels by 8 output columns: W = 16 = 2 x 8 rows of the tile, K = 64 = 2 x 32
   // columns, two 16-lane vectors each.
