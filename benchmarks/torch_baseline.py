@@ -63,6 +63,29 @@ def forms(name, s, torch):
         c = torch.empty(s["M"], s["M"])
         return [("torch.mm(A, A.t())", lambda: torch.mm(a, a.t())),
                 ("torch.mm(A, A.t(), out=C)", lambda: torch.mm(a, a.t(), out=c))]
+    if name == "msq":  # C = A A (benchmarks/unseen/msq.pdj)
+        a = r(s["N"], s["N"])
+        c = torch.empty(s["N"], s["N"])
+        return [("torch.mm(A, A)", lambda: torch.mm(a, a)),
+                ("torch.mm(A, A, out=C)", lambda: torch.mm(a, a, out=c))]
+    if name == "bmm-nt":  # C[b] = A[b] B[b]^T (benchmarks/unseen/bmm-nt.pdj)
+        a, b = r(s["BATCH"], s["M"], s["K"]), r(s["BATCH"], s["N"], s["K"])
+        c = torch.empty(s["BATCH"], s["M"], s["N"])
+        return [("torch.bmm(A, B.transpose(1, 2))", lambda: torch.bmm(a, b.transpose(1, 2))),
+                ("torch.bmm(A, B.transpose(1, 2), out=C)", lambda: torch.bmm(a, b.transpose(1, 2), out=c)),
+                ("torch.matmul(A, B.mT)", lambda: torch.matmul(a, b.mT))]
+    if name == "colsoftmax":  # softmax down the columns (benchmarks/unseen/colsoftmax.pdj)
+        x = r(s["B"], s["N"])
+        y = torch.empty(s["B"], s["N"])
+        return [("F.softmax(x, dim=0)", lambda: F.softmax(x, dim=0)),
+                ("torch.softmax(x, 0, out=y)", lambda: torch._softmax(x, 0, False, out=y)),
+                ("F.softmax(x.t(), dim=1).t()", lambda: F.softmax(x.t(), dim=1).t())]
+    if name == "conv-nhwc":  # channels-last conv2d 3x3 (benchmarks/unseen/conv-nhwc.pdj)
+        x = r(s["N"], s["C"], s["HI"], s["WI"])
+        w = r(s["K"], s["C"], s["R"], s["S"])
+        xl, wl = x.contiguous(memory_format=torch.channels_last), w.contiguous(memory_format=torch.channels_last)
+        return [("F.conv2d, channels_last", lambda: F.conv2d(xl, wl)),
+                ("F.conv2d, NCHW", lambda: F.conv2d(x, w))]
     if name == "bmm":
         a, b = r(s["BATCH"], s["M"], s["K"]), r(s["BATCH"], s["K"], s["N"])
         c = torch.empty(s["BATCH"], s["M"], s["N"])
