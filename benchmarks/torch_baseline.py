@@ -86,6 +86,37 @@ def forms(name, s, torch):
         xl, wl = x.contiguous(memory_format=torch.channels_last), w.contiguous(memory_format=torch.channels_last)
         return [("F.conv2d, channels_last", lambda: F.conv2d(xl, wl)),
                 ("F.conv2d, NCHW", lambda: F.conv2d(x, w))]
+    if name == "linear-nt":  # Y = X W^T, nn.Linear's layout (benchmarks/unseen/linear-nt.pdj)
+        x, w = r(s["M"], s["K"]), r(s["N"], s["K"])
+        y = torch.empty(s["M"], s["N"])
+        return [("F.linear(X, W)", lambda: F.linear(x, w)),
+                ("torch.mm(X, W.t(), out=Y)", lambda: torch.mm(x, w.t(), out=y))]
+    if name == "small-bmm":  # many 32 x 32 x 32 products (benchmarks/unseen/small-bmm.pdj)
+        a, b = r(s["BATCH"], s["M"], s["K"]), r(s["BATCH"], s["K"], s["N"])
+        c = torch.empty(s["BATCH"], s["M"], s["N"])
+        return [("torch.bmm(A, B)", lambda: torch.bmm(a, b)),
+                ("torch.bmm(A, B, out=C)", lambda: torch.bmm(a, b, out=c))]
+    if name == "dwconv-nhwc":  # depthwise 3x3, channels last (benchmarks/unseen/dwconv-nhwc.pdj)
+        x = r(s["N"], s["C"], s["HI"], s["WI"])
+        w = r(s["C"], 1, s["R"], s["S"])
+        xl, wl = x.contiguous(memory_format=torch.channels_last), w.contiguous(memory_format=torch.channels_last)
+        return [("F.conv2d(groups=C), channels_last", lambda: F.conv2d(xl, wl, groups=s["C"])),
+                ("F.conv2d(groups=C), NCHW", lambda: F.conv2d(x, w, groups=s["C"]))]
+    if name == "sym":  # (x + x^T) / 2 (benchmarks/unseen/sym.pdj)
+        x = r(s["N"], s["N"])
+        y = torch.empty(s["N"], s["N"])
+        return [("(x + x.t()) * 0.5", lambda: (x + x.t()) * 0.5),
+                ("torch.add(x, x.t(), out=y).mul_(0.5)", lambda: torch.add(x, x.t(), out=y).mul_(0.5))]
+    if name == "seqmean":  # mean over the sequence (benchmarks/unseen/seqmean.pdj)
+        x = r(s["B"], s["L"], s["D"])
+        y = torch.empty(s["B"], s["D"])
+        return [("x.mean(1)", lambda: x.mean(1)),
+                ("torch.mean(x, 1, out=y)", lambda: torch.mean(x, 1, out=y))]
+    if name == "matmul-k16":  # rank-16 product (benchmarks/unseen/matmul-k16.pdj)
+        a, b = r(s["M"], s["K"]), r(s["K"], s["N"])
+        c = torch.empty(s["M"], s["N"])
+        return [("torch.mm(A, B)", lambda: torch.mm(a, b)),
+                ("torch.mm(A, B, out=C)", lambda: torch.mm(a, b, out=c))]
     if name == "bmm":
         a, b = r(s["BATCH"], s["M"], s["K"]), r(s["BATCH"], s["K"], s["N"])
         c = torch.empty(s["BATCH"], s["M"], s["N"])
