@@ -117,6 +117,35 @@ def forms(name, s, torch):
         c = torch.empty(s["M"], s["N"])
         return [("torch.mm(A, B)", lambda: torch.mm(a, b)),
                 ("torch.mm(A, B, out=C)", lambda: torch.mm(a, b, out=c))]
+    if name == "attn-d128":  # attention, head dimension 128 (benchmarks/unseen/attn-d128.pdj)
+        q, k, v = r(s["L"], s["D"]), r(s["L"], s["D"]), r(s["L"], s["D"])
+        scale = 1.0 / s["D"] ** 0.5
+        sdpa = getattr(F, "scaled_dot_product_attention", None)
+        out = [("softmax(Q K^T * scale) V", lambda: torch.mm(F.softmax(torch.mm(q, k.t()) * scale, dim=1), v))]
+        if sdpa:
+            out.append(("F.scaled_dot_product_attention", lambda: sdpa(q[None], k[None], v[None])))
+        return out
+    if name == "linear-res":  # relu(X W + b) + R (benchmarks/unseen/linear-res.pdj)
+        x, w, b, res = r(s["M"], s["K"]), r(s["K"], s["N"]), r(s["N"]), r(s["M"], s["N"])
+        y = torch.empty(s["M"], s["N"])
+        return [("torch.relu(torch.addmm(b, X, W)) + R", lambda: torch.relu(torch.addmm(b, x, w)) + res),
+                ("addmm(out=Y), relu_, add_", lambda: torch.addmm(b, x, w, out=y).relu_().add_(res))]
+    if name == "gemv-batch4":  # y = x W^T for 4 rows (benchmarks/unseen/gemv-batch4.pdj)
+        w, x = r(s["N"], s["K"]), r(s["BATCH"], s["K"])
+        y = torch.empty(s["BATCH"], s["N"])
+        return [("F.linear(x, W)", lambda: F.linear(x, w)),
+                ("torch.mm(x, W.t(), out=y)", lambda: torch.mm(x, w.t(), out=y))]
+    if name == "pw-nhwc":  # 1x1 conv, channels last (benchmarks/unseen/pw-nhwc.pdj)
+        x = r(s["N"], s["C"], s["H"], s["W"])
+        w = r(s["K"], s["C"], 1, 1)
+        xl, wl = x.contiguous(memory_format=torch.channels_last), w.contiguous(memory_format=torch.channels_last)
+        x2 = r(s["N"] * s["H"] * s["W"], s["C"])
+        w2 = r(s["C"], s["K"])
+        return [("F.conv2d 1x1, channels_last", lambda: F.conv2d(xl, wl)),
+                ("torch.mm over the pixels", lambda: torch.mm(x2, w2))]
+    if name == "softmax-77":  # softmax over rows of 77 (benchmarks/unseen/softmax-77.pdj)
+        x = r(s["B"], s["N"])
+        return [("F.softmax(x, dim=1)", lambda: F.softmax(x, dim=1))]
     if name == "bmm":
         a, b = r(s["BATCH"], s["M"], s["K"]), r(s["BATCH"], s["K"], s["N"])
         c = torch.empty(s["BATCH"], s["M"], s["N"])
