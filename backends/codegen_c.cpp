@@ -419,6 +419,17 @@ class Printer {
     int64_t chunks = 1;
     int rotate_depth = -1;
     int64_t copies = 1;
+    // Unrolled scopes between the `:vec` scope and the accumulator's block whose iterators index
+    // the target (a register tile: 2 rows x 4 batches of partial sums kept across the k loop):
+    // one register set per combination of their values, each summed into its own element after
+    // the block. Their depths, outermost first, and extents.
+    std::vector<int> tile_depths;
+    std::vector<int64_t> tile_extents;
+    int64_t tiles() const {
+      int64_t n = 1;
+      for (int64_t e : tile_extents) n *= e;
+      return n;
+    }
   };
 
   // Some statement computes an infinity from a literal (a mask's -inf): then exp meets arguments
@@ -896,6 +907,21 @@ class Printer {
   // A reduction into an element invariant in the lanes accumulates in a vector register, summed
   // across lanes once. The accumulator lives around the outermost enclosing scope over which the
   // element stays the same and which touches the buffer nowhere else (not past a parallel scope).
+  // Whether the `:unroll` ancestor at depth j is printed as copies (print_scope's rules: within
+  // the unroll limit and the budget of nested copies).
+  bool printed_unrolled(int j) const {
+    if (!o_.unroll) return false;
+    int64_t copies = 1;
+    for (int k = 0; k <= j; ++k) {
+      const ir::Node* a = ancestors_[k];
+      if (a->annot != ir::Annot::kUnroll) continue;
+      const bool unrolled = copies * a->extent <= o_.max_unrolled_copies && a->extent <= o_.max_unroll;
+      if (k == j) return unrolled;
+      if (unrolled) copies *= a->extent;
+    }
+    return false;
+  }
+
   void plan_accumulators(const ir::Node& v, const Path& path, int d) {
     int64_t accumulators = 0;  // they share kAccumulatorRegisters
     for (const auto& n : v.body)
@@ -904,26 +930,45 @@ class Printer {
       const ir::Stmt& s = v.body[k]->stmt;
       Flat f = flat(s.lhs);
       if (f.coeff(d) != 0) continue;
+      const int64_t lanes = chunk_lanes(s, v.extent), chunks = v.extent / lanes;
+      // Up over the scopes that keep the element (reductions), and over unrolled copies that
+      // change it while their register sets fit: the block is the outermost reduction scope
+      // reached, the tile the unrolled scopes crossed below it.
       Path lift = path;
+      std::vector<int> crossed, tile;
+      int64_t sets = 1;
       for (int j = d - 1; j >= 0; --j) {
         const ir::Node* a = ancestors_[j];
         if (a->annot == ir::Annot::kParallel || a->annot == ir::Annot::kGpuBlock ||
             a->annot == ir::Annot::kGpuThread)
           break;
-        if (f.coeff(j) != 0 || count_accesses(a->body, s.lhs.buffer) != 1) break;
+        if (count_accesses(a->body, s.lhs.buffer) != 1) break;
+        if (f.coeff(j) != 0) {
+          if (o_.cuda || a->annot != ir::Annot::kUnroll || !printed_unrolled(j) ||
+              sets * a->extent * chunks * accumulators > kAccumulatorRegisters)
+            break;
+          sets *= a->extent;
+          crossed.insert(crossed.begin(), j);
+          continue;
+        }
         lift.resize(j + 1);
+        tile = crossed;
       }
-      int64_t lanes = chunk_lanes(s, v.extent);
-      Acc acc{next_acc_++, &s, dtype_.at(s.lhs.buffer), lanes, v.extent / lanes};
+      Acc acc{next_acc_++, &s, dtype_.at(s.lhs.buffer), lanes, chunks};
+      for (int j : tile) {
+        acc.tile_depths.push_back(j);
+        acc.tile_extents.push_back(ancestors_[j]->extent);
+      }
       // An unrolled scope right around the update, inside the accumulator's block: its copies
       // rotate over sets of registers (reassociating the reduction, as the lanes already do;
       // exact for max and min). The cost model counts the same chains.
-      const int64_t sets = kAccumulatorRegisters / (acc.chunks * accumulators);
-      if (!o_.cuda && o_.unroll && sets >= 2 && d >= 1 && static_cast<int>(lift.size()) - 1 <= d - 1) {
+      const int64_t rotations = kAccumulatorRegisters / (acc.chunks * accumulators);
+      if (!o_.cuda && o_.unroll && tile.empty() && rotations >= 2 && d >= 1 &&
+          static_cast<int>(lift.size()) - 1 <= d - 1) {
         const ir::Node* a = ancestors_[d - 1];
         if (a->annot == ir::Annot::kUnroll && a->extent >= 2 && a->extent <= o_.max_unroll) {
           acc.rotate_depth = d - 1;
-          acc.copies = std::min(a->extent, sets);
+          acc.copies = std::min(a->extent, rotations);
         }
       }
       Path sp = path;
@@ -1051,7 +1096,7 @@ class Printer {
       ++indent_;
       for (const auto& a : accs->second) {
         std::string V = vtype(a.t, a.lanes), decl;
-        for (int64_t k = 0; k < a.chunks * a.copies; ++k)
+        for (int64_t k = 0; k < a.chunks * a.copies * a.tiles(); ++k)
           decl += (k ? ", " : "") + acc_name(a.id, k) + " = " + V + "_splat(" +
                   identity(a.stmt->op, a.t) + ")";
         line(V + " " + decl + ";  // lanes of " + comment_text(ir::print_stmt(*a.stmt)));
@@ -1060,12 +1105,26 @@ class Printer {
     print_scope(n, path, depth);
     if (accs != accs_at_.end()) {
       for (const auto& a : accs->second) {
-        std::string lhs = access(a.stmt->lhs);
-        std::string V = vtype(a.t, a.lanes), all = acc_name(a.id, 0);
-        for (int64_t k = 1; k < a.chunks * a.copies; ++k)
-          all = unparen(combine_vector(a.stmt->op, V, all, acc_name(a.id, k)));
-        std::string h = V + "_" + reduce_name(a.stmt->op) + "(" + all + ")";
-        line(combine_scalar(a.stmt->op, a.t, lhs, h) + "  // sum across lanes");
+        const std::string lhs = access(a.stmt->lhs), V = vtype(a.t, a.lanes);
+        const int64_t per_tile = a.chunks * a.copies;
+        for (int64_t t = 0; t < a.tiles(); ++t) {
+          std::string all = acc_name(a.id, t * per_tile);
+          for (int64_t k = 1; k < per_tile; ++k)
+            all = unparen(combine_vector(a.stmt->op, V, all, acc_name(a.id, t * per_tile + k)));
+          const std::string h = V + "_" + reduce_name(a.stmt->op) + "(" + all + ")";
+          if (a.tile_depths.empty()) {
+            line(combine_scalar(a.stmt->op, a.t, lhs, h) + "  // sum across lanes");
+            continue;
+          }
+          // The tile's element: its unrolled iterators at this register set's values.
+          std::string values;
+          for (int64_t m = static_cast<int64_t>(a.tile_depths.size()) - 1, rest = t; m >= 0; --m) {
+            values = "const int64_t i" + std::to_string(a.tile_depths[m]) + " = " +
+                     std::to_string(rest % a.tile_extents[m]) + "; " + values;
+            rest /= a.tile_extents[m];
+          }
+          line("{ " + values + combine_scalar(a.stmt->op, a.t, lhs, h) + " }  // sum across lanes");
+        }
       }
       --indent_;
       line("}");
@@ -1279,7 +1338,10 @@ class Printer {
           const Acc& info = acc->second;
           auto copy = unrolled_copy_.find(info.rotate_depth);
           const int64_t set = copy == unrolled_copy_.end() ? 0 : copy->second % info.copies;
-          std::string a = acc_name(info.id, c + info.chunks * set);
+          int64_t tile = 0;  // the register set of the tile element these copies update
+          for (size_t m = 0; m < info.tile_depths.size(); ++m)
+            tile = tile * info.tile_extents[m] + unrolled_copy_.at(info.tile_depths[m]);
+          std::string a = acc_name(info.id, c + info.chunks * (set + info.copies * tile));
           line(a + " = " + unparen(combine_vector(s.op, V, a, rhs)) + ";");
           continue;
         }

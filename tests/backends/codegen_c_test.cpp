@@ -155,6 +155,29 @@ TEST_CASE("a max reduction over lanes keeps the IR's max and its identity") {
   CHECK(has(g.source, "y[i0] = pd_maxf(y[i0], f32x8_hmax(f32x8_max(acc0_0, acc0_1)));"));
 }
 
+TEST_CASE("a register tile of vector partial sums lives across the reduction loop around it") {
+  // y[b,n] = sum_k W[n,k] x[b,k], k in 16-lane chunks outermost: 2 rows x 4 batches of
+  // unrolled updates inside it. Each of the eight elements gets its own register, kept across the
+  // k loop, and is summed across its lanes once after it, not once per chunk.
+  auto p = program_of(
+      "input W: f32[4, 64]\ninput x: f32[4, 64]\noutput y: f32[4, 4] = 0\n\n"
+      "2 4 2:unroll 4:unroll 16:vec y[{3},{0}*2+{2}] += W[{0}*2+{2},{1}*16+{4}] * x[{3},{1}*16+{4}]\n");
+  CodegenOptions o;
+  o.native_vector_bytes = 64;
+  auto g = generate_c(p, o);
+  CHECK(has(g.source, "acc0_7 = f32x16_splat(0.0f);"));
+  CHECK_FALSE(has(g.source, "acc0_8"));
+  CHECK(g.source.find("acc0_0 = f32x16_splat") < g.source.find("for (int64_t i1 = 0; i1 < 4; ++i1)"));
+  CHECK(count_of(g.source, "+= f32x16_hadd(") == 8);
+  CHECK(has(g.source, "{ const int64_t i2 = 1; const int64_t i3 = 2; y[i0 * 2 + i2 + i3 * 4] += f32x16_hadd(acc0_6); }"));
+  // Twelve elements would not fit the eight registers: the sums stay inside the k loop.
+  auto big = generate_c(program_of(
+      "input W: f32[6, 64]\ninput x: f32[4, 64]\noutput y: f32[4, 6] = 0\n\n"
+      "2 4 3:unroll 4:unroll 16:vec y[{3},{0}*3+{2}] += W[{0}*3+{2},{1}*16+{4}] * x[{3},{1}*16+{4}]\n"), o);
+  CHECK_FALSE(has(big.source, "acc0_1 "));
+  CHECK(big.source.find("for (int64_t i1 = 0; i1 < 4; ++i1)") < big.source.find("acc0_0 = f32x16_splat"));
+}
+
 TEST_CASE("unrolled updates of one accumulator rotate over register sets, combined once") {
   // 16:unroll 16:vec: copy v of the unrolled scope updates set v % 8, so no update waits on the
   // one before it; the eight sets are combined after the row.

@@ -265,6 +265,26 @@ TEST_CASE("iterator values, masks from them and sin/cos compile, vectorised and 
   check_matches(*b, v.value(), "tiled and vectorised");
 }
 
+TEST_CASE("a register tile of vector partial sums across the k loop compiles and matches the "
+          "interpreter" * doctest::test_suite("hw")) {
+  std::unique_ptr<backends::Backend> b;
+  for (const char* n : {"x86_avx512", "x86_avx2"}) {
+    b = backends::make_backend(n);
+    if (b->available().ok) break;
+  }
+  if (!b->available().ok) PERFDOJO_SKIP("no vector x86 backend runs here: " << b->available().why);
+  // A 4-row GEMV: 2 rows x 4 batches of partial sums (codegen_c_test has the source's form),
+  // and a max over the lanes with 2 x 2 copies.
+  check_matches(*b, program_of(
+      "input W: f32[6, 128]\ninput x: f32[4, 128]\noutput y: f32[4, 6] = 0\n\n"
+      "3 16 2:unroll 4:unroll 8:vec y[{3},{0}*2+{2}] += W[{0}*2+{2},{1}*8+{4}] * x[{3},{1}*8+{4}]\n"),
+      "2 x 4 tile of sums");
+  check_matches(*b, program_of(
+      "input x: f32[4, 4, 64]\noutput y: f32[4, 4] = -inf\n\n"
+      "2 8 2:unroll 4:unroll 8:vec y[{0}*2+{2},{3}] = max(x[{0}*2+{2},{3},{1}*8+{4}])\n"),
+      "2 x 4 tile of maxima");
+}
+
 TEST_CASE("streamed stores compile and match the interpreter, aligned or not, parallel or not" *
           doctest::test_suite("hw")) {
   std::unique_ptr<backends::Backend> b;
