@@ -49,7 +49,7 @@ def forms(name, s, torch):
     F = torch.nn.functional
     r = lambda *shape: torch.rand(*shape, dtype=torch.float32) * 2 - 1  # noqa: E731
     if name == "gemv":
-        a, x = r(s["M"], s["N"]), r(s["N"])
+        a, x = r(s["M"], s["K"]), r(s["K"])  # kernels/gemv.pdj: y[M] = A[M, K] x[K]
         y = torch.empty(s["M"])
         return [("torch.mv(A, x)", lambda: torch.mv(a, x)),
                 ("torch.mv(A, x, out=y)", lambda: torch.mv(a, x, out=y))]
