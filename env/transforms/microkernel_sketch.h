@@ -56,6 +56,12 @@ struct MicrokernelParams {
   /// C's rows, where the BLIS order jumps mr rows of C at every tile (stores and the next loads
   /// a multiple of 4 KiB apart); B's panels then come from L2 at every tile.
   bool rows_outer = false;
+  /// The reduction in the lanes, for nests of at most 4 rows whose operands are unit-stride in k (a
+  /// GEMV over a few batches: y[b,n] = sum_k W[n,k] x[b,k]): k in chunks of `lanes`, the chunk
+  /// loop outside an unrolled tile of nr columns x all mr = m rows of vector partial sums, which
+  /// the code generator keeps in registers across it; nothing is packed (each weight is used
+  /// only m times). kc = k's extent, mc = mr.
+  bool dot = false;
   bool operator==(const MicrokernelParams&) const = default;
 };
 
@@ -75,6 +81,7 @@ struct GemmNest {
   bool transposed = false;  ///< i and j exchanged (MicrokernelParams::transposed)
   bool transposable = false;  ///< gemm_nest_at with `transposed` would take it
   int64_t inner = 1;  ///< the product of the other reductions' extents (conv2d's kh x kw)
+  bool operands_unit_k = false;  ///< every operand has k in its last dimension only, stride 1
   ir::DType dtype = ir::DType::kF32;  ///< the target buffer's element type (f64: half the lanes)
 };
 

@@ -467,6 +467,39 @@ TEST_CASE("the fitted sketch splits off remainders the tile does not divide") {
   CHECK(transforms::replay(big, f->trace, transforms::Target{}).ok());
 }
 
+TEST_CASE("a nest with few rows takes the dot form first: partial sums in the lanes, nothing packed") {
+  // y[b,n] = sum_k W[n,k] x[b,k] over 4 batches: both operands unit-stride in k.
+  const ir::Program p = load(R"(BATCH = 4
+N = 8
+K = 64
+input W: f32[N, K]
+input x: f32[BATCH, K]
+output y: f32[BATCH, N] = 0
+
+N BATCH K y[{1},{0}] += W[{0},{2}] * x[{1},{2}]
+)");
+  const auto g = transforms::gemm_nest_at(p, {0});
+  REQUIRE_MESSAGE(g.ok(), g.error_text());
+  CHECK(g->operands_unit_k);
+  const auto cands = transforms::microkernel_candidates(*g, transforms::Target{});
+  REQUIRE_FALSE(cands.empty());
+  CHECK(cands.front().dot);
+  CHECK(cands.front().mr == 4);
+  CHECK(cands.front().nr == 2);  // 2 columns x 4 rows: the 8 accumulator registers
+  CHECK(transforms::print_params(cands.front()).find(" dot") != std::string::npos);
+  auto e = transforms::expand_microkernel_fitted(p, {0}, cands.front(), transforms::Target{});
+  REQUIRE_MESSAGE(e.ok(), e.error_text());
+  // No Ko above Ni and the rows: the chunk loop holds the unrolled 2 x 4 tile, the lanes inside.
+  CHECK(ir::print_program(e->program).find("4 4 2:unroll BATCH:unroll 16:vec y[") != std::string::npos);
+  for (const auto& a : e->trace) CHECK(a.kind != transforms::Kind::kCreateTemporary);
+  require_same_outputs(p, e->program);
+  // A product whose second operand is strided in k (B[{k},{j}]) keeps the plain tiles.
+  const auto plain = transforms::gemm_nest_at(load(matmul_text(4, 32, 32)), {0});
+  REQUIRE(plain.ok());
+  CHECK_FALSE(plain->operands_unit_k);
+  for (const auto& c : transforms::microkernel_candidates(*plain, transforms::Target{})) CHECK_FALSE(c.dot);
+}
+
 TEST_CASE("the fitted sketch keeps k blocks when a column operand is packed inside row blocks") {
   // A reduction of 24 with kc 16 wanted: a plain product takes it whole (C loaded once per
   // tile), C = A A^T blocks it in 12s so that A's column panel is packed once per k block, not
