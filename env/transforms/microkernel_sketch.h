@@ -4,8 +4,9 @@
 //
 // A GEMM-class nest is perfectly nested scopes over one `+=` statement: one iterator j with unit
 // stride in the target's last dimension (and in no other), at least one reduction (an iterator
-// the target does not use; k, the main one, is the largest), and a row iterator i among the
-// target's others (the largest used by an operand that does not use j). The target's remaining
+// the target does not use; k, the main one, is the outermost, the others keep their order), and
+// a row iterator i among the target's others (the largest used by an operand that does not use
+// j). The target's remaining
 // iterators are batch scopes, kept outermost; the other reductions stay inside the register
 // tile: matmul, bmm, attention's two products, mlp's layer, conv2d (i = output channel, j = the
 // output column, k = input channel, batch = image and output row, kh and kw inside).
