@@ -139,7 +139,8 @@ size_t sketch_choices(const ir::Program& p, const Target& target);
 /// 8 x 32 and 4 x 64 in 16; AVX2: 6 x 16 in 12 ymm, 4 x 16 in 8), panels sized for L1 and L2,
 /// mc 64 before mc 128, each in both panel orders (rows_outer first); on a transposable nest also transposed tiles (AVX-512 8 x 32 and 4 x 64, AVX2 6 x 16 and
 /// 4 x 16). Transposed tiles come first when they promise more than every plain one (transposed_first),
-/// else last.
+/// else last. A nest of at most 4 rows whose operands are unit-stride in k has the dot form
+/// (MicrokernelParams::dot) before all of them.
 std::vector<MicrokernelParams> microkernel_candidates(const GemmNest& nest, const Target& target);
 
 /// Whether the transposed tile `t` promises more on `nest` than the plain tile `plain`: the share
