@@ -954,7 +954,12 @@ class Printer {
         lift.resize(j + 1);
         tile = crossed;
       }
-      Acc acc{next_acc_++, &s, dtype_.at(s.lhs.buffer), lanes, chunks};
+      Acc acc;
+      acc.id = next_acc_++;
+      acc.stmt = &s;
+      acc.t = dtype_.at(s.lhs.buffer);
+      acc.lanes = lanes;
+      acc.chunks = chunks;
       for (int j : tile) {
         acc.tile_depths.push_back(j);
         acc.tile_extents.push_back(ancestors_[j]->extent);

@@ -111,9 +111,10 @@ TEST_CASE("every kind's precheck agrees with its check at every location of rand
     REQUIRE(small);
     kernels.emplace_back(name, *small);
   }
-  for (const auto& [name, program] : kernels) {
+  for (const auto& kernel : kernels) {
+    const std::string& name = kernel.first;  // a plain name: the lambda below captures it
     std::mt19937_64 rng(std::hash<std::string>{}(name) + 7);
-    ir::Program cur = program;
+    ir::Program cur = kernel.second;
     for (int step = 0; step < 10; ++step) {
       const transforms::ProgramIndex ix(cur);
       transforms::MaskSummary sum(ix, 1 << 20);
