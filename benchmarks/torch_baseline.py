@@ -146,6 +146,26 @@ def forms(name, s, torch):
     if name == "softmax-77":  # softmax over rows of 77 (benchmarks/unseen/softmax-77.pdj)
         x = r(s["B"], s["N"])
         return [("F.softmax(x, dim=1)", lambda: F.softmax(x, dim=1))]
+    if name == "tconv1d":  # transposed conv1d, stride 2 (benchmarks/unseen/tconv1d.pdj)
+        x = r(1, s["C1"], s["T"])
+        w = r(s["C1"], s["C2"], s["R"])
+        return [("F.conv_transpose1d(x, w, stride=2)", lambda: F.conv_transpose1d(x, w, stride=2))]
+    if name == "contract3":  # C[a,b] = sum_{c,d} A[a,c,d] B[c,d,b] (benchmarks/unseen/contract3.pdj)
+        a, b = r(s["NA"], s["NC"], s["ND"]), r(s["NC"], s["ND"], s["NB"])
+        a2, b2 = a.reshape(s["NA"], -1), b.reshape(-1, s["NB"])
+        return [("torch.einsum('acd,cdb->ab')", lambda: torch.einsum("acd,cdb->ab", a, b)),
+                ("torch.mm over the flattened (c, d)", lambda: torch.mm(a2, b2))]
+    if name == "cumsum":  # running sum along rows (benchmarks/unseen/cumsum.pdj)
+        x = r(s["M"], s["N"])
+        y = torch.empty(s["M"], s["N"])
+        return [("torch.cumsum(x, 1)", lambda: torch.cumsum(x, 1)),
+                ("torch.cumsum(x, 1, out=y)", lambda: torch.cumsum(x, 1, out=y))]
+    if name == "ln-768":  # layer norm over rows of 768 (benchmarks/unseen/ln-768.pdj)
+        x, g, b = r(s["R"], s["N"]), r(s["N"]), r(s["N"])
+        return [("F.layer_norm(x, (N,), g, b, 1e-5)", lambda: F.layer_norm(x, (s["N"],), g, b, 1e-5))]
+    if name == "maxpool-nhwc":  # 3x3 stride-2 max pooling, channels last (benchmarks/unseen/maxpool-nhwc.pdj)
+        x = r(1, s["C"], s["HI"], s["WI"]).contiguous(memory_format=torch.channels_last)
+        return [("F.max_pool2d(x, 3, 2), channels_last", lambda: F.max_pool2d(x, 3, 2))]
     if name == "bmm":
         a, b = r(s["BATCH"], s["M"], s["K"]), r(s["BATCH"], s["K"], s["N"])
         c = torch.empty(s["BATCH"], s["M"], s["N"])
