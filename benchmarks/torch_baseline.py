@@ -166,6 +166,23 @@ def forms(name, s, torch):
     if name == "maxpool-nhwc":  # 3x3 stride-2 max pooling, channels last (benchmarks/unseen/maxpool-nhwc.pdj)
         x = r(1, s["C"], s["HI"], s["WI"]).contiguous(memory_format=torch.channels_last)
         return [("F.max_pool2d(x, 3, 2), channels_last", lambda: F.max_pool2d(x, 3, 2))]
+    if name == "gconv":  # grouped conv2d 3x3 (benchmarks/unseen/gconv.pdj)
+        x = r(1, s["G"] * s["CG"], s["HI"], s["WI"])
+        w = r(s["G"] * s["KG"], s["CG"], s["R"], s["S"])
+        xl, wl = x.contiguous(memory_format=torch.channels_last), w.contiguous(memory_format=torch.channels_last)
+        return [("F.conv2d(groups=G), NCHW", lambda: F.conv2d(x, w, groups=s["G"])),
+                ("F.conv2d(groups=G), channels_last", lambda: F.conv2d(xl, wl, groups=s["G"]))]
+    if name == "midsoftmax":  # softmax over the middle axis (benchmarks/unseen/midsoftmax.pdj)
+        x = r(s["B"], s["L"], s["D"])
+        return [("F.softmax(x, dim=1)", lambda: F.softmax(x, dim=1))]
+    if name == "chanpool":  # mean and max over channels (benchmarks/unseen/chanpool.pdj)
+        x = r(s["C"], s["H"], s["W"])
+        return [("x.mean(0), x.amax(0)", lambda: (x.mean(0), x.amax(0))),
+                ("torch.mean(x, 0), torch.max(x, 0)", lambda: (torch.mean(x, 0), torch.max(x, 0)))]
+    if name == "upsample2x":  # nearest 2x upsampling (benchmarks/unseen/upsample2x.pdj)
+        x = r(1, s["C"], s["H"], s["W"])
+        return [("F.interpolate(x, scale_factor=2)", lambda: F.interpolate(x, scale_factor=2)),
+                ("x.repeat_interleave(2, 2).repeat_interleave(2, 3)", lambda: x.repeat_interleave(2, 2).repeat_interleave(2, 3))]
     if name == "bmm":
         a, b = r(s["BATCH"], s["M"], s["K"]), r(s["BATCH"], s["K"], s["N"])
         c = torch.empty(s["BATCH"], s["M"], s["N"])
