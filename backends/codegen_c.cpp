@@ -904,9 +904,6 @@ class Printer {
     return "";
   }
 
-  // A reduction into an element invariant in the lanes accumulates in a vector register, summed
-  // across lanes once. The accumulator lives around the outermost enclosing scope over which the
-  // element stays the same and which touches the buffer nowhere else (not past a parallel scope).
   // Whether the `:unroll` ancestor at depth j is printed as copies (print_scope's rules: within
   // the unroll limit and the budget of nested copies).
   bool printed_unrolled(int j) const {
@@ -922,6 +919,9 @@ class Printer {
     return false;
   }
 
+  // A reduction into an element invariant in the lanes accumulates in a vector register, summed
+  // across lanes once. The accumulator lives around the outermost enclosing scope over which the
+  // element stays the same and which touches the buffer nowhere else (not past a parallel scope).
   void plan_accumulators(const ir::Node& v, const Path& path, int d) {
     int64_t accumulators = 0;  // they share kAccumulatorRegisters
     for (const auto& n : v.body)

@@ -468,20 +468,16 @@ ir::NodePtr copy_in_nest(const ir::Program& p, const Path& path, const Plan& pla
 ir::Program apply_forms(const ir::Program& p, const Action& a, Plan& plan) {
   const ir::Node& s = *plan.scope;
   std::vector<ir::NodePtr> body;
-  std::vector<ir::BufferDecl> decls;
   std::vector<ir::Access> tmp_uses;
+  ir::Program names;  // p's names and the temporaries' so far, for fresh_buffer_name
+  names.sizes = p.sizes;
+  names.buffers = p.buffers;
   for (Plan& f : plan.forms) {
     complete_plan(f.uses, f);
-    std::string name;
-    for (int i = 0;; ++i) {
-      name = a.buffer + "_t" + std::to_string(i);
-      if (!p.find_buffer(name) && !p.find_size(name) &&
-          std::none_of(decls.begin(), decls.end(), [&](const ir::BufferDecl& d) { return d.name == name; }))
-        break;
-    }
+    const std::string name = fresh_buffer_name(names, a.buffer + "_t");
+    names.buffers.push_back(temporary_decl(f, name));
     body.push_back(copy_in_nest(p, a.path, f, name, f.uses));
     tmp_uses.push_back(ir::Access{name, temp_index(f.inner), {}});
-    decls.push_back(temporary_decl(f, name));
   }
   for (const auto& c : s.body)
     body.push_back(map_accesses(c, [&](const ir::Access& x) -> std::optional<ir::Access> {
@@ -492,7 +488,7 @@ ir::Program apply_forms(const ir::Program& p, const Action& a, Plan& plan) {
     }));
   ir::Program q = replace_node(
       p, a.path, {ir::Node::scope(s.extent, s.extent_name, s.annot, std::move(body), s.loc)});
-  for (ir::BufferDecl& d : decls) q.buffers.push_back(std::move(d));
+  for (size_t k = p.buffers.size(); k < names.buffers.size(); ++k) q.buffers.push_back(std::move(names.buffers[k]));
   return q;
 }
 

@@ -4,8 +4,9 @@
 // With S the scope at PATH (depth d), every access of BUF inside S must use one identical index
 // I, unless S only reads BUF: then each distinct index is cached as below in a temporary of its
 // own (copy-ins in order of first use, no copy-out), so C = A A^T, which reads A[{i},{k}] and
-// A[{j},{k}], packs A's row block and its column panel apart. The iterators of I deeper than d, in increasing depth, become the temporary's dimensions
-// (extent: the largest scope at that depth holding an access); without any, it is `[1]` accessed
+// A[{j},{k}], packs A's row block and its column panel apart. The iterators of I deeper than d,
+// in increasing depth, become the temporary's dimensions (extent: the largest scope at that
+// depth holding an access); without any, it is `[1]` accessed
 // `[0]`. The layout thus follows the loop order, not BUF's: with B[{k},{jo}*32+{ji}] and scopes
 // jo, k, ji the temporary is [jo][k][ji], a BLIS-style packed panel (this move is the packing
 // move). When S writes BUF the map from those iterators to BUF's elements must be injective

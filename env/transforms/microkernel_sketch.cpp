@@ -231,6 +231,19 @@ enum class Level { kI, kJ, kK, kNc, kNn, kKo, kKi, kMo, kMi, kNo, kNi, kMio, kMi
 class Chain {
  public:
   Chain(Expander& x, Path top) : x_(x), top_(std::move(top)) {}
+  // The scopes of `g` in x's program, each by its role.
+  Chain(Expander& x, const GemmNest& g) : Chain(x, g.path) {
+    const ir::Node* n = node_at(x.program(), g.path);
+    for (int t = 0; t < g.scopes; ++t, n = n->body[0].get()) {
+      const bool batch = std::find(g.batch.begin(), g.batch.end(), t) != g.batch.end();
+      const Level l = t == g.i   ? Level::kI
+                      : t == g.j ? Level::kJ
+                      : t == g.k ? Level::kK
+                      : batch    ? Level::kBatch
+                                 : Level::kRed;
+      push(l, n->extent, t);
+    }
+  }
   // `id`: the scope's position in the original nest (batch and reduction scopes are raised by
   // it), -1 for scopes tiling makes.
   void push(Level l, int64_t extent, int id = -1) {
@@ -248,7 +261,6 @@ class Chain {
     return true;
   }
   int size() const { return static_cast<int>(levels_.size()); }
-  Level level(int q) const { return levels_[q]; }
   bool has(Level l) const { return std::find(levels_.begin(), levels_.end(), l) != levels_.end(); }
   int pos(Level l) const { return static_cast<int>(std::find(levels_.begin(), levels_.end(), l) - levels_.begin()); }
   int64_t extent(Level l) const { return extents_[pos(l)]; }
@@ -368,19 +380,7 @@ bool is_width(const Target& t, int64_t w) {
 void expand_into(Expander& x, const GemmNest& g, const MicrokernelParams& m) {
   std::vector<std::string> b_like, b_strided, a_like;
   operand_roles(x.program(), g, b_like, b_strided, a_like);
-  Chain c(x, g.path);
-  {
-    const ir::Node* n = node_at(x.program(), g.path);
-    for (int t = 0; t < g.scopes; ++t, n = n->body[0].get()) {
-      const bool batch = std::find(g.batch.begin(), g.batch.end(), t) != g.batch.end();
-      const Level l = t == g.i   ? Level::kI
-                      : t == g.j ? Level::kJ
-                      : t == g.k ? Level::kK
-                      : batch    ? Level::kBatch
-                                 : Level::kRed;
-      c.push(l, n->extent, t);
-    }
-  }
+  Chain c(x, g);
   // order: batch.. i j k reductions..
   const int nbatch = static_cast<int>(g.batch.size());
   {
@@ -494,15 +494,7 @@ void expand_into(Expander& x, const GemmNest& g, const MicrokernelParams& m) {
 // The dot form (MicrokernelParams::dot) on the nest `g`: batch.. No Ko Ni:unroll I:unroll
 // Ki:vec, with Ki `lanes` wide, Ni = nr (left out when 1; No left out when nr = n).
 void expand_dot_into(Expander& x, const GemmNest& g, const MicrokernelParams& m) {
-  Chain c(x, g.path);
-  {
-    const ir::Node* n = node_at(x.program(), g.path);
-    for (int t = 0; t < g.scopes; ++t, n = n->body[0].get()) {
-      const bool batch = std::find(g.batch.begin(), g.batch.end(), t) != g.batch.end();
-      c.push(t == g.i ? Level::kI : t == g.j ? Level::kJ : t == g.k ? Level::kK : batch ? Level::kBatch : Level::kRed,
-             n->extent, t);
-    }
-  }
+  Chain c(x, g);
   const int nbatch = static_cast<int>(g.batch.size());
   int t = 0;
   for (int b : g.batch)
