@@ -19,13 +19,14 @@ def agents_off():
     return cache.exists() and "PERFDOJO_BUILD_AGENTS:BOOL=OFF" in cache.read_text()
 
 
-def test_maskable_ppo_learns_to_beat_the_stop_first_policy():
+def test_maskable_ppo_learns_to_beat_the_stop_first_policy(tmp_path):
     if not RL_PYTHON.exists():
         if agents_off():
             pytest.skip("skipped: built without the agents, so scripts/bootstrap prepared no .venv-rl "
                         "(Stable-Baselines3 on Debian's PyTorch)")
         pytest.fail(f"{RL_PYTHON} is missing: run scripts/bootstrap")
-    env = dict(os.environ, PERFDOJO_BIN_DIR=str(BIN_DIR))
+    # SB3_LOGDIR: SB3's default logger makes a folder in the system's temporary folder per model.
+    env = dict(os.environ, PERFDOJO_BIN_DIR=str(BIN_DIR), SB3_LOGDIR=str(tmp_path / "sb3"))
     env.pop("PERFDOJO_BRIDGE_ADDRESS", None)
     run = subprocess.run([str(RL_PYTHON), str(ROOT / "tests" / "python" / "sb3_maskable_ppo.py"),
                           "--json", "--seed", "0", "--timesteps", "4096"],
