@@ -50,8 +50,9 @@ std::unique_ptr<Backend> make_x86_backend(X86Isa isa, const BackendConfig& confi
 std::optional<X86Isa> x86_isa_by_name(std::string_view name);
 /// The registry name of `isa`.
 const char* x86_isa_name(X86Isa isa);
-/// The flags passed to the compiler for `isa` (before -shared -fPIC -o ...).
-std::vector<std::string> x86_compile_flags(X86Isa isa);
+/// The flags passed to `compiler` for `isa` (before -shared -fPIC -o ...). With GCC they include
+/// -fno-loop-unroll-and-jam (see the definition).
+std::vector<std::string> x86_compile_flags(X86Isa isa, const std::string& compiler = "cc");
 /// The libraries linked after the generated source (glibc's libmvec where it exists).
 std::vector<std::string> x86_link_libraries();
 /// The C the backend compiles for `p` (what `perfdojo codegen` prints).

@@ -333,7 +333,7 @@ int main(int argc, char** argv) {
 
     // Our kernel, compiled as the backend compiles it, loaded here.
     const auto gen = backends::x86_generate_c(*isa, q, config);
-    auto so = backends::compile_shared_object(config.compiler, backends::x86_compile_flags(*isa), gen.source,
+    auto so = backends::compile_shared_object(config.compiler, backends::x86_compile_flags(*isa, config.compiler), gen.source,
                                               o.out, backends::x86_link_libraries(), 300);
     if (so.error) {
       std::fprintf(stderr, "kernel_bench: %s does not compile: %s\n", name.c_str(), so.error->c_str());

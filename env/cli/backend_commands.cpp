@@ -77,12 +77,13 @@ int cmd_codegen(const Args& a) {
         a.json);
   auto r = ir::load_file(a.positional[0]);
   if (!r.ok()) return report_errors(r.errors(), a.json, a.positional[0]);
-  backends::GeneratedC g = backends::x86_generate_c(*isa, *r, config_of(a));
+  const backends::BackendConfig config = config_of(a);
+  backends::GeneratedC g = backends::x86_generate_c(*isa, *r, config);
   if (a.json) {
     util::JsonArray notes;
     for (const auto& n : g.notes) notes.add(n);
     std::string flags;
-    for (const auto& f : backends::x86_compile_flags(*isa)) flags += (flags.empty() ? "" : " ") + f;
+    for (const auto& f : backends::x86_compile_flags(*isa, config.compiler)) flags += (flags.empty() ? "" : " ") + f;
     std::cout << JsonObject()
                      .add("ok", true)
                      .add("file", a.positional[0])
