@@ -233,6 +233,8 @@ void SearchRun::retime_final() {
   fo.max_reps = std::max(mo.max_reps, 20);
   fo.time_budget_s = std::clamp(timeout_s * 0.02, 0.2, 3.0);
   const bool same = res.trace.empty();
+  // The original is returned (minimised to nothing): no faster kernel arrived at any time.
+  if (same) r.first_measured_s = 0;
   auto ms = same ? target_backend.compare({&program}, fo)
                  : target_backend.compare({&program, &res.program}, fo);
   r.measurements += static_cast<int>(ms.size());
@@ -253,6 +255,7 @@ void SearchRun::retime_final() {
     // noise): the original is returned, never a slower kernel.
     res.program = program;
     res.trace.clear();
+    r.first_measured_s = 0;  // the kernel it timed is not the one returned
     r.final_s = b.median_s;
     r.final_min_s = b.min_s;
     r.final_spread = b.spread;

@@ -72,7 +72,7 @@ struct Report {
   /// The target's code was compiled but never run: this machine has no device for it (a GPU).
   /// The interpreter verified the transformed program; the CUDA printer was not checked.
   bool device_unrun = false;
-  double first_measured_s = 0;  ///< when the first candidate faster than the original was verified
+  double first_measured_s = 0;  ///< when the first candidate faster than the original was verified; 0 when the original is returned
   uint64_t seed = 0;            ///< input data seed of every measurement
   double budget_s = 0;          ///< the time limit transform was given
   double speedup = 1;

@@ -541,15 +541,18 @@ TEST_CASE("the final re-timing returns the original when it times faster side by
     res.trace = *trace;
     run.r.baseline_s = 1.0;
     run.r.final_s = 0.9;  // what the search had measured
+    run.r.first_measured_s = 3.0;
     run.retime_final();
     if (found > 1.0) {
       CHECK(res.trace.empty());
+      CHECK(run.r.first_measured_s == 0);  // no faster kernel is returned: none arrived
       CHECK(ir::structurally_equal(res.program, h.program));
       CHECK(run.r.final_s == doctest::Approx(1.0));
       CHECK(run.r.verified);
       CHECK(run.r.note.find("slower than the original") != std::string::npos);
     } else {
       CHECK(res.trace.size() == 1);
+      CHECK(run.r.first_measured_s == 3.0);
       CHECK(run.r.final_s == doctest::Approx(0.5));
       CHECK(run.r.note.empty());
     }
