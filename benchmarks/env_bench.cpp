@@ -246,6 +246,9 @@ const bool kMallocNamed = [] {
 
 }  // namespace
 
+// BM_Step300/KERNEL: BM_Step's first 300 steps exactly, for instruction counts that repeat
+// (valgrind --tool=callgrind --toggle-collect='perfdojo::env::Env::step(int)' env_bench
+// --benchmark_filter=BM_Step300/softmax/).
 #define PERFDOJO_ENV_KERNELS(X) X(softmax) X(matmul-1024) X(conv2d-3x3) X(attention)
 #define PERFDOJO_ENV_REG(k)                                \
   BENCHMARK_CAPTURE(BM_Step, k, std::string(#k));          \
@@ -254,7 +257,8 @@ const bool kMallocNamed = [] {
   BENCHMARK_CAPTURE(BM_StepEstimate, k, std::string(#k));  \
   BENCHMARK_CAPTURE(BM_StepFeatures, k, std::string(#k));  \
   BENCHMARK_CAPTURE(BM_StepApply, k, std::string(#k));     \
-  BENCHMARK_CAPTURE(BM_Reset, k, std::string(#k));
+  BENCHMARK_CAPTURE(BM_Reset, k, std::string(#k));        \
+  BENCHMARK_CAPTURE(BM_Step, k, std::string(#k))->Name("BM_Step300/" #k)->Iterations(300);
 PERFDOJO_ENV_KERNELS(PERFDOJO_ENV_REG)
 BENCHMARK(BM_VectorStep)->Arg(1)->Arg(2)->Arg(8)->UseRealTime();
 BENCHMARK(BM_Memory)->Iterations(1);
