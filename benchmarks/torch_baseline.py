@@ -42,6 +42,17 @@ def sizes_of(path):
     return sizes
 
 
+def dtypes_of(path):
+    """The element types of the inputs and outputs `path` declares, in order (the entry's buffers)."""
+    out = []
+    with open(path) as f:
+        for line in f:
+            m = re.match(r"\s*(input|output)\s+\w+\s*:\s*(f32|f64|i32)\s*\[", line)
+            if m:
+                out.append(m.group(2))
+    return out
+
+
 def forms(name, s, torch):
     """[(description, zero-argument callable)]: the reasonable ways a PyTorch user writes kernel
     `name` with sizes `s` (library calls, preallocated outputs, in-place epilogues, the layout a
@@ -53,7 +64,7 @@ def forms(name, s, torch):
         y = torch.empty(s["M"])
         return [("torch.mv(A, x)", lambda: torch.mv(a, x)),
                 ("torch.mv(A, x, out=y)", lambda: torch.mv(a, x, out=y))]
-    if name.startswith("matmul"):
+    if name.startswith("matmul") and name not in ("matmul-k16", "matmul-at"):  # those have forms below
         a, b = r(s["M"], s["K"]), r(s["K"], s["N"])
         c = torch.empty(s["M"], s["N"])
         return [("torch.mm(A, B)", lambda: torch.mm(a, b)),
@@ -183,6 +194,80 @@ def forms(name, s, torch):
         x = r(1, s["C"], s["H"], s["W"])
         return [("F.interpolate(x, scale_factor=2)", lambda: F.interpolate(x, scale_factor=2)),
                 ("x.repeat_interleave(2, 2).repeat_interleave(2, 3)", lambda: x.repeat_interleave(2, 2).repeat_interleave(2, 3))]
+    if name == "bilinear":  # s[b] = x[b] A y[b] (benchmarks/unseen/bilinear.pdj)
+        x, a, y = r(s["B"], s["I"]), r(s["I"], s["J"]), r(s["B"], s["J"])
+        t, a3 = torch.empty(s["B"], s["J"]), a.reshape(1, s["I"], s["J"])
+        return [("(x @ A * y).sum(1)", lambda: (x @ a * y).sum(1)),
+                ("torch.mm(x, A, out=t).mul_(y).sum(1)", lambda: torch.mm(x, a, out=t).mul_(y).sum(1)),
+                ("F.bilinear(x, y, A[None])", lambda: F.bilinear(x, y, a3))]
+    if name == "bnstats":  # per-channel mean and mean square (benchmarks/unseen/bnstats.pdj)
+        x = r(s["N"], s["C"], s["P"])
+        return [("x.mean((0, 2)), (x * x).mean((0, 2))", lambda: (x.mean((0, 2)), (x * x).mean((0, 2)))),
+                ("torch.var_mean(x, (0, 2))", lambda: torch.var_mean(x, (0, 2)))]
+    if name == "conv1d":  # conv1d, kernel 3, no padding (benchmarks/unseen/conv1d.pdj)
+        x, w = r(1, s["CI"], s["TI"]), r(s["CO"], s["CI"], s["KW"])
+        return [("F.conv1d(x, w)", lambda: F.conv1d(x, w))]
+    if name == "conv5x5-s2":  # conv2d 5x5, stride 2 (benchmarks/unseen/conv5x5-s2.pdj)
+        x, w = r(s["N"], s["C"], s["HI"], s["WI"]), r(s["K"], s["C"], s["KH"], s["KW"])
+        xl, wl = x.contiguous(memory_format=torch.channels_last), w.contiguous(memory_format=torch.channels_last)
+        return [("F.conv2d(x, w, stride=2), NCHW", lambda: F.conv2d(x, w, stride=2)),
+                ("F.conv2d(x, w, stride=2), channels_last", lambda: F.conv2d(xl, wl, stride=2))]
+    if name == "dwconv-s2":  # depthwise 3x3, stride 2, channels first (benchmarks/unseen/dwconv-s2.pdj)
+        x, w = r(1, s["C"], s["HI"], s["WI"]), r(s["C"], 1, s["KH"], s["KW"])
+        xl, wl = x.contiguous(memory_format=torch.channels_last), w.contiguous(memory_format=torch.channels_last)
+        return [("F.conv2d(groups=C, stride=2), NCHW", lambda: F.conv2d(x, w, stride=2, groups=s["C"])),
+                ("F.conv2d(groups=C, stride=2), channels_last", lambda: F.conv2d(xl, wl, stride=2, groups=s["C"]))]
+    if name == "dgemm":  # f64 matrix product (benchmarks/unseen/dgemm.pdj)
+        a = torch.rand(s["M"], s["K"], dtype=torch.float64)
+        b = torch.rand(s["K"], s["N"], dtype=torch.float64)
+        c = torch.empty(s["M"], s["N"], dtype=torch.float64)
+        return [("torch.mm(A, B, out=C), f64", lambda: torch.mm(a, b, out=c))]
+    if name == "f64-dot":  # f64 row dot products (benchmarks/unseen/f64-dot.pdj)
+        x = torch.rand(s["R"], s["N"], dtype=torch.float64)
+        y = torch.rand(s["R"], s["N"], dtype=torch.float64)
+        return [("(x * y).sum(1), f64", lambda: (x * y).sum(1)),
+                ("torch.einsum('rn,rn->r'), f64", lambda: torch.einsum("rn,rn->r", x, y))]
+    if name == "gemv-t":  # y = A^T x (benchmarks/unseen/gemv-t.pdj)
+        a, x, y = r(s["M"], s["N"]), r(s["M"]), torch.empty(s["N"])
+        return [("torch.mv(A.t(), x, out=y)", lambda: torch.mv(a.t(), x, out=y)),
+                ("x @ A", lambda: x @ a)]
+    if name == "jacobi2d":  # 5-point stencil (benchmarks/unseen/jacobi2d.pdj)
+        a = r(s["HP"], s["WP"])
+        k = torch.tensor([[[[0.0, 0.2, 0.0], [0.2, 0.2, 0.2], [0.0, 0.2, 0.0]]]])
+        a4 = a.reshape(1, 1, s["HP"], s["WP"])
+        return [("0.2 * (five shifted slices summed)",
+                 lambda: 0.2 * (a[1:-1, 1:-1] + a[:-2, 1:-1] + a[2:, 1:-1] + a[1:-1, :-2] + a[1:-1, 2:])),
+                ("F.conv2d with the 3x3 cross", lambda: F.conv2d(a4, k))]
+    if name == "l2norm":  # rows scaled to unit norm (benchmarks/unseen/l2norm.pdj)
+        x = r(s["R"], s["N"])
+        return [("x * rsqrt((x * x).sum(1, keepdim=True) + 1e-6)",
+                 lambda: x * torch.rsqrt((x * x).sum(1, keepdim=True) + 1e-6)),
+                ("F.normalize(x, dim=1)", lambda: F.normalize(x, dim=1))]
+    if name == "logsumexp":  # row log-sum-exp (benchmarks/unseen/logsumexp.pdj)
+        x = r(s["R"], s["N"])
+        return [("torch.logsumexp(x, 1)", lambda: torch.logsumexp(x, 1))]
+    if name == "matmul-at":  # C = A^T B (benchmarks/unseen/matmul-at.pdj)
+        a, b, c = r(s["K"], s["M"]), r(s["K"], s["N"]), torch.empty(s["M"], s["N"])
+        return [("torch.mm(A.t(), B, out=C)", lambda: torch.mm(a.t(), b, out=c))]
+    if name in ("narrow-matmul", "odd-matmul", "odd-matmul-500", "tiny"):  # C = A B, odd shapes
+        a, b, c = r(s["M"], s["K"]), r(s["K"], s["N"]), torch.empty(s["M"], s["N"])
+        return [("torch.mm(A, B, out=C)", lambda: torch.mm(a, b, out=c))]
+    if name == "outer-acc":  # C = sum over t of a[t] c[t]^T (benchmarks/unseen/outer-acc.pdj)
+        a, c, out = r(s["BT"], s["M"]), r(s["BT"], s["N"]), torch.empty(s["M"], s["N"])
+        return [("torch.mm(a.t(), c, out=C)", lambda: torch.mm(a.t(), c, out=out))]
+    if name == "permute3":  # y = x with its last two axes swapped (benchmarks/unseen/permute3.pdj)
+        x, y = r(s["A"], s["B"], s["C"]), torch.empty(s["A"], s["C"], s["B"])
+        return [("x.transpose(1, 2).contiguous()", lambda: x.transpose(1, 2).contiguous()),
+                ("y.copy_(x.transpose(1, 2))", lambda: y.copy_(x.transpose(1, 2)))]
+    if name == "silu":  # x * sigmoid(x) (benchmarks/unseen/silu.pdj)
+        x, y = r(s["M"], s["N"]), torch.empty(s["M"], s["N"])
+        return [("F.silu(x)", lambda: F.silu(x)),
+                ("torch.mul(x, torch.sigmoid(x), out=y)", lambda: torch.mul(x, torch.sigmoid(x), out=y))]
+    if name == "stencil1d":  # 3-point stencil (benchmarks/unseen/stencil1d.pdj)
+        x = r(s["NP"])
+        k, x3 = torch.tensor([[[0.25, 0.5, 0.25]]]), x.reshape(1, 1, s["NP"])
+        return [("0.25 * x[:-2] + 0.5 * x[1:-1] + 0.25 * x[2:]", lambda: 0.25 * x[:-2] + 0.5 * x[1:-1] + 0.25 * x[2:]),
+                ("F.conv1d with (0.25, 0.5, 0.25)", lambda: F.conv1d(x3, k))]
     if name == "bmm":
         a, b = r(s["BATCH"], s["M"], s["K"]), r(s["BATCH"], s["K"], s["N"])
         c = torch.empty(s["BATCH"], s["M"], s["N"])
@@ -439,8 +524,14 @@ def interleaved(entry_spec, torch):
     entry = lib.perfdojo_entry
     entry.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
     entry.restype = None
-    # Our buffers, every one in [-1, 1): the kernel initialises its outputs as it declares them.
-    bufs = [torch.rand(n, dtype=torch.float32) * 2 - 1 for n in entry_spec["elements"]]
+    # Our buffers, every one in [-1, 1) and of its declared type (an f64 kernel reads 8-byte
+    # elements): the kernel initialises its outputs as it declares them.
+    kinds = {"f32": torch.float32, "f64": torch.float64, "i32": torch.int32}
+    types = dtypes_of(entry_spec["pdj"])
+    if len(types) != len(entry_spec["elements"]):
+        raise ValueError(f"{name}: {len(entry_spec['elements'])} buffer sizes for {len(types)} declared "
+                         "inputs and outputs")
+    bufs = [(torch.rand(n, dtype=torch.float64) * 2 - 1).to(kinds[t]) for n, t in zip(entry_spec["elements"], types)]
     ptrs = (ctypes.c_void_p * len(bufs))(*[b.data_ptr() for b in bufs])
 
     def ours():

@@ -62,5 +62,14 @@ def test_forms_read_only_the_kernels_sizes():
         assert forms and all(callable(fn) for _, fn in forms), name
         expressed.append(name)
     assert not wrong, "; ".join(wrong)
-    for name in ["gemv", "matmul-1024", "mlp", "attention", "conv2d-3x3", "syrk", "conv-nhwc", "gemv-batch4"]:
+    for name in ["gemv", "matmul-1024", "mlp", "attention", "conv2d-3x3", "syrk", "conv-nhwc", "gemv-batch4",
+                 "dgemm", "jacobi2d", "bilinear"]:
         assert name in expressed, name
+
+
+def test_interleaved_buffers_take_each_declared_type():
+    # An f64 kernel reads 8-byte elements: buffers made as f32 would be half its size.
+    tb = load_baseline()
+    unseen = os.path.join(ROOT, "benchmarks", "unseen")
+    assert tb.dtypes_of(os.path.join(unseen, "dgemm.pdj")) == ["f64", "f64", "f64"]
+    assert tb.dtypes_of(os.path.join(unseen, "l2norm.pdj")) == ["f32", "f32"]  # the temp is not passed
