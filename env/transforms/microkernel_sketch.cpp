@@ -664,9 +664,9 @@ ir::Result<SketchExpansion> expand_microkernel(const ir::Program& p, const Path&
 ir::Result<SketchExpansion> expand_microkernel_fitted(const ir::Program& p, const Path& path,
                                                        const MicrokernelParams& want,
                                                        const Target& target) {
+  if (want.dot) return expand_microkernel(p, path, want, target);  // sized for the nest already
   auto nest = gemm_nest_at(p, path, want.transposed);
   if (!nest.ok()) return nest.errors();
-  if (want.dot) return expand_microkernel(p, path, want, target);  // sized for the nest already
   Expander x(p, target, node_at(p, path)->loc);
   fit_into(x, path, want, 0);
   return std::move(x).result();
@@ -747,10 +747,6 @@ double covered(int64_t rows, int64_t cols, int64_t mr, int64_t nr, int64_t lanes
   return static_cast<double>(cols / nr * nr) / cols *
          (static_cast<double>(rows - r) + static_cast<double>(r * r) / mr) / rows;
 }
-
-}  // namespace
-
-namespace {
 
 // The dot form's candidate for `g` (MicrokernelParams::dot), when it has one: at most 4 rows,
 // one reduction, k a multiple of the lanes, every operand indexed by k in its last dimension
