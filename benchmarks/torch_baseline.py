@@ -64,7 +64,7 @@ def forms(name, s, torch):
         y = torch.empty(s["M"])
         return [("torch.mv(A, x)", lambda: torch.mv(a, x)),
                 ("torch.mv(A, x, out=y)", lambda: torch.mv(a, x, out=y))]
-    if name.startswith("matmul") and name not in ("matmul-k16", "matmul-at"):  # those have forms below
+    if name.startswith("matmul") and name != "matmul-at":  # A^T B has its form below
         a, b = r(s["M"], s["K"]), r(s["K"], s["N"])
         c = torch.empty(s["M"], s["N"])
         return [("torch.mm(A, B)", lambda: torch.mm(a, b)),
@@ -123,11 +123,6 @@ def forms(name, s, torch):
         y = torch.empty(s["B"], s["D"])
         return [("x.mean(1)", lambda: x.mean(1)),
                 ("torch.mean(x, 1, out=y)", lambda: torch.mean(x, 1, out=y))]
-    if name == "matmul-k16":  # rank-16 product (benchmarks/unseen/matmul-k16.pdj)
-        a, b = r(s["M"], s["K"]), r(s["K"], s["N"])
-        c = torch.empty(s["M"], s["N"])
-        return [("torch.mm(A, B)", lambda: torch.mm(a, b)),
-                ("torch.mm(A, B, out=C)", lambda: torch.mm(a, b, out=c))]
     if name == "attn-d128":  # attention, head dimension 128 (benchmarks/unseen/attn-d128.pdj)
         q, k, v = r(s["L"], s["D"]), r(s["L"], s["D"]), r(s["L"], s["D"])
         scale = 1.0 / s["D"] ** 0.5
