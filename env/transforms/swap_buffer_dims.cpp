@@ -54,7 +54,10 @@ Legality check_swap_buffer_dims(const ir::Program& p, const Action& a, const Tar
                                 const ProgramIndex* index) {
   const ir::BufferDecl* decl = find_decl(p, a.buffer);
   if (!decl) return {Reason::kNoSuchLocation, a.buffer, {}};
-  if (decl->role == ir::Role::kOutput) return {Reason::kNotATemporary, a.buffer, {}};
+  // A staged output's copy-out writes every element of the output from the copy, so every
+  // element of the copy must hold a value: the declared initial value where nothing wrote it.
+  // Without one, the copy-out could read an element nothing has written.
+  if (decl->role == ir::Role::kOutput && !decl->init) return {Reason::kDependence, a.buffer, {}};
   const int rank = static_cast<int>(decl->shape.size());
   if (a.param < 0 || a.param + 1 >= rank) return {Reason::kBadParameter, a.buffer, {}};
   bool used = false;
@@ -92,7 +95,7 @@ Legality check_swap_buffer_dims(const ir::Program& p, const Action& a, const Tar
 Precheck precheck_swap_buffer_dims(MaskSummary& sum, const MaskSite& at,
                                     std::span<const int64_t> params) {
   const ir::BufferDecl& d = sum.program().buffers[at.buffer];
-  if (d.role == ir::Role::kOutput) return {};
+  if (d.role == ir::Role::kOutput && !d.init) return {};
   // Without a vector scope in the program no access has a vectorised scope around it whose
   // contiguity the swap could break: the check only asks that some access names the buffer.
   const bool decides = !sum.has_vector() && sum.summarised(at.buffer);
@@ -115,8 +118,8 @@ ir::Program apply_swap_buffer_dims(const ir::Program& p, const Action& a, const 
   relaid.shape_names.resize(relaid.shape.size());
   std::swap(relaid.shape[i], relaid.shape[i + 1]);
   std::swap(relaid.shape_names[i], relaid.shape_names[i + 1]);
-  const bool input = decl.role == ir::Role::kInput;
-  const std::string target = input ? fresh_buffer_name(p, a.buffer + "_p") : a.buffer;
+  const bool temp = decl.role == ir::Role::kTemp;
+  const std::string target = temp ? a.buffer : fresh_buffer_name(p, a.buffer + "_p");
 
   ir::Program q = p;
   for (auto& n : q.body) {
@@ -129,26 +132,40 @@ ir::Program apply_swap_buffer_dims(const ir::Program& p, const Action& a, const 
       return y;
     });
   }
-  if (!input) {
+  if (temp) {
     for (auto& b : q.buffers)
       if (b.name == a.buffer) b = relaid;
     return q;
   }
 
-  // Pack the input once, before anything reads it: BUF_p[.., a, b, ..] = BUF[.., b, a, ..].
+  // The copy's nest, over its own layout: BUF_p[.., a, b, ..] and BUF[.., b, a, ..]. An input
+  // is packed once, before anything reads it; an output is staged: the body computes into the
+  // copy, which starts at the output's initial value, and one nest at the end writes it back.
+  const bool input = decl.role == ir::Role::kInput;
   const int rank = static_cast<int>(relaid.shape.size());
+  std::vector<ir::Affine> copy_index, buf_index;
+  for (int m = 0; m < rank; ++m) copy_index.push_back(ir::Affine::iter(m));
+  buf_index = swapped(copy_index, i);
   ir::Stmt st;
-  st.lhs.buffer = target;
-  for (int m = 0; m < rank; ++m) st.lhs.index.push_back(ir::Affine::iter(m));
-  st.rhs = ir::Expr::load({a.buffer, swapped(st.lhs.index, i), {}});
+  if (input) {
+    st.lhs = {target, copy_index, {}};
+    st.rhs = ir::Expr::load({a.buffer, buf_index, {}});
+  } else {
+    st.lhs = {a.buffer, buf_index, {}};
+    st.rhs = ir::Expr::load({target, copy_index, {}});
+  }
   ir::NodePtr nest = ir::Node::statement(std::move(st));
   for (int m = rank - 1; m >= 0; --m)
     nest = ir::Node::scope(relaid.shape[m], relaid.shape_names[m], ir::Annot::kNone, {nest});
-  q.body.insert(q.body.begin(), nest);
+  if (input)
+    q.body.insert(q.body.begin(), nest);
+  else
+    q.body.push_back(nest);
   relaid.name = target;
   relaid.role = ir::Role::kTemp;
   relaid.range.reset();
-  relaid.init.reset();
+  if (input) relaid.init.reset();  // an output's copy keeps its initial value
+  relaid.stream = false;
   relaid.loc = {};
   q.buffers.push_back(std::move(relaid));
   return q;

@@ -3,7 +3,11 @@
 // A temporary is relaid in place: its shape and every access's index list are permuted. An
 // input keeps its layout (the caller supplies it): a packed copy `BUF_pN` with the swapped
 // layout is filled by a new nest at the start of the body and every read of BUF reads the copy.
-// An output is refused (kNotATemporary): its layout is what the caller sees. I must satisfy
+// An output keeps its layout too (the caller reads it): it is staged in a copy `BUF_pN` with the
+// swapped layout and the output's initial value, every access of BUF uses the copy, and a new
+// nest at the end of the body writes the copy back (a transposed convolution's output computed
+// with its channels contiguous). An output without an initial value is refused (kDependence):
+// the write-back could read an element of the copy that nothing wrote. I must satisfy
 // 0 <= I < rank-1 (kBadParameter); an unused buffer is kNothingToDo. Refused (kAnnotated) when an
 // access inside a vectorised scope would stop being unit-stride or invariant in its lanes.
 #pragma once
