@@ -159,19 +159,48 @@ std::vector<transforms::Action> streamed(const ir::Program& p, std::vector<trans
   return any ? pr.trace : std::vector<transforms::Action>{};
 }
 
+namespace {
+
+// The depth of the chain of single scopes from a top-level node down to a body of statements
+// (0 when the node is not such a chain).
+int chain_depth(const ir::Node* n) {
+  int depth = 0;
+  for (; n->is_scope; n = n->body[0].get()) {
+    ++depth;
+    bool leaf = !n->body.empty();
+    for (const auto& c : n->body) leaf = leaf && !c->is_scope;
+    if (leaf) return depth;
+    if (n->body.size() != 1) return 0;
+  }
+  return 0;
+}
+
+// Moves the scope at depth `d` of the chain at top-level node `top` innermost by swap_scopes,
+// then vectorises it; false (and `pr` as it was) when the dependences forbid the interchange.
+bool move_innermost_and_vectorize(Proposal& pr, int top, int d, int depth) {
+  transforms::Path at = {top};
+  for (int k = 0; k < d; ++k) at.push_back(0);
+  const ir::Program before = pr.cur;
+  const size_t taken = pr.trace.size();
+  for (int k = d; k + 1 < depth; ++k, at.push_back(0))
+    if (!pr.take({transforms::Kind::kSwapScopes, at, "", "", 0})) {
+      pr.cur = before;
+      pr.trace.resize(taken);
+      return false;
+    }
+  transforms::Path inner = {top};
+  for (int k = 1; k < depth; ++k) inner.push_back(0);
+  vectorize_innermost(pr, inner);
+  return true;
+}
+
+}  // namespace
+
 std::vector<transforms::Action> unit_stride_proposal(const ir::Program& p, const transforms::Target& target) {
   Proposal pr{p, target};
   for (int top = 0; top < static_cast<int>(pr.cur.body.size()); ++top) {
-    // The chain of single scopes from this top-level node down to a body of statements.
-    int depth = 0;
-    bool leaf = false;
-    for (const ir::Node* n = pr.cur.body[top].get(); n->is_scope; n = n->body[0].get()) {
-      ++depth;
-      leaf = !n->body.empty();
-      for (const auto& c : n->body) leaf = leaf && !c->is_scope;
-      if (leaf || n->body.size() != 1) break;
-    }
-    if (!leaf || depth < 2) continue;
+    const int depth = chain_depth(pr.cur.body[top].get());
+    if (depth < 2) continue;
     std::vector<int> unit(depth, 0);
     const transforms::AccessSites sites = transforms::collect_accesses(pr.cur.body[top], {});
     for (const auto& site : sites) {
@@ -187,21 +216,99 @@ std::vector<transforms::Action> unit_stride_proposal(const ir::Program& p, const
     for (int d = depth - 2; d >= 0; --d)
       if (unit[d] > unit[best]) best = d;
     if (best == depth - 1) continue;
-    transforms::Path at = {top};
-    for (int d = 0; d < best; ++d) at.push_back(0);
+    move_innermost_and_vectorize(pr, top, best, depth);  // else this nest as it was
+  }
+  return pr.trace;
+}
+
+std::vector<transforms::Action> layout_proposal(const ir::Program& p, const transforms::Target& target) {
+  if (target.vector_widths.empty()) return {};
+  const int64_t lanes = *std::max_element(target.vector_widths.begin(), target.vector_widths.end());
+  Proposal pr{p, target};
+  const int nests = static_cast<int>(p.body.size());
+  int shift = 0;  // nests an input's packing put in front of the ones still to visit
+  for (int t0 = 0; t0 < nests; ++t0) {
+    const int top = t0 + shift;
+    const int depth = chain_depth(pr.cur.body[top].get());
+    if (depth < 2) continue;
+    const transforms::AccessSites sites = transforms::collect_accesses(pr.cur.body[top], {});
+    // For each scope of the chain that spans whole vectors: the dimension each buffer must
+    // move last for every access to run along the scope at unit stride or not move with it.
+    int best = -1;
+    std::map<std::string, int> best_moves;
+    for (int d = 0; d < depth; ++d) {
+      const ir::Node* s = pr.cur.body[top].get();
+      for (int k = 0; k < d; ++k) s = s->body[0].get();
+      if (s->extent < lanes || s->extent % lanes != 0) continue;
+      std::map<std::string, int> dim_of;  // buffer -> the dimension that moves with d
+      bool ok = true;
+      for (const auto& site : sites) {
+        if (site.access->buffer.empty()) continue;  // an iterator's value: vectorize decides
+        const auto& index = site.access->index;
+        int dim = -1;
+        for (int k = 0; ok && k < static_cast<int>(index.size()); ++k) {
+          const int64_t c = index[k].coeff(d);
+          if (c == 0) continue;
+          if (c != 1 || dim >= 0) ok = false;
+          dim = k;
+        }
+        if (!ok) break;
+        // A written element that does not move with d would be a sum across the lanes: that
+        // reassociates, and the search refuses it unless allowed.
+        if (dim < 0 && site.write) ok = false;
+        if (!ok) break;
+        if (dim < 0) continue;  // invariant in d: any layout will do
+        auto [it, fresh] = dim_of.emplace(site.access->buffer, dim);
+        if (!fresh && it->second != dim) ok = false;  // one layout cannot serve both
+      }
+      if (!ok) continue;
+      std::map<std::string, int> moves;
+      for (const auto& [buf, dim] : dim_of) {
+        const ir::BufferDecl* b = pr.cur.find_buffer(buf);
+        if (dim + 1 == static_cast<int>(b->shape.size())) continue;  // already last
+        if (b->role == ir::Role::kOutput && !b->init) ok = false;     // cannot be staged
+        // The copy costs a pass over the buffer: worth it only where the nest comes back to
+        // each element, along a scope the buffer does not move with (a weight across the
+        // steps of a convolution, not a matrix a gemv reads once).
+        bool reused = false;
+        for (int e = 0; e < depth && !reused; ++e) {
+          reused = true;
+          for (const auto& site : sites)
+            if (site.access->buffer == buf)
+              for (const auto& x : site.access->index) reused = reused && x.coeff(e) == 0;
+        }
+        if (!reused) ok = false;
+        moves[buf] = dim;
+      }
+      if (!ok) continue;
+      if (moves.empty()) {  // the interchange alone does it: unit_stride_proposal's case
+        best = -1;
+        break;
+      }
+      if (best < 0 || moves.size() < best_moves.size()) best = d, best_moves = moves;
+    }
+    if (best < 0) continue;
     const ir::Program before = pr.cur;
     const size_t taken = pr.trace.size();
-    bool moved = true;
-    for (int d = best; d + 1 < depth && moved; ++d, at.push_back(0))
-      moved = pr.take({transforms::Kind::kSwapScopes, at, "", "", 0});
-    if (!moved) {  // an interchange the dependences forbid: this nest as it was
+    const int shift_before = shift;
+    bool ok = true;
+    for (const auto& [buf, dim] : best_moves) {
+      std::string name = buf;
+      const int rank = static_cast<int>(pr.cur.find_buffer(buf)->shape.size());
+      for (int k = dim; ok && k + 1 < rank; ++k) {
+        const size_t decls = pr.cur.buffers.size(), body = pr.cur.body.size();
+        const bool input = pr.cur.find_buffer(name)->role == ir::Role::kInput;
+        ok = pr.take({transforms::Kind::kSwapBufferDims, {}, name, "", k});
+        if (!ok) break;
+        if (pr.cur.buffers.size() > decls) name = pr.cur.buffers.back().name;  // the copy
+        if (input && pr.cur.body.size() > body) ++shift;  // its packing nest went first
+      }
+    }
+    if (!ok || !move_innermost_and_vectorize(pr, t0 + shift, best, depth)) {
       pr.cur = before;
       pr.trace.resize(taken);
-      continue;
+      shift = shift_before;
     }
-    transforms::Path inner = {top};
-    for (int d = 1; d < depth; ++d) inner.push_back(0);
-    vectorize_innermost(pr, inner);
   }
   return pr.trace;
 }
@@ -325,6 +432,10 @@ void SearchRun::seed(const std::vector<std::vector<transforms::Action>>& proposa
   {  // the unit-stride loop order, vectorised: one trace, counted with the sketches
     auto unit = unit_stride_proposal(program, target);
     if (!unit.empty()) replay_proposals({unit}, r.sketches_used);
+  }
+  {  // the same with buffers relaid so that a scope of whole vectors runs along every access
+    auto relaid = layout_proposal(program, target);
+    if (!relaid.empty()) replay_proposals({relaid}, r.sketches_used);
   }
   replay_proposals(proposals, r.proposals_used);
   proposed.assign(roots.begin() + 1, roots.end());

@@ -458,6 +458,44 @@ TEST_CASE("the unit-stride proposal moves the scope most accesses step along inn
   CHECK(trace_of("M = 8\nN = 64\ninput x: f32[M, N]\noutput y: f32[M, N]\n\nM N y[{0},{1}] = x[{0},{1}]\n").empty());
 }
 
+TEST_CASE("the layout proposal relays buffers so that a scope of whole vectors runs along every access") {
+  const transforms::Target target{"x86_avx512", {16, 8, 4, 2}, true};
+  auto trace_of = [&](const char* text) {
+    auto p = ir::load_program(text, "k.pdj");
+    REQUIRE_MESSAGE(p.ok(), p.error_text());
+    auto t = optimizer::detail::layout_proposal(p.value(), target);
+    auto q = transforms::replay(p.value(), t, target);
+    REQUIRE(q.ok());
+    if (!t.empty()) {  // the interpreter agrees bit for bit (the order of every sum is kept)
+      auto inputs = ir::make_inputs(p.value(), 3);
+      auto want = ir::interpret(p.value(), inputs);
+      auto got = ir::interpret(q.value(), inputs);
+      REQUIRE(want.ok());
+      REQUIRE(got.ok());
+      CHECK(ir::max_relative_error(want->at("y"), got->at("y")) == 0);
+    }
+    return transforms::print_trace(t);
+  };
+  // A transposed convolution: no scope runs along y and w at once until y is staged with its
+  // channels last and w packed that way; then c2 goes innermost (below c1, t and r) in lanes.
+  CHECK(trace_of("C1 = 4\nC2 = 32\nT = 8\nR = 4\nTO = 18\ninput x: f32[C1, T]\n"
+                 "input w: f32[C1, C2, R]\noutput y: f32[C2, TO] = 0\n\n"
+                 "C2 C1 T R y[{0},{2}*2+{3}] += x[{1},{2}] * w[{1},{0},{3}]\n") ==
+        "swap_buffer_dims w 1\nswap_buffer_dims y 0\nswap_scopes 1\nswap_scopes 1.0\n"
+        "swap_scopes 1.0.0\nvectorize 1.0.0.0 16\n");
+  // An output without an initial value cannot be staged: nothing to propose.
+  CHECK(trace_of("C1 = 4\nC2 = 32\nT = 8\ninput x: f32[C1, T]\ninput w: f32[C1, C2]\n"
+                 "output y: f32[C2, T]\n\nC2 T y[{0},{1}] = x[0,{1}] * w[0,{0}]\n").empty());
+  // A scope the interchange alone vectorises is unit_stride_proposal's: nothing here.
+  CHECK(trace_of(kSmallMatmul).empty());
+  // An iterator's value in an expression is an access of no buffer: it asks no layout.
+  CHECK(trace_of("T = 32\nP = 16\ninput x: f32[T, P]\noutput y: f32[T, P]\n\n"
+                 "T P y[{0},{1}] = x[{0},{1}] + f32({0})\n").empty());
+  // A scope shorter than one vector is not worth a relayout.
+  CHECK(trace_of("M = 8\nN = 4\ninput x: f32[N, M]\noutput y: f32[M, N] = 0\n\n"
+                 "N M y[{1},{0}] += x[{0},{1}]\n").empty());
+}
+
 TEST_CASE("a trace no small instance replays is verified at full size against the original's sequential build" *
           doctest::test_suite("hw")) {
   // Blocks of 256 on every scope of a 512^3 matmul: no size below 512 keeps them, and 512^3
