@@ -108,11 +108,11 @@ bool parse_int(const std::string& v, T& out) {
   return ec == std::errc() && p == v.data() + v.size();
 }
 
+// The shortest text that reads back as exactly `v` (0.95, not 0.94999999999999996).
 std::string format_double(double v) {
-  std::ostringstream o;
-  o.precision(17);
-  o << v;
-  return o.str();
+  char buf[32];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  return ec == std::errc() ? std::string(buf, end) : std::string("nan");
 }
 
 // A flat JSON object {"key": value, ...} with string, number, boolean or null values. Numbers
