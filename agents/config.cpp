@@ -110,9 +110,8 @@ bool parse_int(const std::string& v, T& out) {
 
 // The shortest text that reads back as exactly `v` (0.95, not 0.94999999999999996).
 std::string format_double(double v) {
-  char buf[32];
-  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
-  return ec == std::errc() ? std::string(buf, end) : std::string("nan");
+  char buf[32];  // the longest shortest form of a double is 24 characters
+  return std::string(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
 }
 
 // A flat JSON object {"key": value, ...} with string, number, boolean or null values. Numbers

@@ -252,7 +252,6 @@ std::vector<transforms::Action> layout_proposal(const ir::Program& p, const tran
           if (c != 1 || dim >= 0) ok = false;
           dim = k;
         }
-        if (!ok) break;
         // A written element that does not move with d would be a sum across the lanes: that
         // reassociates, and the search refuses it unless allowed.
         if (dim < 0 && site.write) ok = false;

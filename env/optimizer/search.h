@@ -65,13 +65,14 @@ std::vector<transforms::Action> streamed(const ir::Program& p, std::vector<trans
 std::vector<transforms::Action> unit_stride_proposal(const ir::Program& p, const transforms::Target& target);
 
 // Where no scope of a chain nest runs along every access at unit stride (or leaves it
-// invariant), one whose extent is a whole number of the widest vectors and along which every
-// written element moves (no sum across the lanes) can, once the buffers
-// that move with it at unit coefficient in another dimension are relaid with that dimension last
-// (swap_buffer_dims: an input packed, an output staged, a temporary relaid): those buffers
-// relaid, the scope moved innermost and vectorised, as unit_stride_proposal does. A transposed
-// convolution y[c2, 2t+r] += x[c1, t] w[c1, c2, r] runs its output channels in the lanes this
-// way, where no interchange alone vectorises it. Empty when no nest would change.
+// invariant), one can once some buffers are relaid: a scope whose extent is a whole number of
+// the widest vectors, along which every written element moves (no sum across the lanes), and
+// which every other access leaves invariant or moves at unit coefficient in one dimension. The
+// buffers whose such dimension is not the last, and which the nest reuses along some scope,
+// are relaid with it last (swap_buffer_dims: an input packed, an output staged, a temporary
+// relaid); then the scope goes innermost and is vectorised, as unit_stride_proposal does. A
+// transposed convolution y[c2, 2t+r] += x[c1, t] w[c1, c2, r] runs its output channels in the
+// lanes this way. Empty when no nest would change.
 std::vector<transforms::Action> layout_proposal(const ir::Program& p, const transforms::Target& target);
 
 // `trace` replayed on `original` with the checks the search puts every child through (no
