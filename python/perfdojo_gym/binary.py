@@ -48,12 +48,66 @@ class Batch:
     message: list
 
 
+def _layout(n_actions: int, obs_bytes: int):
+    """The record of an entry that succeeded, as a numpy structured dtype, and a Struct that
+    reads its status and its three byte counts (observation, mask, message); cached per
+    shape."""
+    key = (n_actions, obs_bytes)
+    found = _LAYOUTS.get(key)
+    if found is None:
+        mb = (n_actions + 7) // 8
+        size = _RECORD.size + obs_bytes + 4 + mb + 4
+        dtype = np.dtype({"names": ["head", "step", "reals", "obs", "mask"],
+                          "formats": [("u1", 4), "<u4", ("<f8", 4), ("u1", obs_bytes), ("u1", mb)],
+                          "offsets": [0, 4, 8, _RECORD.size, _RECORD.size + obs_bytes + 4],
+                          "itemsize": size})
+        counts = struct.Struct(f"<B{_RECORD.size - 5}xI{obs_bytes}xI{mb}xI")
+        found = _LAYOUTS[key] = (dtype, counts)
+    return found
+
+
+_LAYOUTS: dict = {}
+# What a record's head byte v says, by column: v == 0 (status: ok), v != 0 (terminated,
+# truncated), bit 0 and bit 1 (flags: illegal_action, action_had_no_effect). Indexing it with
+# the heads answers all five in one numpy call.
+_HEAD_BITS = np.array([[v == 0, v != 0, v & 1 != 0, v & 2 != 0] for v in range(256)], dtype=bool)
+
+
+def _decode_uniform(body: bytearray, count: int, rid: int, n_actions: int, obs_bytes: int):
+    """The common reply: every entry succeeded and carries its whole observation and mask, so
+    the records have one size and one numpy view reads them all (no per-record copies). None
+    when the reply is not of that kind."""
+    dtype, counts = _layout(n_actions, obs_bytes)
+    if len(body) != _HEAD.size + count * dtype.itemsize:
+        return None
+    expect = (0, obs_bytes, (n_actions + 7) // 8, 0)  # whole observation and mask, no message
+    for i in range(count):
+        if counts.unpack_from(body, _HEAD.size + i * dtype.itemsize) != expect:
+            return None
+    rec = np.frombuffer(body, dtype=dtype, count=count, offset=_HEAD.size)
+    bits = _HEAD_BITS[rec["head"]]  # entry x head byte x column
+    reals = rec["reals"].T
+    return rid, Batch(ok=bits[:, 0, 0], terminated=bits[:, 1, 1], truncated=bits[:, 2, 1],
+                      illegal_action=bits[:, 3, 2], action_had_no_effect=bits[:, 3, 3],
+                      step=rec["step"].view(np.int32), reward=reals[0], time_s=reals[1],
+                      initial_time_s=reals[2], best_time_s=reals[3], observation=rec["obs"],
+                      mask=np.unpackbits(rec["mask"], axis=1, count=n_actions).view(np.int8),
+                      message=[""] * count)
+
+
 def decode_batch(body: bytes, n_actions: int, obs_bytes: int) -> tuple[int, Batch]:
     """The reply's id and its records as arrays; every entry has `n_actions` actions and
-    `obs_bytes` bytes of observation (failed entries carry none)."""
+    `obs_bytes` bytes of observation (failed entries carry none). The arrays may be views of
+    `body` (a bytearray: writable; bytes are copied first)."""
     magic, version, count, rid = _HEAD.unpack_from(body, 0)
     if magic != MAGIC or version != VERSION:
         raise ValueError(f"not a binary reply (magic {magic:#x}, version {version})")
+    if count:
+        if not isinstance(body, bytearray):
+            body = bytearray(body)
+        fast = _decode_uniform(body, count, rid, n_actions, obs_bytes)
+        if fast is not None:
+            return fast
     heads = []
     obs = bytearray(count * obs_bytes)
     mask_bytes = (n_actions + 7) // 8

@@ -117,7 +117,7 @@ class Client:
         err = reply.get("error") or {}
         raise BridgeError(err.get("type", "unknown"), err.get("message", ""))
 
-    def request_binary(self, body: bytes) -> bytes:
+    def request_binary(self, body: bytes) -> bytearray:
         """Sends one binary frame (docs/bridge.md, "Binary frames") and returns the reply body.
 
         A frame the server refuses as a whole is answered in JSON: that raises BridgeError."""
@@ -174,12 +174,12 @@ class Client:
         while self._rhi - self._rlo < need:
             self._rhi += self._recv_some(view[self._rhi:], True)
 
-    def _read_frame(self) -> bytes:
+    def _read_frame(self) -> bytearray:
         self._fill(4)
         (n,) = _HEADER.unpack_from(self._rbuf, self._rlo)
         self._fill(4 + n)
         start = self._rlo + 4
-        body = bytes(self._rbuf[start:start + n])
+        body = self._rbuf[start:start + n]  # a copy: the frame's own, writable memory
         self._rlo = start + n
         if self._rlo == self._rhi:
             self._rlo = self._rhi = 0

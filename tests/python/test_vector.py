@@ -137,6 +137,50 @@ def test_malformed_binary_frames_get_json_errors_and_the_connection_stays(shared
     c.close()
 
 
+def _record(status, terminated, truncated, flags, step, reals, obs, mask_bytes, message=b""):
+    return (struct.pack("<BBBBIddddI", status, terminated, truncated, flags, step, *reals, len(obs)) + obs
+            + struct.pack("<I", len(mask_bytes)) + mask_bytes + struct.pack("<I", len(message)) + message)
+
+
+@pytest.mark.parametrize("failed", [False, True])
+def test_decode_batch_reads_every_field_whatever_the_records(failed):
+    # Records of one size take the one-view path; a failed entry (no observation, a message)
+    # takes the record-by-record path. Both must give the same fields.
+    rng = np.random.default_rng(3)
+    n, obs_bytes, count = 19, 12, 5
+    want, records = [], []
+    for i in range(count):
+        fail = failed and i == 2
+        mask = rng.integers(0, 2, n).astype(np.int8)
+        obs = rng.integers(0, 256, obs_bytes, dtype=np.uint8)
+        head = (0 if not fail else 4, int(rng.integers(0, 2)), int(rng.integers(0, 2)), int(rng.integers(0, 4)))
+        reals = tuple(rng.random(4))
+        records.append(_record(*head, 100 + i, reals, b"" if fail else obs.tobytes(),
+                               b"" if fail else np.packbits(mask).tobytes(),
+                               b"illegal_action: no" if fail else b""))
+        want.append((head, reals, None if fail else obs, None if fail else mask))
+    body = struct.pack("<BBHI", 0xB5, 1, count, 77) + b"".join(records)
+    rid, batch = binary.decode_batch(body, n, obs_bytes)
+    assert rid == 77
+    for i, (head, reals, obs, mask) in enumerate(want):
+        assert batch.ok[i] == (head[0] == 0)
+        assert (batch.terminated[i], batch.truncated[i]) == (head[1] != 0, head[2] != 0)
+        assert (batch.illegal_action[i], batch.action_had_no_effect[i]) == (bool(head[3] & 1), bool(head[3] & 2))
+        assert batch.step[i] == 100 + i and batch.step.dtype == np.int32
+        assert (batch.reward[i], batch.time_s[i], batch.initial_time_s[i], batch.best_time_s[i]) == reals
+        if obs is None:
+            assert batch.message[i] == "illegal_action: no" and not batch.observation[i].any()
+        else:
+            assert batch.message[i] == ""
+            np.testing.assert_array_equal(batch.observation[i], obs)
+            np.testing.assert_array_equal(batch.mask[i], mask)
+    assert batch.mask.dtype == np.int8 and batch.mask.shape == (count, n)
+    assert batch.observation.shape == (count, obs_bytes)
+    batch.observation[0, 0] ^= 1  # the arrays are the caller's to change
+    with pytest.raises(ValueError, match="bytes after the last record"):
+        binary.decode_batch(body + b"\0", n, obs_bytes)
+
+
 # ---------------------------------------------------------------- a shared server
 
 
