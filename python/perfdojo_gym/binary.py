@@ -85,7 +85,7 @@ def _decode_uniform(body: bytearray, count: int, rid: int, n_actions: int, obs_b
         if counts.unpack_from(body, _HEAD.size + i * dtype.itemsize) != expect:
             return None
     rec = np.frombuffer(body, dtype=dtype, count=count, offset=_HEAD.size)
-    bits = _HEAD_BITS[rec["head"]]  # entry x head byte x column
+    bits = _HEAD_BITS.take(rec["head"], axis=0)  # entry x head byte x column
     reals = rec["reals"].T
     return rid, Batch(ok=bits[:, 0, 0], terminated=bits[:, 1, 1], truncated=bits[:, 2, 1],
                       illegal_action=bits[:, 3, 2], action_had_no_effect=bits[:, 3, 3],
