@@ -205,6 +205,20 @@ TEST_CASE("masks are packed high bit first, like numpy.packbits") {
   CHECK(static_cast<unsigned char>((*bytes)[1]) == 0x80);
 }
 
+TEST_CASE("packing a mask keeps every entry, at every length, whatever its nonzero value") {
+  std::mt19937 rng(5);
+  for (size_t n = 0; n <= 70; ++n) {
+    std::vector<uint8_t> m(n);
+    for (auto& v : m) v = rng() % 3 == 0 ? static_cast<uint8_t>(1 + rng() % 255) : 0;
+    const std::string bits = pack_mask(m);
+    REQUIRE(bits.size() == (n + 7) / 8);
+    for (size_t i = 0; i < 8 * bits.size(); ++i) {
+      const bool set = (static_cast<unsigned char>(bits[i / 8]) >> (7 - i % 8)) & 1;
+      CHECK_MESSAGE(set == (i < n && m[i] != 0), "length " << n << ", entry " << i);
+    }
+  }
+}
+
 TEST_CASE(
     "a config is read strictly: unknown fields, wrong types and server settings are refused") {
   ConfigPolicy policy;
