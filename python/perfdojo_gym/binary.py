@@ -75,8 +75,8 @@ _HEAD_BITS = np.array([[v == 0, v != 0, v & 1 != 0, v & 2 != 0] for v in range(2
 
 def _decode_uniform(body: bytearray, count: int, rid: int, n_actions: int, obs_bytes: int):
     """The common reply: every entry succeeded and carries its whole observation and mask, so
-    the records have one size and one numpy view reads them all (no per-record copies). None
-    when the reply is not of that kind."""
+    the records have one size and one numpy view reads them all (a copy per field, not per
+    record). None when the reply is not of that kind."""
     dtype, counts = _layout(n_actions, obs_bytes)
     if len(body) != _HEAD.size + count * dtype.itemsize:
         return None
@@ -86,19 +86,21 @@ def _decode_uniform(body: bytearray, count: int, rid: int, n_actions: int, obs_b
             return None
     rec = np.frombuffer(body, dtype=dtype, count=count, offset=_HEAD.size)
     bits = _HEAD_BITS.take(rec["head"], axis=0)  # entry x head byte x column
-    reals = rec["reals"].T
+    # Numeric fields are copied out contiguous: a record's stride need not be a multiple of their
+    # element size, and torch.as_tensor (SB3, CleanRL) refuses such views.
+    reals = np.ascontiguousarray(rec["reals"].T)
     return rid, Batch(ok=bits[:, 0, 0], terminated=bits[:, 1, 1], truncated=bits[:, 2, 1],
                       illegal_action=bits[:, 3, 2], action_had_no_effect=bits[:, 3, 3],
-                      step=rec["step"].view(np.int32), reward=reals[0], time_s=reals[1],
-                      initial_time_s=reals[2], best_time_s=reals[3], observation=rec["obs"],
+                      step=rec["step"].astype(np.int32), reward=reals[0], time_s=reals[1],
+                      initial_time_s=reals[2], best_time_s=reals[3],
+                      observation=np.ascontiguousarray(rec["obs"]),
                       mask=np.unpackbits(rec["mask"], axis=1, count=n_actions).view(np.int8),
                       message=[""] * count)
 
 
 def decode_batch(body: bytes, n_actions: int, obs_bytes: int) -> tuple[int, Batch]:
     """The reply's id and its records as arrays; every entry has `n_actions` actions and
-    `obs_bytes` bytes of observation (failed entries carry none). The arrays may be views of
-    `body` (a bytearray: writable; bytes are copied first)."""
+    `obs_bytes` bytes of observation (failed entries carry none)."""
     magic, version, count, rid = _HEAD.unpack_from(body, 0)
     if magic != MAGIC or version != VERSION:
         raise ValueError(f"not a binary reply (magic {magic:#x}, version {version})")
