@@ -176,6 +176,10 @@ def test_decode_batch_reads_every_field_whatever_the_records(failed):
             np.testing.assert_array_equal(batch.mask[i], mask)
     assert batch.mask.dtype == np.int8 and batch.mask.shape == (count, n)
     assert batch.observation.shape == (count, obs_bytes)
+    # Contiguous numeric arrays: torch.as_tensor refuses strides that are not a multiple of the
+    # element size (a record's size need not be).
+    for name in ("observation", "mask", "step", "reward", "time_s", "best_time_s"):
+        assert getattr(batch, name).flags.c_contiguous, name
     batch.observation[0, 0] ^= 1  # the arrays are the caller's to change
     with pytest.raises(ValueError, match="bytes after the last record"):
         binary.decode_batch(body + b"\0", n, obs_bytes)
