@@ -1,6 +1,7 @@
 """Unmodified sb3-contrib MaskablePPO learns a policy on a shipped kernel that beats stopping at
-once (docs/env.md, "Rewards"). Runs tests/python/sb3_maskable_ppo.py under .venv-rl, the
-interpreter scripts/bootstrap prepares with Stable-Baselines3 on Debian's PyTorch."""
+once (docs/env.md, "Rewards"), and PerfDojoSB3VecEnv behaves as SB3's DummyVecEnv does. Runs
+tests/python/sb3_maskable_ppo.py and sb3_vec_env_check.py under .venv-rl, the interpreter
+scripts/bootstrap prepares with Stable-Baselines3 on Debian's PyTorch."""
 
 import json
 import os
@@ -39,3 +40,24 @@ def test_maskable_ppo_learns_to_beat_the_stop_first_policy(tmp_path):
     assert greedy["return"] > 0.1, out
     assert greedy["speedup"] > 1.1, out
     assert out["reward_space"] == "log_speedup_best" and out["stop_after_progress"] is True
+
+
+def test_the_sb3_vec_env_matches_dummy_vec_env_and_maskable_ppo_trains_on_it():
+    if not RL_PYTHON.exists():
+        if agents_off():
+            pytest.skip("skipped: built without the agents, so scripts/bootstrap prepared no .venv-rl "
+                        "(Stable-Baselines3 on Debian's PyTorch)")
+        pytest.fail(f"{RL_PYTHON} is missing: run scripts/bootstrap")
+    env = dict(os.environ, PERFDOJO_BIN_DIR=str(BIN_DIR))
+    env.pop("PERFDOJO_BRIDGE_ADDRESS", None)
+    env.pop("PERFDOJO_BRIDGE_TOKEN", None)
+    run = subprocess.run([str(RL_PYTHON), str(ROOT / "tests" / "python" / "sb3_vec_env_check.py")],
+                         capture_output=True, text=True, env=env, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    out = json.loads(run.stdout.strip().splitlines()[-1])
+    # Same seeds and actions as SB3's own DummyVecEnv of PerfDojoEnvs, across episode ends.
+    assert out["compare"]["mismatches"] == [], out
+    assert out["compare"]["episode_ends"] >= 6, out
+    train = out["train"]
+    assert train["timesteps"] == 512 and train["episodes_logged"] > 0, out
+    assert train["masks_shape"][0] == 4 and train["predicted_legal"], out
