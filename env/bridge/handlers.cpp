@@ -20,6 +20,14 @@ namespace {
   throw RequestError{{t, std::move(message)}};
 }
 
+// The request field `observation_format`: "list" (the default) or "base64".
+ObservationFormat observation_format_of(const json::Value& request) {
+  const std::optional<std::string> f = opt_string(request, "observation_format");
+  if (!f || *f == "list") return ObservationFormat::kList;
+  if (*f == "base64") return ObservationFormat::kBase64;
+  fail(ErrorType::kBadRequest, "field 'observation_format' must be \"list\" or \"base64\"");
+}
+
 std::string string_list(const std::vector<std::string>& v) {
   JsonWriter w;
   w.begin_array();
@@ -90,7 +98,8 @@ env::EpisodeState request_state(const json::Value& doc, const ConfigPolicy& poli
 
 std::string reset_op(env::Env& e, const Request& req, const ConfigPolicy& policy) {
   const json::Value& d = req.doc;
-  check_fields(d, {"id", "op", "session", "seed", "options"}, "reset");
+  check_fields(d, {"id", "op", "session", "seed", "options", "observation_format"}, "reset");
+  const ObservationFormat format = observation_format_of(d);
   std::optional<uint64_t> seed = opt_uint64(d, "seed");
   env::ResetOptions options;
   if (const json::Value* o = member(d, "options")) {
@@ -101,7 +110,7 @@ std::string reset_op(env::Env& e, const Request& req, const ConfigPolicy& policy
   }
   auto [obs, info] = e.reset(seed, options);
   JsonWriter w;
-  write_reset(w, obs, info, e.config().observation_spaces);
+  write_reset(w, obs, info, e.config().observation_spaces, format);
   return w.take();
 }
 
@@ -118,7 +127,8 @@ int checked_index(const json::Value& v, int n, const char* field) {
 
 std::string step_op(env::Env& e, const Request& req) {
   const json::Value& d = req.doc;
-  check_fields(d, {"id", "op", "session", "action", "actions", "timed"}, "step");
+  check_fields(d, {"id", "op", "session", "action", "actions", "timed", "observation_format"}, "step");
+  const ObservationFormat format = observation_format_of(d);
   const json::Value* one = member(d, "action");
   const json::Value* many = member(d, "actions");
   if (!one == !many)
@@ -150,7 +160,7 @@ std::string step_op(env::Env& e, const Request& req) {
   }
   JsonWriter w;
   w.reserve(16 << 10);
-  write_step(w, r, e.config().observation_spaces);
+  write_step(w, r, e.config().observation_spaces, format);
   return w.take();
 }
 
@@ -204,7 +214,8 @@ std::string save_op(env::Env& e, const Request& req) {
 }
 
 std::string restore_op(env::Env& e, const Request& req, const ConfigPolicy& policy) {
-  check_fields(req.doc, {"id", "op", "session", "state", "format"}, "restore");
+  check_fields(req.doc, {"id", "op", "session", "state", "format", "observation_format"}, "restore");
+  const ObservationFormat obs_format = observation_format_of(req.doc);
   env::EpisodeState s = request_state(req.doc, policy);
   // Env::restore checks the whole trace before it resets, so a bad state leaves e as it was.
   auto restored = e.restore(s);
@@ -212,7 +223,7 @@ std::string restore_op(env::Env& e, const Request& req, const ConfigPolicy& poli
   // An empty step list reports the current observation and info without acting.
   env::StepResult now = e.step(std::vector<int>{});
   JsonWriter w;
-  write_reset(w, now.observation, now.info, e.config().observation_spaces);
+  write_reset(w, now.observation, now.info, e.config().observation_spaces, obs_format);
   return w.take();
 }
 

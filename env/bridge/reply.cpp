@@ -1,5 +1,7 @@
 #include "bridge/reply.h"
 
+#include <bit>
+
 #include "bridge/base64.h"
 #include "transforms/action.h"
 
@@ -23,21 +25,34 @@ std::string error_reply(std::string_view id, const Error& e) {
   return w.take();
 }
 
-void write_observation(JsonWriter& w, const env::Observation& o,
-                       const std::vector<std::string>& spaces) {
+namespace {
+
+// A numeric observation: a JSON list, or the base64 of its little-endian 4-byte values.
+template <class T, class Write>
+void write_numbers(JsonWriter& w, const std::vector<T>& v, ObservationFormat format, Write one) {
+  static_assert(sizeof(T) == 4 && std::endian::native == std::endian::little);
+  if (format == ObservationFormat::kBase64) {
+    w.value(base64_encode(std::string_view(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T))));
+    return;
+  }
+  w.begin_array();
+  for (T x : v) one(x);
+  w.end_array();
+}
+
+}  // namespace
+
+void write_observation(JsonWriter& w, const env::Observation& o, const std::vector<std::string>& spaces,
+                       ObservationFormat format) {
   w.begin_object();
   for (const auto& s : spaces) {
     w.key(s);
     if (s == "ir_text") {
       w.value(o.ir_text);
     } else if (s == "features") {
-      w.begin_array();
-      for (float f : o.features) w.value(f);
-      w.end_array();
+      write_numbers(w, o.features, format, [&](float f) { w.value(f); });
     } else if (s == "tokens") {
-      w.begin_array();
-      for (int32_t t : o.tokens) w.value(static_cast<int64_t>(t));
-      w.end_array();
+      write_numbers(w, o.tokens, format, [&](int32_t t) { w.value(static_cast<int64_t>(t)); });
     } else if (s == "graph") {
       const env::Graph& g = o.graph;
       w.begin_object().field("num_nodes", g.num_nodes).key("node_features").begin_array();
@@ -84,9 +99,10 @@ void write_info(JsonWriter& w, const env::Info& i) {
   w.field("cursor", i.cursor).end_object();
 }
 
-void write_step(JsonWriter& w, const env::StepResult& r, const std::vector<std::string>& spaces) {
+void write_step(JsonWriter& w, const env::StepResult& r, const std::vector<std::string>& spaces,
+                ObservationFormat format) {
   w.begin_object().key("observation");
-  write_observation(w, r.observation, spaces);
+  write_observation(w, r.observation, spaces, format);
   w.field("reward", r.reward).field("terminated", r.terminated).field("truncated", r.truncated);
   w.key("info");
   write_info(w, r.info);
@@ -94,9 +110,9 @@ void write_step(JsonWriter& w, const env::StepResult& r, const std::vector<std::
 }
 
 void write_reset(JsonWriter& w, const env::Observation& o, const env::Info& info,
-                 const std::vector<std::string>& spaces) {
+                 const std::vector<std::string>& spaces, ObservationFormat format) {
   w.begin_object().key("observation");
-  write_observation(w, o, spaces);
+  write_observation(w, o, spaces, format);
   w.key("info");
   write_info(w, info);
   w.end_object();
