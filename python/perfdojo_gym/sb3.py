@@ -85,7 +85,9 @@ class PerfDojoSB3VecEnv(VecEnv):
         for i in range(self.num_envs):
             if dones[i]:
                 env_info = self._env_info(info["final_info"], i)
-                env_info["terminal_observation"] = info["final_obs"][i]
+                final = info["final_obs"]
+                env_info["terminal_observation"] = ({k: v[i] for k, v in final.items()}
+                                                    if isinstance(final, dict) else final[i])
                 env_info["TimeLimit.truncated"] = bool(truncated[i] and not terminated[i])
             else:
                 env_info = self._env_info(info, i)

@@ -23,17 +23,26 @@ BENCH = "perfdojo://suite/softmax"
 N, EPISODE, STEPS = 3, 4, 14
 
 
-def compare():
+def same(x, y):
+    """Equal observations: arrays, or dicts of arrays (several observation spaces)."""
+    if isinstance(x, dict) or isinstance(y, dict):
+        return (isinstance(x, dict) and isinstance(y, dict) and x.keys() == y.keys()
+                and all(np.array_equal(x[k], y[k]) for k in x))
+    return np.array_equal(x, y)
+
+
+def compare(spaces):
     """Both vector envs, seeded alike, stepped with the same legal actions across episode ends:
     every observation, reward, done, mask and end-of-episode info must agree."""
-    ours = PerfDojoSB3VecEnv(N, BENCH, max_episode_steps=EPISODE)
-    theirs = DummyVecEnv([lambda i=i: PerfDojoEnv(BENCH, max_episode_steps=EPISODE, seed=i)
+    ours = PerfDojoSB3VecEnv(N, BENCH, max_episode_steps=EPISODE, observation_spaces=spaces)
+    theirs = DummyVecEnv([lambda i=i: PerfDojoEnv(BENCH, max_episode_steps=EPISODE, seed=i,
+                                                  observation_spaces=spaces)
                           for i in range(N)])
     ours.seed(7)
     theirs.seed(7)
     a, b = ours.reset(), theirs.reset()
     mismatches, ends = [], 0
-    if not np.array_equal(a, b):
+    if not same(a, b):
         mismatches.append("reset observation")
     rng = np.random.default_rng(0)
     for t in range(STEPS):
@@ -44,12 +53,12 @@ def compare():
         oa, ra, da, ia = ours.step(actions)
         ob, rb, db, ib = theirs.step(actions)
         for name, x, y in (("observation", oa, ob), ("reward", ra, rb), ("done", da, db)):
-            if not np.array_equal(x, y):
+            if not same(x, y):
                 mismatches.append(f"step {t}: {name}")
         for i in range(N):
             if db[i]:
                 ends += 1
-                if not np.array_equal(ia[i]["terminal_observation"], ib[i]["terminal_observation"]):
+                if not same(ia[i]["terminal_observation"], ib[i]["terminal_observation"]):
                     mismatches.append(f"step {t} env {i}: terminal_observation")
                 if ia[i]["TimeLimit.truncated"] != ib[i]["TimeLimit.truncated"]:
                     mismatches.append(f"step {t} env {i}: TimeLimit.truncated")
@@ -77,7 +86,8 @@ def train():
 def main():
     torch.set_num_threads(1)
     with SharedServer():  # one server for both vector envs (they read its address)
-        out = {"compare": compare(), "train": train()}
+        out = {"compare": compare(["features"]), "compare_dict": compare(["features", "tokens"]),
+               "train": train()}
     print(json.dumps(out))
 
 

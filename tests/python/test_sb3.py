@@ -56,8 +56,9 @@ def test_the_sb3_vec_env_matches_dummy_vec_env_and_maskable_ppo_trains_on_it():
     assert run.returncode == 0, run.stderr[-3000:]
     out = json.loads(run.stdout.strip().splitlines()[-1])
     # Same seeds and actions as SB3's own DummyVecEnv of PerfDojoEnvs, across episode ends.
-    assert out["compare"]["mismatches"] == [], out
-    assert out["compare"]["episode_ends"] >= 6, out
+    for key in ("compare", "compare_dict"):  # features alone; features and tokens as a dict
+        assert out[key]["mismatches"] == [], out
+        assert out[key]["episode_ends"] >= 6, out
     train = out["train"]
     assert train["timesteps"] == 512 and train["episodes_logged"] > 0, out
     assert train["masks_shape"][0] == 4 and train["predicted_legal"], out
