@@ -19,7 +19,7 @@ std::string error_reply(std::string_view id, const Error& e);
 
 /// How numeric observations (features, tokens) are written: JSON lists of numbers, or the
 /// base64 of their little-endian bytes (float32, int32), which a client decodes in one call
-/// instead of parsing hundreds of decimals (docs/bridge.md, "Observations").
+/// instead of parsing hundreds of decimals (docs/bridge.md, OBS).
 enum class ObservationFormat { kList, kBase64 };
 
 /// {"features":[..],"tokens":[..],"ir_text":"..","graph":{..}}, only the spaces in `spaces`.

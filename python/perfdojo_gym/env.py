@@ -108,7 +108,7 @@ class LazySpaces:
 
 
 # Step, reset and restore replies carry numeric observations as the base64 of their
-# little-endian bytes (docs/bridge.md, "Observations"): one b64decode and one frombuffer
+# little-endian bytes (docs/bridge.md, OBS): one b64decode and one frombuffer
 # instead of parsing ~400 decimals, which took most of a JSON step's client time.
 _OBS_B64 = {"observation_format": "base64"}
 
