@@ -143,9 +143,9 @@ ir::Program apply_swap_buffer_dims(const ir::Program& p, const Action& a, const 
   // copy, which starts at the output's initial value, and one nest at the end writes it back.
   const bool input = decl.role == ir::Role::kInput;
   const int rank = static_cast<int>(relaid.shape.size());
-  std::vector<ir::Affine> copy_index, buf_index;
+  std::vector<ir::Affine> copy_index;
   for (int m = 0; m < rank; ++m) copy_index.push_back(ir::Affine::iter(m));
-  buf_index = swapped(copy_index, i);
+  const std::vector<ir::Affine> buf_index = swapped(copy_index, i);
   ir::Stmt st;
   if (input) {
     st.lhs = {target, copy_index, {}};

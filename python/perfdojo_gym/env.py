@@ -107,10 +107,10 @@ class LazySpaces:
         self._observation_space = value
 
 
-# Step, reset and restore replies carry numeric observations as the base64 of their
-# little-endian bytes (docs/bridge.md, OBS): one b64decode and one frombuffer
-# instead of parsing ~400 decimals, which took most of a JSON step's client time.
-_OBS_B64 = {"observation_format": "base64"}
+# The ops whose replies carry an observation ask for numeric observations as the base64 of
+# their little-endian bytes (docs/bridge.md, OBS): one b64decode and one frombuffer instead of
+# parsing ~400 decimals, which took most of a JSON step's client time.
+_OBSERVING_OPS = ("reset", "step", "restore")
 
 
 def _numbers(v, wire: str, dtype) -> np.ndarray:
@@ -231,6 +231,8 @@ class PerfDojoEnv(LazySpaces, gym.Env):
 
     def _request(self, op: str, **fields: Any) -> Any:
         self._connect()
+        if op in _OBSERVING_OPS:
+            fields["observation_format"] = "base64"
         return self._conn.client.request(op, session=self._session, **fields)
 
     # ------------------------------------------------------------ decoding
@@ -276,11 +278,11 @@ class PerfDojoEnv(LazySpaces, gym.Env):
         if options:
             fields["options"] = dict(options)
         try:
-            result = self._request("reset", **fields, **_OBS_B64)
+            result = self._request("reset", **fields)
         except BridgeConnectionError:
             # The server or the connection went away: a reset may start afresh elsewhere.
             self._drop_connection()
-            result = self._request("reset", **fields, **_OBS_B64)
+            result = self._request("reset", **fields)
         except BridgeError as e:
             raise _user_error(e) from None
         info = self._decode_info(result["info"])
@@ -290,7 +292,7 @@ class PerfDojoEnv(LazySpaces, gym.Env):
 
     def step(self, action):
         try:
-            result = self._request("step", action=int(action), **_OBS_B64)
+            result = self._request("step", action=int(action))
         except BridgeConnectionError as e:
             # Failures are data: end the episode with the error rather than kill a long run.
             self._drop_connection()
@@ -316,7 +318,7 @@ class PerfDojoEnv(LazySpaces, gym.Env):
         if not timed:
             fields["timed"] = False
         try:
-            result = self._request("step", **fields, **_OBS_B64)
+            result = self._request("step", **fields)
         except BridgeError as e:
             raise _user_error(e) from None
         return self._unpack_step(result)
@@ -326,7 +328,7 @@ class PerfDojoEnv(LazySpaces, gym.Env):
         and info["time_s"] stays that of the last program timed. For searches that follow a
         policy for several moves and time only where they end."""
         try:
-            result = self._request("step", action=int(action), timed=False, **_OBS_B64)
+            result = self._request("step", action=int(action), timed=False)
         except BridgeError as e:
             raise _user_error(e) from None
         return self._unpack_step(result)
@@ -334,7 +336,7 @@ class PerfDojoEnv(LazySpaces, gym.Env):
     def step_text(self, action: str):
         """Applies an action given as registry text ("tile_scope 0 8")."""
         try:
-            result = self._request("step", action=str(action), **_OBS_B64)
+            result = self._request("step", action=str(action))
         except BridgeError as e:
             raise _user_error(e) from None
         return self._unpack_step(result)
@@ -388,7 +390,7 @@ class PerfDojoEnv(LazySpaces, gym.Env):
     def restore_state(self, state, format: str = "json"):
         """Replays a saved episode; returns (observation, info). A bad state changes nothing."""
         try:
-            result = self._request("restore", state=state, format=format, **_OBS_B64)
+            result = self._request("restore", state=state, format=format)
         except BridgeError as e:
             raise _user_error(e) from None
         info = self._decode_info(result["info"])

@@ -21,14 +21,12 @@ stable_baselines3; the rest of perfdojo_gym does not.
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from typing import Any, Optional
 
 import numpy as np
 from stable_baselines3.common.vec_env import VecEnv
 
 from .vector import PerfDojoVectorEnv
-
-_INFO_KEYS = ("time_s", "initial_time_s", "best_time_s", "step", "illegal_action", "action_had_no_effect")
 
 
 class _EnvView:
@@ -96,7 +94,7 @@ class PerfDojoSB3VecEnv(VecEnv):
 
     @staticmethod
     def _env_info(info: dict, i: int) -> dict:
-        out = {k: info[k][i].item() for k in _INFO_KEYS if k in info}
+        out = {k: info[k][i].item() for k in PerfDojoVectorEnv._INFO_KEYS if k in info}
         message = info.get("message")
         if message is not None and message[i]:
             out["message"] = str(message[i])
@@ -113,27 +111,20 @@ class PerfDojoSB3VecEnv(VecEnv):
 
     # ------------------------------------------------------------ SB3's per-env access
 
-    def _indices(self, indices) -> Sequence[int]:
-        if indices is None:
-            return range(self.num_envs)
-        if isinstance(indices, int):
-            return [indices]
-        return list(indices)
-
     def get_attr(self, attr_name: str, indices=None) -> list:
         if not self._views:  # SB3's constructor asks for render_mode before the views exist
             if attr_name == "render_mode":
-                return [None for _ in self._indices(indices)]
+                return [None for _ in self._get_indices(indices)]
             raise AttributeError(attr_name)
-        return [getattr(self._views[i], attr_name) for i in self._indices(indices)]
+        return [getattr(self._views[i], attr_name) for i in self._get_indices(indices)]
 
     def set_attr(self, attr_name: str, value: Any, indices=None) -> None:
-        for i in self._indices(indices):
+        for i in self._get_indices(indices):
             setattr(self._views[i], attr_name, value)
 
     def env_method(self, method_name: str, *method_args, indices=None, **method_kwargs) -> list:
         return [getattr(self._views[i], method_name)(*method_args, **method_kwargs)
-                for i in self._indices(indices)]
+                for i in self._get_indices(indices)]
 
     def env_is_wrapped(self, wrapper_class, indices=None) -> list:
-        return [False for _ in self._indices(indices)]
+        return [False for _ in self._get_indices(indices)]

@@ -83,11 +83,30 @@ def train():
             "predicted_legal": legal}
 
 
+def refusals():
+    """What the adapter refuses, each with the error it raises (None: not refused)."""
+    out = {}
+    try:
+        PerfDojoSB3VecEnv(2, BENCH, autoreset_mode="next_step")
+        out["autoreset_mode"] = None
+    except ValueError as e:
+        out["autoreset_mode"] = str(e)
+    env = PerfDojoSB3VecEnv(2, BENCH)
+    env.reset()
+    try:
+        env.step_wait()
+        out["step_wait_first"] = None
+    except RuntimeError as e:
+        out["step_wait_first"] = str(e)
+    env.close()
+    return out
+
+
 def main():
     torch.set_num_threads(1)
     with SharedServer():  # one server for both vector envs (they read its address)
         out = {"compare": compare(["features"]), "compare_dict": compare(["features", "tokens"]),
-               "train": train()}
+               "train": train(), "refusals": refusals()}
     print(json.dumps(out))
 
 

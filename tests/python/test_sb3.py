@@ -62,3 +62,5 @@ def test_the_sb3_vec_env_matches_dummy_vec_env_and_maskable_ppo_trains_on_it():
     train = out["train"]
     assert train["timesteps"] == 512 and train["episodes_logged"] > 0, out
     assert train["masks_shape"][0] == 4 and train["predicted_legal"], out
+    assert "autoreset_mode is not an option" in (out["refusals"]["autoreset_mode"] or ""), out
+    assert "without step_async" in (out["refusals"]["step_wait_first"] or ""), out
