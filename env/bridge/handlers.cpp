@@ -267,6 +267,9 @@ std::string hello_result(const Limits& limits) {
   std::vector<std::string> obs;
   for (const auto& s : env::observation_spaces()) obs.push_back(s.name);
   w.key("observation_spaces").raw(string_list(obs));
+  // Optional request fields added within this protocol version: a client asks for one only
+  // where the server names it, so old servers keep working with new clients.
+  w.key("extensions").raw(string_list({"observation_format"}));
   w.end_object();
   return w.take();
 }

@@ -86,6 +86,11 @@ class Client:
             hello["token"] = token
         self.server_info = self.request("hello", **hello)
 
+    def supports(self, extension: str) -> bool:
+        """Whether the server's hello names `extension` (an optional request field added within
+        this protocol version, e.g. "observation_format"); older servers name none."""
+        return extension in (self.server_info.get("extensions") or ())
+
     def request(self, op: str, **fields: Any) -> Any:
         """Sends one request and returns its result; raises BridgeError on an error reply."""
         with self._lock:

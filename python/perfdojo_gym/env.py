@@ -231,7 +231,7 @@ class PerfDojoEnv(LazySpaces, gym.Env):
 
     def _request(self, op: str, **fields: Any) -> Any:
         self._connect()
-        if op in _OBSERVING_OPS:
+        if op in _OBSERVING_OPS and self._conn.client.supports("observation_format"):
             fields["observation_format"] = "base64"
         return self._conn.client.request(op, session=self._session, **fields)
 

@@ -150,7 +150,13 @@ TEST_CASE("port 0 picks a free port on loopback and a client can play an episode
   CHECK(server->port() != 0);
   CHECK(server->host() == "127.0.0.1");
   TestClient c(server->port());
-  CHECK(error_type(c.call(kHello)) == "");
+  json::Document hello = parse(c.call(kHello));
+  REQUIRE(hello["ok"].GetBool());
+  // The optional request fields this version added are named, so a client can ask the server.
+  const auto& ext = hello["result"]["extensions"];
+  REQUIRE(ext.IsArray());
+  REQUIRE(ext.Size() == 1);
+  CHECK(std::string(ext[0].GetString()) == "observation_format");
   uint64_t s = make_session(c);
   CHECK(error_type(c.call("{\"id\":2,\"op\":\"reset\",\"session\":" + std::to_string(s) +
                           ",\"seed\":3}")) == "");

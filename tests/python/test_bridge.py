@@ -296,6 +296,46 @@ def test_an_episode_over_the_bridge_equals_the_cpp_env(server, config):
     env.close()
 
 
+def test_against_a_server_without_extensions_observations_come_as_lists(server, monkeypatch):
+    # An older server names no extensions in its hello: PerfDojoEnv must not send
+    # observation_format (the server would refuse the unknown field) and must read lists.
+    sent = []
+    request = Client.request
+
+    def spy(self, op, **fields):
+        sent.append((op, "observation_format" in fields))
+        return request(self, op, **fields)
+
+    monkeypatch.setattr(Client, "request", spy)
+    episodes = []
+    for old in (False, True):
+        env = PerfDojoEnv("perfdojo://suite/softmax", observation_spaces=["features", "tokens"],
+                          address=server.address)
+        env._connect()
+        info = env._conn.client.server_info
+        assert env._conn.client.supports("observation_format")
+        if old:
+            monkeypatch.delitem(info, "extensions")
+            assert not env._conn.client.supports("observation_format")
+        sent.clear()
+        obs, info0 = env.reset(seed=4)
+        observations = [obs]
+        for _ in range(5):
+            a = int(np.flatnonzero(info0["action_mask"][:-1])[0])
+            obs, _, _, _, info0 = env.step(a)
+            observations.append(obs)
+        asked = [flag for op, flag in sent if op in ("reset", "step")]
+        assert asked == [not old] * 6
+        episodes.append(observations)
+        env.close()
+        if old:
+            monkeypatch.undo()
+    for new_obs, old_obs in zip(*episodes):
+        for name in ("features", "tokens"):
+            assert new_obs[name].dtype == old_obs[name].dtype
+            np.testing.assert_array_equal(new_obs[name], old_obs[name])
+
+
 # ---------------------------------------------------------------- masks
 
 
