@@ -108,8 +108,8 @@ class LazySpaces:
 
 
 # The ops whose replies carry an observation ask for numeric observations as the base64 of
-# their little-endian bytes (docs/bridge.md, OBS): one b64decode and one frombuffer instead of
-# parsing ~400 decimals, which took most of a JSON step's client time.
+# their little-endian bytes where the server offers it (docs/bridge.md, OBS): one b64decode and
+# one frombuffer instead of parsing ~400 decimals, which took most of a JSON step's client time.
 _OBSERVING_OPS = ("reset", "step", "restore")
 
 
