@@ -82,6 +82,46 @@ std::vector<std::vector<transforms::Action>> sketch_proposals(const ir::Program&
   return out;
 }
 
+std::vector<std::vector<transforms::Action>> ExpertProposals::all() const {
+  std::vector<std::vector<transforms::Action>> out = sketches;
+  out.insert(out.end(), finished.begin(), finished.end());
+  for (const auto* t : {&fused, &streamed, &unit_stride})
+    if (!t->empty()) out.push_back(*t);
+  out.insert(out.end(), relaid.begin(), relaid.end());
+  return out;
+}
+
+ExpertProposals expert_proposals(const ir::Program& p, const transforms::Target& target) {
+  ExpertProposals ex;
+  ex.sketches = sketch_proposals(p, target);
+  // Each sketch with the rest of the kernel vectorised (attention's softmax between its GEMMs).
+  for (const auto& trace : ex.sketches) {
+    auto q = transforms::replay(p, trace, target);
+    if (!q.ok()) continue;
+    auto rest = fusion_proposal(q.value(), target);
+    if (rest.empty()) continue;
+    ex.finished.push_back(trace);
+    ex.finished.back().insert(ex.finished.back().end(), rest.begin(), rest.end());
+  }
+  ex.fused = fusion_proposal(p, target);
+  ex.streamed = streamed(p, ex.fused, target);
+  ex.unit_stride = unit_stride_proposal(p, target);
+  if (auto relaid = layout_proposal(p, target); !relaid.empty()) {
+    ex.relaid.push_back(relaid);
+    // Also at the next width down: such a nest loads and stores a vector per FMA, and a core
+    // that splits the widest stores in two runs it faster at half width (tconv1d on Zen 4:
+    // 0.65 ms at 8 lanes against 0.75 at 16). The measurement picks.
+    std::vector<int> widths = target.vector_widths;
+    std::sort(widths.rbegin(), widths.rend());
+    if (widths.size() >= 2) {
+      for (auto& a : relaid)
+        if (a.kind == transforms::Kind::kVectorize && a.param == widths[0]) a.param = widths[1];
+      ex.relaid.push_back(std::move(relaid));
+    }
+  }
+  return ex;
+}
+
 namespace {
 
 // A proposal in the making: the program so far and the actions that made it. take() applies an
@@ -399,57 +439,27 @@ void SearchRun::seed(const std::vector<std::vector<transforms::Action>>& proposa
   start_estimate = estimate(program);
   best_estimate = start_estimate;
   roots = {{program, {}, start_estimate}};
-  const auto sketches = sketch_proposals(program, target);
+  const ExpertProposals ex = expert_proposals(program, target);
   // A sketch's register tiles are unrolled in full, in every nest its remainders split off (a
   // 500 x 700 x 300 matmul: 421 statements in eight nests, compiled in 0.6 s). Under the general
   // limit the replay would drop the remainders' unrolls and leave their tiles in memory (7.5 ms
   // against 1.7), so the search's limit rises to the largest sketch, up to kMaxSketchStatements.
-  // The same pass builds each sketch with the rest of the kernel vectorised (attention's softmax
-  // between its GEMMs), proposed after the sketches themselves.
-  std::vector<std::vector<transforms::Action>> finished;
-  for (const auto& trace : sketches) {
+  for (const auto& trace : ex.sketches) {
     auto q = transforms::replay(program, trace, target);
     if (!q.ok()) continue;
     const int64_t n = unrolled_statements(q.value());
     if (n <= kMaxSketchStatements) code_limit = std::max(code_limit, n);
     if (std::getenv("PERFDOJO_VERBOSE"))
       fprintf(stderr, "sketch: %lld unrolled statements\n", static_cast<long long>(n));
-    auto rest = fusion_proposal(q.value(), target);
-    if (rest.empty()) continue;
-    finished.push_back(trace);
-    finished.back().insert(finished.back().end(), rest.begin(), rest.end());
   }
-  replay_proposals(sketches, r.sketches_used);
-  replay_proposals(finished, r.sketches_used);
-  {  // the fused, vectorised form: one trace, counted with the sketches
-    auto fused = fusion_proposal(program, target);
-    if (!fused.empty()) replay_proposals({fused}, r.sketches_used);
-    // timed cold (its data past the last-level cache): the same with its outputs streamed
-    if (mo.flush_cache)
-      if (auto s = streamed(program, fused, target); !s.empty()) replay_proposals({s}, r.sketches_used);
-  }
-  {  // the unit-stride loop order, vectorised: one trace, counted with the sketches
-    auto unit = unit_stride_proposal(program, target);
-    if (!unit.empty()) replay_proposals({unit}, r.sketches_used);
-  }
-  {  // the same with buffers relaid so that a scope of whole vectors runs along every access
-    auto relaid = layout_proposal(program, target);
-    if (!relaid.empty()) {
-      std::vector<std::vector<transforms::Action>> traces = {relaid};
-      // Also at the next width down: such a nest loads and stores a vector per FMA, and a core
-      // that splits the widest stores in two runs it faster at half width (tconv1d on Zen 4:
-      // 0.65 ms at 8 lanes against 0.75 at 16). The measurement picks.
-      std::vector<int> widths = target.vector_widths;
-      std::sort(widths.rbegin(), widths.rend());
-      if (widths.size() >= 2) {
-        auto half = relaid;
-        for (auto& a : half)
-          if (a.kind == transforms::Kind::kVectorize && a.param == widths[0]) a.param = widths[1];
-        traces.push_back(std::move(half));
-      }
-      replay_proposals(traces, r.sketches_used);
-    }
-  }
+  replay_proposals(ex.sketches, r.sketches_used);
+  replay_proposals(ex.finished, r.sketches_used);
+  // The fused, vectorised form, counted with the sketches; timed cold (its data past the
+  // last-level cache), the same with its outputs streamed.
+  if (!ex.fused.empty()) replay_proposals({ex.fused}, r.sketches_used);
+  if (mo.flush_cache && !ex.streamed.empty()) replay_proposals({ex.streamed}, r.sketches_used);
+  if (!ex.unit_stride.empty()) replay_proposals({ex.unit_stride}, r.sketches_used);
+  if (!ex.relaid.empty()) replay_proposals(ex.relaid, r.sketches_used);
   replay_proposals(proposals, r.proposals_used);
   proposed.assign(roots.begin() + 1, roots.end());
 }

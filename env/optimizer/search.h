@@ -75,6 +75,21 @@ std::vector<transforms::Action> unit_stride_proposal(const ir::Program& p, const
 // lanes this way. Empty when no nest would change.
 std::vector<transforms::Action> layout_proposal(const ir::Program& p, const transforms::Target& target);
 
+// Every trace the optimiser proposes before it searches, in the order it tries them: the sketches,
+// each sketch with the rest of the kernel fused and vectorised, the fused form and the same with
+// its outputs streamed, the unit-stride order, and the relaid form at the widest width and the
+// next one down. Empty members where a proposal has nothing to do. The same traces are the
+// agents' demonstrations (agents/demonstrations.h), and every one of them is an action sequence
+// of the flat space (tests/optimizer/expert_actions_test.cpp).
+struct ExpertProposals {
+  std::vector<std::vector<transforms::Action>> sketches, finished;
+  std::vector<transforms::Action> fused, streamed, unit_stride;
+  std::vector<std::vector<transforms::Action>> relaid;
+  // Every non-empty trace, in that order.
+  std::vector<std::vector<transforms::Action>> all() const;
+};
+ExpertProposals expert_proposals(const ir::Program& p, const transforms::Target& target);
+
 // `trace` replayed on `original` with the checks the search puts every child through (no
 // reassociation unless allowed, no unrolled code past too_much_code with `max_statements`);
 // nullopt when one fails or an action is refused.
