@@ -48,7 +48,7 @@ ir::Result<ActionLayout> flat_action_layout(int action_count, int sketch_actions
   std::vector<int> base(transforms::kNumKinds, 0);  // first kind-and-parameter id of each kind
   for (int k = 0; k < transforms::kNumKinds; ++k) {
     base[k] = l.kind_params;
-    l.kind_params += static_cast<int>(space.params(static_cast<transforms::Kind>(k)).size());
+    l.kind_params += space.param_count(static_cast<transforms::Kind>(k));
   }
   // Slots map to the row after the last (a zero row) when the action names none.
   auto row = [](int slot, int n) { return static_cast<int64_t>(slot >= 0 && slot < n ? slot : n); };

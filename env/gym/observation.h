@@ -36,7 +36,7 @@ inline constexpr int kEdgeWrite = 3;  ///< statement -> buffer it writes
 inline constexpr int kGraphNodeFeatures = 12;
 
 /// Sizes of the fixed-size feature vector.
-inline constexpr int kFeatureScopes = 24;
+inline constexpr int kFeatureScopes = 96;
 inline constexpr int kFeatureBuffers = 16;
 inline constexpr int kGlobalFeatures = 10;
 inline constexpr int kScopeFeatures = 12;

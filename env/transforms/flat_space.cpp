@@ -16,12 +16,13 @@ FlatActionSpace::FlatActionSpace(FlatSpaceConfig config, Target target)
     offsets_.push_back(size_);
     Kind kind = static_cast<Kind>(k);
     params_.push_back(param_values(param_kind(kind), target_));
+    counts_.push_back(param_slots(kind));
     // The mask keeps one bit per parameter value (Precheck, NodeVerdicts).
     if (params_.back().size() > static_cast<size_t>(kMaxParams))
       throw std::invalid_argument(std::string("target '") + target_.name + "' gives " + kind_name(kind) + " " +
                                   std::to_string(params_.back().size()) + " parameter values; the flat space takes at most " +
                                   std::to_string(kMaxParams));
-    size_ += slots(kind) * static_cast<int>(params_.back().size());
+    size_ += slots(kind) * counts_.back();
   }
 }
 
@@ -78,7 +79,8 @@ std::optional<Action> FlatActionSpace::decode(const ir::Program& p, int index) c
   const FlatSlotParts parts = this->parts(index);
   Action a;
   a.kind = parts.kind;
-  a.param = params(parts.kind)[parts.param_index];
+  const bool factor = param_kind(parts.kind) == ParamKind::kFactor;
+  if (!factor) a.param = params(parts.kind)[parts.param_index];
   auto buffer = [&](int i) -> const ir::BufferDecl* {
     return i < static_cast<int>(p.buffers.size()) ? &p.buffers[i] : nullptr;
   };
@@ -89,6 +91,11 @@ std::optional<Action> FlatActionSpace::decode(const ir::Program& p, int index) c
   switch (loc_kind(parts.kind)) {
     case LocKind::kScope:
       if (!path(parts.scope, true)) return std::nullopt;
+      if (factor) {  // the slot's value at this scope, if it has that many
+        const ParamList values = factor_values(parts.kind, node_at(p, a.path)->extent);
+        if (parts.param_index >= values.n) return std::nullopt;
+        a.param = values.v[parts.param_index];
+      }
       break;
     case LocKind::kNode:
       if (!path(parts.node, false)) return std::nullopt;
@@ -112,10 +119,17 @@ std::optional<Action> FlatActionSpace::decode(const ir::Program& p, int index) c
 
 int FlatActionSpace::encode(const ir::Program& p, const Action& a) const {
   int k = static_cast<int>(a.kind);
-  const auto& params = param_values(param_kind(a.kind), target_);
-  auto pit = std::find(params.begin(), params.end(), a.param);
-  if (pit == params.end()) return -1;
-  int pi = static_cast<int>(pit - params.begin());
+  int pi = -1;
+  if (param_kind(a.kind) == ParamKind::kFactor) {
+    const ir::Node* s = loc_kind(a.kind) == LocKind::kScope ? node_at(p, a.path) : nullptr;
+    if (!s || !s->is_scope) return -1;
+    pi = factor_values(a.kind, s->extent).find(a.param);
+  } else {
+    const auto& params = params_[k];
+    auto pit = std::find(params.begin(), params.end(), a.param);
+    if (pit != params.end()) pi = static_cast<int>(pit - params.begin());
+  }
+  if (pi < 0) return -1;
   const int nb = config_.max_buffers;
   int slot = -1;
   switch (loc_kind(a.kind)) {
@@ -134,7 +148,7 @@ int FlatActionSpace::encode(const ir::Program& p, const Action& a) const {
     }
   }
   if (slot < 0 || slot >= slots(a.kind)) return -1;
-  return offsets_[k] + slot * static_cast<int>(params.size()) + pi;
+  return offsets_[k] + slot * counts_[k] + pi;
 }
 
 FlatSlotParts FlatActionSpace::parts(int index) const {
@@ -142,7 +156,7 @@ FlatSlotParts FlatActionSpace::parts(int index) const {
   if (index < 0 || index >= size_) return out;
   int k = static_cast<int>(std::upper_bound(offsets_.begin(), offsets_.end(), index) - offsets_.begin()) - 1;
   out.kind = static_cast<Kind>(k);
-  const int np = static_cast<int>(params_[k].size());
+  const int np = counts_[k];
   const int local = index - offsets_[k];
   const int slot = local / np;
   out.param_index = local % np;
@@ -176,7 +190,10 @@ std::string FlatActionSpace::describe(int index) const {
       break;
   }
   s += "]";
-  if (param_kind(parts.kind) != ParamKind::kNone) s += "[" + std::to_string(params(parts.kind)[parts.param_index]) + "]";
+  if (param_kind(parts.kind) == ParamKind::kFactor)
+    s += "[#" + std::to_string(parts.param_index) + "]";
+  else if (param_kind(parts.kind) != ParamKind::kNone)
+    s += "[" + std::to_string(params(parts.kind)[parts.param_index]) + "]";
   return s;
 }
 

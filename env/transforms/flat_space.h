@@ -17,7 +17,7 @@ namespace perfdojo::transforms {
 
 /// Sizes of the flat space's location slots: locations beyond them are not addressable.
 struct FlatSpaceConfig {
-  int max_scopes = 24;   ///< scopes, in pre-order
+  int max_scopes = 96;   ///< scopes, in pre-order (the experts' traces reach slot 86)
   int max_nodes = 32;    ///< statements and scopes, in pre-order
   int max_buffers = 16;  ///< buffers, in declaration order
 };
@@ -72,8 +72,9 @@ struct FlatSlotParts {
   int buffer2 = -1;  ///< second buffer of kBufferPair
 };
 
-/// Flat space: index = offset(kind) + slot * |params(kind)| + param_index. Fixed for a given
-/// config and target, so an index means the same (kind, slot, parameter) on every program.
+/// Flat space: index = offset(kind) + slot * param_count(kind) + param_index. Fixed for a given
+/// config, so an index means the same (kind, slot, parameter slot) on every program; a factor
+/// kind's parameter slot j names the j-th of the values derived at the scope (factor_values).
 class FlatActionSpace {
  public:
   /// Throws std::invalid_argument when the target gives a kind more than kMaxParams values.
@@ -90,12 +91,16 @@ class FlatActionSpace {
   std::vector<uint8_t> mask(const ir::Program& p, MaskMemo* memo = nullptr) const;
   /// The parts of index `index` (0 <= index < size()); kind kTileScope with no slots otherwise.
   FlatSlotParts parts(int index) const;
-  /// Human-readable name of index i's (kind, slot, parameter), e.g. "tile_scope[scope 3][8]".
+  /// Human-readable name of index i's (kind, slot, parameter), e.g. "vectorize[scope 3][8]",
+  /// "tile_scope[scope 3][#2]" (a factor kind's parameter slot: the third value at the scope).
   std::string describe(int index) const;
   /// First index of a kind's block.
   int offset(Kind k) const { return offsets_[static_cast<int>(k)]; }
-  /// The parameter values of a kind on this space's target (param_values, kept).
+  /// The fixed parameter values of a kind (param_values, kept); empty for a factor kind, whose
+  /// values are derived at each scope (factor_values: slot j is the j-th value there).
   const std::vector<int64_t>& params(Kind k) const { return params_[static_cast<int>(k)]; }
+  /// Parameter slots of a kind (param_slots): 32 for tile_scope, 16 for the other factor kinds.
+  int param_count(Kind k) const { return counts_[static_cast<int>(k)]; }
   /// The slot of buffer pair (i, j), i < j < max_buffers: pairs enumerated row by row.
   int pair_slot(int i, int j) const {
     return i * (2 * config_.max_buffers - i - 1) / 2 + (j - i - 1);
@@ -109,6 +114,7 @@ class FlatActionSpace {
   Target target_;
   std::vector<int> offsets_;
   std::vector<std::vector<int64_t>> params_;  ///< param_values of each kind on the target
+  std::vector<int> counts_;                   ///< param_slots of each kind
   int size_ = 0;
 };
 

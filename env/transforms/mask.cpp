@@ -81,7 +81,7 @@ static_assert(
 struct NodeVerdicts {
   std::vector<int64_t> context;  ///< (extent, annot) of each enclosing scope, innermost first
   uint32_t done = 0;             ///< bit k: bits[k] is decided
-  uint16_t bits[kNumKinds] = {};  ///< bit i = the kind's i-th parameter is legal
+  uint32_t bits[kNumKinds] = {};  ///< bit i = the kind's i-th parameter is legal
   ir::NodePtr next;               ///< the next sibling the kNextSibling kinds saw
   ir::NodePtr parent;             ///< the parent the kParent kinds saw, and the node's index
   int index = -1;
@@ -111,7 +111,7 @@ struct BufferVerdicts {
     }
   } decl;
   std::vector<ir::NodePtr> tops;  ///< the top-level nodes from its first use to its last
-  uint16_t bits[kNumKinds] = {};  ///< bit i = the kind's i-th parameter is legal
+  uint32_t bits[kNumKinds] = {};  ///< bit i = the kind's i-th parameter is legal
 };
 
 bool same_decl(const BufferVerdicts::Decl& x, const ir::BufferDecl& y) {
@@ -253,10 +253,17 @@ class MaskPass {
 
   // The legal parameters of kind k at `site`. `locate` fills the action's location.
   template <class Locate>
-  uint16_t decide(Kind k, const MaskSite& site, Locate&& locate) {
-    const std::vector<int64_t>& params = space_.params(k);
+  uint32_t decide(Kind k, const MaskSite& site, Locate&& locate) {
+    // A factor kind's values are derived from the scope's extent, which is part of the node: a
+    // remembered verdict stays true of the same node.
+    ParamList derived;
+    std::span<const int64_t> params = space_.params(k);
+    if (param_kind(k) == ParamKind::kFactor) {
+      derived = factor_values(k, ix_->node(site.node).node->extent);
+      params = derived.span();
+    }
     const Precheck pc = rows_[static_cast<int>(k)].precheck(*sum_, site, params);
-    return static_cast<uint16_t>(resolve(k, pc, [&](int i) {
+    return static_cast<uint32_t>(resolve(k, pc, [&](int i) {
       locate();
       return params[i];
     }));
@@ -367,7 +374,7 @@ void MaskPass::node_kinds(const KindList& kinds, NodeVerdicts& v, const MaskSite
       v.bits[k] = decide(kind, site, locate);
       v.done |= uint32_t{1} << k;
     }
-    const int np = static_cast<int>(space_.params(kind).size());
+    const int np = space_.param_count(kind);
     set_legal(m_.data() + space_.offset(kind) + slot * np, v.bits[k]);
   }
 }
@@ -452,7 +459,7 @@ void MaskPass::buffer_slot(int b) {
     const int k = static_cast<int>(kind);
     const bool remembered = kReadsOf[k] == Reads::kLiveRange;
     if (!known || !remembered) v->bits[k] = decide(kind, site, locate);
-    const int np = static_cast<int>(space_.params(kind).size());
+    const int np = space_.param_count(kind);
     set_legal(m_.data() + space_.offset(kind) + b * np, v->bits[k]);
   }
 }

@@ -1,12 +1,14 @@
 #include "transforms/registry.h"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <map>
 
 #include "ir/check.h"
 
 #include "transforms/analysis.h"
+#include "transforms/unroll.h"
 
 namespace perfdojo::transforms {
 
@@ -185,7 +187,7 @@ const std::vector<int64_t>& vector_width_params() {
 
 const std::vector<int64_t>& param_values(ParamKind k, const Target&) {
   static const std::vector<int64_t> kNone = {0};
-  static const std::vector<int64_t> kFactors = {2, 3, 4, 7, 8, 16, 32, 64, 128, 256};
+  static const std::vector<int64_t> kFactors = {};  // derived at each scope: factor_values
   static const std::vector<int64_t> kIndices = {0, 1, 2, 3, 4, 5, 6, 7};
   switch (k) {
     case ParamKind::kNone: return kNone;
@@ -194,6 +196,91 @@ const std::vector<int64_t>& param_values(ParamKind k, const Target&) {
     case ParamKind::kWidth: return vector_width_params();
   }
   return kNone;
+}
+
+const std::vector<int64_t>& register_fit_sizes() {
+  static const std::vector<int64_t> kSizes = [] {
+    std::vector<int64_t> s;
+    for (int64_t rows = 2; rows <= 8; ++rows) s.push_back(rows);
+    for (int64_t w : vector_width_params())
+      for (int64_t n = 1; n <= 4; ++n) s.push_back(n * w);
+    std::sort(s.begin(), s.end());
+    s.erase(std::unique(s.begin(), s.end()), s.end());
+    return s;
+  }();
+  return kSizes;
+}
+
+int ParamList::find(int64_t x) const {
+  for (int i = 0; i < n; ++i)
+    if (v[i] == x) return i;
+  return -1;
+}
+
+namespace {
+
+// How far `d` is, in log2, from the nearest register-fit size or power of two.
+double distance_to_aim(int64_t d) {
+  const double l = std::log2(static_cast<double>(d));
+  double best = std::abs(l - std::round(l));  // the nearest power of two
+  for (int64_t a : register_fit_sizes()) best = std::min(best, std::abs(l - std::log2(static_cast<double>(a))));
+  return best;
+}
+
+// `c` (ascending, any length) cut to `n`: those nearest an aim, the smaller on a tie, ascending
+// again.
+ParamList keep_nearest(std::vector<int64_t>& c, int n) {
+  ParamList out;
+  if (c.size() > static_cast<size_t>(n)) {
+    std::stable_sort(c.begin(), c.end(),
+                     [](int64_t a, int64_t b) { return distance_to_aim(a) < distance_to_aim(b); });
+    c.resize(n);
+    std::sort(c.begin(), c.end());
+  }
+  for (int64_t x : c) out.v[out.n++] = x;
+  return out;
+}
+
+}  // namespace
+
+ParamList factor_values(Kind k, int64_t e) {
+  std::vector<int64_t> c;
+  switch (k) {
+    case Kind::kTileScope:
+    case Kind::kUnroll: {
+      const int64_t hi = k == Kind::kUnroll ? std::min(e, kMaxUnroll) : e - 1;
+      std::vector<int64_t> large;  // e / d for the small divisors d, descending
+      for (int64_t d = 1; d * d <= e; ++d) {
+        if (e % d != 0) continue;
+        if (d >= 2 && d <= hi) c.push_back(d);
+        const int64_t q = e / d;
+        if (q != d && q >= 2 && q <= hi) large.push_back(q);
+      }
+      c.insert(c.end(), large.rbegin(), large.rend());
+      break;
+    }
+    case Kind::kSplitRange:
+      for (int64_t f : register_fit_sizes())
+        if (f < e && e % f != 0) c.push_back(f);
+      break;
+    default: break;
+  }
+  return keep_nearest(c, param_slots(k));
+}
+
+int param_slots(Kind k) {
+  // Tiles take any divisor (1020 has 22: the sketch's row blocks of 102 among them); an unroll
+  // at most 64 and a split a register-fit size, so 16 hold every value of nearly any extent.
+  if (k == Kind::kTileScope) return kMaxParams;
+  if (param_kind(k) == ParamKind::kFactor) return 16;
+  return static_cast<int>(param_values(param_kind(k), Target{}).size());
+}
+
+ParamList params_at(Kind k, int64_t e) {
+  if (param_kind(k) == ParamKind::kFactor) return factor_values(k, e);
+  ParamList out;
+  for (int64_t x : param_values(param_kind(k), Target{})) out.v[out.n++] = x;
+  return out;
 }
 
 std::vector<Action> candidate_actions(const ir::Program& p, const Target& t) {
@@ -213,7 +300,13 @@ std::vector<Action> candidate_actions(const ir::Program& p, const Target& t) {
     };
     switch (loc_kind(kind)) {
       case LocKind::kScope:
-        for (const auto& s : scopes) emit({kind, s, "", "", 0});
+        for (const auto& s : scopes) {
+          Action a{kind, s, "", "", 0};
+          for (int64_t v : params_at(kind, node_at(p, s)->extent)) {
+            a.param = v;
+            out.push_back(a);
+          }
+        }
         break;
       case LocKind::kNode:
         for (const auto& n : nodes) emit({kind, n, "", "", 0});

@@ -2,9 +2,12 @@
 // parameter kinds, what its check reads, check, precheck, apply), and the operations built on it.
 #pragma once
 
+#include <array>
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <random>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -61,10 +64,46 @@ std::optional<std::pair<ir::Program, ir::Program>> small_instance(const ir::Prog
                                                                   const std::vector<Action>& trace,
                                                                   const Target& t, double max_work = 2e7);
 
-/// The fixed parameter values tried for each parameter kind (documented in docs/actions.md). The
-/// same on every target, so an action space is one across backends: a width the target lacks is
-/// refused by the check (unsupported_by_target), not left out.
+/// The fixed parameter values of the width, index and no-parameter kinds (documented in
+/// docs/actions.md). The same on every target, so an action space is one across backends: a
+/// width the target lacks is refused by the check (unsupported_by_target), not left out. Factor
+/// kinds have no fixed set (empty here): their values are derived at each scope (factor_values).
 const std::vector<int64_t>& param_values(ParamKind k, const Target& t);
+
+/// The sizes a register tile is made of on any target: 2 to 8 rows (broadcasts), and 1 to 4
+/// vectors of every width vector_width_params offers: 2, 3, 4, 5, 6, 7, 8, 12, 16, 24, 32, 48,
+/// 64. The same on every target, like the widths.
+const std::vector<int64_t>& register_fit_sizes();
+
+/// Up to kMaxParams parameter values, ascending; no allocation.
+struct ParamList {
+  std::array<int64_t, kMaxParams> v{};
+  int n = 0;
+  std::span<const int64_t> span() const { return {v.data(), static_cast<size_t>(n)}; }
+  const int64_t* begin() const { return v.data(); }
+  const int64_t* end() const { return v.data() + n; }
+  /// The position of `x`, or -1.
+  int find(int64_t x) const;
+};
+
+/// The values a factor kind (tile_scope, unroll, split_range) offers at a scope of extent `e`,
+/// ascending, derived from the extent and the register-fit sizes rather than a fixed list:
+/// - tile_scope: the divisors d of e with 2 <= d < e;
+/// - unroll: the divisors d of e with 2 <= d <= min(e, kMaxUnroll), e itself included;
+/// - split_range: the register-fit sizes f < e that do not divide e (the first part then tiles
+///   by f, the rest is the remainder).
+/// Where more than param_slots(k) qualify (32 for tile_scope, 16 for the others: 5040 has 58
+/// divisors), those nearest a register-fit size or a power of two (in log2) are kept, the smaller
+/// on a tie. A value's slot depends only on the kind and e. Empty for a kind that takes no factor.
+ParamList factor_values(Kind k, int64_t e);
+
+/// How many parameter slots kind k has in the flat space: kMaxParams (32) for tile_scope, 16 for
+/// the other factor kinds, the size of its fixed set otherwise.
+int param_slots(Kind k);
+
+/// The parameter values of kind k at a scope of extent `e` (ignored by kinds whose values are
+/// fixed): factor_values for factor kinds, param_values otherwise.
+ParamList params_at(Kind k, int64_t e);
 /// The vector widths (f32 lanes) every target's action space offers: 16, 8, 4, 2 (x86 AVX-512
 /// and AVX2, NEON and SVE at 128/256 bits, RVV at 64).
 const std::vector<int64_t>& vector_width_params();

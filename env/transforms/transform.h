@@ -52,7 +52,7 @@ struct Precheck {
 };
 
 /// The most parameter values a kind may have.
-inline constexpr int kMaxParams = 16;
+inline constexpr int kMaxParams = 32;
 
 /// Verdicts of one kind at one location (or one row) for each of `params` (at most
 /// kMaxParams), from a summary of the program. Never decides legal what check refuses or

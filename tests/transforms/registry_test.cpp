@@ -119,9 +119,10 @@ TEST_CASE("every kind's precheck agrees with its check at every location of rand
       const transforms::ProgramIndex ix(cur);
       transforms::MaskSummary sum(ix, 1 << 20);
       for (const auto& row : transforms::registry()) {
-        const auto& params = transforms::param_values(transforms::param_kind(row.kind), target);
-        const std::vector<int64_t> values(params.begin(), params.end());
         for_each_location(ix, row.kind, [&](const transforms::MaskSite& site, Action a) {
+          // A factor kind's values are those derived at the scope, as the mask asks them.
+          const auto list = transforms::params_at(row.kind, site.node >= 0 ? ix.node(site.node).node->extent : 0);
+          const std::vector<int64_t> values(list.begin(), list.end());
           const transforms::Precheck pc = verdicts(row, sum, site, values);
           for (size_t i = 0; i < values.size(); ++i) {
             a.param = values[i];
@@ -219,7 +220,10 @@ TEST_CASE("an index's parts name the slots its action decodes to, on every index
     ++decoded;
     INFO(space.describe(i));
     CHECK(a->kind == parts.kind);
-    CHECK(a->param == space.params(parts.kind)[parts.param_index]);
+    if (transforms::param_kind(parts.kind) == transforms::ParamKind::kFactor)
+      CHECK(a->param == transforms::factor_values(parts.kind, transforms::node_at(p, a->path)->extent).v[parts.param_index]);
+    else
+      CHECK(a->param == space.params(parts.kind)[parts.param_index]);
     if (parts.scope >= 0) CHECK(a->path == scopes[parts.scope]);
     if (parts.node >= 0) CHECK(a->path == nodes[parts.node]);
     if (parts.buffer >= 0) CHECK(buffer_slot(a->buffer) == parts.buffer);
