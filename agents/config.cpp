@@ -79,6 +79,14 @@ const std::vector<Field>& table() {
       {{"temp_end", "phase 2 temperature at its end", kLearn}, &C::temp_end},
       {{"phase2_end", "fraction of the budget where phase 2 (Boltzmann) ends", kLearn}, &C::phase2_end},
       {{"eps_final", "phase 3 (near-greedy) epsilon", kLearn}, &C::eps_final},
+      {{"demos", "generated kernels the sketch and proposals demonstrate on, besides the training kernels (0 = no demonstrations)", kRun},
+       &C::demos},
+      {{"demo_families", "generator families of the demonstration kernels (comma-separated)", kRun}, &C::demo_families},
+      {{"demo_buffer", "demonstration transitions kept", kLearn}, &C::demo_buffer},
+      {{"demo_ratio", "share of each batch drawn from the demonstrations", kLearn}, &C::demo_ratio},
+      {{"demo_margin", "DQfD margin of the teacher's action over every other", kLearn}, &C::demo_margin},
+      {{"demo_weight", "weight of the large-margin loss", kLearn}, &C::demo_weight},
+      {{"demo_pretrain", "updates on demonstrations alone before acting", kRun}, &C::demo_pretrain},
       {{"curriculum", "order kernels by complexity and grow the set", kLearn}, &C::curriculum},
       {{"curriculum_start", "kernels in the first stage", kLearn}, &C::curriculum_start},
       {{"curriculum_step", "kernels added per promotion", kLearn}, &C::curriculum_step},
@@ -292,6 +300,10 @@ std::string validate(const AgentConfig& c) {
   if (c.curriculum_fraction < 0 || c.curriculum_fraction > 1) return "curriculum_fraction must be in [0, 1]";
   if (c.checkpoint_minutes <= 0 || c.log_seconds <= 0) return "checkpoint_minutes and log_seconds must be > 0";
   if (c.out_dir.empty()) return "out_dir must not be empty";
+  if (c.demos < 0 || c.demo_pretrain < 0) return "demos and demo_pretrain must be >= 0";
+  if (c.demo_buffer < c.batch_size) return "demo_buffer must be >= batch_size";
+  if (c.demo_ratio < 0 || c.demo_ratio > 1) return "demo_ratio must be in [0, 1]";
+  if (c.demo_margin < 0 || c.demo_weight < 0) return "demo_margin and demo_weight must be >= 0";
   return "";
 }
 

@@ -85,6 +85,17 @@ struct AgentConfig {
   double phase2_end = 0.8;      ///< end of phase 2; phase 3: epsilon-greedy with eps_final
   double eps_final = 0.01;
 
+  // --- learning from demonstrations (DQfD; agents/demonstrations.h, docs/agents.md)
+  /// Generated kernels of demo_families the teacher (the micro-kernel sketch and the optimiser's
+  /// proposals) demonstrates on, besides the training kernels; 0 = no demonstrations at all.
+  int demos = 0;
+  std::string demo_families = "matmul,softmax,elementwise,attention";  ///< never the held-out conv2d, layernorm
+  int demo_buffer = 100000;    ///< demonstration transitions kept (apart from the replay)
+  double demo_ratio = 0.25;    ///< share of each batch drawn from the demonstrations
+  double demo_margin = 0.8;    ///< DQfD's margin: the teacher's action must lead every other by this
+  double demo_weight = 1.0;    ///< weight of the large-margin loss beside the TD loss
+  int demo_pretrain = 2000;    ///< updates on demonstrations alone before the agent acts
+
   // --- curriculum
   bool curriculum = true;
   int curriculum_start = 4;         ///< kernels in the first stage (simplest first)

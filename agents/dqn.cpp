@@ -132,7 +132,10 @@ int DqnLearner::replay_size() const {
   return replay_.size();
 }
 
-void DqnLearner::remember(const AgentObs& s, int action, double reward, const AgentObs& next, bool terminated) {
+namespace {
+
+// The transition s --action--> next, pointing into the observations.
+Transition transition(const AgentObs& s, int action, double reward, const AgentObs& next, bool terminated) {
   Transition t;
   t.obs = &s.features;
   t.tokens = s.tokens.empty() ? nullptr : &s.tokens;
@@ -143,18 +146,75 @@ void DqnLearner::remember(const AgentObs& s, int action, double reward, const Ag
   t.next_tokens = next.tokens.empty() ? nullptr : &next.tokens;
   t.next_mask = &next.mask;
   t.terminated = terminated;
+  return t;
+}
+
+}  // namespace
+
+void DqnLearner::remember(const AgentObs& s, int action, double reward, const AgentObs& next, bool terminated) {
+  const Transition t = transition(s, action, reward, next, terminated);
   std::lock_guard lock(replay_mu_);
   replay_.add(t);
 }
 
-UpdateStats DqnLearner::update(double beta) {
+void DqnLearner::remember_demo(const AgentObs& s, int action, double reward, const AgentObs& next) {
+  const Transition t = transition(s, action, reward, next, false);
+  std::lock_guard lock(replay_mu_);
+  if (!demos_)
+    demos_ = std::make_unique<ReplayBuffer>(config_.demo_buffer, shape_.feature_size,
+                                            config_.encoder == "tokens" ? config_.token_len : 0, shape_.action_count,
+                                            false, 0.0);
+  demos_->add(t);
+}
+
+int DqnLearner::demo_size() const {
+  std::lock_guard lock(replay_mu_);
+  return demos_ ? demos_->size() : 0;
+}
+
+namespace {
+
+// `a` then `b`, row-wise (an undefined tensor stays undefined).
+torch::Tensor rows(const torch::Tensor& a, const torch::Tensor& b) {
+  if (!a.defined() || a.numel() == 0) return b;
+  if (!b.defined() || b.numel() == 0) return a;
+  return torch::cat({a, b}, 0);
+}
+
+Batch concat(Batch a, const Batch& b) {
+  a.obs = rows(a.obs, b.obs);
+  a.tokens = rows(a.tokens, b.tokens);
+  a.mask = rows(a.mask, b.mask);
+  a.actions = rows(a.actions, b.actions);
+  a.rewards = rows(a.rewards, b.rewards);
+  a.terminated = rows(a.terminated, b.terminated);
+  a.next_obs = rows(a.next_obs, b.next_obs);
+  a.next_tokens = rows(a.next_tokens, b.next_tokens);
+  a.next_mask = rows(a.next_mask, b.next_mask);
+  a.weights = rows(a.weights, b.weights);
+  return a;  // indices stay the replay part's (the demonstrations have no priorities)
+}
+
+}  // namespace
+
+UpdateStats DqnLearner::update(double beta, bool demos_only) {
   std::lock_guard lock(net_mu_);
   Batch b;
+  int nd = 0, nr = config_.batch_size;
   {
     std::lock_guard rlock(replay_mu_);
-    b = replay_.sample(config_.batch_size, beta, rng_);
+    if (demos_ && demos_->size() > 0 && (config_.demo_ratio > 0 || demos_only)) {
+      nd = demos_only || replay_.size() == 0
+               ? config_.batch_size
+               : std::clamp(static_cast<int>(std::lround(config_.batch_size * config_.demo_ratio)), 1,
+                            config_.batch_size);
+      nr = config_.batch_size - nd;
+    }
+    if (nr > 0) b = replay_.sample(nr, beta, rng_);
+    if (nd > 0) b = concat(std::move(b), demos_->sample(nd, 1.0, rng_));
   }
-  torch::Tensor q = online_->forward(b.obs, b.tokens, b.mask).gather(1, b.actions.unsqueeze(1)).squeeze(1);
+  torch::Tensor q_all = online_->forward(b.obs, b.tokens, b.mask);
+  torch::Tensor q = q_all.gather(1, b.actions.unsqueeze(1)).squeeze(1);
   torch::Tensor y;
   {
     torch::NoGradGuard no_grad;
@@ -170,6 +230,21 @@ UpdateStats DqnLearner::update(double beta) {
   torch::Tensor quad = abs.clamp_max(config_.huber_delta);
   torch::Tensor huber = 0.5 * quad * quad + config_.huber_delta * (abs - quad);
   torch::Tensor loss = (b.weights * huber).mean();
+  UpdateStats stats;
+  stats.td_loss = loss.item<double>();
+  stats.demos = nd;
+  if (nd > 0) {
+    // DQfD's large-margin loss on the demonstration rows (the batch's last nd).
+    const int64_t n = nr + nd;
+    torch::Tensor qd = q_all.slice(0, nr, n), md = b.mask.slice(0, nr, n), ad = b.actions.slice(0, nr, n);
+    torch::Tensor margins = torch::full_like(qd, config_.demo_margin).scatter_(1, ad.unsqueeze(1), 0.0);
+    torch::Tensor top = (qd + margins).masked_fill(md.logical_not(), -1e30).amax(1);
+    torch::Tensor margin_loss = (top - q.slice(0, nr, n)).mean();
+    loss = loss + config_.demo_weight * margin_loss;
+    stats.demo_margin_loss = margin_loss.item<double>();
+    torch::Tensor greedy = qd.detach().masked_fill(md.logical_not(), -1e30).argmax(1);
+    stats.demo_accuracy = greedy.eq(ad).to(torch::kFloat32).mean().item<double>();
+  }
   optimizer_.zero_grad();
   loss.backward();
   torch::nn::utils::clip_grad_norm_(online_->parameters(), config_.grad_clip);
@@ -177,13 +252,14 @@ UpdateStats DqnLearner::update(double beta) {
   ++updates_;
   if (config_.tau > 0) soft_update(target_, online_, config_.tau);
   else if (updates_ % config_.target_update == 0) hard_update(target_, online_);
-  if (replay_.prioritized()) {
-    torch::Tensor td_cpu = td.detach().contiguous();
+  if (replay_.prioritized() && nr > 0) {
+    torch::Tensor td_cpu = td.detach().slice(0, 0, nr).contiguous();
     std::vector<float> errors(td_cpu.data_ptr<float>(), td_cpu.data_ptr<float>() + td_cpu.numel());
     std::lock_guard rlock(replay_mu_);
     replay_.update_priorities(b.indices, errors);
   }
-  return {loss.item<double>(), q.detach().mean().item<double>()};
+  stats.q_mean = q.detach().mean().item<double>();
+  return stats;
 }
 
 DqnLearner::Snapshot DqnLearner::snapshot() {

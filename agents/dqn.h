@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <random>
 #include <string>
@@ -55,6 +56,9 @@ torch::Tensor td_targets(const torch::Tensor& rewards, const torch::Tensor& term
 struct UpdateStats {
   double td_loss = 0;
   double q_mean = 0;
+  int demos = 0;                ///< demonstration transitions in the batch
+  double demo_margin_loss = 0;  ///< DQfD's large-margin loss over them (0 without)
+  double demo_accuracy = 0;     ///< share of them whose greedy action is the teacher's
 };
 
 /// Networks, optimiser and replay. Safe to share between one acting thread (q_values, remember)
@@ -72,8 +76,19 @@ class DqnLearner {
   void publish_to_actors();
   /// Stores a transition.
   void remember(const AgentObs& s, int action, double reward, const AgentObs& next, bool terminated);
-  /// One gradient step on a replay batch; `beta` anneals prioritised importance weights.
-  UpdateStats update(double beta);
+  /// Stores a demonstration transition (agents/demonstrations.h) in the demonstration buffer,
+  /// which is never overwritten by the agent's own transitions (oldest demonstrations go first
+  /// past demo_buffer). Never terminal: the teacher's trace ends where the episode may go on.
+  void remember_demo(const AgentObs& s, int action, double reward, const AgentObs& next);
+  /// Demonstration transitions stored.
+  int demo_size() const;
+  /// One gradient step on a replay batch; `beta` anneals prioritised importance weights. With
+  /// demonstrations, demo_ratio of the batch comes from them (all of it with `demos_only`, or
+  /// while the replay is empty), and their loss adds DQfD's large-margin term
+  ///   demo_weight * (max_a [Q(s, a) + demo_margin * (a != a_E)] - Q(s, a_E))
+  /// over the legal actions, which pushes the teacher's action a_E above every other by the
+  /// margin; the TD loss applies to every transition, the teacher's included.
+  UpdateStats update(double beta, bool demos_only = false);
   /// Re-seeds the learner's sampler.
   void seed(uint64_t s) { rng_.seed(s); }
 
@@ -104,6 +119,7 @@ class DqnLearner {
   QNetwork online_, target_;
   torch::optim::Adam optimizer_;
   ReplayBuffer replay_;
+  std::unique_ptr<ReplayBuffer> demos_;  ///< made at the first remember_demo
   std::mt19937_64 rng_;
   std::atomic<int64_t> updates_ = 0;
   QNetwork actor_{nullptr};          ///< the actors' copy (decoupled learning only)

@@ -50,7 +50,7 @@ TrainSummary train(const AgentConfig& config_in, const TrainOptions& options) {
   // the run.
   detail::TrainRun run(config_in, options, out);
   for (auto step : {&detail::TrainRun::setup, &detail::TrainRun::resume,
-                    &detail::TrainRun::open_outputs, &detail::TrainRun::start_actors,
+                    &detail::TrainRun::open_outputs, &detail::TrainRun::demonstrate, &detail::TrainRun::start_actors,
                     &detail::TrainRun::loop}) {
     if (auto e = (run.*step)(); !e.empty()) {
       out.error = e;

@@ -35,6 +35,7 @@ struct TrainSummary {
   std::vector<RankedKernel> kernels;       ///< training kernels, curriculum order
   std::map<std::string, KernelBest> best;  ///< by URI
   std::vector<float> td_losses;            ///< every update's TD loss, in order
+  int demo_transitions = 0;                ///< demonstration transitions learnt from (config.demos > 0)
   std::string checkpoint_path;
 };
 

@@ -153,6 +153,11 @@ void TrainRun::book(const UpdateStats& s) {
   loss_sum += s.td_loss;
   q_sum += s.q_mean;
   ++loss_n;
+  if (s.demos > 0) {
+    margin_sum += s.demo_margin_loss;
+    accuracy_sum += s.demo_accuracy;
+    ++demo_n;
+  }
 }
 
 // The learner thread. Actors and learner share two cores: the actors step while the learner
@@ -192,8 +197,12 @@ void TrainRun::write_metrics(double now) {
     last_loss = loss_sum / loss_n;
     s.push_back({"losses/td_loss", last_loss});
     s.push_back({"losses/q_values", q_sum / loss_n});
-    loss_sum = q_sum = 0;
-    loss_n = 0;
+    if (demo_n > 0) {
+      s.push_back({"losses/demo_margin", margin_sum / demo_n});
+      s.push_back({"charts/demo_accuracy", accuracy_sum / demo_n});
+    }
+    loss_sum = q_sum = margin_sum = accuracy_sum = 0;
+    loss_n = demo_n = 0;
   }
   metrics.write(global_step, now, s);
   step_at_metrics = global_step;

@@ -45,6 +45,9 @@ struct TrainRun {
   std::string setup();
   // The metrics files and the clock.
   std::string open_outputs();
+  // The teacher's demonstrations (config.demos > 0): made, stored in the learner, and learnt
+  // from alone for demo_pretrain updates before the actors start.
+  std::string demonstrate();
   // Starts a new episode on actor `a` with a kernel from the curriculum's active set.
   std::string start_episode(Actor& a);
   // Starts every actor's first episode and announces the run.
@@ -113,8 +116,8 @@ struct TrainRun {
   std::vector<int> actions;
   double update_debt = 0;
   std::mutex stats_mu;  // loss_sum, q_sum, loss_n and out.td_losses, booked by the learner thread
-  double loss_sum = 0, q_sum = 0;
-  int loss_n = 0;
+  double loss_sum = 0, q_sum = 0, margin_sum = 0, accuracy_sum = 0;
+  int loss_n = 0, demo_n = 0;
   // Decoupled learning: what the learner thread reads of the actors' side, and its stop flag.
   std::atomic<int64_t> steps_stored{0};
   std::atomic<double> learner_progress{0};

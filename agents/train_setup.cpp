@@ -3,6 +3,7 @@
 
 #include <torch/torch.h>
 
+#include "agents/demonstrations.h"
 #include "agents/train_run.h"
 #include "gym/observation.h"
 
@@ -84,6 +85,47 @@ void TrainRun::save() {
   c.model = std::move(snap.model);
   c.optimizer = std::move(snap.optimizer);
   if (auto e = save_checkpoint(c, ckpt_path); !e.empty()) say("checkpoint: " + e);
+}
+
+std::string TrainRun::demonstrate() {
+  if (config.demos <= 0) return "";
+  std::vector<std::string> training;
+  for (const auto& k : out.kernels) training.push_back(k.uri);
+  const auto kernels = demonstration_kernels(config, training);
+  say("demonstrations: the sketch and the optimiser's proposals on " + std::to_string(kernels.size()) + " kernels");
+  const auto start = Clock::now();
+  const DemoSummary d = add_demonstrations(config, kernels, *learner, [&](double f) {
+    bar.update(f, std::chrono::duration<double>(Clock::now() - start).count(), "demonstrations");
+  });
+  bar.clear();
+  say("demonstrations: " + std::to_string(d.demonstrated) + " of " + std::to_string(d.kernels) + " kernels, " +
+      std::to_string(d.transitions) + " transitions, teacher's geomean speed-up " + fmt("%.2f", d.geomean_speedup) +
+      " on " + config.backend + ", " + fmt("%.0f", d.seconds) + " s" +
+      (d.unreachable ? ", " + std::to_string(d.unreachable) + " expert traces not playable as actions" : ""));
+  out.demo_transitions = d.transitions;
+  if (d.transitions == 0) return "";
+  for (int u = 0; u < config.demo_pretrain; ++u) {
+    const UpdateStats s = learner->update(1.0, /*demos_only=*/true);
+    book(s);
+    if ((u + 1) % 50 == 0 || u + 1 == config.demo_pretrain)
+      bar.update(static_cast<double>(u + 1) / config.demo_pretrain,
+                 std::chrono::duration<double>(Clock::now() - start).count(),
+                 "pretraining on demonstrations: accuracy " + fmt("%.2f", s.demo_accuracy));
+  }
+  bar.clear();
+  if (config.demo_pretrain > 0) {
+    std::lock_guard lock(stats_mu);
+    say("pretrained " + std::to_string(config.demo_pretrain) + " updates on demonstrations: margin loss " +
+        fmt("%.3f", demo_n ? margin_sum / demo_n : 0.0) + ", teacher's action chosen " +
+        fmt("%.0f%%", 100.0 * (demo_n ? accuracy_sum / demo_n : 0.0)));
+    metrics.write(global_step, elapsed(),
+                  {{"losses/demo_margin", demo_n ? margin_sum / demo_n : 0.0},
+                   {"charts/demo_accuracy", demo_n ? accuracy_sum / demo_n : 0.0}});
+    loss_sum = q_sum = margin_sum = accuracy_sum = 0;
+    loss_n = demo_n = 0;
+  }
+  learner->publish_to_actors();
+  return "";
 }
 
 std::string TrainRun::start_episode(Actor& a) {

@@ -121,6 +121,14 @@ class Env {
   /// The registry action an index means now (nullopt: stop, a move, empty slot, out of range).
   std::optional<transforms::Action> decode(int action) const;
 
+  /// The flat-space index of a registry action on the current program (what step() takes), or
+  /// -1 when the flat space cannot address it (a location beyond the slots, a parameter not
+  /// offered there) or the env uses the cursor space.
+  int encode(const transforms::Action& a) const {
+    return config_.action_space == "flat" ? flat_.encode(program_, a) : -1;
+  }
+  /// The target the env's actions are checked for (its backend's).
+  const transforms::Target& target() const { return target_; }
   /// The current program.
   const ir::Program& program() const { return program_; }
   /// The configuration.

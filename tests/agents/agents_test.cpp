@@ -12,6 +12,7 @@
 #include "agents/baselines.h"
 #include "agents/checkpoint.h"
 #include "agents/config.h"
+#include "agents/demonstrations.h"
 #include "agents/dqn.h"
 #include "agents/evaluate.h"
 #include "agents/train.h"
@@ -765,4 +766,63 @@ TEST_CASE("a checkpoint from before the head was a choice loads as the flat head
   torch::Tensor expected = learner.q_values({&o}).contiguous();
   std::vector<float> got = policy.value()->q_values(o);
   for (size_t i = 0; i < got.size(); ++i) REQUIRE(got[i] == expected.data_ptr<float>()[i]);
+}
+
+TEST_CASE("demonstrations: the teacher's best trace, as legal actions, learnt by the large-margin loss" *
+          doctest::test_suite("slow")) {
+  AgentConfig c = tiny_config(temp_dir("demos"));
+  c.demo_buffer = 1000;
+  c.demo_ratio = 0.5;
+  // A small GEMM: the sketch and the proposals gain on it, and the best of them is a few dozen moves.
+  const std::string kernel = "perfdojo://gen/matmul?seed=5";
+  std::string error;
+  int unreachable = 0;
+  auto d = demonstrate(c, kernel, &error, &unreachable);
+  INFO(error);
+  REQUIRE(d.has_value());
+  CHECK(unreachable == 0);
+  CHECK(d->speedup > 1.01);
+  CHECK(d->actions.size() >= 5);
+  REQUIRE(d->obs.size() == d->actions.size() + 1);
+  CHECK(d->rewards.size() == d->actions.size());
+  for (size_t i = 0; i < d->actions.size(); ++i) CHECK(d->obs[i].mask.at(static_cast<size_t>(d->actions[i])) == 1);
+
+  auto e = env::Env::make(env_config_for(c, kernel, 0));
+  REQUIRE(e.ok());
+  const NetworkShape shape{env::kFeatureSize, e.value()->action_spec().n, env::token_vocabulary_size()};
+  DqnLearner learner(c, shape);
+  const DemoSummary sum = add_demonstrations(c, {kernel}, learner, nullptr);
+  CHECK(sum.demonstrated == 1);
+  CHECK(sum.transitions == static_cast<int>(d->actions.size()));
+  CHECK(learner.demo_size() == sum.transitions);
+  // With the replay empty every batch is the demonstrations'; the margin loss makes the teacher's
+  // move the greedy one where an untrained network picks it about never.
+  UpdateStats first = learner.update(1.0, true), last;
+  CHECK(first.demos == c.batch_size);
+  for (int u = 0; u < 800; ++u) last = learner.update(1.0, true);
+  CHECK(last.demo_margin_loss < first.demo_margin_loss);
+  int agree = 0;
+  for (size_t i = 0; i < d->actions.size(); ++i) {
+    torch::Tensor q = learner.q_values({&d->obs[i]});
+    torch::Tensor m = torch::zeros({q.size(1)}, torch::kBool);
+    for (size_t a = 0; a < d->obs[i].mask.size(); ++a) m[static_cast<int64_t>(a)] = d->obs[i].mask[a] != 0;
+    agree += q[0].masked_fill(m.logical_not(), -1e30).argmax().item<int64_t>() == d->actions[i];
+  }
+  INFO(agree << " of " << d->actions.size());
+  CHECK(agree >= static_cast<int>(0.9 * d->actions.size()));
+}
+
+TEST_CASE("demonstration kernels: the training kernels, then generated ones of the demo families") {
+  AgentConfig c;
+  c.demos = 5;
+  c.demo_families = "matmul,softmax";
+  const auto k = demonstration_kernels(c, {"perfdojo://suite/softmax"});
+  REQUIRE(k.size() == 6);
+  CHECK(k[0] == "perfdojo://suite/softmax");
+  CHECK(k[1] == "perfdojo://gen/matmul?seed=10000");
+  CHECK(k[2] == "perfdojo://gen/softmax?seed=10000");
+  CHECK(k[5] == "perfdojo://gen/matmul?seed=10002");
+  AgentConfig bad;
+  bad.demo_ratio = 1.5;
+  CHECK(validate(bad) == "demo_ratio must be in [0, 1]");
 }

@@ -1,0 +1,55 @@
+// Demonstrations: the experts (the micro-kernel sketch and the optimiser's proposals) as a
+// teacher. On each kernel the expert traces are scored on the env's backend, the best one is
+// replayed through the env's flat action space, and its transitions (observation, action,
+// reward, next observation) go to the learner's demonstration buffer, where DQfD's large-margin
+// loss teaches the policy the teacher's moves while TD learning keeps their values honest
+// (Hester et al. 2018; docs/agents.md, "Learning from demonstrations").
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agents/config.h"
+#include "agents/dqn.h"
+
+namespace perfdojo::agents {
+
+/// One kernel's demonstration: the teacher's best trace as flat action indices.
+struct Demonstration {
+  std::string kernel;
+  std::string source;         ///< which expert trace won ("proposal 3 of 9")
+  double speedup = 1;         ///< of the trace's end over the kernel as written, on the backend
+  std::vector<AgentObs> obs;  ///< obs[i] before action i; obs.back() after the last
+  std::vector<int> actions;
+  std::vector<double> rewards;
+};
+
+/// What demonstrate() did.
+struct DemoSummary {
+  int kernels = 0;        ///< kernels tried
+  int demonstrated = 0;   ///< with a trace that gains at least 1% on the backend
+  int transitions = 0;
+  int unreachable = 0;    ///< traces cut where the flat space could not address a step (a bug: tested)
+  double seconds = 0;
+  double geomean_speedup = 1;  ///< over the demonstrated kernels
+};
+
+/// The kernels demonstrations are drawn from: the training kernels (config.kernels) and
+/// config.demos generated instances of config.demo_families, seeds from 10000 on (the
+/// evaluation's generator seeds are below 1000).
+std::vector<std::string> demonstration_kernels(const AgentConfig& config, const std::vector<std::string>& training);
+
+/// The teacher's demonstration on one kernel, or nullopt when no expert trace gains 1% there.
+/// `unreachable` counts expert traces the env could not take step by step (none: tested).
+std::optional<Demonstration> demonstrate(const AgentConfig& config, const std::string& kernel, std::string* error,
+                                         int* unreachable);
+
+/// Demonstrations on every kernel, on `threads` oneTBB workers, stored in the learner in kernel
+/// order (so a run is reproducible); `progress(fraction)` is called as kernels finish.
+DemoSummary add_demonstrations(const AgentConfig& config, const std::vector<std::string>& kernels,
+                               DqnLearner& learner, const std::function<void(double)>& progress);
+
+}  // namespace perfdojo::agents
