@@ -1,5 +1,8 @@
 #include "agents/evaluate.h"
 
+#include <map>
+#include <set>
+
 #include <algorithm>
 #include <cmath>
 #include <queue>
@@ -101,14 +104,32 @@ std::vector<int> q_order(Policy& policy, const env::Observation& obs, const std:
   return out;
 }
 
+namespace {
+
+// The env `config` names, checked against the policy's network; nullptr and `error` when not.
+std::unique_ptr<env::Env> policy_env(Policy& policy, const env::EnvConfig& config, std::string* error) {
+  auto made = env::Env::make(config);
+  if (!made.ok()) {
+    *error = made.error_text();
+    return nullptr;
+  }
+  std::unique_ptr<env::Env> e = std::move(made).value();
+  if (auto m = policy.check_env(*e); !m.empty()) {
+    *error = m;
+    return nullptr;
+  }
+  return e;
+}
+
+}  // namespace
+
 SearchResult agent_search(Policy& policy, const env::EnvConfig& config, const std::vector<int>& budgets,
                           uint64_t seed, double epsilon) {
   EvalBudget budget(budgets);
   auto fail = [&](const std::string& m) { return refused(m, budgets.size()); };
-  auto made = env::Env::make(config);
-  if (!made.ok()) return fail(made.error_text());
-  std::unique_ptr<env::Env> e = std::move(made).value();
-  if (auto m = policy.check_env(*e); !m.empty()) return fail(m);
+  std::string error;
+  std::unique_ptr<env::Env> e = policy_env(policy, config, &error);
+  if (!e) return fail(error);
   std::mt19937_64 rng(seed);
   const AgentConfig& ac = policy.config();
   for (int episode = 0; !budget.exhausted() && !budget.steps_exhausted(); ++episode) {
@@ -134,13 +155,49 @@ SearchResult agent_search(Policy& policy, const env::EnvConfig& config, const st
   return budget.finish();
 }
 
+SearchResult agent_policy(Policy& policy, const env::EnvConfig& config, const std::vector<int>& budgets) {
+  EvalBudget budget(budgets);
+  auto fail = [&](const std::string& m) { return refused(m, budgets.size()); };
+  std::string error;
+  std::unique_ptr<env::Env> e = policy_env(policy, config, &error);
+  if (!e) return fail(error);
+  auto [obs, info] = e->reset();
+  if (info.error) return fail(*info.error);
+  budget.start(*e, info.initial_time_s);
+  const AgentConfig& ac = policy.config();
+  AgentObs o = to_agent_obs(obs, info.action_mask, ac);
+  // A greedy policy that comes back to a program it left would go round the same loop to the
+  // end of the episode (swap_scopes twice): at a program met again, the moves already taken
+  // from it are left out, so the episode goes on with the next best.
+  std::map<uint64_t, std::set<int>> taken;
+  for (int step = 0; step < config.max_episode_steps; ++step) {
+    const std::vector<float> q = policy.q_values(o);
+    const std::set<int>& before = taken[ir::structural_hash(e->program())];
+    int a = -1;
+    for (size_t i = 0; i < o.mask.size(); ++i)
+      if (o.mask[i] && !before.count(static_cast<int>(i)) && (a < 0 || q[i] > q[static_cast<size_t>(a)]))
+        a = static_cast<int>(i);
+    if (a < 0) break;
+    taken[ir::structural_hash(e->program())].insert(a);
+    env::StepResult r = e->step(a);
+    budget.record(*e, r);
+    if (r.terminated || r.truncated || budget.exhausted()) break;
+    o = to_agent_obs(r.observation, r.info.action_mask, ac);
+  }
+  return budget.finish();
+}
+
+std::string resolve_checkpoint(const std::string& name) {
+  if (name == "default") return PERFDOJO_SOURCE_DIR "/agents/checkpoints/default.ckpt";
+  return name;
+}
+
 SearchResult agent_best_first(Policy& policy, const env::EnvConfig& config, const std::vector<int>& budgets) {
   EvalBudget budget(budgets);
   auto fail = [&](const std::string& m) { return refused(m, budgets.size()); };
-  auto made = env::Env::make(config);
-  if (!made.ok()) return fail(made.error_text());
-  std::unique_ptr<env::Env> root = std::move(made).value();
-  if (auto m = policy.check_env(*root); !m.empty()) return fail(m);
+  std::string error;
+  std::unique_ptr<env::Env> root = policy_env(policy, config, &error);
+  if (!root) return fail(error);
   auto [obs, info] = root->reset();
   if (info.error) return fail(*info.error);
   budget.start(*root, info.initial_time_s);

@@ -62,6 +62,17 @@ class Policy {
 std::vector<int> q_order(Policy& policy, const env::Observation& obs, const std::vector<uint8_t>& mask,
                          double kind_penalty);
 
+/// The shipped checkpoint `name` stands for: "default" is agents/checkpoints/default.ckpt of the
+/// source tree (docs/agents.md says how it was trained and how to train it again); any other
+/// name is a path and comes back unchanged.
+std::string resolve_checkpoint(const std::string& name);
+
+/// The policy alone: one greedy episode (masked argmax of Q at every step, no exploration, no
+/// search, no sketch, no proposals) of the env's max_episode_steps moves; the best program along
+/// it counts (Max-Q learns the peak of a trajectory), each step one evaluation. At a program met
+/// again the moves already taken from it are left out, so the episode never loops.
+SearchResult agent_policy(Policy& policy, const env::EnvConfig& config, const std::vector<int>& budgets);
+
 /// The policy's search on the kernel `config` names, with the evaluation budget.
 SearchResult agent_search(Policy& policy, const env::EnvConfig& config, const std::vector<int>& budgets,
                           uint64_t seed, double epsilon);

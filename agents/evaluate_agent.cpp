@@ -35,7 +35,9 @@ void usage(std::FILE* f) {
                "                      [--baselines] [--no-agent] [--beam-width 4] [--epsilon E] [--backend NAME]\n"
                "                      [--kind-penalty K] [--methods LIST] [--out DIR] [--json] [--no-progress]\n"
                "\n"
-               "Runs the checkpoint's policy on held-out kernels four ways: 'agent' is Q-guided best-first\n"
+               "Runs the checkpoint's policy on held-out kernels five ways: 'policy' is the policy alone, one\n"
+               "greedy episode of the checkpoint's max_episode_steps moves (no search, sketch or proposals;\n"
+               "its best program counts); 'agent' is Q-guided best-first\n"
                "search (the (program, action) pair with the highest masked Q is timed next, so greedy\n"
                "argmax comes first everywhere); 'agent-rollout' runs a greedy episode, then restarts with\n"
                "epsilon exploration while budget remains; 'agent-greedy' is eager greedy search whose\n"
@@ -49,7 +51,7 @@ void usage(std::FILE* f) {
                "Q order is worth) under the same accounting. Speed-ups are averaged over seeds; on a\n"
                "deterministic backend the searches that draw nothing at random run once per kernel.\n"
                "\n"
-               "  --checkpoint CKPT  default runs/default/agent.ckpt\n"
+               "  --checkpoint CKPT  default runs/default/agent.ckpt; 'default' is the shipped agent\n"
                "  --kernels SPEC     test (default), train, all, or comma-separated names/URIs\n"
                "  --budgets LIST     ascending evaluation budgets (default 10,100,1000)\n"
                "  --seeds N          runs per stochastic method and kernel (default 3)\n"
@@ -63,11 +65,12 @@ void usage(std::FILE* f) {
                "  --out DIR          where eval.csv, eval.json and eval.png go (default: the checkpoint's folder)\n"
                "  --json             print the table as JSON on stdout\n"
                "\n"
-               "evaluate_agent --checkpoint CKPT --propose FILE [--budget N] [--json]\n"
+               "evaluate_agent --checkpoint CKPT --propose FILE [--budget N] [--policy-only] [--json]\n"
                "  The policy's proposals for one kernel (a .pdj file or URI), as `perfdojo optimize --agent`\n"
                "  reads them: the best trace of each of the four searches, each\n"
                "  after N cost-model evaluations (default 2000; agent-probe N/50, each of its evaluations\n"
-               "  walking the policy to the end of an episode), with the speed-up the model gives it.\n");
+               "  walking the policy to the end of an episode), with the speed-up the model gives it.\n"
+               "  --policy-only: only the policy's one greedy episode ('policy' above).\n");
 }
 
 struct Job {
@@ -78,12 +81,16 @@ struct Job {
 
 // `--propose`: the policy's four searches on one kernel, their best traces as JSON (or text).
 bool print_proposals(Policy& policy, const AgentConfig& base, const std::string& kernel, int budget,
-                     double kind_penalty, bool json) {
+                     double kind_penalty, bool json, bool policy_only) {
   env::EnvConfig ec = env_config_for(base, kernel, 0);
   util::JsonArray proposals;
   std::string text, error;
-  for (const std::string method : {"agent", "agent-rollout", "agent-greedy", "agent-probe"}) {
-    SearchResult r = method == "agent"          ? agent_best_first(policy, ec, {budget})
+  const std::vector<std::string> methods =
+      policy_only ? std::vector<std::string>{"policy"}
+                  : std::vector<std::string>{"agent", "agent-rollout", "agent-greedy", "agent-probe"};
+  for (const std::string& method : methods) {
+    SearchResult r = method == "policy"         ? agent_policy(policy, ec, {ec.max_episode_steps})
+                     : method == "agent"        ? agent_best_first(policy, ec, {budget})
                      : method == "agent-greedy" ? agent_greedy(policy, ec, {budget}, kEagerTolerance, kind_penalty)
                      // Each probe walks the policy to the episode's end (about 25 forward passes
                      // per evaluation), and its lead is in its first evaluations: a fiftieth of
@@ -151,7 +158,8 @@ int main(int argc, char** argv) {
   int propose_budget = 2000;
   std::vector<int> budgets = {10, 100, 1000};
   int seeds = 3, beam_width = 4;
-  bool baselines = false, no_agent = false, json = false, checkpoint_given = false, progress = true;
+  bool baselines = false, no_agent = false, json = false, checkpoint_given = false, progress = true,
+       policy_only = false;
   double epsilon = -1, kind_penalty = kKindPenalty;
   auto fail = [&](const std::string& m) {
     if (json) std::printf("%s\n", util::JsonObject().add("error", m).str().c_str());
@@ -183,6 +191,7 @@ int main(int argc, char** argv) {
       else if (a == "--beam-width") beam_width = std::stoi(value());
       else if (a == "--propose") propose = value();
       else if (a == "--budget") propose_budget = std::stoi(value());
+      else if (a == "--policy-only") policy_only = true;
       else if (a == "--epsilon") epsilon = std::stod(value());
       else if (a == "--kind-penalty") kind_penalty = std::stod(value());
       else if (a == "--budgets") {
@@ -206,6 +215,7 @@ int main(int argc, char** argv) {
   std::shared_ptr<Policy> policy;
   AgentConfig base;
   if (!no_agent && (checkpoint_given || !baselines || std::filesystem::exists(checkpoint))) {
+    checkpoint = resolve_checkpoint(checkpoint);
     auto p = Policy::load(checkpoint);
     if (!p.ok()) return fail(p.error_text());
     policy = p.value();
@@ -218,7 +228,7 @@ int main(int argc, char** argv) {
   if (!propose.empty()) {
     if (!policy) return fail("--propose needs a checkpoint");
     if (propose_budget < 1) return fail("--budget must be >= 1");
-    return print_proposals(*policy, base, propose, propose_budget, kind_penalty, json) ? 0 : 1;
+    return print_proposals(*policy, base, propose, propose_budget, kind_penalty, json, policy_only) ? 0 : 1;
   }
   if (epsilon < 0) epsilon = base.eval_epsilon;
   if (out_dir.empty())
@@ -228,7 +238,7 @@ int main(int argc, char** argv) {
   if (!uris.ok()) return fail(uris.error_text());
 
   std::vector<std::string> methods;
-  if (policy) methods.insert(methods.end(), {"agent", "agent-rollout", "agent-greedy", "agent-probe"});
+  if (policy) methods.insert(methods.end(), {"policy", "agent", "agent-rollout", "agent-greedy", "agent-probe"});
   if (baselines) methods.insert(methods.end(), {"random", "greedy", "beam", "eager"});
   if (!only.empty()) {
     // --methods: a subset of those the other flags chose, in the usual order.
@@ -248,7 +258,9 @@ int main(int argc, char** argv) {
   bool deterministic = false;  // resolve_kernels refuses a spec matching no kernel
   if (auto e = env::Env::make(env_config_for(base, uris.value().front(), 0)); e.ok())
     deterministic = e.value()->deterministic();
-  auto draws_nothing = [](const std::string& m) { return m == "agent" || m == "agent-greedy" || m == "agent-probe"; };
+  auto draws_nothing = [](const std::string& m) {
+    return m == "policy" || m == "agent" || m == "agent-greedy" || m == "agent-probe";
+  };
   std::vector<Job> jobs;
   std::vector<size_t> copies_of;  // jobs[i] with copies_of[i] != i takes that job's result
   for (const auto& k : uris.value())
@@ -269,7 +281,8 @@ int main(int argc, char** argv) {
   tbb::parallel_for(size_t{0}, run.size(), [&](size_t r) {
     Job& j = jobs[run[r]];
     env::EnvConfig ec = env_config_for(base, j.kernel, 0);
-    if (j.method == "agent") j.result = agent_best_first(*policy, ec, budgets);
+    if (j.method == "policy") j.result = agent_policy(*policy, ec, budgets);
+    else if (j.method == "agent") j.result = agent_best_first(*policy, ec, budgets);
     else if (j.method == "agent-rollout") j.result = agent_search(*policy, ec, budgets, j.seed, epsilon);
     else if (j.method == "agent-greedy") j.result = agent_greedy(*policy, ec, budgets, kEagerTolerance, kind_penalty);
     else if (j.method == "agent-probe") j.result = agent_probe(*policy, ec, budgets, kEagerTolerance, kind_penalty);

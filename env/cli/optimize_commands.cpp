@@ -54,8 +54,11 @@ struct Proposals {
 // The trained policy's proposals for FILE. The policy runs in `evaluate_agent --propose`, a
 // separate process next to this one: LibTorch stays out of the CLI, and a crash or hang there
 // costs the proposals, never the optimisation.
-Proposals agent_proposals(const std::string& checkpoint, const std::string& file,
-                          double timeout_s) {
+Proposals agent_proposals(const std::string& checkpoint_name, const std::string& file,
+                          double timeout_s, bool policy_only) {
+  // "default": the agent shipped in the source tree (docs/agents.md).
+  const std::string checkpoint =
+      checkpoint_name == "default" ? PERFDOJO_SOURCE_DIR "/agents/checkpoints/default.ckpt" : checkpoint_name;
   Proposals out;
   std::error_code ec;
   fs::path self = fs::read_symlink("/proc/self/exe", ec);
@@ -73,10 +76,10 @@ Proposals agent_proposals(const std::string& checkpoint, const std::string& file
   // Evaluations the policy's searches may spend: a few hundred per second of its time limit
   // (LibTorch's start-up and the env's steps on this machine), 2000 at most.
   const int evals = static_cast<int>(std::clamp(timeout_s * 150, 100.0, 2000.0));
-  util::ProcessResult run = util::run_process(
-      {tool, "--checkpoint", checkpoint, "--propose", file, "--budget", std::to_string(evals),
-       "--json"},
-      {.timeout_s = timeout_s});
+  std::vector<std::string> argv = {tool, "--checkpoint", checkpoint, "--propose", file, "--budget",
+                                   std::to_string(evals), "--json"};
+  if (policy_only) argv.push_back("--policy-only");
+  util::ProcessResult run = util::run_process(argv, {.timeout_s = timeout_s});
   const std::string& text = run.output;
   const int rc = run.exit_code;
   const bool timed_out = run.timed_out;
@@ -137,6 +140,9 @@ int cmd_optimize(const Args& a) {
     timeout = -1;
   }
   if (!(timeout > 0)) return usage_error("--timeout needs a positive number of seconds", a.json);
+  const bool policy_only = a.has("policy-only");
+  if (policy_only && !a.has("agent"))
+    return usage_error("--policy-only plays a trained policy: give --agent CHECKPOINT (or --agent default)", a.json);
   auto program = ir::load_file(a.positional[0]);
   if (!program.ok()) return report_errors(program.errors(), a.json, a.positional[0]);
   backends::BackendConfig config;
@@ -186,9 +192,11 @@ int cmd_optimize(const Args& a) {
   const auto start = std::chrono::steady_clock::now();
   std::string agent_note;
   if (a.has("agent")) {
-    // A quarter of the budget (LibTorch alone needs about a second to start), 120 s at most.
-    const double agent_s = std::min({120.0, timeout * 0.5, std::max(3.0, timeout * 0.25)});
-    auto proposals = agent_proposals(a.get("agent"), a.positional[0], agent_s);
+    // A quarter of the budget (LibTorch alone needs about a second to start), 120 s at most;
+    // the policy alone plays one episode and may take half.
+    const double agent_s = policy_only ? std::max(3.0, timeout * 0.5)
+                                       : std::min({120.0, timeout * 0.5, std::max(3.0, timeout * 0.25)});
+    auto proposals = agent_proposals(a.get("agent"), a.positional[0], agent_s, policy_only);
     if (!proposals.error.empty()) {
       ir::Diagnostic d;
       d.loc.file = a.get("agent");
@@ -198,6 +206,9 @@ int cmd_optimize(const Args& a) {
     agent_note = proposals.note;
     fprintf(stderr, "agent: %s\n", agent_note.empty() ? "no proposals" : agent_note.c_str());
     opt.value()->add_proposals(std::move(proposals.traces));
+    // The policy's trace measured against the original, nothing else: no sketch, no
+    // proposals of the optimiser's own, no search.
+    opt.value()->set_policy_only(policy_only);
   }
   const double left =
       timeout - std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -257,6 +268,7 @@ int cmd_optimize(const Args& a) {
                            .add("profile", r.profile)
                            .add("agent", a.get("agent"))
                            .add("agent_proposals", agent_note)
+                           .add("policy_only", policy_only)
                            .add("proposals_used", r.proposals_used)
                            .add("sketches_used", r.sketches_used)
                            .add("actions_dropped", r.actions_dropped)
@@ -308,12 +320,13 @@ std::vector<Command> optimize_commands() {
   return {{"optimize",
            "optimize FILE [--arch A (default: widest x86 available; aarch64_neon, aarch64_sve, riscv64_rvv: modelled, verified under qemu)] [--mode M] [--timeout S] "
            "[--threads N] [--cache-flush auto|on|off (time with the kernel's data evicted first; auto: "
-           "memory-bound kernels larger than half the last-level cache)] [--agent CHECKPOINT] [--workers ray://HOST:PORT] "
+           "memory-bound kernels larger than half the last-level cache)] [--agent CHECKPOINT|default] [--policy-only (the "
+           "policy's one greedy episode, measured; nothing else)] [--workers ray://HOST:PORT] "
            "[--out DIR] [--no-cache]",
            "search for the fastest verified kernel; writes the .pdj, trace, C source, header and "
            "report.json",
            {"arch", "mode", "timeout", "out", "agent", "threads", "workers", "cache-flush"},
-           {"no-cache"},
+           {"no-cache", "policy-only"},
            cmd_optimize}};
 }
 

@@ -148,12 +148,14 @@ Result Optimizer::transform(const ir::Program& program, double timeout_s, const 
   // Anytime: the sketches and proposals are measured before the beam search, so a verified
   // best exists within the first seconds; then the beam on the cost model, then the measured
   // confirmation and climb (the model proposing, the measurement deciding).
-  run.seed(proposals_);
+  run.seed(proposals_, /*experts=*/!policy_only_);
   if (baseline.ok()) run.measure_proposals();
-  run.beam_search();
-  if (baseline.ok()) run.confirm();
+  if (!policy_only_) {
+    run.beam_search();
+    if (baseline.ok()) run.confirm();
+  }
   const bool late = run.cancelled() || detail::seconds_since(start) > timeout_s;
-  if (baseline.ok() && !late) run.minimise();
+  if (baseline.ok() && !late && !policy_only_) run.minimise();
   if (baseline.ok()) run.retime_final();
   finish(res, late);
   return res;

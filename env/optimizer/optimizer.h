@@ -136,6 +136,10 @@ class Optimizer {
   void add_proposals(std::vector<std::vector<transforms::Action>> traces) {
     proposals_ = std::move(traces);
   }
+  /// With `on`, transform measures the outside proposals against the original and nothing else:
+  /// no sketch, no proposal of its own, no search, no minimisation (`perfdojo optimize --agent
+  /// CKPT --policy-only`: what the policy alone reaches, measured and verified as usual).
+  void set_policy_only(bool on) { policy_only_ = on; }
   /// Searches for at most `timeout_s` seconds (measurement included). Never returns nothing:
   /// on timeout or cancel it returns the best verified program so far (the original at worst).
   Result transform(const ir::Program& program, double timeout_s, const Progress& progress = {},
@@ -155,6 +159,7 @@ class Optimizer {
   std::string profile_note_;
   backends::MachineProfile profile_;
   std::vector<std::vector<transforms::Action>> proposals_;
+  bool policy_only_ = false;
   double peak_gflops_ = 0;
   backends::BackendConfig config_;
   std::unique_ptr<backends::Backend> target_;

@@ -435,11 +435,11 @@ void SearchRun::replay_proposals(const std::vector<std::vector<transforms::Actio
 
 // A pass that ends early starts again four times as wide: cheap estimates buy breadth while
 // there is time.
-void SearchRun::seed(const std::vector<std::vector<transforms::Action>>& proposals) {
+void SearchRun::seed(const std::vector<std::vector<transforms::Action>>& proposals, bool experts) {
   start_estimate = estimate(program);
   best_estimate = start_estimate;
   roots = {{program, {}, start_estimate}};
-  const ExpertProposals ex = expert_proposals(program, target);
+  const ExpertProposals ex = experts ? expert_proposals(program, target) : ExpertProposals{};
   // A sketch's register tiles are unrolled in full, in every nest its remainders split off (a
   // 500 x 700 x 300 matmul: 421 statements in eight nests, compiled in 0.6 s). Under the general
   // limit the replay would drop the remainders' unrolls and leave their tiles in memory (7.5 ms
@@ -460,6 +460,12 @@ void SearchRun::seed(const std::vector<std::vector<transforms::Action>>& proposa
   if (mo.flush_cache && !ex.streamed.empty()) replay_proposals({ex.streamed}, r.sketches_used);
   if (!ex.unit_stride.empty()) replay_proposals({ex.unit_stride}, r.sketches_used);
   if (!ex.relaid.empty()) replay_proposals(ex.relaid, r.sketches_used);
+  // An outside proposal (a policy's trace) may build the sketch's register tiles itself: the
+  // same limit as a sketch's.
+  for (const auto& trace : proposals)
+    if (auto q = transforms::replay(program, trace, target); q.ok())
+      if (const int64_t n = unrolled_statements(q.value()); n <= kMaxSketchStatements)
+        code_limit = std::max(code_limit, n);
   replay_proposals(proposals, r.proposals_used);
   proposed.assign(roots.begin() + 1, roots.end());
 }

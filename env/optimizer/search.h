@@ -179,7 +179,8 @@ struct SearchRun {
 
   // search.cpp. The roots: the original, the micro-kernel sketches, the fusion proposal and the
   // outside proposals, replayed on this target.
-  void seed(const std::vector<std::vector<transforms::Action>>& proposals);
+  // `experts` false: the outside proposals alone (the policy-only mode).
+  void seed(const std::vector<std::vector<transforms::Action>>& proposals, bool experts = true);
   // Beam search on the cost model from the roots until kBeamShare of the budget is used.
   static constexpr double kBeamShare = 0.5;
   void beam_search();

@@ -128,6 +128,27 @@ TEST_CASE(
   CHECK(ir::max_relative_error(a->at("d"), b->at("d")) < 1e-5);
 }
 
+TEST_CASE("policy-only: the proposal measured against the original, no sketch, no search" *
+          doctest::test_suite("hw")) {
+  auto p = ir::load_program(kSmallMatmul, "m.pdj");
+  REQUIRE(p.ok());
+  auto opt = optimizer::Optimizer::make(portable_arch(), optimizer::Mode::kBalanced, quick_config());
+  REQUIRE(opt.ok());
+  // A loop order with unit-stride columns innermost (what a policy might play).
+  auto trace = transforms::parse_trace("swap_scopes 0.0\n");
+  REQUIRE(trace.ok());
+  opt.value()->add_proposals({trace.value()});
+  opt.value()->set_policy_only(true);
+  auto r = opt.value()->transform(p.value(), 20.0);
+  CHECK(r.report.verified);
+  CHECK(r.report.sketches_used == 0);  // the matmul would take the sketch otherwise
+  CHECK(r.report.proposals_used == 1);
+  CHECK(r.report.evaluations <= 2);  // the original and the proposal: no beam search
+  // Either the proposal won the measurement or the original stayed: nothing else was tried.
+  CHECK((r.trace.empty() || r.trace == trace.value()));
+  CHECK(r.report.interleaved);
+}
+
 TEST_CASE("an f64 kernel's peak is half the f32 FMA peak") {
   auto f64 = ir::load_file(std::string(PERFDOJO_UNSEEN_DIR) + "/dgemm.pdj");
   auto f32 = ir::load_file(std::string(PERFDOJO_KERNEL_DIR) + "/matmul-256.pdj");

@@ -202,6 +202,7 @@ def test_an_unknown_command_with_json_reports_the_error_as_json():
         ["guard", "FILE", "--trajectories", "0"],
         ["guard", "FILE", "--steps", "x"],
         ["guard", "FILE", "--target", "vax"],
+        ["optimize", "FILE", "--policy-only"],
     ],
 )
 def test_bad_arguments_are_usage_errors_with_exit_2(tiny, args):
