@@ -826,3 +826,18 @@ TEST_CASE("demonstration kernels: the training kernels, then generated ones of t
   bad.demo_ratio = 1.5;
   CHECK(validate(bad) == "demo_ratio must be in [0, 1]");
 }
+
+TEST_CASE("the shipped agent loads as 'default' and plays the policy alone on a kernel it never saw") {
+  const std::string path = resolve_checkpoint("default");
+  CHECK(path.size() > std::string("default").size());
+  CHECK(resolve_checkpoint("runs/x/agent.ckpt") == "runs/x/agent.ckpt");
+  REQUIRE_MESSAGE(fs::exists(path), path << " is missing: the shipped checkpoint (docs/agents.md)");
+  auto policy = Policy::load(path);
+  REQUIRE_MESSAGE(policy.ok(), policy.error_text());
+  CHECK(policy.value()->config().demos > 0);  // trained from the experts' demonstrations
+  env::EnvConfig ec = env_config_for(policy.value()->config(), "perfdojo://gen/layernorm?seed=104", 0);
+  const SearchResult r = agent_policy(*policy.value(), ec, {ec.max_episode_steps});
+  REQUIRE_MESSAGE(r.error.empty(), r.error);
+  CHECK(r.best_speedup >= 1.0);
+  CHECK(r.evaluations <= ec.max_episode_steps);
+}

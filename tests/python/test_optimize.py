@@ -117,6 +117,16 @@ def test_propose_names_each_search_in_its_text_form(softmax, checkpoint):
     assert heads == ["agent", "agent-rollout", "agent-greedy", "agent-probe"], r.stdout
 
 
+def test_propose_policy_only_gives_the_policy_alone(softmax, checkpoint):
+    r = subprocess.run([str(BIN_DIR / "evaluate_agent"), "--checkpoint", str(checkpoint),
+                        "--propose", str(softmax), "--policy-only", "--json"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    proposals = json.loads(r.stdout.strip().splitlines()[-1])["proposals"]
+    assert [p["method"] for p in proposals] == ["policy"]
+    assert proposals[0]["speedup"] >= 1.0
+
+
 def test_a_corrupt_checkpoint_is_an_error_before_any_search(tmp_path, softmax, checkpoint):
     bad = tmp_path / "bad.ckpt"
     data = checkpoint.read_bytes()
@@ -186,8 +196,9 @@ def test_evaluate_agent_prints_methods_by_budgets_and_writes_csv_json_and_a_plot
     # The summary: one row per method, one column per budget.
     summary = r.stdout[r.stdout.index("geomean best speed-up over 1 kernels"):].splitlines()
     assert summary[1].split() == ["method", "budget", "5", "budget", "20"]
-    rows = {line.split()[0]: line.split()[1:] for line in summary[2:10]}
-    assert set(rows) == {"agent", "agent-rollout", "agent-greedy", "agent-probe", "random", "greedy", "beam", "eager"}
+    rows = {line.split()[0]: line.split()[1:] for line in summary[2:11]}
+    assert set(rows) == {"policy", "agent", "agent-rollout", "agent-greedy", "agent-probe", "random", "greedy",
+                         "beam", "eager"}
     assert all(len(v) == 2 and all(x.endswith("x") and float(x[:-1]) >= 1.0 for x in v) for v in rows.values())
     assert f"plot: {out}/eval.png" in r.stdout
     assert (out / "eval.png").stat().st_size > 1000
