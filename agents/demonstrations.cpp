@@ -5,6 +5,7 @@
 #include <cmath>
 #include <mutex>
 #include <optional>
+#include <sstream>
 
 #include <tbb/parallel_for.h>
 
@@ -20,23 +21,14 @@ namespace {
 // fused rest: up to a few hundred moves).
 constexpr int kDemoEpisodeSteps = 1024;
 
-std::vector<std::string> split_commas(const std::string& s) {
-  std::vector<std::string> out;
-  size_t pos = 0;
-  while (pos <= s.size()) {
-    size_t c = s.find(',', pos);
-    if (c == std::string::npos) c = s.size();
-    if (c > pos) out.push_back(s.substr(pos, c - pos));
-    pos = c + 1;
-  }
-  return out;
-}
-
 }  // namespace
 
 std::vector<std::string> demonstration_kernels(const AgentConfig& config, const std::vector<std::string>& training) {
   std::vector<std::string> out = training;
-  const auto families = split_commas(config.demo_families);
+  std::vector<std::string> families;
+  std::stringstream ss(config.demo_families);
+  for (std::string f; std::getline(ss, f, ',');)
+    if (!f.empty()) families.push_back(f);
   if (families.empty()) return out;
   for (int i = 0; i < config.demos; ++i) {
     const std::string& fam = families[static_cast<size_t>(i) % families.size()];
@@ -109,7 +101,6 @@ std::optional<Demonstration> demonstrate(const AgentConfig& config, const std::s
   if (best == traces.size()) return std::nullopt;
   Demonstration d;
   d.kernel = kernel;
-  d.source = "proposal " + std::to_string(best + 1) + " of " + std::to_string(traces.size());
   d.speedup = best_speedup;
   if (!(play(traces[best], &d).time_s > 0)) return std::nullopt;
   return d;
@@ -128,6 +119,7 @@ DemoSummary add_demonstrations(const AgentConfig& config, const std::vector<std:
     std::string error;
     demos[i] = demonstrate(config, kernels[i], &error, &unreachable[i]);
     std::lock_guard lock(mu);
+    if (!error.empty() && sum.first_error.empty()) sum.first_error = kernels[i] + ": " + error;
     ++done;
     if (progress) progress(static_cast<double>(done) / static_cast<double>(kernels.size()));
   });

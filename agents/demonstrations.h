@@ -20,7 +20,6 @@ namespace perfdojo::agents {
 /// One kernel's demonstration: the teacher's best trace as flat action indices.
 struct Demonstration {
   std::string kernel;
-  std::string source;         ///< which expert trace won ("proposal 3 of 9")
   double speedup = 1;         ///< of the trace's end over the kernel as written, on the backend
   std::vector<AgentObs> obs;  ///< obs[i] before action i; obs.back() after the last
   std::vector<int> actions;
@@ -35,6 +34,7 @@ struct DemoSummary {
   int unreachable = 0;    ///< traces cut where the flat space could not address a step (a bug: tested)
   double seconds = 0;
   double geomean_speedup = 1;  ///< over the demonstrated kernels
+  std::string first_error;     ///< a kernel that could not be loaded or reset, with why ("" if none)
 };
 
 /// The kernels demonstrations are drawn from: the training kernels (config.kernels) and
@@ -42,7 +42,8 @@ struct DemoSummary {
 /// evaluation's generator seeds are below 1000).
 std::vector<std::string> demonstration_kernels(const AgentConfig& config, const std::vector<std::string>& training);
 
-/// The teacher's demonstration on one kernel, or nullopt when no expert trace gains 1% there.
+/// The teacher's demonstration on one kernel, or nullopt when no expert trace gains 1% there
+/// (or, with `error` set, when the kernel could not be loaded or reset).
 /// `unreachable` counts expert traces the env could not take step by step (none: tested).
 std::optional<Demonstration> demonstrate(const AgentConfig& config, const std::string& kernel, std::string* error,
                                          int* unreachable);

@@ -172,13 +172,13 @@ SearchResult agent_policy(Policy& policy, const env::EnvConfig& config, const st
   std::map<uint64_t, std::set<int>> taken;
   for (int step = 0; step < config.max_episode_steps; ++step) {
     const std::vector<float> q = policy.q_values(o);
-    const std::set<int>& before = taken[ir::structural_hash(e->program())];
+    std::set<int>& before = taken[ir::structural_hash(e->program())];
     int a = -1;
     for (size_t i = 0; i < o.mask.size(); ++i)
       if (o.mask[i] && !before.count(static_cast<int>(i)) && (a < 0 || q[i] > q[static_cast<size_t>(a)]))
         a = static_cast<int>(i);
     if (a < 0) break;
-    taken[ir::structural_hash(e->program())].insert(a);
+    before.insert(a);
     env::StepResult r = e->step(a);
     budget.record(*e, r);
     if (r.terminated || r.truncated || budget.exhausted()) break;

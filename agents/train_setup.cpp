@@ -102,6 +102,7 @@ std::string TrainRun::demonstrate() {
       std::to_string(d.transitions) + " transitions, teacher's geomean speed-up " + fmt("%.2f", d.geomean_speedup) +
       " on " + config.backend + ", " + fmt("%.0f", d.seconds) + " s" +
       (d.unreachable ? ", " + std::to_string(d.unreachable) + " expert traces not playable as actions" : ""));
+  if (!d.first_error.empty()) say("demonstrations: not every kernel loaded, e.g. " + d.first_error);
   out.demo_transitions = d.transitions;
   if (d.transitions == 0) return "";
   for (int u = 0; u < config.demo_pretrain; ++u) {

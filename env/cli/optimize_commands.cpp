@@ -54,11 +54,8 @@ struct Proposals {
 // The trained policy's proposals for FILE. The policy runs in `evaluate_agent --propose`, a
 // separate process next to this one: LibTorch stays out of the CLI, and a crash or hang there
 // costs the proposals, never the optimisation.
-Proposals agent_proposals(const std::string& checkpoint_name, const std::string& file,
+Proposals agent_proposals(const std::string& checkpoint, const std::string& file,
                           double timeout_s, bool policy_only) {
-  // "default": the agent shipped in the source tree (docs/agents.md).
-  const std::string checkpoint =
-      checkpoint_name == "default" ? PERFDOJO_SOURCE_DIR "/agents/checkpoints/default.ckpt" : checkpoint_name;
   Proposals out;
   std::error_code ec;
   fs::path self = fs::read_symlink("/proc/self/exe", ec);
@@ -69,7 +66,8 @@ Proposals agent_proposals(const std::string& checkpoint_name, const std::string&
         "--agent needs evaluate_agent next to perfdojo (a build with PERFDOJO_BUILD_AGENTS=ON)";
     return out;
   }
-  if (!fs::exists(checkpoint, ec)) {
+  // "default" (the shipped agent, docs/agents.md) is evaluate_agent's to resolve.
+  if (checkpoint != "default" && !fs::exists(checkpoint, ec)) {
     out.error = "cannot read checkpoint '" + checkpoint + "'";
     return out;
   }

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <unordered_map>
 
 #include "ir/check.h"
 
@@ -221,9 +222,14 @@ namespace {
 
 // How far `d` is, in log2, from the nearest register-fit size or power of two.
 double distance_to_aim(int64_t d) {
+  static const std::vector<double> kAims = [] {
+    std::vector<double> a;
+    for (int64_t f : register_fit_sizes()) a.push_back(std::log2(static_cast<double>(f)));
+    return a;
+  }();
   const double l = std::log2(static_cast<double>(d));
   double best = std::abs(l - std::round(l));  // the nearest power of two
-  for (int64_t a : register_fit_sizes()) best = std::min(best, std::abs(l - std::log2(static_cast<double>(a))));
+  for (double a : kAims) best = std::min(best, std::abs(l - a));
   return best;
 }
 
@@ -241,9 +247,7 @@ ParamList keep_nearest(std::vector<int64_t>& c, int n) {
   return out;
 }
 
-}  // namespace
-
-ParamList factor_values(Kind k, int64_t e) {
+ParamList derive_factor_values(Kind k, int64_t e) {
   std::vector<int64_t> c;
   switch (k) {
     case Kind::kTileScope:
@@ -266,6 +270,19 @@ ParamList factor_values(Kind k, int64_t e) {
     default: break;
   }
   return keep_nearest(c, param_slots(k));
+}
+
+}  // namespace
+
+ParamList factor_values(Kind k, int64_t e) {
+  // The mask asks at every scope it decides, and a program has few distinct extents: each
+  // (kind, extent) is derived once per thread (bounded; cleared when full).
+  thread_local std::unordered_map<int64_t, ParamList> memo;
+  if (param_kind(k) != ParamKind::kFactor || e < 1) return {};
+  const int64_t key = e * kNumKinds + static_cast<int64_t>(k);
+  if (auto it = memo.find(key); it != memo.end()) return it->second;
+  if (memo.size() >= 4096) memo.clear();
+  return memo.emplace(key, derive_factor_values(k, e)).first->second;
 }
 
 int param_slots(Kind k) {
@@ -292,35 +309,29 @@ std::vector<Action> candidate_actions(const ir::Program& p, const Target& t) {
   for (int k = 0; k < kNumKinds; ++k) {
     Kind kind = static_cast<Kind>(k);
     const auto& params = param_values(param_kind(kind), t);
-    auto emit = [&](Action a) {
-      for (int64_t v : params) {
+    auto emit = [&](Action a, std::span<const int64_t> values) {
+      for (int64_t v : values) {
         a.param = v;
         out.push_back(a);
       }
     };
     switch (loc_kind(kind)) {
       case LocKind::kScope:
-        for (const auto& s : scopes) {
-          Action a{kind, s, "", "", 0};
-          for (int64_t v : params_at(kind, node_at(p, s)->extent)) {
-            a.param = v;
-            out.push_back(a);
-          }
-        }
+        for (const auto& s : scopes) emit({kind, s, "", "", 0}, params_at(kind, node_at(p, s)->extent).span());
         break;
       case LocKind::kNode:
-        for (const auto& n : nodes) emit({kind, n, "", "", 0});
+        for (const auto& n : nodes) emit({kind, n, "", "", 0}, params);
         break;
       case LocKind::kBuffer:
-        for (const auto& b : bufs) emit({kind, {}, b, "", 0});
+        for (const auto& b : bufs) emit({kind, {}, b, "", 0}, params);
         break;
       case LocKind::kBufferPair:
         for (size_t i = 0; i < bufs.size(); ++i)
-          for (size_t j = i + 1; j < bufs.size(); ++j) emit({kind, {}, bufs[i], bufs[j], 0});
+          for (size_t j = i + 1; j < bufs.size(); ++j) emit({kind, {}, bufs[i], bufs[j], 0}, params);
         break;
       case LocKind::kScopeBuffer:
         for (const auto& s : scopes)
-          for (const auto& b : bufs) emit({kind, s, b, "", 0});
+          for (const auto& b : bufs) emit({kind, s, b, "", 0}, params);
         break;
     }
   }

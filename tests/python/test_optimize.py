@@ -107,6 +107,18 @@ def test_agent_proposals_are_searched_and_verified(softmax, checkpoint):
     assert report["verified"] is True
 
 
+def test_policy_only_with_the_shipped_agent_measures_its_trace_and_nothing_else(softmax):
+    r = optimize(softmax, "--timeout", 20, "--threads", 1, "--no-cache", "--agent", "default", "--policy-only",
+                 "--json")
+    assert r.returncode == 0, r.stderr[-2000:]
+    report = json.loads(r.stdout)["report"]
+    assert report["policy_only"] is True
+    assert report["agent_proposals"].startswith("policy: ")
+    assert report["sketches_used"] == 0  # no proposal of the optimiser's own
+    assert report["evaluations"] <= 2  # the original and the policy's program: no search
+    assert report["verified"] is True
+
+
 def test_propose_names_each_search_in_its_text_form(softmax, checkpoint):
     # The text form is what a person reads; each search's line starts with its name.
     r = subprocess.run([str(BIN_DIR / "evaluate_agent"), "--checkpoint", str(checkpoint),
