@@ -9,7 +9,6 @@
 #include <sstream>
 #include <variant>
 
-#include "gym/dataset.h"
 #include "util/json.h"
 
 namespace perfdojo::agents {
@@ -306,13 +305,6 @@ std::string validate(const AgentConfig& c) {
   if (c.demo_buffer < c.batch_size) return "demo_buffer must be >= batch_size";
   if (c.demo_ratio < 0 || c.demo_ratio > 1) return "demo_ratio must be in [0, 1]";
   if (c.demo_margin < 0 || c.demo_weight < 0) return "demo_margin and demo_weight must be >= 0";
-  {
-    const auto known = env::generator_families();
-    std::stringstream ss(c.demo_families);
-    for (std::string f; std::getline(ss, f, ',');)
-      if (!f.empty() && std::find(known.begin(), known.end(), f) == known.end())
-        return "demo_families: no generator family '" + f + "'";
-  }
   return "";
 }
 
