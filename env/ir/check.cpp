@@ -165,6 +165,11 @@ class StreamChecker::Impl {
         auto t = type_of(*e.args[2], where), f = type_of(*e.args[3], where);
         return unify(t, f, e, where);
       }
+      case ExprKind::kFma: {
+        auto a = type_of(*e.args[0], where), b = type_of(*e.args[1], where);
+        auto c = type_of(*e.args[2], where);
+        return unify(unify(a, b, e, where), c, e, where);
+      }
     }
     return std::nullopt;
   }

@@ -44,7 +44,22 @@ struct Resolved {
   Tensor* tensor;
   std::vector<int64_t> strides;
   std::vector<char>* written = nullptr;  // per element, when uninitialised reads are refused
+  std::vector<double>* bound = nullptr;  // per element, when error bounds are tracked
 };
+
+// The unit roundoff of a type: half its epsilon (0 for i32, whose arithmetic is exact).
+double unit_roundoff(DType t) {
+  switch (t) {
+    case DType::kF32: return 0x1.0p-24;
+    case DType::kF64: return 0x1.0p-53;
+    case DType::kI32: return 0;
+  }
+  return 0;
+}
+
+// exp, log, tanh, sin and cos are within a few units in the last place, in libm (about 1) and
+// in libmvec (at most 4): the bound allows 4 ulps, 8 unit roundoffs.
+constexpr double kMathRoundoffs = 8;
 
 // Thrown at the first read of a never-written element (InterpretOptions).
 struct UninitialisedRead {
@@ -54,8 +69,9 @@ struct UninitialisedRead {
 
 class Interpreter {
  public:
-  Interpreter(const Program& p, TensorMap& mem, std::map<std::string, std::vector<char>>* written)
-      : p_(p), mem_(mem), written_(written) {}
+  Interpreter(const Program& p, TensorMap& mem, std::map<std::string, std::vector<char>>* written,
+              TensorMap* bounds = nullptr)
+      : p_(p), mem_(mem), written_(written), bounds_(bounds) {}
 
   void run() { body(p_.body); }
 
@@ -86,6 +102,7 @@ class Interpreter {
       auto w = written_->find(a.buffer);
       if (w != written_->end()) r.written = &w->second;
     }
+    if (bounds_) r.bound = &bounds_->at(a.buffer).data;
     return cache_.emplace(&a, std::move(r)).first->second;
   }
 
@@ -126,6 +143,11 @@ class Interpreter {
       case ExprKind::kSelect: {
         auto a = type_of(*e.args[2]);
         return a ? a : type_of(*e.args[3]);
+      }
+      case ExprKind::kFma: {
+        auto a = type_of(*e.args[0]);
+        if (!a) a = type_of(*e.args[1]);
+        return a ? a : type_of(*e.args[2]);
       }
     }
     return std::nullopt;
@@ -178,25 +200,148 @@ class Interpreter {
         T b = eval<T>(*e.args[1]);
         return binop<T>(e.bin, a, b);
       }
-      case ExprKind::kSelect: {
-        // The comparison runs in its operands' own type.
-        auto ct = type_of(*e.args[0]);
-        if (!ct) ct = type_of(*e.args[1]);
-        DType cmp_t = ct.value_or(DType::kF64);
-        double l = eval_in(cmp_t, *e.args[0]), r = eval_in(cmp_t, *e.args[1]);
-        bool c = false;
-        switch (e.cmp) {
-          case CmpOp::kLt: c = l < r; break;
-          case CmpOp::kLe: c = l <= r; break;
-          case CmpOp::kGt: c = l > r; break;
-          case CmpOp::kGe: c = l >= r; break;
-          case CmpOp::kEq: c = l == r; break;
-          case CmpOp::kNe: c = l != r; break;
-        }
-        return c ? eval<T>(*e.args[2]) : eval<T>(*e.args[3]);
+      case ExprKind::kSelect:
+        return condition(e) ? eval<T>(*e.args[2]) : eval<T>(*e.args[3]);
+      case ExprKind::kFma: {
+        T a = eval<T>(*e.args[0]), b = eval<T>(*e.args[1]), c = eval<T>(*e.args[2]);
+        return fused<T>(a, b, c);
       }
     }
     return T{};
+  }
+
+  // A select's condition; the comparison runs in its operands' own type.
+  bool condition(const Expr& e) {
+    auto ct = type_of(*e.args[0]);
+    if (!ct) ct = type_of(*e.args[1]);
+    DType cmp_t = ct.value_or(DType::kF64);
+    double l = eval_in(cmp_t, *e.args[0]), r = eval_in(cmp_t, *e.args[1]);
+    switch (e.cmp) {
+      case CmpOp::kLt: return l < r;
+      case CmpOp::kLe: return l <= r;
+      case CmpOp::kGt: return l > r;
+      case CmpOp::kGe: return l >= r;
+      case CmpOp::kEq: return l == r;
+      case CmpOp::kNe: return l != r;
+    }
+    return false;
+  }
+
+  // A first-order bound on the absolute rounding error of `e` evaluated in T (running error
+  // analysis, as Wilkinson's and LAPACK's tests bound it): every operation adds its own
+  // rounding, u |result|, to its operands' errors scaled by how much they move the result. A
+  // different order of the same operations (reassociated sums, another rounding of a product)
+  // stays within a small multiple of it. A select follows the branch taken (a condition that
+  // flips within the error is not modelled).
+  // Infinities and NaNs are exact outcomes (correct code gets the same one), so their error is
+  // 0; that also keeps -inf masks (exp(-inf - m) = 0) from spreading infinite bounds.
+  template <class T>
+  double error(const Expr& e) {
+    if (!std::isfinite(static_cast<double>(eval<T>(e)))) return 0;
+    return error_of<T>(e);
+  }
+
+  template <class T>
+  double error_of(const Expr& e) {
+    const double u = unit_roundoff(std::is_same_v<T, float> ? DType::kF32
+                                   : std::is_same_v<T, double> ? DType::kF64 : DType::kI32);
+    if (u == 0) return 0;
+    auto mag = [](double x) { return std::fabs(x); };
+    switch (e.kind) {
+      case ExprKind::kConst:
+      case ExprKind::kIndex: return u * mag(static_cast<double>(eval<T>(e)));
+      case ExprKind::kLoad: {
+        Resolved& r = resolve(e.access);
+        // A value of another type is converted, which rounds it.
+        const double conv = r.tensor->dtype == DType::kF64 && !std::is_same_v<T, double>
+                                ? u * mag(static_cast<double>(eval<T>(e))) : 0;
+        return (r.bound ? (*r.bound)[offset(e.access, r)] : 0) + conv;
+      }
+      case ExprKind::kUnary: {
+        const double f = static_cast<double>(eval<T>(e));
+        if (e.un == UnOp::kCastF32 || e.un == UnOp::kCastF64 || e.un == UnOp::kCastI32) {
+          const DType ti = type_of(*e.args[0]).value_or(DType::kF64);
+          double ea = error_in(ti, *e.args[0]);
+          if (e.un == UnOp::kCastF32 && ti != DType::kF32) ea += 0x1.0p-24 * mag(f);
+          return ea;
+        }
+        const double a = static_cast<double>(eval<T>(*e.args[0]));
+        const double ea = error<T>(*e.args[0]);
+        switch (e.un) {
+          case UnOp::kNeg:
+          case UnOp::kAbs: return ea;
+          case UnOp::kExp: return mag(f) * ea + kMathRoundoffs * u * mag(f);
+          case UnOp::kLog: return ea / mag(a) + kMathRoundoffs * u * mag(f);
+          case UnOp::kSqrt: return (a > 0 ? ea / (2 * std::sqrt(a)) : std::sqrt(ea)) + u * mag(f);
+          case UnOp::kRsqrt: return (a > 0 ? ea * mag(f) / (2 * a) : INFINITY) + 2 * u * mag(f);
+          case UnOp::kTanh: return (1 - f * f) * ea + kMathRoundoffs * u * mag(f);
+          case UnOp::kSin:
+          case UnOp::kCos: return ea + kMathRoundoffs * u;
+          default: return ea;
+        }
+      }
+      case ExprKind::kBinary: {
+        const double a = static_cast<double>(eval<T>(*e.args[0])), b = static_cast<double>(eval<T>(*e.args[1]));
+        const double ea = error<T>(*e.args[0]), eb = error<T>(*e.args[1]);
+        const double f = static_cast<double>(binop<T>(e.bin, static_cast<T>(a), static_cast<T>(b)));
+        switch (e.bin) {
+          case BinOp::kAdd:
+          case BinOp::kSub: return ea + eb + u * mag(f);
+          case BinOp::kMul: return mag(b) * ea + mag(a) * eb + ea * eb + u * mag(f);
+          case BinOp::kDiv: return (ea + mag(f) * eb) / mag(b) + u * mag(f);
+          case BinOp::kMax:
+          case BinOp::kMin: return std::max(ea, eb);
+        }
+        return ea + eb;
+      }
+      case ExprKind::kSelect: return condition(e) ? error<T>(*e.args[2]) : error<T>(*e.args[3]);
+      case ExprKind::kFma: {
+        const double a = static_cast<double>(eval<T>(*e.args[0])), b = static_cast<double>(eval<T>(*e.args[1]));
+        return mag(b) * error<T>(*e.args[0]) + mag(a) * error<T>(*e.args[1]) + error<T>(*e.args[2]) +
+               u * mag(static_cast<double>(eval<T>(e)));
+      }
+    }
+    return 0;
+  }
+
+  double error_in(DType t, const Expr& e) {
+    switch (t) {
+      case DType::kF32: return error<float>(e);
+      case DType::kF64: return error<double>(e);
+      case DType::kI32: return 0;
+    }
+    return 0;
+  }
+
+  // The bound of the value a statement stores: its right side's, combined with the target's
+  // old bound as the reduction combines the values, plus the final rounding.
+  double stmt_error(const Stmt& s, DType t, double old, double old_bound, double v) {
+    const double u = unit_roundoff(t);
+    if (u == 0 || !std::isfinite(v)) return 0;
+    if (fused_update(s)) {
+      const double x = eval_in(t, *s.rhs->args[0]), y = eval_in(t, *s.rhs->args[1]);
+      return old_bound + std::fabs(y) * error_in(t, *s.rhs->args[0]) +
+             std::fabs(x) * error_in(t, *s.rhs->args[1]) + u * std::fabs(v);
+    }
+    const double er = error_in(t, *s.rhs);
+    switch (s.op) {
+      case Reduce::kNone: return er;  // the right side's own rounding is its last operation's
+      case Reduce::kAdd: return old_bound + er + u * std::fabs(v);
+      case Reduce::kMul: {
+        const double rv = eval_in(t, *s.rhs);
+        return std::fabs(rv) * old_bound + std::fabs(old) * er + old_bound * er + u * std::fabs(v);
+      }
+      case Reduce::kMax:
+      case Reduce::kMin: return std::max(old_bound, er);
+    }
+    return er;
+  }
+
+  // a * b + c rounded once (std::fma in float and double); integers wrap as a * b then + c do.
+  template <class T>
+  static T fused(T a, T b, T c) {
+    if constexpr (std::is_integral_v<T>) return binop<T>(BinOp::kAdd, binop<T>(BinOp::kMul, a, b), c);
+    else return std::fma(a, b, c);
   }
 
   template <class T>
@@ -235,9 +380,12 @@ class Interpreter {
   }
 
   template <class T>
-  double combine(Reduce op, double old_v, const Expr& rhs) {
-    T v = eval<T>(rhs);
+  double combine(const Stmt& s, double old_v) {
+    const Reduce op = s.op;
     T o = static_cast<T>(old_v);
+    if (fused_update(s))
+      return static_cast<double>(fused<T>(eval<T>(*s.rhs->args[0]), eval<T>(*s.rhs->args[1]), o));
+    T v = eval<T>(*s.rhs);
     switch (op) {
       case Reduce::kNone: return static_cast<double>(v);
       case Reduce::kAdd: return static_cast<double>(binop<T>(BinOp::kAdd, o, v));
@@ -256,9 +404,14 @@ class Interpreter {
     DType t = r.tensor->dtype;
     double v = 0;
     switch (t) {
-      case DType::kF32: v = combine<float>(s.op, old, *s.rhs); break;
-      case DType::kF64: v = combine<double>(s.op, old, *s.rhs); break;
-      case DType::kI32: v = combine<int32_t>(s.op, old, *s.rhs); break;
+      case DType::kF32: v = combine<float>(s, old); break;
+      case DType::kF64: v = combine<double>(s, old); break;
+      case DType::kI32: v = combine<int32_t>(s, old); break;
+    }
+    if (r.bound) {
+      double& b = (*r.bound)[off];
+      const double e = stmt_error(s, t, old, s.op == Reduce::kNone ? 0.0 : b, round_to(t, v));
+      b = std::isnan(e) ? INFINITY : e;
     }
     r.tensor->data[off] = round_to(t, v);
     if (r.written) (*r.written)[off] = 1;
@@ -267,6 +420,7 @@ class Interpreter {
   const Program& p_;
   TensorMap& mem_;
   std::map<std::string, std::vector<char>>* written_;
+  TensorMap* bounds_;
   std::vector<int64_t> iters_;
   std::unordered_map<const Access*, Resolved> cache_;
 };
@@ -330,8 +484,13 @@ Result<TensorMap> interpret(const Program& p, const TensorMap& inputs,
     for (const auto& b : p.buffers)
       if (b.role != Role::kInput && !b.init)
         written.emplace(b.name, std::vector<char>(static_cast<size_t>(b.elements()), 0));
+  if (options.error_bounds) {
+    options.error_bounds->clear();
+    for (const auto& [name, t] : mem)
+      options.error_bounds->emplace(name, Tensor{DType::kF64, t.shape, std::vector<double>(t.data.size(), 0.0)});
+  }
   try {
-    Interpreter(p, mem, options.forbid_uninitialised_reads ? &written : nullptr).run();
+    Interpreter(p, mem, options.forbid_uninitialised_reads ? &written : nullptr, options.error_bounds).run();
   } catch (const UninitialisedRead& u) {
     const BufferDecl* b = p.find_buffer(u.access->buffer);
     std::string at;

@@ -35,6 +35,11 @@ struct InterpretOptions {
   /// uninitialised memory, even where it is dead). The error names the access's file:line:col,
   /// the buffer and the element.
   bool forbid_uninitialised_reads = false;
+  /// When given, receives a tensor per buffer (f64, the buffer's shape): a first-order bound on
+  /// the rounding error in each element's value (running error analysis; inputs are exact).
+  /// Verification compares a result that may round differently against it (docs/ir.md,
+  /// "Verification").
+  TensorMap* error_bounds = nullptr;
 };
 
 /// Runs a checked program on `inputs` (every input buffer must be present with its shape).

@@ -139,6 +139,18 @@ ExprPtr Expr::select(CmpOp op, ExprPtr l, ExprPtr r, ExprPtr t, ExprPtr f) {
   return e;
 }
 
+ExprPtr Expr::fma(ExprPtr a, ExprPtr b, ExprPtr c) {
+  auto e = std::make_shared<Expr>();
+  e->kind = ExprKind::kFma;
+  e->args = {std::move(a), std::move(b), std::move(c)};
+  return e;
+}
+
+bool fused_update(const Stmt& s) {
+  return s.fused && s.op == Reduce::kAdd && s.rhs && s.rhs->kind == ExprKind::kBinary &&
+         s.rhs->bin == BinOp::kMul;
+}
+
 ExprPtr Expr::index(Affine f, SourceLoc loc) {
   f.normalise();
   if (f.coeffs.empty()) return constant(static_cast<double>(f.constant));
@@ -199,7 +211,8 @@ bool same_double(double a, double b) {
 }
 
 bool same_stmt(const Stmt& a, const Stmt& b) {
-  return a.lhs == b.lhs && a.op == b.op && structurally_equal(*a.rhs, *b.rhs);
+  return a.lhs == b.lhs && a.op == b.op && fused_update(a) == fused_update(b) &&
+         structurally_equal(*a.rhs, *b.rhs);
 }
 
 bool same_decl(const BufferDecl& a, const BufferDecl& b) {
@@ -265,6 +278,7 @@ class Hasher {
       case ExprKind::kUnary: u64(static_cast<uint64_t>(e.un)); break;
       case ExprKind::kBinary: u64(static_cast<uint64_t>(e.bin)); break;
       case ExprKind::kSelect: u64(static_cast<uint64_t>(e.cmp)); break;
+      case ExprKind::kFma: break;
     }
     for (const auto& a : e.args) expr(*a);
   }
@@ -277,7 +291,8 @@ class Hasher {
   void statement(const Stmt& s) {
     u64(0);
     access(s.lhs);
-    u64(static_cast<uint64_t>(s.op));
+    // A fused update hashes apart from `+=` (and every hash of an unfused program stays as it was).
+    u64(static_cast<uint64_t>(s.op) + (fused_update(s) ? 16 : 0));
     expr(*s.rhs);
   }
   void node(const Node& n) {
@@ -344,6 +359,8 @@ bool structurally_equal(const Expr& a, const Expr& b) {
       break;
     case ExprKind::kSelect:
       if (a.cmp != b.cmp) return false;
+      break;
+    case ExprKind::kFma:
       break;
   }
   for (size_t i = 0; i < a.args.size(); ++i)

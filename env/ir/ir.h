@@ -79,7 +79,9 @@ struct Access {
 
 /// Expression node kinds. kIndex is the integer value of an affine function of the iterators
 /// (`{0}`, `{1}*32+{2}`), converted to the type the expression is evaluated in, like a constant.
-enum class ExprKind { kConst, kLoad, kUnary, kBinary, kSelect, kIndex };
+/// kFma is fma(a, b, c): a * b + c rounded once (args = {a, b, c}); it is how the IR says where a
+/// fused multiply-add is computed (docs/ir.md, "Contraction").
+enum class ExprKind { kConst, kLoad, kUnary, kBinary, kSelect, kIndex, kFma };
 /// Unary operators and functions; casts convert between element types. (New members go last:
 /// the structural hash encodes the number.)
 enum class UnOp { kNeg, kExp, kLog, kSqrt, kRsqrt, kTanh, kAbs, kCastF32, kCastF64, kCastI32, kSin, kCos };
@@ -110,6 +112,8 @@ struct Expr {
   static ExprPtr unary(UnOp op, ExprPtr a);
   static ExprPtr binary(BinOp op, ExprPtr a, ExprPtr b);
   static ExprPtr select(CmpOp op, ExprPtr l, ExprPtr r, ExprPtr t, ExprPtr f);
+  /// fma(a, b, c): a * b + c with one rounding.
+  static ExprPtr fma(ExprPtr a, ExprPtr b, ExprPtr c);
   /// The value of `f`; a constant when `f` uses no iterator (the canonical form).
   static ExprPtr index(Affine f, SourceLoc loc = {});
   /// The affine function of a kIndex node.
@@ -120,12 +124,19 @@ struct Expr {
 enum class Reduce { kNone, kAdd, kMul, kMax, kMin };
 
 /// `lhs = rhs`, `lhs += rhs`, `lhs *= rhs`, `lhs = max(rhs)`, `lhs = min(rhs)`.
+/// `fused`: a `+=` whose right side is a product `x * y` adds it with one rounding,
+/// lhs = fma(x, y, lhs), and prints that way; on any other statement it means nothing (see
+/// fused_update).
 struct Stmt {
   Access lhs;
   Reduce op = Reduce::kNone;
   ExprPtr rhs;
   SourceLoc loc;
+  bool fused = false;
 };
+
+/// Whether `s` is a fused multiply-add update: lhs = fma(x, y, lhs) for `lhs += x * y`.
+bool fused_update(const Stmt& s);
 
 /// Scheduling annotation of a scope; it changes how a backend runs it, never what it computes.
 enum class Annot { kNone, kVector, kParallel, kUnroll, kGpuBlock, kGpuThread };

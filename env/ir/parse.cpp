@@ -607,6 +607,12 @@ class LineParser {
         return {Expr::unary(op, args[0]), std::nullopt};
       }
     }
+    if (name.text == "fma") {
+      if (args.size() != 3)
+        fail(name, "'fma' takes 3 arguments (fma(a, b, c) = a * b + c, rounded once), found " +
+                       std::to_string(args.size()));
+      return {Expr::fma(args[0], args[1], args[2]), std::nullopt};
+    }
     if (name.text == "max" || name.text == "min") {
       bool is_max = name.text == "max";
       if (args.size() == 2)
@@ -621,8 +627,8 @@ class LineParser {
     }
     (void)close;
     fail(name, "unknown function '" + name.text +
-                   "'; expected exp, log, sqrt, rsqrt, tanh, sin, cos, abs, max, min, select, where, f32, "
-                   "f64 or i32");
+                   "'; expected exp, log, sqrt, rsqrt, tanh, sin, cos, abs, max, min, fma, select, "
+                   "where, f32, f64 or i32");
   }
 
   Stmt parse_stmt() {
@@ -654,6 +660,16 @@ class LineParser {
     }
     s.rhs = parse_expr();
     expect_end();
+    // `t = fma(x, y, t)` is the fused update of `t += x * y` (one rounding): a reduction, as
+    // the unfused form is, so every move treats both alike.
+    if (s.op == Reduce::kNone && s.rhs->kind == ExprKind::kFma &&
+        s.rhs->args[2]->kind == ExprKind::kLoad && s.rhs->args[2]->access == s.lhs) {
+      Stmt f = s;
+      f.op = Reduce::kAdd;
+      f.fused = true;
+      f.rhs = Expr::binary(BinOp::kMul, s.rhs->args[0], s.rhs->args[1]);
+      if (fused_update(f)) return f;
+    }
     return s;
   }
 

@@ -104,6 +104,14 @@ void print_expr_to(const Expr& e, int min_prec, std::string& out) {
       s += " : ";
       print_expr_to(*e.args[3], kPrecSelect, s);
       break;
+    case ExprKind::kFma:
+      s = "fma(";
+      for (size_t i = 0; i < 3; ++i) {
+        if (i) s += ", ";
+        print_expr_to(*e.args[i], kPrecSelect, s);
+      }
+      s += ")";
+      break;
   }
   if (prec < min_prec) {
     out += "(" + s + ")";
@@ -198,6 +206,13 @@ std::string print_expr(const Expr& e) {
 
 std::string print_stmt(const Stmt& st) {
   std::string s = print_access(st.lhs);
+  if (fused_update(st)) {
+    std::string t = s + " = fma(";
+    print_expr_to(*st.rhs->args[0], kPrecSelect, t);
+    t += ", ";
+    print_expr_to(*st.rhs->args[1], kPrecSelect, t);
+    return t + ", " + s + ")";
+  }
   switch (st.op) {
     case Reduce::kNone: return s + " = " + print_expr(*st.rhs);
     case Reduce::kAdd: return s + " += " + print_expr(*st.rhs);

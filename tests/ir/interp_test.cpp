@@ -361,3 +361,45 @@ TEST_CASE("strict: a read of an element nothing wrote is refused with its place,
     FAIL("an accumulation into an unwritten output ran");
   }
 }
+
+TEST_CASE("fma rounds once: (1 + 2^-23)^2 - (1 + 2^-22) keeps the 2^-46 a product then a sum loses") {
+  const double e = std::ldexp(1.0, -23);
+  const TensorMap in = {{"a", tensor(DType::kF32, {1}, {1 + e})},
+                        {"c", tensor(DType::kF32, {1}, {-(1 + 2 * e)})}};
+  auto fused = run("input a: f32[1]\ninput c: f32[1]\noutput y: f32[1]\n\ny[0] = fma(a[0], a[0], c[0])\n", in);
+  auto split = run("input a: f32[1]\ninput c: f32[1]\noutput y: f32[1]\n\ny[0] = a[0] * a[0] + c[0]\n", in);
+  CHECK(scalar(fused, "y") == std::ldexp(1.0, -46));
+  CHECK(scalar(split, "y") == 0);
+}
+
+TEST_CASE("a fused update adds the product to the old value with one rounding") {
+  const double e = std::ldexp(1.0, -23);
+  const TensorMap in = {{"a", tensor(DType::kF32, {1}, {1 + e})}};
+  auto m = run("input a: f32[1]\noutput y: f32[1] = 0\n\n"
+               "y[0] = 0 - 1 - 2 * 0.00000011920928955078125\n"
+               "y[0] = fma(a[0], a[0], y[0])\n", in);
+  CHECK(scalar(m, "y") == std::ldexp(1.0, -46));
+}
+
+TEST_CASE("i32 fma wraps as its product and sum do") {
+  const TensorMap in = {{"a", tensor(DType::kI32, {1}, {65536})}};
+  auto m = run("input a: i32[1]\noutput y: i32[1]\n\ny[0] = fma(a[0], a[0], 5)\n", in);
+  CHECK(scalar(m, "y") == 5);  // 2^32 wraps to 0
+}
+
+TEST_CASE("error bounds: each operation adds one unit roundoff of its result; a sum bounds every order") {
+  TensorMap bounds;
+  InterpretOptions o;
+  o.error_bounds = &bounds;
+  const double u = std::ldexp(1.0, -24);  // f32
+  Program scale = must_load("input x: f32[4]\noutput y: f32[4]\n\n4 y[{0}] = x[{0}] * 1\n");
+  REQUIRE(interpret(scale, kFour, o).ok());
+  for (size_t i = 0; i < 4; ++i) CHECK(bounds.at("y").data[i] == doctest::Approx(u * std::abs(kFour.at("x").data[i])));
+  // 4 terms in f32: each add contributes u |partial sum|, within 3 u (sum of |x|).
+  Program sum = must_load("input x: f32[4]\noutput y: f32[1] = 0\n\n4 y[0] += x[{0}]\n");
+  auto r = interpret(sum, kFour, o);
+  REQUIRE(r.ok());
+  const double b = bounds.at("y").data[0];
+  CHECK(b > 0);
+  CHECK(b <= 4 * u * (3 + 5 + 0.5 + 2));
+}

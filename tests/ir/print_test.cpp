@@ -328,3 +328,17 @@ TEST_CASE("structural_hash is pinned: the same value on every run and platform")
   const Program p = must_load("output y: f32[1]\n\n1 y[0] = 1\n");
   CHECK(structural_hash(p) == 11788817715222486951ULL);
 }
+
+TEST_CASE("fma prints as a call and a fused update as fma of its own target; both re-parse equal") {
+  CHECK(printed_statement("y[{0}] = fma(a[{0}], b[{0}], c[{0}])") == "y[{0}] = fma(a[{0}], b[{0}], c[{0}])");
+  CHECK(printed_statement("y[{0}] = fma(-a[{0}], b[{0}] + 1, 2)") == "y[{0}] = fma(-a[{0}], b[{0}] + 1, 2)");
+  CHECK(printed_statement("w[{0}] = fma(k[{0}], k[{0}], 3)") == "w[{0}] = fma(k[{0}], k[{0}], 3)");
+  // The fused update: the same statement as `y += a * b` but for the one rounding.
+  Program fused = must_load(std::string(kHeader) + "N y[{0}] = fma(a[{0}], b[{0}], y[{0}])\n");
+  Program plain = must_load(std::string(kHeader) + "N y[{0}] += a[{0}] * b[{0}]\n");
+  check_round_trip(fused);
+  const Stmt& s = fused.body[0]->body[0]->stmt;
+  CHECK(fused_update(s));
+  CHECK_FALSE(structurally_equal(fused, plain));
+  CHECK(structural_hash(fused) != structural_hash(plain));
+}
