@@ -58,6 +58,7 @@ double expr_flops(const ir::Expr& e) {
       break;
     case ir::ExprKind::kBinary:
     case ir::ExprKind::kSelect: n = 1; break;
+    case ir::ExprKind::kFma: n = 2; break;  // a multiply and an add, as a fused update counts
   }
   for (const auto& a : e.args) n += expr_flops(*a);
   return n;

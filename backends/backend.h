@@ -58,6 +58,9 @@ struct Measurement {
   int reps = 0;
   bool verified = false;             ///< outputs matched the interpreter
   double max_rel_error = 0;          ///< against the interpreter, when verified
+  /// How the outputs were checked: "exact" (bit for bit), "bound" (within the interpreter's
+  /// rounding-error bound) or "tolerance" (a relative tolerance); "" when not checked.
+  std::string verification;
   double compile_s = 0;              ///< compile latency (0 on a cache hit)
   bool cached = false;               ///< served from the result cache
   bool noisy = false;                ///< the spread stayed above kNoisySpread after a repeat

@@ -165,6 +165,11 @@ std::optional<DType> type_of(const ir::Program& p, const ir::Expr& e) {
       auto a = type_of(p, *e.args[2]);
       return a ? a : type_of(p, *e.args[3]);
     }
+    case ir::ExprKind::kFma: {
+      auto a = type_of(p, *e.args[0]);
+      if (!a) a = type_of(p, *e.args[1]);
+      return a ? a : type_of(p, *e.args[2]);
+    }
   }
   return std::nullopt;
 }
@@ -235,6 +240,32 @@ int count_accesses(const std::vector<ir::NodePtr>& body, const std::string& buf)
 
 // ---------------------------------------------------------------------------------------------
 // Helper functions the printed code calls; static inline, so unused ones cost nothing.
+
+// V_fma(a, b, c): a * b + c with one rounding per lane, as the IR's fma and fused updates say.
+// x86 with FMA: one vfmadd (the intrinsics of the vector's width); elsewhere fma per lane, which
+// the compiler turns into the target's vector FMA where it has one (-ffp-contract=off never
+// splits an explicit fma, and never makes one of a * b + c).
+std::string fma_helper(DType t, int64_t w) {
+  const std::string V = vtype(t, w), S = ctype(t);
+  const int64_t bytes = w * (t == DType::kF32 ? 4 : 8);
+  const std::string ps = t == DType::kF32 ? "ps" : "pd", f = t == DType::kF32 ? "f" : "";
+  std::string s = "PD_INLINE " + V + " " + V + "_fma(" + V + " a, " + V + " b, " + V + " c) {\n";
+  std::string x86;
+  if (bytes == 64) x86 = "defined(__AVX512F__)";
+  if (bytes == 32) x86 = "defined(__FMA__)";
+  if (bytes == 16) x86 = "defined(__FMA__)";
+  if (!x86.empty()) {
+    const std::string pre = bytes == 64 ? "_mm512" : bytes == 32 ? "_mm256" : "_mm";
+    const std::string reg = (bytes == 64 ? "__m512" : bytes == 32 ? "__m256" : "__m128") +
+                            std::string(t == DType::kF32 ? "" : "d");
+    s += "#if defined(__x86_64__) && " + x86 + "\n  return (" + V + ")" + pre + "_fmadd_" + ps +
+         "((" + reg + ")a, (" + reg + ")b, (" + reg + ")c);\n#else\n";
+  }
+  s += "  " + V + " r;\n  for (int l = 0; l < " + std::to_string(w) + "; ++l) r[l] = __builtin_fma" + f +
+       "(a[l], b[l], c[l]);\n  return r;\n";
+  if (!x86.empty()) s += "#endif\n";
+  return s + "}\n";
+}
 
 const char* kScalarHelpers = R"(#define PD_INLINE static inline __attribute__((always_inline))
 /* max/min follow the IR: a > b ? a : b, a < b ? a : b; abs is a < 0 ? -a : a. */
@@ -312,6 +343,7 @@ std::string vector_helpers(DType t, int64_t w, bool libmvec, bool guard_exp) {
        "_sel(a < b, a, b); }\n";
   s += "PD_INLINE " + V + " " + V + "_abs(" + V + " a) { return " + V + "_sel(a < " + V +
        "_splat(" + zero + "), -a, a); }\n";
+  s += fma_helper(t, w);
   // exp, log, tanh, sin, cos: glibc's vector math library (libmvec, <= 4 ulp) for register-sized vectors,
   // named by the x86-64 vector function ABI (b: 16 bytes, d: 32 bytes AVX2, e: 64 bytes
   // AVX-512); otherwise one libm call per lane. sqrt per lane compiles to one instruction.
@@ -401,12 +433,22 @@ class Printer {
     g.scalar_fallbacks = static_cast<int>(fallback_why_.size());
     g.streamed_stores = streams_printed_;
     g.prefetched_tiles = prefetch_blocks_;
+    bool reassociates = false;
+    for (const auto& [pth, acc] : acc_of_)
+      reassociates = reassociates || acc.stmt->op == ir::Reduce::kAdd || acc.stmt->op == ir::Reduce::kMul;
+    g.exact = !o_.cuda && !reassociates && !vector_math_;
+    g.fuses = fuses_;
     for (const auto& [pth, why] : fallback_why_) g.notes.push_back(path_text(pth) + ": " + why);
     g.source = o_.cuda ? cuda_preamble() + body + cuda_epilogue() : preamble() + body;
     return g;
   }
 
  private:
+  // A vector exp, log, tanh, sin or cos was printed (libmvec or its per-lane fallback, whose
+  // last bit may differ from the interpreter's libm call).
+  bool vector_math_ = false;
+  mutable bool fuses_ = false;  // an fma (scalar or vector) was printed
+
   // A vector accumulator: `chunks` registers of `lanes` lanes (acc<id>_<k>), times `copies`
   // where an unrolled scope at depth `rotate_depth` repeats its update: copy v of that scope
   // updates set v % copies, so the updates do not wait on one another's latency (an FMA or a max
@@ -688,6 +730,8 @@ class Printer {
         return "(" + sexpr(*e.args[0], tc) + " " + cmp_text(e.cmp) + " " + sexpr(*e.args[1], tc) +
                " ? " + sexpr(*e.args[2], t) + " : " + sexpr(*e.args[3], t) + ")";
       }
+      case ir::ExprKind::kFma:
+        return scalar_fma(sexpr(*e.args[0], t), sexpr(*e.args[1], t), sexpr(*e.args[2], t), t);
     }
     return "0";
   }
@@ -767,16 +811,21 @@ class Printer {
           case ir::UnOp::kAbs:
             return V + "_abs(" + unparen(*a) + ")";
           case ir::UnOp::kExp:
+            vector_math_ = true;
             return V + "_exp(" + unparen(*a) + ")";
           case ir::UnOp::kLog:
+            vector_math_ = true;
             return V + "_log(" + unparen(*a) + ")";
           case ir::UnOp::kSqrt:
             return V + "_sqrt(" + unparen(*a) + ")";
           case ir::UnOp::kTanh:
+            vector_math_ = true;
             return V + "_tanh(" + unparen(*a) + ")";
           case ir::UnOp::kSin:
+            vector_math_ = true;
             return V + "_sin(" + unparen(*a) + ")";
           case ir::UnOp::kCos:
+            vector_math_ = true;
             return V + "_cos(" + unparen(*a) + ")";
           case ir::UnOp::kRsqrt:
             return "(" + V + "_splat(" + literal(1, t) + ") / " + V + "_sqrt(" + unparen(*a) + "))";
@@ -816,6 +865,13 @@ class Printer {
         std::string mask = *l + " " + cmp_text(e.cmp) + " " + *r;
         if (*ct != t) mask = "__builtin_convertvector(" + mask + ", " + mtype(t, lanes) + ")";
         return V + "_sel(" + mask + ", " + unparen(*x) + ", " + unparen(*y) + ")";
+      }
+      case ir::ExprKind::kFma: {
+        auto a = vexpr(*e.args[0], t, d, lanes, lane0), b = vexpr(*e.args[1], t, d, lanes, lane0),
+             c = vexpr(*e.args[2], t, d, lanes, lane0);
+        if (!a || !b || !c) return std::nullopt;
+        fuses_ = true;
+        return V + "_fma(" + unparen(*a) + ", " + unparen(*b) + ", " + unparen(*c) + ")";
       }
     }
     return std::nullopt;
@@ -1158,7 +1214,20 @@ class Printer {
   void print_scalar_stmt(const ir::Stmt& s) {
     DType t = dtype_.at(s.lhs.buffer);
     line("// " + comment_text(ir::print_stmt(s)));
+    if (ir::fused_update(s)) {
+      const std::string lhs = access(s.lhs);
+      line(lhs + " = " + scalar_fma(sexpr(*s.rhs->args[0], t), sexpr(*s.rhs->args[1], t), lhs, t) + ";");
+      return;
+    }
     line(combine_scalar(s.op, t, access(s.lhs), unparen(sexpr(*s.rhs, t))));
+  }
+
+  // a * b + c with one rounding (C's fma); i32 wraps as the product and sum do.
+  std::string scalar_fma(const std::string& a, const std::string& b, const std::string& c, DType t) const {
+    fuses_ = true;
+    if (t == DType::kI32) return "pd_addi(pd_muli(" + unparen(a) + ", " + unparen(b) + "), " + unparen(c) + ")";
+    return std::string(t == DType::kF32 ? "fmaf(" : "fma(") + unparen(a) + ", " + unparen(b) + ", " +
+           unparen(c) + ")";
   }
 
   // A temporary the kernel declares as a local (registers, once its indices are constants).
@@ -1338,6 +1407,14 @@ class Printer {
       path.pop_back();
       for (int64_t c = 0; c < v.extent / lanes; ++c) {
         std::string rhs = unparen(*vexpr(*s.rhs, t, d, lanes, c * lanes));
+        // A fused update adds x * y to the old value with one rounding: V_fma(x, y, old).
+        const bool fused = ir::fused_update(s);
+        auto update = [&](const std::string& old) {
+          if (!fused) return unparen(combine_vector(s.op, V, old, rhs));
+          fuses_ = true;
+          return V + "_fma(" + unparen(*vexpr(*s.rhs->args[0], t, d, lanes, c * lanes)) + ", " +
+                 unparen(*vexpr(*s.rhs->args[1], t, d, lanes, c * lanes)) + ", " + old + ")";
+        };
         if (acc != acc_of_.end()) {
           // The register set of this unrolled copy (the first where the scope printed as a loop).
           const Acc& info = acc->second;
@@ -1347,7 +1424,7 @@ class Printer {
           for (size_t m = 0; m < info.tile_depths.size(); ++m)
             tile = tile * info.tile_extents[m] + unrolled_copy_.at(info.tile_depths[m]);
           std::string a = acc_name(info.id, c + info.chunks * (set + info.copies * tile));
-          line(a + " = " + unparen(combine_vector(s.op, V, a, rhs)) + ";");
+          line(a + " = " + update(a) + ";");
           continue;
         }
         std::string addr = "&" + access(s.lhs, d, c * lanes);
@@ -1358,8 +1435,7 @@ class Printer {
         } else if (s.op == ir::Reduce::kNone)
           line(V + "_store(" + addr + ", " + rhs + ");");
         else
-          line(V + "_store(" + addr + ", " +
-               unparen(combine_vector(s.op, V, V + "_load(" + addr + ")", rhs)) + ");");
+          line(V + "_store(" + addr + ", " + update(V + "_load(" + addr + ")") + ");");
       }
     }
     --indent_;
@@ -1557,7 +1633,8 @@ class Printer {
     if (std::getline(doc, l) && !l.empty())
       s += "//" + comment_text(l[0] == ' ' ? l : " " + l) + "\n";
     s += "// IR structural hash " + std::to_string(ir::structural_hash(p_)) + "\n";
-    s += "#include <math.h>\n#include <stdint.h>\n#include <stdlib.h>\n#include <string.h>\n\n";
+    s += "#include <math.h>\n#include <stdint.h>\n#include <stdlib.h>\n#include <string.h>\n";
+    s += "#if defined(__x86_64__) && !defined(__CUDACC__)\n#include <immintrin.h>\n#endif\n\n";
     s += kScalarHelpers;
     const bool guard_exp = computes_infinity(p_);
     for (const auto& [t, w] : vtypes_) s += vector_helpers(t, w, o_.libmvec, guard_exp);

@@ -16,7 +16,7 @@
 namespace perfdojo::backends {
 
 /// Version of the printer's output; part of every result-cache key so a new printer re-measures.
-inline constexpr const char* kCodegenVersion = "c9";
+inline constexpr const char* kCodegenVersion = "c11";
 
 /// Vector registers the accumulators of one `:vec` scope share, rotated over the copies of an
 /// unrolled scope right around it so their updates are in flight together (the cost model counts
@@ -66,6 +66,12 @@ struct GeneratedC {
   int scalar_fallbacks = 0;        ///< `:vec` scopes printed as plain loops (reason in a comment)
   int streamed_stores = 0;         ///< vector stores printed as non-temporal stores
   int prefetched_tiles = 0;        ///< register-tile copies whose next iteration is prefetched
+  /// The code computes every value as the interpreter does, bit for bit: each operation in the
+  /// IR's order with its rounding (a fused multiply-add only where the IR has one). False where
+  /// it reassociates (vector partial sums or products combined across lanes or register sets)
+  /// or calls vector math (libmvec's exp, log, tanh, sin, cos), and for CUDA (device math).
+  bool exact = false;
+  bool fuses = false;  ///< the code calls fma (the IR's fma and fused updates)
   std::vector<std::string> notes;  ///< one line per fallback: why the scope stayed scalar
 };
 

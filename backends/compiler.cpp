@@ -131,4 +131,30 @@ CompileResult compile_shared_object(const std::string& compiler,
   return r;
 }
 
+std::optional<std::string> unasked_contraction(const std::string& so_path, bool source_fuses) {
+  if (find_executable("objdump").empty()) return std::nullopt;
+  util::ProcessResult r =
+      util::run_process({"objdump", "-d", "--no-show-raw-insn", so_path}, {.timeout_s = 20.0});
+  if (!r.ok()) return std::nullopt;
+  // "  1a2b:\tvfmaddsub231ps %zmm1,%zmm2,%zmm3": the mnemonic follows the first tab.
+  size_t pos = 0;
+  while (pos < r.output.size()) {
+    size_t end = r.output.find('\n', pos);
+    if (end == std::string::npos) end = r.output.size();
+    size_t tab = r.output.find('\t', pos);
+    if (tab < end) {
+      size_t b = tab + 1, e = b;
+      while (e < end && r.output[e] != ' ' && r.output[e] != '\t') ++e;
+      std::string m = r.output.substr(b, e - b);
+      auto starts = [&](const char* p) { return m.rfind(p, 0) == 0; };
+      if (starts("vfmaddsub") || starts("vfmsubadd"))
+        return m + " (an alternating fused add/subtract)";
+      if (!source_fuses && (starts("vfmadd") || starts("vfmsub") || starts("vfnmadd") || starts("vfnmsub")))
+        return m + " (a fused multiply-add the source has none of)";
+    }
+    pos = end + 1;
+  }
+  return std::string();
+}
+
 }  // namespace perfdojo::backends

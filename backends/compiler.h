@@ -27,6 +27,14 @@ CompileResult compile_shared_object(const std::string& compiler,
                                     const std::vector<std::string>& libs = {},
                                     double timeout_s = 0);
 
+/// Whether the compiler fused a multiply with an add or subtract the source keeps apart, read off
+/// the x86 shared object's instructions: "" when it did not, else what it found. The flags ask
+/// for no contraction (-ffp-contract=off), but GCC 12's vectoriser still builds a fused
+/// add/subtract (vfmaddsub, its SLP add/sub pattern) from alternating a*b - c, a*b + c lanes
+/// (rope's rotation). `source_fuses`: the source calls fma itself (then only the alternating
+/// forms, which it never asks for, count). nullopt when objdump cannot read it: unknown.
+std::optional<std::string> unasked_contraction(const std::string& so_path, bool source_fuses);
+
 /// The path of `name` as execvp would find it (util/process.h).
 using util::find_executable;
 

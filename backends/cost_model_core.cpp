@@ -33,15 +33,10 @@ void count_ops(const ir::Expr& e, bool fused_into_parent, OpCounts& c) {
       break;
     case ir::ExprKind::kSelect: c.fp += 2; break;
     case ir::ExprKind::kIndex: c.fp += 1; break;  // an integer-to-float conversion (an iota add)
+    case ir::ExprKind::kFma: c.fp += 1; break;    // one instruction (the code is built without
+                                                  // implicit contraction: only fma fuses)
   }
-  // A multiply feeding an add or subtract becomes one FMA with it (GCC contracts by default).
-  bool is_addsub = e.kind == ir::ExprKind::kBinary && (e.bin == ir::BinOp::kAdd || e.bin == ir::BinOp::kSub);
-  bool fused_one = false;
-  for (const auto& a : e.args) {
-    bool fuse = is_addsub && !fused_one && a->kind == ir::ExprKind::kBinary && a->bin == ir::BinOp::kMul;
-    fused_one = fused_one || fuse;
-    count_ops(*a, fuse, c);
-  }
+  for (const auto& a : e.args) count_ops(*a, false, c);
 }
 
 bool has_trans(const ir::Expr& e) {
@@ -305,9 +300,8 @@ void Model::cost_group(int owner, const std::vector<int>& stmts) {
     const auto [vdepth, lanes] = stmt_lanes(s);
     const double instr = s.depth > 0 ? run[f.chains[s.chain_off + s.depth - 1]].trips : 1.0;
     OpCounts ops;
-    bool rhs_mul = stmt.rhs->kind == ir::ExprKind::kBinary && stmt.rhs->bin == ir::BinOp::kMul;
-    count_ops(*stmt.rhs, stmt.op == ir::Reduce::kAdd && rhs_mul, ops);
-    if (stmt.op != ir::Reduce::kNone) ops.fp += 1;  // the accumulation (an FMA with a product)
+    count_ops(*stmt.rhs, ir::fused_update(stmt), ops);
+    if (stmt.op != ir::Reduce::kNone) ops.fp += 1;  // the accumulation (an FMA when fused)
     t.fp += instr * ops.fp / pipe_rate(lanes);
     t.div += instr * ops.div * (lanes > 1 ? m.div_cycles_vector * lanes / m.native_lanes() : m.div_cycles_scalar);
     // exp, log, tanh: a call per vector (libmvec) or per element, as the profile measured.
@@ -408,11 +402,10 @@ void Model::memory_instructions(const StmtInfo& s, int vdepth, double lanes, dou
 double Model::reduction_chain(const StmtInfo& s, const OpCounts& ops) const {
   const AccInfo& target = f.accs[s.acc_begin];
   auto scope_at = [&](int k) { return f.chains[s.chain_off + k]; };
-  // `+=` of anything but a product is one add per step (some cores add faster than they
-  // multiply-add); `+=` of a product is an FMA, and max, min and `*=` take about as long.
+  // An unfused `+=` is one add per step (some cores add faster than they multiply-add; the
+  // product is off the chain); a fused update is an FMA, and max, min and `*=` take about as long.
   const ir::Stmt& st = *s.stmt;
-  const bool add = st.op == ir::Reduce::kAdd && !(st.rhs->kind == ir::ExprKind::kBinary &&
-                                                  st.rhs->bin == ir::BinOp::kMul);
+  const bool add = st.op == ir::Reduce::kAdd && !ir::fused_update(st);
   const double lat = add ? m.add_latency_cycles : m.fma_latency_cycles;
   int k = s.depth - 1;
   double seg = 1;

@@ -1,6 +1,7 @@
 #include "backends/host_buffers.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
@@ -70,18 +71,84 @@ double config_number(const BackendConfig& c, const std::string& key, double fall
   return end && *end == '\0' && end != it->second.c_str() ? v : fallback;
 }
 
-bool compare_outputs(const ir::Program& p, const std::map<std::string, ir::Tensor>& got,
-                     const std::map<std::string, ir::Tensor>& want, Measurement& m) {
-  double worst = 0;
-  std::string bad;  // the first output over its tolerance
-  for (const auto& [n, t] : got) {
-    double e = ir::max_relative_error(t, want.at(n));
-    worst = std::max(worst, e);
-    if (bad.empty() && !(e <= x86_verification_tolerance(t.dtype, p))) bad = n;
+namespace {
+
+// "[i,j]" of a flat offset in `shape`.
+std::string element_text(const std::vector<int64_t>& shape, size_t off) {
+  std::string at;
+  for (size_t d = shape.size(); d-- > 0;) {
+    at = std::to_string(off % static_cast<size_t>(shape[d])) + (at.empty() ? "" : ",") + at;
+    off /= static_cast<size_t>(shape[d]);
   }
+  return "[" + at + "]";
+}
+
+bool same_bits(double x, double y) { return (std::isnan(x) && std::isnan(y)) || x == y; }
+
+// Two units in the last place of `v` in type t.
+double two_ulps(ir::DType t, double v) {
+  const double eps = t == ir::DType::kF32 ? 0x1.0p-23 : t == ir::DType::kF64 ? 0x1.0p-52 : 0;
+  const double tiny = t == ir::DType::kF32 ? 0x1.0p-149 : 0x1.0p-1074;  // one denormal step
+  return t == ir::DType::kI32 ? 0 : 2 * (eps * std::fabs(v) + tiny);
+}
+
+}  // namespace
+
+bool compare_outputs(const ir::Program& p, const std::map<std::string, ir::Tensor>& got,
+                     const std::map<std::string, ir::Tensor>& want, Measurement& m,
+                     const Comparison& how) {
+  double worst = 0;
+  for (const auto& [n, t] : got) worst = std::max(worst, ir::max_relative_error(t, want.at(n)));
   m.max_rel_error = worst;
+  char buf[400];
+  const bool exact = how.exact || (!how.bounds && [&] {
+    for (const auto& [n, t] : got)
+      if (t.dtype != ir::DType::kI32) return false;
+    return true;  // integers: exact whatever the order
+  }());
+  if (exact || how.bounds) {
+    m.verification = exact ? "exact" : "bound";
+    for (const auto& [n, g] : got) {
+      const ir::Tensor& w = want.at(n);
+      if (g.data.size() != w.data.size()) {
+        m.error = "wrong result: output '" + n + "' has the wrong size";
+        return false;
+      }
+      const ir::Tensor* b = nullptr;
+      if (!exact) {
+        auto it = how.bounds->find(n);
+        if (it != how.bounds->end() && it->second.data.size() == w.data.size()) b = &it->second;
+      }
+      for (size_t i = 0; i < g.data.size(); ++i) {
+        const double x = g.data[i], y = w.data[i];
+        if (same_bits(x, y)) continue;
+        if (g.dtype == ir::DType::kI32 || exact) {
+          std::snprintf(buf, sizeof buf,
+                        "wrong result: output '%s' element %s is %.9g, the interpreter's %.9g; the "
+                        "code keeps the IR's order and rounding, so they must be equal bit for bit",
+                        n.c_str(), element_text(g.shape, i).c_str(), x, y);
+          m.error = buf;
+          return false;
+        }
+        const double bound = (b ? kBoundFactor * b->data[i] : 0) + two_ulps(g.dtype, y);
+        if (std::isnan(x) || std::isnan(y) || !(std::fabs(x - y) <= bound)) {
+          std::snprintf(buf, sizeof buf,
+                        "wrong result: output '%s' element %s is %.9g, the interpreter's %.9g, %.3g "
+                        "apart: beyond the rounding bound %.3g (its error estimate, times %g, plus two ulps)",
+                        n.c_str(), element_text(g.shape, i).c_str(), x, y, std::fabs(x - y), bound,
+                        kBoundFactor);
+          m.error = buf;
+          return false;
+        }
+      }
+    }
+    return true;
+  }
+  m.verification = "tolerance";
+  std::string bad;  // the first output over its tolerance
+  for (const auto& [n, t] : got)
+    if (bad.empty() && !(ir::max_relative_error(t, want.at(n)) <= x86_verification_tolerance(t.dtype, p))) bad = n;
   if (bad.empty()) return true;
-  char buf[200];
   std::snprintf(buf, sizeof buf, "wrong result: max relative error %.3g in output '%s' (tolerance %g)",
                 ir::max_relative_error(got.at(bad), want.at(bad)), bad.c_str(),
                 x86_verification_tolerance(got.at(bad).dtype, p));

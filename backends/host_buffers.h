@@ -30,10 +30,26 @@ std::string codegen_test_hook(const BackendConfig& config, const ir::Program& p)
 /// `config.extra[key]` as a number, or `fallback` when absent or not a number.
 double config_number(const BackendConfig& config, const std::string& key, double fallback);
 
-/// Compares each output in `got` with `want` within x86_verification_tolerance (the same
-/// tolerance for every backend). Sets m.max_rel_error; false, with m.error naming the first
-/// output over its tolerance.
+/// How compare_outputs decides (docs/ir.md, "Verification").
+struct Comparison {
+  /// Bit for bit (NaN equals NaN): the code keeps the IR's order and rounding (GeneratedC::exact)
+  /// and `want` is the interpreter's, so any difference is a bug.
+  bool exact = false;
+  /// Otherwise, when given: the interpreter's error bounds for `want` (InterpretOptions::
+  /// error_bounds); an element passes within kBoundFactor times its bound plus two units in the
+  /// last place of the value.
+  const std::map<std::string, ir::Tensor>* bounds = nullptr;
+  // Neither: the relative tolerance (x86_verification_tolerance), for results compared with a
+  // sequential build at a size the interpreter cannot run.
+};
+/// A reordering of the same operations stays within a small multiple of the running bound.
+inline constexpr double kBoundFactor = 4;
+
+/// Compares each output in `got` with `want` as `how` says. Sets m.max_rel_error and
+/// m.verification ("exact", "bound" or "tolerance"); false, with m.error naming the first
+/// output and element that fails.
 bool compare_outputs(const ir::Program& p, const std::map<std::string, ir::Tensor>& got,
-                     const std::map<std::string, ir::Tensor>& want, Measurement& m);
+                     const std::map<std::string, ir::Tensor>& want, Measurement& m,
+                     const Comparison& how = {});
 
 }  // namespace perfdojo::backends

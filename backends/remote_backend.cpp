@@ -63,6 +63,7 @@ std::string measurement_json(const Measurement& m) {
   o.add("median_s", m.median_s).add("min_s", m.min_s).add("spread", m.spread).add("reps", m.reps);
   o.add("verified", m.verified).add("max_rel_error", m.max_rel_error).add("compile_s", m.compile_s);
   o.add("cached", m.cached).add("noisy", m.noisy).add("no_device", m.no_device).add("flags", m.flags);
+  o.add("verification", m.verification);
   return o.str();
 }
 
@@ -84,6 +85,10 @@ std::optional<std::string> parse_measurement(const Value& v, Measurement* out) {
   if (const Value* f = util::json_member(v, "flags")) {
     if (!f->IsString()) return "'flags' is not a string";
     m.flags = std::string(util::json_string(*f));
+  }
+  if (const Value* f = util::json_member(v, "verification")) {
+    if (!f->IsString()) return "'verification' is not a string";
+    m.verification = std::string(util::json_string(*f));
   }
   if (!m.error && !(m.median_s > 0)) return "a measurement without an error has no positive median_s";
   *out = std::move(m);

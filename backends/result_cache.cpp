@@ -77,6 +77,7 @@ std::optional<Measurement> ResultCache::lookup(const CacheKey& key) const {
   m.reps = static_cast<int>(reps);
   m.verified = verified != 0;
   m.flags = f["flags"];
+  m.verification = f["verification"];
   m.cached = true;
   m.compile_s = 0;
   return m;
@@ -100,6 +101,7 @@ void ResultCache::store(const CacheKey& key, const Measurement& m) const {
         << "verified " << (m.verified ? 1 : 0) << "\n"
         << "max_rel_error " << num(m.max_rel_error) << "\n"
         << "flags " << one_line(m.flags) << "\n"
+        << "verification " << one_line(m.verification) << "\n"
         << "end ok\n";
     if (!out) {
       fs::remove(tmp, ec);

@@ -374,8 +374,23 @@ class X86Backend final : public Backend {
       return;
     }
 
-    if (o.verify && !verify_outputs(p, o, inputs, params, offs, base, cr.so_path, lock, lock_on, m))
+    // Code the compiler contracted on its own is checked against the error bound, and says so.
+    bool exact = gen.exact;
+    std::string contracted;
+    if (exact && o.verify) {
+      auto why = unasked_contraction(cr.so_path, gen.fuses);
+      if (!why || !why->empty()) {
+        exact = false;
+        contracted = why ? *why : "objdump could not read the object";
+      }
+    }
+    if (o.verify &&
+        !verify_outputs(p, o, inputs, params, offs, base, cr.so_path, lock, lock_on, exact, m)) {
+      if (m.error && !contracted.empty()) *m.error += " (the compiler fused " + contracted + ")";
       return;
+    }
+    if (!contracted.empty() && !m.verification.empty())
+      m.verification += ": the compiler fused " + contracted;
 
     if (!lock) lock.emplace(lock_on);
     time_runs(o, first.seconds, m);
@@ -527,22 +542,29 @@ class X86Backend final : public Backend {
   bool verify_outputs(const ir::Program& p, const MeasureOptions& o, const ir::TensorMap& inputs,
                       const std::vector<const ir::BufferDecl*>& params,
                       const std::vector<size_t>& offs, uint8_t* base, const std::string& so_path,
-                      std::optional<MeasureLock>& lock, bool lock_on, Measurement& m) {
+                      std::optional<MeasureLock>& lock, bool lock_on, bool exact, Measurement& m) {
     Worker& w = worker();
     lock.reset();
     std::map<std::string, ir::Tensor> got;
     for (size_t i = 0; i < params.size(); ++i)
       if (params[i]->role == ir::Role::kOutput)
         got[params[i]->name] = read_tensor(base + offs[i], *params[i]);
-    std::map<std::string, ir::Tensor> want;
+    std::map<std::string, ir::Tensor> want, bounds;
+    // Code that keeps the IR's order and rounding must equal the interpreter bit for bit; other
+    // code (reassociated sums, vector math) must stay within the interpreter's error bound.
+    Comparison how;
     double max_flops = config_number(config_, "verify_interpreter_max_flops", 1e7);
     if (flop_count(p) <= max_flops) {
-      auto r = ir::interpret(p, inputs);
+      ir::InterpretOptions io;
+      if (!exact) io.error_bounds = &bounds;
+      auto r = ir::interpret(p, inputs, io);
       if (!r.ok()) {
         m.error = "the interpreter refused the program: " + r.error_text();
         return false;
       }
       for (const auto& [n, t] : got) want[n] = r->at(n);
+      how.exact = exact;
+      if (!exact) how.bounds = &bounds;
     } else if (o.reference || has_annotations(p.body)) {
       const ir::Program& ref = o.reference ? *o.reference : p;
       if (o.reference && !same_parameters(params, kernel_parameters(ref))) {
@@ -558,9 +580,11 @@ class X86Backend final : public Backend {
         m.error = *e;
         return false;
       }
+      // The sequential build of the same program keeps the IR's order: exact code equals it.
+      how.exact = exact && !o.reference;
     }
     if (want.empty()) return true;
-    if (!compare_outputs(p, got, want, m)) return false;
+    if (!compare_outputs(p, got, want, m, how)) return false;
     m.verified = true;
     return true;
   }
@@ -598,7 +622,8 @@ class X86Backend final : public Backend {
     std::vector<std::string> f;
     for (const auto& x : flags())
       if (x != "-fopenmp") f.push_back(x);
-    f.push_back("-ffp-contract=off");
+    // Scalar code: GCC's vectoriser can fuse what -ffp-contract=off keeps apart (compiler.h).
+    f.push_back("-fno-tree-vectorize");
     CompileResult cr =
         compile_shared_object(config_.compiler, f, gen.source, work_dir(), x86_link_libraries(),
                               config_.compile_timeout_s);
@@ -713,8 +738,11 @@ const char* x86_isa_name(X86Isa isa) {
 
 std::vector<std::string> x86_compile_flags(X86Isa isa, const std::string& compiler) {
   // -fno-math-errno changes no result (only errno) and lets sqrt become one instruction.
-  std::vector<std::string> f = {"-O3", "-march=native", "-std=gnu11", "-fno-math-errno", "-fopenmp",
-                                "-w"};
+  // -ffp-contract=off: GCC's default (fast) turns a * b + c into a fused multiply-add, which
+  // rounds once where the interpreter rounds twice; the IR says where one is (fma, fused
+  // updates: transforms/contract.h) and the code prints exactly those.
+  std::vector<std::string> f = {"-O3", "-march=native", "-std=gnu11", "-fno-math-errno",
+                                "-ffp-contract=off", "-fopenmp", "-w"};
   // GCC's -O3 unroll-and-jam blocks loops the program leaves alone, where the cost model never
   // sees it: it jammed pairs of rows of a vectorised sum over a sequence (y[b,d] = sum_l
   // x[b,l,d]) into two interleaved read streams, and the cold read ran at half the speed of the

@@ -331,10 +331,14 @@ TEST_CASE("a vectorised loop's remainder runs as GCC's epilogue: a scalar chain 
   CHECK_MESSAGE(compute(23) > 2 * compute(24), compute(23) << " vs " << compute(24));
 }
 
-TEST_CASE("a sequential sum chains adds, a dot product chains FMAs: each at its own latency") {
+TEST_CASE("a sequential sum chains adds, a fused dot product chains FMAs: each at its own latency") {
   const std::string sum =
       "input x: f32[64, 4096]\noutput s: f32[64] = 0\n\n64 4096 s[{0}] += x[{0},{1}]\n";
+  // The fused update (what contraction makes of s += x * z) waits on the FMA, not the add.
   const std::string dot =
+      "input x: f32[64, 4096]\ninput z: f32[64, 4096]\noutput s: f32[64] = 0\n\n"
+      "64 4096 s[{0}] = fma(x[{0},{1}], z[{0},{1}], s[{0}])\n";
+  const std::string unfused =
       "input x: f32[64, 4096]\ninput z: f32[64, 4096]\noutput s: f32[64] = 0\n\n"
       "64 4096 s[{0}] += x[{0},{1}] * z[{0},{1}]\n";
   backends::MachineProfile slow = backends::default_profile(), fast = slow;
@@ -345,6 +349,9 @@ TEST_CASE("a sequential sum chains adds, a dot product chains FMAs: each at its 
   CHECK(sum_fast < 0.6 * sum_slow);
   CHECK(backends::estimate_cost(load(dot), fast).time_s ==
         backends::estimate_cost(load(dot), slow).time_s);
+  // Unfused, the multiply is off the chain and the add is on it.
+  CHECK(backends::estimate_cost(load(unfused), fast).time_s <
+        0.6 * backends::estimate_cost(load(unfused), slow).time_s);
 }
 
 TEST_CASE("calibration rounds merge at each figure's better value; a worse one is named") {
