@@ -13,6 +13,7 @@
 #include "ir/interp.h"
 #include "ir/parse.h"
 #include "ir/print.h"
+#include "transforms/contract.h"
 #include "util/json.h"
 #include "util/npy.h"
 
@@ -96,9 +97,19 @@ int cmd_fmt(const Args& a) {
   auto errors = ir::parse_stream(in, file, sink);
   if (errors.empty()) errors = sink.check.finish();
   if (!errors.empty()) return report_errors(errors, a.json, file);
-  const std::string text = std::move(sink.text).str();
+  std::string text = std::move(sink.text).str();
+  int fused = 0;
+  if (a.has("contract")) {
+    // The whole tree: the rewrite needs it (the text just printed is known valid).
+    auto p = ir::parse_program(text, file);
+    if (!p.ok()) return report_errors(p.errors(), a.json, file);
+    text = ir::print_program(transforms::contract(p.value(), &fused));
+  }
   if (a.json) {
-    std::cout << JsonObject().add("ok", true).add("file", file).add("text", text).str() << "\n";
+    JsonObject o;
+    o.add("ok", true).add("file", file).add("text", text);
+    if (a.has("contract")) o.add("contracted", fused);
+    std::cout << o.str() << "\n";
   } else {
     std::cout << text;
   }
@@ -202,7 +213,10 @@ std::vector<Command> ir_commands() {
        "parse and check a kernel as it streams (constant memory); errors as file:line:col. --tree "
        "loads the whole tree first, as the optimiser and the env do",
        {}, {"tree"}, cmd_check},
-      {"fmt", "fmt FILE", "print a kernel in canonical form", {}, {}, cmd_fmt},
+      {"fmt", "fmt FILE [--contract]",
+       "print a kernel in canonical form; --contract fuses its multiply-adds first (fma, as the "
+       "optimiser's search starts)",
+       {}, {"contract"}, cmd_fmt},
       {"kernels", "kernels [--dir DIR]", "list the shipped kernel suite", {"dir"}, {}, cmd_kernels},
       {"run", "run FILE [--seed S] [--out DIR]",
        "interpret a kernel on seeded inputs; --out writes each output as DIR/<name>.npy",

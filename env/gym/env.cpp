@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "gym/dataset.h"
+#include "transforms/contract.h"
 #include "transforms/microkernel_sketch.h"
 #include "transforms/registry.h"
 
@@ -22,8 +23,10 @@ constexpr size_t kMaxHistory = 100000;
 
 transforms::Target target_for(const backends::Backend& b) {
   auto caps = b.capabilities();
-  return transforms::Target{b.name(), caps.vector_widths, caps.parallel, caps.vector_registers,
-                           caps.stream_stores};
+  transforms::Target t{b.name(), caps.vector_widths, caps.parallel, caps.vector_registers,
+                       caps.stream_stores};
+  t.fma = b.name() != "x86_64";  // SSE2 only
+  return t;
 }
 
 std::vector<ir::Diagnostic> config_error(const std::string& m) { return {{{"config", 0, 0}, m}}; }
@@ -119,7 +122,9 @@ std::pair<Observation, Info> Env::reset(std::optional<uint64_t> seed, const Rese
     auto p = load_benchmark(benchmark_ + "?seed=" + std::to_string(*seed));
     if (p.ok()) original_ = p.value();
   }
-  program_ = original_;
+  // The episode starts from the kernel with its multiply-adds fused, as the optimiser's search
+  // does (transforms/contract.h), unless the config says as written.
+  program_ = config_.contract && transforms::contracts_on(target_) ? transforms::contract(original_) : original_;
   cursor_ = 0;
   steps_ = 0;
   trace_.clear();

@@ -43,6 +43,9 @@ struct EnvConfig {
   /// (or when nothing else is legal): a policy cannot win by stopping at once (docs/env.md,
   /// "Rewards"). false: stop is always legal.
   bool stop_after_progress = true;
+  /// Episodes start from the kernel with its multiply-adds fused (transforms/contract.h), as
+  /// the optimiser's search does, on targets with FMA; false: from the kernel as written.
+  bool contract = true;
 };
 
 /// Names of the reward spaces.

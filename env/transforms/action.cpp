@@ -141,7 +141,7 @@ std::string explain(const Action& a, const Legality& l) {
 std::optional<Target> target_by_name(std::string_view name) {
   if (name == "x86_avx512") return Target{"x86_avx512", {16, 8}, true};
   if (name == "x86_avx2") return Target{"x86_avx2", {8}, true};
-  if (name == "x86_64") return Target{"x86_64", {}, true, 0, false};
+  if (name == "x86_64") return Target{"x86_64", {}, true, 0, false, false};
   // Cross targets (backends/cross_backend.h): one modelled core, the width of its profile.
   if (name == "aarch64_neon") return Target{"aarch64_neon", {4}, false, 32, false};
   if (name == "aarch64_sve") return Target{"aarch64_sve", {8}, false, 32, false};

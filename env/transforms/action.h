@@ -144,6 +144,8 @@ struct Target {
   int vector_registers = 0;
   /// Vector stores can be non-temporal (x86 with vectors; stream_stores).
   bool stream_stores = true;
+  /// Fused multiply-add instructions (contract.h): every preset but x86_64 (SSE2 only).
+  bool fma = true;
   int registers() const {
     if (vector_registers > 0) return vector_registers;
     return !vector_widths.empty() && vector_widths.front() >= 16 ? 32 : 16;

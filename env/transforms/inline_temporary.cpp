@@ -39,6 +39,8 @@ bool typed(const ir::Expr& e) {
       return typed(*e.args[0]) || typed(*e.args[1]);
     case ir::ExprKind::kSelect:
       return typed(*e.args[2]) || typed(*e.args[3]);
+    case ir::ExprKind::kFma:
+      return typed(*e.args[0]) || typed(*e.args[1]) || typed(*e.args[2]);
   }
   return false;
 }
