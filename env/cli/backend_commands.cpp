@@ -131,15 +131,25 @@ int cmd_measure(const Args& a) {
   // Too large to interpret and nothing to compare with at full size: the generated code of a
   // scaled-down instance is checked against the interpreter instead, as the optimiser does.
   std::string verified_on = m.verified ? "full size" : "";
+  // One outcome, one exit code (docs/cli.md): verified or unchecked (--no-verify, no device) 0,
+  // not_verifiable 3, wrong 4, failed 5.
+  std::string outcome = m.verified ? "verified" : o.verify && !m.no_device ? "not_verifiable" : "unchecked";
+  std::string why = m.verified || outcome == "unchecked" ? "" : "no check ran at full size";
   if (m.ok() && !m.verified && !m.no_device && o.verify &&
       (backends::x86_isa_by_name(name) || backends::cross_target(name))) {
     backends::BackendConfig vc = config_of(a);
-    if (optimizer::verify_trace(*r, {}, name, vc)) verified_on = "scaled-down instance";
+    auto [v, how] = optimizer::check_trace(*r, {}, name, vc);
+    outcome = v;
+    why = v == "verified" ? "" : how;
+    if (v == "verified") verified_on = "scaled-down instance";
   }
   if (!m.ok()) {
+    outcome = m.error->find("wrong result") != std::string::npos ? "wrong" : "failed";
     if (a.json) {
       std::cout << JsonObject()
                        .add("ok", false)
+                       .add("outcome", outcome)
+                       .add("exit_code", outcome == "wrong" ? kExitWrong : kExitFailed)
                        .add("file", file)
                        .add("backend", name)
                        .add("error", *m.error)
@@ -149,8 +159,11 @@ int cmd_measure(const Args& a) {
     } else {
       std::cerr << file << ": " << name << ": " << *m.error << "\n";
     }
-    return kExitInvalid;
+    return outcome == "wrong" ? kExitWrong : kExitFailed;
   }
+  const int code = outcome == "verified" || outcome == "unchecked" ? kExitOk
+                   : outcome == "wrong"                            ? kExitWrong
+                                                                   : kExitNotVerifiable;
   double gflops = m.median_s > 0 ? flops / m.median_s * 1e-9 : 0;
   double gbytes = m.median_s > 0 ? bytes / m.median_s * 1e-9 : 0;
   // Peak of the cores the program may use (one, or all this process may run on with a parallel
@@ -167,11 +180,15 @@ int cmd_measure(const Args& a) {
   const bool verified = !verified_on.empty();
   std::string verdict = verified     ? "verified on the " + verified_on
                         : m.no_device ? "NOT verified: compiled, but this machine has no device to run it"
-                        : o.verify   ? "NOT verified (the scaled-down check failed or could not run)"
+                        : outcome == "wrong" ? "WRONG: checked on a scaled-down instance: " + why
+                        : o.verify   ? "NOT verified (could not check: " + why + ")"
                                      : "not verified (--no-verify)";
   if (a.json) {
     JsonObject j;
-    j.add("ok", true)
+    j.add("ok", code == kExitOk)
+        .add("outcome", outcome)
+        .add("outcome_why", why)
+        .add("exit_code", code)
         .add("file", file)
         .add("backend", name)
         .add("median_s", m.median_s)
@@ -183,6 +200,7 @@ int cmd_measure(const Args& a) {
     j.add("verified", verified)
         .add("verified_on", verified_on)
         .add("max_rel_error", m.max_rel_error)
+        .add("verification", m.verification)
         .add("compile_s", m.compile_s);
     j.add("cached", m.cached).add("flags", m.flags).add("seed", o.seed);
     std::cout << j.str() << "\n";
@@ -202,13 +220,14 @@ int cmd_measure(const Args& a) {
       std::cout << buf;
     }
     if (m.noisy) std::cout << "\n  warning: the spread stayed above 10% after a repeat: the core was busy";
-    char err[64] = "";
-    if (m.verified) std::snprintf(err, sizeof err, " (max relative error %.3g)", m.max_rel_error);
-    std::snprintf(buf, sizeof buf, "\n  result: %s%s; compile %.3f s\n  flags: %s\n",
-                  verdict.c_str(), err, m.compile_s, m.flags.c_str());
-    std::cout << buf;
+    char err[256] = "";
+    if (m.verified)
+      std::snprintf(err, sizeof err, " (%s; max relative error %.3g)",
+                    m.verification.empty() ? "checked" : m.verification.c_str(), m.max_rel_error);
+    std::snprintf(buf, sizeof buf, "; compile %.3f s", m.compile_s);
+    std::cout << "\n  result: " << verdict << err << buf << "\n  flags: " << m.flags << "\n";
   }
-  return kExitOk;
+  return code;
 }
 
 }  // namespace

@@ -12,10 +12,24 @@
 
 namespace perfdojo::cli {
 
-/// Exit codes: 0 success, 1 the input is invalid (or a check failed), 2 usage error.
+/// Exit codes: 0 success, 1 the input is invalid (or a check failed), 2 usage error; `optimize`
+/// and `measure` add 3 not verifiable (no check could run), 4 wrong (checked: the code disagrees
+/// with the interpreter), 5 failed (the code could not be compiled or run). docs/cli.md's table.
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitInvalid = 1;
 inline constexpr int kExitUsage = 2;
+inline constexpr int kExitNotVerifiable = 3;
+inline constexpr int kExitWrong = 4;
+inline constexpr int kExitFailed = 5;
+
+/// The exit code of an optimiser outcome (optimizer::Report::outcome): verified and unchanged
+/// are successes.
+inline int outcome_exit_code(const std::string& outcome) {
+  if (outcome == "verified" || outcome == "unchanged") return kExitOk;
+  if (outcome == "wrong") return kExitWrong;
+  if (outcome == "failed") return kExitFailed;
+  return kExitNotVerifiable;
+}
 
 /// Parsed command line of one subcommand.
 struct Args {

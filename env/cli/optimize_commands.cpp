@@ -252,10 +252,15 @@ int cmd_optimize(const Args& a) {
                            .add("seed", r.seed)
                            .add("budget_s", r.budget_s)
                            .add("speedup", r.speedup)
+                           .add("flops", r.flops)
+                           .add("original_flops", r.original_flops)
                            .add("gflops", r.gflops)
                            .add("peak_fraction", r.peak_fraction)
                            .add("evaluations", r.evaluations)
                            .add("measurements", r.measurements)
+                           .add("outcome", r.outcome)
+                           .add("outcome_why", r.outcome_why)
+                           .add("exit_code", outcome_exit_code(r.outcome))
                            .add("verified", r.verified)
                            .add("verified_on", r.verified_on)
                            .add("device_unrun", r.device_unrun)
@@ -270,6 +275,9 @@ int cmd_optimize(const Args& a) {
                            .add("proposals_used", r.proposals_used)
                            .add("sketches_used", r.sketches_used)
                            .add("actions_dropped", r.actions_dropped)
+                           .add("contracted", r.contracted)
+                           .add("trace_applies_to", r.contracted > 0 ? "the kernel after `perfdojo fmt --contract`"
+                                                                     : "the kernel as written")
                            .raw("workers", r.workers.empty() ? "null" : r.workers)
                            .add("note", r.note)
                            .raw("trace", trace.str())
@@ -293,7 +301,8 @@ int cmd_optimize(const Args& a) {
   }
   if (a.json) {
     std::cout << JsonObject()
-                     .add("ok", true)
+                     .add("ok", outcome_exit_code(r.outcome) == kExitOk)
+                     .add("outcome", r.outcome)
                      .raw("report", report)
                      .add("text", ir::print_program(result.program))
                      .str()
@@ -308,8 +317,10 @@ int cmd_optimize(const Args& a) {
             r.peak_fraction * 100, r.evaluations, r.measurements,
             r.verified ? (", verified (" + r.verified_on + ")").c_str() : ", NOT verified");
     if (!r.note.empty()) fprintf(stderr, "note: %s\n", r.note.c_str());
+    fprintf(stderr, "outcome: %s%s%s\n", r.outcome.c_str(), r.outcome_why.empty() ? "" : ": ",
+            r.outcome_why.c_str());
   }
-  return r.verified ? kExitOk : kExitInvalid;
+  return outcome_exit_code(r.outcome);
 }
 
 }  // namespace

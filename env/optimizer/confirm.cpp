@@ -30,8 +30,9 @@ backends::Measurement interpreter_checked(const ir::Program& p, const std::strin
 // Whether the original's own generated code (no transformation applied) agrees with the
 // interpreter on a scaled-down instance: what makes its sequential build a trusted reference at
 // full size. Checked once per original and backend configuration in a process.
-bool original_code_checked(const ir::Program& original, const transforms::Target& target,
-                           const std::string& arch, const backends::BackendConfig& config) {
+Verdict original_code_checked(const ir::Program& original, const transforms::Target& target,
+                              const std::string& arch, const backends::BackendConfig& config,
+                              std::string* why) {
   static std::mutex mu;
   static std::set<uint64_t> good;
   const auto at = config.extra.find("inject");  // the backends' test hook changes the code
@@ -39,22 +40,46 @@ bool original_code_checked(const ir::Program& original, const transforms::Target
   const uint64_t key = ir::structural_hash(original) ^ (std::hash<std::string>{}(how) * 0x9e3779b97f4a7c15ull);
   {
     std::lock_guard<std::mutex> lock(mu);
-    if (good.count(key)) return true;
+    if (good.count(key)) return Verdict::kVerified;
   }
   auto inst = transforms::small_instance(original, {}, target, 2e6);
-  if (!inst) return false;
+  if (!inst) {
+    *why = "no instance of the original small enough to interpret (its sizes cannot be scaled down "
+           "consistently), so its sequential build is no trusted reference";
+    return Verdict::kUncheckable;
+  }
   auto m = interpreter_checked(inst->first, arch, config);
-  if (!(m.ok() && m.verified)) return false;
+  if (!(m.ok() && m.verified)) {
+    *why = "the original's own code on a scaled-down instance: " + m.error.value_or("no check ran");
+    return m.ok() || !code_at_fault(*m.error) ? Verdict::kUncheckable : Verdict::kWrong;
+  }
   std::lock_guard<std::mutex> lock(mu);
   good.insert(key);
-  return true;
+  return Verdict::kVerified;
 }
 
 }  // namespace
 
+bool code_at_fault(const std::string& error) {
+  for (const char* s : {"wrong result", "crashed", "timed out", "compile failed", "killed", "memory limit"})
+    if (error.find(s) != std::string::npos) return true;
+  return false;
+}
+
 bool verify_small(const ir::Program& original, const std::vector<transforms::Action>& trace,
                   const transforms::Target& target, const std::string& arch,
                   const backends::BackendConfig& config, bool* device_unrun, std::string* how) {
+  std::string why;
+  const Verdict v = check_small(original, trace, target, arch, config, device_unrun, &why);
+  if (v == Verdict::kVerified && how) *how = why;
+  return v == Verdict::kVerified;
+}
+
+Verdict check_small(const ir::Program& original, const std::vector<transforms::Action>& trace,
+                    const transforms::Target& target, const std::string& arch,
+                    const backends::BackendConfig& config, bool* device_unrun, std::string* how) {
+  std::string scratch;
+  if (!how) how = &scratch;
   // The interpreter checks the generated code of the same trace on a scaled-down instance: the
   // transformations and the code generator together, against the original's semantics.
   // Packed, cache-blocked traces (the micro-kernel sketch: kc = 256 needs K >= 512) replay only
@@ -74,21 +99,29 @@ bool verify_small(const ir::Program& original, const std::vector<transforms::Act
     // the transformations and the code generator together, end to end.
     auto checker = backends::make_backend(arch, config);
     auto full = transforms::replay(original, trace, target);
-    if (!checker || !checker->capabilities().verify_against_reference || !full.ok() ||
-        !original_code_checked(original, target, arch, config)) {
-      if (verbose) fprintf(stderr, "\nnot verified: no instance of at most 6.4e7 statement executions replays the trace");
-      return false;
+    if (!checker || !checker->capabilities().verify_against_reference || !full.ok()) {
+      *how = "no instance of at most 6.4e7 statement executions replays the trace, and " +
+             std::string(!full.ok() ? "the trace does not replay at full size"
+                                    : "the " + arch + " backend cannot compare with the original's sequential build");
+      if (verbose) fprintf(stderr, "\nnot verified: %s", how->c_str());
+      return Verdict::kUncheckable;
+    }
+    if (Verdict v = original_code_checked(original, target, arch, config, how); v != Verdict::kVerified) {
+      if (verbose) fprintf(stderr, "\nnot verified: %s", how->c_str());
+      return v;
     }
     backends::MeasureOptions mo;
     mo.min_reps = mo.max_reps = 1;
     mo.time_budget_s = 0.01;
     mo.reference = &original;
     auto m = checker->measure(full.value(), mo);
-    if (verbose && !(m.ok() && m.verified))
-      fprintf(stderr, "\nnot verified at full size: %s", m.ok() ? "no check ran" : m.error->c_str());
-    if (!(m.ok() && m.verified)) return false;
-    if (how) *how = "full size, against the original's sequential build";
-    return true;
+    if (!(m.ok() && m.verified)) {
+      *how = "full size, against the original's sequential build: " + m.error.value_or("no check ran");
+      if (verbose) fprintf(stderr, "\nnot verified: %s", how->c_str());
+      return m.ok() || !code_at_fault(*m.error) ? Verdict::kUncheckable : Verdict::kWrong;
+    }
+    *how = "full size, against the original's sequential build";
+    return Verdict::kVerified;
   }
   auto m = interpreter_checked(inst->second, arch, config);
   if (m.ok() && m.no_device) {
@@ -96,9 +129,15 @@ bool verify_small(const ir::Program& original, const std::vector<transforms::Act
     // interpreter, against the original at the same scaled-down size.
     if (device_unrun) *device_unrun = true;
     const auto inputs = ir::make_inputs(inst->first, backends::MeasureOptions{}.seed);  // the seed it ran with
-    auto want = ir::interpret(inst->first, inputs);
+    std::map<std::string, ir::Tensor> bounds;
+    ir::InterpretOptions io;
+    io.error_bounds = &bounds;
+    auto want = ir::interpret(inst->first, inputs, io);
     auto got = ir::interpret(inst->second, inputs);
-    if (!want.ok() || !got.ok()) return false;
+    if (!want.ok() || !got.ok()) {
+      *how = "the interpreter refused the program: " + (want.ok() ? got : want).error_text();
+      return Verdict::kUncheckable;
+    }
     std::map<std::string, ir::Tensor> w, g;
     for (const auto& b : inst->first.buffers)
       if (b.role == ir::Role::kOutput) {
@@ -106,15 +145,22 @@ bool verify_small(const ir::Program& original, const std::vector<transforms::Act
         g[b.name] = got->at(b.name);
       }
     backends::Measurement check;
-    if (!backends::compare_outputs(inst->first, g, w, check)) return false;
-    if (how) *how = "scaled-down instance, interpreter (not run: no device)";
-    return true;
+    backends::Comparison cmp;
+    cmp.bounds = &bounds;  // the moves may reassociate: within the original's rounding bound
+    if (!backends::compare_outputs(inst->first, g, w, check, cmp)) {
+      *how = "scaled-down instance, interpreter (not run: no device): " + check.error.value_or("");
+      return Verdict::kWrong;
+    }
+    *how = "scaled-down instance, interpreter (not run: no device)";
+    return Verdict::kVerified;
   }
-  if (verbose && !(m.ok() && m.verified))
-    fprintf(stderr, "\nnot verified: %s", m.ok() ? "outputs differ" : m.error->c_str());
-  if (!(m.ok() && m.verified)) return false;
-  if (how) *how = "scaled-down instance, interpreter";
-  return true;
+  if (!(m.ok() && m.verified)) {
+    *how = "scaled-down instance: " + m.error.value_or("no check ran");
+    if (verbose) fprintf(stderr, "\nnot verified: %s", how->c_str());
+    return m.ok() || !code_at_fault(*m.error) ? Verdict::kUncheckable : Verdict::kWrong;
+  }
+  *how = "scaled-down instance, interpreter";
+  return Verdict::kVerified;
 }
 
 // A quick unverified screening run ranks; only a candidate that screens faster than the best so
@@ -232,11 +278,12 @@ void SearchRun::retime_final() {
   fo.min_reps = kFinalMinReps;
   fo.max_reps = std::max(mo.max_reps, 20);
   fo.time_budget_s = std::clamp(timeout_s * 0.02, 0.2, 3.0);
-  const bool same = res.trace.empty();
+  const ir::Program& orig = *original;
+  const bool same = res.trace.empty() && ir::structurally_equal(res.program, orig);
   // The original is returned (minimised to nothing): no faster kernel arrived at any time.
   if (same) r.first_measured_s = 0;
-  auto ms = same ? target_backend.compare({&program}, fo)
-                 : target_backend.compare({&program, &res.program}, fo);
+  auto ms = same ? target_backend.compare({&orig}, fo)
+                 : target_backend.compare({&orig, &res.program}, fo);
   r.measurements += static_cast<int>(ms.size());
   const auto& b = ms.front();
   const auto& f = ms.back();
@@ -253,14 +300,17 @@ void SearchRun::retime_final() {
   if (!same && f.median_s > b.median_s) {
     // Side by side the original was at least as fast (the search accepted a win within its
     // noise): the original is returned, never a slower kernel.
-    res.program = program;
+    res.program = orig;
     res.trace.clear();
     r.first_measured_s = 0;  // the kernel it timed is not the one returned
     r.final_s = b.median_s;
     r.final_min_s = b.min_s;
     r.final_spread = b.spread;
     r.flags = b.flags;
-    r.verified = verify_small(program, {}, target, arch, config, &r.device_unrun, &r.verified_on);
+    r.verified = b.verified;  // its own full-size check, if it had one
+    r.verified_on.clear();
+    original_checked = false;
+    check_original();
     r.note = "the best candidate timed slower than the original side by side in the final re-timing; "
              "returning the original unchanged";
   }
@@ -294,7 +344,33 @@ void SearchRun::confirm() {
     climb(climbed, exhausted);
     if (!climbed && favourites_before == next_favourite && exhausted) break;
   }
-  if (res.trace.empty()) r.verified = verify_small(program, {}, target, arch, config, &r.device_unrun, &r.verified_on);
+  check_original();
+}
+
+void SearchRun::check_original() {
+  if (!res.trace.empty() || original_checked) return;
+  original_checked = true;
+  std::string how;
+  const Verdict v = check_small(program, {}, target, arch, config, &r.device_unrun, &how);
+  if (v != Verdict::kVerified && r.verified) {
+    // The backend's own full-size check of the original stands.
+    if (r.verified_on.empty()) r.verified_on = "full size, interpreter";
+    return;
+  }
+  switch (v) {
+    case Verdict::kVerified:
+      r.verified = true;
+      r.verified_on = how;
+      break;
+    case Verdict::kWrong:
+      r.outcome = "wrong";
+      r.outcome_why = how;
+      break;
+    case Verdict::kUncheckable:
+      r.outcome = "not_verifiable";
+      r.outcome_why = how;
+      break;
+  }
 }
 
 void SearchRun::climb(bool& climbed, bool& exhausted) {
@@ -336,6 +412,20 @@ bool verify_trace(const ir::Program& original, const std::vector<transforms::Act
                   const std::string& arch, const backends::BackendConfig& config) {
   const auto target = transforms::target_by_name(arch);
   return target && detail::verify_small(original, trace, *target, arch, config);
+}
+
+std::pair<std::string, std::string> check_trace(const ir::Program& original,
+                                                const std::vector<transforms::Action>& trace,
+                                                const std::string& arch, const backends::BackendConfig& config) {
+  const auto target = transforms::target_by_name(arch);
+  if (!target) return {"not_verifiable", "no target named '" + arch + "'"};
+  std::string how;
+  switch (detail::check_small(original, trace, *target, arch, config, nullptr, &how)) {
+    case detail::Verdict::kVerified: return {"verified", how};
+    case detail::Verdict::kWrong: return {"wrong", how};
+    case detail::Verdict::kUncheckable: break;
+  }
+  return {"not_verifiable", how};
 }
 
 }  // namespace perfdojo::optimizer

@@ -15,6 +15,7 @@
 #include "ir/print.h"
 #include "optimizer/search.h"
 #include "optimizer/setup.h"
+#include "transforms/contract.h"
 
 namespace perfdojo::optimizer {
 
@@ -106,8 +107,9 @@ Result Optimizer::transform(const ir::Program& program, double timeout_s, const 
                             const std::atomic<bool>* cancel) {
   const auto start = detail::Clock::now();
   auto caps = target_->capabilities();
-  const transforms::Target target{arch_, caps.vector_widths, caps.parallel, caps.vector_registers,
-                                      caps.stream_stores};
+  transforms::Target target{arch_, caps.vector_widths, caps.parallel, caps.vector_registers,
+                                caps.stream_stores};
+  target.fma = !(isa_ && *isa_ == backends::X86Isa::kPortable);
   Result res;
   res.program = program;
   Report& r = res.report;
@@ -124,8 +126,18 @@ Result Optimizer::transform(const ir::Program& program, double timeout_s, const 
     c.compile_timeout_s = std::clamp(timeout_s * 0.02, 5.0, config_.compile_timeout_s);
     target_ = make_target(c);
   }
-  detail::SearchRun run(program, timeout_s, progress, cancel, mode_, target, arch_, config_,
+  // The search starts from the contracted kernel where the mode allows it: a fused multiply-add
+  // wherever a product meets a sum, half the instructions where throughput decides (a GEMM's
+  // micro-kernel) and a rounding the mode allows. A lone serial chain of fused updates waits on
+  // the FMA's latency instead of the add's, which the cost model prices and the search's moves
+  // hide (vector lanes, register sets); the original as written stays the baseline and the
+  // unchanged result, so a contracted kernel that measures slower is never returned.
+  const ir::Program root = settings_for(mode_).allow_contraction && transforms::contracts_on(target)
+                               ? transforms::contract(program, &r.contracted)
+                               : program;
+  detail::SearchRun run(root, timeout_s, progress, cancel, mode_, target, arch_, config_,
                         *target_, *model_, res, start);
+  run.original = &program;
   {
     auto it = config_.extra.find("cache_flush");
     const std::string how = it == config_.extra.end() ? "auto" : it->second;
@@ -134,11 +146,14 @@ Result Optimizer::transform(const ir::Program& program, double timeout_s, const 
     run.mo.flush_cache = run.screen.flush_cache = r.cache_flushed;
   }
   r.seed = run.mo.seed;
+  r.original_flops = backends::flop_count(program);
   r.budget_s = timeout_s;
   auto baseline = target_->measure(program, run.mo);
   ++r.measurements;
   if (!baseline.ok()) {
     r.note = "the original program could not be measured: " + *baseline.error;
+    r.outcome = baseline.error->find("wrong result") != std::string::npos ? "wrong" : "failed";
+    r.outcome_why = *baseline.error;
   } else {
     r.baseline_s = r.final_s = baseline.median_s;
     r.verified = baseline.verified;
@@ -157,6 +172,7 @@ Result Optimizer::transform(const ir::Program& program, double timeout_s, const 
   const bool late = run.cancelled() || detail::seconds_since(start) > timeout_s;
   if (baseline.ok() && !late && !policy_only_) run.minimise();
   if (baseline.ok()) run.retime_final();
+  if (baseline.ok()) run.check_original();  // the policy alone, or the deadline before confirm
   finish(res, late);
   return res;
 }
@@ -178,16 +194,32 @@ double kernel_peak_gflops(const ir::Program& p, double peak_gflops, double threa
 void Optimizer::finish(Result& res, bool interrupted) const {
   Report& r = res.report;
   r.interrupted = r.interrupted || interrupted;
+  if (res.trace.empty() && r.note.empty())
+    r.note = "no candidate measured faster than the original; returning it unchanged";
   if (r.final_s > 0) {
     r.speedup = r.baseline_s / r.final_s;
-    r.gflops = backends::flop_count(res.program) / r.final_s / 1e9;
+    r.flops = backends::flop_count(res.program);
+    r.gflops = r.flops / r.final_s / 1e9;
     const bool parallel = ir::print_program(res.program).find(":par") != std::string::npos;
     double threads = parallel ? r.threads : 1;
     const double peak = kernel_peak_gflops(res.program, r.peak_gflops, threads);
     r.peak_fraction = peak > 0 ? r.gflops / peak : 0;
+    if (r.peak_fraction > 1) {
+      char buf[200];
+      std::snprintf(buf, sizeof buf, "measured %.1f GFLOP/s, above the profile's peak of %.1f: the "
+                    "calibration was low (perfdojo calibrate --force)", r.gflops, peak);
+      r.note += std::string(r.note.empty() ? "" : "; ") + buf;
+      r.peak_fraction = 1;
+    }
   }
-  if (res.trace.empty() && r.note.empty())
-    r.note = "no candidate measured faster than the original; returning it unchanged";
+  if (r.outcome.empty()) {
+    if (r.verified) {
+      r.outcome = res.trace.empty() ? "unchanged" : "verified";
+    } else {
+      r.outcome = "not_verifiable";
+      if (r.outcome_why.empty()) r.outcome_why = "no check ran";
+    }
+  }
   if (r.modelled) {
     r.note += std::string(r.note.empty() ? "" : "; ") + "times are the cost model's for " +
               r.profile + ", not measured; the returned kernel was compiled for " + arch_ +

@@ -36,6 +36,8 @@ struct ModeSettings {
   int confirm_top;           ///< best cost-model candidates measured for real
   int measure_reps;          ///< timed repetitions per real measurement (at most)
   bool allow_reassociation;  ///< vectorised reductions may change floating-point evaluation order
+  /// Multiply-adds are fused (transforms/contract.h) before the search, on targets with FMA.
+  bool allow_contraction = true;
 };
 
 /// The settings of a mode.
@@ -76,8 +78,13 @@ struct Report {
   uint64_t seed = 0;            ///< input data seed of every measurement
   double budget_s = 0;          ///< the time limit transform was given
   double speedup = 1;
-  double gflops = 0;         ///< of the returned program
-  double peak_fraction = 0;  ///< gflops / the target's FMA peak per core x threads used (half the peak for f64 kernels)
+  /// Floating-point operations as the returned program executes them (work its moves hoisted
+  /// out of a loop counted once), and the original's, beside it.
+  double flops = 0, original_flops = 0;
+  double gflops = 0;         ///< of the returned program: flops / final_s
+  /// gflops / the target's FMA peak per core x threads used (half the peak for f64 kernels),
+  /// at most 1: a figure above the profile's peak says the calibration was low (the note says so).
+  double peak_fraction = 0;
   int evaluations = 0;       ///< cost-model evaluations
   int measurements = 0;      ///< real measurements (screening runs and verified runs)
   int proposals_used = 0;    ///< outside proposals that replayed to a new program
@@ -87,8 +94,19 @@ struct Report {
   /// Which check: "scaled-down instance, interpreter", or "full size, against the original's
   /// sequential build" where no instance small enough to interpret replays the trace.
   std::string verified_on;
+  /// One word for what happened, one exit code each (docs/optimizer.md, "Outcomes"):
+  /// "verified" (a faster kernel, checked), "unchanged" (nothing measured faster; the original,
+  /// checked, is returned), "not_verifiable" (the returned kernel could not be checked: no
+  /// instance small enough and no reference), "wrong" (checked, and the original's own code
+  /// disagrees with the interpreter: a compiler or code-generator bug), "failed" (the original
+  /// could not be compiled or run).
+  std::string outcome;
+  std::string outcome_why;  ///< for not_verifiable, wrong and failed: what the check said
   bool interrupted = false;  ///< stopped by the deadline or a cancel request
   std::string flags;         ///< compiler and flags of the final measurement
+  /// Multiply-adds fused before the search (transforms/contract.h; 0: none, or not allowed).
+  /// The trace then applies to the contracted program, which `perfdojo contract` prints.
+  int contracted = 0;
   std::string profile;       ///< the cost model's machine profile (name and where it came from)
   int threads = 1;           ///< threads the target may use (1: single core)
   double peak_gflops = 0;    ///< the target's FMA peak per core, from the profile
@@ -171,6 +189,14 @@ class Optimizer {
 /// checks before it returns a kernel).
 bool verify_trace(const ir::Program& original, const std::vector<transforms::Action>& trace,
                   const std::string& arch, const backends::BackendConfig& config = {});
+
+/// verify_trace's answer in words: {"verified", the check that ran}, {"wrong", what differed}
+/// (the code ran and disagrees, crashed or did not compile) or {"not_verifiable", why no check
+/// could run}.
+std::pair<std::string, std::string> check_trace(const ir::Program& original,
+                                                const std::vector<transforms::Action>& trace,
+                                                const std::string& arch,
+                                                const backends::BackendConfig& config = {});
 
 /// This machine's profile for the cost model and for "% of peak": `config.machine_profile`,
 /// else $PERFDOJO_MACHINE_PROFILE, else the calibrated one kept in `config.extra["profile_dir"]`

@@ -132,6 +132,20 @@ bool verify_small(const ir::Program& original, const std::vector<transforms::Act
                   const backends::BackendConfig& config, bool* device_unrun = nullptr,
                   std::string* how = nullptr);
 
+// verify_small's answer with "could not check" told from "checked, wrong": kVerified with
+// `*how` the check that ran; kWrong (the code ran and its outputs differ, or it crashed or
+// failed to compile) and kUncheckable (no check could run: no instance small enough and no
+// reference to compare with) with `*how` saying why.
+enum class Verdict { kVerified, kWrong, kUncheckable };
+Verdict check_small(const ir::Program& original, const std::vector<transforms::Action>& trace,
+                    const transforms::Target& target, const std::string& arch,
+                    const backends::BackendConfig& config, bool* device_unrun = nullptr,
+                    std::string* how = nullptr);
+
+// Whether a failed measurement's error is the code's fault (a wrong result, a crash, a compile
+// error) rather than the check's (the interpreter refused, no reference could be built).
+bool code_at_fault(const std::string& error);
+
 // What one transform call works with and finds. `target_backend` measures for real, `model`
 // estimates; `res` receives the best verified program and the report's figures.
 struct SearchRun {
@@ -141,7 +155,11 @@ struct SearchRun {
             backends::Backend& target_backend, backends::Backend& model, Result& res,
             Clock::time_point start);
 
+  // The search's root: the kernel as written, or with its multiply-adds fused (contract.h) where
+  // the mode allows it; `original` is the kernel as written, the baseline and what an unchanged
+  // result returns.
   const ir::Program& program;
+  const ir::Program* original = &program;
   const double timeout_s;
   const Progress& progress;
   const std::atomic<bool>* cancel;
@@ -216,6 +234,11 @@ struct SearchRun {
   // The original and the returned program re-timed interleaved (A B A B ...): the report's
   // baseline_s, final_s and speed-up come from this one run.
   void retime_final();
+  // Where the original is returned and nothing has checked it yet (too large for the backend's
+  // own check): its code on a scaled-down instance; a failure sets r.outcome (wrong or
+  // not_verifiable) and r.outcome_why.
+  void check_original();
+  bool original_checked = false;
   static constexpr int kFinalMinReps = 5;
   // Seconds kept at the end of the budget for retime_final.
   double final_reserve_s() const;

@@ -36,13 +36,13 @@ const char* mode_name(Mode m) {
 ModeSettings settings_for(Mode m) {
   switch (m) {
     case Mode::kConservative:
-      return {4, 10, 4, 10, false};
+      return {4, 10, 4, 10, false, false};
     case Mode::kBalanced:
-      return {8, 16, 8, 20, true};
+      return {8, 16, 8, 20, true, true};
     case Mode::kAggressive:
-      return {16, 24, 16, 40, true};
+      return {16, 24, 16, 40, true, true};
   }
-  return {8, 16, 8, 20, true};
+  return {8, 16, 8, 20, true, true};
 }
 
 std::string cached_profile_path(const std::string& cache_dir) {

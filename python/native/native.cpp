@@ -500,11 +500,15 @@ py::dict report_dict(const optimizer::Report& r) {
   d["seed"] = r.seed;
   d["budget_s"] = r.budget_s;
   d["speedup"] = r.speedup;
+  d["flops"] = r.flops;
+  d["original_flops"] = r.original_flops;
   d["gflops"] = r.gflops;
   d["peak_fraction"] = r.peak_fraction;
   d["peak_gflops_per_core"] = r.peak_gflops;
   d["evaluations"] = r.evaluations;
   d["measurements"] = r.measurements;
+  d["outcome"] = r.outcome;
+  d["outcome_why"] = r.outcome_why;
   d["verified"] = r.verified;
   d["device_unrun"] = r.device_unrun;
   d["verified_on"] = r.verified_on;
