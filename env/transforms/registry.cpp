@@ -120,6 +120,51 @@ double work(const std::vector<ir::NodePtr>& body) {
 
 double interpret_work(const ir::Program& p) { return work(p.body); }
 
+namespace {
+
+// Sizes related by small offsets or by doubling (a dynamic program's N, N - 1 and N + 1, a
+// table of 2 N) as value = a * B + c over one base B per family: the family's smallest size,
+// each other one reached through a chain of such relations. Sizes in no family are their own.
+struct SizeFamilies {
+  std::vector<int> base;        // per size: index of its family's base size
+  std::vector<int64_t> a, c;    // per size: value = a * base + c
+};
+
+SizeFamilies size_families(const ir::Program& p) {
+  const size_t n = p.sizes.size();
+  SizeFamilies f{std::vector<int>(n, -1), std::vector<int64_t>(n, 1), std::vector<int64_t>(n, 0)};
+  std::vector<size_t> order(n);
+  for (size_t i = 0; i < n; ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t x, size_t y) { return p.sizes[x].value < p.sizes[y].value; });
+  for (size_t root : order) {
+    if (f.base[root] >= 0) continue;
+    f.base[root] = static_cast<int>(root);
+    std::vector<size_t> todo = {root};
+    while (!todo.empty()) {
+      const size_t i = todo.back();
+      todo.pop_back();
+      const int64_t vi = p.sizes[i].value;
+      for (size_t j = 0; j < n; ++j) {
+        if (f.base[j] >= 0) continue;
+        const int64_t vj = p.sizes[j].value;
+        if (std::abs(vj - vi) <= 8 && vi > 16) {  // an offset (sizes that small are left alone)
+          f.a[j] = f.a[i], f.c[j] = f.c[i] + (vj - vi);
+        } else if (vj == 2 * vi && vi > 16) {  // a doubling
+          f.a[j] = 2 * f.a[i], f.c[j] = 2 * f.c[i];
+        } else {
+          continue;
+        }
+        f.base[j] = static_cast<int>(root);
+        todo.push_back(j);
+      }
+    }
+  }
+  return f;
+}
+
+}  // namespace
+
 std::optional<std::pair<ir::Program, ir::Program>> small_instance(const ir::Program& p,
                                                                   const std::vector<Action>& trace,
                                                                   const Target& t, double max_work) {
@@ -129,6 +174,33 @@ std::optional<std::pair<ir::Program, ir::Program>> small_instance(const ir::Prog
     auto result = replay(*small, trace, t);
     if (!result.ok()) continue;  // a tile factor no longer divides: try another scale
     if (work(small->body) <= max_work) return std::make_pair(*small, result.value());
+  }
+  // Sizes related by offsets or doubling (N - 1, N + 1, 2 N) scale together: each family's base
+  // divided by 2, 4, ..., the others following their relation, so the accesses that tie them
+  // stay in bounds.
+  {
+    const SizeFamilies fam = size_families(p);
+    bool related = false;
+    for (size_t i = 0; i < p.sizes.size(); ++i) related = related || fam.base[i] != static_cast<int>(i);
+    for (int64_t g = 2; related && g <= 4096; g *= 2) {
+      bool shrank = false;
+      auto small = resized(p, [&](const std::string& name, int64_t v) {
+        for (size_t i = 0; i < p.sizes.size(); ++i) {
+          if (p.sizes[i].name != name) continue;
+          const int64_t b = p.sizes[fam.base[i]].value / g;
+          if (b < 2) return v;
+          const int64_t w = fam.a[i] * b + fam.c[i];
+          if (w < 1) return v;
+          shrank = shrank || w < v;
+          return w;
+        }
+        return v;
+      });
+      if (!small || !shrank) continue;
+      auto result = replay(*small, trace, t);
+      if (!result.ok()) continue;
+      if (work(small->body) <= max_work) return std::make_pair(*small, result.value());
+    }
   }
   // Sizes tied by the indices (a convolution's input is H + KH - 1 wide) cannot all be halved
   // at once: halve one size at a time, the largest that keeps the program valid and the trace

@@ -28,6 +28,7 @@ inline const std::map<std::string, std::map<std::string, int>>& small_sizes() {
       {"bias-relu", {{"M", 4}, {"N", 16}}},
       {"bmm", {{"BATCH", 2}, {"M", 4}, {"N", 8}, {"K", 4}}},
       {"causal-attention", {{"L", 16}, {"D", 4}}},
+      {"cholesky", {{"N", 8}}},
       {"conv2d-3x3", {{"N", 1}, {"C", 2}, {"K", 4}, {"H", 4}, {"W", 4}, {"HI", 6}, {"WI", 6}}},
       {"conv2d-3x3-s2", {{"N", 1}, {"C", 2}, {"K", 4}, {"H", 4}, {"W", 4}, {"HI", 9}, {"WI", 9}}},
       {"depthwise-conv", {{"N", 1}, {"C", 4}, {"H", 4}, {"W", 4}, {"HI", 6}, {"WI", 6}}},
@@ -37,6 +38,9 @@ inline const std::map<std::string, std::map<std::string, int>>& small_sizes() {
       {"gqa-attention", {{"KVH", 2}, {"G", 2}, {"L", 4}, {"D", 4}}},
       {"group-norm", {{"G", 2}, {"CG", 2}, {"HW", 8}}},
       {"layernorm", {{"R", 4}, {"N", 16}}},
+      {"lcs", {{"N", 8}, {"M", 6}, {"N1", 9}, {"M1", 7}}},
+      {"levinson-durbin", {{"P", 6}, {"Q", 7}, {"R", 14}}},
+      {"lu", {{"N", 8}}},
       {"matmul-1024", {{"M", 8}, {"N", 16}, {"K", 8}}},
       {"matmul-256", {{"M", 8}, {"N", 16}, {"K", 8}}},
       {"matmul-skinny", {{"M", 16}, {"N", 8}, {"K", 4}}},
@@ -55,6 +59,7 @@ inline const std::map<std::string, std::map<std::string, int>>& small_sizes() {
       {"softmax-temperature", {{"R", 4}, {"N", 16}}},
       {"swiglu-mlp", {{"T", 4}, {"D", 8}, {"H", 16}}},
       {"transpose", {{"M", 8}, {"N", 16}}},
+      {"trsv-lower", {{"N", 16}}},
   };
   return kSizes;
 }

@@ -235,3 +235,30 @@ TEST_CASE("an index's parts name the slots its action decodes to, on every index
   CHECK(space.parts(-1).scope == -1);
   CHECK(space.parts(space.size()).buffer == -1);
 }
+
+TEST_CASE("small_instance scales sizes related by offsets and doubling together (N - 1, N + 1, 2 N)") {
+  // An exact integer recurrence over N - 1 steps writing a table of N + 1: halving N alone puts
+  // x[{0}+1] out of bounds and the odd sizes do not halve; as one family they scale together.
+  auto loaded = ir::load_program(R"(N = 4096
+NM = 4095
+NP = 4097
+W = 8192
+input x: i32[N] in [0, 9]
+output y: i32[NP] = 0
+output z: i32[W] = 0
+
+NM y[{0}+2] = y[{0}+1] + x[{0}+1] - x[{0}]
+| z[{0}*2] = y[{0}+2]
+)");
+  REQUIRE(loaded.ok());
+  const ir::Program& p = *loaded;
+  auto inst = transforms::small_instance(p, {}, transforms::Target{}, 2000);
+  REQUIRE(inst);
+  const ir::Program& s = inst->first;
+  const int64_t n = s.find_size("N")->value;
+  CHECK(n < 4096);
+  CHECK(s.find_size("NM")->value == n - 1);
+  CHECK(s.find_size("NP")->value == n + 1);
+  CHECK(s.find_size("W")->value == 2 * n);
+  CHECK(transforms::interpret_work(s) <= 2000);
+}
