@@ -160,6 +160,16 @@ int cmd_optimize(const Args& a) {
     config.extra["threads"] = std::to_string(threads);
   }
   if (a.has("cache-flush")) config.extra["cache_flush"] = a.get("cache-flush");  // make checks it
+  if (a.has("evaluations")) {
+    long n = 0;
+    try {
+      n = std::stol(a.get("evaluations"));
+    } catch (const std::exception&) {
+      n = 0;
+    }
+    if (n < 1) return usage_error("--evaluations needs a positive whole number", a.json);
+    config.extra["max_evaluations"] = std::to_string(n);
+  }
   if (a.has("workers")) {
     std::error_code ec;
     const std::string self = fs::read_symlink("/proc/self/exe", ec).string();
@@ -331,10 +341,11 @@ std::vector<Command> optimize_commands() {
            "[--threads N] [--cache-flush auto|on|off (time with the kernel's data evicted first; auto: "
            "memory-bound kernels larger than half the last-level cache)] [--agent CHECKPOINT|default] [--policy-only (the "
            "policy's one greedy episode, measured; nothing else)] [--workers ray://HOST:PORT] "
-           "[--out DIR] [--no-cache]",
+           "[--evaluations N (the cost-model beam stops after N evaluations, not at half the budget: "
+           "the same candidates on every run)] [--out DIR] [--no-cache]",
            "search for the fastest verified kernel; writes the .pdj, trace, C source, header and "
-           "report.json",
-           {"arch", "mode", "timeout", "out", "agent", "threads", "workers", "cache-flush"},
+           "report.json; exit 0 verified or unchanged, 3 not verifiable, 4 wrong, 5 failed",
+           {"arch", "mode", "timeout", "out", "agent", "threads", "workers", "cache-flush", "evaluations"},
            {"no-cache", "policy-only"},
            cmd_optimize}};
 }

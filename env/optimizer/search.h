@@ -188,8 +188,13 @@ struct SearchRun {
 
   bool cancelled() const { return cancel && cancel->load(); }
   bool over(double fraction) const {
+    // A fixed amount of model work for the beam (config.extra["max_evaluations"]): the same
+    // beam, so the same candidates, on every run that finishes it within 90% of the budget.
+    if (fraction == kBeamShare && max_evaluations > 0)
+      return r.evaluations >= max_evaluations || seconds_since(start) > timeout_s * 0.9 || cancelled();
     return seconds_since(start) > timeout_s * fraction || cancelled();
   }
+  int max_evaluations = 0;  // 0: the beam runs for kBeamShare of the budget
   double estimate(const ir::Program& p);
   // Legal children of `c` that are new to `seen` (when given), with their estimates.
   void children_of(const Candidate& c, std::vector<Candidate>* out, std::set<uint64_t>* seen,

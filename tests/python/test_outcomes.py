@@ -113,3 +113,34 @@ def test_optimize_that_cannot_compile_is_exit_5(tmp_path, small):
     doc = outcome_of(r)
     assert doc["outcome"] == "failed"
     assert "compile failed" in doc["report"]["outcome_why"]
+
+
+MATMUL = ("M = 64\nN = 64\nK = 64\ninput A: f32[M, K]\ninput B: f32[K, N]\n"
+          "output C: f32[M, N] = 0\n\nM N K C[{0},{1}] += A[{0},{2}] * B[{2},{1}]\n")
+
+
+def test_a_modelled_run_with_fixed_model_work_repeats_its_decisions_exactly(tmp_path):
+    import shutil
+    if not (shutil.which("aarch64-linux-gnu-gcc") and shutil.which("qemu-aarch64")):
+        pytest.skip("no aarch64 cross-compiler or qemu-aarch64 (scripts/bootstrap --cross)")
+    k = tmp_path / "mm.pdj"
+    k.write_text(MATMUL)
+    runs = [outcome_of(run(["optimize", k, "--arch", "aarch64_neon", "--timeout", "20",
+                            "--evaluations", "2000", "--json"])) for _ in range(2)]
+    a, b = (r["report"] for r in runs)
+    assert a["outcome"] == b["outcome"] == "verified"
+    assert a["trace"] == b["trace"] and len(a["trace"]) > 0
+    assert runs[0]["text"] == runs[1]["text"]
+    assert a["speedup"] == b["speedup"] and a["evaluations"] == b["evaluations"]
+
+
+def test_two_measured_runs_with_one_seed_and_budget_end_in_the_same_outcome(tmp_path):
+    # Measured times differ run to run, so the path may (docs/optimizer.md, "Repeatability");
+    # the outcome, its exit code and the returned kernel's semantics may not.
+    k = tmp_path / "mm.pdj"
+    k.write_text(MATMUL)
+    runs = [outcome_of(run(["optimize", k, "--timeout", "6", "--evaluations", "2000", "--json"]))
+            for _ in range(2)]
+    assert {r["outcome"] for r in runs} <= {"verified", "unchanged"}
+    assert all(r["ok"] and r["report"]["verified"] for r in runs)
+    assert runs[0]["report"]["seed"] == runs[1]["report"]["seed"]
