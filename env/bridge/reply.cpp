@@ -153,6 +153,7 @@ void write_spaces(JsonWriter& w, const env::Env& e) {
       .field("reward_space", c.reward_space)
       .field("max_episode_steps", c.max_episode_steps)
       .field("stop_after_progress", c.stop_after_progress)
+      .field("contract", c.contract)
       .field("seed", c.seed)
       .end_object();
 }

@@ -221,7 +221,7 @@ env::EnvConfig config_from_json(const json::Value& obj, const ConfigPolicy& poli
   Reader r{obj, ErrorType::kConfigError, "config"};
   r.only({"benchmark", "backend", "observation_spaces", "reward_space", "action_space", "flat",
           "measure", "max_episode_steps", "seed", "illegal_action_penalty", "time_cache_entries",
-          "sketch_actions", "stop_after_progress"});
+          "sketch_actions", "stop_after_progress", "contract"});
   if (r.str("benchmark", &c.benchmark)) check_benchmark_allowed(c.benchmark, policy);
   r.str("backend", &c.backend);
   r.str("reward_space", &c.reward_space);
@@ -246,6 +246,7 @@ env::EnvConfig config_from_json(const json::Value& obj, const ConfigPolicy& poli
   r.integer("max_episode_steps", &c.max_episode_steps, 1, 1000000);
   r.integer("sketch_actions", &c.sketch_actions, 0, 8);
   r.boolean("stop_after_progress", &c.stop_after_progress);
+  r.boolean("contract", &c.contract);
   r.uint64("seed", &c.seed);
   r.number("illegal_action_penalty", &c.illegal_action_penalty, -1e9, 1e9);
   r.integer("time_cache_entries", &c.time_cache_entries, 0, 1 << 20);
