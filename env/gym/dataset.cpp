@@ -136,6 +136,8 @@ const std::map<std::string, std::string>& kernel_families() {
       {"argmax", "reduction"},
       {"bias-gelu", "elementwise"},  {"bias-relu", "elementwise"},  {"rope", "elementwise"},
       {"transpose", "elementwise"},  {"rowsum", "reduction"},       {"global-sum", "reduction"},
+      {"trsv-lower", "linalg"},      {"lu", "linalg"},              {"cholesky", "linalg"},
+      {"levinson-durbin", "linalg"}, {"lcs", "dp"},
   };
   return kFamilies;
 }
