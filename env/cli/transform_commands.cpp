@@ -317,7 +317,9 @@ std::vector<Command> transform_commands() {
       {"guard", "guard FILE [--trajectories 200] [--steps 30] [--seed 0] [--max-work 200000] [--target T]",
        "the semantics guard on one kernel: random trajectories of legal actions (1 to --steps each), every "
        "result run by the strict interpreter against the original on the same inputs (outputs must be "
-       "equal, no element read before it is written), its trace replayed and its text parsed back; a "
+       "equal, no element read before it is written, no element touched by two iterations of one :par "
+       "scope execution with one of them writing, the same bits with the :par iterations run reversed "
+       "and shuffled), its trace replayed and its text parsed back; a "
        "kernel whose interpretation takes more than --max-work statement executions runs at a smaller "
        "instance; the first violation is printed with its trace (exit 1)",
        {"trajectories", "steps", "seed", "max-work", "target"}, {}, cmd_guard},

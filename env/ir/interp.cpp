@@ -1,5 +1,7 @@
 #include "ir/interp.h"
 
+#include <random>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -67,11 +69,27 @@ struct UninitialisedRead {
   int64_t offset;
 };
 
+// Thrown at the first element two iterations of one :par execution touch, one writing.
+struct Race {
+  const Access* access;
+  int64_t offset;
+  const Node* scope;
+  int64_t mine, other;
+  bool write;        // the access that found it writes
+  bool other_wrote;  // the other iteration wrote it (else read it)
+};
+
+// Who touched an element during the current :par execution.
+struct Touch {
+  int64_t writer = -1, reader = -1;
+  bool readers = false;  // more than one iteration read it
+};
+
 class Interpreter {
  public:
   Interpreter(const Program& p, TensorMap& mem, std::map<std::string, std::vector<char>>* written,
-              TensorMap* bounds = nullptr)
-      : p_(p), mem_(mem), written_(written), bounds_(bounds) {}
+              TensorMap* bounds = nullptr, const InterpretOptions* options = nullptr)
+      : p_(p), mem_(mem), written_(written), bounds_(bounds), options_(options) {}
 
   void run() { body(p_.body); }
 
@@ -79,15 +97,59 @@ class Interpreter {
   void body(const std::vector<NodePtr>& nodes) {
     for (const auto& n : nodes) {
       if (n->is_scope) {
+        const bool par = n->annot == Annot::kParallel && options_;
+        const bool watch = par && options_->detect_races && !par_scope_;
+        if (watch) {
+          par_scope_ = n.get();
+          par_depth_ = iters_.size();
+          touched_.clear();
+        }
         iters_.push_back(0);
-        for (int64_t i = 0; i < n->extent; ++i) {
-          iters_.back() = i;
-          body(n->body);
+        if (par && options_->par_order != InterpretOptions::ParOrder::kForward) {
+          std::vector<int64_t> order(static_cast<size_t>(n->extent));
+          for (int64_t i = 0; i < n->extent; ++i) order[i] = i;
+          if (options_->par_order == InterpretOptions::ParOrder::kReverse) {
+            std::reverse(order.begin(), order.end());
+          } else {
+            std::mt19937_64 rng(options_->shuffle_seed ^ (0x9e3779b97f4a7c15ull * ++shuffles_));
+            std::shuffle(order.begin(), order.end(), rng);
+          }
+          for (int64_t i : order) {
+            iters_.back() = i;
+            body(n->body);
+          }
+        } else {
+          for (int64_t i = 0; i < n->extent; ++i) {
+            iters_.back() = i;
+            body(n->body);
+          }
         }
         iters_.pop_back();
+        if (watch) {
+          par_scope_ = nullptr;
+          touched_.clear();
+        }
       } else {
         stmt(n->stmt);
       }
+    }
+  }
+
+  // Records an access of element `off` of `t` by the current iteration of the watched :par
+  // scope; throws Race when another iteration wrote it, or (writing) read it.
+  void touch(const Access& a, const Tensor* t, int64_t off, bool write) {
+    if (!par_scope_) return;
+    const int64_t me = iters_[par_depth_];
+    Touch& r = touched_[{t, off}];
+    if (r.writer >= 0 && r.writer != me) throw Race{&a, off, par_scope_, me, r.writer, write, true};
+    if (write) {
+      if (r.reader >= 0 && (r.reader != me || r.readers))
+        throw Race{&a, off, par_scope_, me, r.reader != me ? r.reader : -1, true, false};
+      r.writer = me;
+    } else if (r.reader < 0) {
+      r.reader = me;
+    } else if (r.reader != me) {
+      r.readers = true;
     }
   }
 
@@ -122,6 +184,7 @@ class Interpreter {
     Resolved& r = resolve(a);
     const int64_t off = offset(a, r);
     if (r.written && !(*r.written)[off]) throw UninitialisedRead{&a, off};
+    touch(a, r.tensor, off, false);
     return r.tensor->data[off];
   }
 
@@ -413,14 +476,26 @@ class Interpreter {
       const double e = stmt_error(s, t, old, s.op == Reduce::kNone ? 0.0 : b, round_to(t, v));
       b = std::isnan(e) ? INFINITY : e;
     }
+    touch(s.lhs, r.tensor, off, true);
     r.tensor->data[off] = round_to(t, v);
     if (r.written) (*r.written)[off] = 1;
   }
+
+  struct KeyHash {
+    size_t operator()(const std::pair<const Tensor*, int64_t>& k) const {
+      return std::hash<const void*>{}(k.first) ^ (static_cast<size_t>(k.second) * 0x9e3779b97f4a7c15ull);
+    }
+  };
 
   const Program& p_;
   TensorMap& mem_;
   std::map<std::string, std::vector<char>>* written_;
   TensorMap* bounds_;
+  const InterpretOptions* options_;
+  const Node* par_scope_ = nullptr;  // the :par scope whose iterations are watched for races
+  size_t par_depth_ = 0;             // its iterator's depth
+  uint64_t shuffles_ = 0;
+  std::unordered_map<std::pair<const Tensor*, int64_t>, Touch, KeyHash> touched_;
   std::vector<int64_t> iters_;
   std::unordered_map<const Access*, Resolved> cache_;
 };
@@ -490,7 +565,22 @@ Result<TensorMap> interpret(const Program& p, const TensorMap& inputs,
       options.error_bounds->emplace(name, Tensor{DType::kF64, t.shape, std::vector<double>(t.data.size(), 0.0)});
   }
   try {
-    Interpreter(p, mem, options.forbid_uninitialised_reads ? &written : nullptr, options.error_bounds).run();
+    Interpreter(p, mem, options.forbid_uninitialised_reads ? &written : nullptr, options.error_bounds, &options).run();
+  } catch (const Race& race) {
+    const BufferDecl* b = p.find_buffer(race.access->buffer);
+    std::string at;
+    int64_t rest = race.offset;
+    for (size_t d = b->shape.size(); d-- > 0;) {
+      at = std::to_string(rest % b->shape[d]) + (at.empty() ? "" : ",") + at;
+      rest /= b->shape[d];
+    }
+    const std::string other = race.other >= 0 ? "iteration " + std::to_string(race.other) : "other iterations";
+    return std::vector<Diagnostic>{
+        {race.access->loc, "data race in the :par scope at line " + std::to_string(race.scope->loc.line) +
+                               ": iteration " + std::to_string(race.mine) + (race.write ? " writes " : " reads ") +
+                               std::string(role_name(b->role)) + " '" + b->name + "' element [" + at + "], which " +
+                               other + (race.other_wrote ? " wrote" : " read") +
+                               " in the same execution of the scope"}};
   } catch (const UninitialisedRead& u) {
     const BufferDecl* b = p.find_buffer(u.access->buffer);
     std::string at;

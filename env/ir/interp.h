@@ -40,6 +40,17 @@ struct InterpretOptions {
   /// Verification compares a result that may round differently against it (docs/ir.md,
   /// "Verification").
   TensorMap* error_bounds = nullptr;
+  /// Refuse the run at the first element that two different iterations of one execution of a
+  /// `:par` scope both touch, at least one of them writing it: a data race in the threaded code
+  /// (parallelize's promise is that no dependence is carried, reductions included). The error
+  /// names the access's file:line:col, the buffer, the element and both iterations. A `:par`
+  /// nested in another is checked as part of the outer one.
+  bool detect_races = false;
+  /// The order in which a `:par` scope's iterations run (each iteration's own body in order): a
+  /// race-free program computes the same bits in every order.
+  enum class ParOrder { kForward, kReverse, kShuffle };
+  ParOrder par_order = ParOrder::kForward;
+  uint64_t shuffle_seed = 0;  ///< for kShuffle
 };
 
 /// Runs a checked program on `inputs` (every input buffer must be present with its shape).

@@ -13,12 +13,21 @@
 
 namespace perfdojo::transforms {
 
+namespace {
+bool has_parallel(const std::vector<ir::NodePtr>& body) {
+  for (const auto& n : body)
+    if (n->is_scope && (n->annot == ir::Annot::kParallel || has_parallel(n->body))) return true;
+  return false;
+}
+}  // namespace
+
 GuardReport run_semantics_guard(const ir::Program& original, const GuardOptions& options) {
   GuardReport report;
   const auto inputs = ir::make_inputs(original, options.input_seed);
   // Strict: any read of an element nothing wrote is an error, dead values included (what
   // generated code would read from uninitialised memory).
-  const ir::InterpretOptions strict{.forbid_uninitialised_reads = true};
+  // Races too: two iterations of one :par execution touching an element, one writing it.
+  const ir::InterpretOptions strict{.forbid_uninitialised_reads = true, .detect_races = true};
   auto expected = ir::interpret(original, inputs, strict);
   if (!expected.ok()) {
     report.error = "the original does not run: " + expected.error_text();
@@ -56,6 +65,20 @@ GuardReport run_semantics_guard(const ir::Program& original, const GuardOptions&
         std::ostringstream m;
         m << "output '" << b.name << "' differs (max relative error " << err << ")";
         return fail(m.str());
+      }
+    }
+    // A race-free program computes the same bits whatever order its :par iterations run in.
+    if (has_parallel(cur.body)) {
+      for (auto order : {ir::InterpretOptions::ParOrder::kReverse, ir::InterpretOptions::ParOrder::kShuffle}) {
+        ir::InterpretOptions o = strict;
+        o.par_order = order;
+        o.shuffle_seed = seed;
+        auto other = ir::interpret(cur, inputs, o);
+        if (!other.ok()) return fail(other.error_text());
+        for (const auto& b : original.buffers)
+          if (b.role == ir::Role::kOutput && ir::max_relative_error(got->at(b.name), other->at(b.name)) != 0)
+            return fail("output '" + b.name + "' changes when the :par iterations run " +
+                        (order == ir::InterpretOptions::ParOrder::kReverse ? "in reverse" : "shuffled"));
       }
     }
     auto parsed = parse_trace(print_trace(trace));
