@@ -502,6 +502,19 @@ class Interpreter {
 
 }  // namespace
 
+namespace {
+// "i,j,k": the element at row-major `offset` of `b`, for messages.
+std::string element_text(const BufferDecl& b, int64_t offset) {
+  std::string at;
+  for (size_t d = b.shape.size(); d-- > 0;) {
+    at = std::to_string(offset % b.shape[d]) + (at.empty() ? "" : ",") + at;
+    offset /= b.shape[d];
+  }
+  return at;
+}
+
+}  // namespace
+
 Tensor make_input(const BufferDecl& decl, uint64_t seed) {
   uint64_t h = 0x50455246444f4a4fULL;  // "PERFDOJO"
   mix(h, seed);
@@ -568,12 +581,7 @@ Result<TensorMap> interpret(const Program& p, const TensorMap& inputs,
     Interpreter(p, mem, options.forbid_uninitialised_reads ? &written : nullptr, options.error_bounds, &options).run();
   } catch (const Race& race) {
     const BufferDecl* b = p.find_buffer(race.access->buffer);
-    std::string at;
-    int64_t rest = race.offset;
-    for (size_t d = b->shape.size(); d-- > 0;) {
-      at = std::to_string(rest % b->shape[d]) + (at.empty() ? "" : ",") + at;
-      rest /= b->shape[d];
-    }
+    const std::string at = element_text(*b, race.offset);
     const std::string other = race.other >= 0 ? "iteration " + std::to_string(race.other) : "other iterations";
     return std::vector<Diagnostic>{
         {race.access->loc, "data race in the :par scope at line " + std::to_string(race.scope->loc.line) +
@@ -583,12 +591,7 @@ Result<TensorMap> interpret(const Program& p, const TensorMap& inputs,
                                " in the same execution of the scope"}};
   } catch (const UninitialisedRead& u) {
     const BufferDecl* b = p.find_buffer(u.access->buffer);
-    std::string at;
-    int64_t rest = u.offset;
-    for (size_t d = b->shape.size(); d-- > 0;) {
-      at = std::to_string(rest % b->shape[d]) + (at.empty() ? "" : ",") + at;
-      rest /= b->shape[d];
-    }
+    const std::string at = element_text(*b, u.offset);
     return std::vector<Diagnostic>{
         {u.access->loc, "reads " + std::string(role_name(b->role)) + " '" + b->name + "' element [" +
                             at + "] before anything wrote it (an uninitialised value)"}};
