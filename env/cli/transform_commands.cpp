@@ -319,7 +319,7 @@ std::vector<Command> transform_commands() {
        "result run by the strict interpreter against the original on the same inputs (outputs must be "
        "equal, no element read before it is written, no element touched by two iterations of one :par "
        "scope execution with one of them writing, the same bits with the :par iterations run reversed "
-       "and shuffled), its trace replayed and its text parsed back; a "
+       "and shuffled, and with the :vec scopes run lane-parallel), its trace replayed and its text parsed back; a "
        "kernel whose interpretation takes more than --max-work statement executions runs at a smaller "
        "instance; the first violation is printed with its trace (exit 1)",
        {"trajectories", "steps", "seed", "max-work", "target"}, {}, cmd_guard},

@@ -97,6 +97,7 @@ class Interpreter {
   void body(const std::vector<NodePtr>& nodes) {
     for (const auto& n : nodes) {
       if (n->is_scope) {
+        if (n->annot == Annot::kVector && options_ && options_->simd_vectors && simd(*n)) continue;
         const bool par = n->annot == Annot::kParallel && options_;
         const bool watch = par && options_->detect_races && !par_scope_;
         if (watch) {
@@ -459,7 +460,15 @@ class Interpreter {
     return 0;
   }
 
-  void stmt(const Stmt& s) {
+  // One statement's store, computed but not yet made (SIMD order computes every lane first).
+  struct Pending {
+    const Stmt* s;
+    Resolved* r;
+    int64_t off;
+    double v, bound;
+  };
+
+  Pending compute(const Stmt& s) {
     Resolved& r = resolve(s.lhs);
     const int64_t off = offset(s.lhs, r);
     // A reduction reads its target; a plain store does not (its right side may, checked there).
@@ -471,14 +480,50 @@ class Interpreter {
       case DType::kF64: v = combine<double>(s, old); break;
       case DType::kI32: v = combine<int32_t>(s, old); break;
     }
+    double bound = 0;
     if (r.bound) {
-      double& b = (*r.bound)[off];
-      const double e = stmt_error(s, t, old, s.op == Reduce::kNone ? 0.0 : b, round_to(t, v));
-      b = std::isnan(e) ? INFINITY : e;
+      const double e = stmt_error(s, t, old, s.op == Reduce::kNone ? 0.0 : (*r.bound)[off], round_to(t, v));
+      bound = std::isnan(e) ? INFINITY : e;
     }
-    touch(s.lhs, r.tensor, off, true);
-    r.tensor->data[off] = round_to(t, v);
-    if (r.written) (*r.written)[off] = 1;
+    return {&s, &r, off, round_to(t, v), bound};
+  }
+
+  void commit(const Pending& w) {
+    if (w.r->bound) (*w.r->bound)[w.off] = w.bound;
+    touch(w.s->lhs, w.r->tensor, w.off, true);
+    w.r->tensor->data[w.off] = w.v;
+    if (w.r->written) (*w.r->written)[w.off] = 1;
+  }
+
+  void stmt(const Stmt& s) { commit(compute(s)); }
+
+  // A `:vec` scope of statements run as vector code runs it: statement by statement, every
+  // lane's value computed before any lane stores (a lane reads what the others held before the
+  // statement). A reduction into an element every lane shares runs lane by lane: the code keeps
+  // per-lane partial results for it (checked against the error bound, not here).
+  bool simd(const Node& n) {
+    for (const auto& c : n.body)
+      if (c->is_scope) return false;
+    const size_t depth = iters_.size();
+    iters_.push_back(0);
+    std::vector<Pending> lanes(static_cast<size_t>(n.extent));
+    for (const auto& c : n.body) {
+      const Stmt& s = c->stmt;
+      bool shared = s.op != Reduce::kNone;
+      for (const Affine& ix : s.lhs.index) shared = shared && ix.coeff(static_cast<int>(depth)) == 0;
+      for (int64_t l = 0; l < n.extent; ++l) {
+        iters_.back() = l;
+        if (shared) stmt(s);
+        else lanes[l] = compute(s);
+      }
+      if (shared) continue;
+      for (int64_t l = 0; l < n.extent; ++l) {
+        iters_.back() = l;
+        commit(lanes[l]);
+      }
+    }
+    iters_.pop_back();
+    return true;
   }
 
   struct KeyHash {

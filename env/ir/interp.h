@@ -51,6 +51,12 @@ struct InterpretOptions {
   enum class ParOrder { kForward, kReverse, kShuffle };
   ParOrder par_order = ParOrder::kForward;
   uint64_t shuffle_seed = 0;  ///< for kShuffle
+  /// Run each `:vec` scope whose body is statements as vector code does: statement by
+  /// statement across all lanes, every lane's value computed before any lane stores. Where
+  /// vectorize's promise holds (no lane reads what another lane of the same statement or a
+  /// later one writes) this gives the same bits as the sequential run; reductions into an
+  /// element all lanes share run lane by lane (the code's partial sums are checked by bound).
+  bool simd_vectors = false;
 };
 
 /// Runs a checked program on `inputs` (every input buffer must be present with its shape).

@@ -14,9 +14,9 @@
 namespace perfdojo::transforms {
 
 namespace {
-bool has_parallel(const std::vector<ir::NodePtr>& body) {
+bool has_annotation(const std::vector<ir::NodePtr>& body, ir::Annot a) {
   for (const auto& n : body)
-    if (n->is_scope && (n->annot == ir::Annot::kParallel || has_parallel(n->body))) return true;
+    if (n->is_scope && (n->annot == a || has_annotation(n->body, a))) return true;
   return false;
 }
 }  // namespace
@@ -68,7 +68,7 @@ GuardReport run_semantics_guard(const ir::Program& original, const GuardOptions&
       }
     }
     // A race-free program computes the same bits whatever order its :par iterations run in.
-    if (has_parallel(cur.body)) {
+    if (has_annotation(cur.body, ir::Annot::kParallel)) {
       for (auto order : {ir::InterpretOptions::ParOrder::kReverse, ir::InterpretOptions::ParOrder::kShuffle}) {
         ir::InterpretOptions o = strict;
         o.par_order = order;
@@ -80,6 +80,15 @@ GuardReport run_semantics_guard(const ir::Program& original, const GuardOptions&
             return fail("output '" + b.name + "' changes when the :par iterations run " +
                         (order == ir::InterpretOptions::ParOrder::kReverse ? "in reverse" : "shuffled"));
       }
+    }
+    if (has_annotation(cur.body, ir::Annot::kVector)) {
+      ir::InterpretOptions o = strict;
+      o.simd_vectors = true;
+      auto lanes = ir::interpret(cur, inputs, o);
+      if (!lanes.ok()) return fail(lanes.error_text());
+      for (const auto& b : original.buffers)
+        if (b.role == ir::Role::kOutput && ir::max_relative_error(got->at(b.name), lanes->at(b.name)) != 0)
+          return fail("output '" + b.name + "' changes when the :vec scopes run lane-parallel, as vector code does");
     }
     auto parsed = parse_trace(print_trace(trace));
     if (!parsed.ok()) return fail("the printed trace does not parse: " + parsed.error_text());

@@ -446,3 +446,25 @@ TEST_CASE("a race-free :par scope computes the same bits in forward, reverse and
   const TensorMap xs = {{"x", tensor(DType::kF32, {8}, {1, 2, 3, 4, 5, 6, 7, 8})}};
   CHECK(interpret(carried, xs, rev)->at("y").data != interpret(carried, xs)->at("y").data);
 }
+
+TEST_CASE("lane-parallel :vec runs give the sequential bits where lanes are independent, and differ across a collision") {
+  InterpretOptions simd;
+  simd.simd_vectors = true;
+  // Independent lanes, a lane-private reduction and one every lane shares: the same bits.
+  Program ok = must_load(
+      "input x: f32[4, 8]\noutput y: f32[4, 8]\noutput s: f32[4] = 0\n\n"
+      "4 8:vec y[{0},{1}] = x[{0},{1}] * 2\n| | s[{0}] += y[{0},{1}]\n");
+  const TensorMap in = make_inputs(ok, 9);
+  auto seq = interpret(ok, in);
+  auto lanes = interpret(ok, in, simd);
+  REQUIRE((seq.ok() && lanes.ok()));
+  CHECK(lanes->at("y").data == seq->at("y").data);
+  CHECK(lanes->at("s").data == seq->at("s").data);
+  // Lane l reads what lane l - 1 writes in the same statement: vector code reads the old values.
+  Program collide = must_load("output y: f32[9] = 0\n\n8:vec y[{0}+1] = y[{0}] + 1\n");
+  auto a = interpret(collide, {});
+  auto b = interpret(collide, {}, simd);
+  REQUIRE((a.ok() && b.ok()));
+  CHECK(a->at("y").data[8] == 8);
+  CHECK(b->at("y").data[8] == 1);
+}
