@@ -57,6 +57,9 @@ struct Measurement {
   double spread = 0;                 ///< (p75 - p25) / median of the timed runs
   int reps = 0;
   bool verified = false;             ///< outputs matched the interpreter
+  /// The outputs were compared and differ (compare_outputs): the code is wrong, as opposed to
+  /// failing to compile or run, or to a check that could not run. `error` says where.
+  bool wrong_result = false;
   double max_rel_error = 0;          ///< against the interpreter, when verified
   /// How the outputs were checked: "exact" (bit for bit), "bound" (within the interpreter's
   /// rounding-error bound) or "tolerance" (a relative tolerance); "" when not checked.

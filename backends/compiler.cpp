@@ -131,7 +131,9 @@ CompileResult compile_shared_object(const std::string& compiler,
   return r;
 }
 
-std::optional<std::string> unasked_contraction(const std::string& so_path, bool source_fuses) {
+namespace {
+
+std::optional<std::string> scan_for_contraction(const std::string& so_path, bool source_fuses) {
   if (find_executable("objdump").empty()) return std::nullopt;
   util::ProcessResult r =
       util::run_process({"objdump", "-d", "--no-show-raw-insn", so_path}, {.timeout_s = 20.0});
@@ -155,6 +157,23 @@ std::optional<std::string> unasked_contraction(const std::string& so_path, bool 
     pos = end + 1;
   }
   return std::string();
+}
+
+}  // namespace
+
+std::optional<std::string> unasked_contraction(const std::string& so_path, bool source_fuses) {
+  // Objects are named by a hash of what built them: one scan per object and process.
+  static std::mutex mu;
+  static std::map<std::pair<std::string, bool>, std::optional<std::string>> seen;
+  const auto key = std::make_pair(so_path, source_fuses);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto it = seen.find(key); it != seen.end()) return it->second;
+  }
+  auto found = scan_for_contraction(so_path, source_fuses);
+  std::lock_guard<std::mutex> lock(mu);
+  if (seen.size() > 4096) seen.clear();  // bounded: a long search compiles thousands
+  return seen.emplace(key, found).first->second;
 }
 
 }  // namespace perfdojo::backends

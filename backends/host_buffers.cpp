@@ -74,15 +74,6 @@ double config_number(const BackendConfig& c, const std::string& key, double fall
 namespace {
 
 // "[i,j]" of a flat offset in `shape`.
-std::string element_text(const std::vector<int64_t>& shape, size_t off) {
-  std::string at;
-  for (size_t d = shape.size(); d-- > 0;) {
-    at = std::to_string(off % static_cast<size_t>(shape[d])) + (at.empty() ? "" : ",") + at;
-    off /= static_cast<size_t>(shape[d]);
-  }
-  return "[" + at + "]";
-}
-
 bool same_bits(double x, double y) { return (std::isnan(x) && std::isnan(y)) || x == y; }
 
 // Two units in the last place of `v` in type t.
@@ -92,11 +83,9 @@ double two_ulps(ir::DType t, double v) {
   return t == ir::DType::kI32 ? 0 : 2 * (eps * std::fabs(v) + tiny);
 }
 
-}  // namespace
-
-bool compare_outputs(const ir::Program& p, const std::map<std::string, ir::Tensor>& got,
-                     const std::map<std::string, ir::Tensor>& want, Measurement& m,
-                     const Comparison& how) {
+// compare_outputs without setting m.wrong_result.
+bool outputs_agree(const ir::Program& p, const std::map<std::string, ir::Tensor>& got,
+                   const std::map<std::string, ir::Tensor>& want, Measurement& m, const Comparison& how) {
   double worst = 0;
   for (const auto& [n, t] : got) worst = std::max(worst, ir::max_relative_error(t, want.at(n)));
   m.max_rel_error = worst;
@@ -126,7 +115,7 @@ bool compare_outputs(const ir::Program& p, const std::map<std::string, ir::Tenso
           std::snprintf(buf, sizeof buf,
                         "wrong result: output '%s' element %s is %.9g, the interpreter's %.9g; the "
                         "code keeps the IR's order and rounding, so they must be equal bit for bit",
-                        n.c_str(), element_text(g.shape, i).c_str(), x, y);
+                        n.c_str(), ir::element_text(g.shape, static_cast<int64_t>(i)).c_str(), x, y);
           m.error = buf;
           return false;
         }
@@ -135,7 +124,7 @@ bool compare_outputs(const ir::Program& p, const std::map<std::string, ir::Tenso
           std::snprintf(buf, sizeof buf,
                         "wrong result: output '%s' element %s is %.9g, the interpreter's %.9g, %.3g "
                         "apart: beyond the rounding bound %.3g (its error estimate, times %g, plus two ulps)",
-                        n.c_str(), element_text(g.shape, i).c_str(), x, y, std::fabs(x - y), bound,
+                        n.c_str(), ir::element_text(g.shape, static_cast<int64_t>(i)).c_str(), x, y, std::fabs(x - y), bound,
                         kBoundFactor);
           m.error = buf;
           return false;
@@ -154,6 +143,16 @@ bool compare_outputs(const ir::Program& p, const std::map<std::string, ir::Tenso
                 x86_verification_tolerance(got.at(bad).dtype, p));
   m.error = buf;
   return false;
+}
+
+}  // namespace
+
+bool compare_outputs(const ir::Program& p, const std::map<std::string, ir::Tensor>& got,
+                     const std::map<std::string, ir::Tensor>& want, Measurement& m,
+                     const Comparison& how) {
+  const bool same = outputs_agree(p, got, want, m, how);
+  m.wrong_result = !same;
+  return same;
 }
 
 }  // namespace perfdojo::backends

@@ -63,7 +63,7 @@ std::string measurement_json(const Measurement& m) {
   o.add("median_s", m.median_s).add("min_s", m.min_s).add("spread", m.spread).add("reps", m.reps);
   o.add("verified", m.verified).add("max_rel_error", m.max_rel_error).add("compile_s", m.compile_s);
   o.add("cached", m.cached).add("noisy", m.noisy).add("no_device", m.no_device).add("flags", m.flags);
-  o.add("verification", m.verification);
+  o.add("verification", m.verification).add("wrong_result", m.wrong_result);
   return o.str();
 }
 
@@ -79,7 +79,7 @@ std::optional<std::string> parse_measurement(const Value& v, Measurement* out) {
                             {"compile_s", &m.compile_s}})
     if (auto e = get_number(v, key, field)) return e;
   if (auto e = get_int(v, "reps", &m.reps)) return e;
-  for (auto [key, field] : {std::pair{"verified", &m.verified}, {"cached", &m.cached},
+  for (auto [key, field] : {std::pair{"verified", &m.verified}, {"wrong_result", &m.wrong_result}, {"cached", &m.cached},
                             {"noisy", &m.noisy}, {"no_device", &m.no_device}})
     if (auto e = get_bool(v, key, field)) return e;
   if (const Value* f = util::json_member(v, "flags")) {

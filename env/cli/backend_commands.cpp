@@ -144,7 +144,7 @@ int cmd_measure(const Args& a) {
     if (v == "verified") verified_on = "scaled-down instance";
   }
   if (!m.ok()) {
-    outcome = m.error->find("wrong result") != std::string::npos ? "wrong" : "failed";
+    outcome = m.wrong_result ? "wrong" : "failed";
     if (a.json) {
       std::cout << JsonObject()
                        .add("ok", false)

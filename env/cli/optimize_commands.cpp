@@ -160,15 +160,11 @@ int cmd_optimize(const Args& a) {
     config.extra["threads"] = std::to_string(threads);
   }
   if (a.has("cache-flush")) config.extra["cache_flush"] = a.get("cache-flush");  // make checks it
-  if (a.has("evaluations")) {
-    long n = 0;
-    try {
-      n = std::stol(a.get("evaluations"));
-    } catch (const std::exception&) {
-      n = 0;
-    }
-    if (n < 1) return usage_error("--evaluations needs a positive whole number", a.json);
-    config.extra["max_evaluations"] = std::to_string(n);
+  {
+    int64_t evaluations = 0;
+    int rc = 0;
+    if (!int_option(a, "evaluations", 1, 1000000000, &evaluations, &rc)) return rc;
+    if (evaluations > 0) config.extra["max_evaluations"] = std::to_string(evaluations);
   }
   if (a.has("workers")) {
     std::error_code ec;

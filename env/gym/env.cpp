@@ -25,7 +25,7 @@ transforms::Target target_for(const backends::Backend& b) {
   auto caps = b.capabilities();
   transforms::Target t{b.name(), caps.vector_widths, caps.parallel, caps.vector_registers,
                        caps.stream_stores};
-  t.fma = b.name() != "x86_64";  // SSE2 only
+  t.fma = transforms::target_has_fma(b.name());
   return t;
 }
 

@@ -547,18 +547,14 @@ class Interpreter {
 
 }  // namespace
 
-namespace {
-// "i,j,k": the element at row-major `offset` of `b`, for messages.
-std::string element_text(const BufferDecl& b, int64_t offset) {
+std::string element_text(const std::vector<int64_t>& shape, int64_t offset) {
   std::string at;
-  for (size_t d = b.shape.size(); d-- > 0;) {
-    at = std::to_string(offset % b.shape[d]) + (at.empty() ? "" : ",") + at;
-    offset /= b.shape[d];
+  for (size_t d = shape.size(); d-- > 0;) {
+    at = std::to_string(offset % shape[d]) + (at.empty() ? "" : ",") + at;
+    offset /= shape[d];
   }
-  return at;
+  return "[" + at + "]";
 }
-
-}  // namespace
 
 Tensor make_input(const BufferDecl& decl, uint64_t seed) {
   uint64_t h = 0x50455246444f4a4fULL;  // "PERFDOJO"
@@ -626,20 +622,20 @@ Result<TensorMap> interpret(const Program& p, const TensorMap& inputs,
     Interpreter(p, mem, options.forbid_uninitialised_reads ? &written : nullptr, options.error_bounds, &options).run();
   } catch (const Race& race) {
     const BufferDecl* b = p.find_buffer(race.access->buffer);
-    const std::string at = element_text(*b, race.offset);
+    const std::string at = element_text(b->shape, race.offset);
     const std::string other = race.other >= 0 ? "iteration " + std::to_string(race.other) : "other iterations";
     return std::vector<Diagnostic>{
         {race.access->loc, "data race in the :par scope at line " + std::to_string(race.scope->loc.line) +
                                ": iteration " + std::to_string(race.mine) + (race.write ? " writes " : " reads ") +
-                               std::string(role_name(b->role)) + " '" + b->name + "' element [" + at + "], which " +
+                               std::string(role_name(b->role)) + " '" + b->name + "' element " + at + ", which " +
                                other + (race.other_wrote ? " wrote" : " read") +
                                " in the same execution of the scope"}};
   } catch (const UninitialisedRead& u) {
     const BufferDecl* b = p.find_buffer(u.access->buffer);
-    const std::string at = element_text(*b, u.offset);
+    const std::string at = element_text(b->shape, u.offset);
     return std::vector<Diagnostic>{
-        {u.access->loc, "reads " + std::string(role_name(b->role)) + " '" + b->name + "' element [" +
-                            at + "] before anything wrote it (an uninitialised value)"}};
+        {u.access->loc, "reads " + std::string(role_name(b->role)) + " '" + b->name + "' element " +
+                            at + " before anything wrote it (an uninitialised value)"}};
   }
   return mem;
 }

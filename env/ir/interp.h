@@ -59,6 +59,9 @@ struct InterpretOptions {
   bool simd_vectors = false;
 };
 
+/// "[i,j,k]": the element at row-major `offset` of a buffer of `shape`, for messages.
+std::string element_text(const std::vector<int64_t>& shape, int64_t offset);
+
 /// Runs a checked program on `inputs` (every input buffer must be present with its shape).
 /// Returns every buffer (inputs, outputs and temporaries) after execution.
 Result<TensorMap> interpret(const Program& p, const TensorMap& inputs,

@@ -51,7 +51,7 @@ Verdict original_code_checked(const ir::Program& original, const transforms::Tar
   auto m = interpreter_checked(inst->first, arch, config);
   if (!(m.ok() && m.verified)) {
     *why = "the original's own code on a scaled-down instance: " + m.error.value_or("no check ran");
-    return m.ok() || !code_at_fault(*m.error) ? Verdict::kUncheckable : Verdict::kWrong;
+    return !code_at_fault(m) ? Verdict::kUncheckable : Verdict::kWrong;
   }
   std::lock_guard<std::mutex> lock(mu);
   good.insert(key);
@@ -60,9 +60,12 @@ Verdict original_code_checked(const ir::Program& original, const transforms::Tar
 
 }  // namespace
 
-bool code_at_fault(const std::string& error) {
-  for (const char* s : {"wrong result", "crashed", "timed out", "compile failed", "killed", "memory limit"})
-    if (error.find(s) != std::string::npos) return true;
+bool code_at_fault(const backends::Measurement& m) {
+  if (m.wrong_result) return true;
+  if (!m.error) return false;
+  // The worker and the compiler report these in words (backends/worker.h, compiler.h).
+  for (const char* s : {"crashed", "timed out", "compile failed", "killed", "memory limit"})
+    if (m.error->find(s) != std::string::npos) return true;
   return false;
 }
 
@@ -118,7 +121,7 @@ Verdict check_small(const ir::Program& original, const std::vector<transforms::A
     if (!(m.ok() && m.verified)) {
       *how = "full size, against the original's sequential build: " + m.error.value_or("no check ran");
       if (verbose) fprintf(stderr, "\nnot verified: %s", how->c_str());
-      return m.ok() || !code_at_fault(*m.error) ? Verdict::kUncheckable : Verdict::kWrong;
+      return !code_at_fault(m) ? Verdict::kUncheckable : Verdict::kWrong;
     }
     *how = "full size, against the original's sequential build";
     return Verdict::kVerified;
@@ -157,7 +160,7 @@ Verdict check_small(const ir::Program& original, const std::vector<transforms::A
   if (!(m.ok() && m.verified)) {
     *how = "scaled-down instance: " + m.error.value_or("no check ran");
     if (verbose) fprintf(stderr, "\nnot verified: %s", how->c_str());
-    return m.ok() || !code_at_fault(*m.error) ? Verdict::kUncheckable : Verdict::kWrong;
+    return !code_at_fault(m) ? Verdict::kUncheckable : Verdict::kWrong;
   }
   *how = "scaled-down instance, interpreter";
   return Verdict::kVerified;
@@ -357,19 +360,12 @@ void SearchRun::check_original() {
     if (r.verified_on.empty()) r.verified_on = "full size, interpreter";
     return;
   }
-  switch (v) {
-    case Verdict::kVerified:
-      r.verified = true;
-      r.verified_on = how;
-      break;
-    case Verdict::kWrong:
-      r.outcome = "wrong";
-      r.outcome_why = how;
-      break;
-    case Verdict::kUncheckable:
-      r.outcome = "not_verifiable";
-      r.outcome_why = how;
-      break;
+  if (v == Verdict::kVerified) {
+    r.verified = true;
+    r.verified_on = how;
+  } else {
+    r.outcome = outcome_of(v);
+    r.outcome_why = how;
   }
 }
 
@@ -420,12 +416,8 @@ std::pair<std::string, std::string> check_trace(const ir::Program& original,
   const auto target = transforms::target_by_name(arch);
   if (!target) return {"not_verifiable", "no target named '" + arch + "'"};
   std::string how;
-  switch (detail::check_small(original, trace, *target, arch, config, nullptr, &how)) {
-    case detail::Verdict::kVerified: return {"verified", how};
-    case detail::Verdict::kWrong: return {"wrong", how};
-    case detail::Verdict::kUncheckable: break;
-  }
-  return {"not_verifiable", how};
+  const detail::Verdict v = detail::check_small(original, trace, *target, arch, config, nullptr, &how);
+  return {detail::outcome_of(v), how};
 }
 
 }  // namespace perfdojo::optimizer

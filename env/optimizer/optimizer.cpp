@@ -109,7 +109,7 @@ Result Optimizer::transform(const ir::Program& program, double timeout_s, const 
   auto caps = target_->capabilities();
   transforms::Target target{arch_, caps.vector_widths, caps.parallel, caps.vector_registers,
                                 caps.stream_stores};
-  target.fma = !(isa_ && *isa_ == backends::X86Isa::kPortable);
+  target.fma = transforms::target_has_fma(arch_);
   Result res;
   res.program = program;
   Report& r = res.report;
@@ -152,7 +152,7 @@ Result Optimizer::transform(const ir::Program& program, double timeout_s, const 
   ++r.measurements;
   if (!baseline.ok()) {
     r.note = "the original program could not be measured: " + *baseline.error;
-    r.outcome = baseline.error->find("wrong result") != std::string::npos ? "wrong" : "failed";
+    r.outcome = baseline.wrong_result ? "wrong" : "failed";
     r.outcome_why = *baseline.error;
   } else {
     r.baseline_s = r.final_s = baseline.median_s;

@@ -137,6 +137,10 @@ bool verify_small(const ir::Program& original, const std::vector<transforms::Act
 // failed to compile) and kUncheckable (no check could run: no instance small enough and no
 // reference to compare with) with `*how` saying why.
 enum class Verdict { kVerified, kWrong, kUncheckable };
+// The outcome word of a verdict (Report::outcome): "verified", "wrong", "not_verifiable".
+inline const char* outcome_of(Verdict v) {
+  return v == Verdict::kVerified ? "verified" : v == Verdict::kWrong ? "wrong" : "not_verifiable";
+}
 Verdict check_small(const ir::Program& original, const std::vector<transforms::Action>& trace,
                     const transforms::Target& target, const std::string& arch,
                     const backends::BackendConfig& config, bool* device_unrun = nullptr,
@@ -144,7 +148,7 @@ Verdict check_small(const ir::Program& original, const std::vector<transforms::A
 
 // Whether a failed measurement's error is the code's fault (a wrong result, a crash, a compile
 // error) rather than the check's (the interpreter refused, no reference could be built).
-bool code_at_fault(const std::string& error);
+bool code_at_fault(const backends::Measurement& m);
 
 // What one transform call works with and finds. `target_backend` measures for real, `model`
 // estimates; `res` receives the best verified program and the report's figures.

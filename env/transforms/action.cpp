@@ -150,6 +150,11 @@ std::optional<Target> target_by_name(std::string_view name) {
   return std::nullopt;
 }
 
+bool target_has_fma(std::string_view name) {
+  const auto t = target_by_name(name);
+  return !t || t->fma;
+}
+
 std::string print_path(const Path& p) {
   std::string s;
   for (size_t i = 0; i < p.size(); ++i) s += (i ? "." : "") + std::to_string(p[i]);

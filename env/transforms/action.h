@@ -157,6 +157,10 @@ struct Target {
 /// nullopt for an unknown name.
 std::optional<Target> target_by_name(std::string_view name);
 
+/// Whether the target named `name` has fused multiply-add instructions: its preset's `fma`, true
+/// for names that are no preset (the cost model's machines).
+bool target_has_fma(std::string_view name);
+
 /// "0.2.1"
 std::string print_path(const Path& p);
 /// One line: "tile_scope 0.1 32", "reuse_buffers x e", "create_temporary 0.0 C".
