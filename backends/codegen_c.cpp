@@ -444,6 +444,30 @@ class Printer {
   }
 
  private:
+  // Temporaries private to each iteration of a `:par` scope (ir::iteration_private_buffers), by
+  // the scope's path: declared inside its loop, one per thread, and not at the kernel's top.
+  std::map<Path, std::vector<std::string>> private_at_;
+  std::set<std::string> thread_private_;
+
+  // The declaration of temporary `b`: small ones are locals the compiler may keep in
+  // registers; larger ones static at the kernel's top, or on the thread's stack where each
+  // thread has its own (`per_thread`; past kMaxStackTemp bytes, thread-local storage).
+  static constexpr int64_t kMaxStackTemp = 256 << 10;
+  void declare_temp(const ir::BufferDecl& b, bool per_thread) {
+    const std::string decl = std::string(ctype(b.dtype)) + " " + cname_.at(b.name) + "[" +
+                             std::to_string(b.elements()) + "] __attribute__((aligned(64)));";
+    const std::string what = "// temp " + b.name + ": " + ir::dtype_name(b.dtype);
+    const int64_t bytes = b.elements() * ir::dtype_bytes(b.dtype);
+    if (b.elements() <= o_.small_temp_elements)
+      line(decl + "  " + what + " (small: a local the compiler may keep in registers)");
+    else if (!per_thread)
+      line("static " + decl + "  " + what);
+    else if (bytes <= kMaxStackTemp || o_.cuda)
+      line(decl + "  " + what + ", this thread's own (private to each iteration)");
+    else
+      line("static __thread " + decl + "  " + what + ", this thread's own (private to each iteration)");
+  }
+
   // A vector exp, log, tanh, sin or cos was printed (libmvec or its per-lane fallback, whose
   // last bit may differ from the interpreter's libm call).
   bool vector_math_ = false;
@@ -884,6 +908,12 @@ class Printer {
       const ir::Node& n = *body[i];
       path.push_back(static_cast<int>(i));
       if (n.is_scope) {
+        // Threads (or GPU threads) each get their own copy of what is private to an iteration.
+        if (n.annot == ir::Annot::kParallel && (o_.parallel || o_.cuda))
+          if (auto own = ir::iteration_private_buffers(p_, n, depth); !own.empty()) {
+            for (const auto& b : own) thread_private_.insert(b);
+            private_at_[path] = std::move(own);
+          }
         if (n.annot == ir::Annot::kVector && o_.vectorize) {
           std::string why = vectorisable(n, depth);
           if (why.empty()) {
@@ -1052,16 +1082,8 @@ class Printer {
     }
     line("void kernel(" + sig + ") {");
     ++indent_;
-    for (const auto& b : p_.buffers) {
-      if (b.role != ir::Role::kTemp) continue;
-      std::string decl = std::string(ctype(b.dtype)) + " " + cname_.at(b.name) + "[" +
-                         std::to_string(b.elements()) + "] __attribute__((aligned(64)));";
-      std::string what = "// temp " + b.name + ": " + ir::dtype_name(b.dtype);
-      if (b.elements() <= o_.small_temp_elements)
-        line(decl + "  " + what + " (small: a local the compiler may keep in registers)");
-      else
-        line("static " + decl + "  " + what);
-    }
+    for (const auto& b : p_.buffers)
+      if (b.role == ir::Role::kTemp && !thread_private_.count(b.name)) declare_temp(b, false);
     if (o_.inject == "segv")
       line("*(volatile float*)(uintptr_t)16 = 1.0f;  // test hook inject=segv: crash");
     if (o_.inject == "hang")
@@ -1071,7 +1093,8 @@ class Printer {
           "for (;;) { volatile char* pd_p = (volatile char*)malloc((size_t)1 << 28); pd_p[0] = 1; "
           "}  // test hook inject=alloc");
     for (const auto& b : p_.buffers) {
-      if (b.role == ir::Role::kInput || ir::initial_value_dead(p_, b)) continue;
+      // (a thread's own copy is written before it is read: its initial value is never seen)
+      if (b.role == ir::Role::kInput || ir::initial_value_dead(p_, b) || thread_private_.count(b.name)) continue;
       std::optional<double> v = b.init;
       if (!v && b.role == ir::Role::kTemp && b.dtype == DType::kI32)
         v = 0;  // the interpreter's fill
@@ -1328,6 +1351,8 @@ class Printer {
     line("for (int64_t " + it + " = 0; " + it + " < " + std::to_string(n.extent) + "; ++" + it +
          ") {");
     ++indent_;
+    if (auto own = private_at_.find(path); own != private_at_.end() && n.annot == ir::Annot::kParallel)
+      for (const auto& b : own->second) declare_temp(*p_.find_buffer(b), true);
     const int streams_before = streams_printed_;
     for (size_t i = 0; i < n.body.size(); ++i) {
       path.push_back(static_cast<int>(i));
@@ -1512,7 +1537,7 @@ class Printer {
     line("const int64_t pd_s = (int64_t)gridDim.x * blockDim.x;");
     int64_t largest = 1;
     for (const auto& b : p_.buffers) {
-      if (b.role == ir::Role::kInput || ir::initial_value_dead(p_, b)) continue;
+      if (b.role == ir::Role::kInput || ir::initial_value_dead(p_, b) || thread_private_.count(b.name)) continue;
       std::optional<double> v = b.init;
       if (!v && b.role == ir::Role::kTemp && b.dtype == DType::kI32) v = 0;  // the interpreter's fill
       if (!v) continue;
@@ -1555,7 +1580,19 @@ class Printer {
              (chain.empty() ? "" : "; the " + std::to_string(chain.size()) + " scopes above it loop on the host"));
         line("const int64_t " + it + " = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;");
         line("if (" + it + " >= " + std::to_string(par->extent) + ") return;");
+        // This thread's own copies of the iteration-private temporaries (in a block of their
+        // own: they hide the shared buffers the kernel is passed).
+        const auto own = private_at_.find(path);
+        if (own != private_at_.end()) {
+          line("{");
+          ++indent_;
+          for (const auto& b : own->second) declare_temp(*p_.find_buffer(b), true);
+        }
         print_body(par->body, path, static_cast<int>(chain.size()) + 1);
+        if (own != private_at_.end()) {
+          --indent_;
+          line("}");
+        }
         std::string launch;
         for (size_t d = 0; d < chain.size(); ++d)
           launch += "for (int64_t i" + std::to_string(d) + " = 0; i" + std::to_string(d) + " < " +

@@ -1,6 +1,9 @@
 #include "ir/liveness.h"
 
 #include <algorithm>
+#include <climits>
+#include <functional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -62,6 +65,67 @@ void walk(const std::vector<NodePtr>& body, const BufferDecl& b, std::vector<int
   }
 }
 
+
+// Accesses of `b` (loads, stores and reductions) in `body`.
+int64_t accesses(const std::vector<NodePtr>& body, const std::string& b) {
+  int64_t n = 0;
+  std::function<void(const Expr&)> count = [&](const Expr& e) {
+    if (e.kind == ExprKind::kLoad && e.access.buffer == b) ++n;
+    for (const auto& a : e.args) count(*a);
+  };
+  for (const auto& c : body) {
+    if (c->is_scope) {
+      n += accesses(c->body, b);
+    } else {
+      if (c->stmt.lhs.buffer == b) ++n;
+      count(*c->stmt.rhs);
+    }
+  }
+  return n;
+}
+
+// The walk of one scope's body for iteration_private_buffers: `depth` is the depth of the scope
+// (its iterator is {depth}), `extents` the extents by depth of the scopes around and including it.
+struct PrivateWalk {
+  bool ok = true;        // no read of `b` before a covering store in the same iteration
+  bool covered = false;  // at the end of the body, every element has been written in this iteration
+  int pending = INT_MAX;  // a covering store done once the scope at this depth exits
+};
+
+PrivateWalk written_before_read(const std::vector<NodePtr>& body, const BufferDecl& b, int depth,
+                                std::vector<int64_t>& extents, bool covered) {
+  PrivateWalk w;
+  w.covered = covered;
+  for (const auto& n : body) {
+    if (n->is_scope) {
+      extents.push_back(n->extent);
+      PrivateWalk c = written_before_read(n->body, b, depth + 1, extents, w.covered);
+      extents.pop_back();
+      if (!c.ok) return c;
+      // Every iteration of the child ends covered, or a store over the child's own scopes
+      // has reached every element once the child is done.
+      if (c.covered || (c.pending != INT_MAX && c.pending > depth)) w.covered = true;
+      else w.pending = std::min(w.pending, c.pending);
+      continue;
+    }
+    const Stmt& s = n->stmt;
+    if (!w.covered && (reads(*s.rhs, b.name) || (s.lhs.buffer == b.name && s.op != Reduce::kNone))) {
+      w.ok = false;
+      return w;
+    }
+    if (s.lhs.buffer != b.name || s.op != Reduce::kNone || !covers(s.lhs.index, extents, b.shape))
+      continue;
+    // Done once the scope of the shallowest iterator it uses exits (none: at once).
+    int shallowest = INT_MAX;
+    for (const Affine& f : s.lhs.index)
+      for (int k = 0; k < static_cast<int>(f.coeffs.size()); ++k)
+        if (f.coeffs[k] != 0) shallowest = std::min(shallowest, k);
+    if (shallowest == INT_MAX) w.covered = true;
+    else w.pending = std::min(w.pending, shallowest);
+  }
+  return w;
+}
+
 }  // namespace
 
 bool initial_value_dead(const Program& p, const BufferDecl& b) {
@@ -70,6 +134,22 @@ bool initial_value_dead(const Program& p, const BufferDecl& b) {
   std::vector<int64_t> extents;
   walk(p.body, b, extents, read, covered);
   return !read && covered;
+}
+
+std::vector<std::string> iteration_private_buffers(const Program& p, const Node& s, int depth) {
+  std::vector<std::string> out;
+  if (!s.is_scope) return out;
+  for (const BufferDecl& b : p.buffers) {
+    if (b.role != Role::kTemp) continue;
+    const int64_t inside = accesses(s.body, b.name);
+    if (inside == 0 || inside != accesses(p.body, b.name)) continue;
+    // (A store using an iterator of `s` or around it writes different elements in different
+    // iterations: it covers nothing within one. Their extents are 0, which covers refuses.)
+    std::vector<int64_t> extents(static_cast<size_t>(depth) + 1, 0);
+    if (written_before_read(s.body, b, depth, extents, false).ok) out.push_back(b.name);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 }  // namespace perfdojo::ir

@@ -16,3 +16,17 @@ namespace perfdojo::ir {
 bool initial_value_dead(const Program& p, const BufferDecl& b);
 
 }  // namespace perfdojo::ir
+
+namespace perfdojo::ir {
+
+/// The temporaries private to each iteration of the scope `s` (at `depth`: the number of scopes
+/// around it): every access of the buffer lies inside `s`, and within one iteration of `s` every
+/// element is written before anything reads it, because a plain store covering the whole buffer
+/// (over scopes inside `s` only, as `initial_value_dead` covers) runs earlier in the same
+/// iteration of some scope around the read. No value flows through such a buffer from one
+/// iteration to another, so the iterations may each have their own copy (the code generator
+/// gives every thread of a `:par` scope one: a GEMM's packed blocks and register tile) and
+/// dependences through it do not order the iterations. Sorted by name.
+std::vector<std::string> iteration_private_buffers(const Program& p, const Node& s, int depth);
+
+}  // namespace perfdojo::ir

@@ -1,5 +1,10 @@
 #include "transforms/parallelize.h"
 
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "ir/liveness.h"
 #include "transforms/analysis.h"
 #include "transforms/mask_summary.h"
 
@@ -28,7 +33,17 @@ Legality check_parallelize(const ir::Program& p, const Action& a, const Target& 
   if (contains_parallel(*s)) return {Reason::kNestedParallel, "", a.path};
   int d = static_cast<int>(a.path.size()) - 1;
   const ChildSites body(index, p, a.path, 0, static_cast<int>(s->body.size()));
-  const auto sites = body.sites();
+  // Temporaries each iteration writes wholly before reading (a GEMM's packed blocks, its
+  // register tile) carry nothing between iterations: every thread gets its own copy
+  // (ir::iteration_private_buffers), so their accesses order nothing.
+  const std::vector<std::string> own = ir::iteration_private_buffers(p, *s, d);
+  std::vector<AccessSite> shared;
+  std::span<const AccessSite> sites = body.sites();
+  if (!own.empty()) {
+    for (const AccessSite& site : sites)
+      if (!std::binary_search(own.begin(), own.end(), site.access->buffer)) shared.push_back(site);
+    sites = shared;
+  }
   const DirList dirs = eq_dirs(d, {Dir::kLt});
   if (auto b = find_dependence(sites, sites, dirs)) return {Reason::kDependence, *b, a.path};
   return {};

@@ -3,6 +3,7 @@
 #include "ir/liveness.h"
 
 #include <string>
+#include <vector>
 
 #include "doctest/doctest.h"
 #include "ir/parse.h"
@@ -51,4 +52,48 @@ TEST_CASE("an initial value some statement may observe stays") {
   // Inputs have no fill, and a buffer without an initial value has nothing to leave out.
   CHECK_FALSE(dead(kHead + "8 16 y[{0},{1}] = x[{0},{1}]\n", "x"));
   CHECK_FALSE(dead("input x: f32[8]\noutput y: f32[8]\n\n8 y[{0}] = x[{0}]\n"));
+}
+
+namespace {
+
+// The temporaries private to each iteration of the outermost scope of `text`'s first nest.
+std::vector<std::string> private_to_first(const std::string& text) {
+  auto p = load_program(text, "k.pdj");
+  REQUIRE_MESSAGE(p.ok(), p.error_text());
+  return iteration_private_buffers(*p, *p->body[0], 0);
+}
+
+const std::string kTemps = "input x: f32[8, 16]\noutput y: f32[8, 16]\ntemp t: f32[16]\n\n";
+
+}  // namespace
+
+TEST_CASE("a temporary wholly written before it is read in each iteration is private to it") {
+  using V = std::vector<std::string>;
+  // A row copied into t, then read back: each iteration's own row.
+  CHECK(private_to_first(kTemps + "8 16 t[{1}] = x[{0},{1}]\n| 16 y[{0},{1}] = t[{1}] * 2\n") == V{"t"});
+  // The cover may be inside a scope around the read (a packed block per k block), and tiled.
+  CHECK(private_to_first(kTemps + "8 2 4 4 t[{2}*4+{3}] = x[{0},{2}*4+{3}]\n| | 16 y[{0},{2}] += t[{2}] * {1}\n") ==
+        V{"t"});
+  // A one-element temporary: written at once.
+  CHECK(private_to_first("input x: f32[8, 16]\noutput y: f32[8]\ntemp s: f32[1]\n\n"
+                         "8 s[0] = 0\n| 16 s[0] += x[{0},{1}]\n| y[{0}] = s[0]\n") == V{"s"});
+}
+
+TEST_CASE("a temporary whose value may cross iterations is not private") {
+  // Read before it is written in the iteration: the previous iteration's row.
+  const std::string zeroed = "input x: f32[8, 16]\noutput y: f32[8, 16]\ntemp t: f32[16] = 0\n\n";
+  CHECK(private_to_first(zeroed + "8 16 y[{0},{1}] = t[{1}]\n| 16 t[{1}] = x[{0},{1}]\n").empty());
+  // Read inside the nest that is still writing it: element 15 - j before the copy reaches it.
+  CHECK(private_to_first(kTemps + "8 16 t[{1}] = x[{0},{1}]\n| | y[{0},{1}] = t[15-{1}]\n").empty());
+  // Only half written: the other half comes from an earlier iteration (or its initial value).
+  CHECK(private_to_first(zeroed + "8 8 t[{1}] = x[{0},{1}]\n| 16 y[{0},{1}] = t[{1}]\n").empty());
+  // Written through the scope's own iterator: each iteration writes its own element, the
+  // reads see the others'.
+  CHECK(private_to_first("input x: f32[8]\noutput y: f32[8, 8]\ntemp t: f32[8]\n\n"
+                         "8 t[{0}] = x[{0}]\n| 8 y[{0},{1}] = t[{1}]\n")
+            .empty());
+  // Read outside the scope: its value after the scope is observable.
+  CHECK(private_to_first(kTemps + "8 16 t[{1}] = x[{0},{1}]\n16 y[0,{0}] = t[{0}]\n").empty());
+  // A reduction into it reads it.
+  CHECK(private_to_first(zeroed + "8 16 t[{1}] += x[{0},{1}]\n| 16 y[{0},{1}] = t[{1}]\n").empty());
 }
