@@ -444,28 +444,35 @@ class Printer {
   }
 
  private:
-  // Temporaries private to each iteration of a `:par` scope (ir::iteration_private_buffers), by
-  // the scope's path: declared inside its loop, one per thread, and not at the kernel's top.
+  // The temporaries that are each iteration's own copy in a `:par` scope (ir::iteration_slices),
+  // by the scope's path: one slice, declared inside its loop (one per thread), its first index
+  // dropped (stride 0).
   std::map<Path, std::vector<std::string>> private_at_;
-  std::set<std::string> thread_private_;
+  std::set<std::string> sliced_;
+
+  // Elements the kernel declares for temporary `b`: one slice of an iteration's own copy.
+  int64_t declared_elements(const ir::BufferDecl& b) const {
+    return sliced_.count(b.name) ? b.elements() / b.shape[0] : b.elements();
+  }
 
   // The declaration of temporary `b`: small ones are locals the compiler may keep in
   // registers; larger ones static at the kernel's top, or on the thread's stack where each
   // thread has its own (`per_thread`; past kMaxStackTemp bytes, thread-local storage).
   static constexpr int64_t kMaxStackTemp = 256 << 10;
   void declare_temp(const ir::BufferDecl& b, bool per_thread) {
+    const int64_t elements = declared_elements(b);
     const std::string decl = std::string(ctype(b.dtype)) + " " + cname_.at(b.name) + "[" +
-                             std::to_string(b.elements()) + "] __attribute__((aligned(64)));";
+                             std::to_string(elements) + "] __attribute__((aligned(64)));";
     const std::string what = "// temp " + b.name + ": " + ir::dtype_name(b.dtype);
-    const int64_t bytes = b.elements() * ir::dtype_bytes(b.dtype);
-    if (b.elements() <= o_.small_temp_elements)
+    const int64_t bytes = elements * ir::dtype_bytes(b.dtype);
+    if (elements <= o_.small_temp_elements)
       line(decl + "  " + what + " (small: a local the compiler may keep in registers)");
     else if (!per_thread)
       line("static " + decl + "  " + what);
     else if (bytes <= kMaxStackTemp || o_.cuda)
-      line(decl + "  " + what + ", this thread's own (private to each iteration)");
+      line(decl + "  " + what + ", this thread's slice (each iteration's own)");
     else
-      line("static __thread " + decl + "  " + what + ", this thread's own (private to each iteration)");
+      line("static __thread " + decl + "  " + what + ", this thread's slice (each iteration's own)");
   }
 
   // A vector exp, log, tanh, sin or cos was printed (libmvec or its per-lane fallback, whose
@@ -908,10 +915,14 @@ class Printer {
       const ir::Node& n = *body[i];
       path.push_back(static_cast<int>(i));
       if (n.is_scope) {
-        // Threads (or GPU threads) each get their own copy of what is private to an iteration.
-        if (n.annot == ir::Annot::kParallel && (o_.parallel || o_.cuda))
-          if (auto own = ir::iteration_private_buffers(p_, n, depth); !own.empty()) {
-            for (const auto& b : own) thread_private_.insert(b);
+        // An iteration's own copy of a temporary (parallelize's): one per thread, declared in
+        // the loop, its first index dropped.
+        if (n.annot == ir::Annot::kParallel)
+          if (auto own = ir::iteration_slices(p_, path); !own.empty()) {
+            for (const auto& b : own) {
+              sliced_.insert(b);
+              strides_.at(b)[0] = 0;
+            }
             private_at_[path] = std::move(own);
           }
         if (n.annot == ir::Annot::kVector && o_.vectorize) {
@@ -1083,7 +1094,7 @@ class Printer {
     line("void kernel(" + sig + ") {");
     ++indent_;
     for (const auto& b : p_.buffers)
-      if (b.role == ir::Role::kTemp && !thread_private_.count(b.name)) declare_temp(b, false);
+      if (b.role == ir::Role::kTemp && !sliced_.count(b.name)) declare_temp(b, false);
     if (o_.inject == "segv")
       line("*(volatile float*)(uintptr_t)16 = 1.0f;  // test hook inject=segv: crash");
     if (o_.inject == "hang")
@@ -1093,8 +1104,8 @@ class Printer {
           "for (;;) { volatile char* pd_p = (volatile char*)malloc((size_t)1 << 28); pd_p[0] = 1; "
           "}  // test hook inject=alloc");
     for (const auto& b : p_.buffers) {
-      // (a thread's own copy is written before it is read: its initial value is never seen)
-      if (b.role == ir::Role::kInput || ir::initial_value_dead(p_, b) || thread_private_.count(b.name)) continue;
+      // (an iteration's own slice is written before it is read: its initial value is never seen)
+      if (b.role == ir::Role::kInput || ir::initial_value_dead(p_, b) || sliced_.count(b.name)) continue;
       std::optional<double> v = b.init;
       if (!v && b.role == ir::Role::kTemp && b.dtype == DType::kI32)
         v = 0;  // the interpreter's fill
@@ -1256,7 +1267,7 @@ class Printer {
   // A temporary the kernel declares as a local (registers, once its indices are constants).
   bool local_temp(const std::string& name) const {
     const ir::BufferDecl* b = p_.find_buffer(name);
-    return b && b->role == ir::Role::kTemp && b->elements() <= o_.small_temp_elements;
+    return b && b->role == ir::Role::kTemp && declared_elements(*b) <= o_.small_temp_elements;
   }
 
   // Each statement instance of a fully unrolled nest (every scope `:unroll` or `:vec`):
@@ -1351,7 +1362,7 @@ class Printer {
     line("for (int64_t " + it + " = 0; " + it + " < " + std::to_string(n.extent) + "; ++" + it +
          ") {");
     ++indent_;
-    if (auto own = private_at_.find(path); own != private_at_.end() && n.annot == ir::Annot::kParallel)
+    if (auto own = private_at_.find(path); own != private_at_.end())
       for (const auto& b : own->second) declare_temp(*p_.find_buffer(b), true);
     const int streams_before = streams_printed_;
     for (size_t i = 0; i < n.body.size(); ++i) {
@@ -1375,7 +1386,9 @@ class Printer {
           line("// :vec scope kept scalar: " + w->second);
         return plain_loop(n, path, depth);
       case ir::Annot::kParallel: {
-        if (o_.parallel) line("#pragma omp parallel for schedule(static)");
+        if (o_.parallel)
+          line("#pragma omp parallel for schedule(static)" +
+               (o_.threads > 0 ? " num_threads(" + std::to_string(o_.threads) + ")" : std::string()));
         // Each thread's streaming stores drain before the parallel loop's barrier publishes them.
         return plain_loop(n, path, depth, o_.parallel);
       }
@@ -1537,7 +1550,7 @@ class Printer {
     line("const int64_t pd_s = (int64_t)gridDim.x * blockDim.x;");
     int64_t largest = 1;
     for (const auto& b : p_.buffers) {
-      if (b.role == ir::Role::kInput || ir::initial_value_dead(p_, b) || thread_private_.count(b.name)) continue;
+      if (b.role == ir::Role::kInput || ir::initial_value_dead(p_, b) || sliced_.count(b.name)) continue;
       std::optional<double> v = b.init;
       if (!v && b.role == ir::Role::kTemp && b.dtype == DType::kI32) v = 0;  // the interpreter's fill
       if (!v) continue;

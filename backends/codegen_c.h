@@ -28,6 +28,9 @@ struct CodegenOptions {
   std::string target = "x86";  ///< named in the banner comment only
   bool vectorize = true;       ///< `:vec` scopes become GCC vector-extension code
   bool parallel = true;        ///< `:par` scopes become `#pragma omp parallel for` loops
+  /// With `parallel`: the threads each such loop runs on (`num_threads`), so the kernel uses the
+  /// cores it was measured on, not whatever OpenMP finds; 0 leaves the choice to OpenMP.
+  int threads = 0;
   bool unroll = true;          ///< `:unroll` scopes are unrolled
   int64_t max_unroll = 64;     ///< larger `:unroll` scopes get `#pragma GCC unroll` instead
   int64_t max_unrolled_copies =

@@ -40,9 +40,11 @@ bool have_libmvec() {
 }
 
 
-// Printer options of `isa`: vectors are printed in registers of the ISA's width.
-CodegenOptions x86_codegen_options(X86Isa isa) {
+// Printer options of `isa`: vectors are printed in registers of the ISA's width, parallel loops
+// on `threads` threads (0: OpenMP's choice).
+CodegenOptions x86_codegen_options(X86Isa isa, int threads = 0) {
   CodegenOptions co;
+  co.threads = threads;
   co.target = x86_isa_name(isa);
   co.native_vector_bytes = isa == X86Isa::kAvx512 ? 64 : isa == X86Isa::kAvx2 ? 32 : 16;
   co.libmvec = have_libmvec();
@@ -200,7 +202,7 @@ class X86Backend final : public Backend {
     try {
       for (const ir::Program& p : ps) {
         if (!ir::check_program(p).empty()) continue;
-        CodegenOptions co = x86_codegen_options(isa_);
+        CodegenOptions co = x86_codegen_options(isa_, capabilities().threads);
         co.inject = inject_for(p);
         compile_shared_object(config_.compiler, flags(), generate_c(p, co).source, work_dir(),
                               x86_link_libraries(), config_.compile_timeout_s);
@@ -331,7 +333,7 @@ class X86Backend final : public Backend {
 
     // Print and compile.
     double t0 = now_s();
-    CodegenOptions co = x86_codegen_options(isa_);
+    CodegenOptions co = x86_codegen_options(isa_, capabilities().threads);
     co.inject = inject;
     GeneratedC gen = generate_c(p, co);
     CompileResult cr =
@@ -426,7 +428,7 @@ class X86Backend final : public Backend {
       ms[i] = measure(*ps[i], once);
       if (!ms[i].ok()) continue;
       ms[i].cached = false;
-      CodegenOptions co = x86_codegen_options(isa_);
+      CodegenOptions co = x86_codegen_options(isa_, capabilities().threads);
       co.inject = inject_for(*ps[i]);
       CompileResult cr = compile_shared_object(config_.compiler, flags(),
                                                generate_c(*ps[i], co).source, work_dir(),
@@ -608,7 +610,7 @@ class X86Backend final : public Backend {
                                                const std::vector<const ir::BufferDecl*>& params,
                                                const std::vector<size_t>& offs, uint8_t* base,
                                                std::map<std::string, ir::Tensor>& want) {
-    CodegenOptions co = x86_codegen_options(isa_);
+    CodegenOptions co = x86_codegen_options(isa_, capabilities().threads);
     co.target += " (sequential reference)";
     co.vectorize = co.parallel = co.unroll = false;
     GeneratedC gen = generate_c(p, co);
@@ -764,7 +766,7 @@ std::vector<std::string> x86_compile_flags(X86Isa isa, const std::string& compil
 }
 
 GeneratedC x86_generate_c(X86Isa isa, const ir::Program& p, const BackendConfig& config) {
-  CodegenOptions co = x86_codegen_options(isa);
+  CodegenOptions co = x86_codegen_options(isa, X86Backend(isa, config).capabilities().threads);
   co.inject = codegen_test_hook(config, p);
   return generate_c(p, co);
 }

@@ -1,13 +1,13 @@
 #include "ir/interp.h"
 
+#include <random>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <random>
 #include <unordered_map>
 
 #include "ir/check.h"
-#include "ir/liveness.h"
 
 namespace perfdojo::ir {
 namespace {
@@ -77,7 +77,6 @@ struct Race {
   int64_t mine, other;
   bool write;        // the access that found it writes
   bool other_wrote;  // the other iteration wrote it (else read it)
-  bool own = false;  // a temporary private to each iteration, read before this iteration wrote it
 };
 
 // Who touched an element during the current :par execution.
@@ -105,9 +104,6 @@ class Interpreter {
           par_scope_ = n.get();
           par_depth_ = iters_.size();
           touched_.clear();
-          own_.clear();
-          for (const std::string& b : iteration_private_buffers(p_, *n, static_cast<int>(iters_.size())))
-            own_.push_back(&mem_.at(b));
         }
         iters_.push_back(0);
         if (par && options_->par_order != InterpretOptions::ParOrder::kForward) {
@@ -146,13 +142,6 @@ class Interpreter {
     if (!par_scope_) return;
     const int64_t me = iters_[par_depth_];
     Touch& r = touched_[{t, off}];
-    // Each thread has its own copy of a private temporary: what matters is that an iteration
-    // reads only what it wrote itself (the static promise, checked as the program runs).
-    if (std::find(own_.begin(), own_.end(), t) != own_.end()) {
-      if (write) r.writer = me;
-      else if (r.writer != me) throw Race{&a, off, par_scope_, me, r.writer, false, true, true};
-      return;
-    }
     if (r.writer >= 0 && r.writer != me) throw Race{&a, off, par_scope_, me, r.writer, write, true};
     if (write) {
       if (r.reader >= 0 && (r.reader != me || r.readers))
@@ -549,7 +538,6 @@ class Interpreter {
   TensorMap* bounds_;
   const InterpretOptions* options_;
   const Node* par_scope_ = nullptr;  // the :par scope whose iterations are watched for races
-  std::vector<const Tensor*> own_;    // its iteration-private temporaries
   size_t par_depth_ = 0;             // its iterator's depth
   uint64_t shuffles_ = 0;
   std::unordered_map<std::pair<const Tensor*, int64_t>, Touch, KeyHash> touched_;
@@ -636,14 +624,6 @@ Result<TensorMap> interpret(const Program& p, const TensorMap& inputs,
     const BufferDecl* b = p.find_buffer(race.access->buffer);
     const std::string at = element_text(b->shape, race.offset);
     const std::string other = race.other >= 0 ? "iteration " + std::to_string(race.other) : "other iterations";
-    if (race.own)
-      return std::vector<Diagnostic>{
-          {race.access->loc, "data race in the :par scope at line " + std::to_string(race.scope->loc.line) +
-                                 ": iteration " + std::to_string(race.mine) + " reads temp '" + b->name +
-                                 "' element " + at + ", private to each iteration, before writing it (" +
-                                 (race.other >= 0 ? "iteration " + std::to_string(race.other) + " wrote it"
-                                                  : "no iteration wrote it") +
-                                 "; each thread has its own copy)"}};
     return std::vector<Diagnostic>{
         {race.access->loc, "data race in the :par scope at line " + std::to_string(race.scope->loc.line) +
                                ": iteration " + std::to_string(race.mine) + (race.write ? " writes " : " reads ") +

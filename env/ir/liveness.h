@@ -19,14 +19,20 @@ bool initial_value_dead(const Program& p, const BufferDecl& b);
 
 namespace perfdojo::ir {
 
-/// The temporaries private to each iteration of the scope `s` (at `depth`: the number of scopes
-/// around it): every access of the buffer lies inside `s`, and within one iteration of `s` every
-/// element is written before anything reads it, because a plain store covering the whole buffer
-/// (over scopes inside `s` only, as `initial_value_dead` covers) runs earlier in the same
+/// The temporaries private to each iteration of the scope at `path` (child indices from the
+/// program's body): every access lies inside the scope, and within one iteration every element
+/// is written before anything reads it, because a plain store covering the whole buffer (over
+/// scopes inside the scope only, as `initial_value_dead` covers) runs earlier in the same
 /// iteration of some scope around the read. No value flows through such a buffer from one
-/// iteration to another, so the iterations may each have their own copy (the code generator
-/// gives every thread of a `:par` scope one: a GEMM's packed blocks and register tile) and
-/// dependences through it do not order the iterations. Sorted by name.
-std::vector<std::string> iteration_private_buffers(const Program& p, const Node& s, int depth);
+/// iteration to another, so parallelize gives each iteration its own copy (a first dimension
+/// indexed by the scope's iterator: a GEMM's packed blocks and register tile) and the iterations
+/// no longer depend on one another through it. Sorted by name; empty when `path` names no scope.
+std::vector<std::string> iteration_private_buffers(const Program& p, const std::vector<int>& path);
+
+/// The temporaries that are such copies: every access lies inside the scope at `path` with the
+/// scope's iterator, alone, as its first index (and nowhere else), and within one iteration
+/// every element of the iteration's slice is written before anything reads it. Code may then
+/// keep one slice per thread instead of all of them (the code generator does). Sorted by name.
+std::vector<std::string> iteration_slices(const Program& p, const std::vector<int>& path);
 
 }  // namespace perfdojo::ir

@@ -19,6 +19,16 @@ bool contains_parallel(const ir::Node& n) {
   return false;
 }
 
+// The temporaries parallelize gives each iteration a copy of (ir::iteration_private_buffers),
+// unless the copies together would pass kMaxPrivateElements.
+constexpr int64_t kMaxPrivateElements = int64_t{1} << 24;
+std::vector<std::string> privatised(const ir::Program& p, const Path& path, const ir::Node& s) {
+  std::vector<std::string> out;
+  for (std::string& b : ir::iteration_private_buffers(p, path))
+    if (p.find_buffer(b)->elements() * s.extent <= kMaxPrivateElements) out.push_back(std::move(b));
+  return out;
+}
+
 }  // namespace
 
 Legality check_parallelize(const ir::Program& p, const Action& a, const Target& t,
@@ -34,9 +44,9 @@ Legality check_parallelize(const ir::Program& p, const Action& a, const Target& 
   int d = static_cast<int>(a.path.size()) - 1;
   const ChildSites body(index, p, a.path, 0, static_cast<int>(s->body.size()));
   // Temporaries each iteration writes wholly before reading (a GEMM's packed blocks, its
-  // register tile) carry nothing between iterations: every thread gets its own copy
-  // (ir::iteration_private_buffers), so their accesses order nothing.
-  const std::vector<std::string> own = ir::iteration_private_buffers(p, *s, d);
+  // register tile) carry nothing between iterations: apply gives every iteration its own copy,
+  // so their accesses order nothing.
+  const std::vector<std::string> own = privatised(p, a.path, *s);
   std::vector<AccessSite> shared;
   std::span<const AccessSite> sites = body.sites();
   if (!own.empty()) {
@@ -60,7 +70,26 @@ Precheck precheck_parallelize(MaskSummary& sum, const MaskSite& at,
 ir::Program apply_parallelize(const ir::Program& p, const Action& a, const Target& t) {
   PERFDOJO_EXPECT_LEGAL(check_parallelize, p, a, t);
   const ir::Node* s = node_at(p, a.path);
-  return replace_node(p, a.path, {ir::Node::scope(s->extent, s->extent_name, ir::Annot::kParallel, s->body, s->loc)});
+  const std::vector<std::string> own = privatised(p, a.path, *s);
+  ir::NodePtr par = ir::Node::scope(s->extent, s->extent_name, ir::Annot::kParallel, s->body, s->loc);
+  if (own.empty()) return replace_node(p, a.path, {par});
+  // Each private temporary gains a first dimension, the scope's iterator: every iteration its
+  // own copy (the code generator keeps one per thread, ir::iteration_slices).
+  const ir::Affine mine = ir::Affine::iter(static_cast<int>(a.path.size()) - 1);
+  par = map_accesses(par, [&](const ir::Access& x) -> std::optional<ir::Access> {
+    if (!std::binary_search(own.begin(), own.end(), x.buffer)) return std::nullopt;
+    ir::Access y = x;
+    y.index.insert(y.index.begin(), mine);
+    return y;
+  });
+  ir::Program q = replace_node(p, a.path, {par});
+  for (ir::BufferDecl& b : q.buffers) {
+    if (!std::binary_search(own.begin(), own.end(), b.name)) continue;
+    b.shape_names.resize(b.shape.size());
+    b.shape.insert(b.shape.begin(), s->extent);
+    b.shape_names.insert(b.shape_names.begin(), s->extent_name);
+  }
+  return q;
 }
 
 }  // namespace perfdojo::transforms

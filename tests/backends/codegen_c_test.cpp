@@ -283,25 +283,29 @@ TEST_CASE("parallel scopes print as OpenMP loops and unrolled scopes as constant
   CHECK(has(generate_c(p, o).source, "#pragma GCC unroll 4"));
 }
 
-TEST_CASE("a temporary private to each :par iteration is declared inside the loop, one per thread") {
-  // t (a packed row, 4096 elements: above the small size) and s (a one-element register) are
-  // written before they are read in every iteration of the rows scope.
+TEST_CASE("an iteration's own slice of a temporary is declared inside the :par loop, one per thread") {
+  // t (a packed row, 4096 elements a slice: above the small size) and s (a one-element
+  // register), as parallelize leaves them: a first index that is the scope's iterator.
   auto p = program_of(
-      "input x: f32[8, 4096]\noutput y: f32[8, 4096]\ntemp t: f32[4096]\ntemp s: f32[1]\n\n"
-      "8:par 4096 t[{1}] = x[{0},{1}] * 2\n| s[0] = 0\n| 4096 s[0] += t[{1}]\n| 4096 y[{0},{1}] = t[{1}] + s[0]\n");
-  auto g = generate_c(p);
-  const std::string loop = "#pragma omp parallel for schedule(static)\n  for (int64_t i0 = 0; i0 < 8; ++i0) {\n";
-  CHECK_MESSAGE(has(g.source, loop + "    float s[1] __attribute__((aligned(64)));"), g.source);
-  CHECK(has(g.source, "    float t[4096] __attribute__((aligned(64)));  // temp t: f32, this thread's own"));
-  CHECK_FALSE(has(g.source, "static float t["));
-  // Single-threaded code keeps the one static copy.
-  CodegenOptions o;
-  o.parallel = false;
-  CHECK(has(generate_c(p, o).source, "  static float t[4096] __attribute__((aligned(64)));"));
-  // Past 256 KiB a thread's copy is thread-local storage, not its stack.
+      "input x: f32[8, 4096]\noutput y: f32[8, 4096]\ntemp t: f32[8, 4096]\ntemp s: f32[8, 1]\n\n"
+      "8:par 4096 t[{0},{1}] = x[{0},{1}] * 2\n| s[{0},0] = 0\n| 4096 s[{0},0] += t[{0},{1}]\n"
+      "| 4096 y[{0},{1}] = t[{0},{1}] + s[{0},0]\n");
+  for (bool parallel : {true, false}) {
+    CodegenOptions o;
+    o.parallel = parallel;
+    o.threads = 2;
+    auto g = generate_c(p, o);
+    const std::string loop = std::string(parallel ? "#pragma omp parallel for schedule(static) num_threads(2)\n" : "") +
+                             "  for (int64_t i0 = 0; i0 < 8; ++i0) {\n";
+    CHECK_MESSAGE(has(g.source, loop + "    float s[1] __attribute__((aligned(64)));"), g.source);
+    CHECK(has(g.source, "    float t[4096] __attribute__((aligned(64)));  // temp t: f32, this thread's slice"));
+    CHECK(has(g.source, "t[i1] = x[i0 * 4096 + i1] * 2.0f;"));  // the first index dropped
+    CHECK_FALSE(has(g.source, "static float t["));
+  }
+  // Past 256 KiB a thread's slice is thread-local storage, not its stack.
   auto big = program_of(
-      "input x: f32[4, 131072]\noutput y: f32[4, 131072]\ntemp t: f32[131072]\n\n"
-      "4:par 131072 t[{1}] = x[{0},{1}] * 2\n| 131072 y[{0},{1}] = t[{1}]\n");
+      "input x: f32[4, 131072]\noutput y: f32[4, 131072]\ntemp t: f32[4, 131072]\n\n"
+      "4:par 131072 t[{0},{1}] = x[{0},{1}] * 2\n| 131072 y[{0},{1}] = t[{0},{1}]\n");
   CHECK(has(generate_c(big).source, "static __thread float t[131072]"));
 }
 

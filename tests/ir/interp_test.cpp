@@ -423,25 +423,6 @@ TEST_CASE("the race detector names a :par scope whose iterations depend on each 
   CHECK(interpret(carried, {{"x", tensor(DType::kF32, {8}, {1, 2, 3, 4, 5, 6, 7, 8})}}).ok());
 }
 
-TEST_CASE("a temporary private to each iteration is no race; one that carries a value is") {
-  // Each iteration copies its row into t, then reads it back: every thread has its own t.
-  Program own = must_load(
-      "input x: f32[6, 5]\noutput y: f32[6, 5]\ntemp t: f32[5]\n\n"
-      "6:par 5 t[{1}] = x[{0},{1}] * 3\n| 5 y[{0},{1}] = t[4-{1}]\n");
-  InterpretOptions o;
-  o.detect_races = true;
-  auto r = interpret(own, make_inputs(own, 3), o);
-  REQUIRE_MESSAGE(r.ok(), r.error_text());
-  // The same temporary read before the iteration writes it: the row of the iteration before.
-  Program carried = must_load(
-      "input x: f32[6, 5]\noutput y: f32[6, 5]\ntemp t: f32[5] = 0\n\n"
-      "6:par 5 y[{0},{1}] = t[{1}]\n| 5 t[{1}] = x[{0},{1}]\n");
-  auto c = interpret(carried, make_inputs(carried, 3), o);
-  REQUIRE_FALSE(c.ok());
-  CHECK(c.error_text().find("iteration 1 reads temp 't' element [0], which iteration 0 wrote") !=
-        std::string::npos);
-}
-
 TEST_CASE("a race-free :par scope computes the same bits in forward, reverse and shuffled order") {
   Program rows = must_load(
       "input x: f32[6, 5]\noutput y: f32[6] = 0\ntemp t: f32[6, 5]\n\n"

@@ -60,7 +60,7 @@ namespace {
 std::vector<std::string> private_to_first(const std::string& text) {
   auto p = load_program(text, "k.pdj");
   REQUIRE_MESSAGE(p.ok(), p.error_text());
-  return iteration_private_buffers(*p, *p->body[0], 0);
+  return iteration_private_buffers(*p, {0});
 }
 
 const std::string kTemps = "input x: f32[8, 16]\noutput y: f32[8, 16]\ntemp t: f32[16]\n\n";
@@ -77,6 +77,7 @@ TEST_CASE("a temporary wholly written before it is read in each iteration is pri
   // A one-element temporary: written at once.
   CHECK(private_to_first("input x: f32[8, 16]\noutput y: f32[8]\ntemp s: f32[1]\n\n"
                          "8 s[0] = 0\n| 16 s[0] += x[{0},{1}]\n| y[{0}] = s[0]\n") == V{"s"});
+
 }
 
 TEST_CASE("a temporary whose value may cross iterations is not private") {
@@ -92,8 +93,29 @@ TEST_CASE("a temporary whose value may cross iterations is not private") {
   CHECK(private_to_first("input x: f32[8]\noutput y: f32[8, 8]\ntemp t: f32[8]\n\n"
                          "8 t[{0}] = x[{0}]\n| 8 y[{0},{1}] = t[{1}]\n")
             .empty());
-  // Read outside the scope: its value after the scope is observable.
+  // Used outside the scope (here read after it: the last iteration's row).
   CHECK(private_to_first(kTemps + "8 16 t[{1}] = x[{0},{1}]\n16 y[0,{0}] = t[{0}]\n").empty());
   // A reduction into it reads it.
   CHECK(private_to_first(zeroed + "8 16 t[{1}] += x[{0},{1}]\n| 16 y[{0},{1}] = t[{1}]\n").empty());
+}
+
+TEST_CASE("an iteration's own slice of a temporary, written before it is read, may be kept once per thread") {
+  auto slices = [](const std::string& text) {
+    auto p = load_program(text, "k.pdj");
+    REQUIRE_MESSAGE(p.ok(), p.error_text());
+    return iteration_slices(*p, {0});
+  };
+  const std::string head = "input x: f32[8, 16]\noutput y: f32[8, 16]\ntemp t: f32[8, 16]\n\n";
+  // What parallelize makes of a private row: t's first index is the scope's iterator.
+  CHECK(slices(head + "8:par 16 t[{0},{1}] = x[{0},{1}]\n| 16 y[{0},{1}] = t[{0},15-{1}]\n") ==
+        std::vector<std::string>{"t"});
+  // A slice read before the iteration writes it keeps what an earlier execution left there.
+  CHECK(slices("input x: f32[8, 16]\noutput y: f32[8, 16]\ntemp t: f32[8, 16] = 0\n\n"
+               "8:par 16 y[{0},{1}] = t[{0},{1}]\n| 16 t[{0},{1}] = x[{0},{1}]\n")
+            .empty());
+  // Another iteration's slice, or the iterator elsewhere in the index: not the iteration's own.
+  CHECK(slices(head + "8:par 16 t[{0},{1}] = x[{0},{1}]\n| 16 y[{0},{1}] = t[7-{0},{1}]\n").empty());
+  CHECK(slices("input x: f32[8, 16]\noutput y: f32[8, 16]\ntemp t: f32[8, 24]\n\n"
+               "8:par 16 t[{0},{1}+{0}] = x[{0},{1}]\n| 16 y[{0},{1}] = t[{0},{1}+{0}]\n")
+            .empty());
 }

@@ -45,11 +45,7 @@ std::vector<Acceptance> parallelize_acceptances() {
   return {
       {"parallelize matmul's M scope", kMatmul, "parallelize 0"},
       {"parallelize matmul's N scope", kMatmul, "parallelize 0.0"},
-      // Every iteration writes all of t before reading it: each thread gets its own copy.
-      {"parallelize a scope whose temporary is private to each iteration",
-       "input x: f32[6, 5]\noutput y: f32[6, 5]\ntemp t: f32[5]\n\n"
-       "6 5 t[{1}] = x[{0},{1}] * 3\n| 5 y[{0},{1}] = t[4-{1}]\n",
-       "parallelize 0"},
+
       {"parallelize the inner scope of a recurrence over rows",
        "input x: f32[4, 8]\noutput a: f32[5, 8] = 0\n\n4 8 a[{0}+1,{1}] = a[{0},{1}] + "
        "x[{0},{1}]\n",
