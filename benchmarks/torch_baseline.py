@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""PyTorch single-threaded times for the shipped kernels it expresses.
+"""PyTorch times (one thread unless --threads N) for the shipped kernels it expresses.
 
 Run by Debian's interpreter (`/usr/bin/python3`, which has the `python3-torch` package), usually
 from `kernel_bench` (with `--interleave`); alone it prints each kernel's PyTorch time:
@@ -8,7 +8,7 @@ from `kernel_bench` (with `--interleave`); alone it prints each kernel's PyTorch
 
 Sizes come from each kernel file's size lines (`N = 1024`), so a resized kernel is timed at its
 own size. Each kernel is written the way a PyTorch user would (the fused library call where one
-exists: `F.softmax`, `F.layer_norm`, `F.conv2d`, `torch.addmm`, `torch.bmm`), in float32, on one thread, with
+exists: `F.softmax`, `F.layer_norm`, `F.conv2d`, `torch.addmm`, `torch.bmm`), in float32, on one thread (or --threads N), with
 warm-up runs and the median of timed repetitions (at least 0.5 s or 10 runs). Where a user has
 several reasonable forms (a preallocated `out=`, an in-place epilogue, nn.Linear's weight
 layout, channels_last), each is timed briefly and the fastest is the baseline; the record names
@@ -510,8 +510,11 @@ def median_time(fn, min_seconds=0.5, min_reps=10):
     return times[len(times) // 2], len(times)
 
 
-def interleaved(entry_spec, torch):
-    """Times our kernel (ctypes) and PyTorch's form in turn; min and median of each."""
+def interleaved(entry_spec, torch, settle_s=0.0):
+    """Times our kernel (ctypes) and PyTorch's form in turn; min and median of each. With
+    `settle_s` (several threads) in blocks of 5 timed calls, each after untimed calls for at least
+    that long: each library's idle threads spin after a call, on the cores the other needs, so
+    call-by-call turns would time each against the other's pool (kernel_bench does the same)."""
     import ctypes
     name = entry_spec["kernel"]
     what, fn, timed = best_form(name, sizes_of(entry_spec["pdj"]), torch)
@@ -537,14 +540,20 @@ def interleaved(entry_spec, torch):
         ours()
         fn()
     t_ours, t_torch = [], []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        ours()
-        t1 = time.perf_counter()
-        fn()
-        t2 = time.perf_counter()
-        t_ours.append(t1 - t0)
-        t_torch.append(t2 - t1)
+
+    def block(f, n, times):
+        start = time.perf_counter()
+        while time.perf_counter() - start < settle_s:
+            f()
+        for _ in range(n):
+            t0 = time.perf_counter()
+            f()
+            times.append(time.perf_counter() - t0)
+
+    step = 5 if settle_s else 1
+    for done in range(0, reps, step):
+        block(ours, min(step, reps - done), t_ours)
+        block(fn, min(step, reps - done), t_torch)
     t_ours.sort()
     t_torch.sort()
     return {"kernel": name, "expression": what, "forms": timed, "reps": reps,
@@ -576,11 +585,27 @@ def openblas_core():
     return "SkylakeX" if "avx512f" in flags else "Haswell" if "avx2" in flags else ""
 
 
+def threads_asked():
+    """--threads N from the command line (read before argparse: the process is re-executed with
+    its thread pools sized), 1 when absent or malformed (argparse then says so)."""
+    argv = sys.argv[1:]
+    for i, a in enumerate(argv):
+        value = a.split("=", 1)[1] if a.startswith("--threads=") else (
+            argv[i + 1] if a == "--threads" and i + 1 < len(argv) else None)
+        if value is not None:
+            try:
+                return max(1, int(value))
+            except ValueError:
+                return 1
+    return 1
+
+
 def best_process():
     """Re-executes this script once with ALLOCATOR_ENV and the OpenBLAS core set, unless they are."""
-    # One thread everywhere: torch.set_num_threads(1) does not reach OpenBLAS's own pool, whose
-    # idle worker spins on the core the benchmark is pinned to.
-    want = dict(ALLOCATOR_ENV, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    # The threads asked for everywhere: torch.set_num_threads does not reach OpenBLAS's own pool,
+    # whose idle workers would spin on the cores the benchmark is pinned to.
+    n = str(threads_asked())
+    want = dict(ALLOCATOR_ENV, OPENBLAS_NUM_THREADS=n, OMP_NUM_THREADS=n)
     core = openblas_core()
     if core:
         want["OPENBLAS_CORETYPE"] = core
@@ -597,6 +622,8 @@ def main():
                     help="kernel_bench's manifest: time each shared object against PyTorch in turn")
     ap.add_argument("--json", action="store_true", help="one JSON object per kernel per line")
     ap.add_argument("--seconds", type=float, default=0.5, help="timed seconds per kernel")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="PyTorch's threads (and OpenBLAS's); our kernels use what they were built for")
     args = ap.parse_args()
     try:
         import torch
@@ -609,7 +636,7 @@ def main():
         for name in names:
             print(json.dumps({"kernel": name, "error": msg}) if args.json else f"{name}: {msg}")
         return 0
-    torch.set_num_threads(1)
+    torch.set_num_threads(max(1, args.threads))
     torch.manual_seed(0)
     if args.interleave:
         with open(args.interleave) as f:
@@ -617,7 +644,7 @@ def main():
         for spec in specs:
             try:
                 with torch.no_grad():
-                    rec = interleaved(spec, torch)
+                    rec = interleaved(spec, torch, 0.2 if args.threads > 1 else 0.0)
                 rec.update({"torch": torch.__version__, "threads": torch.get_num_threads(),
                             "allocator": "glibc, no mmap, trim threshold 4 GiB",
                             "openblas_core": os.environ.get("OPENBLAS_CORETYPE", "by CPUID")})

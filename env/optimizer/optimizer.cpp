@@ -110,6 +110,7 @@ Result Optimizer::transform(const ir::Program& program, double timeout_s, const 
   transforms::Target target{arch_, caps.vector_widths, caps.parallel, caps.vector_registers,
                                 caps.stream_stores};
   target.fma = transforms::target_has_fma(arch_);
+  target.threads = std::max(1, caps.threads);
   Result res;
   res.program = program;
   Report& r = res.report;

@@ -224,4 +224,11 @@ std::string cached_profile_path(const std::string& cache_dir);
 /// A C header declaring the kernel's signature (inputs const, in declaration order).
 std::string c_header(const ir::Program& p);
 
+/// The parallel moves for `p` on a target with threads: in each nest, from the outside in, the
+/// first scope parallelize accepts with at least target.threads iterations, none inside another
+/// (after the micro-kernel sketch, BLIS's loop over row blocks, each thread packing its own A
+/// block, and beside it the packing of each k block's B panels). Empty without threads. The
+/// search proposes every expert proposal with these after it.
+std::vector<transforms::Action> parallel_moves(const ir::Program& p, const transforms::Target& target);
+
 }  // namespace perfdojo::optimizer

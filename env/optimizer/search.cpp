@@ -88,6 +88,7 @@ std::vector<std::vector<transforms::Action>> ExpertProposals::all() const {
   for (const auto* t : {&fused, &streamed, &unit_stride})
     if (!t->empty()) out.push_back(*t);
   out.insert(out.end(), relaid.begin(), relaid.end());
+  out.insert(out.end(), parallel.begin(), parallel.end());
   return out;
 }
 
@@ -117,6 +118,21 @@ ExpertProposals expert_proposals(const ir::Program& p, const transforms::Target&
       for (auto& a : relaid)
         if (a.kind == transforms::Kind::kVectorize && a.param == widths[0]) a.param = widths[1];
       ex.relaid.push_back(std::move(relaid));
+    }
+  }
+  // With threads, each of them (and the original) run on all of them: the measurement decides
+  // whether a kernel gains (a nest with nothing to divide, or too little work per thread, keeps
+  // its one-thread form).
+  if (target.parallel && target.threads >= 2) {
+    std::vector<std::vector<transforms::Action>> bases = ex.all();
+    bases.insert(bases.begin(), std::vector<transforms::Action>{});
+    for (auto& trace : bases) {
+      auto q = transforms::replay(p, trace, target);
+      if (!q.ok()) continue;
+      const auto moves = optimizer::parallel_moves(q.value(), target);
+      if (moves.empty()) continue;
+      trace.insert(trace.end(), moves.begin(), moves.end());
+      ex.parallel.push_back(std::move(trace));
     }
   }
   return ex;
@@ -462,6 +478,7 @@ void SearchRun::seed(const std::vector<std::vector<transforms::Action>>& proposa
   if (mo.flush_cache && !ex.streamed.empty()) replay_proposals({ex.streamed}, r.sketches_used);
   if (!ex.unit_stride.empty()) replay_proposals({ex.unit_stride}, r.sketches_used);
   if (!ex.relaid.empty()) replay_proposals(ex.relaid, r.sketches_used);
+  if (!ex.parallel.empty()) replay_proposals(ex.parallel, r.sketches_used);
   // An outside proposal (a policy's trace) may build the sketch's register tiles itself: the
   // same limit as a sketch's.
   for (const auto& trace : proposals)
@@ -521,3 +538,35 @@ void SearchRun::keep_in_pool(const std::vector<Candidate>& children) {
 }
 
 }  // namespace perfdojo::optimizer::detail
+
+namespace perfdojo::optimizer {
+
+std::vector<transforms::Action> parallel_moves(const ir::Program& p, const transforms::Target& target) {
+  std::vector<transforms::Action> out;
+  if (!target.parallel || target.threads < 2) return out;
+  // Paths stay valid: parallelize changes no structure.
+  ir::Program cur = p;
+  std::function<void(const std::vector<ir::NodePtr>&, transforms::Path&)> walk =
+      [&](const std::vector<ir::NodePtr>& body, transforms::Path& at) {
+        for (size_t i = 0; i < body.size(); ++i) {
+          if (!body[i]->is_scope) continue;
+          at.push_back(static_cast<int>(i));
+          const transforms::Action a{transforms::Kind::kParallelize, at, "", "", 0};
+          if (body[i]->extent >= target.threads && transforms::check(cur, a, target).ok()) {
+            auto q = transforms::apply(cur, a, target);
+            if (q.ok()) {
+              cur = std::move(q).value();
+              out.push_back(a);
+            }
+          } else {
+            walk(body[i]->body, at);
+          }
+          at.pop_back();
+        }
+      };
+  transforms::Path at;
+  walk(p.body, at);
+  return out;
+}
+
+}  // namespace perfdojo::optimizer

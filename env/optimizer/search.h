@@ -85,6 +85,8 @@ struct ExpertProposals {
   std::vector<std::vector<transforms::Action>> sketches, finished;
   std::vector<transforms::Action> fused, streamed, unit_stride;
   std::vector<std::vector<transforms::Action>> relaid;
+  // On a target with threads: the original and each proposal above with parallel_moves after.
+  std::vector<std::vector<transforms::Action>> parallel;
   // Every non-empty trace, in that order.
   std::vector<std::vector<transforms::Action>> all() const;
 };

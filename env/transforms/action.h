@@ -146,6 +146,9 @@ struct Target {
   bool stream_stores = true;
   /// Fused multiply-add instructions (contract.h): every preset but x86_64 (SSE2 only).
   bool fma = true;
+  /// The threads a parallel scope runs on (with `parallel`): what the optimiser's parallel
+  /// proposals divide among (legality never depends on it).
+  int threads = 2;
   int registers() const {
     if (vector_registers > 0) return vector_registers;
     return !vector_widths.empty() && vector_widths.front() >= 16 ? 32 : 16;
