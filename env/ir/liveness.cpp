@@ -156,7 +156,7 @@ std::vector<std::string> private_buffers(const Program& p, const std::vector<int
   for (const BufferDecl& b : p.buffers) {
     if (b.role != Role::kTemp) continue;
     const int64_t inside = accesses(s->body, b.name);
-    if (inside == 0 || inside != accesses(p.body, b.name)) continue;
+    if (inside == 0 || (sliced && inside != accesses(p.body, b.name))) continue;
     if (sliced) {
       // Each iteration's own slice: the first index is the scope's iterator, alone; the
       // others do not use it.
@@ -170,7 +170,10 @@ std::vector<std::string> private_buffers(const Program& p, const std::vector<int
     // (A store using an iterator of `s` or around it writes different elements in different
     // iterations: it covers nothing within one. Their extents are 0, which covers refuses.)
     std::vector<int64_t> extents(static_cast<size_t>(depth) + 1, 0);
-    if (written_before_read(s->body, b, sliced ? depth : -1, depth, extents, false).ok) out.push_back(b.name);
+    const PrivateWalk w = written_before_read(s->body, b, sliced ? depth : -1, depth, extents, false);
+    // (Private: every iteration also writes all of it, so what the scope leaves in it is the
+    // last iteration's copy. Slices: the iteration's own, read by nothing after the scope.)
+    if (w.ok && (sliced || w.covered)) out.push_back(b.name);
   }
   std::sort(out.begin(), out.end());
   return out;

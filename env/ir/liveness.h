@@ -20,13 +20,15 @@ bool initial_value_dead(const Program& p, const BufferDecl& b);
 namespace perfdojo::ir {
 
 /// The temporaries private to each iteration of the scope at `path` (child indices from the
-/// program's body): every access lies inside the scope, and within one iteration every element
-/// is written before anything reads it, because a plain store covering the whole buffer (over
-/// scopes inside the scope only, as `initial_value_dead` covers) runs earlier in the same
-/// iteration of some scope around the read. No value flows through such a buffer from one
-/// iteration to another, so parallelize gives each iteration its own copy (a first dimension
-/// indexed by the scope's iterator: a GEMM's packed blocks and register tile) and the iterations
-/// no longer depend on one another through it. Sorted by name; empty when `path` names no scope.
+/// program's body): every iteration writes all of the buffer, and every element it reads it
+/// has written before, because a plain store covering the whole buffer (over scopes inside the
+/// scope only, as `initial_value_dead` covers) runs earlier in the same iteration of some
+/// scope around the read. No value flows through such a buffer from one iteration to another,
+/// and what the scope leaves in it is what its last iteration wrote, so parallelize gives each
+/// iteration its own copy (a first dimension indexed by the scope's iterator: a GEMM's packed
+/// blocks and register tile) and the iterations no longer depend on one another through it.
+/// Reads only the scope's subtree and the buffers' declarations. Sorted by name; empty when
+/// `path` names no scope.
 std::vector<std::string> iteration_private_buffers(const Program& p, const std::vector<int>& path);
 
 /// The temporaries that are such copies: every access lies inside the scope at `path` with the

@@ -1,6 +1,8 @@
 #include "transforms/parallelize.h"
 
 #include <algorithm>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -73,23 +75,69 @@ ir::Program apply_parallelize(const ir::Program& p, const Action& a, const Targe
   const std::vector<std::string> own = privatised(p, a.path, *s);
   ir::NodePtr par = ir::Node::scope(s->extent, s->extent_name, ir::Annot::kParallel, s->body, s->loc);
   if (own.empty()) return replace_node(p, a.path, {par});
-  // Each private temporary gains a first dimension, the scope's iterator: every iteration its
-  // own copy (the code generator keeps one per thread, ir::iteration_slices).
-  const ir::Affine mine = ir::Affine::iter(static_cast<int>(a.path.size()) - 1);
+  // Each private temporary gets a copy per iteration: a first dimension, the scope's iterator.
+  // One used only inside the scope gains the dimension itself (the code generator keeps one
+  // slice per thread, ir::iteration_slices); one used elsewhere too keeps its name there, the
+  // scope's accesses go to a new buffer with the dimension, and a copy-out after the scope gives
+  // it what the last iteration wrote, as the sequential loop leaves it.
+  const int d = static_cast<int>(a.path.size()) - 1;
+  const ir::Affine mine = ir::Affine::iter(d);
+  ir::Program q = p;
+  std::map<std::string, std::string> copy_of;  // private temporary -> its per-iteration buffer
+  std::vector<ir::NodePtr> after;              // the copy-outs
+  for (const std::string& name : own) {
+    int64_t inside = 0, all = 0;
+    auto count = [&](const ir::Access& x) -> std::optional<ir::Access> {
+      if (x.buffer == name) ++inside;
+      return std::nullopt;
+    };
+    for (const auto& n : s->body) map_accesses(n, count);
+    const int64_t in_scope = inside;
+    inside = 0;
+    for (const auto& n : p.body) map_accesses(n, count);
+    all = inside;
+    const ir::BufferDecl b = *p.find_buffer(name);
+    ir::BufferDecl per = b;
+    per.shape_names.resize(per.shape.size());
+    per.shape.insert(per.shape.begin(), s->extent);
+    per.shape_names.insert(per.shape_names.begin(), s->extent_name);
+    if (in_scope == all) {
+      copy_of[name] = name;
+      for (ir::BufferDecl& x : q.buffers)
+        if (x.name == name) x = per;
+      continue;
+    }
+    per.name = fresh_buffer_name(q, name + "_p");
+    per.init.reset();
+    copy_of[name] = per.name;
+    q.buffers.push_back(per);
+    // b[{d}, ...] = per[E - 1, {d}, ...] over b's shape, beside the scope.
+    ir::Access to{name, {}, s->loc}, from{per.name, {ir::Affine::constant_of(s->extent - 1)}, s->loc};
+    for (size_t k = 0; k < b.shape.size(); ++k) {
+      to.index.push_back(ir::Affine::iter(d + static_cast<int>(k)));
+      from.index.push_back(ir::Affine::iter(d + static_cast<int>(k)));
+    }
+    ir::Stmt st;
+    st.lhs = to;
+    st.rhs = ir::Expr::load(from);
+    st.loc = s->loc;
+    ir::NodePtr nest = ir::Node::statement(std::move(st));
+    for (size_t k = b.shape.size(); k-- > 0;)
+      nest = ir::Node::scope(b.shape[k], k < b.shape_names.size() ? b.shape_names[k] : "", ir::Annot::kNone,
+                             {nest}, s->loc);
+    after.push_back(nest);
+  }
   par = map_accesses(par, [&](const ir::Access& x) -> std::optional<ir::Access> {
-    if (!std::binary_search(own.begin(), own.end(), x.buffer)) return std::nullopt;
+    auto it = copy_of.find(x.buffer);
+    if (it == copy_of.end()) return std::nullopt;
     ir::Access y = x;
+    y.buffer = it->second;
     y.index.insert(y.index.begin(), mine);
     return y;
   });
-  ir::Program q = replace_node(p, a.path, {par});
-  for (ir::BufferDecl& b : q.buffers) {
-    if (!std::binary_search(own.begin(), own.end(), b.name)) continue;
-    b.shape_names.resize(b.shape.size());
-    b.shape.insert(b.shape.begin(), s->extent);
-    b.shape_names.insert(b.shape_names.begin(), s->extent_name);
-  }
-  return q;
+  std::vector<ir::NodePtr> nodes = {par};
+  nodes.insert(nodes.end(), after.begin(), after.end());
+  return replace_node(q, a.path, std::move(nodes));
 }
 
 }  // namespace perfdojo::transforms

@@ -93,8 +93,14 @@ TEST_CASE("a temporary whose value may cross iterations is not private") {
   CHECK(private_to_first("input x: f32[8]\noutput y: f32[8, 8]\ntemp t: f32[8]\n\n"
                          "8 t[{0}] = x[{0}]\n| 8 y[{0},{1}] = t[{1}]\n")
             .empty());
-  // Used outside the scope (here read after it: the last iteration's row).
-  CHECK(private_to_first(kTemps + "8 16 t[{1}] = x[{0},{1}]\n16 y[0,{0}] = t[{0}]\n").empty());
+  // Read after the scope it is still private: the last iteration wrote all of it, and
+  // parallelize copies that iteration's out (the check reads the scope's subtree only).
+  CHECK(private_to_first(kTemps + "8 16 t[{1}] = x[{0},{1}]\n16 y[0,{0}] = t[{0}]\n") ==
+        std::vector<std::string>{"t"});
+  // Part of it written in each iteration, nothing read: not all of it is an iteration's own.
+  CHECK(private_to_first("input x: f32[8, 16]\noutput y: f32[8, 16]\ntemp t: f32[16] = 0\n\n"
+                         "8 8 t[{1}] = x[{0},{1}]\n16 y[0,{0}] = t[{0}]\n")
+            .empty());
   // A reduction into it reads it.
   CHECK(private_to_first(zeroed + "8 16 t[{1}] += x[{0},{1}]\n| 16 y[{0},{1}] = t[{1}]\n").empty());
 }
