@@ -93,6 +93,20 @@ int cmd_estimate(const Args& a) {
     }
     prof = *loaded;
   }
+  if (a.has("cores")) {
+    // The profile's cores, its per-core figures kept: its all-core memory bandwidth stays what
+    // it is (the kernel's data on the memory of the node that first touched it), so a
+    // memory-bound kernel stops scaling there while compute keeps dividing.
+    int cores = 0;
+    try {
+      cores = std::stoi(a.get("cores"));
+    } catch (const std::exception&) {
+      cores = 0;
+    }
+    if (cores < 1 || cores > 4096) return usage_error("--cores needs a whole number from 1 to 4096", a.json);
+    prof.cores = cores;
+    prof.name += " at " + std::to_string(cores) + " cores";
+  }
   auto r = ir::load_file(file);
   if (!r.ok()) return report_errors(r.errors(), a.json, file);
   backends::CostEstimate e = backends::estimate_cost(*r, prof);
@@ -107,6 +121,7 @@ int cmd_estimate(const Args& a) {
                      .add("ok", true)
                      .add("file", file)
                      .add("profile", prof.name)
+                     .add("cores", prof.cores)
                      .add("time_s", e.time_s)
                      .add("flops", e.flops)
                      .add("gflops", e.time_s > 0 ? e.flops / e.time_s * 1e-9 : 0.0)
@@ -135,10 +150,11 @@ std::vector<Command> cost_commands() {
        "measure this machine (FMA peaks, cache and memory bandwidth) for the cost model; --out writes "
        "the profile (JSON when FILE ends in .json, else key = value)",
        {"out", "seconds", "rounds"}, {"force"}, cmd_calibrate},
-      {"estimate", "estimate FILE [--profile PROFILE]",
+      {"estimate", "estimate FILE [--profile PROFILE] [--cores N]",
        "the cost model's time for a kernel: flops, bytes per cache level and the bound (profile: "
-       "--profile, else $PERFDOJO_MACHINE_PROFILE, else built-in)",
-       {"profile"}, {}, cmd_estimate},
+       "--profile, else $PERFDOJO_MACHINE_PROFILE, else built-in); --cores N: on N of the profile's "
+       "cores, its all-core memory bandwidth unchanged (a kernel's :par scopes divide among them)",
+       {"profile", "cores"}, {}, cmd_estimate},
   };
 }
 

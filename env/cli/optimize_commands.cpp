@@ -273,6 +273,8 @@ int cmd_optimize(const Args& a) {
                            .add("interrupted", r.interrupted)
                            .add("flags", r.flags)
                            .add("threads", r.threads)
+                           .add("parallel", r.parallel)
+                           .add("parallel_candidates", r.parallel_candidates)
                            .add("peak_gflops_per_core", r.peak_gflops)
                            .add("profile", r.profile)
                            .add("agent", a.get("agent"))
@@ -323,6 +325,7 @@ int cmd_optimize(const Args& a) {
             r.peak_fraction * 100, r.evaluations, r.measurements,
             r.verified ? (", verified (" + r.verified_on + ")").c_str() : ", NOT verified");
     if (!r.note.empty()) fprintf(stderr, "note: %s\n", r.note.c_str());
+    if (!r.parallel.empty()) fprintf(stderr, "threads: %s\n", r.parallel.c_str());
     fprintf(stderr, "outcome: %s%s%s\n", r.outcome.c_str(), r.outcome_why.empty() ? "" : ": ",
             r.outcome_why.c_str());
   }

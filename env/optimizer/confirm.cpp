@@ -182,6 +182,7 @@ bool SearchRun::try_candidate(const ir::Program& q, const std::vector<transforms
     sm = target_backend.measure(q, screen);
     ++r.measurements;
   }
+  if (has_parallel_scope(q.body)) ++r.parallel_candidates;
   bool better = false;
   if (sm.ok() && sm.median_s < std::min(best_screen, r.final_s) * 0.98) {
     backends::Measurement m;
@@ -226,9 +227,13 @@ bool SearchRun::try_candidate(const ir::Program& q, const std::vector<transforms
   return better;
 }
 
-void SearchRun::compile_ahead(std::vector<ir::Program> programs) {
+void SearchRun::compile_ahead(const ir::Program& measuring, std::vector<ir::Program> programs) {
   finish_compiling();
   if (r.threads < 2 || programs.empty()) return;
+  // A kernel on every core would be timed against the compiler: then nothing compiles meanwhile.
+  if (has_parallel_scope(measuring.body)) return;
+  for (const ir::Program& p : programs)
+    if (has_parallel_scope(p.body)) return;
   ahead = std::thread([this, ps = std::move(programs)] { target_backend.prepare(ps); });
 }
 
@@ -258,7 +263,7 @@ void SearchRun::measure_proposals() {
   {  // the first one compiles in the measurement; the others meanwhile on another core
     std::vector<ir::Program> later;
     for (size_t i = 1; i < proposed.size(); ++i) later.push_back(proposed[i].program);
-    compile_ahead(std::move(later));
+    if (!proposed.empty()) compile_ahead(proposed[0].program, std::move(later));
     std::vector<const ir::Program*> all;
     for (const Candidate& c : proposed) all.push_back(&c.program);
     screen_ahead(all);
@@ -332,7 +337,7 @@ void SearchRun::confirm() {
       std::vector<ir::Program> later;
       for (size_t i = next_favourite + 1; i < std::min(pool.size(), next_favourite + 4); ++i)
         later.push_back(pool[i].program);
-      compile_ahead(std::move(later));
+      if (next_favourite < pool.size()) compile_ahead(pool[next_favourite].program, std::move(later));
       std::vector<const ir::Program*> four;
       for (size_t i = next_favourite; i < pool.size() && four.size() < 4; ++i)
         if (!pool[i].trace.empty()) four.push_back(&pool[i].program);
@@ -384,7 +389,7 @@ void SearchRun::climb(bool& climbed, bool& exhausted) {
     {
       std::vector<ir::Program> later;
       for (size_t i = tried + 1; i < std::min(next.size(), tried + 6); ++i) later.push_back(next[i].program);
-      compile_ahead(std::move(later));
+      if (tried < next.size()) compile_ahead(next[tried].program, std::move(later));
       std::vector<const ir::Program*> six;
       for (size_t i = tried; i < std::min(next.size(), tried + 6); ++i) six.push_back(&next[i].program);
       screen_ahead(six);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <functional>
 
 #include "backends/codegen_c.h"
 #include "backends/machine_profile.h"
@@ -174,6 +175,23 @@ Result Optimizer::transform(const ir::Program& program, double timeout_s, const 
   if (baseline.ok() && !late && !policy_only_) run.minimise();
   if (baseline.ok()) run.retime_final();
   if (baseline.ok()) run.check_original();  // the policy alone, or the deadline before confirm
+  if (r.threads > 1) {
+    int scopes = 0;
+    std::function<void(const std::vector<ir::NodePtr>&)> count = [&](const std::vector<ir::NodePtr>& body) {
+      for (const auto& n : body) {
+        if (!n->is_scope) continue;
+        if (n->annot == ir::Annot::kParallel) ++scopes;
+        else count(n->body);
+      }
+    };
+    count(res.program.body);
+    const std::string why = scopes ? "" : detail::why_not_parallel(root, target);
+    r.parallel = scopes ? std::to_string(scopes) + " parallel scope" + (scopes > 1 ? "s" : "") + " on " +
+                              std::to_string(r.threads) + " threads"
+                 : !why.empty() ? "one thread: no scope can run its iterations on threads (" + why + ")"
+                                : "one thread: " + std::to_string(r.parallel_candidates) +
+                                      " parallel candidates measured, none faster than the kernel returned";
+  }
   finish(res, late);
   return res;
 }

@@ -109,6 +109,13 @@ struct Report {
   int contracted = 0;
   std::string profile;       ///< the cost model's machine profile (name and where it came from)
   int threads = 1;           ///< threads the target may use (1: single core)
+  /// With two or more threads: what they did for this kernel, in words. "N parallel scopes on T
+  /// threads" when the returned kernel has `:par` scopes; else why not: no scope can run its
+  /// iterations at once (the outermost scope of each nest and why parallelize refuses it), or
+  /// how many parallel candidates were measured and none was faster than one thread. A kernel
+  /// that cannot gain from threads says so here instead of returning a slower parallel version.
+  std::string parallel;
+  int parallel_candidates = 0;  ///< candidates with `:par` scopes measured
   double peak_gflops = 0;    ///< the target's FMA peak per core, from the profile
   std::vector<CurvePoint> curve;
   /// The measurement farm's ready line (JSON: its workers and their machines); "" when every

@@ -92,6 +92,28 @@ std::vector<std::vector<transforms::Action>> ExpertProposals::all() const {
   return out;
 }
 
+bool has_parallel_scope(const std::vector<ir::NodePtr>& body) {
+  for (const auto& n : body)
+    if (n->is_scope && (n->annot == ir::Annot::kParallel || has_parallel_scope(n->body))) return true;
+  return false;
+}
+
+std::string why_not_parallel(const ir::Program& p, const transforms::Target& target) {
+  if (!optimizer::parallel_moves(p, target).empty()) return "";
+  std::string why;
+  for (size_t i = 0; i < p.body.size(); ++i) {
+    if (!p.body[i]->is_scope) continue;
+    const transforms::Action a{transforms::Kind::kParallelize, {static_cast<int>(i)}, "", "", 0};
+    const transforms::Legality l = transforms::check(p, a, target);
+    std::string one = l.ok() ? "scope " + std::to_string(i) + " (line " + std::to_string(p.body[i]->loc.line) +
+                                   ") has " + std::to_string(p.body[i]->extent) + " iterations, fewer than the " +
+                                   std::to_string(target.threads) + " threads"
+                             : transforms::explain(a, l);
+    why += (why.empty() ? "" : "; ") + one;
+  }
+  return why.empty() ? "no scope to divide" : why;
+}
+
 ExpertProposals expert_proposals(const ir::Program& p, const transforms::Target& target) {
   ExpertProposals ex;
   ex.sketches = sketch_proposals(p, target);
@@ -544,28 +566,34 @@ namespace perfdojo::optimizer {
 std::vector<transforms::Action> parallel_moves(const ir::Program& p, const transforms::Target& target) {
   std::vector<transforms::Action> out;
   if (!target.parallel || target.threads < 2) return out;
-  // Paths stay valid: parallelize changes no structure.
+  // One move at a time, the walk starting over on its result (a move may add a copy-out beside
+  // its scope, which shifts the paths after it); `:par` scopes are not entered.
   ir::Program cur = p;
-  std::function<void(const std::vector<ir::NodePtr>&, transforms::Path&)> walk =
-      [&](const std::vector<ir::NodePtr>& body, transforms::Path& at) {
-        for (size_t i = 0; i < body.size(); ++i) {
-          if (!body[i]->is_scope) continue;
-          at.push_back(static_cast<int>(i));
-          const transforms::Action a{transforms::Kind::kParallelize, at, "", "", 0};
-          if (body[i]->extent >= target.threads && transforms::check(cur, a, target).ok()) {
-            auto q = transforms::apply(cur, a, target);
-            if (q.ok()) {
-              cur = std::move(q).value();
-              out.push_back(a);
+  for (bool found = true; found;) {
+    found = false;
+    std::function<bool(const std::vector<ir::NodePtr>&, transforms::Path&)> walk =
+        [&](const std::vector<ir::NodePtr>& body, transforms::Path& at) {
+          for (size_t i = 0; i < body.size(); ++i) {
+            if (!body[i]->is_scope || body[i]->annot == ir::Annot::kParallel) continue;
+            at.push_back(static_cast<int>(i));
+            const transforms::Action a{transforms::Kind::kParallelize, at, "", "", 0};
+            if (body[i]->extent >= target.threads && transforms::check(cur, a, target).ok()) {
+              auto q = transforms::apply(cur, a, target);
+              if (q.ok()) {
+                cur = std::move(q).value();
+                out.push_back(a);
+                return true;
+              }
+            } else if (walk(body[i]->body, at)) {
+              return true;
             }
-          } else {
-            walk(body[i]->body, at);
+            at.pop_back();
           }
-          at.pop_back();
-        }
-      };
-  transforms::Path at;
-  walk(p.body, at);
+          return false;
+        };
+    transforms::Path at;
+    found = walk(cur.body, at);
+  }
   return out;
 }
 

@@ -81,6 +81,13 @@ std::vector<transforms::Action> layout_proposal(const ir::Program& p, const tran
 // next one down. Empty members where a proposal has nothing to do. The same traces are the
 // agents' demonstrations (agents/demonstrations.h), and every one of them is an action sequence
 // of the flat space (tests/optimizer/expert_actions_test.cpp).
+// Whether some scope in `body` is `:par`.
+bool has_parallel_scope(const std::vector<ir::NodePtr>& body);
+
+// Why no scope of `p` runs on threads: for each nest, its outermost scope and why parallelize
+// refuses it (or "" when some scope with at least target.threads iterations is accepted).
+std::string why_not_parallel(const ir::Program& p, const transforms::Target& target);
+
 struct ExpertProposals {
   std::vector<std::vector<transforms::Action>> sketches, finished;
   std::vector<transforms::Action> fused, streamed, unit_stride;
@@ -259,8 +266,10 @@ struct SearchRun {
   // One curve point: the model's best estimate and the measured best so far.
   void record_curve();
   // With two or more cores for the target, `programs` are compiled on another thread while
-  // this one measures (the previous batch's compiles are waited for first); a no-op on one.
-  void compile_ahead(std::vector<ir::Program> programs);
+  // this one measures `measuring` (the previous batch's compiles are waited for first); a no-op
+  // on one core, and when `measuring` or any of `programs` runs on threads (it would be timed
+  // against the compiler).
+  void compile_ahead(const ir::Program& measuring, std::vector<ir::Program> programs);
   // With a backend that measures several programs at once (a measurement farm), the screening
   // runs of the candidates about to be tried are taken together, and try_candidate uses them.
   void screen_ahead(const std::vector<const ir::Program*>& programs);

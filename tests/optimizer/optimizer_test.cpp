@@ -16,6 +16,7 @@
 #include "ir/parse.h"
 #include "optimizer/search.h"
 #include "support/skip.h"
+#include "transforms/microkernel_sketch.h"
 #include "transforms/registry.h"
 
 using namespace perfdojo;
@@ -214,6 +215,48 @@ TEST_CASE("one thread means no parallel scopes, and the report says so" *
   REQUIRE(opt.ok());
   auto r = opt.value()->transform(p.value(), 5.0);
   CHECK(r.report.threads == 1);
+  for (const auto& a : r.trace) CHECK(a.kind != transforms::Kind::kParallelize);
+}
+
+TEST_CASE("the parallel proposal divides a sketched GEMM's row blocks and B packing among the threads") {
+  auto p = ir::load_program(kSmallMatmul, "mm.pdj");
+  REQUIRE(p.ok());
+  auto target = *transforms::target_by_name("x86_avx512");
+  transforms::MicrokernelParams m;
+  m.mr = 4;
+  m.nr = 16;
+  m.kc = 16;
+  m.mc = 16;
+  auto sketch = transforms::expand_microkernel(*p, {0}, m, target);
+  REQUIRE(sketch.ok());
+  // Ko (4 k blocks, carrying C's sum) stays; inside it the B panels' packing and the row blocks.
+  target.threads = 2;
+  std::vector<std::string> moves;
+  for (const auto& a : optimizer::parallel_moves(sketch->program, target)) moves.push_back(transforms::print_action(a));
+  CHECK(moves == std::vector<std::string>{"parallelize 0.0", "parallelize 0.1"});
+  // More threads than row blocks: the loops inside are divided instead.
+  target.threads = 8;
+  for (const auto& a : optimizer::parallel_moves(sketch->program, target)) CHECK(a.path.size() > 2);
+  // No threads, no moves.
+  target.parallel = false;
+  CHECK(optimizer::parallel_moves(sketch->program, target).empty());
+}
+
+TEST_CASE("a kernel no scope of which can run on threads says so in the report" * doctest::test_suite("hw slow")) {
+  if (backends::usable_cores() < 2) PERFDOJO_SKIP("needs two usable cores");
+  // A prefix sum: every iteration reads what the one before wrote.
+  auto p = ir::load_program("N = 4096\nN1 = 4097\ninput x: f32[N]\noutput a: f32[N1] = 0\n\n"
+                            "N a[{0}+1] = a[{0}] + x[{0}]\n", "scan.pdj");
+  REQUIRE_MESSAGE(p.ok(), p.error_text());
+  backends::BackendConfig c = quick_config();
+  c.extra["threads"] = "2";
+  auto opt = optimizer::Optimizer::make(portable_arch(), optimizer::Mode::kBalanced, c);
+  REQUIRE(opt.ok());
+  auto r = opt.value()->transform(p.value(), 3.0);
+  CHECK(r.report.threads == 2);
+  CAPTURE(r.report.parallel);
+  CHECK(r.report.parallel.rfind("one thread: no scope can run its iterations on threads (", 0) == 0);
+  CHECK(r.report.parallel.find("dependence") != std::string::npos);
   for (const auto& a : r.trace) CHECK(a.kind != transforms::Kind::kParallelize);
 }
 
