@@ -152,7 +152,8 @@ TEST_CASE("the generated OpenMP code of parallel schedules runs clean under Thre
   }
   int checked = 0;
   for (size_t i = 0; i < schedules.size(); ++i) {
-    const auto& [what, p] = schedules[i];
+    const std::string what = schedules[i].first;  // (plain variables: the check macros capture them)
+    const ir::Program& p = schedules[i].second;
     if (!has_par(p.body)) continue;
     const fs::path src = dir / ("k" + std::to_string(i) + ".c"), exe = dir / ("k" + std::to_string(i));
     std::ofstream(src) << program_with_main(p);

@@ -348,8 +348,9 @@ TEST_CASE("a sketched GEMM parallelised at any scope computes the same, race-fre
   m.kc = 16;
   m.mc = 8;
   int parallelised = 0, with_copies = 0;
-  for (const auto& [name, text] : gemms) {
-    auto loaded = ir::load_program(text, name + ".pdj");
+  for (const auto& gemm : gemms) {
+    const std::string name = gemm.first;  // (a plain variable: the check macros capture it)
+    auto loaded = ir::load_program(gemm.second, name + ".pdj");
     REQUIRE_MESSAGE(loaded.ok(), loaded.error_text());
     const ir::Program& p = loaded.value();
     auto sketch = transforms::expand_microkernel(p, {0}, m, target);
