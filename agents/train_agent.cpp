@@ -17,6 +17,7 @@
 #include "backends/backend.h"
 #include "gym/dataset.h"
 #include "transforms/registry.h"
+#include "target/target_of.h"
 #include "util/json.h"
 #include "util/openblas_core.h"
 
@@ -60,9 +61,7 @@ Measured measure_on_x86(const std::string& uri, const std::vector<std::string>& 
   auto b = backends::make_backend("x86_avx512");
   if (!b) return {"no backend named x86_avx512 in this build"};
   if (auto a = b->available(); !a.ok) return {"x86_avx512 is not available here: " + a.why};
-  auto caps = b->capabilities();
-  transforms::Target target{b->name(), caps.vector_widths, caps.parallel, caps.vector_registers,
-                            caps.stream_stores};
+  const transforms::Target target = target_of(*b);
   auto p = env::load_benchmark(uri);
   if (!p.ok()) return {p.error_text()};
   std::vector<transforms::Action> actions;

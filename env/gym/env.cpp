@@ -5,6 +5,7 @@
 
 #include "gym/dataset.h"
 #include "transforms/contract.h"
+#include "target/target_of.h"
 #include "transforms/microkernel_sketch.h"
 #include "transforms/registry.h"
 
@@ -21,13 +22,7 @@ namespace {
 // Longest trace and reward history an episode keeps.
 constexpr size_t kMaxHistory = 100000;
 
-transforms::Target target_for(const backends::Backend& b) {
-  auto caps = b.capabilities();
-  transforms::Target t{b.name(), caps.vector_widths, caps.parallel, caps.vector_registers,
-                       caps.stream_stores};
-  t.fma = transforms::target_has_fma(b.name());
-  return t;
-}
+transforms::Target target_for(const backends::Backend& b) { return target_of(b); }
 
 std::vector<ir::Diagnostic> config_error(const std::string& m) { return {{{"config", 0, 0}, m}}; }
 

@@ -8,6 +8,7 @@
 #include "gym/dataset.h"
 #include "gym/env.h"
 #include "ir/interp.h"
+#include "target/target_of.h"
 #include "transforms/registry.h"
 
 namespace perfdojo::env {
@@ -41,9 +42,7 @@ Validation validate(const EpisodeState& s, const EnvConfig& base) {
   }
   Env& e = *made.value();
   e.reset(s.seed);
-  auto target_caps = backends::make_backend(cfg.backend, cfg.backend_config)->capabilities();
-  transforms::Target target{cfg.backend, target_caps.vector_widths, target_caps.parallel,
-                            target_caps.vector_registers, target_caps.stream_stores};
+  const transforms::Target target = target_of(*backends::make_backend(cfg.backend, cfg.backend_config), cfg.backend);
   const ir::Program original = e.program();
   auto replayed = transforms::replay(original, actions, target);
   if (!replayed.ok()) {

@@ -16,6 +16,7 @@
 #include "ir/print.h"
 #include "optimizer/search.h"
 #include "optimizer/setup.h"
+#include "target/target_of.h"
 #include "transforms/contract.h"
 
 namespace perfdojo::optimizer {
@@ -108,10 +109,7 @@ Result Optimizer::transform(const ir::Program& program, double timeout_s, const 
                             const std::atomic<bool>* cancel) {
   const auto start = detail::Clock::now();
   auto caps = target_->capabilities();
-  transforms::Target target{arch_, caps.vector_widths, caps.parallel, caps.vector_registers,
-                                caps.stream_stores};
-  target.fma = transforms::target_has_fma(arch_);
-  target.threads = std::max(1, caps.threads);
+  const transforms::Target target = target_of(*target_, arch_);
   Result res;
   res.program = program;
   Report& r = res.report;
