@@ -72,7 +72,9 @@ double one_minute_load() {
 
 // The cost model's profile for this machine: given, from the environment, cached, or measured
 // now (and cached). Sets config.machine_profile to a readable file; returns where it came from.
-std::string resolve_profile(backends::BackendConfig& config, backends::MachineProfile* out) {
+std::string resolve_profile(backends::BackendConfig& config, backends::MachineProfile* out,
+                            const LoadSource& load_source) {
+  const LoadSource& loadavg = load_source ? load_source : LoadSource(one_minute_load);
   std::string err;
   auto use = [&](const std::string& path, const std::string& how) -> std::string {
     auto p = backends::load_profile(path, &err);
@@ -101,9 +103,9 @@ std::string resolve_profile(backends::BackendConfig& config, backends::MachinePr
   }
   // A calibration taken while other jobs keep the cores busy describes a slower machine (an FMA
   // peak of 43 instead of ~90 GFLOP/s was seen): use it for this run, never keep it.
-  const double load_before = one_minute_load();
+  const double load_before = loadavg();
   backends::MachineProfile measured = backends::calibrate();
-  const double load = std::max(load_before, one_minute_load());
+  const double load = std::max(load_before, loadavg());
   const bool busy = load > 0.75 * std::max(1u, std::thread::hardware_concurrency());
   std::string path = busy ? std::string() : cached;
   if (path.empty())

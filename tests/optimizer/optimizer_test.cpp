@@ -15,6 +15,7 @@
 #include "ir/interp.h"
 #include "ir/parse.h"
 #include "optimizer/search.h"
+#include "optimizer/setup.h"
 #include "support/skip.h"
 #include "transforms/microkernel_sketch.h"
 #include "transforms/registry.h"
@@ -291,6 +292,40 @@ TEST_CASE(
   auto r2 = second.value()->transform(p.value(), 5.0, {}, &cancel);
   CHECK_MESSAGE(r2.report.profile.find("calibrated earlier") != std::string::npos,
                 r2.report.profile);
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+}
+
+TEST_CASE("a calibration is kept and reused on an idle machine, and never kept on a busy one" *
+          doctest::test_suite("hw slow")) {
+  // The machine's load comes from the test, so both branches run whatever else the machine does.
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("perfdojo-load-test-" + std::to_string(::getpid()))).string();
+  unsetenv("PERFDOJO_MACHINE_PROFILE");
+  backends::MachineProfile prof;
+  {
+    backends::BackendConfig busy;
+    busy.cache_dir = dir;
+    const std::string how = optimizer::detail::resolve_profile(busy, &prof, [] { return 1e4; });
+    CHECK_MESSAGE(how.find("busy machine, load 10000.0: not kept") != std::string::npos, how);
+    CHECK_FALSE(std::filesystem::exists(optimizer::cached_profile_path(dir)));
+    CHECK(prof.peak_gflops_avx2 > 0);
+  }
+  {
+    backends::BackendConfig idle;
+    idle.cache_dir = dir;
+    const std::string how = optimizer::detail::resolve_profile(idle, &prof, [] { return 0.0; });
+    CHECK_MESSAGE(how.find("calibrated now, kept in") != std::string::npos, how);
+    CHECK(std::filesystem::exists(optimizer::cached_profile_path(dir)));
+  }
+  {
+    backends::BackendConfig again;
+    again.cache_dir = dir;
+    // Busy or not, a kept calibration is read, not measured again.
+    const std::string how = optimizer::detail::resolve_profile(again, &prof, [] { return 1e4; });
+    CHECK_MESSAGE(how.find("calibrated earlier") != std::string::npos, how);
+    CHECK(again.machine_profile == optimizer::cached_profile_path(dir));
+  }
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
 }
