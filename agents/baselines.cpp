@@ -28,7 +28,8 @@ bool EvalBudget::record(const env::Env& env, const env::StepResult& r) {
     result_.best_trace = env.state().trace;
   }
   for (size_t i = 0; i < budgets_.size(); ++i)
-    if (budgets_[i] == evaluations_) result_.best_at[i] = result_.initial_time_s / result_.best_time_s;
+    if (budgets_[i] == evaluations_)
+      result_.best_at[i] = result_.initial_time_s / result_.best_time_s;
   return true;
 }
 
@@ -52,7 +53,8 @@ std::vector<int> legal_actions(const env::Env& env) {
 namespace {
 
 // Builds and resets an env; `error` set when it cannot.
-std::unique_ptr<env::Env> start_env(const env::EnvConfig& config, EvalBudget& budget, std::string& error) {
+std::unique_ptr<env::Env> start_env(const env::EnvConfig& config, EvalBudget& budget,
+                                    std::string& error) {
   auto made = env::Env::make(config);
   if (!made.ok()) {
     error = made.error_text();
@@ -99,7 +101,8 @@ std::vector<Node> expand(const Node& node, EvalBudget& budget, std::mt19937_64& 
 
 }  // namespace
 
-SearchResult random_search(const env::EnvConfig& config, const std::vector<int>& budgets, uint64_t seed) {
+SearchResult random_search(const env::EnvConfig& config, const std::vector<int>& budgets,
+                           uint64_t seed) {
   EvalBudget budget(budgets);
   std::string error;
   auto e = start_env(config, budget, error);
@@ -117,14 +120,16 @@ SearchResult random_search(const env::EnvConfig& config, const std::vector<int>&
       done = true;
       continue;
     }
-    env::StepResult r = e->step(legal[std::uniform_int_distribution<size_t>(0, legal.size() - 1)(rng)]);
+    env::StepResult r =
+        e->step(legal[std::uniform_int_distribution<size_t>(0, legal.size() - 1)(rng)]);
     budget.record(*e, r);
     done = r.terminated || r.truncated;
   }
   return budget.finish();
 }
 
-SearchResult greedy_search(const env::EnvConfig& config, const std::vector<int>& budgets, uint64_t seed) {
+SearchResult greedy_search(const env::EnvConfig& config, const std::vector<int>& budgets,
+                           uint64_t seed) {
   EvalBudget budget(budgets);
   std::string error;
   auto root = start_env(config, budget, error);
@@ -153,7 +158,8 @@ SearchResult eager_greedy_search(const env::EnvConfig& config, const std::vector
 }
 
 SearchResult eager_greedy_search(const env::EnvConfig& config, const std::vector<int>& budgets,
-                                 const ChildOrder& order, const ChildExtension& extend, double tolerance) {
+                                 const ChildOrder& order, const ChildExtension& extend,
+                                 double tolerance) {
   EvalBudget budget(budgets);
   auto made = env::Env::make(config);
   if (!made.ok()) return failed(made.error_text(), budgets.size());
@@ -179,7 +185,8 @@ SearchResult eager_greedy_search(const env::EnvConfig& config, const std::vector
     auto [obs, info] = root->reset();
     if (info.error) return failed(*info.error, budgets.size());
     budget.start(*root, info.initial_time_s);
-    found.push_back({std::move(root), info.initial_time_s, std::move(obs), std::move(info.action_mask)});
+    found.push_back(
+        {std::move(root), info.initial_time_s, std::move(obs), std::move(info.action_mask)});
   }
   while (!budget.exhausted() && !budget.steps_exhausted()) {
     // The fastest program with a child left; in discovery order, a later one wins only when it is
@@ -193,7 +200,8 @@ SearchResult eager_greedy_search(const env::EnvConfig& config, const std::vector
     if (pick < 0) break;
     Program& p = found[pick];
     if (!p.ordered) {
-      for (int a : order(*p.env, p.obs, p.mask)) p.children.push_back({a, static_cast<bool>(extend)});
+      for (int a : order(*p.env, p.obs, p.mask))
+        p.children.push_back({a, static_cast<bool>(extend)});
       p.ordered = true;
       if (p.children.empty()) {
         p.env.reset();
@@ -215,21 +223,26 @@ SearchResult eager_greedy_search(const env::EnvConfig& config, const std::vector
     if (p.next >= p.children.size()) p.env.reset();  // every child timed: no longer needed
     if (!budget.record(*child, r)) continue;
     if (r.terminated || r.truncated) continue;  // timed, but the episode cannot go on from it
-    found.push_back({std::move(child), r.info.time_s, std::move(r.observation), std::move(r.info.action_mask)});
+    found.push_back(
+        {std::move(child), r.info.time_s, std::move(r.observation), std::move(r.info.action_mask)});
   }
   return budget.finish();
 }
 
-SearchResult eager_random_search(const env::EnvConfig& config, const std::vector<int>& budgets, uint64_t seed) {
+SearchResult eager_random_search(const env::EnvConfig& config, const std::vector<int>& budgets,
+                                 uint64_t seed) {
   std::mt19937_64 rng(seed);
-  return eager_greedy_search(config, budgets, [&](const env::Env& e, const env::Observation&, const std::vector<uint8_t>&) {
-    std::vector<int> actions = legal_actions(e);
-    std::shuffle(actions.begin(), actions.end(), rng);
-    return actions;
-  });
+  return eager_greedy_search(
+      config, budgets,
+      [&](const env::Env& e, const env::Observation&, const std::vector<uint8_t>&) {
+        std::vector<int> actions = legal_actions(e);
+        std::shuffle(actions.begin(), actions.end(), rng);
+        return actions;
+      });
 }
 
-SearchResult beam_search(const env::EnvConfig& config, const std::vector<int>& budgets, uint64_t seed, int width) {
+SearchResult beam_search(const env::EnvConfig& config, const std::vector<int>& budgets,
+                         uint64_t seed, int width) {
   EvalBudget budget(budgets);
   std::string error;
   auto root = start_env(config, budget, error);
@@ -244,7 +257,8 @@ SearchResult beam_search(const env::EnvConfig& config, const std::vector<int>& b
       for (auto& c : expand(n, budget, rng)) next.push_back(std::move(c));
       if (budget.exhausted()) break;
     }
-    std::stable_sort(next.begin(), next.end(), [](const Node& a, const Node& b) { return a.time_s < b.time_s; });
+    std::stable_sort(next.begin(), next.end(),
+                     [](const Node& a, const Node& b) { return a.time_s < b.time_s; });
     if (static_cast<int>(next.size()) > width) next.resize(width);
     beam = std::move(next);
   }

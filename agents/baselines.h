@@ -58,10 +58,12 @@ class EvalBudget {
 std::vector<int> legal_actions(const env::Env& env);
 
 /// Random walks: uniformly random legal actions, episodes restarted at the step limit.
-SearchResult random_search(const env::EnvConfig& config, const std::vector<int>& budgets, uint64_t seed);
+SearchResult random_search(const env::EnvConfig& config, const std::vector<int>& budgets,
+                           uint64_t seed);
 /// Greedy best-first: repeatedly expand the fastest program found so far not yet expanded,
 /// timing each of its children (in a seeded random order).
-SearchResult greedy_search(const env::EnvConfig& config, const std::vector<int>& budgets, uint64_t seed);
+SearchResult greedy_search(const env::EnvConfig& config, const std::vector<int>& budgets,
+                           uint64_t seed);
 /// The order in which a program's children are timed: its legal actions (stop excluded), first
 /// first, given the env holding it and the observation and mask it was reached with.
 using ChildOrder = std::function<std::vector<int>(const env::Env& env, const env::Observation& obs,
@@ -87,8 +89,10 @@ SearchResult eager_greedy_search(const env::EnvConfig& config, const std::vector
                                  const ChildOrder& order, const ChildExtension& extend,
                                  double tolerance = kEagerTolerance);
 /// Eager greedy search with each program's children in a seeded random order.
-SearchResult eager_random_search(const env::EnvConfig& config, const std::vector<int>& budgets, uint64_t seed);
+SearchResult eager_random_search(const env::EnvConfig& config, const std::vector<int>& budgets,
+                                 uint64_t seed);
 /// Beam search: expand every program of the beam, keep the `width` fastest children, repeat.
-SearchResult beam_search(const env::EnvConfig& config, const std::vector<int>& budgets, uint64_t seed, int width);
+SearchResult beam_search(const env::EnvConfig& config, const std::vector<int>& budgets,
+                         uint64_t seed, int width);
 
 }  // namespace perfdojo::agents

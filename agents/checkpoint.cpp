@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -41,11 +40,16 @@ void put_blob(std::string& out, const std::string& blob) {
 std::string escape(const std::string& s) {
   std::string o;
   for (char c : s) {
-    if (c == '%') o += "%25";
-    else if (c == '\n') o += "%0A";
-    else if (c == '\t') o += "%09";
-    else if (c == '\r') o += "%0D";
-    else o += c;
+    if (c == '%')
+      o += "%25";
+    else if (c == '\n')
+      o += "%0A";
+    else if (c == '\t')
+      o += "%09";
+    else if (c == '\r')
+      o += "%0D";
+    else
+      o += c;
   }
   return o;
 }
@@ -93,7 +97,8 @@ std::string header_text(const Checkpoint& c) {
   for (const auto& [uri, b] : c.best) {
     std::string trace;
     for (const auto& a : b.trace) trace += (trace.empty() ? "" : "\t") + escape(a);
-    kv("best", uri + "\n" + num(b.speedup) + "\n" + num(b.initial_time_s) + "\n" + num(b.best_time_s) + "\n" + trace);
+    kv("best", uri + "\n" + num(b.speedup) + "\n" + num(b.initial_time_s) + "\n" +
+                   num(b.best_time_s) + "\n" + trace);
   }
   std::istringstream cfg(to_text(c.config));
   std::string line;
@@ -116,21 +121,36 @@ std::string parse_header(Checkpoint& c, const std::string& text) {
       auto eq = line.find('=');
       if (eq == std::string::npos) return "header line without '=': " + line.substr(0, 60);
       std::string k = line.substr(0, eq), v = unescape(line.substr(eq + 1));
-      if (k.rfind("config.", 0) == 0) cfg += k.substr(7) + "=" + v + "\n";
-      else if (k == "feature_size") c.feature_size = std::stoi(v);
-      else if (k == "action_count") c.action_count = std::stoi(v);
-      else if (k == "token_vocab") c.token_vocab = std::stoi(v);
-      else if (k == "global_step") c.global_step = std::stoll(v);
-      else if (k == "updates") c.updates = std::stoll(v);
-      else if (k == "episodes") c.episodes = std::stoll(v);
-      else if (k == "elapsed_s") c.elapsed_s = std::stod(v);
-      else if (k == "progress") c.progress = std::stod(v);
-      else if (k == "curriculum_stage") c.curriculum_stage = std::stoi(v);
-      else if (k == "stage_started") c.stage_started = std::stod(v);
-      else if (k == "rng_state") c.rng_state = v;
-      else if (k == "replay_size") c.replay_size = std::stoi(v);
-      else if (k == "replay_capacity") c.replay_capacity = std::stoi(v);
-      else if (k == "replay_prioritized") c.replay_prioritized = v == "1";
+      if (k.rfind("config.", 0) == 0)
+        cfg += k.substr(7) + "=" + v + "\n";
+      else if (k == "feature_size")
+        c.feature_size = std::stoi(v);
+      else if (k == "action_count")
+        c.action_count = std::stoi(v);
+      else if (k == "token_vocab")
+        c.token_vocab = std::stoi(v);
+      else if (k == "global_step")
+        c.global_step = std::stoll(v);
+      else if (k == "updates")
+        c.updates = std::stoll(v);
+      else if (k == "episodes")
+        c.episodes = std::stoll(v);
+      else if (k == "elapsed_s")
+        c.elapsed_s = std::stod(v);
+      else if (k == "progress")
+        c.progress = std::stod(v);
+      else if (k == "curriculum_stage")
+        c.curriculum_stage = std::stoi(v);
+      else if (k == "stage_started")
+        c.stage_started = std::stod(v);
+      else if (k == "rng_state")
+        c.rng_state = v;
+      else if (k == "replay_size")
+        c.replay_size = std::stoi(v);
+      else if (k == "replay_capacity")
+        c.replay_capacity = std::stoi(v);
+      else if (k == "replay_prioritized")
+        c.replay_prioritized = v == "1";
       else if (k == "best") {
         std::istringstream b(v);
         std::string uri, sp, t0, tb, trace;
@@ -223,13 +243,14 @@ ir::Result<Checkpoint> load_checkpoint_bytes(std::string_view bytes, const std::
   uint32_t version;
   std::memcpy(&version, data.data() + sizeof kMagic, 4);
   if (version != kCheckpointVersion)
-    return fail("checkpoint format version " + std::to_string(version) + ", this build reads version " +
-                std::to_string(kCheckpointVersion));
+    return fail("checkpoint format version " + std::to_string(version) +
+                ", this build reads version " + std::to_string(kCheckpointVersion));
   if (data.size() < sizeof kMagic + 4 + 8) return fail("corrupt checkpoint: truncated");
   uint64_t stored;
   std::memcpy(&stored, data.data() + data.size() - 8, 8);
   std::string body = data.substr(0, data.size() - 8);
-  if (fnv1a(body) != stored) return fail("corrupt checkpoint: checksum mismatch (truncated or modified file)");
+  if (fnv1a(body) != stored)
+    return fail("corrupt checkpoint: checksum mismatch (truncated or modified file)");
   size_t pos = sizeof kMagic + 4;
   auto blob = [&](std::string& out) {
     uint64_t n;
@@ -249,8 +270,8 @@ ir::Result<Checkpoint> load_checkpoint_bytes(std::string_view bytes, const std::
   return c;
 }
 
-std::string check_compatible(const Checkpoint& c, const AgentConfig& config, int feature_size, int action_count,
-                             int token_vocab) {
+std::string check_compatible(const Checkpoint& c, const AgentConfig& config, int feature_size,
+                             int action_count, int token_vocab) {
   if (c.feature_size != feature_size)
     return "the checkpoint's network reads " + std::to_string(c.feature_size) +
            " features, this build's env gives " + std::to_string(feature_size);
@@ -259,14 +280,14 @@ std::string check_compatible(const Checkpoint& c, const AgentConfig& config, int
            " actions, this env's action space has " + std::to_string(action_count) +
            " (another backend or action-space config?)";
   if (c.config.encoder == "tokens" && c.token_vocab != token_vocab)
-    return "the checkpoint's token vocabulary has " + std::to_string(c.token_vocab) + " entries, this env's has " +
-           std::to_string(token_vocab);
+    return "the checkpoint's token vocabulary has " + std::to_string(c.token_vocab) +
+           " entries, this env's has " + std::to_string(token_vocab);
   for (const auto& f : config_fields()) {
     if (f.role != FieldRole::kArchitecture) continue;
     std::string a = get_field(c.config, f.name), b = get_field(config, f.name);
     if (a != b)
-      return std::string("the checkpoint was trained with ") + f.name + "=" + a + ", this run asks for " + f.name +
-             "=" + b;
+      return std::string("the checkpoint was trained with ") + f.name + "=" + a +
+             ", this run asks for " + f.name + "=" + b;
   }
   return "";
 }

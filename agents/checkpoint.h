@@ -1,5 +1,5 @@
-// Checkpoints: one file, written atomically (temporary file, fsync, rename, fsync of the folder), that a later run resumes
-// from or evaluate_agent loads. Layout (little-endian):
+// Checkpoints: one file, written atomically (temporary file, fsync, rename, fsync of the folder),
+// that a later run resumes from or evaluate_agent loads. Layout (little-endian):
 //
 //   "PDJAGENT" | u32 version | u64 n, header (key=value lines) | u64 n, model (torch archive)
 //   | u64 n, optimiser (torch archive) | u64 FNV-1a-64 of every byte before it
@@ -58,7 +58,7 @@ ir::Result<Checkpoint> load_checkpoint_bytes(std::string_view bytes, const std::
 uint64_t checkpoint_checksum(std::string_view bytes);
 /// Why a checkpoint cannot drive a network of this shape and config, or "" when it can:
 /// feature size, action count, token vocabulary and every architecture setting must match.
-std::string check_compatible(const Checkpoint& c, const AgentConfig& config, int feature_size, int action_count,
-                             int token_vocab);
+std::string check_compatible(const Checkpoint& c, const AgentConfig& config, int feature_size,
+                             int action_count, int token_vocab);
 
 }  // namespace perfdojo::agents

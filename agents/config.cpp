@@ -30,31 +30,44 @@ constexpr FieldRole kLearn = FieldRole::kLearning;
 const std::vector<Field>& table() {
   using C = AgentConfig;
   static const std::vector<Field> kTable = {
-      {{"minutes", "wall-clock budget in minutes (ignored when total_steps > 0)", kRun}, &C::minutes},
+      {{"minutes", "wall-clock budget in minutes (ignored when total_steps > 0)", kRun},
+       &C::minutes},
       {{"total_steps", "env-step budget; > 0 makes the run reproducible", kRun}, &C::total_steps},
       {{"seed", "seed of torch, replay, exploration and envs", kRun}, &C::seed},
       {{"backend", "backend the envs time programs with", kLearn}, &C::backend},
       {{"kernels", "train, test, all, or comma-separated URIs/.pdj paths", kRun}, &C::kernels},
       {{"num_envs", "actor envs stepped in parallel", kRun}, &C::num_envs},
-      {{"learner", "sync (act, then learn; reproducible), async (learner thread), auto (async unless total_steps > 0)",
+      {{"learner",
+        "sync (act, then learn; reproducible), async (learner thread), auto (async unless "
+        "total_steps > 0)",
         kRun},
        &C::learner},
-      {{"actor_sync", "async: updates between copies of the network to the actors", kRun}, &C::actor_sync},
-      {{"min_updates_per_step", "async: actors wait while the learner is below this many updates per step", kRun},
+      {{"actor_sync", "async: updates between copies of the network to the actors", kRun},
+       &C::actor_sync},
+      {{"min_updates_per_step",
+        "async: actors wait while the learner is below this many updates per step", kRun},
        &C::min_updates_per_step},
       {{"max_episode_steps", "truncation limit of an episode", kLearn}, &C::max_episode_steps},
       {{"allow_stop", "let the agent choose the stop action", kLearn}, &C::allow_stop},
-      {{"sketch_actions", "micro-kernel sketch macro actions in the action space (0-8; 0 = atomic moves only)", kLearn},
+      {{"sketch_actions",
+        "micro-kernel sketch macro actions in the action space (0-8; 0 = atomic moves only)",
+        kLearn},
        &C::sketch_actions},
       {{"out_dir", "folder for metrics, checkpoints and summary", kRun}, &C::out_dir},
       {{"checkpoint_minutes", "periodic checkpoint interval", kRun}, &C::checkpoint_minutes},
       {{"log_seconds", "interval of progress lines", kRun}, &C::log_seconds},
       {{"target", "maxq (y=max(r,g*Q')) or sum (y=r+g*Q')", kLearn}, &C::target},
-      {{"reward_space", "env reward space; empty = maxq:log_speedup_total, sum:log_speedup_step", kLearn},
+      {{"reward_space", "env reward space; empty = maxq:log_speedup_total, sum:log_speedup_step",
+        kLearn},
        &C::reward_space},
       {{"gamma", "discount", kLearn}, &C::gamma},
-      {{"encoder", "features, or tokens (features + transformer over IR tokens)", kArch}, &C::encoder},
-      {{"head", "flat (one Q output per action index) or factored (actions scored from their kind and the features of the slots they name)", kArch}, &C::head},
+      {{"encoder", "features, or tokens (features + transformer over IR tokens)", kArch},
+       &C::encoder},
+      {{"head",
+        "flat (one Q output per action index) or factored (actions scored from their kind and the "
+        "features of the slots they name)",
+        kArch},
+       &C::head},
       {{"hidden", "width of hidden layers", kArch}, &C::hidden},
       {{"layers", "hidden layers of the feature encoder", kArch}, &C::layers},
       {{"token_len", "IR tokens read by the token encoder", kArch}, &C::token_len},
@@ -75,17 +88,24 @@ const std::vector<Field>& table() {
       {{"per_beta", "initial importance-weight exponent (annealed to 1)", kLearn}, &C::per_beta},
       {{"eps_start", "phase 1 epsilon at the start", kLearn}, &C::eps_start},
       {{"eps_phase1_end", "phase 1 epsilon at its end", kLearn}, &C::eps_phase1_end},
-      {{"phase1_end", "fraction of the budget where phase 1 (epsilon-greedy) ends", kLearn}, &C::phase1_end},
+      {{"phase1_end", "fraction of the budget where phase 1 (epsilon-greedy) ends", kLearn},
+       &C::phase1_end},
       {{"temp_start", "phase 2 Boltzmann temperature at its start", kLearn}, &C::temp_start},
       {{"temp_end", "phase 2 temperature at its end", kLearn}, &C::temp_end},
-      {{"phase2_end", "fraction of the budget where phase 2 (Boltzmann) ends", kLearn}, &C::phase2_end},
+      {{"phase2_end", "fraction of the budget where phase 2 (Boltzmann) ends", kLearn},
+       &C::phase2_end},
       {{"eps_final", "phase 3 (near-greedy) epsilon", kLearn}, &C::eps_final},
-      {{"demos", "generated kernels the sketch and proposals demonstrate on, besides the training kernels (0 = no demonstrations)", kRun},
+      {{"demos",
+        "generated kernels the sketch and proposals demonstrate on, besides the training kernels "
+        "(0 = no demonstrations)",
+        kRun},
        &C::demos},
-      {{"demo_families", "generator families of the demonstration kernels (comma-separated)", kRun}, &C::demo_families},
+      {{"demo_families", "generator families of the demonstration kernels (comma-separated)", kRun},
+       &C::demo_families},
       {{"demo_buffer", "demonstration transitions kept", kLearn}, &C::demo_buffer},
       {{"demo_ratio", "share of each batch drawn from the demonstrations", kLearn}, &C::demo_ratio},
-      {{"demo_margin", "DQfD margin of the teacher's action over every other", kLearn}, &C::demo_margin},
+      {{"demo_margin", "DQfD margin of the teacher's action over every other", kLearn},
+       &C::demo_margin},
       {{"demo_weight", "weight of the large-margin loss", kLearn}, &C::demo_weight},
       {{"demo_pretrain", "updates on demonstrations alone before acting", kRun}, &C::demo_pretrain},
       {{"curriculum", "order kernels by complexity and grow the set", kLearn}, &C::curriculum},
@@ -95,7 +115,8 @@ const std::vector<Field>& table() {
        &C::promote_speedup},
       {{"curriculum_fraction", "budget share of the staged part (rest: all kernels)", kLearn},
        &C::curriculum_fraction},
-      {{"eval_epsilon", "evaluation: epsilon of restarts after the greedy episode", kRun}, &C::eval_epsilon},
+      {{"eval_epsilon", "evaluation: epsilon of restarts after the greedy episode", kRun},
+       &C::eval_epsilon},
   };
   return kTable;
 }
@@ -170,9 +191,12 @@ std::string set_field(AgentConfig& c, const std::string& key, const std::string&
           c.*m = v;
           return "";
         } else if constexpr (std::is_same_v<T, bool>) {
-          if (v == "1" || v == "true" || v == "on" || v == "yes") c.*m = true;
-          else if (v == "0" || v == "false" || v == "off" || v == "no") c.*m = false;
-          else return key + ": expected true or false, got '" + v + "'";
+          if (v == "1" || v == "true" || v == "on" || v == "yes")
+            c.*m = true;
+          else if (v == "0" || v == "false" || v == "off" || v == "no")
+            c.*m = false;
+          else
+            return key + ": expected true or false, got '" + v + "'";
           return "";
         } else if constexpr (std::is_same_v<T, double>) {
           char* end = nullptr;
@@ -198,17 +222,22 @@ std::string get_field(const AgentConfig& c, const std::string& key) {
   return std::visit(
       [&](auto m) -> std::string {
         using T = std::remove_cvref_t<decltype(c.*m)>;
-        if constexpr (std::is_same_v<T, std::string>) return c.*m;
-        else if constexpr (std::is_same_v<T, bool>) return c.*m ? "true" : "false";
-        else if constexpr (std::is_same_v<T, double>) return format_double(c.*m);
-        else return std::to_string(c.*m);
+        if constexpr (std::is_same_v<T, std::string>)
+          return c.*m;
+        else if constexpr (std::is_same_v<T, bool>)
+          return c.*m ? "true" : "false";
+        else if constexpr (std::is_same_v<T, double>)
+          return format_double(c.*m);
+        else
+          return std::to_string(c.*m);
       },
       f->member);
 }
 
 std::string to_text(const AgentConfig& c) {
   std::string out;
-  for (const auto& f : table()) out += std::string(f.info.name) + "=" + get_field(c, f.info.name) + "\n";
+  for (const auto& f : table())
+    out += std::string(f.info.name) + "=" + get_field(c, f.info.name) + "\n";
   return out;
 }
 
@@ -219,8 +248,10 @@ std::string to_json(const AgentConfig& c) {
     std::visit(
         [&](auto m) {
           using T = std::remove_cvref_t<decltype(c.*m)>;
-          if constexpr (std::is_same_v<T, std::string>) o.add(f.info.name, v);
-          else o.raw(f.info.name, v);
+          if constexpr (std::is_same_v<T, std::string>)
+            o.add(f.info.name, v);
+          else
+            o.raw(f.info.name, v);
         },
         f.member);
   }
@@ -261,10 +292,12 @@ std::string effective_reward_space(const AgentConfig& c) {
 }
 
 std::string validate(const AgentConfig& c) {
-  if (c.target != "maxq" && c.target != "sum") return "target must be maxq or sum, got '" + c.target + "'";
+  if (c.target != "maxq" && c.target != "sum")
+    return "target must be maxq or sum, got '" + c.target + "'";
   if (c.encoder != "features" && c.encoder != "tokens")
     return "encoder must be features or tokens, got '" + c.encoder + "'";
-  if (c.head != "flat" && c.head != "factored") return "head must be flat or factored, got '" + c.head + "'";
+  if (c.head != "flat" && c.head != "factored")
+    return "head must be flat or factored, got '" + c.head + "'";
   if (c.minutes < 0) return "minutes must be >= 0";
   if (c.total_steps < 0) return "total_steps must be >= 0";
   if (c.total_steps == 0 && c.minutes <= 0) return "give a budget: minutes > 0 or total_steps > 0";
@@ -291,15 +324,18 @@ std::string validate(const AgentConfig& c) {
   if (c.target_update < 1) return "target_update must be >= 1";
   if (c.tau < 0 || c.tau > 1) return "tau must be in [0, 1]";
   if (c.grad_clip <= 0 || c.huber_delta <= 0) return "grad_clip and huber_delta must be > 0";
-  if (c.eps_start < 0 || c.eps_start > 1 || c.eps_phase1_end < 0 || c.eps_phase1_end > 1 || c.eps_final < 0 ||
-      c.eps_final > 1 || c.eval_epsilon < 0 || c.eval_epsilon > 1)
+  if (c.eps_start < 0 || c.eps_start > 1 || c.eps_phase1_end < 0 || c.eps_phase1_end > 1 ||
+      c.eps_final < 0 || c.eps_final > 1 || c.eval_epsilon < 0 || c.eval_epsilon > 1)
     return "epsilons must be in [0, 1]";
   if (c.phase1_end < 0 || c.phase2_end < c.phase1_end || c.phase2_end > 1)
     return "need 0 <= phase1_end <= phase2_end <= 1";
   if (c.temp_start <= 0 || c.temp_end <= 0) return "temperatures must be > 0";
-  if (c.curriculum_start < 1 || c.curriculum_step < 1) return "curriculum_start and curriculum_step must be >= 1";
-  if (c.curriculum_fraction < 0 || c.curriculum_fraction > 1) return "curriculum_fraction must be in [0, 1]";
-  if (c.checkpoint_minutes <= 0 || c.log_seconds <= 0) return "checkpoint_minutes and log_seconds must be > 0";
+  if (c.curriculum_start < 1 || c.curriculum_step < 1)
+    return "curriculum_start and curriculum_step must be >= 1";
+  if (c.curriculum_fraction < 0 || c.curriculum_fraction > 1)
+    return "curriculum_fraction must be in [0, 1]";
+  if (c.checkpoint_minutes <= 0 || c.log_seconds <= 0)
+    return "checkpoint_minutes and log_seconds must be > 0";
   if (c.out_dir.empty()) return "out_dir must not be empty";
   if (c.demos < 0 || c.demo_pretrain < 0) return "demos and demo_pretrain must be >= 0";
   if (c.demo_buffer < c.batch_size) return "demo_buffer must be >= batch_size";

@@ -12,9 +12,9 @@ namespace perfdojo::agents {
 /// model in about ten minutes on two cores.
 struct AgentConfig {
   // --- run
-  double minutes = 10;          ///< wall-clock budget; ignored when total_steps > 0
-  int64_t total_steps = 0;      ///< env-step budget (> 0: the run is reproducible bit for bit)
-  uint64_t seed = 1;            ///< seeds torch, the replay sampler, exploration and the envs
+  double minutes = 10;      ///< wall-clock budget; ignored when total_steps > 0
+  int64_t total_steps = 0;  ///< env-step budget (> 0: the run is reproducible bit for bit)
+  uint64_t seed = 1;        ///< seeds torch, the replay sampler, exploration and the envs
   std::string backend = "cost_model";
   std::string kernels = "train";  ///< train, test, all, or comma-separated URIs / .pdj paths
   int num_envs = 4;               ///< actor envs stepped in parallel (oneTBB)
@@ -24,21 +24,22 @@ struct AgentConfig {
   /// actor_sync updates, with updates_per_step as a ceiling instead of a quota; "auto" is async
   /// for wall-clock budgets and sync when total_steps > 0.
   std::string learner = "auto";
-  int actor_sync = 20;            ///< async: updates between refreshes of the actors' network copy
+  int actor_sync = 20;  ///< async: updates between refreshes of the actors' network copy
   /// async: the actors wait while the learner has made fewer than this many updates per
   /// transition stored since learning began (a floor under the replay ratio, as a rate limiter
   /// in Reverb); 0 never waits. At most updates_per_step.
   double min_updates_per_step = 0;
-  int max_episode_steps = 30;     ///< truncation limit of one episode
-  bool allow_stop = false;        ///< let the agent pick the stop action (only the peak counts)
+  int max_episode_steps = 30;  ///< truncation limit of one episode
+  bool allow_stop = false;     ///< let the agent pick the stop action (only the peak counts)
   /// Macro actions in the env's action space: the micro-kernel sketch with the target's c-th
   /// block sizes at every GEMM-class nest, c < sketch_actions (env::EnvConfig::sketch_actions,
   /// docs/microkernel.md); 0 = atomic moves only. The baselines evaluated beside a policy get
   /// the same action space.
   int sketch_actions = 0;
   std::string out_dir = "runs/default";  ///< metrics, checkpoints and the summary land here
-  double checkpoint_minutes = 2;  ///< periodic checkpoint interval (one is always written at the end)
-  double log_seconds = 15;        ///< interval of the periodic progress lines
+  double checkpoint_minutes =
+      2;                    ///< periodic checkpoint interval (one is always written at the end)
+  double log_seconds = 15;  ///< interval of the periodic progress lines
 
   // --- learning target
   std::string target = "maxq";  ///< maxq: y = max(r, g*Q'); sum: y = r + g*Q' (standard DQN)
@@ -48,7 +49,8 @@ struct AgentConfig {
   double gamma = 0.95;
 
   // --- network
-  std::string encoder = "features";  ///< features, or tokens (features + transformer over IR tokens)
+  std::string encoder =
+      "features";  ///< features, or tokens (features + transformer over IR tokens)
   /// How Q is read out for each action: "flat", one output per action index (a linear head
   /// that learns each index by itself); "factored", one small network scoring every legal action
   /// from the state, its kind and parameter and the feature rows of the scope and buffers it
@@ -56,8 +58,8 @@ struct AgentConfig {
   /// with the same features (README, Agents).
   std::string head = "factored";
   int hidden = 256;
-  int layers = 2;        ///< hidden layers of the feature encoder
-  int token_len = 256;   ///< IR tokens read by the token encoder (truncated)
+  int layers = 2;       ///< hidden layers of the feature encoder
+  int token_len = 256;  ///< IR tokens read by the token encoder (truncated)
   int token_dim = 64;
   int token_heads = 4;
   int token_layers = 1;
@@ -66,42 +68,45 @@ struct AgentConfig {
   double lr = 5e-4;
   int batch_size = 64;
   int buffer_size = 50000;
-  int learning_starts = 1000;   ///< transitions collected before the first update
+  int learning_starts = 1000;      ///< transitions collected before the first update
   double updates_per_step = 0.25;  ///< gradient updates per env transition
-  int target_update = 500;      ///< hard sync of the target net every N updates (when tau == 0)
-  double tau = 0;               ///< Polyak factor per update; > 0 replaces hard syncs
+  int target_update = 500;         ///< hard sync of the target net every N updates (when tau == 0)
+  double tau = 0;                  ///< Polyak factor per update; > 0 replaces hard syncs
   double grad_clip = 10;
   double huber_delta = 1;
-  bool prioritized = false;     ///< prioritised replay (proportional, sum tree)
+  bool prioritized = false;  ///< prioritised replay (proportional, sum tree)
   double per_alpha = 0.6;
-  double per_beta = 0.4;        ///< importance weight exponent, annealed to 1 over the run
+  double per_beta = 0.4;  ///< importance weight exponent, annealed to 1 over the run
 
   // --- exploration, by fraction of the budget spent
   double eps_start = 0.9;       ///< phase 1: epsilon-greedy, decaying ...
   double eps_phase1_end = 0.3;  ///< ... to this
   double phase1_end = 0.3;      ///< end of phase 1
-  double temp_start = 1.0;      ///< phase 2: Boltzmann over Q, temperature decaying geometrically ...
-  double temp_end = 0.05;       ///< ... to this
-  double phase2_end = 0.8;      ///< end of phase 2; phase 3: epsilon-greedy with eps_final
+  double temp_start = 1.0;  ///< phase 2: Boltzmann over Q, temperature decaying geometrically ...
+  double temp_end = 0.05;   ///< ... to this
+  double phase2_end = 0.8;  ///< end of phase 2; phase 3: epsilon-greedy with eps_final
   double eps_final = 0.01;
 
   // --- learning from demonstrations (DQfD; agents/demonstrations.h, docs/agents.md)
   /// Generated kernels of demo_families the teacher (the micro-kernel sketch and the optimiser's
   /// proposals) demonstrates on, besides the training kernels; 0 = no demonstrations at all.
   int demos = 0;
-  std::string demo_families = "matmul,softmax,elementwise,attention";  ///< never the held-out conv2d, layernorm
-  int demo_buffer = 100000;    ///< demonstration transitions kept (apart from the replay)
-  double demo_ratio = 0.25;    ///< share of each batch drawn from the demonstrations
-  double demo_margin = 0.8;    ///< DQfD's margin: the teacher's action must lead every other by this
-  double demo_weight = 1.0;    ///< weight of the large-margin loss beside the TD loss
-  int demo_pretrain = 2000;    ///< updates on demonstrations alone before the agent acts
+  std::string demo_families =
+      "matmul,softmax,elementwise,attention";  ///< never the held-out conv2d, layernorm
+  int demo_buffer = 100000;  ///< demonstration transitions kept (apart from the replay)
+  double demo_ratio = 0.25;  ///< share of each batch drawn from the demonstrations
+  double demo_margin = 0.8;  ///< DQfD's margin: the teacher's action must lead every other by this
+  double demo_weight = 1.0;  ///< weight of the large-margin loss beside the TD loss
+  int demo_pretrain = 2000;  ///< updates on demonstrations alone before the agent acts
 
   // --- curriculum
   bool curriculum = true;
-  int curriculum_start = 4;         ///< kernels in the first stage (simplest first)
-  int curriculum_step = 4;          ///< kernels added per promotion
-  double promote_speedup = 1.5;     ///< promote once the active kernels' geomean best speed-up meets this
-  double curriculum_fraction = 0.5; ///< budget share of the staged part; the rest fine-tunes on all
+  int curriculum_start = 4;  ///< kernels in the first stage (simplest first)
+  int curriculum_step = 4;   ///< kernels added per promotion
+  double promote_speedup =
+      1.5;  ///< promote once the active kernels' geomean best speed-up meets this
+  double curriculum_fraction =
+      0.5;  ///< budget share of the staged part; the rest fine-tunes on all
 
   // --- evaluation inside evaluate_agent
   double eval_epsilon = 0.1;  ///< exploration of restarts after the first, purely greedy episode

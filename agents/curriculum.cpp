@@ -28,12 +28,14 @@ ir::Result<std::vector<std::string>> resolve_kernels(const std::string& spec) {
       if (!known.count(f)) {
         std::string all;
         for (const auto& k : known) all += (all.empty() ? "" : ", ") + k;
-        return std::vector<ir::Diagnostic>{{{"kernels", 0, 0}, "unknown kernel family '" + f + "'; expected one of " + all}};
+        return std::vector<ir::Diagnostic>{
+            {{"kernels", 0, 0}, "unknown kernel family '" + f + "'; expected one of " + all}};
       }
       families.push_back(f);
     }
     auto out = env::family_kernels(families, std::string(prefix) == "family:");
-    if (out.empty()) return std::vector<ir::Diagnostic>{{{"kernels", 0, 0}, "no kernels in '" + spec + "'"}};
+    if (out.empty())
+      return std::vector<ir::Diagnostic>{{{"kernels", 0, 0}, "no kernels in '" + spec + "'"}};
     return out;
   }
   std::vector<std::string> out;
@@ -47,7 +49,10 @@ ir::Result<std::vector<std::string>> resolve_kernels(const std::string& spec) {
     out.push_back(item);
   }
   if (out.empty())
-    return std::vector<ir::Diagnostic>{{{"kernels", 0, 0}, "no kernels in '" + spec + "' (train, test, all, family:F,.., except:F,.. or a comma list)"}};
+    return std::vector<ir::Diagnostic>{
+        {{"kernels", 0, 0},
+         "no kernels in '" + spec +
+             "' (train, test, all, family:F,.., except:F,.. or a comma list)"}};
   return out;
 }
 
@@ -111,7 +116,8 @@ bool Curriculum::update(double progress, const std::map<std::string, double>& be
   }
   // Early exploration meets a modest threshold by chance within seconds; a stage lasts at least a
   // quarter of its share so the network sees its kernels before more arrive.
-  bool threshold_met = all_seen && std::exp(log_sum / active_) >= promote_ && progress >= stage_started_ + share / 4;
+  bool threshold_met =
+      all_seen && std::exp(log_sum / active_) >= promote_ && progress >= stage_started_ + share / 4;
   if (!budget_spent && !threshold_met) return false;
   ++stage_;
   stage_started_ = progress;

@@ -1,13 +1,13 @@
 #include "agents/demonstrations.h"
 
+#include <tbb/parallel_for.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <mutex>
 #include <optional>
 #include <sstream>
-
-#include <tbb/parallel_for.h>
 
 #include "agents/train.h"
 #include "gym/dataset.h"
@@ -23,7 +23,8 @@ constexpr int kDemoEpisodeSteps = 1024;
 
 }  // namespace
 
-std::vector<std::string> demonstration_kernels(const AgentConfig& config, const std::vector<std::string>& training) {
+std::vector<std::string> demonstration_kernels(const AgentConfig& config,
+                                               const std::vector<std::string>& training) {
   std::vector<std::string> out = training;
   std::vector<std::string> families;
   std::stringstream ss(config.demo_families);
@@ -32,13 +33,14 @@ std::vector<std::string> demonstration_kernels(const AgentConfig& config, const 
   if (families.empty()) return out;
   for (int i = 0; i < config.demos; ++i) {
     const std::string& fam = families[static_cast<size_t>(i) % families.size()];
-    out.push_back("perfdojo://gen/" + fam + "?seed=" + std::to_string(10000 + i / static_cast<int>(families.size())));
+    out.push_back("perfdojo://gen/" + fam +
+                  "?seed=" + std::to_string(10000 + i / static_cast<int>(families.size())));
   }
   return out;
 }
 
-std::optional<Demonstration> demonstrate(const AgentConfig& config, const std::string& kernel, std::string* error,
-                                         int* unreachable) {
+std::optional<Demonstration> demonstrate(const AgentConfig& config, const std::string& kernel,
+                                         std::string* error, int* unreachable) {
   env::EnvConfig ec = env_config_for(config, kernel, config.seed);
   ec.max_episode_steps = kDemoEpisodeSteps;
   auto made = env::Env::make(ec);

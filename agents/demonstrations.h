@@ -28,25 +28,27 @@ struct Demonstration {
 
 /// What demonstrate() did.
 struct DemoSummary {
-  int kernels = 0;        ///< kernels tried
-  int demonstrated = 0;   ///< with a trace that gains at least 1% on the backend
+  int kernels = 0;       ///< kernels tried
+  int demonstrated = 0;  ///< with a trace that gains at least 1% on the backend
   int transitions = 0;
-  int unreachable = 0;    ///< traces cut where the flat space could not address a step (a bug: tested)
+  int unreachable =
+      0;  ///< traces cut where the flat space could not address a step (a bug: tested)
   double seconds = 0;
   double geomean_speedup = 1;  ///< over the demonstrated kernels
-  std::string first_error;     ///< a kernel that could not be loaded or reset, with why ("" if none)
+  std::string first_error;  ///< a kernel that could not be loaded or reset, with why ("" if none)
 };
 
 /// The kernels demonstrations are drawn from: the training kernels (config.kernels) and
 /// config.demos generated instances of config.demo_families, seeds from 10000 on (the
 /// evaluation's generator seeds are below 1000).
-std::vector<std::string> demonstration_kernels(const AgentConfig& config, const std::vector<std::string>& training);
+std::vector<std::string> demonstration_kernels(const AgentConfig& config,
+                                               const std::vector<std::string>& training);
 
 /// The teacher's demonstration on one kernel, or nullopt when no expert trace gains 1% there
 /// (or, with `error` set, when the kernel could not be loaded or reset).
 /// `unreachable` counts expert traces the env could not take step by step (none: tested).
-std::optional<Demonstration> demonstrate(const AgentConfig& config, const std::string& kernel, std::string* error,
-                                         int* unreachable);
+std::optional<Demonstration> demonstrate(const AgentConfig& config, const std::string& kernel,
+                                         std::string* error, int* unreachable);
 
 /// Demonstrations on every kernel, on `threads` oneTBB workers, stored in the learner in kernel
 /// order (so a run is reproducible); `progress(fraction)` is called as kernels finish.

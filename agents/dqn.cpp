@@ -21,14 +21,16 @@ Exploration exploration_at(const AgentConfig& c, double progress) {
   return e;
 }
 
-int select_action(const float* q, const std::vector<uint8_t>& mask, const Exploration& e, std::mt19937_64& rng) {
+int select_action(const float* q, const std::vector<uint8_t>& mask, const Exploration& e,
+                  std::mt19937_64& rng) {
   std::vector<int> legal;
   for (size_t i = 0; i < mask.size(); ++i)
     if (mask[i]) legal.push_back(static_cast<int>(i));
   if (legal.empty()) return -1;
   std::uniform_real_distribution<double> u(0.0, 1.0);
   if (!e.boltzmann) {
-    if (u(rng) < e.epsilon) return legal[std::uniform_int_distribution<size_t>(0, legal.size() - 1)(rng)];
+    if (u(rng) < e.epsilon)
+      return legal[std::uniform_int_distribution<size_t>(0, legal.size() - 1)(rng)];
     int best = legal[0];
     for (int a : legal)
       if (q[a] > q[best]) best = a;
@@ -56,8 +58,9 @@ int select_action(const float* q, const std::vector<uint8_t>& mask, const Explor
   return legal.back();
 }
 
-torch::Tensor td_targets(const torch::Tensor& rewards, const torch::Tensor& terminated, const torch::Tensor& q_next,
-                         const torch::Tensor& has_legal, double gamma, bool maxq) {
+torch::Tensor td_targets(const torch::Tensor& rewards, const torch::Tensor& terminated,
+                         const torch::Tensor& q_next, const torch::Tensor& has_legal, double gamma,
+                         bool maxq) {
   // Bootstrap unless the episode terminated (a truncated one still bootstraps) or s' offers no
   // legal action at all.
   torch::Tensor bootstrap = (1.0 - terminated) * has_legal;
@@ -75,14 +78,16 @@ void stack_observations(const std::vector<const AgentObs*>& obs, int token_len, 
   for (int64_t i = 0; i < n; ++i) {
     std::copy_n(obs[i]->features.data(), f, features.data_ptr<float>() + i * f);
     bool* m = mask.data_ptr<bool>() + i * action_count;
-    for (int a = 0; a < action_count && a < static_cast<int>(obs[i]->mask.size()); ++a) m[a] = obs[i]->mask[a];
+    for (int a = 0; a < action_count && a < static_cast<int>(obs[i]->mask.size()); ++a)
+      m[a] = obs[i]->mask[a];
   }
   tokens = torch::Tensor();
   if (token_len > 0) {
     tokens = torch::zeros({n, token_len}, torch::kInt64);
     for (int64_t i = 0; i < n; ++i) {
       int64_t* t = tokens.data_ptr<int64_t>() + i * token_len;
-      for (int k = 0; k < token_len && k < static_cast<int>(obs[i]->tokens.size()); ++k) t[k] = obs[i]->tokens[k];
+      for (int k = 0; k < token_len && k < static_cast<int>(obs[i]->tokens.size()); ++k)
+        t[k] = obs[i]->tokens[k];
     }
   }
 }
@@ -93,8 +98,9 @@ DqnLearner::DqnLearner(const AgentConfig& config, const NetworkShape& shape)
       online_(config, shape),
       target_(config, shape),
       optimizer_(online_->parameters(), torch::optim::AdamOptions(config.lr)),
-      replay_(config.buffer_size, shape.feature_size, config.encoder == "tokens" ? config.token_len : 0,
-              shape.action_count, config.prioritized, config.per_alpha),
+      replay_(config.buffer_size, shape.feature_size,
+              config.encoder == "tokens" ? config.token_len : 0, shape.action_count,
+              config.prioritized, config.per_alpha),
       rng_(config.seed * 0x9e3779b97f4a7c15ULL + 17) {
   hard_update(target_, online_);
   target_->eval();
@@ -135,7 +141,8 @@ int DqnLearner::replay_size() const {
 namespace {
 
 // The transition s --action--> next, pointing into the observations.
-Transition transition(const AgentObs& s, int action, double reward, const AgentObs& next, bool terminated) {
+Transition transition(const AgentObs& s, int action, double reward, const AgentObs& next,
+                      bool terminated) {
   Transition t;
   t.obs = &s.features;
   t.tokens = s.tokens.empty() ? nullptr : &s.tokens;
@@ -151,7 +158,8 @@ Transition transition(const AgentObs& s, int action, double reward, const AgentO
 
 }  // namespace
 
-void DqnLearner::remember(const AgentObs& s, int action, double reward, const AgentObs& next, bool terminated) {
+void DqnLearner::remember(const AgentObs& s, int action, double reward, const AgentObs& next,
+                          bool terminated) {
   const Transition t = transition(s, action, reward, next, terminated);
   std::lock_guard lock(replay_mu_);
   replay_.add(t);
@@ -162,8 +170,8 @@ void DqnLearner::remember_demo(const AgentObs& s, int action, double reward, con
   std::lock_guard lock(replay_mu_);
   if (!demos_)
     demos_ = std::make_unique<ReplayBuffer>(config_.demo_buffer, shape_.feature_size,
-                                            config_.encoder == "tokens" ? config_.token_len : 0, shape_.action_count,
-                                            false, 0.0);
+                                            config_.encoder == "tokens" ? config_.token_len : 0,
+                                            shape_.action_count, false, 0.0);
   demos_->add(t);
 }
 
@@ -206,8 +214,8 @@ UpdateStats DqnLearner::update(double beta, bool demos_only) {
     if (demos_ && demos_->size() > 0 && (config_.demo_ratio > 0 || demos_only)) {
       nd = demos_only || replay_.size() == 0
                ? config_.batch_size
-               : std::clamp(static_cast<int>(std::lround(config_.batch_size * config_.demo_ratio)), 1,
-                            config_.batch_size);
+               : std::clamp(static_cast<int>(std::lround(config_.batch_size * config_.demo_ratio)),
+                            1, config_.batch_size);
       nr = config_.batch_size - nd;
     }
     if (nr > 0) b = replay_.sample(nr, beta, rng_);
@@ -219,11 +227,13 @@ UpdateStats DqnLearner::update(double beta, bool demos_only) {
   {
     torch::NoGradGuard no_grad;
     // Double DQN: the online net picks a' among legal actions, the target net scores it.
-    torch::Tensor a_next = masked_argmax(online_->forward(b.next_obs, b.next_tokens, b.next_mask), b.next_mask);
-    torch::Tensor q_next =
-        target_->forward(b.next_obs, b.next_tokens, b.next_mask).gather(1, a_next.unsqueeze(1)).squeeze(1);
-    y = td_targets(b.rewards, b.terminated, q_next, b.next_mask.any(1).to(torch::kFloat32), config_.gamma,
-                   config_.target == "maxq");
+    torch::Tensor a_next =
+        masked_argmax(online_->forward(b.next_obs, b.next_tokens, b.next_mask), b.next_mask);
+    torch::Tensor q_next = target_->forward(b.next_obs, b.next_tokens, b.next_mask)
+                               .gather(1, a_next.unsqueeze(1))
+                               .squeeze(1);
+    y = td_targets(b.rewards, b.terminated, q_next, b.next_mask.any(1).to(torch::kFloat32),
+                   config_.gamma, config_.target == "maxq");
   }
   torch::Tensor td = q - y;
   torch::Tensor abs = td.abs();
@@ -236,8 +246,10 @@ UpdateStats DqnLearner::update(double beta, bool demos_only) {
   if (nd > 0) {
     // DQfD's large-margin loss on the demonstration rows (the batch's last nd).
     const int64_t n = nr + nd;
-    torch::Tensor qd = q_all.slice(0, nr, n), md = b.mask.slice(0, nr, n), ad = b.actions.slice(0, nr, n);
-    torch::Tensor margins = torch::full_like(qd, config_.demo_margin).scatter_(1, ad.unsqueeze(1), 0.0);
+    torch::Tensor qd = q_all.slice(0, nr, n), md = b.mask.slice(0, nr, n),
+                  ad = b.actions.slice(0, nr, n);
+    torch::Tensor margins =
+        torch::full_like(qd, config_.demo_margin).scatter_(1, ad.unsqueeze(1), 0.0);
     torch::Tensor top = (qd + margins).masked_fill(md.logical_not(), -1e30).amax(1);
     torch::Tensor margin_loss = (top - q.slice(0, nr, n)).mean();
     loss = loss + config_.demo_weight * margin_loss;
@@ -250,8 +262,10 @@ UpdateStats DqnLearner::update(double beta, bool demos_only) {
   torch::nn::utils::clip_grad_norm_(online_->parameters(), config_.grad_clip);
   optimizer_.step();
   ++updates_;
-  if (config_.tau > 0) soft_update(target_, online_, config_.tau);
-  else if (updates_ % config_.target_update == 0) hard_update(target_, online_);
+  if (config_.tau > 0)
+    soft_update(target_, online_, config_.tau);
+  else if (updates_ % config_.target_update == 0)
+    hard_update(target_, online_);
   if (replay_.prioritized() && nr > 0) {
     torch::Tensor td_cpu = td.detach().slice(0, 0, nr).contiguous();
     std::vector<float> errors(td_cpu.data_ptr<float>(), td_cpu.data_ptr<float>() + td_cpu.numel());
@@ -281,7 +295,8 @@ std::string DqnLearner::optimizer_bytes() {
   const auto& group = optimizer_.param_groups().at(0);
   const auto& params = group.params();
   a.write("params", torch::tensor(static_cast<int64_t>(params.size()), torch::kInt64));
-  a.write("lr", torch::tensor(static_cast<const torch::optim::AdamOptions&>(group.options()).lr(), torch::kFloat64));
+  a.write("lr", torch::tensor(static_cast<const torch::optim::AdamOptions&>(group.options()).lr(),
+                              torch::kFloat64));
   const auto& state = optimizer_.state();
   for (size_t i = 0; i < params.size(); ++i) {
     const auto it = state.find(c10::guts::to_string(params[i].unsafeGetTensorImpl()));
@@ -319,8 +334,8 @@ std::string DqnLearner::load_optimizer_bytes(const std::string& bytes) {
     const auto& params = group.params();
     torch::Tensor t;
     if (!a.try_read("params", t) || t.item<int64_t>() != static_cast<int64_t>(params.size()))
-      return "cannot read the optimiser state: it is not for this network's " + std::to_string(params.size()) +
-             " parameters";
+      return "cannot read the optimiser state: it is not for this network's " +
+             std::to_string(params.size()) + " parameters";
     // Read everything first: a refused archive leaves the learner's state as it was.
     std::vector<std::pair<std::string, std::unique_ptr<torch::optim::AdamParamState>>> read;
     for (size_t i = 0; i < params.size(); ++i) {
@@ -329,7 +344,8 @@ std::string DqnLearner::load_optimizer_bytes(const std::string& bytes) {
       if (!a.try_read(k + "step", step)) continue;  // never stepped
       if (!a.try_read(k + "exp_avg", m) || !a.try_read(k + "exp_avg_sq", v) ||
           !m.sizes().equals(params[i].sizes()) || !v.sizes().equals(params[i].sizes()))
-        return "cannot read the optimiser state: parameter " + std::to_string(i) + "'s moments are missing or misshapen";
+        return "cannot read the optimiser state: parameter " + std::to_string(i) +
+               "'s moments are missing or misshapen";
       auto s = std::make_unique<torch::optim::AdamParamState>();
       s->step(step.item<int64_t>());
       s->exp_avg(m);
@@ -337,7 +353,8 @@ std::string DqnLearner::load_optimizer_bytes(const std::string& bytes) {
       if (a.try_read(k + "max_exp_avg_sq", vmax)) s->max_exp_avg_sq(vmax);
       read.emplace_back(c10::guts::to_string(params[i].unsafeGetTensorImpl()), std::move(s));
     }
-    if (a.try_read("lr", t)) static_cast<torch::optim::AdamOptions&>(group.options()).lr(t.item<double>());
+    if (a.try_read("lr", t))
+      static_cast<torch::optim::AdamOptions&>(group.options()).lr(t.item<double>());
     auto& state = optimizer_.state();
     state.clear();
     for (auto& [key, s] : read) state[key] = std::move(s);

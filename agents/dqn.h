@@ -2,6 +2,8 @@
 // exploration schedule and action selection. The rollout loop that drives it is train.h.
 #pragma once
 
+#include <torch/torch.h>
+
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -9,8 +11,6 @@
 #include <random>
 #include <string>
 #include <vector>
-
-#include <torch/torch.h>
 
 #include "agents/config.h"
 #include "agents/q_network.h"
@@ -42,15 +42,17 @@ Exploration exploration_at(const AgentConfig& c, double progress);
 /// the temperature is relative to how far apart the choices are, so its schedule means the same
 /// whether Q sits near 0.3 or near 30 (an absolute temperature of 1 over Q values 0.3 apart was
 /// nearly uniform). Equal Q values give a uniform pick.
-int select_action(const float* q, const std::vector<uint8_t>& mask, const Exploration& e, std::mt19937_64& rng);
+int select_action(const float* q, const std::vector<uint8_t>& mask, const Exploration& e,
+                  std::mt19937_64& rng);
 
 /// Bellman targets from rewards [B], terminal flags [B] (1 = terminated), the target net's value
 /// of the online net's choice in s' [B] and whether s' has a legal action [B] (1 = yes).
 ///   maxq: y = r                         at terminal s', else max(r, gamma * q_next)
 ///   sum:  y = r + gamma * q_next        (no bootstrap at terminal s')
 /// Truncated transitions are not terminal: they bootstrap.
-torch::Tensor td_targets(const torch::Tensor& rewards, const torch::Tensor& terminated, const torch::Tensor& q_next,
-                         const torch::Tensor& has_legal, double gamma, bool maxq);
+torch::Tensor td_targets(const torch::Tensor& rewards, const torch::Tensor& terminated,
+                         const torch::Tensor& q_next, const torch::Tensor& has_legal, double gamma,
+                         bool maxq);
 
 /// Loss statistics of one update.
 struct UpdateStats {
@@ -75,7 +77,8 @@ class DqnLearner {
   void make_actor_copy();
   void publish_to_actors();
   /// Stores a transition.
-  void remember(const AgentObs& s, int action, double reward, const AgentObs& next, bool terminated);
+  void remember(const AgentObs& s, int action, double reward, const AgentObs& next,
+                bool terminated);
   /// Stores a demonstration transition (agents/demonstrations.h) in the demonstration buffer,
   /// which is never overwritten by the agent's own transitions (oldest demonstrations go first
   /// past demo_buffer). Never terminal: the teacher's trace ends where the episode may go on.
@@ -122,10 +125,10 @@ class DqnLearner {
   std::unique_ptr<ReplayBuffer> demos_;  ///< made at the first remember_demo
   std::mt19937_64 rng_;
   std::atomic<int64_t> updates_ = 0;
-  QNetwork actor_{nullptr};          ///< the actors' copy (decoupled learning only)
-  mutable std::mutex replay_mu_;     ///< replay_ and its priorities
-  std::recursive_mutex net_mu_;      ///< online_, target_, optimizer_, rng_ (snapshot nests)
-  std::mutex actor_mu_;              ///< actor_
+  QNetwork actor_{nullptr};       ///< the actors' copy (decoupled learning only)
+  mutable std::mutex replay_mu_;  ///< replay_ and its priorities
+  std::recursive_mutex net_mu_;   ///< online_, target_, optimizer_, rng_ (snapshot nests)
+  std::mutex actor_mu_;           ///< actor_
 };
 
 /// Stacks observations into the network's input tensors.

@@ -1,12 +1,11 @@
 #include "agents/evaluate.h"
 
-#include <map>
-#include <set>
-
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <queue>
 #include <random>
+#include <set>
 
 #include "agents/train.h"
 #include "gym/observation.h"
@@ -23,9 +22,10 @@ ir::Result<std::shared_ptr<Policy>> Policy::load(const std::string& path) {
   };
   if (auto e = validate(c.config); !e.empty()) return fail("checkpoint config: " + e);
   if (c.feature_size != env::kFeatureSize)
-    return fail("the checkpoint's network reads " + std::to_string(c.feature_size) + " features, this build's env gives " +
-                std::to_string(env::kFeatureSize));
-  if (c.action_count < 1 || c.action_count > 1000000) return fail("implausible action count in the checkpoint");
+    return fail("the checkpoint's network reads " + std::to_string(c.feature_size) +
+                " features, this build's env gives " + std::to_string(env::kFeatureSize));
+  if (c.action_count < 1 || c.action_count > 1000000)
+    return fail("implausible action count in the checkpoint");
   if (c.config.head == "factored")
     if (auto l = flat_action_layout(c.action_count, c.config.sketch_actions); !l.ok())
       return fail("the checkpoint's header does not fit its network: " + l.errors()[0].message);
@@ -66,8 +66,8 @@ SearchResult refused(const std::string& error, size_t budgets) {
 
 }  // namespace
 
-std::vector<int> q_order(Policy& policy, const env::Observation& obs, const std::vector<uint8_t>& mask,
-                         double kind_penalty) {
+std::vector<int> q_order(Policy& policy, const env::Observation& obs,
+                         const std::vector<uint8_t>& mask, double kind_penalty) {
   AgentObs o = to_agent_obs(obs, mask, policy.config());
   std::vector<float> q = policy.q_values(o);
   std::vector<int> actions;
@@ -77,10 +77,12 @@ std::vector<int> q_order(Policy& policy, const env::Observation& obs, const std:
   if (kind_penalty <= 0 || actions.size() < 3) return actions;
   // Each next action: the highest Q in standard deviations of Q over the legal actions, less
   // kind_penalty for every action of its kind placed before it (sketch actions are one kind).
-  static const transforms::FlatActionSpace space(transforms::FlatSpaceConfig{}, transforms::Target{});
+  static const transforms::FlatActionSpace space(transforms::FlatSpaceConfig{},
+                                                 transforms::Target{});
   std::vector<int> kind(actions.size());
   for (size_t i = 0; i < actions.size(); ++i)
-    kind[i] = actions[i] < space.size() ? static_cast<int>(space.parts(actions[i]).kind) : transforms::kNumKinds;
+    kind[i] = actions[i] < space.size() ? static_cast<int>(space.parts(actions[i]).kind)
+                                        : transforms::kNumKinds;
   double mean = 0, var = 0;
   for (int a : actions) mean += q[a];
   mean /= static_cast<double>(actions.size());
@@ -107,7 +109,8 @@ std::vector<int> q_order(Policy& policy, const env::Observation& obs, const std:
 namespace {
 
 // The env `config` names, checked against the policy's network; nullptr and `error` when not.
-std::unique_ptr<env::Env> policy_env(Policy& policy, const env::EnvConfig& config, std::string* error) {
+std::unique_ptr<env::Env> policy_env(Policy& policy, const env::EnvConfig& config,
+                                     std::string* error) {
   auto made = env::Env::make(config);
   if (!made.ok()) {
     *error = made.error_text();
@@ -123,8 +126,8 @@ std::unique_ptr<env::Env> policy_env(Policy& policy, const env::EnvConfig& confi
 
 }  // namespace
 
-SearchResult agent_search(Policy& policy, const env::EnvConfig& config, const std::vector<int>& budgets,
-                          uint64_t seed, double epsilon) {
+SearchResult agent_search(Policy& policy, const env::EnvConfig& config,
+                          const std::vector<int>& budgets, uint64_t seed, double epsilon) {
   EvalBudget budget(budgets);
   auto fail = [&](const std::string& m) { return refused(m, budgets.size()); };
   std::string error;
@@ -155,7 +158,8 @@ SearchResult agent_search(Policy& policy, const env::EnvConfig& config, const st
   return budget.finish();
 }
 
-SearchResult agent_policy(Policy& policy, const env::EnvConfig& config, const std::vector<int>& budgets) {
+SearchResult agent_policy(Policy& policy, const env::EnvConfig& config,
+                          const std::vector<int>& budgets) {
   EvalBudget budget(budgets);
   auto fail = [&](const std::string& m) { return refused(m, budgets.size()); };
   std::string error;
@@ -175,7 +179,8 @@ SearchResult agent_policy(Policy& policy, const env::EnvConfig& config, const st
     std::set<int>& before = taken[ir::structural_hash(e->program())];
     int a = -1;
     for (size_t i = 0; i < o.mask.size(); ++i)
-      if (o.mask[i] && !before.count(static_cast<int>(i)) && (a < 0 || q[i] > q[static_cast<size_t>(a)]))
+      if (o.mask[i] && !before.count(static_cast<int>(i)) &&
+          (a < 0 || q[i] > q[static_cast<size_t>(a)]))
         a = static_cast<int>(i);
     if (a < 0) break;
     before.insert(a);
@@ -192,7 +197,8 @@ std::string resolve_checkpoint(const std::string& name) {
   return name;
 }
 
-SearchResult agent_best_first(Policy& policy, const env::EnvConfig& config, const std::vector<int>& budgets) {
+SearchResult agent_best_first(Policy& policy, const env::EnvConfig& config,
+                              const std::vector<int>& budgets) {
   EvalBudget budget(budgets);
   auto fail = [&](const std::string& m) { return refused(m, budgets.size()); };
   std::string error;
@@ -209,13 +215,15 @@ SearchResult agent_best_first(Policy& policy, const env::EnvConfig& config, cons
     double priority;
     int node, action;
     int64_t order;  // FIFO among equal priorities: reproducible
-    bool operator<(const Entry& o) const { return priority != o.priority ? priority < o.priority : order > o.order; }
+    bool operator<(const Entry& o) const {
+      return priority != o.priority ? priority < o.priority : order > o.order;
+    }
   };
   std::vector<std::unique_ptr<env::Env>> nodes;
   std::priority_queue<Entry> queue;
   int64_t order = 0;
-  auto push_actions = [&](std::unique_ptr<env::Env> e, const env::Observation& o, const std::vector<uint8_t>& mask,
-                          double time_s) {
+  auto push_actions = [&](std::unique_ptr<env::Env> e, const env::Observation& o,
+                          const std::vector<uint8_t>& mask, double time_s) {
     AgentObs a = to_agent_obs(o, mask, ac);
     std::vector<float> q = policy.q_values(a);
     const double base = maxq ? 0.0 : std::log(t0 / time_s);
@@ -236,9 +244,8 @@ SearchResult agent_best_first(Policy& policy, const env::EnvConfig& config, cons
   return budget.finish();
 }
 
-
-SearchResult agent_greedy(Policy& policy, const env::EnvConfig& config, const std::vector<int>& budgets,
-                          double tolerance, double kind_penalty) {
+SearchResult agent_greedy(Policy& policy, const env::EnvConfig& config,
+                          const std::vector<int>& budgets, double tolerance, double kind_penalty) {
   if (auto e = refusal(policy, config); !e.empty()) return refused(e, budgets.size());
   auto order = [&](const env::Env&, const env::Observation& obs, const std::vector<uint8_t>& mask) {
     return q_order(policy, obs, mask, kind_penalty);
@@ -246,8 +253,8 @@ SearchResult agent_greedy(Policy& policy, const env::EnvConfig& config, const st
   return eager_greedy_search(config, budgets, order, tolerance);
 }
 
-SearchResult agent_probe(Policy& policy, const env::EnvConfig& config, const std::vector<int>& budgets,
-                         double tolerance, double kind_penalty) {
+SearchResult agent_probe(Policy& policy, const env::EnvConfig& config,
+                         const std::vector<int>& budgets, double tolerance, double kind_penalty) {
   if (auto e = refusal(policy, config); !e.empty()) return refused(e, budgets.size());
   auto order = [&](const env::Env&, const env::Observation& obs, const std::vector<uint8_t>& mask) {
     return q_order(policy, obs, mask, kind_penalty);

@@ -59,8 +59,8 @@ class Policy {
 
 /// The legal actions (stop excluded) in the order the policy would try them: by Q, spread over
 /// the kinds of move by `kind_penalty` (see agent_greedy at the top of this file; 0 = by Q).
-std::vector<int> q_order(Policy& policy, const env::Observation& obs, const std::vector<uint8_t>& mask,
-                         double kind_penalty);
+std::vector<int> q_order(Policy& policy, const env::Observation& obs,
+                         const std::vector<uint8_t>& mask, double kind_penalty);
 
 /// The shipped checkpoint `name` stands for: "default" is agents/checkpoints/default.ckpt of the
 /// source tree (docs/agents.md says how it was trained and how to train it again); any other
@@ -71,22 +71,26 @@ std::string resolve_checkpoint(const std::string& name);
 /// search, no sketch, no proposals) of the env's max_episode_steps moves; the best program along
 /// it counts (Max-Q learns the peak of a trajectory), each step one evaluation. At a program met
 /// again the moves already taken from it are left out, so the episode never loops.
-SearchResult agent_policy(Policy& policy, const env::EnvConfig& config, const std::vector<int>& budgets);
+SearchResult agent_policy(Policy& policy, const env::EnvConfig& config,
+                          const std::vector<int>& budgets);
 
 /// The policy's search on the kernel `config` names, with the evaluation budget.
-SearchResult agent_search(Policy& policy, const env::EnvConfig& config, const std::vector<int>& budgets,
-                          uint64_t seed, double epsilon);
+SearchResult agent_search(Policy& policy, const env::EnvConfig& config,
+                          const std::vector<int>& budgets, uint64_t seed, double epsilon);
 
 /// Q-guided best-first search (see the top of this file).
-SearchResult agent_best_first(Policy& policy, const env::EnvConfig& config, const std::vector<int>& budgets);
+SearchResult agent_best_first(Policy& policy, const env::EnvConfig& config,
+                              const std::vector<int>& budgets);
 
 /// Eager greedy search in the order of Q (see the top of this file).
-SearchResult agent_greedy(Policy& policy, const env::EnvConfig& config, const std::vector<int>& budgets,
-                          double tolerance = kEagerTolerance, double kind_penalty = kKindPenalty);
+SearchResult agent_greedy(Policy& policy, const env::EnvConfig& config,
+                          const std::vector<int>& budgets, double tolerance = kEagerTolerance,
+                          double kind_penalty = kKindPenalty);
 
 /// Eager greedy search in the order of Q, each child probed by the policy (see the top of this
 /// file).
-SearchResult agent_probe(Policy& policy, const env::EnvConfig& config, const std::vector<int>& budgets,
-                         double tolerance = kEagerTolerance, double kind_penalty = kKindPenalty);
+SearchResult agent_probe(Policy& policy, const env::EnvConfig& config,
+                         const std::vector<int>& budgets, double tolerance = kEagerTolerance,
+                         double kind_penalty = kKindPenalty);
 
 }  // namespace perfdojo::agents

@@ -30,47 +30,56 @@ using namespace perfdojo::agents;
 namespace {
 
 void usage(std::FILE* f) {
-  std::fprintf(f,
-               "usage: evaluate_agent [--checkpoint CKPT] [--kernels test] [--budgets 10,100,1000] [--seeds 3]\n"
-               "                      [--baselines] [--no-agent] [--beam-width 4] [--epsilon E] [--backend NAME]\n"
-               "                      [--kind-penalty K] [--methods LIST] [--out DIR] [--json] [--no-progress]\n"
-               "\n"
-               "Runs the checkpoint's policy on held-out kernels five ways: 'policy' is the policy alone, one\n"
-               "greedy episode of the checkpoint's max_episode_steps moves (no search, sketch or proposals;\n"
-               "its best program counts); 'agent' is Q-guided best-first\n"
-               "search (the (program, action) pair with the highest masked Q is timed next, so greedy\n"
-               "argmax comes first everywhere); 'agent-rollout' runs a greedy episode, then restarts with\n"
-               "epsilon exploration while budget remains; 'agent-greedy' is eager greedy search whose\n"
-               "children are timed in the order of Q spread over the kinds of move (each evaluation times\n"
-               "the next child of the fastest program found so far; see --kind-penalty); 'agent-probe'\n"
-               "is agent-greedy whose every child is first probed:\n"
-               "the move and then the policy's greedy moves to the end of the episode, untimed, with one\n"
-               "evaluation where they end, before the move alone is timed. One evaluation = one step\n"
-               "that times a program this search has not timed before. --baselines adds random search,\n"
-               "greedy best-first, beam search and 'eager' (eager greedy search in random order: what the\n"
-               "Q order is worth) under the same accounting. Speed-ups are averaged over seeds; on a\n"
-               "deterministic backend the searches that draw nothing at random run once per kernel.\n"
-               "\n"
-               "  --checkpoint CKPT  default runs/default/agent.ckpt; 'default' is the shipped agent\n"
-               "  --kernels SPEC     test (default), train, all, or comma-separated names/URIs\n"
-               "  --budgets LIST     ascending evaluation budgets (default 10,100,1000)\n"
-               "  --seeds N          runs per stochastic method and kernel (default 3)\n"
-               "  --methods LIST     only these of the methods chosen (e.g. agent-greedy,greedy)\n"
-               "  --no-progress      no progress bar (drawn only when stderr is a terminal)\n"
-               "  --epsilon E        exploration of the agent's restarts (default: the checkpoint's eval_epsilon)\n"
-               "  --kind-penalty K   agent-greedy, agent-probe: each move of a kind already in the order\n"
-               "                     lowers the next one's score by K standard deviations of Q (default 1;\n"
-               "                     0 = the plain order of Q)\n"
-               "  --backend NAME     backend to evaluate on (default: the checkpoint's, else cost_model)\n"
-               "  --out DIR          where eval.csv, eval.json and eval.png go (default: the checkpoint's folder)\n"
-               "  --json             print the table as JSON on stdout\n"
-               "\n"
-               "evaluate_agent --checkpoint CKPT --propose FILE [--budget N] [--policy-only] [--json]\n"
-               "  The policy's proposals for one kernel (a .pdj file or URI), as `perfdojo optimize --agent`\n"
-               "  reads them: the best trace of each of the four searches, each\n"
-               "  after N cost-model evaluations (default 2000; agent-probe N/50, each of its evaluations\n"
-               "  walking the policy to the end of an episode), with the speed-up the model gives it.\n"
-               "  --policy-only: only the policy's one greedy episode ('policy' above).\n");
+  std::fprintf(
+      f,
+      "usage: evaluate_agent [--checkpoint CKPT] [--kernels test] [--budgets 10,100,1000] [--seeds "
+      "3]\n"
+      "                      [--baselines] [--no-agent] [--beam-width 4] [--epsilon E] [--backend "
+      "NAME]\n"
+      "                      [--kind-penalty K] [--methods LIST] [--out DIR] [--json] "
+      "[--no-progress]\n"
+      "\n"
+      "Runs the checkpoint's policy on held-out kernels five ways: 'policy' is the policy alone, "
+      "one\n"
+      "greedy episode of the checkpoint's max_episode_steps moves (no search, sketch or "
+      "proposals;\n"
+      "its best program counts); 'agent' is Q-guided best-first\n"
+      "search (the (program, action) pair with the highest masked Q is timed next, so greedy\n"
+      "argmax comes first everywhere); 'agent-rollout' runs a greedy episode, then restarts with\n"
+      "epsilon exploration while budget remains; 'agent-greedy' is eager greedy search whose\n"
+      "children are timed in the order of Q spread over the kinds of move (each evaluation times\n"
+      "the next child of the fastest program found so far; see --kind-penalty); 'agent-probe'\n"
+      "is agent-greedy whose every child is first probed:\n"
+      "the move and then the policy's greedy moves to the end of the episode, untimed, with one\n"
+      "evaluation where they end, before the move alone is timed. One evaluation = one step\n"
+      "that times a program this search has not timed before. --baselines adds random search,\n"
+      "greedy best-first, beam search and 'eager' (eager greedy search in random order: what the\n"
+      "Q order is worth) under the same accounting. Speed-ups are averaged over seeds; on a\n"
+      "deterministic backend the searches that draw nothing at random run once per kernel.\n"
+      "\n"
+      "  --checkpoint CKPT  default runs/default/agent.ckpt; 'default' is the shipped agent\n"
+      "  --kernels SPEC     test (default), train, all, or comma-separated names/URIs\n"
+      "  --budgets LIST     ascending evaluation budgets (default 10,100,1000)\n"
+      "  --seeds N          runs per stochastic method and kernel (default 3)\n"
+      "  --methods LIST     only these of the methods chosen (e.g. agent-greedy,greedy)\n"
+      "  --no-progress      no progress bar (drawn only when stderr is a terminal)\n"
+      "  --epsilon E        exploration of the agent's restarts (default: the checkpoint's "
+      "eval_epsilon)\n"
+      "  --kind-penalty K   agent-greedy, agent-probe: each move of a kind already in the order\n"
+      "                     lowers the next one's score by K standard deviations of Q (default 1;\n"
+      "                     0 = the plain order of Q)\n"
+      "  --backend NAME     backend to evaluate on (default: the checkpoint's, else cost_model)\n"
+      "  --out DIR          where eval.csv, eval.json and eval.png go (default: the checkpoint's "
+      "folder)\n"
+      "  --json             print the table as JSON on stdout\n"
+      "\n"
+      "evaluate_agent --checkpoint CKPT --propose FILE [--budget N] [--policy-only] [--json]\n"
+      "  The policy's proposals for one kernel (a .pdj file or URI), as `perfdojo optimize "
+      "--agent`\n"
+      "  reads them: the best trace of each of the four searches, each\n"
+      "  after N cost-model evaluations (default 2000; agent-probe N/50, each of its evaluations\n"
+      "  walking the policy to the end of an episode), with the speed-up the model gives it.\n"
+      "  --policy-only: only the policy's one greedy episode ('policy' above).\n");
 }
 
 struct Job {
@@ -86,17 +95,21 @@ bool print_proposals(Policy& policy, const AgentConfig& base, const std::string&
   util::JsonArray proposals;
   std::string text, error;
   const std::vector<std::string> methods =
-      policy_only ? std::vector<std::string>{"policy"}
-                  : std::vector<std::string>{"agent", "agent-rollout", "agent-greedy", "agent-probe"};
+      policy_only
+          ? std::vector<std::string>{"policy"}
+          : std::vector<std::string>{"agent", "agent-rollout", "agent-greedy", "agent-probe"};
   for (const std::string& method : methods) {
-    SearchResult r = method == "policy"         ? agent_policy(policy, ec, {ec.max_episode_steps})
-                     : method == "agent"        ? agent_best_first(policy, ec, {budget})
-                     : method == "agent-greedy" ? agent_greedy(policy, ec, {budget}, kEagerTolerance, kind_penalty)
-                     // Each probe walks the policy to the episode's end (about 25 forward passes
-                     // per evaluation), and its lead is in its first evaluations: a fiftieth of
-                     // the budget adds a fifth to the others' time.
-                     : method == "agent-probe"  ? agent_probe(policy, ec, {std::max(1, budget / 50)}, kEagerTolerance, kind_penalty)
-                                                : agent_search(policy, ec, {budget}, 1000, base.eval_epsilon);
+    SearchResult r =
+        method == "policy"  ? agent_policy(policy, ec, {ec.max_episode_steps})
+        : method == "agent" ? agent_best_first(policy, ec, {budget})
+        : method == "agent-greedy"
+            ? agent_greedy(policy, ec, {budget}, kEagerTolerance, kind_penalty)
+        // Each probe walks the policy to the episode's end (about 25 forward passes
+        // per evaluation), and its lead is in its first evaluations: a fiftieth of
+        // the budget adds a fifth to the others' time.
+        : method == "agent-probe"
+            ? agent_probe(policy, ec, {std::max(1, budget / 50)}, kEagerTolerance, kind_penalty)
+            : agent_search(policy, ec, {budget}, 1000, base.eval_epsilon);
     if (!r.error.empty()) {
       error = r.error;
       break;
@@ -110,8 +123,8 @@ bool print_proposals(Policy& policy, const AgentConfig& base, const std::string&
                       .raw("trace", trace.str())
                       .str());
     char line[128];
-    std::snprintf(line, sizeof line, "%s: x%.2f after %d evaluations (%s)\n", method.c_str(), r.best_speedup,
-                  r.evaluations, ec.backend.c_str());
+    std::snprintf(line, sizeof line, "%s: x%.2f after %d evaluations (%s)\n", method.c_str(),
+                  r.best_speedup, r.evaluations, ec.backend.c_str());
     text += line;
     for (const auto& a : r.best_trace) text += "  " + a + "\n";
   }
@@ -139,7 +152,8 @@ std::string plot_eval(const std::string& eval_json, const std::string& png) {
   if (!std::filesystem::exists(script)) return "no " + script;
   util::ProcessOptions o;
   o.timeout_s = 120;
-  util::ProcessResult r = util::run_process({"python3", script, "--eval", eval_json, "--out", png}, o);
+  util::ProcessResult r =
+      util::run_process({"python3", script, "--eval", eval_json, "--out", png}, o);
   if (!r.ok()) {
     std::string why = r.output.substr(r.output.size() > 300 ? r.output.size() - 300 : 0);
     while (!why.empty() && why.back() == '\n') why.pop_back();
@@ -151,10 +165,12 @@ std::string plot_eval(const std::string& eval_json, const std::string& png) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // LibTorch's matrix products run on OpenBLAS: at its generic core they took half the learner's time.
+  // LibTorch's matrix products run on OpenBLAS: at its generic core they took half the learner's
+  // time.
   util::choose_openblas_core(argv, "evaluate_agent", /*quiet=*/true);
   std::vector<std::string> args(argv + 1, argv + argc);
-  std::string checkpoint = "runs/default/agent.ckpt", kernels_spec = "test", backend, out_dir, propose, only;
+  std::string checkpoint = "runs/default/agent.ckpt", kernels_spec = "test", backend, out_dir,
+              propose, only;
   int propose_budget = 2000;
   std::vector<int> budgets = {10, 100, 1000};
   int seeds = 3, beam_width = 4;
@@ -173,27 +189,45 @@ int main(int argc, char** argv) {
       a = a.substr(0, eq);
       args.insert(args.begin() + static_cast<long>(i) + 1, v);
     }
-    auto value = [&]() -> std::string { return i + 1 < args.size() ? args[++i] : std::string("\x01"); };
+    auto value = [&]() -> std::string {
+      return i + 1 < args.size() ? args[++i] : std::string("\x01");
+    };
     try {
       if (a == "-h" || a == "--help") {
         usage(stdout);
         return 0;
-      } else if (a == "--json") json = true;
-      else if (a == "--baselines") baselines = true;
-      else if (a == "--no-agent") no_agent = true;
-      else if (a == "--methods") only = value();
-      else if (a == "--no-progress") progress = false;
-      else if (a == "--checkpoint") checkpoint = value(), checkpoint_given = true;
-      else if (a == "--kernels") kernels_spec = value();
-      else if (a == "--backend") backend = value();
-      else if (a == "--out") out_dir = value();
-      else if (a == "--seeds") seeds = std::stoi(value());
-      else if (a == "--beam-width") beam_width = std::stoi(value());
-      else if (a == "--propose") propose = value();
-      else if (a == "--budget") propose_budget = std::stoi(value());
-      else if (a == "--policy-only") policy_only = true;
-      else if (a == "--epsilon") epsilon = std::stod(value());
-      else if (a == "--kind-penalty") kind_penalty = std::stod(value());
+      } else if (a == "--json")
+        json = true;
+      else if (a == "--baselines")
+        baselines = true;
+      else if (a == "--no-agent")
+        no_agent = true;
+      else if (a == "--methods")
+        only = value();
+      else if (a == "--no-progress")
+        progress = false;
+      else if (a == "--checkpoint")
+        checkpoint = value(), checkpoint_given = true;
+      else if (a == "--kernels")
+        kernels_spec = value();
+      else if (a == "--backend")
+        backend = value();
+      else if (a == "--out")
+        out_dir = value();
+      else if (a == "--seeds")
+        seeds = std::stoi(value());
+      else if (a == "--beam-width")
+        beam_width = std::stoi(value());
+      else if (a == "--propose")
+        propose = value();
+      else if (a == "--budget")
+        propose_budget = std::stoi(value());
+      else if (a == "--policy-only")
+        policy_only = true;
+      else if (a == "--epsilon")
+        epsilon = std::stod(value());
+      else if (a == "--kind-penalty")
+        kind_penalty = std::stod(value());
       else if (a == "--budgets") {
         budgets.clear();
         std::stringstream ss(value());
@@ -209,7 +243,8 @@ int main(int argc, char** argv) {
   if (budgets.empty() || !std::is_sorted(budgets.begin(), budgets.end()) || budgets.front() < 1)
     return fail("--budgets must be ascending positive integers");
   if (seeds < 1 || beam_width < 1) return fail("--seeds and --beam-width must be >= 1");
-  if (!(kind_penalty >= 0 && kind_penalty <= 100)) return fail("--kind-penalty must be in [0, 100]");
+  if (!(kind_penalty >= 0 && kind_penalty <= 100))
+    return fail("--kind-penalty must be in [0, 100]");
 
   // The policy (unless --no-agent, or --baselines with no checkpoint at the default path).
   std::shared_ptr<Policy> policy;
@@ -221,24 +256,30 @@ int main(int argc, char** argv) {
     policy = p.value();
     base = policy->config();
   } else if (!no_agent) {
-    std::fprintf(stderr, "evaluate_agent: no checkpoint at %s; running the baselines only\n", checkpoint.c_str());
+    std::fprintf(stderr, "evaluate_agent: no checkpoint at %s; running the baselines only\n",
+                 checkpoint.c_str());
   }
   if (!policy && !baselines) return fail("nothing to evaluate (--no-agent without --baselines)");
   if (!backend.empty()) base.backend = backend;
   if (!propose.empty()) {
     if (!policy) return fail("--propose needs a checkpoint");
     if (propose_budget < 1) return fail("--budget must be >= 1");
-    return print_proposals(*policy, base, propose, propose_budget, kind_penalty, json, policy_only) ? 0 : 1;
+    return print_proposals(*policy, base, propose, propose_budget, kind_penalty, json, policy_only)
+               ? 0
+               : 1;
   }
   if (epsilon < 0) epsilon = base.eval_epsilon;
   if (out_dir.empty())
-    out_dir = policy ? std::filesystem::path(checkpoint).parent_path().string() : std::string("runs/eval");
+    out_dir = policy ? std::filesystem::path(checkpoint).parent_path().string()
+                     : std::string("runs/eval");
   if (out_dir.empty()) out_dir = ".";
   auto uris = resolve_kernels(kernels_spec);
   if (!uris.ok()) return fail(uris.error_text());
 
   std::vector<std::string> methods;
-  if (policy) methods.insert(methods.end(), {"policy", "agent", "agent-rollout", "agent-greedy", "agent-probe"});
+  if (policy)
+    methods.insert(methods.end(),
+                   {"policy", "agent", "agent-rollout", "agent-greedy", "agent-probe"});
   if (baselines) methods.insert(methods.end(), {"random", "greedy", "beam", "eager"});
   if (!only.empty()) {
     // --methods: a subset of those the other flags chose, in the usual order.
@@ -247,7 +288,8 @@ int main(int argc, char** argv) {
     for (std::string m; std::getline(ss, m, ',');) {
       if (std::find(methods.begin(), methods.end(), m) == methods.end())
         return fail("--methods: '" + m + "' is not among the methods run here (" +
-                    (policy ? std::string("agent methods need a checkpoint; ") : std::string("no checkpoint; ")) +
+                    (policy ? std::string("agent methods need a checkpoint; ")
+                            : std::string("no checkpoint; ")) +
                     "baselines need --baselines)");
       wanted.insert(m);
     }
@@ -266,13 +308,16 @@ int main(int argc, char** argv) {
   for (const auto& k : uris.value())
     for (const auto& m : methods)
       for (int s = 0; s < seeds; ++s) {
-        copies_of.push_back(s > 0 && deterministic && draws_nothing(m) ? jobs.size() - s : jobs.size());
+        copies_of.push_back(s > 0 && deterministic && draws_nothing(m) ? jobs.size() - s
+                                                                       : jobs.size());
         jobs.push_back({k, m, static_cast<uint64_t>(1000 + s), {}});
       }
   std::vector<size_t> run;
   for (size_t i = 0; i < jobs.size(); ++i)
     if (copies_of[i] == i) run.push_back(i);
-  std::fprintf(stderr, "evaluate_agent: %zu kernels x %zu methods x %d seeds (%zu searches), budgets up to %d evaluations\n",
+  std::fprintf(stderr,
+               "evaluate_agent: %zu kernels x %zu methods x %d seeds (%zu searches), budgets up to "
+               "%d evaluations\n",
                uris.value().size(), methods.size(), seeds, run.size(), budgets.back());
   ProgressBar bar(progress);
   std::mutex bar_mutex;
@@ -281,27 +326,39 @@ int main(int argc, char** argv) {
   tbb::parallel_for(size_t{0}, run.size(), [&](size_t r) {
     Job& j = jobs[run[r]];
     env::EnvConfig ec = env_config_for(base, j.kernel, 0);
-    if (j.method == "policy") j.result = agent_policy(*policy, ec, budgets);
-    else if (j.method == "agent") j.result = agent_best_first(*policy, ec, budgets);
-    else if (j.method == "agent-rollout") j.result = agent_search(*policy, ec, budgets, j.seed, epsilon);
-    else if (j.method == "agent-greedy") j.result = agent_greedy(*policy, ec, budgets, kEagerTolerance, kind_penalty);
-    else if (j.method == "agent-probe") j.result = agent_probe(*policy, ec, budgets, kEagerTolerance, kind_penalty);
-    else if (j.method == "eager") j.result = eager_random_search(ec, budgets, j.seed);
-    else if (j.method == "random") j.result = random_search(ec, budgets, j.seed);
-    else if (j.method == "greedy") j.result = greedy_search(ec, budgets, j.seed);
-    else j.result = beam_search(ec, budgets, j.seed, beam_width);
+    if (j.method == "policy")
+      j.result = agent_policy(*policy, ec, budgets);
+    else if (j.method == "agent")
+      j.result = agent_best_first(*policy, ec, budgets);
+    else if (j.method == "agent-rollout")
+      j.result = agent_search(*policy, ec, budgets, j.seed, epsilon);
+    else if (j.method == "agent-greedy")
+      j.result = agent_greedy(*policy, ec, budgets, kEagerTolerance, kind_penalty);
+    else if (j.method == "agent-probe")
+      j.result = agent_probe(*policy, ec, budgets, kEagerTolerance, kind_penalty);
+    else if (j.method == "eager")
+      j.result = eager_random_search(ec, budgets, j.seed);
+    else if (j.method == "random")
+      j.result = random_search(ec, budgets, j.seed);
+    else if (j.method == "greedy")
+      j.result = greedy_search(ec, budgets, j.seed);
+    else
+      j.result = beam_search(ec, budgets, j.seed, beam_width);
     std::lock_guard<std::mutex> lock(bar_mutex);
     ++finished;
-    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    const double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     bar.update(static_cast<double>(finished) / run.size(), elapsed,
                std::to_string(finished) + "/" + std::to_string(run.size()) + " searches, " +
-                   std::to_string(static_cast<int>(finished / std::max(elapsed, 1e-9) * 60)) + "/min");
+                   std::to_string(static_cast<int>(finished / std::max(elapsed, 1e-9) * 60)) +
+                   "/min");
   });
   bar.clear();
   for (size_t i = 0; i < jobs.size(); ++i)
     if (copies_of[i] != i) jobs[i].result = jobs[copies_of[i]].result;
   for (const auto& j : jobs)
-    if (!j.result.error.empty()) return fail(short_name(j.kernel) + " (" + j.method + "): " + j.result.error);
+    if (!j.result.error.empty())
+      return fail(short_name(j.kernel) + " (" + j.method + "): " + j.result.error);
 
   // mean[kernel][method][budget index] over seeds; geomean over kernels per method and budget.
   std::map<std::string, std::map<std::string, std::vector<double>>> mean;
@@ -314,7 +371,8 @@ int main(int argc, char** argv) {
   for (const auto& m : methods) {
     std::vector<double> g(budgets.size(), 0.0);
     for (const auto& k : uris.value())
-      for (size_t b = 0; b < budgets.size(); ++b) g[b] += std::log(mean[k][m][b]) / uris.value().size();
+      for (size_t b = 0; b < budgets.size(); ++b)
+        g[b] += std::log(mean[k][m][b]) / uris.value().size();
     for (auto& x : g) x = std::exp(x);
     geomean[m] = g;
   }
@@ -335,7 +393,10 @@ int main(int argc, char** argv) {
     for (const auto& m : methods)
       for (size_t b = 0; b < budgets.size(); ++b) {
         util::JsonObject o;
-        o.add("kernel", short_name(k)).add("method", m).add("budget", budgets[b]).add("speedup", mean[k][m][b]);
+        o.add("kernel", short_name(k))
+            .add("method", m)
+            .add("budget", budgets[b])
+            .add("speedup", mean[k][m][b]);
         rows.raw(o.str());
       }
   util::JsonObject g;
@@ -354,7 +415,8 @@ int main(int argc, char** argv) {
     std::ofstream f(out_dir + "/eval.json");
     f << doc.str() << "\n";
   }
-  const std::string png = out_dir + "/eval.png", plot_error = plot_eval(out_dir + "/eval.json", png);
+  const std::string png = out_dir + "/eval.png",
+                    plot_error = plot_eval(out_dir + "/eval.json", png);
   if (json) {
     doc.add("plot", plot_error.empty() ? png : "");
     if (!plot_error.empty()) doc.add("plot_error", plot_error);
@@ -362,7 +424,8 @@ int main(int argc, char** argv) {
     return 0;
   }
   for (size_t b = 0; b < budgets.size(); ++b) {
-    std::printf("\nbest speed-up after %d evaluations (mean of %d seeds)\n%-18s", budgets[b], seeds, "kernel");
+    std::printf("\nbest speed-up after %d evaluations (mean of %d seeds)\n%-18s", budgets[b], seeds,
+                "kernel");
     for (const auto& m : methods) std::printf(" %9s", m.c_str());
     std::printf("\n");
     for (const auto& k : uris.value()) {
@@ -375,7 +438,8 @@ int main(int argc, char** argv) {
     std::printf("\n");
   }
   // The summary: geomean best speed-up over the kernels, methods x budgets.
-  std::printf("\ngeomean best speed-up over %zu kernels (mean of %d seeds)\n%-16s", uris.value().size(), seeds, "method");
+  std::printf("\ngeomean best speed-up over %zu kernels (mean of %d seeds)\n%-16s",
+              uris.value().size(), seeds, "method");
   for (int b : budgets) std::printf(" %9s", ("budget " + std::to_string(b)).c_str());
   std::printf("\n");
   for (const auto& m : methods) {
@@ -384,7 +448,9 @@ int main(int argc, char** argv) {
     std::printf("\n");
   }
   std::printf("\ntable: %s/eval.csv, %s/eval.json\n", out_dir.c_str(), out_dir.c_str());
-  if (plot_error.empty()) std::printf("plot: %s\n", png.c_str());
-  else std::printf("plot: none (%s)\n", plot_error.c_str());
+  if (plot_error.empty())
+    std::printf("plot: %s\n", png.c_str());
+  else
+    std::printf("plot: none (%s)\n", plot_error.c_str());
   return 0;
 }

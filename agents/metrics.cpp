@@ -28,7 +28,8 @@ MetricsWriter::~MetricsWriter() {
   if (jsonl_) std::fclose(jsonl_);
 }
 
-void MetricsWriter::write(int64_t step, double wall_s, const std::vector<std::pair<std::string, double>>& scalars,
+void MetricsWriter::write(int64_t step, double wall_s,
+                          const std::vector<std::pair<std::string, double>>& scalars,
                           const std::string& kernel) {
   if (!csv_) return;
   util::JsonObject o;
@@ -51,8 +52,10 @@ std::string format_duration(double s) {
   if (!std::isfinite(s) || s < 0) s = 0;
   long t = std::lround(s);
   char b[32];
-  if (t >= 3600) std::snprintf(b, sizeof b, "%ld:%02ld:%02ld", t / 3600, (t / 60) % 60, t % 60);
-  else std::snprintf(b, sizeof b, "%ld:%02ld", t / 60, t % 60);
+  if (t >= 3600)
+    std::snprintf(b, sizeof b, "%ld:%02ld:%02ld", t / 3600, (t / 60) % 60, t % 60);
+  else
+    std::snprintf(b, sizeof b, "%ld:%02ld", t / 60, t % 60);
   return b;
 }
 
@@ -67,8 +70,9 @@ void ProgressBar::update(double fraction, double elapsed_s, const std::string& s
   std::string bar(filled, '#');
   bar += std::string(kWidth - filled, '-');
   double eta = fraction > 1e-6 ? elapsed_s * (1 - fraction) / fraction : 0;
-  std::fprintf(stderr, "\r\033[K[%s] %3d%% %s eta %s | %s", bar.c_str(), static_cast<int>(fraction * 100),
-               format_duration(elapsed_s).c_str(), format_duration(eta).c_str(), status.c_str());
+  std::fprintf(stderr, "\r\033[K[%s] %3d%% %s eta %s | %s", bar.c_str(),
+               static_cast<int>(fraction * 100), format_duration(elapsed_s).c_str(),
+               format_duration(eta).c_str(), status.c_str());
   std::fflush(stderr);
   drawn_ = true;
 }

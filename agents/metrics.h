@@ -19,7 +19,8 @@ class MetricsWriter {
   std::string open(const std::string& out_dir, bool append);
   ~MetricsWriter();
   /// Writes one group of scalars at `step`; `kernel` tags per-kernel records ("" for none).
-  void write(int64_t step, double wall_s, const std::vector<std::pair<std::string, double>>& scalars,
+  void write(int64_t step, double wall_s,
+             const std::vector<std::pair<std::string, double>>& scalars,
              const std::string& kernel = "");
   void flush();
 

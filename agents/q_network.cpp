@@ -14,7 +14,9 @@ namespace {
 
 // Feature values span orders of magnitude (counts, log2 sizes); symlog keeps them in a range an
 // MLP trains on without a running normaliser, which would be one more piece of checkpoint state.
-torch::Tensor symlog(const torch::Tensor& x) { return torch::sign(x) * torch::log1p(torch::abs(x)); }
+torch::Tensor symlog(const torch::Tensor& x) {
+  return torch::sign(x) * torch::log1p(torch::abs(x));
+}
 
 torch::nn::Sequential mlp(int in, int hidden, int layers) {
   torch::nn::Sequential s;
@@ -26,7 +28,9 @@ torch::nn::Sequential mlp(int in, int hidden, int layers) {
 }
 
 torch::Tensor to_tensor(const std::vector<int64_t>& v) {
-  return torch::from_blob(const_cast<int64_t*>(v.data()), {static_cast<int64_t>(v.size())}, torch::kLong).clone();
+  return torch::from_blob(const_cast<int64_t*>(v.data()), {static_cast<int64_t>(v.size())},
+                          torch::kLong)
+      .clone();
 }
 
 }  // namespace
@@ -35,12 +39,14 @@ ir::Result<ActionLayout> flat_action_layout(int action_count, int sketch_actions
   const transforms::FlatSpaceConfig fc;
   const transforms::FlatActionSpace space(fc, transforms::Target{});
   if (space.size() + sketch_actions + 1 != action_count)
-    return std::vector<ir::Diagnostic>{{{}, "the factored head reads the flat action space, " +
-                                                std::to_string(sketch_actions) + " sketch actions and stop (" +
-                                                std::to_string(space.size() + sketch_actions + 1) +
-                                                " actions); this one has " + std::to_string(action_count)}};
+    return std::vector<ir::Diagnostic>{
+        {{},
+         "the factored head reads the flat action space, " + std::to_string(sketch_actions) +
+             " sketch actions and stop (" + std::to_string(space.size() + sketch_actions + 1) +
+             " actions); this one has " + std::to_string(action_count)}};
   if (fc.max_scopes != env::kFeatureScopes || fc.max_buffers != env::kFeatureBuffers)
-    return std::vector<ir::Diagnostic>{{{}, "the flat space's slots and the features' rows differ"}};
+    return std::vector<ir::Diagnostic>{
+        {{}, "the flat space's slots and the features' rows differ"}};
   ActionLayout l;
   l.scopes = fc.max_scopes;
   l.nodes = fc.max_nodes;
@@ -75,27 +81,35 @@ ir::Result<ActionLayout> flat_action_layout(int action_count, int sketch_actions
 QNetworkImpl::QNetworkImpl(const AgentConfig& c, const NetworkShape& shape) {
   uses_tokens_ = c.encoder == "tokens";
   token_len_ = uses_tokens_ ? c.token_len : 0;
-  feature_encoder_ = register_module("feature_encoder", mlp(shape.feature_size, c.hidden, c.layers));
+  feature_encoder_ =
+      register_module("feature_encoder", mlp(shape.feature_size, c.hidden, c.layers));
   int trunk = c.hidden;
   if (uses_tokens_) {
     // Stands in for the brief's LLM embedding of the IR: a small transformer over the canonical
     // text's tokens, mean-pooled over non-padding positions.
-    token_embedding_ = register_module("token_embedding", torch::nn::Embedding(shape.token_vocab, c.token_dim));
-    position_embedding_ = register_module("position_embedding", torch::nn::Embedding(c.token_len, c.token_dim));
+    token_embedding_ =
+        register_module("token_embedding", torch::nn::Embedding(shape.token_vocab, c.token_dim));
+    position_embedding_ =
+        register_module("position_embedding", torch::nn::Embedding(c.token_len, c.token_dim));
     auto layer = torch::nn::TransformerEncoderLayer(
-        torch::nn::TransformerEncoderLayerOptions(c.token_dim, c.token_heads).dim_feedforward(2 * c.token_dim).dropout(0.0));
-    token_encoder_ = register_module("token_encoder",
-                                     torch::nn::TransformerEncoder(torch::nn::TransformerEncoderOptions(layer, c.token_layers)));
+        torch::nn::TransformerEncoderLayerOptions(c.token_dim, c.token_heads)
+            .dim_feedforward(2 * c.token_dim)
+            .dropout(0.0));
+    token_encoder_ = register_module(
+        "token_encoder",
+        torch::nn::TransformerEncoder(torch::nn::TransformerEncoderOptions(layer, c.token_layers)));
     token_proj_ = register_module("token_proj", torch::nn::Linear(c.token_dim, c.hidden));
     trunk += c.hidden;
   }
-  value_head_ = register_module("value_head", torch::nn::Sequential(torch::nn::Linear(trunk, c.hidden), torch::nn::ReLU(),
-                                                                    torch::nn::Linear(c.hidden, 1)));
+  value_head_ = register_module(
+      "value_head", torch::nn::Sequential(torch::nn::Linear(trunk, c.hidden), torch::nn::ReLU(),
+                                          torch::nn::Linear(c.hidden, 1)));
   factored_ = c.head == "factored";
   if (!factored_) {
-    advantage_head_ = register_module(
-        "advantage_head", torch::nn::Sequential(torch::nn::Linear(trunk, c.hidden), torch::nn::ReLU(),
-                                                torch::nn::Linear(c.hidden, shape.action_count)));
+    advantage_head_ =
+        register_module("advantage_head",
+                        torch::nn::Sequential(torch::nn::Linear(trunk, c.hidden), torch::nn::ReLU(),
+                                              torch::nn::Linear(c.hidden, shape.action_count)));
     return;
   }
   auto layout = flat_action_layout(shape.action_count, c.sketch_actions);
@@ -107,14 +121,18 @@ QNetworkImpl::QNetworkImpl(const AgentConfig& c, const NetworkShape& shape) {
   buffer_ = to_tensor(layout_.buffer);
   buffer2_ = to_tensor(layout_.buffer2);
   const int w = std::max(32, c.hidden / 4);  // scored once per legal action: kept narrow
-  const int inputs = env::kScopeFeatures + 2 * env::kBufferFeatures + layout_.kind_params + layout_.nodes + 1;
-  state_proj_ = register_module("factored_state", torch::nn::Linear(torch::nn::LinearOptions(trunk, w).bias(false)));
+  const int inputs =
+      env::kScopeFeatures + 2 * env::kBufferFeatures + layout_.kind_params + layout_.nodes + 1;
+  state_proj_ = register_module("factored_state",
+                                torch::nn::Linear(torch::nn::LinearOptions(trunk, w).bias(false)));
   action_proj_ = register_module("factored_action", torch::nn::Linear(inputs, w));
-  score_ = register_module("factored_score", torch::nn::Sequential(torch::nn::Linear(w, w), torch::nn::ReLU(),
-                                                                   torch::nn::Linear(w, 1)));
+  score_ = register_module(
+      "factored_score",
+      torch::nn::Sequential(torch::nn::Linear(w, w), torch::nn::ReLU(), torch::nn::Linear(w, 1)));
 }
 
-torch::Tensor QNetworkImpl::factored_advantage(const torch::Tensor& h, const torch::Tensor& x, const torch::Tensor& mask) {
+torch::Tensor QNetworkImpl::factored_advantage(const torch::Tensor& h, const torch::Tensor& x,
+                                               const torch::Tensor& mask) {
   const int64_t b = x.size(0), a = mask.size(1), ns = layout_.scopes, nb = layout_.buffers;
   const int64_t w = state_proj_->weight.size(0);
   // The first layer over [trunk, scope row, buffer row, buffer2 row, kind-and-parameter one-hot,
@@ -124,22 +142,25 @@ torch::Tensor QNetworkImpl::factored_advantage(const torch::Tensor& h, const tor
   // instead of building each pair's input vector.
   const torch::Tensor& weight = action_proj_->weight;  // [w, inputs], columns in the order above
   const int64_t sf = env::kScopeFeatures, bf = env::kBufferFeatures;
-  auto slots = [&](int64_t offset, int64_t count, int64_t width) {  // with a zero row after the last
+  auto slots = [&](int64_t offset, int64_t count,
+                   int64_t width) {  // with a zero row after the last
     torch::Tensor r = x.narrow(1, offset, count * width).reshape({b, count, width});
     return torch::cat({r, torch::zeros({b, 1, width}, r.options())}, 1).reshape({-1, width});
   };
   const int64_t buffers_at = env::kGlobalFeatures + env::kFeatureScopes * sf;
   torch::Tensor scopes = slots(env::kGlobalFeatures, ns, sf), buffers = slots(buffers_at, nb, bf);
-  torch::Tensor kind_rows = weight.narrow(1, sf + 2 * bf, layout_.kind_params).t();          // [kp, w]
-  torch::Tensor node_rows = weight.narrow(1, sf + 2 * bf + layout_.kind_params, layout_.nodes + 1).t();
-  torch::Tensor per_action = kind_rows.index_select(0, kind_param_) + node_rows.index_select(0, node_) +
-                             action_proj_->bias;  // [a, w]
-  torch::Tensor table = torch::cat({torch::mm(scopes, weight.narrow(1, 0, sf).t()),        // b*(ns+1)
-                                    torch::mm(buffers, weight.narrow(1, sf, bf).t()),      // b*(nb+1)
-                                    torch::mm(buffers, weight.narrow(1, sf + bf, bf).t()), // b*(nb+1)
-                                    per_action,                                            // a
-                                    state_proj_->forward(h)},                              // b
-                                   0);
+  torch::Tensor kind_rows = weight.narrow(1, sf + 2 * bf, layout_.kind_params).t();  // [kp, w]
+  torch::Tensor node_rows =
+      weight.narrow(1, sf + 2 * bf + layout_.kind_params, layout_.nodes + 1).t();
+  torch::Tensor per_action = kind_rows.index_select(0, kind_param_) +
+                             node_rows.index_select(0, node_) + action_proj_->bias;  // [a, w]
+  torch::Tensor table =
+      torch::cat({torch::mm(scopes, weight.narrow(1, 0, sf).t()),         // b*(ns+1)
+                  torch::mm(buffers, weight.narrow(1, sf, bf).t()),       // b*(nb+1)
+                  torch::mm(buffers, weight.narrow(1, sf + bf, bf).t()),  // b*(nb+1)
+                  per_action,                                             // a
+                  state_proj_->forward(h)},                               // b
+                 0);
   torch::Tensor pairs, rows;  // per legal pair: row * a + action; the five table rows it sums
   {
     torch::NoGradGuard indices_only;
@@ -160,7 +181,8 @@ torch::Tensor QNetworkImpl::factored_advantage(const torch::Tensor& h, const tor
   return torch::zeros({b * a}, score.options()).index_copy(0, pairs, score).view({b, a});
 }
 
-torch::Tensor QNetworkImpl::forward(const torch::Tensor& features, const torch::Tensor& tokens, const torch::Tensor& mask) {
+torch::Tensor QNetworkImpl::forward(const torch::Tensor& features, const torch::Tensor& tokens,
+                                    const torch::Tensor& mask) {
   torch::Tensor x = symlog(features);
   torch::Tensor h = feature_encoder_->forward(x);
   if (uses_tokens_) {
@@ -175,8 +197,9 @@ torch::Tensor QNetworkImpl::forward(const torch::Tensor& features, const torch::
     torch::Tensor pooled = (x * keep).sum(1) / keep.sum(1).clamp_min(1.0);
     h = torch::cat({h, torch::relu(token_proj_->forward(pooled))}, 1);
   }
-  torch::Tensor v = value_head_->forward(h);      // [B, 1]
-  torch::Tensor a = factored_ ? factored_advantage(h, x, mask) : advantage_head_->forward(h);  // [B, A]
+  torch::Tensor v = value_head_->forward(h);  // [B, 1]
+  torch::Tensor a =
+      factored_ ? factored_advantage(h, x, mask) : advantage_head_->forward(h);  // [B, A]
   // Mean over legal actions only: illegal advantages are never trained, so they must not move V.
   torch::Tensor m = mask.to(a.dtype());
   torch::Tensor mean = (a * m).sum(1, true) / m.sum(1, true).clamp_min(1.0);
@@ -227,8 +250,8 @@ std::string load_network_bytes(QNetwork& net, const std::string& bytes) {
     auto check = [&](const std::string& key, const torch::Tensor& t) -> std::string {
       const auto got = t.sizes().vec();
       if (got == want[key]) return "";
-      return "the model's weights do not match the checkpoint's header: " + key + " is " + shape(got) +
-             ", the header's network needs " + shape(want[key]);
+      return "the model's weights do not match the checkpoint's header: " + key + " is " +
+             shape(got) + ", the header's network needs " + shape(want[key]);
     };
     for (const auto& p : net->named_parameters(true))
       if (auto e = check(p.key(), p.value()); !e.empty()) return e;
@@ -252,7 +275,8 @@ void hard_update(QNetwork& to, const QNetwork& from) {
 void soft_update(QNetwork& to, const QNetwork& from, double tau) {
   torch::NoGradGuard no_grad;
   auto dst = to->named_parameters(true);
-  for (const auto& p : from->named_parameters(true)) dst[p.key()].mul_(1.0 - tau).add_(p.value(), tau);
+  for (const auto& p : from->named_parameters(true))
+    dst[p.key()].mul_(1.0 - tau).add_(p.value(), tau);
 }
 
 }  // namespace perfdojo::agents

@@ -18,7 +18,7 @@ namespace perfdojo::agents {
 /// and no slots.
 struct ActionLayout {
   std::vector<int64_t> kind_param, scope, node, buffer, buffer2;
-  int kind_params = 0;  ///< distinct kind-and-parameter ids, stop included
+  int kind_params = 0;                     ///< distinct kind-and-parameter ids, stop included
   int scopes = 0, nodes = 0, buffers = 0;  ///< slot counts of the flat space
 };
 
@@ -45,7 +45,8 @@ class QNetworkImpl : public torch::nn::Module {
   /// Q-values [B, A]. `features` [B, F] float, `tokens` [B, L] int64 (undefined unless the token
   /// encoder is on), `mask` [B, A] bool (true = legal). Illegal entries are unspecified: use
   /// masked_q / masked_argmax before comparing actions.
-  torch::Tensor forward(const torch::Tensor& features, const torch::Tensor& tokens, const torch::Tensor& mask);
+  torch::Tensor forward(const torch::Tensor& features, const torch::Tensor& tokens,
+                        const torch::Tensor& mask);
 
   /// Whether the network reads tokens.
   bool uses_tokens() const { return uses_tokens_; }
@@ -64,7 +65,8 @@ class QNetworkImpl : public torch::nn::Module {
   // Factored head (config head == "factored"): one network scores each legal action from
   // [trunk, its scope row, buffer rows, kind-and-parameter and node slot one-hot], gathered
   // from the observation for the legal (row, action) pairs of the batch only.
-  torch::Tensor factored_advantage(const torch::Tensor& h, const torch::Tensor& x, const torch::Tensor& mask);
+  torch::Tensor factored_advantage(const torch::Tensor& h, const torch::Tensor& x,
+                                   const torch::Tensor& mask);
   bool factored_ = false;
   ActionLayout layout_;
   torch::Tensor kind_param_, scope_, node_, buffer_, buffer2_;  // [A] int64, layout_'s as tensors

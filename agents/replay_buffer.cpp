@@ -18,8 +18,8 @@ void unpack(const uint8_t* bits, int n, bool* out) {
 
 }  // namespace
 
-ReplayBuffer::ReplayBuffer(int capacity, int feature_size, int token_len, int action_count, bool prioritized,
-                           double alpha)
+ReplayBuffer::ReplayBuffer(int capacity, int feature_size, int token_len, int action_count,
+                           bool prioritized, double alpha)
     : capacity_(capacity),
       feature_size_(feature_size),
       token_len_(token_len),
@@ -117,23 +117,29 @@ Batch ReplayBuffer::sample(int n, double beta, std::mt19937_64& rng) const {
   }
   for (int k = 0; k < n; ++k) {
     size_t s = static_cast<size_t>(b.indices[k]);
-    std::copy_n(&obs_[s * feature_size_], feature_size_, b.obs.data_ptr<float>() + k * feature_size_);
-    std::copy_n(&next_obs_[s * feature_size_], feature_size_, b.next_obs.data_ptr<float>() + k * feature_size_);
+    std::copy_n(&obs_[s * feature_size_], feature_size_,
+                b.obs.data_ptr<float>() + k * feature_size_);
+    std::copy_n(&next_obs_[s * feature_size_], feature_size_,
+                b.next_obs.data_ptr<float>() + k * feature_size_);
     unpack(&mask_[s * mask_bytes_], action_count_, b.mask.data_ptr<bool>() + k * action_count_);
-    unpack(&next_mask_[s * mask_bytes_], action_count_, b.next_mask.data_ptr<bool>() + k * action_count_);
+    unpack(&next_mask_[s * mask_bytes_], action_count_,
+           b.next_mask.data_ptr<bool>() + k * action_count_);
     b.actions.data_ptr<int64_t>()[k] = actions_[s];
     b.rewards.data_ptr<float>()[k] = rewards_[s];
     b.terminated.data_ptr<float>()[k] = terminated_[s];
     if (token_len_ > 0) {
-      std::copy_n(&tokens_[s * token_len_], token_len_, b.tokens.data_ptr<int64_t>() + k * token_len_);
-      std::copy_n(&next_tokens_[s * token_len_], token_len_, b.next_tokens.data_ptr<int64_t>() + k * token_len_);
+      std::copy_n(&tokens_[s * token_len_], token_len_,
+                  b.tokens.data_ptr<int64_t>() + k * token_len_);
+      std::copy_n(&next_tokens_[s * token_len_], token_len_,
+                  b.next_tokens.data_ptr<int64_t>() + k * token_len_);
     }
   }
   b.weights = torch::from_blob(weights.data(), {n}, f32).clone();
   return b;
 }
 
-void ReplayBuffer::update_priorities(const std::vector<int64_t>& indices, const std::vector<float>& td_errors) {
+void ReplayBuffer::update_priorities(const std::vector<int64_t>& indices,
+                                     const std::vector<float>& td_errors) {
   if (!prioritized_) return;
   for (size_t k = 0; k < indices.size(); ++k) {
     double p = std::pow(std::abs(static_cast<double>(td_errors[k])) + 1e-3, alpha_);

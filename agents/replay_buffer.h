@@ -2,11 +2,11 @@
 // priority (Schaul et al. 2016, proportional variant, on a sum tree).
 #pragma once
 
+#include <torch/torch.h>
+
 #include <cstdint>
 #include <random>
 #include <vector>
-
-#include <torch/torch.h>
 
 namespace perfdojo::agents {
 
@@ -25,8 +25,8 @@ struct Transition {
 
 /// A sampled batch as tensors.
 struct Batch {
-  torch::Tensor obs, tokens, mask;                 ///< [B, F] float, [B, L] int64, [B, A] bool
-  torch::Tensor actions, rewards, terminated;      ///< [B] int64, [B] float, [B] float (1 = terminal)
+  torch::Tensor obs, tokens, mask;             ///< [B, F] float, [B, L] int64, [B, A] bool
+  torch::Tensor actions, rewards, terminated;  ///< [B] int64, [B] float, [B] float (1 = terminal)
   torch::Tensor next_obs, next_tokens, next_mask;  ///< as above, for s'
   torch::Tensor weights;                           ///< [B] importance weights (1 when uniform)
   std::vector<int64_t> indices;                    ///< slots, for update_priorities
@@ -35,7 +35,8 @@ struct Batch {
 /// The ring buffer. Masks are stored as bits, observations as floats.
 class ReplayBuffer {
  public:
-  ReplayBuffer(int capacity, int feature_size, int token_len, int action_count, bool prioritized, double alpha);
+  ReplayBuffer(int capacity, int feature_size, int token_len, int action_count, bool prioritized,
+               double alpha);
 
   /// Adds one transition, overwriting the oldest when full (new ones get the max priority).
   void add(const Transition& t);

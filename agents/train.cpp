@@ -19,7 +19,8 @@ env::EnvConfig env_config_for(const AgentConfig& c, const std::string& benchmark
   return e;
 }
 
-AgentObs to_agent_obs(const env::Observation& o, const std::vector<uint8_t>& env_mask, const AgentConfig& c) {
+AgentObs to_agent_obs(const env::Observation& o, const std::vector<uint8_t>& env_mask,
+                      const AgentConfig& c) {
   AgentObs a;
   a.features = o.features;
   if (c.encoder == "tokens") a.tokens = o.tokens;
@@ -49,9 +50,9 @@ TrainSummary train(const AgentConfig& config_in, const TrainOptions& options) {
   // Set-up, resume, outputs, first episodes and the loop, in that order; the first error ends
   // the run.
   detail::TrainRun run(config_in, options, out);
-  for (auto step : {&detail::TrainRun::setup, &detail::TrainRun::resume,
-                    &detail::TrainRun::open_outputs, &detail::TrainRun::demonstrate, &detail::TrainRun::start_actors,
-                    &detail::TrainRun::loop}) {
+  for (auto step :
+       {&detail::TrainRun::setup, &detail::TrainRun::resume, &detail::TrainRun::open_outputs,
+        &detail::TrainRun::demonstrate, &detail::TrainRun::start_actors, &detail::TrainRun::loop}) {
     if (auto e = (run.*step)(); !e.empty()) {
       out.error = e;
       return out;

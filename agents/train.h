@@ -19,9 +19,9 @@ namespace perfdojo::agents {
 
 /// How train() talks to its caller.
 struct TrainOptions {
-  std::string resume;                     ///< checkpoint to continue from ("" = fresh run)
-  bool progress_bar = true;               ///< draw a bar on stderr when it is a terminal
-  bool quiet = false;                     ///< no periodic lines on stderr
+  std::string resume;                       ///< checkpoint to continue from ("" = fresh run)
+  bool progress_bar = true;                 ///< draw a bar on stderr when it is a terminal
+  bool quiet = false;                       ///< no periodic lines on stderr
   const std::atomic<bool>* stop = nullptr;  ///< set by a signal handler: finish cleanly
 };
 
@@ -35,7 +35,7 @@ struct TrainSummary {
   std::vector<RankedKernel> kernels;       ///< training kernels, curriculum order
   std::map<std::string, KernelBest> best;  ///< by URI
   std::vector<float> td_losses;            ///< every update's TD loss, in order
-  int demo_transitions = 0;                ///< demonstration transitions learnt from (config.demos > 0)
+  int demo_transitions = 0;  ///< demonstration transitions learnt from (config.demos > 0)
   std::string checkpoint_path;
 };
 
@@ -44,7 +44,8 @@ env::EnvConfig env_config_for(const AgentConfig& c, const std::string& benchmark
 
 /// The agent's view of an env state: features (and tokens), and the env's mask with the stop
 /// action removed unless allow_stop, or unless nothing else is legal.
-AgentObs to_agent_obs(const env::Observation& o, const std::vector<uint8_t>& env_mask, const AgentConfig& c);
+AgentObs to_agent_obs(const env::Observation& o, const std::vector<uint8_t>& env_mask,
+                      const AgentConfig& c);
 
 /// "softmax" for "perfdojo://suite/softmax"; other URIs unchanged.
 std::string short_name(const std::string& uri);

@@ -1,11 +1,11 @@
 // train_agent: trains the Max-Q / Double DQN agent (agents/train.h) and reports, per training
 // kernel, the best speed-up found and its trace; --measure times those programs on x86_avx512.
-#include <filesystem>
 #include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <string>
@@ -16,8 +16,8 @@
 #include "agents/train.h"
 #include "backends/backend.h"
 #include "gym/dataset.h"
-#include "transforms/registry.h"
 #include "target/target_of.h"
+#include "transforms/registry.h"
 #include "util/json.h"
 #include "util/openblas_core.h"
 
@@ -30,24 +30,26 @@ std::atomic<bool> g_stop{false};
 void on_signal(int) { g_stop = true; }
 
 void usage(std::FILE* f) {
-  std::fprintf(f,
-               "usage: train_agent [--config FILE] [--KEY VALUE ...] [--resume CKPT] [--measure] [--json]\n"
-               "\n"
-               "Trains the Max-Q dueling Double DQN agent on the training split with the cost model\n"
-               "(10 minutes by default), then prints per kernel the best speed-up found and its trace.\n"
-               "\n"
-               "  --config FILE     key=value lines or a flat JSON object (flags override it)\n"
-               "  --resume CKPT     continue a run from its checkpoint toward the same budget (raise\n"
-               "                    --minutes or --steps to extend it); architecture must match\n"
-               "  --measure         also time each kernel's best program on x86_avx512\n"
-               "  --json            print the final summary as JSON on stdout\n"
-               "  --no-progress     no progress bar; --quiet: no periodic lines either\n"
-               "  --steps N         alias of --total_steps; --out DIR alias of --out_dir\n"
-               "\n"
-               "Settings (--KEY VALUE or --KEY=VALUE; defaults in brackets):\n");
+  std::fprintf(
+      f,
+      "usage: train_agent [--config FILE] [--KEY VALUE ...] [--resume CKPT] [--measure] [--json]\n"
+      "\n"
+      "Trains the Max-Q dueling Double DQN agent on the training split with the cost model\n"
+      "(10 minutes by default), then prints per kernel the best speed-up found and its trace.\n"
+      "\n"
+      "  --config FILE     key=value lines or a flat JSON object (flags override it)\n"
+      "  --resume CKPT     continue a run from its checkpoint toward the same budget (raise\n"
+      "                    --minutes or --steps to extend it); architecture must match\n"
+      "  --measure         also time each kernel's best program on x86_avx512\n"
+      "  --json            print the final summary as JSON on stdout\n"
+      "  --no-progress     no progress bar; --quiet: no periodic lines either\n"
+      "  --steps N         alias of --total_steps; --out DIR alias of --out_dir\n"
+      "\n"
+      "Settings (--KEY VALUE or --KEY=VALUE; defaults in brackets):\n");
   AgentConfig d;
   for (const auto& field : config_fields())
-    std::fprintf(f, "  --%-20s %s [%s]\n", field.name, field.help, get_field(d, field.name).c_str());
+    std::fprintf(f, "  --%-20s %s [%s]\n", field.name, field.help,
+                 get_field(d, field.name).c_str());
 }
 
 struct Measured {
@@ -85,7 +87,8 @@ Measured measure_on_x86(const std::string& uri, const std::vector<std::string>& 
 }  // namespace
 
 int main(int argc, char** argv) {
-  // LibTorch's matrix products run on OpenBLAS: at its generic core they took half the learner's time.
+  // LibTorch's matrix products run on OpenBLAS: at its generic core they took half the learner's
+  // time.
   util::choose_openblas_core(argv, "train_agent", /*quiet=*/true);
   std::vector<std::string> args(argv + 1, argv + argc);
   std::string config_file, resume;
@@ -93,7 +96,8 @@ int main(int argc, char** argv) {
   std::vector<std::pair<std::string, std::string>> flags;
   std::set<std::string> bool_keys;
   for (const auto& f : config_fields())
-    if (get_field(AgentConfig{}, f.name) == "true" || get_field(AgentConfig{}, f.name) == "false") bool_keys.insert(f.name);
+    if (get_field(AgentConfig{}, f.name) == "true" || get_field(AgentConfig{}, f.name) == "false")
+      bool_keys.insert(f.name);
   auto fail = [&](const std::string& m) {
     if (json) std::printf("%s\n", util::JsonObject().add("error", m).str().c_str());
     std::fprintf(stderr, "train_agent: %s\n", m.c_str());
@@ -105,10 +109,14 @@ int main(int argc, char** argv) {
       usage(stdout);
       return 0;
     }
-    if (a == "--json") json = true;
-    else if (a == "--measure") measure = true;
-    else if (a == "--no-progress") progress = false;
-    else if (a == "--quiet") quiet = true, progress = false;
+    if (a == "--json")
+      json = true;
+    else if (a == "--measure")
+      measure = true;
+    else if (a == "--no-progress")
+      progress = false;
+    else if (a == "--quiet")
+      quiet = true, progress = false;
     else if (a.rfind("--", 0) == 0) {
       std::string key = a.substr(2), value;
       bool has_value = false;
@@ -122,8 +130,9 @@ int main(int argc, char** argv) {
       if (key == "out") key = "out_dir";
       if (!has_value) {
         bool next_is_value = i + 1 < args.size() && args[i + 1].rfind("--", 0) != 0;
-        if (bool_keys.count(key) && !(next_is_value && (args[i + 1] == "true" || args[i + 1] == "false" ||
-                                                         args[i + 1] == "0" || args[i + 1] == "1"))) {
+        if (bool_keys.count(key) &&
+            !(next_is_value && (args[i + 1] == "true" || args[i + 1] == "false" ||
+                                args[i + 1] == "0" || args[i + 1] == "1"))) {
           value = "true";
         } else if (next_is_value) {
           value = args[++i];
@@ -131,9 +140,12 @@ int main(int argc, char** argv) {
           return fail("--" + key + " needs a value (train_agent --help)");
         }
       }
-      if (key == "config") config_file = value;
-      else if (key == "resume") resume = value;
-      else flags.emplace_back(key, value);
+      if (key == "config")
+        config_file = value;
+      else if (key == "resume")
+        resume = value;
+      else
+        flags.emplace_back(key, value);
     } else {
       return fail("unexpected argument '" + a + "' (train_agent --help)");
     }
@@ -174,8 +186,8 @@ int main(int argc, char** argv) {
                 static_cast<long long>(s.global_step), static_cast<long long>(s.episodes),
                 static_cast<long long>(s.updates), format_duration(s.elapsed_s).c_str(),
                 s.interrupted ? " (interrupted)" : "", s.checkpoint_path.c_str());
-    std::printf("\n%-22s %10s %9s %12s %12s%s\n", "kernel", "complexity", "speed-up", "initial", "best",
-                measure ? "   x86_avx512 (initial -> best)" : "");
+    std::printf("\n%-22s %10s %9s %12s %12s%s\n", "kernel", "complexity", "speed-up", "initial",
+                "best", measure ? "   x86_avx512 (initial -> best)" : "");
   }
   for (const auto& k : s.kernels) {
     auto it = s.best.find(k.uri);
@@ -187,12 +199,21 @@ int main(int argc, char** argv) {
     util::JsonArray trace;
     for (const auto& a : b.trace) trace.add(a);
     util::JsonObject o;
-    o.add("uri", k.uri).add("name", short_name(k.uri)).add("complexity", k.complexity).add("speedup", b.speedup);
-    o.add("initial_time_s", b.initial_time_s).add("best_time_s", b.best_time_s).raw("trace", trace.str());
+    o.add("uri", k.uri)
+        .add("name", short_name(k.uri))
+        .add("complexity", k.complexity)
+        .add("speedup", b.speedup);
+    o.add("initial_time_s", b.initial_time_s)
+        .add("best_time_s", b.best_time_s)
+        .raw("trace", trace.str());
     if (measure) {
       util::JsonObject mo;
-      if (!m.error.empty()) mo.add("error", m.error);
-      else mo.add("initial_time_s", m.initial_s).add("best_time_s", m.best_s).add("speedup", m.initial_s / m.best_s);
+      if (!m.error.empty())
+        mo.add("error", m.error);
+      else
+        mo.add("initial_time_s", m.initial_s)
+            .add("best_time_s", m.best_s)
+            .add("speedup", m.initial_s / m.best_s);
       o.raw("x86_avx512", mo.str());
     }
     kernels.raw(o.str());
@@ -201,22 +222,31 @@ int main(int argc, char** argv) {
       if (measure) {
         char buf[128];
         if (m.error.empty())
-          std::snprintf(buf, sizeof buf, "   %.3g s -> %.3g s (%.2fx)", m.initial_s, m.best_s, m.initial_s / m.best_s);
+          std::snprintf(buf, sizeof buf, "   %.3g s -> %.3g s (%.2fx)", m.initial_s, m.best_s,
+                        m.initial_s / m.best_s);
         mtext = m.error.empty() ? buf : "   " + m.error;
       }
-      std::printf("%-22s %10.1f %8.2fx %12.4g %12.4g%s\n", short_name(k.uri).c_str(), k.complexity, b.speedup,
-                  b.initial_time_s, b.best_time_s, mtext.c_str());
-      for (size_t i = 0; i < b.trace.size(); ++i) std::printf("    %2zu. %s\n", i + 1, b.trace[i].c_str());
+      std::printf("%-22s %10.1f %8.2fx %12.4g %12.4g%s\n", short_name(k.uri).c_str(), k.complexity,
+                  b.speedup, b.initial_time_s, b.best_time_s, mtext.c_str());
+      for (size_t i = 0; i < b.trace.size(); ++i)
+        std::printf("    %2zu. %s\n", i + 1, b.trace[i].c_str());
     }
   }
   double geomean = counted ? std::exp(log_sum / counted) : 1.0;
   util::JsonObject summary;
   summary.add("global_step", s.global_step).add("episodes", s.episodes).add("updates", s.updates);
-  summary.add("elapsed_s", s.elapsed_s).add("interrupted", s.interrupted).add("checkpoint", s.checkpoint_path);
-  summary.add("geomean_speedup", geomean).raw("config", to_json(s.config)).raw("kernels", kernels.str());
+  summary.add("elapsed_s", s.elapsed_s)
+      .add("interrupted", s.interrupted)
+      .add("checkpoint", s.checkpoint_path);
+  summary.add("geomean_speedup", geomean)
+      .raw("config", to_json(s.config))
+      .raw("kernels", kernels.str());
   std::ofstream(s.config.out_dir + "/summary.json") << summary.str() << "\n";
-  if (json) std::printf("%s\n", summary.str().c_str());
-  else std::printf("\ngeomean best speed-up over %d training kernels: %.2fx (summary: %s/summary.json)\n", counted,
-                   geomean, s.config.out_dir.c_str());
+  if (json)
+    std::printf("%s\n", summary.str().c_str());
+  else
+    std::printf(
+        "\ngeomean best speed-up over %d training kernels: %.2fx (summary: %s/summary.json)\n",
+        counted, geomean, s.config.out_dir.c_str());
   return 0;
 }

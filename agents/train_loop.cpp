@@ -1,8 +1,7 @@
 #include <tbb/parallel_for.h>
+#include <torch/torch.h>
 
 #include <algorithm>
-
-#include <torch/torch.h>
 
 #include "agents/train_run.h"
 #include "transforms/action.h"
@@ -43,7 +42,8 @@ std::string TrainRun::loop() {
     const double p = progress();
     explore = exploration_at(config, p);
     act();
-    tbb::parallel_for(size_t{0}, actors.size(), [&](size_t i) { results[i] = actors[i].env->step(actions[i]); });
+    tbb::parallel_for(size_t{0}, actors.size(),
+                      [&](size_t i) { results[i] = actors[i].env->step(actions[i]); });
     if (auto e = record_steps(); !e.empty()) return e;
     if (decoupled()) {
       if (learn_step0 < 0 && learner->replay_size() >= config.learning_starts) {
@@ -57,8 +57,9 @@ std::string TrainRun::loop() {
       learn(p);
     }
     if (curriculum->update(progress(), best_speedups()))
-      say("curriculum: stage " + std::to_string(curriculum->stage() + 1) + "/" + std::to_string(curriculum->stages()) +
-          ", " + std::to_string(curriculum->active()) + " of " + std::to_string(out.kernels.size()) + " kernels" +
+      say("curriculum: stage " + std::to_string(curriculum->stage() + 1) + "/" +
+          std::to_string(curriculum->stages()) + ", " + std::to_string(curriculum->active()) +
+          " of " + std::to_string(out.kernels.size()) + " kernels" +
           (curriculum->stage() == curriculum->stages() - 1 ? " (fine-tuning on all)" : ""));
     const double now = elapsed();
     write_metrics(now);
@@ -78,7 +79,8 @@ void TrainRun::act() {
   for (auto& a : actors) batch.push_back(&a.obs);
   torch::Tensor q = learner->q_values(batch).contiguous();
   for (size_t i = 0; i < actors.size(); ++i)
-    actions[i] = select_action(q.data_ptr<float>() + i * shape.action_count, actors[i].obs.mask, explore, rng);
+    actions[i] = select_action(q.data_ptr<float>() + i * shape.action_count, actors[i].obs.mask,
+                               explore, rng);
 }
 
 // Stores every actor's transition; ends and restarts the episodes that finished.
@@ -105,7 +107,8 @@ std::string TrainRun::end_episode(Actor& a, const env::StepResult& r) {
   ++episodes;
   const double speedup = r.info.best_time_s > 0 ? r.info.initial_time_s / r.info.best_time_s : 1.0;
   KernelBest& kb = best[a.kernel];
-  if (kb.trace.empty() && kb.initial_time_s == 0) kb = KernelBest{1.0, r.info.initial_time_s, r.info.initial_time_s, {}};
+  if (kb.trace.empty() && kb.initial_time_s == 0)
+    kb = KernelBest{1.0, r.info.initial_time_s, r.info.initial_time_s, {}};
   if (speedup > kb.speedup) {
     kb.speedup = speedup;
     kb.initial_time_s = r.info.initial_time_s;
@@ -123,7 +126,9 @@ std::string TrainRun::end_episode(Actor& a, const env::StepResult& r) {
 }
 
 // Prioritised replay's importance-weight exponent at progress p: per_beta annealed to 1.
-double TrainRun::beta_at(double p) const { return config.per_beta + (1.0 - config.per_beta) * std::min(1.0, p); }
+double TrainRun::beta_at(double p) const {
+  return config.per_beta + (1.0 - config.per_beta) * std::min(1.0, p);
+}
 
 // Updates owed by the steps taken (updates_per_step per actor step), once learning has started.
 void TrainRun::learn(double p) {
@@ -139,7 +144,8 @@ std::string TrainRun::wait_for_learner() {
       if (!learner_error.empty()) return learner_error;
     }
     const int64_t s0 = learn_step0;
-    if (config.min_updates_per_step <= 0 || s0 < 0 || (options.stop && options.stop->load())) return "";
+    if (config.min_updates_per_step <= 0 || s0 < 0 || (options.stop && options.stop->load()))
+      return "";
     const double owed = config.min_updates_per_step * static_cast<double>(global_step - s0) -
                         static_cast<double>(actors.size());
     if (static_cast<double>(learner->updates() - learn_updates0) >= owed) return "";
@@ -168,7 +174,9 @@ void TrainRun::learner_loop() {
     while (!learner_stop) {
       const int64_t s0 = learn_step0;  // set after learn_updates0
       const double allowed =
-          s0 < 0 ? 0 : static_cast<double>(learn_updates0) + config.updates_per_step * static_cast<double>(steps_stored - s0);
+          s0 < 0 ? 0
+                 : static_cast<double>(learn_updates0) +
+                       config.updates_per_step * static_cast<double>(steps_stored - s0);
       if (s0 < 0 || static_cast<double>(learner->updates()) >= allowed) {
         std::this_thread::sleep_for(std::chrono::microseconds(200));
         continue;
@@ -211,20 +219,23 @@ void TrainRun::write_metrics(double now) {
 
 // The progress bar, and every log_seconds a line with the active kernels' best speed-ups.
 void TrainRun::log(double now) {
-  std::string explore_text =
-      explore.boltzmann ? "temp " + fmt("%.3f", explore.temperature) : "eps " + fmt("%.2f", explore.epsilon);
+  std::string explore_text = explore.boltzmann ? "temp " + fmt("%.3f", explore.temperature)
+                                               : "eps " + fmt("%.2f", explore.epsilon);
   bar.update(progress(), now,
-             std::to_string(global_step) + " steps " + fmt("%.0f", (global_step - step_at_log) / std::max(1e-9, now - last_log)) +
+             std::to_string(global_step) + " steps " +
+                 fmt("%.0f", (global_step - step_at_log) / std::max(1e-9, now - last_log)) +
                  " SPS | " + explore_text + " | loss " + fmt("%.4f", last_loss));
   if (now - last_log < config.log_seconds) return;
   std::string line = "[" + format_duration(now) + "] step " + std::to_string(global_step) + " | " +
                      fmt("%.1f", (episodes - episodes_at_log) / (now - last_log)) + " ep/s | " +
                      fmt("%.0f", (global_step - step_at_log) / (now - last_log)) + " SPS | loss " +
                      fmt("%.4f", last_loss) + " | " + explore_text + " | stage " +
-                     std::to_string(curriculum->stage() + 1) + "/" + std::to_string(curriculum->stages()) + " |";
+                     std::to_string(curriculum->stage() + 1) + "/" +
+                     std::to_string(curriculum->stages()) + " |";
   for (int k = 0; k < curriculum->active(); ++k) {
     auto it = best.find(out.kernels[k].uri);
-    if (it != best.end()) line += " " + short_name(it->first) + " " + fmt("%.2fx", it->second.speedup);
+    if (it != best.end())
+      line += " " + short_name(it->first) + " " + fmt("%.2fx", it->second.speedup);
   }
   say(line);
   metrics.flush();

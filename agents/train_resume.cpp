@@ -1,6 +1,6 @@
-#include <sstream>
-
 #include <torch/torch.h>
+
+#include <sstream>
 
 #include "agents/train_run.h"
 
@@ -11,10 +11,13 @@ std::string TrainRun::resume() {
   auto ck = load_checkpoint(options.resume);
   if (!ck.ok()) return ck.error_text();
   const Checkpoint& c = ck.value();
-  if (auto e = check_compatible(c, config, shape.feature_size, shape.action_count, shape.token_vocab); !e.empty())
+  if (auto e =
+          check_compatible(c, config, shape.feature_size, shape.action_count, shape.token_vocab);
+      !e.empty())
     return options.resume + ": " + e;
   if (auto e = learner->load_model_bytes(c.model); !e.empty()) return options.resume + ": " + e;
-  if (auto e = learner->load_optimizer_bytes(c.optimizer); !e.empty()) return options.resume + ": " + e;
+  if (auto e = learner->load_optimizer_bytes(c.optimizer); !e.empty())
+    return options.resume + ": " + e;
   learner->set_updates(c.updates);
   global_step = c.global_step;
   episodes = c.episodes;

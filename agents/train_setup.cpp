@@ -1,7 +1,7 @@
+#include <torch/torch.h>
+
 #include <cstdio>
 #include <sstream>
-
-#include <torch/torch.h>
 
 #include "agents/demonstrations.h"
 #include "agents/train_run.h"
@@ -49,7 +49,8 @@ std::string TrainRun::setup() {
   }
   shape = {env::kFeatureSize, actors[0].env->action_spec().n, env::token_vocabulary_size()};
   if (config.head == "factored")
-    if (auto l = flat_action_layout(shape.action_count, config.sketch_actions); !l.ok()) return l.errors()[0].message;
+    if (auto l = flat_action_layout(shape.action_count, config.sketch_actions); !l.ok())
+      return l.errors()[0].message;
   learner = std::make_unique<DqnLearner>(config, shape);
   return "";
 }
@@ -92,16 +93,20 @@ std::string TrainRun::demonstrate() {
   std::vector<std::string> training;
   for (const auto& k : out.kernels) training.push_back(k.uri);
   const auto kernels = demonstration_kernels(config, training);
-  say("demonstrations: the sketch and the optimiser's proposals on " + std::to_string(kernels.size()) + " kernels");
+  say("demonstrations: the sketch and the optimiser's proposals on " +
+      std::to_string(kernels.size()) + " kernels");
   const auto start = Clock::now();
   const DemoSummary d = add_demonstrations(config, kernels, *learner, [&](double f) {
     bar.update(f, std::chrono::duration<double>(Clock::now() - start).count(), "demonstrations");
   });
   bar.clear();
-  say("demonstrations: " + std::to_string(d.demonstrated) + " of " + std::to_string(d.kernels) + " kernels, " +
-      std::to_string(d.transitions) + " transitions, teacher's geomean speed-up " + fmt("%.2f", d.geomean_speedup) +
-      " on " + config.backend + ", " + fmt("%.0f", d.seconds) + " s" +
-      (d.unreachable ? ", " + std::to_string(d.unreachable) + " expert traces not playable as actions" : ""));
+  say("demonstrations: " + std::to_string(d.demonstrated) + " of " + std::to_string(d.kernels) +
+      " kernels, " + std::to_string(d.transitions) + " transitions, teacher's geomean speed-up " +
+      fmt("%.2f", d.geomean_speedup) + " on " + config.backend + ", " + fmt("%.0f", d.seconds) +
+      " s" +
+      (d.unreachable
+           ? ", " + std::to_string(d.unreachable) + " expert traces not playable as actions"
+           : ""));
   if (!d.first_error.empty()) say("demonstrations: not every kernel loaded, e.g. " + d.first_error);
   out.demo_transitions = d.transitions;
   if (d.transitions == 0) return "";
@@ -116,7 +121,8 @@ std::string TrainRun::demonstrate() {
   bar.clear();
   if (config.demo_pretrain > 0) {
     std::lock_guard lock(stats_mu);
-    say("pretrained " + std::to_string(config.demo_pretrain) + " updates on demonstrations: margin loss " +
+    say("pretrained " + std::to_string(config.demo_pretrain) +
+        " updates on demonstrations: margin loss " +
         fmt("%.3f", demo_n ? margin_sum / demo_n : 0.0) + ", teacher's action chosen " +
         fmt("%.0f%%", 100.0 * (demo_n ? accuracy_sum / demo_n : 0.0)));
     metrics.write(global_step, elapsed(),
@@ -148,8 +154,9 @@ std::string TrainRun::start_episode(Actor& a) {
 std::string TrainRun::start_actors() {
   for (auto& a : actors)
     if (auto e = start_episode(a); !e.empty()) return e;
-  say("train_agent: " + std::to_string(out.kernels.size()) + " kernels, " + std::to_string(shape.action_count) +
-      " actions, target " + config.target + " on " + effective_reward_space(config) + ", " +
+  say("train_agent: " + std::to_string(out.kernels.size()) + " kernels, " +
+      std::to_string(shape.action_count) + " actions, target " + config.target + " on " +
+      effective_reward_space(config) + ", " +
       (config.total_steps > 0 ? std::to_string(config.total_steps) + " steps"
                               : fmt("%.3g", config.minutes) + " min") +
       ", curriculum " + std::to_string(curriculum->stages()) + " stage(s), learner " +

@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <functional>
-#include <thread>
 #include <string_view>
+#include <thread>
 
 #include "backends/cost_model.h"
 #include "backends/cross_backend.h"
@@ -30,10 +30,14 @@ const std::vector<std::pair<std::string, Factory>>& registry() {
       {"x86_avx512", [](const BackendConfig& c) { return make_x86_backend(X86Isa::kAvx512, c); }},
       {"x86_avx2", [](const BackendConfig& c) { return make_x86_backend(X86Isa::kAvx2, c); }},
       {"x86_64", [](const BackendConfig& c) { return make_x86_backend(X86Isa::kPortable, c); }},
-      {"aarch64_neon", [](const BackendConfig& c) { return make_cross_backend(*cross_target("aarch64_neon"), c); }},
-      {"aarch64_sve", [](const BackendConfig& c) { return make_cross_backend(*cross_target("aarch64_sve"), c); }},
-      {"riscv64_rvv", [](const BackendConfig& c) { return make_cross_backend(*cross_target("riscv64_rvv"), c); }},
-      {"x86_memcheck", [](const BackendConfig& c) { return make_cross_backend(memcheck_target(), c); }},
+      {"aarch64_neon",
+       [](const BackendConfig& c) { return make_cross_backend(*cross_target("aarch64_neon"), c); }},
+      {"aarch64_sve",
+       [](const BackendConfig& c) { return make_cross_backend(*cross_target("aarch64_sve"), c); }},
+      {"riscv64_rvv",
+       [](const BackendConfig& c) { return make_cross_backend(*cross_target("riscv64_rvv"), c); }},
+      {"x86_memcheck",
+       [](const BackendConfig& c) { return make_cross_backend(memcheck_target(), c); }},
       {"cuda", [](const BackendConfig& c) { return make_cuda_backend(c); }},
       {"cost_model", [](const BackendConfig& c) { return make_cost_model_backend(c); }},
       {"interpreter", [](const BackendConfig& c) { return make_interpreter_backend(c); }},
@@ -52,13 +56,20 @@ double expr_flops(const ir::Expr& e) {
   switch (e.kind) {
     case ir::ExprKind::kConst:
     case ir::ExprKind::kLoad:
-    case ir::ExprKind::kIndex: break;  // a conversion, not a flop
+    case ir::ExprKind::kIndex:
+      break;  // a conversion, not a flop
     case ir::ExprKind::kUnary:
-      n = (e.un == ir::UnOp::kCastF32 || e.un == ir::UnOp::kCastF64 || e.un == ir::UnOp::kCastI32) ? 0 : 1;
+      n = (e.un == ir::UnOp::kCastF32 || e.un == ir::UnOp::kCastF64 || e.un == ir::UnOp::kCastI32)
+              ? 0
+              : 1;
       break;
     case ir::ExprKind::kBinary:
-    case ir::ExprKind::kSelect: n = 1; break;
-    case ir::ExprKind::kFma: n = 2; break;  // a multiply and an add, as a fused update counts
+    case ir::ExprKind::kSelect:
+      n = 1;
+      break;
+    case ir::ExprKind::kFma:
+      n = 2;
+      break;  // a multiply and an add, as a fused update counts
   }
   for (const auto& a : e.args) n += expr_flops(*a);
   return n;
@@ -79,14 +90,14 @@ double body_flops(const std::vector<ir::NodePtr>& body) {
 }  // namespace
 
 std::vector<Measurement> Backend::compare(const std::vector<const ir::Program*>& programs,
-                                         const MeasureOptions& options) {
+                                          const MeasureOptions& options) {
   std::vector<Measurement> out;
   for (const ir::Program* p : programs) out.push_back(measure(*p, options));
   return out;
 }
 
 std::vector<Measurement> Backend::measure_each(const std::vector<const ir::Program*>& programs,
-                                              const MeasureOptions& options) {
+                                               const MeasureOptions& options) {
   return Backend::compare(programs, options);  // the same loop: one after another
 }
 
@@ -107,7 +118,8 @@ double flop_count(const ir::Program& p) { return body_flops(p.body); }
 double compulsory_bytes(const ir::Program& p) {
   double b = 0;
   for (const auto& d : p.buffers)
-    if (d.role != ir::Role::kTemp) b += static_cast<double>(d.elements()) * ir::dtype_bytes(d.dtype);
+    if (d.role != ir::Role::kTemp)
+      b += static_cast<double>(d.elements()) * ir::dtype_bytes(d.dtype);
   return b;
 }
 

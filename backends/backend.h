@@ -25,7 +25,7 @@ struct Capabilities {
   bool parallel = false;           ///< parallel scopes run on threads
   int threads = 1;                 ///< threads a parallel scope may use
   int vector_registers = 0;        ///< architectural vector registers (0: x86's, by width)
-  bool stream_stores = false;      ///< vector stores can bypass the cache (x86's non-temporal stores)
+  bool stream_stores = false;  ///< vector stores can bypass the cache (x86's non-temporal stores)
   /// Honours MeasureOptions::reference: a program too large to interpret is checked against
   /// the sequential build of the program it was derived from.
   bool verify_against_reference = false;
@@ -33,14 +33,14 @@ struct Capabilities {
 
 /// Knobs of one measurement.
 struct MeasureOptions {
-  uint64_t seed = 0;               ///< input data seed (ir::make_inputs)
-  bool verify = true;              ///< check outputs against the interpreter before timing
-  double time_budget_s = 1.0;      ///< stop repeating after this much timed run time
-  int min_reps = 3;                ///< at least this many timed runs
-  int max_reps = 50;               ///< at most this many
-  double target_spread = 0.02;     ///< stop early once (p75-p25)/median falls below this
-  bool flush_cache = false;        ///< evict caches between timed runs
-  double timeout_s = 10.0;         ///< a run longer than this is killed and reported
+  uint64_t seed = 0;            ///< input data seed (ir::make_inputs)
+  bool verify = true;           ///< check outputs against the interpreter before timing
+  double time_budget_s = 1.0;   ///< stop repeating after this much timed run time
+  int min_reps = 3;             ///< at least this many timed runs
+  int max_reps = 50;            ///< at most this many
+  double target_spread = 0.02;  ///< stop early once (p75-p25)/median falls below this
+  bool flush_cache = false;     ///< evict caches between timed runs
+  double timeout_s = 10.0;      ///< a run longer than this is killed and reported
   /// The program the measured one was derived from (same inputs and outputs). Where the
   /// measured program is too large to interpret, a backend with
   /// Capabilities::verify_against_reference compares its outputs with this program's
@@ -54,23 +54,23 @@ struct Measurement {
   std::optional<std::string> error;  ///< compile error, crash, timeout, wrong result...
   double median_s = 0;               ///< the time that counts (estimate for the cost model)
   double min_s = 0;
-  double spread = 0;                 ///< (p75 - p25) / median of the timed runs
+  double spread = 0;  ///< (p75 - p25) / median of the timed runs
   int reps = 0;
-  bool verified = false;             ///< outputs matched the interpreter
+  bool verified = false;  ///< outputs matched the interpreter
   /// The outputs were compared and differ (compare_outputs): the code is wrong, as opposed to
   /// failing to compile or run, or to a check that could not run. `error` says where.
   bool wrong_result = false;
-  double max_rel_error = 0;          ///< against the interpreter, when verified
+  double max_rel_error = 0;  ///< against the interpreter, when verified
   /// How the outputs were checked: "exact" (bit for bit), "bound" (within the interpreter's
   /// rounding-error bound) or "tolerance" (a relative tolerance); "" when not checked.
   std::string verification;
-  double compile_s = 0;              ///< compile latency (0 on a cache hit)
-  bool cached = false;               ///< served from the result cache
-  bool noisy = false;                ///< the spread stayed above kNoisySpread after a repeat
+  double compile_s = 0;  ///< compile latency (0 on a cache hit)
+  bool cached = false;   ///< served from the result cache
+  bool noisy = false;    ///< the spread stayed above kNoisySpread after a repeat
   /// Compiled, but not run: this machine has no device of the target's kind (a GPU), so the
   /// result is unverified for that reason alone.
   bool no_device = false;
-  std::string flags;                 ///< compiler and flags used, recorded with every result
+  std::string flags;  ///< compiler and flags used, recorded with every result
   bool ok() const { return !error; }
 };
 
@@ -80,10 +80,10 @@ inline constexpr double kNoisySpread = 0.10;
 
 /// Construction settings shared by all backends (each reads what it needs).
 struct BackendConfig {
-  std::string compiler = "cc";       ///< C compiler for generated code
-  std::string cache_dir;             ///< on-disk result cache; "" disables it
-  std::string machine_profile;       ///< cost model's calibrated profile file; "" = built-in
-  double compile_timeout_s = 120;    ///< a C compile running longer is killed (0: no limit)
+  std::string compiler = "cc";     ///< C compiler for generated code
+  std::string cache_dir;           ///< on-disk result cache; "" disables it
+  std::string machine_profile;     ///< cost model's calibrated profile file; "" = built-in
+  double compile_timeout_s = 120;  ///< a C compile running longer is killed (0: no limit)
   std::map<std::string, std::string> extra;
 };
 

@@ -65,8 +65,8 @@ bool is_c_reserved(const std::string& n) {
       "uint64_t", "size_t",   "uintptr_t", "memcpy",  "malloc",  "expf",
       "exp",      "logf",     "log",       "sqrtf",   "sqrt",    "tanhf",
       "tanh",     "trunc",    "fmod",      "errno",   "kernel",  "perfdojo_entry",
-      "sin",      "sinf",     "cos",       "cosf",
-      "bufs",     "main",     "I",         "NULL"};
+      "sin",      "sinf",     "cos",       "cosf",    "bufs",    "main",
+      "I",        "NULL"};
   if (kWords.count(n) || n[0] == '_') return true;
   if (n.rfind("pd_", 0) == 0 || n.rfind("acc", 0) == 0) return true;
   // Iterators i0, i1, ... and the vector type names f32x16, m64x8, ...
@@ -91,7 +91,8 @@ std::string literal(double v, DType t) {
     if (std::isinf(v)) return v < 0 ? "INT32_MIN" : "INT32_MAX";
     double c = std::trunc(v);
     if (c < -2147483648.0 || c > 2147483647.0)
-      c = static_cast<int32_t>(static_cast<uint32_t>(static_cast<int64_t>(std::fmod(c, 4294967296.0))));
+      c = static_cast<int32_t>(
+          static_cast<uint32_t>(static_cast<int64_t>(std::fmod(c, 4294967296.0))));
     if (c == -2147483648.0) return "INT32_MIN";
     return std::to_string(static_cast<int64_t>(c));
   }
@@ -256,13 +257,15 @@ std::string fma_helper(DType t, int64_t w) {
   if (bytes == 16) x86 = "defined(__FMA__)";
   if (!x86.empty()) {
     const std::string pre = bytes == 64 ? "_mm512" : bytes == 32 ? "_mm256" : "_mm";
-    const std::string reg = (bytes == 64 ? "__m512" : bytes == 32 ? "__m256" : "__m128") +
+    const std::string reg = (bytes == 64   ? "__m512"
+                             : bytes == 32 ? "__m256"
+                                           : "__m128") +
                             std::string(t == DType::kF32 ? "" : "d");
     s += "#if defined(__x86_64__) && " + x86 + "\n  return (" + V + ")" + pre + "_fmadd_" + ps +
          "((" + reg + ")a, (" + reg + ")b, (" + reg + ")c);\n#else\n";
   }
-  s += "  " + V + " r;\n  for (int l = 0; l < " + std::to_string(w) + "; ++l) r[l] = __builtin_fma" + f +
-       "(a[l], b[l], c[l]);\n  return r;\n";
+  s += "  " + V + " r;\n  for (int l = 0; l < " + std::to_string(w) +
+       "; ++l) r[l] = __builtin_fma" + f + "(a[l], b[l], c[l]);\n  return r;\n";
   if (!x86.empty()) s += "#endif\n";
   return s + "}\n";
 }
@@ -319,8 +322,10 @@ std::string vector_helpers(DType t, int64_t w, bool libmvec, bool guard_exp) {
   // Lanes b, b+s, b+2s, ...: integers converted as scalars are (exact, whatever their size).
   std::string iota;
   for (int64_t l = 0; l < w; ++l) iota += (l ? ", b + s * " : "b + s * ") + std::to_string(l);
-  s += "PD_INLINE " + V + " " + V + "_iota(int64_t b, int64_t s) { typedef int64_t L __attribute__((vector_size(" +
-       std::to_string(w * 8) + "))); return __builtin_convertvector((L){" + iota + "}, " + V + "); }\n";
+  s += "PD_INLINE " + V + " " + V +
+       "_iota(int64_t b, int64_t s) { typedef int64_t L __attribute__((vector_size(" +
+       std::to_string(w * 8) + "))); return __builtin_convertvector((L){" + iota + "}, " + V +
+       "); }\n";
   // Integer lanes of the mask's width: positions compared exactly (vexpr's integer selects).
   std::string isplat;
   for (int64_t l = 0; l < w; ++l) isplat += (l ? ", (" : "(") + I + ")x";
@@ -329,12 +334,12 @@ std::string vector_helpers(DType t, int64_t w, bool libmvec, bool guard_exp) {
   std::string ramp;
   for (int64_t l = 0; l < w; ++l) ramp += (l ? ", " : "") + std::to_string(l);
   s += "PD_INLINE " + M + " " + M + "_isplat(int64_t x) { return (" + M + "){" + isplat + "}; }\n";
-  s += "PD_INLINE " + M + " " + M + "_iiota(int64_t b, int64_t s) { return " + M + "_isplat(b) + " + M +
-       "_isplat(s) * (" + M + "){" + ramp + "}; }\n";
+  s += "PD_INLINE " + M + " " + M + "_iiota(int64_t b, int64_t s) { return " + M + "_isplat(b) + " +
+       M + "_isplat(s) * (" + M + "){" + ramp + "}; }\n";
   // The same in the element type, for values known to stay below 2^24 (f32) or 2^53 (f64) in
   // magnitude: every lane an integer the type holds exactly, as converting it would give.
-  s += "PD_INLINE " + V + " " + V + "_iotas(int64_t b, int64_t s) { return " + V + "_splat((" + S + ")b) + " + V +
-       "_splat((" + S + ")s) * (" + V + "){" + ramp + "}; }\n";
+  s += "PD_INLINE " + V + " " + V + "_iotas(int64_t b, int64_t s) { return " + V + "_splat((" + S +
+       ")b) + " + V + "_splat((" + S + ")s) * (" + V + "){" + ramp + "}; }\n";
   s += "PD_INLINE " + V + " " + V + "_sel(" + M + " m, " + V + " a, " + V + " b) { return (" + V +
        ")((m & (" + M + ")a) | (~m & (" + M + ")b)); }\n";
   s += "PD_INLINE " + V + " " + V + "_max(" + V + " a, " + V + " b) { return " + V +
@@ -344,8 +349,8 @@ std::string vector_helpers(DType t, int64_t w, bool libmvec, bool guard_exp) {
   s += "PD_INLINE " + V + " " + V + "_abs(" + V + " a) { return " + V + "_sel(a < " + V +
        "_splat(" + zero + "), -a, a); }\n";
   s += fma_helper(t, w);
-  // exp, log, tanh, sin, cos: glibc's vector math library (libmvec, <= 4 ulp) for register-sized vectors,
-  // named by the x86-64 vector function ABI (b: 16 bytes, d: 32 bytes AVX2, e: 64 bytes
+  // exp, log, tanh, sin, cos: glibc's vector math library (libmvec, <= 4 ulp) for register-sized
+  // vectors, named by the x86-64 vector function ABI (b: 16 bytes, d: 32 bytes AVX2, e: 64 bytes
   // AVX-512); otherwise one libm call per lane. sqrt per lane compiles to one instruction.
   const int64_t bytes = w * (t == DType::kF32 ? 4 : 8);
   const char* abi = bytes == 16 ? "b" : bytes == 32 ? "d" : bytes == 64 ? "e" : nullptr;
@@ -364,18 +369,28 @@ std::string vector_helpers(DType t, int64_t w, bool libmvec, bool guard_exp) {
         const std::string lo = f32 ? "-87.0f" : "-708.0", hi = f32 ? "87.0f" : "708.0";
         const std::string under = f32 ? "-104.0f" : "-746.0";  // below ln(2^-150), ln(2^-1075)
         const std::string ps = f32 ? "ps" : "pd";
-        const std::string lanes_mask = "0x" + std::string(w == 16 ? "FFFF" : w == 8 ? "FF" : w == 4 ? "F" : "3");
-        const std::string mv = std::string(bytes == 64 ? "__m512" : bytes == 32 ? "__m256" : "__m128") + (f32 ? "" : "d");
+        const std::string lanes_mask = "0x" + std::string(w == 16  ? "FFFF"
+                                                          : w == 8 ? "FF"
+                                                          : w == 4 ? "F"
+                                                                   : "3");
+        const std::string mv = std::string(bytes == 64   ? "__m512"
+                                           : bytes == 32 ? "__m256"
+                                                         : "__m128") +
+                               (f32 ? "" : "d");
         // A C expression: every lane of a compares so with x (AVX-512 mask compare; AVX or SSE
         // compare and movemask).
         auto all = [&](const std::string& x, const char* avx_op, const char* sse_op) {
           if (bytes == 64)
-            return "(_mm512_cmp_" + ps + "_mask((" + mv + ")a, _mm512_set1_" + ps + "(" + x + "), " + avx_op + ") == " + lanes_mask + ")";
+            return "(_mm512_cmp_" + ps + "_mask((" + mv + ")a, _mm512_set1_" + ps + "(" + x +
+                   "), " + avx_op + ") == " + lanes_mask + ")";
           if (bytes == 32)
-            return "(_mm256_movemask_" + ps + "(_mm256_cmp_" + ps + "((" + mv + ")a, _mm256_set1_" + ps + "(" + x + "), " + avx_op + ")) == " + lanes_mask + ")";
-          return "(_mm_movemask_" + ps + "(_mm_" + sse_op + "_" + ps + "((" + mv + ")a, _mm_set1_" + ps + "(" + x + "))) == " + lanes_mask + ")";
+            return "(_mm256_movemask_" + ps + "(_mm256_cmp_" + ps + "((" + mv + ")a, _mm256_set1_" +
+                   ps + "(" + x + "), " + avx_op + ")) == " + lanes_mask + ")";
+          return "(_mm_movemask_" + ps + "(_mm_" + sse_op + "_" + ps + "((" + mv + ")a, _mm_set1_" +
+                 ps + "(" + x + "))) == " + lanes_mask + ")";
         };
-        const std::string all_ge = all(lo, "_CMP_GE_OQ", "cmpge"), all_le = all(hi, "_CMP_LE_OQ", "cmple"),
+        const std::string all_ge = all(lo, "_CMP_GE_OQ", "cmpge"),
+                          all_le = all(hi, "_CMP_LE_OQ", "cmple"),
                           all_lt = all(under, "_CMP_LT_OQ", "cmplt");
         s += "#include <immintrin.h>\n";
         // The edge function: lanes from ln(2^-150) up to the range's bottom (denormal results:
@@ -384,16 +399,17 @@ std::string vector_helpers(DType t, int64_t w, bool libmvec, bool guard_exp) {
         // the range take libm one by one.
         const std::string shift = f32 ? "44.361419555836500f" : "44.361419555836500";  // 64 ln 2
         const std::string scale = f32 ? "0x1p-64f" : "0x1p-64";
-        s += "static __attribute__((noinline)) " + V + " " + V + "_exp_edge(" + V + " a) { " + M + " ok = (a >= " + V +
-             "_splat(" + lo + ")) & (a <= " + V + "_splat(" + hi + ")); " + M + " z = a < " + V + "_splat(" + under +
-             "); " + M + " low = ~ok & ~z & (a < " + V + "_splat(" + lo + ")); " + V + " r = " + vfn + "(" + V +
-             "_sel(ok, a, " + V + "_sel(low, a + " + V + "_splat(" + shift + "), " + V + "_splat(" + zero + ")))); r = " +
-             V + "_sel(low, r * " + V + "_splat(" + scale + "), " + V + "_sel(z, " + V + "_splat(" + zero +
-             "), r)); for (int l = 0; l < " + W + "; ++l) if (!(ok[l] | z[l] | low[l])) r[l] = exp" + f +
-             "(a[l]); return r; }\n";
-        s += "PD_INLINE " + V + " " + V + "_exp(" + V + " a) { if (__builtin_expect(" + all_ge + " && " + all_le +
-             ", 1)) return " + vfn + "(a); if (" + all_lt + ") return " + V + "_splat(" + zero + "); return " + V +
-             "_exp_edge(a); }\n";
+        s += "static __attribute__((noinline)) " + V + " " + V + "_exp_edge(" + V + " a) { " + M +
+             " ok = (a >= " + V + "_splat(" + lo + ")) & (a <= " + V + "_splat(" + hi + ")); " + M +
+             " z = a < " + V + "_splat(" + under + "); " + M + " low = ~ok & ~z & (a < " + V +
+             "_splat(" + lo + ")); " + V + " r = " + vfn + "(" + V + "_sel(ok, a, " + V +
+             "_sel(low, a + " + V + "_splat(" + shift + "), " + V + "_splat(" + zero +
+             ")))); r = " + V + "_sel(low, r * " + V + "_splat(" + scale + "), " + V + "_sel(z, " +
+             V + "_splat(" + zero + "), r)); for (int l = 0; l < " + W +
+             "; ++l) if (!(ok[l] | z[l] | low[l])) r[l] = exp" + f + "(a[l]); return r; }\n";
+        s += "PD_INLINE " + V + " " + V + "_exp(" + V + " a) { if (__builtin_expect(" + all_ge +
+             " && " + all_le + ", 1)) return " + vfn + "(a); if (" + all_lt + ") return " + V +
+             "_splat(" + zero + "); return " + V + "_exp_edge(a); }\n";
         continue;
       }
       s += "PD_INLINE " + V + " " + V + "_" + fn + "(" + V + " a) { return " + vfn + "(a); }\n";
@@ -421,7 +437,8 @@ std::string vector_helpers(DType t, int64_t w, bool libmvec, bool guard_exp) {
 
 class Printer {
  public:
-  Printer(const ir::Program& p, const CodegenOptions& o) : p_(p), o_(o), max_extent_(max_extent(p)) {}
+  Printer(const ir::Program& p, const CodegenOptions& o)
+      : p_(p), o_(o), max_extent_(max_extent(p)) {}
 
   GeneratedC run() {
     name_buffers();
@@ -435,7 +452,8 @@ class Printer {
     g.prefetched_tiles = prefetch_blocks_;
     bool reassociates = false;
     for (const auto& [pth, acc] : acc_of_)
-      reassociates = reassociates || acc.stmt->op == ir::Reduce::kAdd || acc.stmt->op == ir::Reduce::kMul;
+      reassociates =
+          reassociates || acc.stmt->op == ir::Reduce::kAdd || acc.stmt->op == ir::Reduce::kMul;
     g.exact = !o_.cuda && !reassociates && !vector_math_;
     g.fuses = fuses_;
     for (const auto& [pth, why] : fallback_why_) g.notes.push_back(path_text(pth) + ": " + why);
@@ -472,7 +490,8 @@ class Printer {
     else if (bytes <= kMaxStackTemp || o_.cuda)
       line(decl + "  " + what + ", this thread's slice (each iteration's own)");
     else
-      line("static __thread " + decl + "  " + what + ", this thread's slice (each iteration's own)");
+      line("static __thread " + decl + "  " + what +
+           ", this thread's slice (each iteration's own)");
   }
 
   // A vector exp, log, tanh, sin or cos was printed (libmvec or its per-lane fallback, whose
@@ -516,24 +535,26 @@ class Printer {
         if (inf(*a)) return true;
       return false;
     };
-    std::function<bool(const std::vector<ir::NodePtr>&)> walk = [&](const std::vector<ir::NodePtr>& body) {
-      for (const auto& n : body)
-        if (n->is_scope ? walk(n->body) : inf(*n->stmt.rhs)) return true;
-      return false;
-    };
+    std::function<bool(const std::vector<ir::NodePtr>&)> walk =
+        [&](const std::vector<ir::NodePtr>& body) {
+          for (const auto& n : body)
+            if (n->is_scope ? walk(n->body) : inf(*n->stmt.rhs)) return true;
+          return false;
+        };
     return walk(p.body);
   }
 
   // Largest scope extent of the program: every iterator value lies below it.
   static int64_t max_extent(const ir::Program& p) {
     int64_t m = 1;
-    std::function<void(const std::vector<ir::NodePtr>&)> walk = [&](const std::vector<ir::NodePtr>& body) {
-      for (const auto& n : body)
-        if (n->is_scope) {
-          m = std::max(m, n->extent);
-          walk(n->body);
-        }
-    };
+    std::function<void(const std::vector<ir::NodePtr>&)> walk =
+        [&](const std::vector<ir::NodePtr>& body) {
+          for (const auto& n : body)
+            if (n->is_scope) {
+              m = std::max(m, n->extent);
+              walk(n->body);
+            }
+        };
     walk(p.body);
     return m;
   }
@@ -547,14 +568,16 @@ class Printer {
         return std::abs(e.value);
       case ir::ExprKind::kIndex: {
         double b = std::abs(static_cast<double>(e.affine().constant));
-        for (int64_t c : e.affine().coeffs) b += std::abs(static_cast<double>(c)) * static_cast<double>(extent);
+        for (int64_t c : e.affine().coeffs)
+          b += std::abs(static_cast<double>(c)) * static_cast<double>(extent);
         return b;
       }
       case ir::ExprKind::kUnary:
         if (e.un != ir::UnOp::kNeg) return std::nullopt;
         return int_bound(*e.args[0], extent);
       case ir::ExprKind::kBinary: {
-        if (e.bin != ir::BinOp::kAdd && e.bin != ir::BinOp::kSub && e.bin != ir::BinOp::kMul) return std::nullopt;
+        if (e.bin != ir::BinOp::kAdd && e.bin != ir::BinOp::kSub && e.bin != ir::BinOp::kMul)
+          return std::nullopt;
         auto a = int_bound(*e.args[0], extent), b = int_bound(*e.args[1], extent);
         if (!a || !b) return std::nullopt;
         return e.bin == ir::BinOp::kMul ? *a * *b : *a + *b;
@@ -706,7 +729,8 @@ class Printer {
         return convert(access(e.access), dtype_.at(e.access.buffer), t);
       case ir::ExprKind::kIndex: {  // int64_t converted as the interpreter converts it
         const std::string v = "(" + flat_text(flat_of(e.affine())) + ")";
-        return t == DType::kI32 ? "pd_to_i32((double)" + v + ")" : std::string("(") + ctype(t) + ")" + v;
+        return t == DType::kI32 ? "pd_to_i32((double)" + v + ")"
+                                : std::string("(") + ctype(t) + ")" + v;
       }
       case ir::ExprKind::kUnary: {
         if (is_cast(e.un)) {
@@ -771,7 +795,8 @@ class Printer {
   // nullopt when unsupported
 
   // An integer expression (int_bound accepts it) in the 32-bit lanes of t's mask type.
-  std::optional<std::string> iexpr(const ir::Expr& e, DType t, int d, int64_t lanes, int64_t lane0) {
+  std::optional<std::string> iexpr(const ir::Expr& e, DType t, int d, int64_t lanes,
+                                   int64_t lane0) {
     const std::string M = mtype(t, lanes);
     switch (e.kind) {
       case ir::ExprKind::kConst:
@@ -810,7 +835,8 @@ class Printer {
         const int64_t c = e.affine().coeff(d);
         const Flat f = flat_of(e.affine(), c * lane0);
         if (c == 0) return V + "_splat((" + ctype(t) + ")(" + flat_text(f) + "))";
-        if (const auto b = int_bound(e, max_extent_); b && *b < (t == DType::kF32 ? 16777216.0 : 9e15))
+        if (const auto b = int_bound(e, max_extent_);
+            b && *b < (t == DType::kF32 ? 16777216.0 : 9e15))
           return V + "_iotas(" + flat_text(f, d) + ", " + std::to_string(c) + ")";
         return V + "_iota(" + flat_text(f, d) + ", " + std::to_string(c) + ")";
       }
@@ -883,7 +909,8 @@ class Printer {
           auto l = iexpr(*e.args[0], t, d, lanes, lane0), r = iexpr(*e.args[1], t, d, lanes, lane0);
           auto x = vexpr(*e.args[2], t, d, lanes, lane0), y = vexpr(*e.args[3], t, d, lanes, lane0);
           if (!l || !r || !x || !y) return std::nullopt;
-          return V + "_sel(" + *l + " " + cmp_text(e.cmp) + " " + *r + ", " + unparen(*x) + ", " + unparen(*y) + ")";
+          return V + "_sel(" + *l + " " + cmp_text(e.cmp) + " " + *r + ", " + unparen(*x) + ", " +
+                 unparen(*y) + ")";
         }
         if (untyped) ct = DType::kF64;
         // A comparison's mask has its operands' element width; it must match the result's.
@@ -1009,7 +1036,8 @@ class Printer {
     for (int k = 0; k <= j; ++k) {
       const ir::Node* a = ancestors_[k];
       if (a->annot != ir::Annot::kUnroll) continue;
-      const bool unrolled = copies * a->extent <= o_.max_unrolled_copies && a->extent <= o_.max_unroll;
+      const bool unrolled =
+          copies * a->extent <= o_.max_unrolled_copies && a->extent <= o_.max_unroll;
       if (k == j) return unrolled;
       if (unrolled) copies *= a->extent;
     }
@@ -1105,7 +1133,8 @@ class Printer {
           "}  // test hook inject=alloc");
     for (const auto& b : p_.buffers) {
       // (an iteration's own slice is written before it is read: its initial value is never seen)
-      if (b.role == ir::Role::kInput || ir::initial_value_dead(p_, b) || sliced_.count(b.name)) continue;
+      if (b.role == ir::Role::kInput || ir::initial_value_dead(p_, b) || sliced_.count(b.name))
+        continue;
       std::optional<double> v = b.init;
       if (!v && b.role == ir::Role::kTemp && b.dtype == DType::kI32)
         v = 0;  // the interpreter's fill
@@ -1124,7 +1153,8 @@ class Printer {
                ";  // test hook inject=wrong");
         else
           line("{ " + std::string(ctype(b->dtype)) + "* pd_u = malloc(64); " + cname_.at(b->name) +
-               "[0] += pd_u[3]; free(pd_u); }  // test hook inject=uninit: reads memory never written");
+               "[0] += pd_u[3]; free(pd_u); }  // test hook inject=uninit: reads memory never "
+               "written");
         break;
       }
     }
@@ -1250,18 +1280,21 @@ class Printer {
     line("// " + comment_text(ir::print_stmt(s)));
     if (ir::fused_update(s)) {
       const std::string lhs = access(s.lhs);
-      line(lhs + " = " + scalar_fma(sexpr(*s.rhs->args[0], t), sexpr(*s.rhs->args[1], t), lhs, t) + ";");
+      line(lhs + " = " + scalar_fma(sexpr(*s.rhs->args[0], t), sexpr(*s.rhs->args[1], t), lhs, t) +
+           ";");
       return;
     }
     line(combine_scalar(s.op, t, access(s.lhs), unparen(sexpr(*s.rhs, t))));
   }
 
   // a * b + c with one rounding (C's fma); i32 wraps as the product and sum do.
-  std::string scalar_fma(const std::string& a, const std::string& b, const std::string& c, DType t) const {
+  std::string scalar_fma(const std::string& a, const std::string& b, const std::string& c,
+                         DType t) const {
     fuses_ = true;
-    if (t == DType::kI32) return "pd_addi(pd_muli(" + unparen(a) + ", " + unparen(b) + "), " + unparen(c) + ")";
-    return std::string(t == DType::kF32 ? "fmaf(" : "fma(") + unparen(a) + ", " + unparen(b) + ", " +
-           unparen(c) + ")";
+    if (t == DType::kI32)
+      return "pd_addi(pd_muli(" + unparen(a) + ", " + unparen(b) + "), " + unparen(c) + ")";
+    return std::string(t == DType::kF32 ? "fmaf(" : "fma(") + unparen(a) + ", " + unparen(b) +
+           ", " + unparen(c) + ")";
   }
 
   // A temporary the kernel declares as a local (registers, once its indices are constants).
@@ -1274,7 +1307,8 @@ class Printer {
   // `fn(stmt, values)` with values[k] the value of the nest's k-th scope's iterator. False when
   // the nest has another scope or more instances than `left` allows.
   template <class Fn>
-  static bool each_unrolled(const ir::Node& n, std::vector<int64_t>& values, int64_t& left, Fn&& fn) {
+  static bool each_unrolled(const ir::Node& n, std::vector<int64_t>& values, int64_t& left,
+                            Fn&& fn) {
     if (!n.is_scope) {
       if (--left < 0) return false;
       fn(n.stmt, values);
@@ -1295,7 +1329,8 @@ class Printer {
   // updates), prints prefetches of the lines that copy reads in the loop's next iteration, so
   // that they arrive while this iteration's updates run, as BLIS's micro-kernels prefetch the
   // next tile of C. A hint only: nothing is read, and only lines the next iteration reads.
-  void prefetch_next_tile(const ir::Node& loop, int depth, const ir::Node& copy, const ir::Node& next) {
+  void prefetch_next_tile(const ir::Node& loop, int depth, const ir::Node& copy,
+                          const ir::Node& next) {
     if (!o_.prefetch_tiles || o_.cuda || !o_.unroll || loop.extent < 2 || !copy.is_scope ||
         !next.is_scope || next.annot != ir::Annot::kNone)
       return;
@@ -1309,27 +1344,29 @@ class Printer {
     bool ok = true;
     std::vector<int64_t> values;
     int64_t left = 1024;
-    const bool full = each_unrolled(copy, values, left, [&](const ir::Stmt& st, const std::vector<int64_t>& v) {
-      if (!ok) return;
-      if (st.op != ir::Reduce::kNone || st.rhs->kind != ir::ExprKind::kLoad || !local_temp(st.lhs.buffer) ||
-          local_temp(st.rhs->access.buffer)) {
-        ok = false;
-        return;
-      }
-      const ir::Access& a = st.rhs->access;
-      Flat f = flat(a);
-      if (static_cast<int>(f.c.size()) <= depth || f.c[depth] == 0) {
-        ok = false;  // the next iteration reads the same elements: nothing to fetch
-        return;
-      }
-      int64_t k0 = f.k0 + f.c[depth];
-      for (size_t k = 0; k < v.size(); ++k)
-        if (depth + 1 + static_cast<int>(k) < static_cast<int>(f.c.size())) k0 += f.c[depth + 1 + k] * v[k];
-      f.c.resize(depth + 1);
-      f.k0 = 0;
-      auto& group = groups.try_emplace({a.buffer, flat_text(f)}, Reads{&a, {}}).first->second;
-      group.offsets.insert(k0 * ir::dtype_bytes(dtype_.at(a.buffer)));
-    });
+    const bool full =
+        each_unrolled(copy, values, left, [&](const ir::Stmt& st, const std::vector<int64_t>& v) {
+          if (!ok) return;
+          if (st.op != ir::Reduce::kNone || st.rhs->kind != ir::ExprKind::kLoad ||
+              !local_temp(st.lhs.buffer) || local_temp(st.rhs->access.buffer)) {
+            ok = false;
+            return;
+          }
+          const ir::Access& a = st.rhs->access;
+          Flat f = flat(a);
+          if (static_cast<int>(f.c.size()) <= depth || f.c[depth] == 0) {
+            ok = false;  // the next iteration reads the same elements: nothing to fetch
+            return;
+          }
+          int64_t k0 = f.k0 + f.c[depth];
+          for (size_t k = 0; k < v.size(); ++k)
+            if (depth + 1 + static_cast<int>(k) < static_cast<int>(f.c.size()))
+              k0 += f.c[depth + 1 + k] * v[k];
+          f.c.resize(depth + 1);
+          f.k0 = 0;
+          auto& group = groups.try_emplace({a.buffer, flat_text(f)}, Reads{&a, {}}).first->second;
+          group.offsets.insert(k0 * ir::dtype_bytes(dtype_.at(a.buffer)));
+        });
     if (!full || !ok || groups.empty()) return;
     std::vector<std::string> out;
     for (const auto& [key, group] : groups) {
@@ -1348,8 +1385,8 @@ class Printer {
     }
     if (out.size() > 32) return;  // a tile this large hides its own latency; keep the code small
     const std::string it = "i" + std::to_string(depth);
-    line("if (" + it + " + 1 < " + std::to_string(loop.extent) + ") {  // the lines the next " + it +
-         " copies into its register tile, fetched during the loop below");
+    line("if (" + it + " + 1 < " + std::to_string(loop.extent) + ") {  // the lines the next " +
+         it + " copies into its register tile, fetched during the loop below");
     ++indent_;
     for (const auto& l : out) line(l);
     --indent_;
@@ -1388,7 +1425,8 @@ class Printer {
       case ir::Annot::kParallel: {
         if (o_.parallel)
           line("#pragma omp parallel for schedule(static)" +
-               (o_.threads > 0 ? " num_threads(" + std::to_string(o_.threads) + ")" : std::string()));
+               (o_.threads > 0 ? " num_threads(" + std::to_string(o_.threads) + ")"
+                               : std::string()));
         // Each thread's streaming stores drain before the parallel loop's barrier publishes them.
         return plain_loop(n, path, depth, o_.parallel);
       }
@@ -1497,8 +1535,10 @@ class Printer {
     const std::string pre = bytes == 64 ? "_mm512" : bytes == 32 ? "_mm256" : "_mm";
     const std::string reg = bytes == 64 ? "__m512" : bytes == 32 ? "__m256" : "__m128";
     std::string call;
-    if (t == DType::kF32) call = pre + "_stream_ps(p, (" + reg + ")v)";
-    else if (t == DType::kF64) call = pre + "_stream_pd(p, (" + reg + "d)v)";
+    if (t == DType::kF32)
+      call = pre + "_stream_ps(p, (" + reg + ")v)";
+    else if (t == DType::kF64)
+      call = pre + "_stream_pd(p, (" + reg + "d)v)";
     else
       call = pre + "_stream_si" + std::to_string(bytes * 8) + "((" + reg + "i*)p, (" + reg + "i)v)";
     return "PD_INLINE void " + V + "_stream(" + S + "* p, " + V + " v) { if (((uintptr_t)p & " +
@@ -1531,14 +1571,16 @@ class Printer {
     for (const auto& b : p_.buffers) {
       if (!s.empty()) s += ", ";
       if (with_types)
-        s += std::string(b.role == ir::Role::kInput ? "const " : "") + ctype(b.dtype) + "* restrict ";
+        s += std::string(b.role == ir::Role::kInput ? "const " : "") + ctype(b.dtype) +
+             "* restrict ";
       s += cname_.at(b.name);
     }
     return s;
   }
 
   static std::string blocks_for(int64_t n) {
-    return std::to_string(std::max<int64_t>(1, std::min<int64_t>((n + kCudaBlock - 1) / kCudaBlock, 65535)));
+    return std::to_string(
+        std::max<int64_t>(1, std::min<int64_t>((n + kCudaBlock - 1) / kCudaBlock, 65535)));
   }
 
   std::string print_cuda() {
@@ -1550,9 +1592,11 @@ class Printer {
     line("const int64_t pd_s = (int64_t)gridDim.x * blockDim.x;");
     int64_t largest = 1;
     for (const auto& b : p_.buffers) {
-      if (b.role == ir::Role::kInput || ir::initial_value_dead(p_, b) || sliced_.count(b.name)) continue;
+      if (b.role == ir::Role::kInput || ir::initial_value_dead(p_, b) || sliced_.count(b.name))
+        continue;
       std::optional<double> v = b.init;
-      if (!v && b.role == ir::Role::kTemp && b.dtype == DType::kI32) v = 0;  // the interpreter's fill
+      if (!v && b.role == ir::Role::kTemp && b.dtype == DType::kI32)
+        v = 0;  // the interpreter's fill
       if (!v) continue;
       largest = std::max(largest, b.elements());
       line("for (int64_t pd_n = pd_t; pd_n < " + std::to_string(b.elements()) + "; pd_n += pd_s) " +
@@ -1584,13 +1628,16 @@ class Printer {
         path = Path{static_cast<int>(i)};
       }
       std::string outer_sig;
-      for (size_t d = 0; d < chain.size(); ++d) outer_sig += ", const int64_t i" + std::to_string(d);
+      for (size_t d = 0; d < chain.size(); ++d)
+        outer_sig += ", const int64_t i" + std::to_string(d);
       line("__global__ void " + name + "(" + sig + outer_sig + ") {");
       ++indent_;
       if (par) {
         const std::string it = "i" + std::to_string(chain.size());
         line("// :par " + std::to_string(par->extent) + ": one thread per iteration" +
-             (chain.empty() ? "" : "; the " + std::to_string(chain.size()) + " scopes above it loop on the host"));
+             (chain.empty()
+                  ? ""
+                  : "; the " + std::to_string(chain.size()) + " scopes above it loop on the host"));
         line("const int64_t " + it + " = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;");
         line("if (" + it + " >= " + std::to_string(par->extent) + ") return;");
         // This thread's own copies of the iteration-private temporaries (in a block of their
@@ -1637,8 +1684,8 @@ class Printer {
       line("if ((pd_e = cudaMalloc((void**)&" + cname_.at(b.name) + ", " +
            std::to_string(b.elements() * ir::dtype_bytes(b.dtype)) + ")) != cudaSuccess) break;");
     for (size_t i = 0; i < params.size(); ++i)
-      line("if ((pd_e = cudaMemcpy(" + cname_.at(params[i]->name) + ", bufs[" + std::to_string(i) + "], " +
-           std::to_string(params[i]->elements() * ir::dtype_bytes(params[i]->dtype)) +
+      line("if ((pd_e = cudaMemcpy(" + cname_.at(params[i]->name) + ", bufs[" + std::to_string(i) +
+           "], " + std::to_string(params[i]->elements() * ir::dtype_bytes(params[i]->dtype)) +
            ", cudaMemcpyHostToDevice)) != cudaSuccess) break;");
     const std::string args = cuda_params(false);
     for (auto l : launches) line(l.replace(l.find("ARGS"), 4, args) + ";");
@@ -1646,8 +1693,9 @@ class Printer {
     line("if ((pd_e = cudaDeviceSynchronize()) != cudaSuccess) break;");
     for (size_t i = 0; i < params.size(); ++i)
       if (params[i]->role == ir::Role::kOutput)
-        line("if ((pd_e = cudaMemcpy(bufs[" + std::to_string(i) + "], " + cname_.at(params[i]->name) +
-             ", " + std::to_string(params[i]->elements() * ir::dtype_bytes(params[i]->dtype)) +
+        line("if ((pd_e = cudaMemcpy(bufs[" + std::to_string(i) + "], " +
+             cname_.at(params[i]->name) + ", " +
+             std::to_string(params[i]->elements() * ir::dtype_bytes(params[i]->dtype)) +
              ", cudaMemcpyDeviceToHost)) != cudaSuccess) break;");
     --indent_;
     line("} while (0);");
@@ -1662,10 +1710,12 @@ class Printer {
     std::string s = "// Generated by PerfDojo's C printer (" + std::string(kCodegenVersion) +
                     ", CUDA) for " + o_.target + ".\n";
     s += "// IR structural hash " + std::to_string(ir::structural_hash(p_)) + "\n";
-    s += "#include <cuda_runtime.h>\n#include <math.h>\n#include <stdint.h>\n#include <stdlib.h>\n\n";
+    s += "#include <cuda_runtime.h>\n#include <math.h>\n#include <stdint.h>\n#include "
+         "<stdlib.h>\n\n";
     std::string helpers = kScalarHelpers;
     const std::string host = "#define PD_INLINE static inline __attribute__((always_inline))";
-    helpers.replace(helpers.find(host), host.size(), "#define PD_INLINE static __device__ __forceinline__");
+    helpers.replace(helpers.find(host), host.size(),
+                    "#define PD_INLINE static __device__ __forceinline__");
     s += "#ifndef restrict\n#define restrict __restrict__\n#endif\n";
     if (!o_.cuda_namespace.empty()) s += "namespace " + o_.cuda_namespace + " {\n";
     return s + helpers + "\n";
@@ -1705,13 +1755,13 @@ class Printer {
   std::set<Path> vectorised_;
   std::map<Path, std::string> fallback_why_;
   std::map<Path, std::vector<Acc>> accs_at_;
-  std::map<Path, Acc> acc_of_;  // by the path of its update
+  std::map<Path, Acc> acc_of_;            // by the path of its update
   std::map<int, int64_t> unrolled_copy_;  // depth -> the copy an unrolled scope is printing
   std::set<std::pair<DType, int64_t>> vtypes_;
   int next_acc_ = 0;
   std::set<std::pair<DType, int64_t>> stream_types_;  ///< vector types stored non-temporally
   int streams_printed_ = 0;
-  int64_t copies_ = 1;  ///< product of the extents of the unrolled scopes being printed
+  int64_t copies_ = 1;       ///< product of the extents of the unrolled scopes being printed
   int prefetch_blocks_ = 0;  ///< register-tile copies whose next lines are prefetched
   std::string out_;
   int indent_ = 0;

@@ -31,8 +31,8 @@ struct CodegenOptions {
   /// With `parallel`: the threads each such loop runs on (`num_threads`), so the kernel uses the
   /// cores it was measured on, not whatever OpenMP finds; 0 leaves the choice to OpenMP.
   int threads = 0;
-  bool unroll = true;          ///< `:unroll` scopes are unrolled
-  int64_t max_unroll = 64;     ///< larger `:unroll` scopes get `#pragma GCC unroll` instead
+  bool unroll = true;       ///< `:unroll` scopes are unrolled
+  int64_t max_unroll = 64;  ///< larger `:unroll` scopes get `#pragma GCC unroll` instead
   int64_t max_unrolled_copies =
       1024;  ///< nested unrolling stops (plain loops) beyond this many copies
   int64_t small_temp_elements = 256;  ///< temporaries up to this size are locals (registers)
@@ -65,16 +65,16 @@ struct CodegenOptions {
 /// The printed unit and the printer's decisions.
 struct GeneratedC {
   std::string source;
-  int vector_scopes = 0;           ///< `:vec` scopes printed as vector code
-  int scalar_fallbacks = 0;        ///< `:vec` scopes printed as plain loops (reason in a comment)
-  int streamed_stores = 0;         ///< vector stores printed as non-temporal stores
-  int prefetched_tiles = 0;        ///< register-tile copies whose next iteration is prefetched
+  int vector_scopes = 0;     ///< `:vec` scopes printed as vector code
+  int scalar_fallbacks = 0;  ///< `:vec` scopes printed as plain loops (reason in a comment)
+  int streamed_stores = 0;   ///< vector stores printed as non-temporal stores
+  int prefetched_tiles = 0;  ///< register-tile copies whose next iteration is prefetched
   /// The code computes every value as the interpreter does, bit for bit: each operation in the
   /// IR's order with its rounding (a fused multiply-add only where the IR has one). False where
   /// it reassociates (vector partial sums or products combined across lanes or register sets)
   /// or calls vector math (libmvec's exp, log, tanh, sin, cos), and for CUDA (device math).
   bool exact = false;
-  bool fuses = false;  ///< the code calls fma (the IR's fma and fused updates)
+  bool fuses = false;              ///< the code calls fma (the IR's fma and fused updates)
   std::vector<std::string> notes;  ///< one line per fallback: why the scope stayed scalar
 };
 

@@ -1,7 +1,5 @@
 #include "backends/compiler.h"
 
-#include "util/process.h"
-
 #include <unistd.h>
 
 #include <atomic>
@@ -12,6 +10,8 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+
+#include "util/process.h"
 
 namespace perfdojo::backends {
 namespace {
@@ -151,7 +151,8 @@ std::optional<std::string> scan_for_contraction(const std::string& so_path, bool
       auto starts = [&](const char* p) { return m.rfind(p, 0) == 0; };
       if (starts("vfmaddsub") || starts("vfmsubadd"))
         return m + " (an alternating fused add/subtract)";
-      if (!source_fuses && (starts("vfmadd") || starts("vfmsub") || starts("vfnmadd") || starts("vfnmsub")))
+      if (!source_fuses &&
+          (starts("vfmadd") || starts("vfmsub") || starts("vfnmadd") || starts("vfnmsub")))
         return m + " (a fused multiply-add the source has none of)";
     }
     pos = end + 1;

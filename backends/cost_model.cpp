@@ -59,12 +59,18 @@ void roofline(const Model& md, const MachineProfile& m, CostEstimate& out) {
 
 const char* bound_name(Bound b) {
   switch (b) {
-    case Bound::kCompute: return "compute";
-    case Bound::kL1: return "L1";
-    case Bound::kL2: return "L2";
-    case Bound::kL3: return "L3";
-    case Bound::kDram: return "DRAM";
-    case Bound::kOverhead: return "overhead";
+    case Bound::kCompute:
+      return "compute";
+    case Bound::kL1:
+      return "L1";
+    case Bound::kL2:
+      return "L2";
+    case Bound::kL3:
+      return "L3";
+    case Bound::kDram:
+      return "DRAM";
+    case Bound::kOverhead:
+      return "overhead";
   }
   return "?";
 }
@@ -119,7 +125,8 @@ class CostModelBackend final : public Backend {
     return {};
   }
   Capabilities capabilities() const override {
-    if (profile_.vector_lanes > 0) {  // a cross target's core: its one width, one core (cross_backend.h)
+    if (profile_.vector_lanes >
+        0) {  // a cross target's core: its one width, one core (cross_backend.h)
       Capabilities c;
       if (profile_.vector_lanes > 1) c.vector_widths = {profile_.native_lanes()};
       if (profile_.isa == "cuda") {  // a GPU: parallel scopes become threads
@@ -147,7 +154,9 @@ class CostModelBackend final : public Backend {
     m.flags = "cost_model " + profile_.name;
     return m;
   }
-  std::unique_ptr<Backend> clone() const override { return std::make_unique<CostModelBackend>(*this); }
+  std::unique_ptr<Backend> clone() const override {
+    return std::make_unique<CostModelBackend>(*this);
+  }
 
  private:
   BackendConfig config_;

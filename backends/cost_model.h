@@ -24,10 +24,10 @@ const char* bound_name(Bound b);
 
 /// The model's estimate with its parts (times in seconds, traffic in bytes).
 struct CostEstimate {
-  double time_s = 0;     ///< the estimate
-  double flops = 0;      ///< flop_count(p)
-  double compute_s = 0;  ///< instruction issue, ports and dependence chains (threads applied)
-  double bytes[4] = {};  ///< served by L1 (loads and stores), L2, L3 and DRAM
+  double time_s = 0;       ///< the estimate
+  double flops = 0;        ///< flop_count(p)
+  double compute_s = 0;    ///< instruction issue, ports and dependence chains (threads applied)
+  double bytes[4] = {};    ///< served by L1 (loads and stores), L2, L3 and DRAM
   double level_s[4] = {};  ///< time each level needs for its bytes (threads applied)
   double overhead_s = 0;   ///< loop bookkeeping outside inner bodies, forks, the call itself
   Bound bound = Bound::kCompute;  ///< the part that dominates the estimate

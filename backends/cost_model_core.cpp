@@ -11,17 +11,30 @@ namespace {
 void count_ops(const ir::Expr& e, bool fused_into_parent, OpCounts& c) {
   switch (e.kind) {
     case ir::ExprKind::kConst:
-    case ir::ExprKind::kLoad: break;
+    case ir::ExprKind::kLoad:
+      break;
     case ir::ExprKind::kUnary:
       switch (e.un) {
         case ir::UnOp::kExp:
-        case ir::UnOp::kLog: c.trans += 1; break;
-        case ir::UnOp::kTanh: c.trans += 1.5; break;
+        case ir::UnOp::kLog:
+          c.trans += 1;
+          break;
+        case ir::UnOp::kTanh:
+          c.trans += 1.5;
+          break;
         case ir::UnOp::kSin:
-        case ir::UnOp::kCos: c.trans += 1.5; break;
-        case ir::UnOp::kSqrt: c.div += 1; break;
-        case ir::UnOp::kRsqrt: c.div += 2; break;
-        default: c.fp += 1; break;
+        case ir::UnOp::kCos:
+          c.trans += 1.5;
+          break;
+        case ir::UnOp::kSqrt:
+          c.div += 1;
+          break;
+        case ir::UnOp::kRsqrt:
+          c.div += 2;
+          break;
+        default:
+          c.fp += 1;
+          break;
       }
       break;
     case ir::ExprKind::kBinary:
@@ -31,10 +44,16 @@ void count_ops(const ir::Expr& e, bool fused_into_parent, OpCounts& c) {
         c.fp += 1;
       }
       break;
-    case ir::ExprKind::kSelect: c.fp += 2; break;
-    case ir::ExprKind::kIndex: c.fp += 1; break;  // an integer-to-float conversion (an iota add)
-    case ir::ExprKind::kFma: c.fp += 1; break;    // one instruction (the code is built without
-                                                  // implicit contraction: only fma fuses)
+    case ir::ExprKind::kSelect:
+      c.fp += 2;
+      break;
+    case ir::ExprKind::kIndex:
+      c.fp += 1;
+      break;  // an integer-to-float conversion (an iota add)
+    case ir::ExprKind::kFma:
+      c.fp += 1;
+      break;  // one instruction (the code is built without
+              // implicit contraction: only fma fuses)
   }
   for (const auto& a : e.args) count_ops(*a, false, c);
 }
@@ -48,7 +67,6 @@ bool has_trans(const ir::Expr& e) {
     if (has_trans(*a)) return true;
   return false;
 }
-
 
 double floor_pow2(double x) {
   double p = 1;
@@ -118,8 +136,10 @@ void Model::plan_unrolling() {
       if (has_vec[kid] || vec_kid) has_vec[s] = 1;
     }
     const double e = static_cast<double>(sc.extent);
-    early[s] = sc.annot == Annot::kUnroll || (sc.annot == Annot::kNone && flat[s] && e <= 4 && e * body <= 32);
-    unrolled[s] = early[s] || (sc.annot == Annot::kNone && flat_late[s] && e <= 16 && e * body <= 32);
+    early[s] = sc.annot == Annot::kUnroll ||
+               (sc.annot == Annot::kNone && flat[s] && e <= 4 && e * body <= 32);
+    unrolled[s] =
+        early[s] || (sc.annot == Annot::kNone && flat_late[s] && e <= 16 && e * body <= 32);
     copies[s] = unrolled[s] ? e * body : body + 1;
   }
 }
@@ -186,8 +206,8 @@ bool Model::plan_outer_loop(int s, double native) {
   }
   // Inside an OpenMP region the parameters lose `restrict`, and GCC versions only
   // innermost loops for aliasing: no outer loop storing to a parameter there.
-  if (p.annot == Annot::kNone && (p.par < 0 || !subtree_stores_to_parameter(sc.parent)) && loops == 1 &&
-      lanes >= 4 && vectorisable(sc.parent, p.depth, true)) {
+  if (p.annot == Annot::kNone && (p.par < 0 || !subtree_stores_to_parameter(sc.parent)) &&
+      loops == 1 && lanes >= 4 && vectorisable(sc.parent, p.depth, true)) {
     run[sc.parent].lanes = lanes;
     run[sc.parent].outer_vectorised = true;
     return true;
@@ -199,11 +219,13 @@ bool Model::plan_outer_loop(int s, double native) {
 void Model::plan_straight_line(int s, double native) {
   const std::vector<char>& early = x.early;
   const ScopeInfo& sc = f.scopes[s];
-  for (size_t u = static_cast<size_t>(s) + 1; u < f.scopes.size() && f.scopes[u].acc_begin < sc.acc_end; ++u) {
+  for (size_t u = static_cast<size_t>(s) + 1;
+       u < f.scopes.size() && f.scopes[u].acc_begin < sc.acc_end; ++u) {
     const ScopeInfo& us = f.scopes[u];
     if (!early[u] || us.extent < 4) continue;
     bool inner_unrolled = false;
-    for (int k = us.kids_begin; k < us.kids_end; ++k) inner_unrolled = inner_unrolled || f.kids[k] >= 0;
+    for (int k = us.kids_begin; k < us.kids_end; ++k)
+      inner_unrolled = inner_unrolled || f.kids[k] >= 0;
     if (!inner_unrolled && vectorisable(static_cast<int>(u), us.depth, false))
       run[u].lanes = std::min(native, floor_pow2(static_cast<double>(us.extent)));
   }
@@ -251,7 +273,8 @@ bool Model::stores_to_parameter(const StmtInfo& s) const {
 bool Model::subtree_stores_to_parameter(int s) const {
   const ScopeInfo& sc = f.scopes[s];
   for (const auto& st : f.stmts)
-    if (st.acc_begin >= sc.acc_begin && st.acc_begin < sc.acc_end && stores_to_parameter(st)) return true;
+    if (st.acc_begin >= sc.acc_begin && st.acc_begin < sc.acc_end && stores_to_parameter(st))
+      return true;
   return false;
 }
 
@@ -303,9 +326,11 @@ void Model::cost_group(int owner, const std::vector<int>& stmts) {
     count_ops(*stmt.rhs, ir::fused_update(stmt), ops);
     if (stmt.op != ir::Reduce::kNone) ops.fp += 1;  // the accumulation (an FMA when fused)
     t.fp += instr * ops.fp / pipe_rate(lanes);
-    t.div += instr * ops.div * (lanes > 1 ? m.div_cycles_vector * lanes / m.native_lanes() : m.div_cycles_scalar);
+    t.div += instr * ops.div *
+             (lanes > 1 ? m.div_cycles_vector * lanes / m.native_lanes() : m.div_cycles_scalar);
     // exp, log, tanh: a call per vector (libmvec) or per element, as the profile measured.
-    t.fp += instr * ops.trans * (lanes > 1 ? lanes * m.exp_cycles_vector / m.native_lanes() : m.exp_cycles_scalar);
+    t.fp += instr * ops.trans *
+            (lanes > 1 ? lanes * m.exp_cycles_vector / m.native_lanes() : m.exp_cycles_scalar);
     // With hardware loops the FPU's sequencer issues the floating-point instructions of an
     // innermost loop: they take none of the integer core's issue slots.
     const bool sequenced = m.hw_loops > 0 && owner >= 0 && !run[owner].unrolled;
@@ -332,7 +357,8 @@ void Model::cost_group(int owner, const std::vector<int>& stmts) {
   NestCost& nc = nests[nest];
   nc.core_cycles += core / sp;
   group_cycles.push_back({core / sp, par});
-  if (core == t.ld / m.loads_per_cycle || core == t.st / m.stores_per_cycle) nc.l1_cycles += core / sp;
+  if (core == t.ld / m.loads_per_cycle || core == t.st / m.stores_per_cycle)
+    nc.l1_cycles += core / sp;
   nc.bytes[0] += t.l1_bytes;
 }
 
@@ -422,24 +448,28 @@ double Model::reduction_chain(const StmtInfo& s, const OpCounts& ops) const {
     indep *= run[sc].chunks;
   }
   const int carrier = k;
-  const double seg_uops = seg * (ops.fp + ops.div + 2 * ops.trans + static_cast<double>(s.acc_end - s.acc_begin));
+  const double seg_uops =
+      seg * (ops.fp + ops.div + 2 * ops.trans + static_cast<double>(s.acc_end - s.acc_begin));
   const double window = std::max(1.0, m.window_uops / std::max(seg_uops, 1.0));
   double bound = 0;
   if (carrier >= 0) bound = run[scope_at(carrier)].trips * seg * lat;
   // A vector accumulator (a target the lanes share) whose updates the unrolled scope right
-  // around the `:vec` one repeats rotates them over its share of kAccumulatorRegisters (codegen_c.h):
-  // that many chains instead of one.
-  const ScopeInfo* vec = carrier >= 0 && carrier == s.depth - 2 ? &f.scopes[scope_at(s.depth - 1)] : nullptr;
+  // around the `:vec` one repeats rotates them over its share of kAccumulatorRegisters
+  // (codegen_c.h): that many chains instead of one.
+  const ScopeInfo* vec =
+      carrier >= 0 && carrier == s.depth - 2 ? &f.scopes[scope_at(s.depth - 1)] : nullptr;
   const ScopeInfo* unrolled = vec ? &f.scopes[scope_at(carrier)] : nullptr;
   if (vec && vec->annot == Annot::kVector && f.coefs[target.coef_off + s.depth - 1] == 0 &&
-      unrolled->annot == Annot::kUnroll && unrolled->extent >= 2 && unrolled->extent <= CodegenOptions{}.max_unroll) {
+      unrolled->annot == Annot::kUnroll && unrolled->extent >= 2 &&
+      unrolled->extent <= CodegenOptions{}.max_unroll) {
     int accumulators = 0;  // the `:vec` scope's updates of targets its lanes share
     for (int k2 = vec->kids_begin; k2 < vec->kids_end; ++k2) {
       const int kid = f.kids[k2];
       if (kid >= 0) continue;
       const StmtInfo& st2 = f.stmts[~kid];
       const AccInfo& t2 = f.accs[st2.acc_begin];
-      if (st2.stmt->op != ir::Reduce::kNone && f.coefs[t2.coef_off + s.depth - 1] == 0) ++accumulators;
+      if (st2.stmt->op != ir::Reduce::kNone && f.coefs[t2.coef_off + s.depth - 1] == 0)
+        ++accumulators;
     }
     const double sets = std::floor(static_cast<double>(kAccumulatorRegisters) /
                                    (run[scope_at(s.depth - 1)].chunks * std::max(1, accumulators)));
@@ -452,11 +482,11 @@ double Model::reduction_chain(const StmtInfo& s, const OpCounts& ops) const {
   return bound;
 }
 
-
 void Model::traffic(int s, double mult, double cap, int level) {
   const ScopeInfo& sc = f.scopes[s];
   if (sc.f1_bytes[level - 1] <= cap) {
-    add_traffic(sc.nest, level, mult * sc.fall_traffic, mult * sc.fall_cost, sc.par >= 0 || sc.has_par ? par_of(s) : -1);
+    add_traffic(sc.nest, level, mult * sc.fall_traffic, mult * sc.fall_cost,
+                sc.par >= 0 || sc.has_par ? par_of(s) : -1);
     return;
   }
   double m2 = mult * run[s].chunks;  // a vectorised scope steps through its lanes together
@@ -465,7 +495,8 @@ void Model::traffic(int s, double mult, double cap, int level) {
     if (kid >= 0) {
       traffic(kid, m2, cap, level);
     } else {
-      add_traffic(sc.nest, level, m2 * stmt_bytes(~kid, false), m2 * stmt_bytes(~kid, true), sc.par);
+      add_traffic(sc.nest, level, m2 * stmt_bytes(~kid, false), m2 * stmt_bytes(~kid, true),
+                  sc.par);
     }
   }
 }
@@ -516,7 +547,8 @@ void Model::loop_overheads() {
       // Threads still spinning from the previous entry join cheaply; asleep, they cost a wake-up.
       const double gap_us = fork_gap_cycles(static_cast<int>(s), execs) / freq_hz * 1e6;
       const double idle = std::clamp(gap_us / std::max(m.fork_spin_us, 1e-9) - 0.5, 0.0, 1.0);
-      const double fork_us = m.fork_join_hot_us + idle * std::max(0.0, m.fork_join_us - m.fork_join_hot_us);
+      const double fork_us =
+          m.fork_join_hot_us + idle * std::max(0.0, m.fork_join_us - m.fork_join_hot_us);
       nc.overhead_cycles += execs * fork_us * 1e-6 * freq_hz;
       sp = 1;
     }
@@ -530,7 +562,8 @@ void Model::loop_overheads() {
 }
 
 void Model::memory_traffic(double& overhead_s) {
-  const double caps[3] = {m.l1_bytes * kCacheShare[0], m.l2_bytes * kCacheShare[1], m.l3_bytes * kCacheShare[2]};
+  const double caps[3] = {m.l1_bytes * kCacheShare[0], m.l2_bytes * kCacheShare[1],
+                          m.l3_bytes * kCacheShare[2]};
   // The whole program's footprint: what stays cached between calls.
   double total = 0;
   for (const auto& b : f.bufs)
@@ -542,7 +575,8 @@ void Model::memory_traffic(double& overhead_s) {
       if (kid >= 0) {
         traffic(kid, 1, caps[level - 1], level);
       } else {
-        add_traffic(static_cast<int>(t), level, stmt_bytes(~kid, false), stmt_bytes(~kid, true), -1);
+        add_traffic(static_cast<int>(t), level, stmt_bytes(~kid, false), stmt_bytes(~kid, true),
+                    -1);
       }
     }
   }

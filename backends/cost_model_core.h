@@ -14,8 +14,8 @@
 namespace perfdojo::backends::cost_detail {
 
 struct NestCost {
-  double core_cycles = 0;   // compute and L1 (per-body maxima, threads applied)
-  double l1_cycles = 0;     // the part of core_cycles where loads or stores bound
+  double core_cycles = 0;  // compute and L1 (per-body maxima, threads applied)
+  double l1_cycles = 0;    // the part of core_cycles where loads or stores bound
   double overhead_cycles = 0;
   double bytes[4] = {};
   double level_s[4] = {};
@@ -27,7 +27,7 @@ struct ScopeRun {
   double lanes = 1;
   bool outer_vectorised = false;  // GCC vectorises this loop across its iterations (outer-loop)
   double chunks = 1;
-  double trips = 1;  // steps of this scope over the whole run: product of chunks down to it
+  double trips = 1;       // steps of this scope over the whole run: product of chunks down to it
   bool unrolled = false;  // written out as copies: no loop bookkeeping, copies can be registers
 };
 
@@ -54,7 +54,6 @@ struct OpCounts {
   double div = 0;    // divides and square roots (the divider)
   double trans = 0;  // exp, log, tanh
 };
-
 
 struct Model {
   const MachineProfile& m;
@@ -90,7 +89,9 @@ struct Model {
 
   // FMA-pipe instructions per cycle at a width (f32 lanes; 1 = scalar).
   double pipe_rate(double lanes) const {
-    double peak = lanes > 8 ? m.peak_gflops_avx512 : lanes > 1 ? m.peak_gflops_avx2 : m.peak_gflops_scalar;
+    double peak = lanes > 8   ? m.peak_gflops_avx512
+                  : lanes > 1 ? m.peak_gflops_avx2
+                              : m.peak_gflops_scalar;
     double width = lanes > 8 ? 16 : lanes > 1 ? 8 : 1;
     if (m.vector_lanes > 0) {  // a core that names its one vector width (cross targets)
       peak = lanes > 1 ? m.peak_gflops_vector : m.peak_gflops_scalar;

@@ -215,7 +215,6 @@ void all_access_lines(const Flat& f, const AccInfo& a, const StmtInfo& s, Lines*
   }
 }
 
-
 // Footprints in bytes of the accesses [b, e): one per variant v < 4, with iterators of depth >=
 // dmin[v] free, under cache geometry g[v]. Identical accesses count once; a buffer never counts
 // more lines than it has (without a geometry). `traffic` counts written buffers twice (the line

@@ -19,24 +19,24 @@ using ir::Annot;
 
 struct BufInfo {
   const ir::BufferDecl* decl;
-  double esz;             // bytes per element
-  double lines;           // cache lines of the whole buffer
-  bool small_temp;        // a temporary of at most kRegisterElements elements: no cache traffic
-  bool stream = false;    // declared `stream`: stores go to memory once, without a read for ownership
-  bool fill = false;      // the generated code fills its initial value on every call (not when
-                          // ir::initial_value_dead: every element overwritten, none read)
-  int stride_off = 0;      // into Flat::strides: elements between consecutive indices, per dim
+  double esz;           // bytes per element
+  double lines;         // cache lines of the whole buffer
+  bool small_temp;      // a temporary of at most kRegisterElements elements: no cache traffic
+  bool stream = false;  // declared `stream`: stores go to memory once, without a read for ownership
+  bool fill = false;    // the generated code fills its initial value on every call (not when
+                        // ir::initial_value_dead: every element overwritten, none read)
+  int stride_off = 0;   // into Flat::strides: elements between consecutive indices, per dim
 };
 
 struct ScopeInfo {
   int64_t extent;
   Annot annot;
   int depth;
-  int parent;      // -1 at the top level
-  int nest;        // index of the top-level node it belongs to
-  int par;         // the parallel scope it is in (itself included), -1 if none
-  bool has_par;    // a parallel scope lies inside it
-  int acc_begin, acc_end;  // its accesses (depth-first order makes them contiguous)
+  int parent;                // -1 at the top level
+  int nest;                  // index of the top-level node it belongs to
+  int par;                   // the parallel scope it is in (itself included), -1 if none
+  bool has_par;              // a parallel scope lies inside it
+  int acc_begin, acc_end;    // its accesses (depth-first order makes them contiguous)
   int kids_begin, kids_end;  // into the children pool: scope index, or ~statement index
   double f1_bytes[3] = {};   // footprint of one iteration, as each cache level sees it
   double fall_bytes = 0;     // footprint of one whole execution
@@ -48,17 +48,17 @@ struct AccInfo {
   int buf;
   int stmt;
   bool write;
-  int depth;        // enclosing scopes of its statement
-  int coef_off;     // coefficient of each depth's iterator in the linear element offset
+  int depth;     // enclosing scopes of its statement
+  int coef_off;  // coefficient of each depth's iterator in the linear element offset
   int64_t constant;
-  int canon;        // identical accesses share it
-  int lines_off;    // lines touched with iterators of depth >= d free, for d = 0..depth
+  int canon;      // identical accesses share it
+  int lines_off;  // lines touched with iterators of depth >= d free, for d = 0..depth
 };
 
 struct StmtInfo {
   const ir::Stmt* stmt;
   int depth;
-  int chain_off;   // scope index per depth
+  int chain_off;  // scope index per depth
   int acc_begin, acc_end;
   int nest;
 };
@@ -76,20 +76,19 @@ struct Flat {
   std::vector<ScopeInfo> scopes;
   std::vector<StmtInfo> stmts;
   std::vector<AccInfo> accs;
-  std::vector<int> chains;      // pool
-  std::vector<int64_t> coefs;   // pool
-  std::vector<Lines> lines;     // pool
-  std::vector<int> kids;        // pool
+  std::vector<int> chains;       // pool
+  std::vector<int64_t> coefs;    // pool
+  std::vector<Lines> lines;      // pool
+  std::vector<int> kids;         // pool
   std::vector<int64_t> strides;  // pool
-  std::vector<int> stack;       // scratch of walk: children of the scopes being walked
-  std::vector<int> top;         // top-level children: scope index or ~statement index
-  int dropped = 0;              // accesses naming no declared buffer (left out)
+  std::vector<int> stack;        // scratch of walk: children of the scopes being walked
+  std::vector<int> top;          // top-level children: scope index or ~statement index
+  int dropped = 0;               // accesses naming no declared buffer (left out)
   // Scratch of flatten and footprints.
   std::vector<int> chain, reps;
   std::vector<double> canon_lines, buf_lines;
   std::vector<char> buf_written, scattered;
 };
-
 
 // A set-associative cache level, for conflicts: `sets` sets of `ways` lines.
 struct CacheGeometry {

@@ -91,8 +91,7 @@ void memo_remember(CostMemo::Impl& memo, const ir::NodePtr& node, const ir::Prog
   slice->coefs.assign(f.coefs.begin() + b.coefs, f.coefs.end());
   slice->top = f.top.back();
   const Bases back{-b.scopes, -b.stmts, -b.accs, -b.chains, -b.kids, -b.coefs};
-  shift(slice->scopes, slice->stmts, slice->accs, slice->chains, slice->kids, slice->top, back,
-        0);
+  shift(slice->scopes, slice->stmts, slice->accs, slice->chains, slice->kids, slice->top, back, 0);
   slice->bufs.clear();
   for (const auto& a : slice->accs) {
     if (std::any_of(slice->bufs.begin(), slice->bufs.end(),

@@ -6,7 +6,7 @@
 namespace perfdojo::backends::cost_detail {
 
 constexpr double kLineBytes = 64;
-constexpr double kCallUops = 20;        // a libm or libmvec exp/log/tanh call
+constexpr double kCallUops = 20;  // a libm or libmvec exp/log/tanh call
 // A line fetched for one element of a large stride costs this many streamed lines: the
 // prefetchers do not run ahead of it and a latency-bound loop waits for each.
 constexpr double kScatteredLineCost = 2;

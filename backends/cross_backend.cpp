@@ -76,7 +76,8 @@ std::string join(const std::vector<std::string>& v) {
 // What a crash, a compile error or a checker reported: the output, its first 400 and last 200
 // characters when longer (the first error comes first, a crash's signal last).
 std::string tail_of(const std::string& out) {
-  std::string t = out.size() > 600 ? out.substr(0, 400) + " ... " + out.substr(out.size() - 200) : out;
+  std::string t =
+      out.size() > 600 ? out.substr(0, 400) + " ... " + out.substr(out.size() - 200) : out;
   while (!t.empty() && (t.back() == '\n' || t.back() == ' ')) t.pop_back();
   return t;
 }
@@ -85,7 +86,8 @@ class CrossBackend final : public Backend {
  public:
   CrossBackend(const CrossTarget& t, BackendConfig c) : t_(t), config_(std::move(c)) {
     BackendConfig mc = config_;
-    if (mc.machine_profile.empty() && !t_.profile.empty()) mc.machine_profile = "builtin:" + t_.profile;
+    if (mc.machine_profile.empty() && !t_.profile.empty())
+      mc.machine_profile = "builtin:" + t_.profile;
     model_ = make_cost_model_backend(mc);
   }
 
@@ -103,7 +105,8 @@ class CrossBackend final : public Backend {
     for (const std::string& tool : {t_.compiler, t_.emulator})
       if (!tool.empty() && util::find_executable(tool).empty())
         return {false, tool + " is not installed (Debian: " + t_.packages +
-                           "; scripts/bootstrap installs them, the cross targets' with `scripts/bootstrap --cross`)"};
+                           "; scripts/bootstrap installs them, the cross targets' with "
+                           "`scripts/bootstrap --cross`)"};
     if (!model_->available().ok) return model_->available();
     return {};
   }
@@ -163,8 +166,9 @@ class CrossBackend final : public Backend {
     size_t total = 0;
     const auto offs = layout(params, &total);
     std::ostringstream src;
-    src << gen.source << "\n#define PERFDOJO_BLOCK_BYTES " << total << "UL\n#define PERFDOJO_NUM_PARAMS "
-        << params.size() << "\nstatic const unsigned long perfdojo_offsets[] = {";
+    src << gen.source << "\n#define PERFDOJO_BLOCK_BYTES " << total
+        << "UL\n#define PERFDOJO_NUM_PARAMS " << params.size()
+        << "\nstatic const unsigned long perfdojo_offsets[] = {";
     for (size_t off : offs) src << off << "UL, ";
     src << "0UL};\n";
     if (t_.cuda)
@@ -270,7 +274,9 @@ class CrossBackend final : public Backend {
     if (compare_outputs(p, got, want, m, how)) m.verified = true;
   }
 
-  std::string runner() const { return t_.emulator.empty() ? "the " + t_.name + " device" : t_.emulator; }
+  std::string runner() const {
+    return t_.emulator.empty() ? "the " + t_.name + " device" : t_.emulator;
+  }
 
   std::string flags_text() const {
     std::string s = t_.compiler;
@@ -279,7 +285,8 @@ class CrossBackend final : public Backend {
     if (!t_.emulator.empty()) s += "; run under " + t_.emulator;
     if (!t_.emulator_args.empty()) s += " " + join(t_.emulator_args);
     s += "; time: cost model for " + profile_name() +
-         (t_.emulator.empty() ? " (runs verify, they are not timed)" : " (emulated runs are not timed)");
+         (t_.emulator.empty() ? " (runs verify, they are not timed)"
+                              : " (emulated runs are not timed)");
     return s;
   }
 
@@ -314,22 +321,36 @@ const std::vector<CrossTarget>& cross_targets() {
   // only where the IR has one (fma, fused updates), as the interpreter computes. Static
   // programs need no target libraries at run time (qemu-user finds nothing else to load).
   static const std::vector<CrossTarget> kTargets = {
-      {"aarch64_neon", "neoverse-n1", "aarch64-linux-gnu-gcc",
+      {"aarch64_neon",
+       "neoverse-n1",
+       "aarch64-linux-gnu-gcc",
        {"-O3", "-std=gnu11", "-march=armv8.2-a", "-mtune=neoverse-n1", "-fno-math-errno",
         "-ffp-contract=off", "-w", "-static"},
-       "qemu-aarch64", {"-cpu", "max"}, 16, "gcc-aarch64-linux-gnu, qemu-user"},
-      {"aarch64_sve", "neoverse-v1", "aarch64-linux-gnu-gcc",
+       "qemu-aarch64",
+       {"-cpu", "max"},
+       16,
+       "gcc-aarch64-linux-gnu, qemu-user"},
+      {"aarch64_sve",
+       "neoverse-v1",
+       "aarch64-linux-gnu-gcc",
        {"-O3", "-std=gnu11", "-march=armv8.4-a+sve", "-msve-vector-bits=256", "-mtune=neoverse-v1",
         "-fno-math-errno", "-ffp-contract=off", "-w", "-static"},
-       "qemu-aarch64", {"-cpu", "max,sve256=on"}, 32, "gcc-aarch64-linux-gnu, qemu-user"},
+       "qemu-aarch64",
+       {"-cpu", "max,sve256=on"},
+       32,
+       "gcc-aarch64-linux-gnu, qemu-user"},
       // GCC 12 cannot vectorise for RVV; clang 14 can, with the vector length fixed at 128 bits
       // (the emulated machine's VLEN). The modelled core is Snitch, whose 64-bit FPU takes two
       // f32 lanes: `:vec` scopes are printed 2 lanes wide so the action space, the model and
       // the code agree.
-      {"riscv64_rvv", "snitch", "clang-14",
+      {"riscv64_rvv",
+       "snitch",
+       "clang-14",
        {"--target=riscv64-linux-gnu", "-march=rv64gcv", "-mllvm", "-riscv-v-vector-bits-min=128",
         "-O3", "-std=gnu11", "-fno-math-errno", "-ffp-contract=off", "-w", "-static"},
-       "qemu-riscv64", {"-cpu", "rv64,v=true,vlen=128,elen=64,vext_spec=v1.0"}, 8,
+       "qemu-riscv64",
+       {"-cpu", "rv64,v=true,vlen=128,elen=64,vext_spec=v1.0"},
+       8,
        "clang-14, gcc-riscv64-linux-gnu, qemu-user"},
   };
   return kTargets;
@@ -338,11 +359,16 @@ const std::vector<CrossTarget>& cross_targets() {
 const CrossTarget& memcheck_target() {
   // Valgrind 3.19 does not decode AVX-512: AVX2 code. -g names the kernel's lines in reports.
   static const CrossTarget kMemcheck = {
-      "x86_memcheck", "", "cc",
+      "x86_memcheck",
+      "",
+      "cc",
       {"-O3", "-g", "-std=gnu11", "-march=native", "-mavx2", "-mfma", "-mno-avx512f",
        "-fno-math-errno", "-ffp-contract=off", "-w"},
-      "valgrind", {"--tool=memcheck", "--error-exitcode=99", "--undef-value-errors=yes", "-q"},
-      32, "gcc, valgrind", true};
+      "valgrind",
+      {"--tool=memcheck", "--error-exitcode=99", "--undef-value-errors=yes", "-q"},
+      32,
+      "gcc, valgrind",
+      true};
   return kMemcheck;
 }
 
@@ -369,7 +395,8 @@ const CrossTarget* cross_target(std::string_view name) {
   return nullptr;
 }
 
-std::unique_ptr<Backend> make_cross_backend(const CrossTarget& target, const BackendConfig& config) {
+std::unique_ptr<Backend> make_cross_backend(const CrossTarget& target,
+                                            const BackendConfig& config) {
   return std::make_unique<CrossBackend>(target, config);
 }
 

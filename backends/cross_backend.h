@@ -38,10 +38,11 @@ struct CrossTarget {
   std::vector<std::string> flags;  ///< before -o OUT SOURCE; the program is linked statically
   std::string emulator;            ///< qemu-user binary
   std::vector<std::string> emulator_args;  ///< before the program, e.g. {"-cpu", "max,sve256=on"}
-  int vector_bytes = 16;  ///< register width the printer writes `:vec` scopes in (the profile's lanes)
-  std::string packages;   ///< the Debian packages that bring compiler and emulator
+  int vector_bytes =
+      16;  ///< register width the printer writes `:vec` scopes in (the profile's lanes)
+  std::string packages;      ///< the Debian packages that bring compiler and emulator
   bool locals_only = false;  ///< every temporary a local (none static, so none starts zeroed)
-  bool cuda = false;  ///< CUDA C++ (CodegenOptions::cuda) run natively; emulator empty
+  bool cuda = false;         ///< CUDA C++ (CodegenOptions::cuda) run natively; emulator empty
 };
 
 /// The cross targets, in registry order.
@@ -67,6 +68,7 @@ std::unique_ptr<Backend> make_cross_backend(const CrossTarget& target, const Bac
 /// The C (or, for cuda, CUDA wrapped in `cuda_namespace` when given) compiled for `p` on
 /// `target`: the kernel; the test driver is appended when compiling.
 GeneratedC cross_generate_c(const CrossTarget& target, const ir::Program& p,
-                            const BackendConfig& config = {}, const std::string& cuda_namespace = "");
+                            const BackendConfig& config = {},
+                            const std::string& cuda_namespace = "");
 
 }  // namespace perfdojo::backends

@@ -85,16 +85,17 @@ double two_ulps(ir::DType t, double v) {
 
 // compare_outputs without setting m.wrong_result.
 bool outputs_agree(const ir::Program& p, const std::map<std::string, ir::Tensor>& got,
-                   const std::map<std::string, ir::Tensor>& want, Measurement& m, const Comparison& how) {
+                   const std::map<std::string, ir::Tensor>& want, Measurement& m,
+                   const Comparison& how) {
   double worst = 0;
   for (const auto& [n, t] : got) worst = std::max(worst, ir::max_relative_error(t, want.at(n)));
   m.max_rel_error = worst;
   char buf[400];
   const bool exact = how.exact || (!how.bounds && [&] {
-    for (const auto& [n, t] : got)
-      if (t.dtype != ir::DType::kI32) return false;
-    return true;  // integers: exact whatever the order
-  }());
+                       for (const auto& [n, t] : got)
+                         if (t.dtype != ir::DType::kI32) return false;
+                       return true;  // integers: exact whatever the order
+                     }());
   if (exact || how.bounds) {
     m.verification = exact ? "exact" : "bound";
     for (const auto& [n, g] : got) {
@@ -115,17 +116,19 @@ bool outputs_agree(const ir::Program& p, const std::map<std::string, ir::Tensor>
           std::snprintf(buf, sizeof buf,
                         "wrong result: output '%s' element %s is %.9g, the interpreter's %.9g; the "
                         "code keeps the IR's order and rounding, so they must be equal bit for bit",
-                        n.c_str(), ir::element_text(g.shape, static_cast<int64_t>(i)).c_str(), x, y);
+                        n.c_str(), ir::element_text(g.shape, static_cast<int64_t>(i)).c_str(), x,
+                        y);
           m.error = buf;
           return false;
         }
         const double bound = (b ? kBoundFactor * b->data[i] : 0) + two_ulps(g.dtype, y);
         if (std::isnan(x) || std::isnan(y) || !(std::fabs(x - y) <= bound)) {
-          std::snprintf(buf, sizeof buf,
-                        "wrong result: output '%s' element %s is %.9g, the interpreter's %.9g, %.3g "
-                        "apart: beyond the rounding bound %.3g (its error estimate, times %g, plus two ulps)",
-                        n.c_str(), ir::element_text(g.shape, static_cast<int64_t>(i)).c_str(), x, y, std::fabs(x - y), bound,
-                        kBoundFactor);
+          std::snprintf(
+              buf, sizeof buf,
+              "wrong result: output '%s' element %s is %.9g, the interpreter's %.9g, %.3g "
+              "apart: beyond the rounding bound %.3g (its error estimate, times %g, plus two ulps)",
+              n.c_str(), ir::element_text(g.shape, static_cast<int64_t>(i)).c_str(), x, y,
+              std::fabs(x - y), bound, kBoundFactor);
           m.error = buf;
           return false;
         }
@@ -136,9 +139,12 @@ bool outputs_agree(const ir::Program& p, const std::map<std::string, ir::Tensor>
   m.verification = "tolerance";
   std::string bad;  // the first output over its tolerance
   for (const auto& [n, t] : got)
-    if (bad.empty() && !(ir::max_relative_error(t, want.at(n)) <= x86_verification_tolerance(t.dtype, p))) bad = n;
+    if (bad.empty() &&
+        !(ir::max_relative_error(t, want.at(n)) <= x86_verification_tolerance(t.dtype, p)))
+      bad = n;
   if (bad.empty()) return true;
-  std::snprintf(buf, sizeof buf, "wrong result: max relative error %.3g in output '%s' (tolerance %g)",
+  std::snprintf(buf, sizeof buf,
+                "wrong result: max relative error %.3g in output '%s' (tolerance %g)",
                 ir::max_relative_error(got.at(bad), want.at(bad)), bad.c_str(),
                 x86_verification_tolerance(got.at(bad).dtype, p));
   m.error = buf;

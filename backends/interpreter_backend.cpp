@@ -30,7 +30,9 @@ class InterpreterBackend final : public Backend {
     m.flags = "reference interpreter";
     return m;
   }
-  std::unique_ptr<Backend> clone() const override { return std::make_unique<InterpreterBackend>(config_); }
+  std::unique_ptr<Backend> clone() const override {
+    return std::make_unique<InterpreterBackend>(config_);
+  }
 
  private:
   BackendConfig config_;

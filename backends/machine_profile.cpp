@@ -1,7 +1,5 @@
 #include "backends/machine_profile.h"
 
-#include "backends/backend.h"
-
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,6 +13,7 @@
 #include <sstream>
 #include <thread>
 
+#include "backends/backend.h"
 #include "util/json.h"
 
 namespace perfdojo::backends {
@@ -30,7 +29,8 @@ struct Field {
 
 const std::vector<Field>& fields() {
   static const std::vector<Field> kFields = {
-      {"peak_gflops_avx512", &MachineProfile::peak_gflops_avx512, "FMA peak, 16 lanes (0: no AVX-512)", true},
+      {"peak_gflops_avx512", &MachineProfile::peak_gflops_avx512,
+       "FMA peak, 16 lanes (0: no AVX-512)", true},
       {"peak_gflops_avx2", &MachineProfile::peak_gflops_avx2, "FMA peak, 8 lanes", false},
       {"peak_gflops_scalar", &MachineProfile::peak_gflops_scalar, "FMA peak, scalar", false},
       {"fma_latency_cycles", &MachineProfile::fma_latency_cycles, "dependent FMA latency", false},
@@ -46,23 +46,33 @@ const std::vector<Field>& fields() {
       {"l2_bw_gbs", &MachineProfile::l2_bw_gbs, "read bandwidth from L2, one core", false},
       {"l3_bw_gbs", &MachineProfile::l3_bw_gbs, "read bandwidth from L3, one core", false},
       {"dram_bw_gbs", &MachineProfile::dram_bw_gbs, "read bandwidth from memory, one core", false},
-      {"dram_bw_all_gbs", &MachineProfile::dram_bw_all_gbs, "read bandwidth from memory, all cores", false},
+      {"dram_bw_all_gbs", &MachineProfile::dram_bw_all_gbs, "read bandwidth from memory, all cores",
+       false},
       {"exp_cycles_scalar", &MachineProfile::exp_cycles_scalar, "exp/log/tanh, one element", false},
       {"exp_cycles_vector", &MachineProfile::exp_cycles_vector, "exp/log/tanh, one vector", false},
-      {"div_cycles_scalar", &MachineProfile::div_cycles_scalar, "divide/sqrt throughput, scalar", false},
-      {"div_cycles_vector", &MachineProfile::div_cycles_vector, "divide/sqrt throughput, vector", false},
+      {"div_cycles_scalar", &MachineProfile::div_cycles_scalar, "divide/sqrt throughput, scalar",
+       false},
+      {"div_cycles_vector", &MachineProfile::div_cycles_vector, "divide/sqrt throughput, vector",
+       false},
       {"loop_overhead_uops", &MachineProfile::loop_overhead_uops, "uops per loop iteration", true},
-      {"fork_join_us", &MachineProfile::fork_join_us, "one parallel scope entry, threads idle", true},
-      {"fork_join_hot_us", &MachineProfile::fork_join_hot_us, "one entry right after another", true},
+      {"fork_join_us", &MachineProfile::fork_join_us, "one parallel scope entry, threads idle",
+       true},
+      {"fork_join_hot_us", &MachineProfile::fork_join_hot_us, "one entry right after another",
+       true},
       {"fork_spin_us", &MachineProfile::fork_spin_us, "idle OpenMP threads spin this long", true},
-      {"parallel_efficiency", &MachineProfile::parallel_efficiency, "parallel speed-up / threads", false},
+      {"parallel_efficiency", &MachineProfile::parallel_efficiency, "parallel speed-up / threads",
+       false},
       {"call_overhead_us", &MachineProfile::call_overhead_us, "one kernel call", true},
-      {"vector_lanes", &MachineProfile::vector_lanes, "f32 lanes of the vector unit (0: from the x86 peaks)", true},
-      {"peak_gflops_vector", &MachineProfile::peak_gflops_vector, "FMA peak at vector_lanes (when set)", true},
-      {"vector_registers", &MachineProfile::vector_registers, "vector registers (0: from the x86 peaks)", true},
+      {"vector_lanes", &MachineProfile::vector_lanes,
+       "f32 lanes of the vector unit (0: from the x86 peaks)", true},
+      {"peak_gflops_vector", &MachineProfile::peak_gflops_vector,
+       "FMA peak at vector_lanes (when set)", true},
+      {"vector_registers", &MachineProfile::vector_registers,
+       "vector registers (0: from the x86 peaks)", true},
       {"issue_width", &MachineProfile::issue_width, "instructions issued per cycle", false},
       {"loads_per_cycle", &MachineProfile::loads_per_cycle, "load instructions per cycle", false},
-      {"stores_per_cycle", &MachineProfile::stores_per_cycle, "store instructions per cycle", false},
+      {"stores_per_cycle", &MachineProfile::stores_per_cycle, "store instructions per cycle",
+       false},
       {"window_uops", &MachineProfile::window_uops, "instructions in flight that overlap", false},
       {"ssr_streams", &MachineProfile::ssr_streams, "stream semantic registers (Snitch)", true},
       {"hw_loops", &MachineProfile::hw_loops, "1: FREP-style hardware loops (Snitch)", true},
@@ -97,7 +107,8 @@ std::string set_key(MachineProfile& p, const std::string& key, const std::string
         value != "aarch64_neon" && value != "aarch64_sve" && value != "riscv64_rvv" &&
         value != "cuda")
       return "'isa' must be x86_avx512, x86_avx2, x86_64, aarch64_neon, aarch64_sve, "
-             "riscv64_rvv or cuda, got '" + value + "'";
+             "riscv64_rvv or cuda, got '" +
+             value + "'";
     p.isa = value;
     return "";
   }
@@ -113,7 +124,8 @@ std::string set_key(MachineProfile& p, const std::string& key, const std::string
   bool zero_ok = f && f->may_be_zero;
   if (v < 0 || (v == 0 && !zero_ok)) return "'" + key + "' must be positive, got '" + value + "'";
   if (is_cores) {
-    if (v != std::floor(v) || v > 1048576) return "'cores' must be a whole number up to 1048576, got '" + value + "'";
+    if (v != std::floor(v) || v > 1048576)
+      return "'cores' must be a whole number up to 1048576, got '" + value + "'";
     p.cores = static_cast<int>(v);
   } else {
     p.*(f->member) = v;
@@ -177,7 +189,7 @@ std::optional<MachineProfile> builtin_profile(const std::string& name) {
     p.name = "builtin-snitch";
     p.isa = "riscv64_rvv";
     p.freq_ghz = 1.0;
-    p.vector_lanes = 2;                            // packed SIMD: 2 x f32 in the 64-bit FPU
+    p.vector_lanes = 2;                             // packed SIMD: 2 x f32 in the 64-bit FPU
     p.peak_gflops_vector = p.peak_gflops_avx2 = 4;  // one vfmac.s per cycle: 2 lanes x 2
     p.peak_gflops_scalar = 2;
     p.fma_latency_cycles = 3;
@@ -212,8 +224,8 @@ std::optional<MachineProfile> builtin_profile(const std::string& name) {
     p.add_latency_cycles = 4;
     p.l1_bytes = 192 * 1024.0, p.l1_ways = 4;  // L1 / shared memory per SM
     p.l2_bytes = p.l3_bytes = 40 * 1024 * 1024.0, p.l2_ways = p.l3_ways = 16;
-    p.l1_bw_gbs = 2.82;                    // 128 B/cycle per SM, over its 64 lanes
-    p.l2_bw_gbs = p.l3_bw_gbs = 0.9;       // ~6 TB/s of L2 over 6912 lanes (est.)
+    p.l1_bw_gbs = 2.82;                               // 128 B/cycle per SM, over its 64 lanes
+    p.l2_bw_gbs = p.l3_bw_gbs = 0.9;                  // ~6 TB/s of L2 over 6912 lanes (est.)
     p.dram_bw_gbs = 0.225, p.dram_bw_all_gbs = 1555;  // HBM2, 1555 GB/s
     p.cores = 6912;
     p.exp_cycles_scalar = p.exp_cycles_vector = 20;  // expf in software around the SFU (est.)
@@ -300,7 +312,8 @@ std::string profile_to_text(const MachineProfile& p) {
   o << "name = " << p.name << "\n";
   o << "isa = " << p.isa << "\n";
   o << "cores = " << p.cores << "\n";
-  for (const auto& f : fields()) o << f.key << " = " << util::json_number(p.*(f.member)) << "  # " << f.doc << "\n";
+  for (const auto& f : fields())
+    o << f.key << " = " << util::json_number(p.*(f.member)) << "  # " << f.doc << "\n";
   return o.str();
 }
 
@@ -331,7 +344,8 @@ std::optional<MachineProfile> parse_profile(const std::string& text, const std::
         return fail(0, "JSON profile must be one flat object of numbers and strings");
       return fail(0, "JSON profile, " + e->message());
     }
-    if (!d.IsObject()) return fail(0, "JSON profile must be one flat object of numbers and strings");
+    if (!d.IsObject())
+      return fail(0, "JSON profile must be one flat object of numbers and strings");
     for (const auto& m : d.GetObject()) {
       if (!m.value.IsString())
         return fail(0, "JSON profile must be one flat object of numbers and strings");
@@ -399,20 +413,29 @@ namespace {
 typedef float V16 __attribute__((vector_size(64)));
 typedef float V8 __attribute__((vector_size(32)));
 
-#define PERFDOJO_FMA_CHAINS(NAME, V, TARGET)                                          \
-  __attribute__((target(TARGET), noipa)) float NAME(long iters, float m, float a) { \
+#define PERFDOJO_FMA_CHAINS(NAME, V, TARGET)                                            \
+  __attribute__((target(TARGET), noipa)) float NAME(long iters, float m, float a) {     \
     V c0 = V{} + 1.0f, c1 = c0 + 1, c2 = c0 + 2, c3 = c0 + 3, c4 = c0 + 4, c5 = c0 + 5; \
     V c6 = c0 + 6, c7 = c0 + 7, c8 = c0 + 8, c9 = c0 + 9, c10 = c0 + 10, c11 = c0 + 11; \
-    V vm = V{} + m, va = V{} + a;                                                     \
-    for (long i = 0; i < iters; ++i) {                                                \
-      c0 = c0 * vm + va; c1 = c1 * vm + va; c2 = c2 * vm + va; c3 = c3 * vm + va;     \
-      c4 = c4 * vm + va; c5 = c5 * vm + va; c6 = c6 * vm + va; c7 = c7 * vm + va;     \
-      c8 = c8 * vm + va; c9 = c9 * vm + va; c10 = c10 * vm + va; c11 = c11 * vm + va; \
-    }                                                                                 \
-    V s = c0 + c1 + c2 + c3 + c4 + c5 + c6 + c7 + c8 + c9 + c10 + c11;                \
-    float r = 0;                                                                      \
-    for (unsigned k = 0; k < sizeof(V) / sizeof(float); ++k) r += s[k];               \
-    return r;                                                                         \
+    V vm = V{} + m, va = V{} + a;                                                       \
+    for (long i = 0; i < iters; ++i) {                                                  \
+      c0 = c0 * vm + va;                                                                \
+      c1 = c1 * vm + va;                                                                \
+      c2 = c2 * vm + va;                                                                \
+      c3 = c3 * vm + va;                                                                \
+      c4 = c4 * vm + va;                                                                \
+      c5 = c5 * vm + va;                                                                \
+      c6 = c6 * vm + va;                                                                \
+      c7 = c7 * vm + va;                                                                \
+      c8 = c8 * vm + va;                                                                \
+      c9 = c9 * vm + va;                                                                \
+      c10 = c10 * vm + va;                                                              \
+      c11 = c11 * vm + va;                                                              \
+    }                                                                                   \
+    V s = c0 + c1 + c2 + c3 + c4 + c5 + c6 + c7 + c8 + c9 + c10 + c11;                  \
+    float r = 0;                                                                        \
+    for (unsigned k = 0; k < sizeof(V) / sizeof(float); ++k) r += s[k];                 \
+    return r;                                                                           \
   }
 
 PERFDOJO_FMA_CHAINS(fma_chains_avx512, V16, "avx512f,fma")
@@ -445,15 +468,21 @@ __attribute__((noipa)) float add_chain_latency(long iters, float a) {
   return c;
 }
 
-#define PERFDOJO_READ(NAME, V, TARGET)                                                       \
-  __attribute__((target(TARGET), noipa)) float NAME(const float* p, long n, int passes) { \
+#define PERFDOJO_READ(NAME, V, TARGET)                                                      \
+  __attribute__((target(TARGET), noipa)) float NAME(const float* p, long n, int passes) {   \
     constexpr long kL = sizeof(V) / sizeof(float);                                          \
     V s0 = {}, s1 = {}, s2 = {}, s3 = {}, s4 = {}, s5 = {}, s6 = {}, s7 = {};               \
     for (int r = 0; r < passes; ++r) {                                                      \
-      for (long i = 0; i + 8 * kL <= n; i += 8 * kL) {                                       \
+      for (long i = 0; i + 8 * kL <= n; i += 8 * kL) {                                      \
         const V* q = reinterpret_cast<const V*>(p + i);                                     \
-        s0 += q[0]; s1 += q[1]; s2 += q[2]; s3 += q[3];                                     \
-        s4 += q[4]; s5 += q[5]; s6 += q[6]; s7 += q[7];                                     \
+        s0 += q[0];                                                                         \
+        s1 += q[1];                                                                         \
+        s2 += q[2];                                                                         \
+        s3 += q[3];                                                                         \
+        s4 += q[4];                                                                         \
+        s5 += q[5];                                                                         \
+        s6 += q[6];                                                                         \
+        s7 += q[7];                                                                         \
       }                                                                                     \
       asm volatile("" ::: "memory");                                                        \
     }                                                                                       \
@@ -463,13 +492,16 @@ __attribute__((noipa)) float add_chain_latency(long iters, float a) {
     return t;                                                                               \
   }                                                                                         \
   __attribute__((target(TARGET), noipa)) void NAME##_copy(float* d, const float* p, long n, \
-                                                             int passes) {                  \
+                                                          int passes) {                     \
     constexpr long kL = sizeof(V) / sizeof(float);                                          \
     for (int r = 0; r < passes; ++r) {                                                      \
-      for (long i = 0; i + 4 * kL <= n; i += 4 * kL) {                                       \
+      for (long i = 0; i + 4 * kL <= n; i += 4 * kL) {                                      \
         const V* q = reinterpret_cast<const V*>(p + i);                                     \
         V* o = reinterpret_cast<V*>(d + i);                                                 \
-        o[0] = q[0]; o[1] = q[1]; o[2] = q[2]; o[3] = q[3];                                 \
+        o[0] = q[0];                                                                        \
+        o[1] = q[1];                                                                        \
+        o[2] = q[2];                                                                        \
+        o[3] = q[3];                                                                        \
       }                                                                                     \
       asm volatile("" ::: "memory");                                                        \
     }                                                                                       \
@@ -514,7 +546,8 @@ double now_s() {
 enum class Pick { kBest, kMedian };
 
 template <typename F>
-double rate(double seconds, double units_per_count, F body, Pick pick = Pick::kBest, long min_count = 1) {
+double rate(double seconds, double units_per_count, F body, Pick pick = Pick::kBest,
+            long min_count = 1) {
   long count = min_count;
   for (;;) {
     double t0 = now_s();
@@ -543,7 +576,8 @@ double best_rate(double seconds, double units_per_count, F body) {
 void detect_caches(MachineProfile& p) {
   for (int idx = 0; idx < 8; ++idx) {
     std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(idx) + "/";
-    std::ifstream lvl(dir + "level"), typ(dir + "type"), sz(dir + "size"), ways(dir + "ways_of_associativity");
+    std::ifstream lvl(dir + "level"), typ(dir + "type"), sz(dir + "size"),
+        ways(dir + "ways_of_associativity");
     if (!lvl || !typ || !sz) continue;
     int level = 0;
     double w = 0;
@@ -588,7 +622,8 @@ static MachineProfile calibrate_once(const CalibrateOptions& o);
 MachineProfile calibrate(const CalibrateOptions& o) {
   MachineProfile best = calibrate_once(o);
   for (int r = 1; r < o.rounds; ++r) {
-    if (o.progress) o.progress("round " + std::to_string(r + 1) + " of " + std::to_string(o.rounds));
+    if (o.progress)
+      o.progress("round " + std::to_string(r + 1) + " of " + std::to_string(o.rounds));
     best = best_of(best, calibrate_once(o));
   }
   return best;
@@ -611,22 +646,30 @@ MachineProfile calibrate_once(const CalibrateOptions& o) {
   const bool has2 = cpu_has("avx2") && cpu_has("fma");
   p.isa = this_machine_isa();
   if (has512) {
-    p.peak_gflops_avx512 = best_rate(secs, 12 * 16 * 2 * 1e-9, [&](long n) { g_sink = fma_chains_avx512(n * 1000, m, a); }) * 1000;
+    p.peak_gflops_avx512 = best_rate(secs, 12 * 16 * 2 * 1e-9,
+                                     [&](long n) { g_sink = fma_chains_avx512(n * 1000, m, a); }) *
+                           1000;
     say("fma avx512: " + std::to_string(p.peak_gflops_avx512) + " GFLOP/s");
   } else {
     p.peak_gflops_avx512 = 0;
     say("fma avx512: not supported");
   }
   if (has2) {
-    p.peak_gflops_avx2 = best_rate(secs, 12 * 8 * 2 * 1e-9, [&](long n) { g_sink = fma_chains_avx2(n * 1000, m, a); }) * 1000;
+    p.peak_gflops_avx2 = best_rate(secs, 12 * 8 * 2 * 1e-9,
+                                   [&](long n) { g_sink = fma_chains_avx2(n * 1000, m, a); }) *
+                         1000;
     say("fma avx2: " + std::to_string(p.peak_gflops_avx2) + " GFLOP/s");
-    p.peak_gflops_scalar = best_rate(secs, 12 * 2 * 1e-9, [&](long n) { g_sink = fma_chains_scalar(n * 1000, m, a); }) * 1000;
+    p.peak_gflops_scalar = best_rate(secs, 12 * 2 * 1e-9,
+                                     [&](long n) { g_sink = fma_chains_scalar(n * 1000, m, a); }) *
+                           1000;
     say("fma scalar: " + std::to_string(p.peak_gflops_scalar) + " GFLOP/s");
     // Two FMA pipes of 8 lanes: the clock follows from the AVX2 peak.
     p.freq_ghz = p.peak_gflops_avx2 / 32;
-    double fma_per_ns = best_rate(secs, 1e-9, [&](long n) { g_sink = fma_chain_latency(n * 1000, m, a); }) * 1000;
+    double fma_per_ns =
+        best_rate(secs, 1e-9, [&](long n) { g_sink = fma_chain_latency(n * 1000, m, a); }) * 1000;
     p.fma_latency_cycles = p.freq_ghz / fma_per_ns;
-    double add_per_ns = best_rate(secs, 1e-9, [&](long n) { g_sink = add_chain_latency(n * 1000, a); }) * 1000;
+    double add_per_ns =
+        best_rate(secs, 1e-9, [&](long n) { g_sink = add_chain_latency(n * 1000, a); }) * 1000;
     p.add_latency_cycles = p.freq_ghz / add_per_ns;
     say("fma latency: " + std::to_string(p.fma_latency_cycles) + " cycles, add latency " +
         std::to_string(p.add_latency_cycles) + " cycles at " + std::to_string(p.freq_ghz) + " GHz");
@@ -676,38 +719,50 @@ MachineProfile calibrate_once(const CalibrateOptions& o) {
   {
     const int t = std::max(1, p.cores);
     auto fork_cost = [&](long gap) {
-      double serial_gaps = rate(secs, 1, [&](long n) {
-        for (long r = 0; r < n; ++r) g_sink = fma_chain_latency(gap, m, a);
-      }, Pick::kMedian);
+      double serial_gaps = rate(
+          secs, 1,
+          [&](long n) {
+            for (long r = 0; r < n; ++r) g_sink = fma_chain_latency(gap, m, a);
+          },
+          Pick::kMedian);
       // At least a few dozen forks per round, or a slow first one (creating the threads, or
       // waking them) decides how many follow and every round times a fork after a pause.
-      double forks = rate(secs, 1, [&](long n) {
-        for (long r = 0; r < n; ++r) {
-          g_sink = fma_chain_latency(gap, m, a);
+      double forks = rate(
+          secs, 1,
+          [&](long n) {
+            for (long r = 0; r < n; ++r) {
+              g_sink = fma_chain_latency(gap, m, a);
 #pragma omp parallel for schedule(static)
-          for (int i = 0; i < t; ++i) g_sink = static_cast<float>(i);
-        }
-      }, Pick::kMedian, gap < 1000 ? 64 : 4);
+              for (int i = 0; i < t; ++i) g_sink = static_cast<float>(i);
+            }
+          },
+          Pick::kMedian, gap < 1000 ? 64 : 4);
       return std::max(0.0, 1 / forks - 1 / serial_gaps) * 1e6;
     };
     p.fork_join_hot_us = fork_cost(1);
     p.fork_join_us = std::max(p.fork_join_hot_us, fork_cost(400000));  // about 1 ms between forks
     const long work = 400000;  // FMA-chain steps per thread, about 1 ms
-    double serial = rate(secs * 2, 1, [&](long n) {
-      for (long r = 0; r < n; ++r)
-        for (int i = 0; i < t; ++i) g_sink = fma_chain_latency(work, m, a);
-    }, Pick::kMedian);
-    double parallel = rate(secs * 2, 1, [&](long n) {
-      for (long r = 0; r < n; ++r) {
+    double serial = rate(
+        secs * 2, 1,
+        [&](long n) {
+          for (long r = 0; r < n; ++r)
+            for (int i = 0; i < t; ++i) g_sink = fma_chain_latency(work, m, a);
+        },
+        Pick::kMedian);
+    double parallel = rate(
+        secs * 2, 1,
+        [&](long n) {
+          for (long r = 0; r < n; ++r) {
 #pragma omp parallel for schedule(static)
-        for (int i = 0; i < t; ++i) g_sink = fma_chain_latency(work, m, a);
-      }
-    }, Pick::kMedian, 8);
+            for (int i = 0; i < t; ++i) g_sink = fma_chain_latency(work, m, a);
+          }
+        },
+        Pick::kMedian, 8);
     // The regions run back to back: what they pay beyond their work is the hot fork.
     const double region = std::max(1e-9, 1 / parallel - p.fork_join_hot_us * 1e-6);
     p.parallel_efficiency = std::clamp((1 / serial) / region / t, 0.05, 1.0);
-    say("openmp: fork/join " + std::to_string(p.fork_join_us) + " us (" + std::to_string(p.fork_join_hot_us) +
-        " us right after another), parallel efficiency " +
+    say("openmp: fork/join " + std::to_string(p.fork_join_us) + " us (" +
+        std::to_string(p.fork_join_hot_us) + " us right after another), parallel efficiency " +
         std::to_string(p.parallel_efficiency) + " on " + std::to_string(t) + " threads");
   }
 
@@ -740,20 +795,23 @@ MachineProfile calibrate_once(const CalibrateOptions& o) {
       std::vector<std::pair<long, double>> sweep;  // working set, read bandwidth
       for (long bytes = 16L << 10; bytes <= max_bytes; bytes *= 4) {
         sweep.emplace_back(bytes, read_bw(bytes));
-        say("bandwidth at " + std::to_string(bytes >> 10) + " KiB: read " + std::to_string(sweep.back().second) +
-            " GB/s, copy " + std::to_string(copy_bw(bytes)) + " GB/s");
+        say("bandwidth at " + std::to_string(bytes >> 10) + " KiB: read " +
+            std::to_string(sweep.back().second) + " GB/s, copy " + std::to_string(copy_bw(bytes)) +
+            " GB/s");
       }
       p.l1_bw_gbs = read_bw(fit(static_cast<long>(p.l1_bytes / 2)));
       p.l2_bw_gbs = read_bw(fit(static_cast<long>(std::max(p.l1_bytes * 4, p.l2_bytes / 2))));
       // L3 just past L2, not at a fraction of the reported L3: a virtual machine may report its
       // host's whole L3 (480 MiB seen, where a quarter of it already streamed from memory at
       // half the L3's bandwidth).
-      p.l3_bw_gbs = read_bw(fit(static_cast<long>(std::min(p.l2_bytes * 4, std::max(p.l3_bytes / 2, p.l2_bytes * 2)))));
+      p.l3_bw_gbs = read_bw(fit(
+          static_cast<long>(std::min(p.l2_bytes * 4, std::max(p.l3_bytes / 2, p.l2_bytes * 2)))));
       p.dram_bw_gbs = read_bw(fit(std::max(static_cast<long>(p.l3_bytes * 2), 64L << 20)));
       p.l3_bytes = effective_l3_bytes(p.l2_bytes, p.l3_bytes, p.l3_bw_gbs, p.dram_bw_gbs, sweep);
       // All cores at once, each on its own slice.
       const int t = p.cores;
-      const long slice = std::min(max_bytes / t, std::max(static_cast<long>(p.l3_bytes * 2), 32L << 20)) & ~4095L;
+      const long slice =
+          std::min(max_bytes / t, std::max(static_cast<long>(p.l3_bytes * 2), 32L << 20)) & ~4095L;
       double best = 0;
       for (int round = 0; round < 3; ++round) {
         std::atomic<int> ready{0};
@@ -773,9 +831,9 @@ MachineProfile calibrate_once(const CalibrateOptions& o) {
         best = std::max(best, static_cast<double>(slice) * passes * t * 1e-9 / dt);
       }
       p.dram_bw_all_gbs = std::max(best, p.dram_bw_gbs);
-      say("bandwidth: L1 " + std::to_string(p.l1_bw_gbs) + ", L2 " + std::to_string(p.l2_bw_gbs) + ", L3 " +
-          std::to_string(p.l3_bw_gbs) + ", DRAM " + std::to_string(p.dram_bw_gbs) + " (all cores " +
-          std::to_string(p.dram_bw_all_gbs) + ") GB/s");
+      say("bandwidth: L1 " + std::to_string(p.l1_bw_gbs) + ", L2 " + std::to_string(p.l2_bw_gbs) +
+          ", L3 " + std::to_string(p.l3_bw_gbs) + ", DRAM " + std::to_string(p.dram_bw_gbs) +
+          " (all cores " + std::to_string(p.dram_bw_all_gbs) + ") GB/s");
     }
     std::free(src);
     std::free(dst);

@@ -28,29 +28,29 @@ struct MachineProfile {
   double l1_bytes = 32 * 1024.0;
   double l2_bytes = 1024 * 1024.0;
   double l3_bytes = 16 * 1024 * 1024.0;  ///< shared by all cores
-  double l1_ways = 8;   ///< associativity: strided accesses crowd into few sets
+  double l1_ways = 8;                    ///< associativity: strided accesses crowd into few sets
   double l2_ways = 16;
   double l3_ways = 11;
-  double l1_bw_gbs = 200;                ///< loads served by L1 (vector loads, one core)
+  double l1_bw_gbs = 200;  ///< loads served by L1 (vector loads, one core)
   double l2_bw_gbs = 90;
   double l3_bw_gbs = 45;
   double dram_bw_gbs = 15;      ///< one core streaming from memory
   double dram_bw_all_gbs = 20;  ///< every core streaming at once
   int cores = 2;
   // Costs the micro-benchmarks do not measure (cycles, or microseconds where named).
-  double exp_cycles_scalar = 14;  ///< exp/log/tanh through libm, per element
-  double exp_cycles_vector = 240;  ///< the same for one full vector (libm: one call per lane)
-  double div_cycles_scalar = 4;   ///< throughput of one scalar divide or square root
-  double div_cycles_vector = 10;  ///< one full-width vector divide or square root
-  double loop_overhead_uops = 2;  ///< increment, compare and branch per loop iteration
-  double fork_join_us = 30;       ///< one parallel scope entered after its threads went idle
-  double fork_join_hot_us = 2;    ///< one entered right after another (threads still spinning)
-  double fork_spin_us = 200;      ///< how long idle OpenMP threads spin before they sleep
+  double exp_cycles_scalar = 14;     ///< exp/log/tanh through libm, per element
+  double exp_cycles_vector = 240;    ///< the same for one full vector (libm: one call per lane)
+  double div_cycles_scalar = 4;      ///< throughput of one scalar divide or square root
+  double div_cycles_vector = 10;     ///< one full-width vector divide or square root
+  double loop_overhead_uops = 2;     ///< increment, compare and branch per loop iteration
+  double fork_join_us = 30;          ///< one parallel scope entered after its threads went idle
+  double fork_join_hot_us = 2;       ///< one entered right after another (threads still spinning)
+  double fork_spin_us = 200;         ///< how long idle OpenMP threads spin before they sleep
   double parallel_efficiency = 0.9;  ///< speed-up of a parallel scope over its thread count
-  double call_overhead_us = 0.3;  ///< calling the compiled kernel once
+  double call_overhead_us = 0.3;     ///< calling the compiled kernel once
   // The core's shape. x86 profiles leave the vector fields at 0 and get their width from the
   // AVX-512/AVX2 peaks; other cores (built-in profiles of cross targets) name it.
-  double vector_lanes = 0;        ///< f32 lanes of the widest vector unit (0: 16 with AVX-512, else 8)
+  double vector_lanes = 0;  ///< f32 lanes of the widest vector unit (0: 16 with AVX-512, else 8)
   double peak_gflops_vector = 0;  ///< FMA peak at vector_lanes (used when vector_lanes > 0)
   double vector_registers = 0;    ///< architectural vector registers (0: 32 with AVX-512, else 16)
   double issue_width = 4;         ///< instructions issued per cycle
@@ -61,7 +61,8 @@ struct MachineProfile {
   /// are streamed by hardware and cost no load or store instruction.
   double ssr_streams = 0;
   /// 1: hardware loops over floating-point instructions (Snitch's FREP): an innermost loop costs
-  /// no bookkeeping, and its floating-point instructions do not take the integer core's issue slots.
+  /// no bookkeeping, and its floating-point instructions do not take the integer core's issue
+  /// slots.
   double hw_loops = 0;
 
   /// f32 lanes of the widest vector unit (16 with AVX-512, else 8, unless vector_lanes says).
@@ -129,7 +130,7 @@ std::string profile_regression(const MachineProfile& old, const MachineProfile& 
 
 /// Knobs of the calibration run.
 struct CalibrateOptions {
-  int rounds = 1;  ///< whole calibrations run; each figure keeps its best (best_of)
+  int rounds = 1;                  ///< whole calibrations run; each figure keeps its best (best_of)
   double seconds_per_test = 0.05;  ///< time each micro-benchmark runs for (best of 3 rounds)
   std::function<void(const std::string&)> progress;  ///< called once per measurement, may be empty
 };

@@ -21,9 +21,7 @@ namespace {
 using util::json::Value;
 using Clock = std::chrono::steady_clock;
 
-double now_s() {
-  return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
-}
+double now_s() { return std::chrono::duration<double>(Clock::now().time_since_epoch()).count(); }
 
 // A line of the farm's, cut for an error message.
 std::string excerpt(const std::string& line) {
@@ -62,7 +60,10 @@ std::string measurement_json(const Measurement& m) {
   if (m.error) o.add("error", *m.error);
   o.add("median_s", m.median_s).add("min_s", m.min_s).add("spread", m.spread).add("reps", m.reps);
   o.add("verified", m.verified).add("max_rel_error", m.max_rel_error).add("compile_s", m.compile_s);
-  o.add("cached", m.cached).add("noisy", m.noisy).add("no_device", m.no_device).add("flags", m.flags);
+  o.add("cached", m.cached)
+      .add("noisy", m.noisy)
+      .add("no_device", m.no_device)
+      .add("flags", m.flags);
   o.add("verification", m.verification).add("wrong_result", m.wrong_result);
   return o.str();
 }
@@ -74,13 +75,18 @@ std::optional<std::string> parse_measurement(const Value& v, Measurement* out) {
     if (!e->IsString()) return "'error' is not a string";
     m.error = std::string(util::json_string(*e));
   }
-  for (auto [key, field] : {std::pair{"median_s", &m.median_s}, {"min_s", &m.min_s},
-                            {"spread", &m.spread}, {"max_rel_error", &m.max_rel_error},
+  for (auto [key, field] : {std::pair{"median_s", &m.median_s},
+                            {"min_s", &m.min_s},
+                            {"spread", &m.spread},
+                            {"max_rel_error", &m.max_rel_error},
                             {"compile_s", &m.compile_s}})
     if (auto e = get_number(v, key, field)) return e;
   if (auto e = get_int(v, "reps", &m.reps)) return e;
-  for (auto [key, field] : {std::pair{"verified", &m.verified}, {"wrong_result", &m.wrong_result}, {"cached", &m.cached},
-                            {"noisy", &m.noisy}, {"no_device", &m.no_device}})
+  for (auto [key, field] : {std::pair{"verified", &m.verified},
+                            {"wrong_result", &m.wrong_result},
+                            {"cached", &m.cached},
+                            {"noisy", &m.noisy},
+                            {"no_device", &m.no_device}})
     if (auto e = get_bool(v, key, field)) return e;
   if (const Value* f = util::json_member(v, "flags")) {
     if (!f->IsString()) return "'flags' is not a string";
@@ -90,7 +96,8 @@ std::optional<std::string> parse_measurement(const Value& v, Measurement* out) {
     if (!f->IsString()) return "'verification' is not a string";
     m.verification = std::string(util::json_string(*f));
   }
-  if (!m.error && !(m.median_s > 0)) return "a measurement without an error has no positive median_s";
+  if (!m.error && !(m.median_s > 0))
+    return "a measurement without an error has no positive median_s";
   *out = std::move(m);
   return std::nullopt;
 }
@@ -116,7 +123,8 @@ std::optional<std::string> parse_options(const Value& v, MeasureOptions* out) {
     o.seed = s->GetUint64();
   }
   for (auto [key, field] : {std::pair{"time_budget_s", &o.time_budget_s},
-                            {"target_spread", &o.target_spread}, {"timeout_s", &o.timeout_s}})
+                            {"target_spread", &o.target_spread},
+                            {"timeout_s", &o.timeout_s}})
     if (auto e = get_number(v, key, field)) return e;
   if (auto e = get_int(v, "min_reps", &o.min_reps)) return e;
   if (auto e = get_int(v, "max_reps", &o.max_reps)) return e;
@@ -196,7 +204,7 @@ void Farm::fail(const std::string& why, bool graceful) {
   in_ = -1;
   if (pid_ > 0) {
     int status = 0;
-    if (!graceful) kill(-pid_, SIGTERM);  // a broken farm: its Ray driver still ends its actors
+    if (!graceful) kill(-pid_, SIGTERM);   // a broken farm: its Ray driver still ends its actors
     const double deadline = now_s() + 10;  // Ray's shutdown takes a few seconds
     while (waitpid(pid_, &status, WNOHANG) == 0) {
       if (now_s() > deadline) {
@@ -235,8 +243,8 @@ std::optional<std::string> Farm::read_line(double deadline_s, std::string* line)
   }
 }
 
-std::vector<std::optional<std::vector<Measurement>>> Farm::call(const std::vector<Request>& requests,
-                                                                double timeout_s) {
+std::vector<std::optional<std::vector<Measurement>>> Farm::call(
+    const std::vector<Request>& requests, double timeout_s) {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::optional<std::vector<Measurement>>> out(requests.size());
   if (!error_.empty()) return out;
@@ -247,7 +255,8 @@ std::vector<std::optional<std::vector<Measurement>>> Farm::call(const std::vecto
     util::JsonArray hashes, programs;
     for (const ir::Program* p : q.programs) {
       char h[24];
-      std::snprintf(h, sizeof h, "%016llx", static_cast<unsigned long long>(ir::structural_hash(*p)));
+      std::snprintf(h, sizeof h, "%016llx",
+                    static_cast<unsigned long long>(ir::structural_hash(*p)));
       hashes.add(std::string(h));
       programs.add(ir::print_program(*p));
     }
@@ -298,7 +307,8 @@ std::vector<std::optional<std::vector<Measurement>>> Farm::call(const std::vecto
     std::vector<Measurement> ms(requests[i].programs.size());
     if (!ok->GetBool()) {
       const Value* e = util::json_member(doc, "error");
-      const std::string why = e && e->IsString() ? std::string(util::json_string(*e)) : "no reason given";
+      const std::string why =
+          e && e->IsString() ? std::string(util::json_string(*e)) : "no reason given";
       for (auto& m : ms) m.error = "the measurement farm: " + why;
     } else {
       const Value* rs = util::json_member(doc, "results");
@@ -313,14 +323,17 @@ std::vector<std::optional<std::vector<Measurement>>> Farm::call(const std::vecto
 }
 
 std::variant<std::vector<std::string>, std::string> farm_command(const std::string& spec,
-                                                                const std::string& self_exe) {
+                                                                 const std::string& self_exe) {
   if (spec == "local") return std::vector<std::string>{self_exe, "measure-worker"};
   std::string address;
-  if (spec.rfind("ray://", 0) == 0 && spec.size() > 6) address = spec;
-  else if (spec.rfind("ray:", 0) == 0 && spec.size() > 4) address = spec.substr(4);
+  if (spec.rfind("ray://", 0) == 0 && spec.size() > 6)
+    address = spec;
+  else if (spec.rfind("ray:", 0) == 0 && spec.size() > 4)
+    address = spec.substr(4);
   else
     return "--workers takes ray://HOST:PORT (Ray Client), ray:HOST:PORT or ray:auto (a driver on "
-           "a cluster node), or local; not '" + spec + "'";
+           "a cluster node), or local; not '" +
+           spec + "'";
   const char* py = std::getenv("PERFDOJO_FARM_PYTHON");
   return std::vector<std::string>{py && *py ? py : "python3", "-m", "perfdojo_ray.farm",
                                   "--address", address};
@@ -367,8 +380,8 @@ Measurement RemoteBackend::measure(const ir::Program& p, const MeasureOptions& o
   return measure_each({&p}, options).front();
 }
 
-std::vector<Measurement> RemoteBackend::measure_each(const std::vector<const ir::Program*>& programs,
-                                                     const MeasureOptions& options) {
+std::vector<Measurement> RemoteBackend::measure_each(
+    const std::vector<const ir::Program*>& programs, const MeasureOptions& options) {
   std::vector<Farm::Request> rs;
   for (const ir::Program* p : programs) rs.push_back({"measure", name(), {p}, options});
   if (auto got = send(std::move(rs))) {

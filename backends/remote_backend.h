@@ -16,7 +16,6 @@
 #include <sys/types.h>
 
 #include <cstdint>
-
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -43,8 +42,8 @@ class Farm {
   /// Starts `argv` (stdin and stdout piped, stderr inherited, its own process group) and waits
   /// up to `start_timeout_s` for its ready line. Returns the error when it cannot start or its
   /// first line is not a ready line.
-  static std::variant<std::shared_ptr<Farm>, std::string> start(const std::vector<std::string>& argv,
-                                                               double start_timeout_s);
+  static std::variant<std::shared_ptr<Farm>, std::string> start(
+      const std::vector<std::string>& argv, double start_timeout_s);
   ~Farm();
   Farm(const Farm&) = delete;
   Farm& operator=(const Farm&) = delete;
@@ -88,7 +87,7 @@ class Farm {
 /// (`$PERFDOJO_FARM_PYTHON -m perfdojo_ray.farm --address ...`, python3 by default); "local"
 /// starts `perfdojo measure-worker` (`self_exe`). Error text for anything else.
 std::variant<std::vector<std::string>, std::string> farm_command(const std::string& spec,
-                                                                const std::string& self_exe);
+                                                                 const std::string& self_exe);
 
 /// A backend that sends measure() and compare() to a farm and everything else to `local` (the
 /// same architecture here: capabilities, availability, name). When the farm fails it warns once

@@ -39,7 +39,6 @@ bool have_libmvec() {
   return kHave;
 }
 
-
 // Printer options of `isa`: vectors are printed in registers of the ISA's width, parallel loops
 // on `threads` threads (0: OpenMP's choice).
 CodegenOptions x86_codegen_options(X86Isa isa, int threads = 0) {
@@ -318,14 +317,16 @@ class X86Backend final : public Backend {
       return;
     }
     std::string inject = inject_for(p);
-    CacheKey key{ir::structural_hash(p),
-                 name(),
-                 m.flags,
-                 cpu_identity(),
-                 o.seed,
-                 std::string(kCodegenVersion) + (o.verify ? " verify" : " noverify") +
-                     (o.verify && o.reference ? " against " + hex64(ir::structural_hash(*o.reference)) : "") +
-                     (o.flush_cache ? " flush" : "") + (inject.empty() ? "" : " inject=" + inject)};
+    CacheKey key{
+        ir::structural_hash(p),
+        name(),
+        m.flags,
+        cpu_identity(),
+        o.seed,
+        std::string(kCodegenVersion) + (o.verify ? " verify" : " noverify") +
+            (o.verify && o.reference ? " against " + hex64(ir::structural_hash(*o.reference))
+                                     : "") +
+            (o.flush_cache ? " flush" : "") + (inject.empty() ? "" : " inject=" + inject)};
     if (auto hit = cache_.lookup(key)) {
       m = *hit;
       return;
@@ -336,9 +337,8 @@ class X86Backend final : public Backend {
     CodegenOptions co = x86_codegen_options(isa_, capabilities().threads);
     co.inject = inject;
     GeneratedC gen = generate_c(p, co);
-    CompileResult cr =
-        compile_shared_object(config_.compiler, flags(), gen.source, work_dir(), x86_link_libraries(),
-                              config_.compile_timeout_s);
+    CompileResult cr = compile_shared_object(config_.compiler, flags(), gen.source, work_dir(),
+                                             x86_link_libraries(), config_.compile_timeout_s);
     m.compile_s = cr.reused ? 0 : now_s() - t0;
     if (cr.error) {
       m.error = *cr.error;
@@ -430,9 +430,9 @@ class X86Backend final : public Backend {
       ms[i].cached = false;
       CodegenOptions co = x86_codegen_options(isa_, capabilities().threads);
       co.inject = inject_for(*ps[i]);
-      CompileResult cr = compile_shared_object(config_.compiler, flags(),
-                                               generate_c(*ps[i], co).source, work_dir(),
-                                               x86_link_libraries(), config_.compile_timeout_s);
+      CompileResult cr =
+          compile_shared_object(config_.compiler, flags(), generate_c(*ps[i], co).source,
+                                work_dir(), x86_link_libraries(), config_.compile_timeout_s);
       if (cr.error) {
         ms[i].error = *cr.error;
         continue;
@@ -470,8 +470,8 @@ class X86Backend final : public Backend {
         ms[s.index].error = *e;
         return false;
       }
-      Worker::Timing t = w.run(static_cast<int>(batch), o.flush_cache,
-                               o.timeout_s * static_cast<double>(batch));
+      Worker::Timing t =
+          w.run(static_cast<int>(batch), o.flush_cache, o.timeout_s * static_cast<double>(batch));
       if (t.error) {
         ms[s.index].error = *t.error;
         return false;
@@ -484,9 +484,9 @@ class X86Backend final : public Backend {
       double t = 0;
       if (!run(s, 1, &t) || !run(s, 1, &t)) continue;
       s.batch = o.flush_cache ? 1
-                              : std::clamp<long>(static_cast<long>(std::ceil(
-                                                     kBatchTarget / std::max(t, 1e-9))),
-                                                 1, 1000000);
+                              : std::clamp<long>(
+                                    static_cast<long>(std::ceil(kBatchTarget / std::max(t, 1e-9))),
+                                    1, 1000000);
       if (s.batch > 1) run(s, s.batch, &t);
     }
     auto live = [&] {
@@ -570,7 +570,8 @@ class X86Backend final : public Backend {
     } else if (o.reference || has_annotations(p.body)) {
       const ir::Program& ref = o.reference ? *o.reference : p;
       if (o.reference && !same_parameters(params, kernel_parameters(ref))) {
-        m.error = "cannot verify: the reference program's inputs and outputs differ from the program's";
+        m.error =
+            "cannot verify: the reference program's inputs and outputs differ from the program's";
         return false;
       }
       lock.emplace(lock_on);  // the reference runs a kernel too
@@ -626,9 +627,8 @@ class X86Backend final : public Backend {
       if (x != "-fopenmp") f.push_back(x);
     // Scalar code: GCC's vectoriser can fuse what -ffp-contract=off keeps apart (compiler.h).
     f.push_back("-fno-tree-vectorize");
-    CompileResult cr =
-        compile_shared_object(config_.compiler, f, gen.source, work_dir(), x86_link_libraries(),
-                              config_.compile_timeout_s);
+    CompileResult cr = compile_shared_object(config_.compiler, f, gen.source, work_dir(),
+                                             x86_link_libraries(), config_.compile_timeout_s);
     if (cr.error) return "cannot build the sequential reference for verification: " + *cr.error;
     prefill_outputs(base, params, offs);
     Worker& w = worker();
@@ -677,22 +677,22 @@ class X86Backend final : public Backend {
     for (int attempt = 0; attempt < 2; ++attempt) {  // a noisy timing is taken once more
       times.clear();
       spent = 0;
-    while (static_cast<int>(times.size()) < max_reps) {
-      Worker::Timing t = w.run(static_cast<int>(batch), o.flush_cache,
-                               o.timeout_s + 4 * est * static_cast<double>(batch));
-      if (t.error) {
-        m.error = *t.error;
-        return;
+      while (static_cast<int>(times.size()) < max_reps) {
+        Worker::Timing t = w.run(static_cast<int>(batch), o.flush_cache,
+                                 o.timeout_s + 4 * est * static_cast<double>(batch));
+        if (t.error) {
+          m.error = *t.error;
+          return;
+        }
+        times.push_back(t.seconds / static_cast<double>(batch));
+        spent += t.seconds;
+        if (static_cast<int>(times.size()) < min_reps) continue;
+        std::vector<double> s = times;
+        std::sort(s.begin(), s.end());
+        double med = quantile(s, 0.5);
+        double spread = med > 0 ? (quantile(s, 0.75) - quantile(s, 0.25)) / med : 0;
+        if (spread <= o.target_spread || spent >= o.time_budget_s) break;
       }
-      times.push_back(t.seconds / static_cast<double>(batch));
-      spent += t.seconds;
-      if (static_cast<int>(times.size()) < min_reps) continue;
-      std::vector<double> s = times;
-      std::sort(s.begin(), s.end());
-      double med = quantile(s, 0.5);
-      double spread = med > 0 ? (quantile(s, 0.75) - quantile(s, 0.25)) / med : 0;
-      if (spread <= o.target_spread || spent >= o.time_budget_s) break;
-    }
       std::vector<double> s = times;
       std::sort(s.begin(), s.end());
       const double med = quantile(s, 0.5);
@@ -743,14 +743,16 @@ std::vector<std::string> x86_compile_flags(X86Isa isa, const std::string& compil
   // -ffp-contract=off: GCC's default (fast) turns a * b + c into a fused multiply-add, which
   // rounds once where the interpreter rounds twice; the IR says where one is (fma, fused
   // updates: transforms/contract.h) and the code prints exactly those.
-  std::vector<std::string> f = {"-O3", "-march=native", "-std=gnu11", "-fno-math-errno",
-                                "-ffp-contract=off", "-fopenmp", "-w"};
+  std::vector<std::string> f = {
+      "-O3", "-march=native", "-std=gnu11", "-fno-math-errno", "-ffp-contract=off", "-fopenmp",
+      "-w"};
   // GCC's -O3 unroll-and-jam blocks loops the program leaves alone, where the cost model never
   // sees it: it jammed pairs of rows of a vectorised sum over a sequence (y[b,d] = sum_l
   // x[b,l,d]) into two interleaved read streams, and the cold read ran at half the speed of the
   // program as written (3.5 against 1.7 ms on a Zen 4 core). Blocking is a move here (tile_scope
   // and unroll). Clang does not unroll-and-jam by default and refuses the flag.
-  if (compiler_version(compiler).find("clang") == std::string::npos) f.push_back("-fno-loop-unroll-and-jam");
+  if (compiler_version(compiler).find("clang") == std::string::npos)
+    f.push_back("-fno-loop-unroll-and-jam");
   switch (isa) {
     case X86Isa::kAvx512:
       f.insert(f.end(), {"-mavx512f", "-mprefer-vector-width=512"});

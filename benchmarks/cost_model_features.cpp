@@ -72,8 +72,7 @@ double log_share(double part, double whole) {
 
 }  // namespace
 
-ModelFeatures model_features(const ir::Program& p, const CostEstimate& e,
-                                       const MachineProfile& m) {
+ModelFeatures model_features(const ir::Program& p, const CostEstimate& e, const MachineProfile& m) {
   Census c;
   std::vector<Frame> frames;
   walk(p.body, frames, 1, false, 1, c);

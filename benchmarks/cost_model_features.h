@@ -1,8 +1,8 @@
 // Features of a program and of the cost model's estimate of it, written per sample by
 // `cost_model_quality --features OUT.csv` to study where the analytical model errs (and to try
 // corrections offline). A ridge regression of log(measured / estimated) on these features,
-// fitted on three kernels and tested on the fourth, did not improve the ranking (docs/cost_model.md),
-// so no learned correction ships; the model's fixes are analytical rules.
+// fitted on three kernels and tested on the fourth, did not improve the ranking
+// (docs/cost_model.md), so no learned correction ships; the model's fixes are analytical rules.
 #pragma once
 
 #include <array>
@@ -29,7 +29,6 @@ inline constexpr int kModelFeatures = 14;
 using ModelFeatures = std::array<double, kModelFeatures>;
 
 /// The features of `p` with its analytical estimate `e` on machine `m`.
-ModelFeatures model_features(const ir::Program& p, const CostEstimate& e,
-                                       const MachineProfile& m);
+ModelFeatures model_features(const ir::Program& p, const CostEstimate& e, const MachineProfile& m);
 
 }  // namespace perfdojo::backends

@@ -37,8 +37,8 @@
 
 #include "backends/backend.h"
 #include "backends/cost_model.h"
-#include "benchmarks/cost_model_features.h"
 #include "backends/machine_profile.h"
+#include "benchmarks/cost_model_features.h"
 #include "ir/parse.h"
 #include "ir/print.h"
 #include "transforms/registry.h"
@@ -59,7 +59,9 @@ const std::vector<KernelSpec>& specs() {
   static const std::vector<KernelSpec> kSpecs = {
       {"matmul", "matmul-256", {{"M", 256}, {"N", 256}, {"K", 256}}},
       {"softmax", "softmax", {{"B", 256}, {"N", 1024}}},
-      {"conv2d", "conv2d-3x3", {{"C", 32}, {"K", 32}, {"H", 28}, {"W", 28}, {"HI", 30}, {"WI", 30}}},
+      {"conv2d",
+       "conv2d-3x3",
+       {{"C", 32}, {"K", 32}, {"H", 28}, {"W", 28}, {"HI", 30}, {"WI", 30}}},
       {"layernorm", "layernorm", {{"R", 256}, {"N", 1024}}},
   };
   return kSpecs;
@@ -98,7 +100,9 @@ double printed_size(const std::vector<ir::NodePtr>& body) {
       n += 1;
     } else {
       double inner = printed_size(c->body);
-      n += c->annot == ir::Annot::kUnroll && c->extent <= 64 ? static_cast<double>(c->extent) * inner : inner + 1;
+      n += c->annot == ir::Annot::kUnroll && c->extent <= 64
+               ? static_cast<double>(c->extent) * inner
+               : inner + 1;
     }
   }
   return n;
@@ -118,7 +122,8 @@ std::vector<double> ranks(const std::vector<double>& v) {
   for (size_t i = 0; i < idx.size();) {
     size_t j = i;
     while (j + 1 < idx.size() && v[idx[j + 1]] == v[idx[i]]) ++j;
-    for (size_t k = i; k <= j; ++k) r[idx[k]] = (static_cast<double>(i) + static_cast<double>(j)) / 2;
+    for (size_t k = i; k <= j; ++k)
+      r[idx[k]] = (static_cast<double>(i) + static_cast<double>(j)) / 2;
     i = j + 1;
   }
   return r;
@@ -141,7 +146,9 @@ double pearson(const std::vector<double>& x, const std::vector<double>& y) {
   return sxx > 0 && syy > 0 ? sxy / std::sqrt(sxx * syy) : 0;
 }
 
-double spearman(const std::vector<double>& x, const std::vector<double>& y) { return pearson(ranks(x), ranks(y)); }
+double spearman(const std::vector<double>& x, const std::vector<double>& y) {
+  return pearson(ranks(x), ranks(y));
+}
 
 struct Sample {
   std::string kernel;
@@ -158,7 +165,8 @@ std::string join_trace(const std::vector<transforms::Action>& t) {
   return s;
 }
 
-std::string arg(const std::map<std::string, std::string>& a, const std::string& k, const std::string& d) {
+std::string arg(const std::map<std::string, std::string>& a, const std::string& k,
+                const std::string& d) {
   auto it = a.find(k);
   return it == a.end() ? d : it->second;
 }
@@ -170,8 +178,9 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string s = argv[i];
     if (s.rfind("--", 0) != 0 || i + 1 >= argc) {
-      std::cerr << "usage: cost_model_quality [--samples N] [--backend NAME] [--profile FILE] [--seed S] "
-                   "[--kernels a,b] [--csv OUT] [--replay CSV] [--budget SECONDS]\n";
+      std::cerr
+          << "usage: cost_model_quality [--samples N] [--backend NAME] [--profile FILE] [--seed S] "
+             "[--kernels a,b] [--csv OUT] [--replay CSV] [--budget SECONDS]\n";
       return 2;
     }
     args[s.substr(2)] = argv[++i];
@@ -206,7 +215,8 @@ int main(int argc, char** argv) {
     }
     auto av = backend->available();
     if (!av.ok) {
-      std::cerr << backend_name << " is not available here (" << av.why << "); measuring on x86_avx2 instead\n";
+      std::cerr << backend_name << " is not available here (" << av.why
+                << "); measuring on x86_avx2 instead\n";
       backend_name = "x86_avx2";
       backend = backends::make_backend(backend_name);
       if (!backend || !backend->available().ok) {
@@ -257,7 +267,8 @@ int main(int argc, char** argv) {
   if (!replay.empty() && !args.count("profile")) {
     for (const auto& k : specs()) {
       std::string err;
-      if (auto p = backends::load_profile(replay + "." + k.name + ".profile", &err)) kernel_profile[k.name] = *p;
+      if (auto p = backends::load_profile(replay + "." + k.name + ".profile", &err))
+        kernel_profile[k.name] = *p;
     }
   }
   if (!replay.empty()) {
@@ -289,7 +300,8 @@ int main(int argc, char** argv) {
         continue;
       }
       double m = std::atof(meas.c_str());
-      all.push_back({kernel, parsed.value(), prog.value(), m, has_min ? std::atof(fastest.c_str()) : m, 0});
+      all.push_back(
+          {kernel, parsed.value(), prog.value(), m, has_min ? std::atof(fastest.c_str()) : m, 0});
     }
   } else {
     for (const auto& k : specs()) {
@@ -297,11 +309,14 @@ int main(int argc, char** argv) {
       const ir::Program& original = originals.at(k.name);
       if (calibrate_each) {
         backends::CalibrateOptions co;
-        co.progress = [&](const std::string& line) { std::fprintf(stderr, "\r[%s] calibrate: %s\n", k.name.c_str(), line.c_str()); };
+        co.progress = [&](const std::string& line) {
+          std::fprintf(stderr, "\r[%s] calibrate: %s\n", k.name.c_str(), line.c_str());
+        };
         kernel_profile[k.name] = backends::calibrate(co);
         if (args.count("csv")) {
           std::string err;
-          backends::save_profile(kernel_profile[k.name], args["csv"] + "." + k.name + ".profile", &err);
+          backends::save_profile(kernel_profile[k.name], args["csv"] + "." + k.name + ".profile",
+                                 &err);
         }
       }
       std::set<uint64_t> seen;
@@ -331,7 +346,8 @@ int main(int argc, char** argv) {
         if (!m.ok()) {
           // A variant slower than the timeout is still a sample: ranked at the timeout.
           if (m.error->find("timed out") == std::string::npos) {
-            std::cerr << "\n" << k.name << ": measurement failed (" << *m.error << ") for trace "
+            std::cerr << "\n"
+                      << k.name << ": measurement failed (" << *m.error << ") for trace "
                       << join_trace(trace) << "\n";
             continue;
           }
@@ -341,14 +357,16 @@ int main(int argc, char** argv) {
         ++made;
         all.push_back({k.name, trace, cur, t, fastest, 0});
         if (csv.is_open()) {
-          csv << k.name << "," << t << "," << fastest << "," << backends::estimate_cost(cur, profile_of(k.name)).time_s << ","
-              << join_trace(trace) << std::endl;
+          csv << k.name << "," << t << "," << fastest << ","
+              << backends::estimate_cost(cur, profile_of(k.name)).time_s << "," << join_trace(trace)
+              << std::endl;
         }
         std::fprintf(stderr, "\r[%s] %d/%d measured on %s (%d over the timeout), last %.3g ms   ",
                      k.name.c_str(), made, samples, backend_name.c_str(), timeouts, t * 1e3);
         std::fflush(stderr);
       }
-      std::fprintf(stderr, "\n[%s] %d variants skipped as too large to compile quickly\n", k.name.c_str(), too_large);
+      std::fprintf(stderr, "\n[%s] %d variants skipped as too large to compile quickly\n",
+                   k.name.c_str(), too_large);
     }
   }
 
@@ -360,8 +378,10 @@ int main(int argc, char** argv) {
     double best = 1e30;
     for (int round = 0; round < 5; ++round) {
       auto t0 = std::chrono::steady_clock::now();
-      for (int i = 0; i < 3; ++i) s.estimate = backends::estimate_cost(s.program, profile_of(s.kernel)).time_s;
-      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 3);
+      for (int i = 0; i < 3; ++i)
+        s.estimate = backends::estimate_cost(s.program, profile_of(s.kernel)).time_s;
+      best = std::min(
+          best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 3);
     }
     eval[s.kernel].first += best;
     eval[s.kernel].second += 1;
@@ -386,14 +406,17 @@ int main(int argc, char** argv) {
 
   if (csv.is_open() && !replay.empty()) {
     for (const auto& s : all)
-      csv << s.kernel << "," << s.measured << "," << s.fastest << "," << s.estimate << "," << join_trace(s.trace) << "\n";
+      csv << s.kernel << "," << s.measured << "," << s.fastest << "," << s.estimate << ","
+          << join_trace(s.trace) << "\n";
   }
 
   std::printf("cost model quality (%s, %s measurements)\n",
-              kernel_profile.empty() ? (profile.name + " profile").c_str() : "a profile calibrated per kernel",
+              kernel_profile.empty() ? (profile.name + " profile").c_str()
+                                     : "a profile calibrated per kernel",
               replay.empty() ? backend_name.c_str() : replay.c_str());
-  std::printf("%-10s %8s %9s %9s %9s %9s %9s %12s %9s %12s\n", "kernel", "samples", "spearman", "vs-min", "serial",
-              "parallel", "log-corr", "median-ratio", "top-pick", "us/estimate");
+  std::printf("%-10s %8s %9s %9s %9s %9s %9s %12s %9s %12s\n", "kernel", "samples", "spearman",
+              "vs-min", "serial", "parallel", "log-corr", "median-ratio", "top-pick",
+              "us/estimate");
   bool all_good = true;
   for (const auto& k : specs()) {
     std::vector<double> meas, fastest, est, lm, le, ratio, sm, se, pm, pe;
@@ -418,14 +441,17 @@ int main(int argc, char** argv) {
     const size_t pick = static_cast<size_t>(std::min_element(est.begin(), est.end()) - est.begin());
     const double top_pick = meas[pick] / *std::min_element(meas.begin(), meas.end());
     all_good = all_good && rho >= 0.9 && top_pick <= 1.2;
-    std::printf("%-10s %8zu %9.3f %9.3f %9.3f %9.3f %9.3f %12.3g %9.2f %12.2f\n", k.name.c_str(), meas.size(), rho,
-                spearman(fastest, est), spearman(sm, se), spearman(pm, pe), pearson(lm, le), ratio[ratio.size() / 2],
-                top_pick, eval_s * 1e6);
+    std::printf("%-10s %8zu %9.3f %9.3f %9.3f %9.3f %9.3f %12.3g %9.2f %12.2f\n", k.name.c_str(),
+                meas.size(), rho, spearman(fastest, est), spearman(sm, se), spearman(pm, pe),
+                pearson(lm, le), ratio[ratio.size() / 2], top_pick, eval_s * 1e6);
   }
   csv.close();
   std::printf("model evaluation: %.2f us per call on average, %.2f us at most (%zu programs)\n",
-              all.empty() ? 0.0 : eval_sum / static_cast<double>(all.size()) * 1e6, eval_max * 1e6, all.size());
-  std::printf("%s\n", all_good ? "target met: Spearman >= 0.9 and top pick within 1.2x of the best on every kernel"
-                               : "target missed: Spearman < 0.9 or top pick beyond 1.2x on some kernel");
+              all.empty() ? 0.0 : eval_sum / static_cast<double>(all.size()) * 1e6, eval_max * 1e6,
+              all.size());
+  std::printf(
+      "%s\n",
+      all_good ? "target met: Spearman >= 0.9 and top pick within 1.2x of the best on every kernel"
+               : "target missed: Spearman < 0.9 or top pick beyond 1.2x on some kernel");
   return 0;
 }

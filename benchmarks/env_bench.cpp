@@ -176,7 +176,8 @@ void BM_Reset(benchmark::State& state, const std::string& kernel) {
 }
 
 void BM_VectorStep(benchmark::State& state) {
-  auto v = std::move(env::VectorEnv::make(config("softmax"), static_cast<int>(state.range(0)))).value();
+  auto v =
+      std::move(env::VectorEnv::make(config("softmax"), static_cast<int>(state.range(0)))).value();
   auto resets = v->reset(0);
   std::vector<std::vector<uint8_t>> masks;
   for (auto& r : resets) masks.push_back(r.second.action_mask);
@@ -249,7 +250,7 @@ const bool kMallocNamed = [] {
 // BM_Step300/KERNEL: BM_Step's first 300 steps exactly, for instruction counts that repeat
 // (valgrind --tool=callgrind --toggle-collect='perfdojo::env::Env::step(int)' env_bench
 // --benchmark_filter=BM_Step300/softmax/).
-#define PERFDOJO_ENV_KERNELS(X) X(softmax) X(matmul-1024) X(conv2d-3x3) X(attention)
+#define PERFDOJO_ENV_KERNELS(X) X(softmax) X(matmul - 1024) X(conv2d - 3x3) X(attention)
 #define PERFDOJO_ENV_REG(k)                                \
   BENCHMARK_CAPTURE(BM_Step, k, std::string(#k));          \
   BENCHMARK_CAPTURE(BM_StepMask, k, std::string(#k));      \
@@ -257,7 +258,7 @@ const bool kMallocNamed = [] {
   BENCHMARK_CAPTURE(BM_StepEstimate, k, std::string(#k));  \
   BENCHMARK_CAPTURE(BM_StepFeatures, k, std::string(#k));  \
   BENCHMARK_CAPTURE(BM_StepApply, k, std::string(#k));     \
-  BENCHMARK_CAPTURE(BM_Reset, k, std::string(#k));        \
+  BENCHMARK_CAPTURE(BM_Reset, k, std::string(#k));         \
   BENCHMARK_CAPTURE(BM_Step, k, std::string(#k))->Name("BM_Step300/" #k)->Iterations(300);
 PERFDOJO_ENV_KERNELS(PERFDOJO_ENV_REG)
 BENCHMARK(BM_VectorStep)->Arg(1)->Arg(2)->Arg(8)->UseRealTime();

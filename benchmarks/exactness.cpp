@@ -48,11 +48,14 @@ std::vector<fs::path> kernels_in(const std::string& dir) {
 }
 
 void progress(int done, int total, double t0) {
-  const double el = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count() - t0;
+  const double el =
+      std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count() -
+      t0;
   const double rate = el > 0 ? done / el : 0;
   const int w = 30, filled = total ? w * done / total : w;
-  std::fprintf(stderr, "\r[%s%s] %d/%d programs  %.1f/s  ETA %.0fs   ", std::string(filled, '#').c_str(),
-               std::string(w - filled, '.').c_str(), done, total, rate, rate > 0 ? (total - done) / rate : 0.0);
+  std::fprintf(stderr, "\r[%s%s] %d/%d programs  %.1f/s  ETA %.0fs   ",
+               std::string(filled, '#').c_str(), std::string(w - filled, '.').c_str(), done, total,
+               rate, rate > 0 ? (total - done) / rate : 0.0);
 }
 
 }  // namespace
@@ -70,21 +73,29 @@ int main(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (a == "--backend") backend_name = next();
-    else if (a == "--trajectories") trajectories = std::atoi(next().c_str());
-    else if (a == "--steps") steps = std::atoi(next().c_str());
-    else if (a == "--seed") seed = std::strtoull(next().c_str(), nullptr, 10);
-    else if (a == "--only") only = next();
+    if (a == "--backend")
+      backend_name = next();
+    else if (a == "--trajectories")
+      trajectories = std::atoi(next().c_str());
+    else if (a == "--steps")
+      steps = std::atoi(next().c_str());
+    else if (a == "--seed")
+      seed = std::strtoull(next().c_str(), nullptr, 10);
+    else if (a == "--only")
+      only = next();
     else {
-      std::fprintf(stderr, "usage: exactness [--backend B] [--trajectories N] [--steps N] [--seed S] [--only NAME]\n");
+      std::fprintf(stderr,
+                   "usage: exactness [--backend B] [--trajectories N] [--steps N] [--seed S] "
+                   "[--only NAME]\n");
       return 2;
     }
   }
   std::unique_ptr<backends::Backend> b;
   backends::BackendConfig config;
   config.cache_dir = "";  // every program compiled and checked now, none served from a record
-  for (std::string n : backend_name.empty() ? std::vector<std::string>{"x86_avx512", "x86_avx2", "x86_64"}
-                                            : std::vector<std::string>{backend_name}) {
+  for (std::string n : backend_name.empty()
+                           ? std::vector<std::string>{"x86_avx512", "x86_avx2", "x86_64"}
+                           : std::vector<std::string>{backend_name}) {
     b = backends::make_backend(n, config);
     if (b && b->available().ok) break;
   }
@@ -111,7 +122,8 @@ int main(int argc, char** argv) {
     std::erase_if(files, [&](const auto& f) { return f.second.stem().string() != only; });
   const int total = static_cast<int>(files.size()) * (2 + trajectories);
   int done = 0;
-  const double t0 = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  const double t0 =
+      std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
   std::vector<std::string> failures;
   auto tally = [&](Tally& t, const ir::Program& p, const std::string& what) {
     backends::Measurement m = b->measure(p, mo);
@@ -162,24 +174,28 @@ int main(int argc, char** argv) {
 
   auto cell = [](const Tally& t) {
     char buf[96];
-    std::snprintf(buf, sizeof buf, "%d / %d / %d / %d / %d", t.exact, t.fused, t.bound, t.tolerance, t.fail);
+    std::snprintf(buf, sizeof buf, "%d / %d / %d / %d / %d", t.exact, t.fused, t.bound, t.tolerance,
+                  t.fail);
     return std::string(buf);
   };
-  std::printf("Backend %s; each cell: exact / fused by the compiler / bound / tolerance / FAIL; "
-              "%d random trajectories of up to %d moves per kernel (every other one contracted first), seed %llu.\n\n",
-              b->name().c_str(), trajectories, steps, static_cast<unsigned long long>(seed));
+  std::printf(
+      "Backend %s; each cell: exact / fused by the compiler / bound / tolerance / FAIL; "
+      "%d random trajectories of up to %d moves per kernel (every other one contracted first), "
+      "seed %llu.\n\n",
+      b->name().c_str(), trajectories, steps, static_cast<unsigned long long>(seed));
   std::printf("| kernel | set | as written | contracted | after moves |\n|---|---|---|---|---|\n");
   Tally all_w, all_c, all_m;
   auto add = [](Tally& a, const Tally& t) {
-    a.exact += t.exact, a.fused += t.fused, a.bound += t.bound, a.tolerance += t.tolerance, a.fail += t.fail;
+    a.exact += t.exact, a.fused += t.fused, a.bound += t.bound, a.tolerance += t.tolerance,
+        a.fail += t.fail;
   };
   for (const auto& r : rows) {
-    std::printf("| %s | %s | %s | %s | %s |\n", r.name.c_str(), r.set.c_str(), cell(r.written).c_str(),
-                cell(r.contracted).c_str(), cell(r.moved).c_str());
+    std::printf("| %s | %s | %s | %s | %s |\n", r.name.c_str(), r.set.c_str(),
+                cell(r.written).c_str(), cell(r.contracted).c_str(), cell(r.moved).c_str());
     add(all_w, r.written), add(all_c, r.contracted), add(all_m, r.moved);
   }
-  std::printf("| **all %zu** | | %s | %s | %s |\n", rows.size(), cell(all_w).c_str(), cell(all_c).c_str(),
-              cell(all_m).c_str());
+  std::printf("| **all %zu** | | %s | %s | %s |\n", rows.size(), cell(all_w).c_str(),
+              cell(all_c).c_str(), cell(all_m).c_str());
   for (const auto& f : failures) std::printf("\nFAIL %s\n", f.c_str());
   return failures.empty() ? 0 : 1;
 }

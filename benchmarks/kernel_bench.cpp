@@ -51,11 +51,11 @@
 #include "backends/x86_backend.h"
 #include "bench_text.h"
 #include "blas_reference.h"
-#include "tile_ceiling.h"
 #include "ir/interp.h"
 #include "ir/parse.h"
 #include "ir/print.h"
 #include "optimizer/optimizer.h"
+#include "tile_ceiling.h"
 #include "transforms/microkernel_sketch.h"
 #include "transforms/registry.h"
 #include "util/json.h"
@@ -178,20 +178,24 @@ std::function<void()> blas_form(const std::string& name, const ir::Program& p,
   }
   if (name == "bmm") {
     const int bt = s["BATCH"], m = s["M"], n = s["N"], k = s["K"];
-    float *a = buf(int64_t{bt} * m * k), *b = buf(int64_t{bt} * k * n), *c = buf(int64_t{bt} * m * n);
+    float *a = buf(int64_t{bt} * m * k), *b = buf(int64_t{bt} * k * n),
+          *c = buf(int64_t{bt} * m * n);
     return [=] {
       for (int i = 0; i < bt; ++i)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a + int64_t{i} * m * k,
-                    k, b + int64_t{i} * k * n, n, 0.0f, c + int64_t{i} * m * n, n);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f,
+                    a + int64_t{i} * m * k, k, b + int64_t{i} * k * n, n, 0.0f,
+                    c + int64_t{i} * m * n, n);
     };
   }
   if (name == "mlp") {
     const int m = s["M"], n = s["N"], k = s["K"];
-    float *x = buf(int64_t{m} * k), *w = buf(int64_t{k} * n), *bias = buf(n), *y = buf(int64_t{m} * n);
+    float *x = buf(int64_t{m} * k), *w = buf(int64_t{k} * n), *bias = buf(n),
+          *y = buf(int64_t{m} * n);
     return [=] {
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, x, k, w, n, 0.0f, y, n);
       for (int i = 0; i < m; ++i)
-        for (int j = 0; j < n; ++j) y[int64_t{i} * n + j] = std::max(y[int64_t{i} * n + j] + bias[j], 0.0f);
+        for (int j = 0; j < n; ++j)
+          y[int64_t{i} * n + j] = std::max(y[int64_t{i} * n + j] + bias[j], 0.0f);
     };
   }
   return nullptr;
@@ -212,15 +216,15 @@ struct Row {
   std::string torch_form;  ///< the fastest of the PyTorch forms tried (torch_baseline.py)
   double speedup = 0;      ///< the optimiser's report: over the original, timed interleaved
   double first_s = 0;      ///< when the optimiser verified its first faster kernel
-  bool cold = false;       ///< the optimiser timed it with its data evicted (report's cache_flushed)
+  bool cold = false;  ///< the optimiser timed it with its data evicted (report's cache_flushed)
   std::vector<std::string> trace;
 };
 
 // Runs torch_baseline.py on the manifest; fills the PyTorch columns.
 void torch_columns(const Options& o, const std::string& manifest, std::vector<Row>& rows) {
   util::ProcessResult run = util::run_process(
-      {o.python, PERFDOJO_SOURCE_DIR "/benchmarks/torch_baseline.py", "--interleave", manifest, "--json",
-       "--threads", std::to_string(o.threads)},
+      {o.python, PERFDOJO_SOURCE_DIR "/benchmarks/torch_baseline.py", "--interleave", manifest,
+       "--json", "--threads", std::to_string(o.threads)},
       {.timeout_s = 1800});
   if (run.exit_code != 0) {
     for (auto& r : rows)
@@ -241,7 +245,8 @@ void torch_columns(const Options& o, const std::string& manifest, std::vector<Ro
       r.torch_med = d["torch_median_s"].GetDouble();
       r.ours_py_min = d["ours_min_s"].GetDouble();
       r.ours_py_med = d["ours_median_s"].GetDouble();
-      if (d.HasMember("expression") && d["expression"].IsString()) r.torch_form = d["expression"].GetString();
+      if (d.HasMember("expression") && d["expression"].IsString())
+        r.torch_form = d["expression"].GetString();
     }
   }
 }
@@ -255,16 +260,26 @@ int main(int argc, char** argv) {
     std::string a = argv[i];
     auto value = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
     try {
-      if (a == "--budget") o.budget = std::stod(value());
-      else if (a == "--kernels") o.kernels = split(value(), ',');
-      else if (a == "--reps") o.reps = std::stoi(value());
-      else if (a == "--threads") o.threads = std::stoi(value());
-      else if (a == "--arch") o.arch = value();
-      else if (a == "--python") o.python = value();
-      else if (a == "--json") o.json = value();
-      else if (a == "--out") o.out = value();
-      else if (a == "--trace") o.trace = value();
-      else return usage("unknown argument " + a);
+      if (a == "--budget")
+        o.budget = std::stod(value());
+      else if (a == "--kernels")
+        o.kernels = split(value(), ',');
+      else if (a == "--reps")
+        o.reps = std::stoi(value());
+      else if (a == "--threads")
+        o.threads = std::stoi(value());
+      else if (a == "--arch")
+        o.arch = value();
+      else if (a == "--python")
+        o.python = value();
+      else if (a == "--json")
+        o.json = value();
+      else if (a == "--out")
+        o.out = value();
+      else if (a == "--trace")
+        o.trace = value();
+      else
+        return usage("unknown argument " + a);
     } catch (const std::exception&) {
       return usage("bad value for " + a);
     }
@@ -272,11 +287,13 @@ int main(int argc, char** argv) {
   if (!(o.budget >= 0) || o.reps < 10 || o.kernels.empty() || o.threads < 1)
     return usage("--budget must be >= 0, --reps >= 10, --threads >= 1, --kernels not empty");
   if (o.threads > backends::usable_cores()) {
-    std::fprintf(stderr, "kernel_bench: --threads %d, but this process may use %d cores: using %d\n", o.threads,
-                 backends::usable_cores(), backends::usable_cores());
+    std::fprintf(stderr,
+                 "kernel_bench: --threads %d, but this process may use %d cores: using %d\n",
+                 o.threads, backends::usable_cores(), backends::usable_cores());
     o.threads = backends::usable_cores();
   }
-  if (!o.trace.empty() && o.kernels.size() != 1) return usage("--trace replays on one kernel: name it with --kernels");
+  if (!o.trace.empty() && o.kernels.size() != 1)
+    return usage("--trace replays on one kernel: name it with --kernels");
   if (o.arch.empty())
     for (const char* a : {"x86_avx512", "x86_avx2"})
       if (backends::make_backend(a)->available().ok) {
@@ -284,14 +301,18 @@ int main(int argc, char** argv) {
         break;
       }
   const auto isa = backends::x86_isa_by_name(o.arch);
-  if (!isa || *isa == backends::X86Isa::kPortable) return usage("needs x86_avx512 or x86_avx2 (--arch)");
-  if (o.out.empty()) o.out = (fs::temp_directory_path() / ("perfdojo-kernel-bench-" + std::to_string(getpid()))).string();
+  if (!isa || *isa == backends::X86Isa::kPortable)
+    return usage("needs x86_avx512 or x86_avx2 (--arch)");
+  if (o.out.empty())
+    o.out = (fs::temp_directory_path() / ("perfdojo-kernel-bench-" + std::to_string(getpid())))
+                .string();
   fs::create_directories(o.out);
   const int lanes = *isa == backends::X86Isa::kAvx512 ? 16 : 8;
   openblas_set_num_threads(o.threads);
   if (o.threads > 1) g_settle_s = 0.2;
 
-  std::fprintf(stderr, "kernel_bench: %s, %d thread(s), budget %.0f s per kernel, %d interleaved reps\n",
+  std::fprintf(stderr,
+               "kernel_bench: %s, %d thread(s), budget %.0f s per kernel, %d interleaved reps\n",
                o.arch.c_str(), o.threads, o.budget, o.reps);
   double peak = bench::peak_gflops(lanes);
   bench::TileCeiling ceiling = bench::tile_ceiling(lanes);
@@ -380,10 +401,12 @@ int main(int argc, char** argv) {
 
     // Our kernel, compiled as the backend compiles it, loaded here.
     const auto gen = backends::x86_generate_c(*isa, q, config);
-    auto so = backends::compile_shared_object(config.compiler, backends::x86_compile_flags(*isa, config.compiler), gen.source,
-                                              o.out, backends::x86_link_libraries(), 300);
+    auto so = backends::compile_shared_object(
+        config.compiler, backends::x86_compile_flags(*isa, config.compiler), gen.source, o.out,
+        backends::x86_link_libraries(), 300);
     if (so.error) {
-      std::fprintf(stderr, "kernel_bench: %s does not compile: %s\n", name.c_str(), so.error->c_str());
+      std::fprintf(stderr, "kernel_bench: %s does not compile: %s\n", name.c_str(),
+                   so.error->c_str());
       return 1;
     }
     void* h = dlopen(so.so_path.c_str(), RTLD_NOW | RTLD_LOCAL);
@@ -399,25 +422,30 @@ int main(int argc, char** argv) {
     const ir::TensorMap inputs = ir::make_inputs(p, 1);
     for (const auto* b : backends::kernel_parameters(q)) {
       if (b->dtype != ir::DType::kF32) {
-        std::fprintf(stderr, "kernel_bench: %s has a non-f32 parameter %s\n", name.c_str(), b->name.c_str());
+        std::fprintf(stderr, "kernel_bench: %s has a non-f32 parameter %s\n", name.c_str(),
+                     b->name.c_str());
         return 1;
       }
       bufs.push_back(std::make_unique<Buffer>(static_cast<size_t>(b->elements())));
       row.elements.push_back(b->elements());
       if (auto it = inputs.find(b->name); it != inputs.end())
-        for (size_t i = 0; i < it->second.data.size(); ++i) bufs.back()->p[i] = static_cast<float>(it->second.data[i]);
+        for (size_t i = 0; i < it->second.data.size(); ++i)
+          bufs.back()->p[i] = static_cast<float>(it->second.data[i]);
       args.push_back(bufs.back()->p);
     }
     auto ours = [&] { entry(args.data()); };
     if (o.threads > 1) {  // the same schedule on one thread: the parallel efficiency
       const auto gen1 = backends::x86_generate_c(*isa, q, one_thread);
-      auto so1 = backends::compile_shared_object(config.compiler, backends::x86_compile_flags(*isa, config.compiler),
-                                                 gen1.source, o.out, backends::x86_link_libraries(), 300);
+      auto so1 = backends::compile_shared_object(
+          config.compiler, backends::x86_compile_flags(*isa, config.compiler), gen1.source, o.out,
+          backends::x86_link_libraries(), 300);
       void* h1 = so1.error ? nullptr : dlopen(so1.so_path.c_str(), RTLD_NOW | RTLD_LOCAL);
-      auto entry1 = h1 ? reinterpret_cast<void (*)(void* const*)>(dlsym(h1, "perfdojo_entry")) : nullptr;
+      auto entry1 =
+          h1 ? reinterpret_cast<void (*)(void* const*)>(dlsym(h1, "perfdojo_entry")) : nullptr;
       if (entry1) {
         handles.push_back(h1);
-        interleave(ours, [&] { entry1(args.data()); }, o.reps, row.ours_vs_one, row.one);
+        interleave(
+            ours, [&] { entry1(args.data()); }, o.reps, row.ours_vs_one, row.one);
       } else {
         std::fprintf(stderr, "kernel_bench: %s: the one-thread build failed\n", name.c_str());
       }
@@ -427,7 +455,8 @@ int main(int argc, char** argv) {
       interleave(ours, blas, o.reps, row.ours_vs_blas, row.blas);
     } else {
       Times none;
-      interleave(ours, [] {}, o.reps, row.ours_vs_blas, none);
+      interleave(
+          ours, [] {}, o.reps, row.ours_vs_blas, none);
     }
     util::JsonArray el;
     for (int64_t e : row.elements) el.add(e);
@@ -438,13 +467,15 @@ int main(int argc, char** argv) {
                      .raw("elements", el.str())
                      .add("reps", o.reps)
                      .str());
-    std::fprintf(stderr, "%-12s ours %s ms (%s)%s\n", name.c_str(), ms(row.ours_vs_blas.median()).c_str(),
-                 row.how.c_str(), row.has_blas ? (", OpenBLAS " + ms(row.blas.median()) + " ms").c_str() : "");
+    std::fprintf(stderr, "%-12s ours %s ms (%s)%s\n", name.c_str(),
+                 ms(row.ours_vs_blas.median()).c_str(), row.how.c_str(),
+                 row.has_blas ? (", OpenBLAS " + ms(row.blas.median()) + " ms").c_str() : "");
     rows.push_back(std::move(row));
   }
   const std::string manifest_path = (fs::path(o.out) / "manifest.json").string();
   std::ofstream(manifest_path) << manifest.str() << "\n";
-  std::fprintf(stderr, "PyTorch (%s, %d thread(s), interleaved with our kernels in its process)...\n",
+  std::fprintf(stderr,
+               "PyTorch (%s, %d thread(s), interleaved with our kernels in its process)...\n",
                o.python.c_str(), o.threads);
   torch_columns(o, manifest_path, rows);
   peak = std::max(peak, bench::peak_gflops(lanes));
@@ -454,39 +485,54 @@ int main(int argc, char** argv) {
     ceiling.l2_gflops = std::max(ceiling.l2_gflops, again.l2_gflops);
   }
 
-  std::printf("kernel_bench: %s, %d thread(s) (ours, OpenBLAS and PyTorch alike), %s; %d interleaved reps per pair\n",
-              o.arch.c_str(), o.threads,
-              o.budget > 0 ? ("optimiser " + std::to_string(static_cast<int>(o.budget)) + " s per kernel").c_str()
-                           : "no search (micro-kernel sketch on GEMM-class kernels)",
-              o.reps);
-  std::printf("FMA peak of one core, measured at the start and the end (best): %.1f GFLOP/s (%d lanes)%s\n", peak,
-              lanes, o.threads > 1 ? ("; %peak below is of " + std::to_string(o.threads) + " x that").c_str() : "");
+  std::printf(
+      "kernel_bench: %s, %d thread(s) (ours, OpenBLAS and PyTorch alike), %s; %d interleaved reps "
+      "per pair\n",
+      o.arch.c_str(), o.threads,
+      o.budget > 0
+          ? ("optimiser " + std::to_string(static_cast<int>(o.budget)) + " s per kernel").c_str()
+          : "no search (micro-kernel sketch on GEMM-class kernels)",
+      o.reps);
+  std::printf(
+      "FMA peak of one core, measured at the start and the end (best): %.1f GFLOP/s (%d lanes)%s\n",
+      peak, lanes,
+      o.threads > 1 ? ("; %peak below is of " + std::to_string(o.threads) + " x that").c_str()
+                    : "");
   const double one_core_peak = peak;
   peak *= o.threads;
-  std::printf("register-tile ceiling (a %dx%d broadcast-FMA tile, kc %d; best of the start and the end): "
-              "%.1f GFLOP/s (%.1f%% of peak) with B in L1, %.1f (%.1f%%) with B streamed from L2\n",
-              ceiling.mr, ceiling.nr, ceiling.kc, ceiling.l1_gflops, 100 * ceiling.l1_gflops / one_core_peak, ceiling.l2_gflops,
-              100 * ceiling.l2_gflops / one_core_peak);
-  std::printf("OpenBLAS core %s (%s); PyTorch via %s\n\n", openblas_get_corename(), util::openblas_core_note(),
-              o.python.c_str());
-  std::printf("%-12s %-10s %8s %6s | %9s %9s %9s %9s %8s | %9s %9s %8s %s\n", "kernel", "how", "GFLOP/s", "%peak",
-              "ours min", "ours med", "BLAS min", "BLAS med", "vs BLAS", "ours(py)", "torch", "vs torch", "verified");
+  std::printf(
+      "register-tile ceiling (a %dx%d broadcast-FMA tile, kc %d; best of the start and the end): "
+      "%.1f GFLOP/s (%.1f%% of peak) with B in L1, %.1f (%.1f%%) with B streamed from L2\n",
+      ceiling.mr, ceiling.nr, ceiling.kc, ceiling.l1_gflops,
+      100 * ceiling.l1_gflops / one_core_peak, ceiling.l2_gflops,
+      100 * ceiling.l2_gflops / one_core_peak);
+  std::printf("OpenBLAS core %s (%s); PyTorch via %s\n\n", openblas_get_corename(),
+              util::openblas_core_note(), o.python.c_str());
+  std::printf("%-12s %-10s %8s %6s | %9s %9s %9s %9s %8s | %9s %9s %8s %s\n", "kernel", "how",
+              "GFLOP/s", "%peak", "ours min", "ours med", "BLAS min", "BLAS med", "vs BLAS",
+              "ours(py)", "torch", "vs torch", "verified");
   for (const auto& r : rows) {
     const double med = r.ours_vs_blas.median();
     const double gf = r.flops / med * 1e-9;
-    std::printf("%-12s %-10s %8.1f %5.1f%% | %9s %9s %9s %9s %8s | %9s %9s %8s %s\n", r.kernel.c_str(), r.how.c_str(),
-                gf, 100 * gf / peak, ms(r.ours_vs_blas.min()).c_str(), ms(med).c_str(), ms(r.blas.min()).c_str(),
-                ms(r.blas.median()).c_str(), ratio(r.blas.median(), med).c_str(), ms(r.ours_py_med).c_str(),
-                ms(r.torch_med).c_str(), ratio(r.torch_med, r.ours_py_med).c_str(), r.verified ? "yes" : "NO");
+    std::printf("%-12s %-10s %8.1f %5.1f%% | %9s %9s %9s %9s %8s | %9s %9s %8s %s\n",
+                r.kernel.c_str(), r.how.c_str(), gf, 100 * gf / peak,
+                ms(r.ours_vs_blas.min()).c_str(), ms(med).c_str(), ms(r.blas.min()).c_str(),
+                ms(r.blas.median()).c_str(), ratio(r.blas.median(), med).c_str(),
+                ms(r.ours_py_med).c_str(), ms(r.torch_med).c_str(),
+                ratio(r.torch_med, r.ours_py_med).c_str(), r.verified ? "yes" : "NO");
   }
-  std::printf("\n(times in ms, medians unless marked min; \"vs X\" = X's median / ours, each pair timed interleaved\n"
-              " in one process: OpenBLAS here, PyTorch in the PyTorch process; above 1 means faster than X)\n");
+  std::printf(
+      "\n(times in ms, medians unless marked min; \"vs X\" = X's median / ours, each pair timed "
+      "interleaved\n"
+      " in one process: OpenBLAS here, PyTorch in the PyTorch process; above 1 means faster than "
+      "X)\n");
   if (opt) {
     std::printf("the optimiser's reports (original and result re-timed interleaved at the end):\n");
     for (const auto& r : rows)
-      std::printf("  %-12s x%.2f over the original; first faster kernel verified after %.1f s; timed %s\n",
-                  r.kernel.c_str(), r.speedup, r.first_s,
-                  r.cold ? "cold (data evicted before every call)" : "warm");
+      std::printf(
+          "  %-12s x%.2f over the original; first faster kernel verified after %.1f s; timed %s\n",
+          r.kernel.c_str(), r.speedup, r.first_s,
+          r.cold ? "cold (data evicted before every call)" : "warm");
   }
   std::printf("PyTorch forms (the fastest of the reasonable ones, timed first in its process):\n");
   for (const auto& r : rows) {
@@ -498,30 +544,35 @@ int main(int argc, char** argv) {
     return r.one.t.empty() ? 0.0 : r.one.median() / (o.threads * r.ours_vs_one.median());
   };
   if (o.threads > 1) {
-    std::printf("\nparallel efficiency (our schedule built for one thread / (%d x built for %d), timed interleaved):\n",
-                o.threads, o.threads);
+    std::printf(
+        "\nparallel efficiency (our schedule built for one thread / (%d x built for %d), timed "
+        "interleaved):\n",
+        o.threads, o.threads);
     for (const auto& r : rows)
       if (!r.one.t.empty())
         std::printf("  %-12s %s ms on one thread, %s ms on %d: efficiency %.2f\n", r.kernel.c_str(),
-                    ms(r.one.median()).c_str(), ms(r.ours_vs_one.median()).c_str(), o.threads, efficiency(r));
+                    ms(r.one.median()).c_str(), ms(r.ours_vs_one.median()).c_str(), o.threads,
+                    efficiency(r));
   }
   auto verdict = [](bool ok) { return ok ? "met" : "MISSED"; };
   if (o.threads > 1) {
     std::printf("\ntargets at %d threads (issue #59):\n", o.threads);
     for (const auto& r : rows) {
       const double med = r.ours_vs_blas.median();
-      const double vs_torch = r.torch_med > 0 && r.ours_py_med > 0 ? r.torch_med / r.ours_py_med : 0;
+      const double vs_torch =
+          r.torch_med > 0 && r.ours_py_med > 0 ? r.torch_med / r.ours_py_med : 0;
       const bool gemm = r.kernel == "matmul-1024" || r.kernel == "mlp";
       if (gemm && r.has_blas)
-        std::printf("  %s: %.2fx OpenBLAS (target >= 1.0x): %s\n", r.kernel.c_str(), r.blas.median() / med,
-                    verdict(r.blas.median() / med >= 1.0));
+        std::printf("  %s: %.2fx OpenBLAS (target >= 1.0x): %s\n", r.kernel.c_str(),
+                    r.blas.median() / med, verdict(r.blas.median() / med >= 1.0));
       if (gemm || r.kernel == "conv2d-3x3" || r.kernel == "attention")
         std::printf("  %s: %.2fx PyTorch (target >= 1.0x): %s\n", r.kernel.c_str(), vs_torch,
                     vs_torch > 0 ? verdict(vs_torch >= 1.0) : "not measured");
       if (r.kernel == "matmul-1024" || r.kernel == "conv2d-3x3")
-        std::printf("  %s: parallel efficiency %.2f (target >= 0.9): %s\n", r.kernel.c_str(), efficiency(r),
-                    verdict(efficiency(r) >= 0.9));
-      if (!r.verified) std::printf("  %s: NOT VERIFIED against the interpreter\n", r.kernel.c_str());
+        std::printf("  %s: parallel efficiency %.2f (target >= 0.9): %s\n", r.kernel.c_str(),
+                    efficiency(r), verdict(efficiency(r) >= 0.9));
+      if (!r.verified)
+        std::printf("  %s: NOT VERIFIED against the interpreter\n", r.kernel.c_str());
     }
   }
 
@@ -532,10 +583,15 @@ int main(int argc, char** argv) {
     const double vs_torch = r.torch_med > 0 && r.ours_py_med > 0 ? r.torch_med / r.ours_py_med : 0;
     if (r.kernel == "matmul-1024") {
       const double frac = r.flops / med * 1e-9 / peak, vs_blas = r.blas.median() / med;
-      std::printf("  matmul-1024: %.1f%% of peak (target >= 85%%): %s; %.2fx OpenBLAS (target >= 1.0x): %s\n",
-                  100 * frac, verdict(frac >= 0.85), vs_blas, verdict(vs_blas >= 1.0));
-      std::printf("               (at the min %.1f%% of peak; the register-tile ceiling with B from L2 is %.1f%%)\n",
-                  100 * r.flops / r.ours_vs_blas.min() * 1e-9 / peak, 100 * ceiling.l2_gflops / one_core_peak);
+      std::printf(
+          "  matmul-1024: %.1f%% of peak (target >= 85%%): %s; %.2fx OpenBLAS (target >= 1.0x): "
+          "%s\n",
+          100 * frac, verdict(frac >= 0.85), vs_blas, verdict(vs_blas >= 1.0));
+      std::printf(
+          "               (at the min %.1f%% of peak; the register-tile ceiling with B from L2 is "
+          "%.1f%%)\n",
+          100 * r.flops / r.ours_vs_blas.min() * 1e-9 / peak,
+          100 * ceiling.l2_gflops / one_core_peak);
     }
     double want = 0;
     for (const char* k : {"mlp", "conv2d-3x3", "attention"})

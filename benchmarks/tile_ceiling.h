@@ -33,7 +33,9 @@ struct TileCeiling {
 namespace detail {
 
 template <int MR>
-__attribute__((target("avx512f"))) __attribute__((noinline)) void tile_avx512(int kc, const float* a, const float* b,
+__attribute__((target("avx512f"))) __attribute__((noinline)) void tile_avx512(int kc,
+                                                                              const float* a,
+                                                                              const float* b,
                                                                               float* c, int ldc) {
   __m512 acc[MR][2];
   // Every loop over the tile fully unrolled, or GCC keeps the accumulators in memory.
@@ -59,7 +61,8 @@ __attribute__((target("avx512f"))) __attribute__((noinline)) void tile_avx512(in
 }
 
 template <int MR>
-__attribute__((target("avx2,fma"))) __attribute__((noinline)) void tile_avx2(int kc, const float* a, const float* b,
+__attribute__((target("avx2,fma"))) __attribute__((noinline)) void tile_avx2(int kc, const float* a,
+                                                                             const float* b,
                                                                              float* c, int ldc) {
   __m256 acc[MR][2];
   // Every loop over the tile fully unrolled, or GCC keeps the accumulators in memory.
@@ -112,7 +115,8 @@ inline TileCeiling tile_ceiling(int lanes, int rounds = 5) {
   detail::Floats c = detail::aligned_floats(static_cast<size_t>(mr) * ldc, 0.0f);
   const double flops_per_call = 2.0 * mr * nr * kc;
   // About 2 GFLOP a round: ~10 ms at AVX-512 rates, long enough to be past any warm-up.
-  const long calls = std::max<long>(panels, static_cast<long>(2e9 / flops_per_call) / panels * panels);
+  const long calls =
+      std::max<long>(panels, static_cast<long>(2e9 / flops_per_call) / panels * panels);
   volatile float sink = 0;
   for (int streamed = 0; streamed < 2; ++streamed) {
     double best = 0;

@@ -59,10 +59,10 @@ void BM_ApplyTile(benchmark::State& state, const std::string& name) {
 
 }  // namespace
 
-#define PERFDOJO_KERNELS(X) X(matmul-1024) X(softmax) X(conv2d-3x3) X(attention) X(layernorm)
-#define PERFDOJO_REG(k)                                               \
-  BENCHMARK_CAPTURE(BM_FlatMask, k, std::string(#k));                 \
-  BENCHMARK_CAPTURE(BM_Enumerate, k, std::string(#k));                \
+#define PERFDOJO_KERNELS(X) X(matmul - 1024) X(softmax) X(conv2d - 3x3) X(attention) X(layernorm)
+#define PERFDOJO_REG(k)                                \
+  BENCHMARK_CAPTURE(BM_FlatMask, k, std::string(#k));  \
+  BENCHMARK_CAPTURE(BM_Enumerate, k, std::string(#k)); \
   BENCHMARK_CAPTURE(BM_ApplyTile, k, std::string(#k));
 PERFDOJO_KERNELS(PERFDOJO_REG)
 

@@ -229,9 +229,10 @@ int main(int argc, char** argv) {
   if (tile_gflops > 0)
     std::printf("  register tile / OpenBLAS, 1 core: %.2f\n", tile_gflops / blas1);
   if (sketch_gflops > 0)
-    std::printf("  micro-kernel sketch / OpenBLAS, 1 core: %.2f (timed apart; kernel_bench times them "
-                "interleaved)\n",
-                sketch_gflops / blas1);
+    std::printf(
+        "  micro-kernel sketch / OpenBLAS, 1 core: %.2f (timed apart; kernel_bench times them "
+        "interleaved)\n",
+        sketch_gflops / blas1);
 
   // ----- the machinery's own costs, on a tiny kernel (its run time is negligible)
   std::printf(

@@ -43,7 +43,8 @@ std::string pack_mask(const std::vector<uint8_t>& mask) {
     bits[j] = static_cast<char>(v);
   }
   for (size_t i = 8 * whole; i < mask.size(); ++i)
-    bits[i >> 3] = static_cast<char>(bits[i >> 3] | (static_cast<unsigned>(mask[i] != 0) << (7 - (i & 7))));
+    bits[i >> 3] =
+        static_cast<char>(bits[i >> 3] | (static_cast<unsigned>(mask[i] != 0) << (7 - (i & 7))));
   return bits;
 }
 

@@ -12,7 +12,8 @@ namespace {
 
 // Every host the project builds for (x86-64, AArch64, RISC-V) is little-endian, so records are
 // the host's own bytes.
-static_assert(std::endian::native == std::endian::little, "binary frames assume a little-endian host");
+static_assert(std::endian::native == std::endian::little,
+              "binary frames assume a little-endian host");
 
 template <class T>
 T read_le(const char* p) {
@@ -50,8 +51,8 @@ std::string record(const env::Observation& o, const env::Info& info, double rewa
   out.push_back(0);  // ok
   out.push_back(static_cast<char>(terminated));
   out.push_back(static_cast<char>(truncated));
-  out.push_back(static_cast<char>((info.illegal_action ? 1 : 0) | (info.action_had_no_effect ? 2 : 0) |
-                                  (info.error ? 4 : 0)));
+  out.push_back(static_cast<char>((info.illegal_action ? 1 : 0) |
+                                  (info.action_had_no_effect ? 2 : 0) | (info.error ? 4 : 0)));
   put_le(out, static_cast<uint32_t>(info.step));
   put_le(out, reward);
   put_le(out, info.time_s);
@@ -63,19 +64,23 @@ std::string record(const env::Observation& o, const env::Info& info, double rewa
     if (s == "tokens") put_array(out, o.tokens);
   }
   put_bytes(out, pack_mask(info.action_mask));
-  put_bytes(out, info.error ? std::string_view(*info.error)
-                            : info.illegal_action ? std::string_view(info.legality_message)
-                                                  : std::string_view());
+  put_bytes(out, info.error            ? std::string_view(*info.error)
+                 : info.illegal_action ? std::string_view(info.legality_message)
+                                       : std::string_view());
   return out;
 }
 
 }  // namespace
 
-std::optional<Error> parse_binary_request(std::string_view body, int max_entries, BinaryRequest* out) {
-  auto bad = [](std::string m) { return Error{ErrorType::kBadRequest, "binary frame: " + std::move(m)}; };
+std::optional<Error> parse_binary_request(std::string_view body, int max_entries,
+                                          BinaryRequest* out) {
+  auto bad = [](std::string m) {
+    return Error{ErrorType::kBadRequest, "binary frame: " + std::move(m)};
+  };
   if (body.size() < kBinaryHeaderBytes)
     return bad("a header is 8 bytes, the frame has " + std::to_string(body.size()));
-  if (static_cast<unsigned char>(body[0]) != kBinaryMagic) return bad("byte 0 is not the magic 0xB5");
+  if (static_cast<unsigned char>(body[0]) != kBinaryMagic)
+    return bad("byte 0 is not the magic 0xB5");
   if (static_cast<unsigned char>(body[1]) != kBinaryVersion)
     return bad("byte 1: version " + std::to_string(static_cast<unsigned char>(body[1])) +
                " is not supported; this server speaks binary version 1");
@@ -109,7 +114,8 @@ std::optional<std::string> binary_unsupported(const env::EnvConfig& config) {
   for (const auto& s : config.observation_spaces)
     if (s != "features" && s != "tokens")
       return "binary frames carry the features and tokens observations only; this session "
-             "observes '" + s + "' (use the JSON step)";
+             "observes '" +
+             s + "' (use the JSON step)";
   return std::nullopt;
 }
 
@@ -126,13 +132,15 @@ std::string binary_error_record(const Error& e) {
 
 std::string run_binary_entry(env::Env& e, const BinaryEntry& entry) {
   try {
-    if (auto why = binary_unsupported(e.config())) return binary_error_record({ErrorType::kBadRequest, *why});
+    if (auto why = binary_unsupported(e.config()))
+      return binary_error_record({ErrorType::kBadRequest, *why});
     if (entry.kind == BinaryEntry::Kind::kStep) {
       const int n = e.action_spec().n;
       if (entry.value >= static_cast<uint64_t>(n))
-        return binary_error_record({ErrorType::kInvalidAction,
-                                    "action " + std::to_string(entry.value) + " is out of range [0, " +
-                                        std::to_string(n) + "); the session is unchanged"});
+        return binary_error_record(
+            {ErrorType::kInvalidAction, "action " + std::to_string(entry.value) +
+                                            " is out of range [0, " + std::to_string(n) +
+                                            "); the session is unchanged"});
       env::StepResult r = e.step(static_cast<int>(entry.value));
       return record(r.observation, r.info, r.reward, r.terminated, r.truncated, e.config());
     }

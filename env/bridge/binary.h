@@ -50,7 +50,8 @@ inline bool is_binary_frame(std::string_view body) {
 
 /// Reads a binary request, or says precisely what is wrong (byte offsets). At most
 /// `max_entries` entries.
-std::optional<Error> parse_binary_request(std::string_view body, int max_entries, BinaryRequest* out);
+std::optional<Error> parse_binary_request(std::string_view body, int max_entries,
+                                          BinaryRequest* out);
 
 /// Whether a session's observation spaces fit a binary record (features and tokens only); the
 /// message says why not.

@@ -127,7 +127,8 @@ int checked_index(const json::Value& v, int n, const char* field) {
 
 std::string step_op(env::Env& e, const Request& req) {
   const json::Value& d = req.doc;
-  check_fields(d, {"id", "op", "session", "action", "actions", "timed", "observation_format"}, "step");
+  check_fields(d, {"id", "op", "session", "action", "actions", "timed", "observation_format"},
+               "step");
   const ObservationFormat format = observation_format_of(d);
   const json::Value* one = member(d, "action");
   const json::Value* many = member(d, "actions");
@@ -137,7 +138,8 @@ std::string step_op(env::Env& e, const Request& req) {
          "'actions' (a list of indices)");
   // timed false: Env::step_untimed for one index; for a list, only where it ends is timed.
   const json::Value* timed_field = member(d, "timed");
-  if (timed_field && !timed_field->IsBool()) fail(ErrorType::kBadRequest, "field 'timed' must be true or false");
+  if (timed_field && !timed_field->IsBool())
+    fail(ErrorType::kBadRequest, "field 'timed' must be true or false");
   const bool timed = !timed_field || timed_field->GetBool();
   const int n = e.action_spec().n;
   env::StepResult r;
@@ -149,7 +151,8 @@ std::string step_op(env::Env& e, const Request& req) {
     for (const auto& a : many->GetArray()) actions.push_back(checked_index(a, n, "actions"));
     r = e.step(actions, timed);
   } else if (one->IsString()) {
-    if (!timed) fail(ErrorType::kBadRequest, "'timed': false takes an action index, not action text");
+    if (!timed)
+      fail(ErrorType::kBadRequest, "'timed': false takes an action index, not action text");
     std::string_view text(one->GetString(), one->GetStringLength());
     auto a = transforms::parse_action(text, "<action>");
     if (!a.ok()) fail(ErrorType::kInvalidAction, a.error_text());
@@ -214,7 +217,8 @@ std::string save_op(env::Env& e, const Request& req) {
 }
 
 std::string restore_op(env::Env& e, const Request& req, const ConfigPolicy& policy) {
-  check_fields(req.doc, {"id", "op", "session", "state", "format", "observation_format"}, "restore");
+  check_fields(req.doc, {"id", "op", "session", "state", "format", "observation_format"},
+               "restore");
   const ObservationFormat obs_format = observation_format_of(req.doc);
   env::EpisodeState s = request_state(req.doc, policy);
   // Env::restore checks the whole trace before it resets, so a bad state leaves e as it was.
@@ -239,8 +243,8 @@ std::string validate_op(env::Env& e, const Request& req, const ConfigPolicy& pol
 
 const std::vector<std::string>& operation_names() {
   static const std::vector<std::string> kOps = {
-      "hello", "ping",    "list_benchmarks", "make",     "spaces", "reset", "step", "action_mask",
-      "fork",  "program", "save",            "restore", "validate", "close"};
+      "hello",       "ping", "list_benchmarks", "make", "spaces",  "reset",    "step",
+      "action_mask", "fork", "program",         "save", "restore", "validate", "close"};
   return kOps;
 }
 

@@ -34,11 +34,11 @@ struct Limits {
   /// 100 ms after the n-th failure, at most a minute, during which its handshakes are refused
   /// without a look at the token.
   int auth_failures_before_backoff = 3;
-  int max_sessions = 256;               ///< live env sessions, all connections together
-  int max_connections = 256;            ///< open connections
-  int max_pending = 32;                 ///< requests per connection awaiting their reply
-  double idle_timeout_s = 3600;         ///< close a connection silent this long (0: never)
-  double frame_timeout_s = 30;          ///< a started frame, or the handshake, must finish by then
+  int max_sessions = 256;        ///< live env sessions, all connections together
+  int max_connections = 256;     ///< open connections
+  int max_pending = 32;          ///< requests per connection awaiting their reply
+  double idle_timeout_s = 3600;  ///< close a connection silent this long (0: never)
+  double frame_timeout_s = 30;   ///< a started frame, or the handshake, must finish by then
 };
 
 }  // namespace perfdojo::bridge

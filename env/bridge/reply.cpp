@@ -32,7 +32,8 @@ template <class T, class Write>
 void write_numbers(JsonWriter& w, const std::vector<T>& v, ObservationFormat format, Write one) {
   static_assert(sizeof(T) == 4 && std::endian::native == std::endian::little);
   if (format == ObservationFormat::kBase64) {
-    w.value(base64_encode(std::string_view(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T))));
+    w.value(base64_encode(
+        std::string_view(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T))));
     return;
   }
   w.begin_array();
@@ -42,8 +43,8 @@ void write_numbers(JsonWriter& w, const std::vector<T>& v, ObservationFormat for
 
 }  // namespace
 
-void write_observation(JsonWriter& w, const env::Observation& o, const std::vector<std::string>& spaces,
-                       ObservationFormat format) {
+void write_observation(JsonWriter& w, const env::Observation& o,
+                       const std::vector<std::string>& spaces, ObservationFormat format) {
   w.begin_object();
   for (const auto& s : spaces) {
     w.key(s);

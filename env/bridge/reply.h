@@ -23,7 +23,8 @@ std::string error_reply(std::string_view id, const Error& e);
 enum class ObservationFormat { kList, kBase64 };
 
 /// {"features":[..],"tokens":[..],"ir_text":"..","graph":{..}}, only the spaces in `spaces`.
-void write_observation(JsonWriter& w, const env::Observation& o, const std::vector<std::string>& spaces,
+void write_observation(JsonWriter& w, const env::Observation& o,
+                       const std::vector<std::string>& spaces,
                        ObservationFormat format = ObservationFormat::kList);
 /// The Info fields (docs/bridge.md); the action mask as mask_base64.
 void write_info(JsonWriter& w, const env::Info& info);
@@ -32,7 +33,8 @@ void write_step(JsonWriter& w, const env::StepResult& r, const std::vector<std::
                 ObservationFormat format = ObservationFormat::kList);
 /// {"observation","info"}
 void write_reset(JsonWriter& w, const env::Observation& o, const env::Info& info,
-                 const std::vector<std::string>& spaces, ObservationFormat format = ObservationFormat::kList);
+                 const std::vector<std::string>& spaces,
+                 ObservationFormat format = ObservationFormat::kList);
 /// {"action_space":{..},"observation_spaces":[..],"deterministic",..}
 void write_spaces(JsonWriter& w, const env::Env& e);
 /// The EpisodeState as a JSON object (field names as in state.h).

@@ -5,8 +5,8 @@
 #include <boost/asio.hpp>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <condition_variable>
+#include <cstdio>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -46,7 +46,11 @@ class Connection;
 /// One env session: its env and the strand that runs its requests one at a time, in order.
 struct Session {
   Session(uint64_t i, std::unique_ptr<env::Env> e, PoolStrand s, std::atomic<int>& live)
-      : id(i), deterministic(e->deterministic()), env(std::move(e)), strand(std::move(s)), live_(live) {}
+      : id(i),
+        deterministic(e->deterministic()),
+        env(std::move(e)),
+        strand(std::move(s)),
+        live_(live) {}
   ~Session() { release_slot(); }
   /// Gives back its max_sessions claim, once: at `close` (before the reply, so a client that
   /// closes and then makes finds the slot free), else when the last holder lets it go.
@@ -160,7 +164,8 @@ struct Server::Impl {
     const int over = f.count - opts.limits.auth_failures_before_backoff;
     if (over < 0) return 0;
     const double wait = std::min(60.0, 0.1 * std::pow(2.0, std::min(over, 20)));
-    f.until = f.last + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(wait));
+    f.until =
+        f.last + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(wait));
     return wait;
   }
   void handshake_succeeded(const std::string& address) { failures.erase(address); }
@@ -225,8 +230,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   /// Closed to make room for a new connection (loop thread).
   void evict() {
-    server_.log(1, "event=evicted_unauthenticated " + who() + " age_s=" +
-                       std::to_string(static_cast<int>(seconds_since(connected_))));
+    server_.log(1, "event=evicted_unauthenticated " + who() +
+                       " age_s=" + std::to_string(static_cast<int>(seconds_since(connected_))));
     close();
   }
 
@@ -270,8 +275,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     for (auto& entry : sessions) {
       std::shared_ptr<Session> s = entry.second;
-      server_.log(1, "event=session_end " + who() + " session=" + std::to_string(s->id) +
-                         " by=disconnect");
+      server_.log(
+          1, "event=session_end " + who() + " session=" + std::to_string(s->id) + " by=disconnect");
       s->closed = true;
       // Destroy the env on its own strand, after whatever request is running there.
       s->post([s] { s->env.reset(); });
@@ -341,8 +346,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
       if (st == FrameDecoder::Status::kNeedMore) break;
       if (st == FrameDecoder::Status::kTooLarge) {
         bump_pending(+1);
-        server_.log(1, "event=frame_too_large " + who() + " bytes=" +
-                           std::to_string(decoder_.refused_length()) +
+        server_.log(1, "event=frame_too_large " + who() +
+                           " bytes=" + std::to_string(decoder_.refused_length()) +
                            " limit=" + std::to_string(decoder_.limit()) +
                            (authed_ ? "" : " before_handshake=1"));
         Error e{ErrorType::kFrameTooLarge,
@@ -450,8 +455,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
           t && t->IsString() ? std::string_view(t->GetString(), t->GetStringLength()) : "";
       if (!same_token(given, *server_.opts.token)) {
         const double wait = server_.failed_handshake(address_);
-        server_.log(1, "event=auth_failed " + who() + " reason=" +
-                           (t ? "wrong_token" : "no_token") +
+        server_.log(1, "event=auth_failed " + who() +
+                           " reason=" + (t ? "wrong_token" : "no_token") +
                            (wait > 0 ? " backoff_s=" + std::to_string(wait) : ""));
         reply_error(req.id,
                     {ErrorType::kAuthFailed,
@@ -545,7 +550,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
       // A cheap request on an idle deterministic session runs here, on the I/O thread: two
       // thread hand-offs (to a worker and back) cost more than the step itself.
       if (s->closed || !s->env) {
-        reply_error(req->id, {ErrorType::kUnknownSession, "session " + std::to_string(s->id) + " was closed"});
+        reply_error(req->id, {ErrorType::kUnknownSession,
+                              "session " + std::to_string(s->id) + " was closed"});
       } else {
         queue(handle_session_op(*s->env, *req, server_.opts.policy), true, false);
       }
@@ -571,8 +577,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
           }
           s->env.reset();
           s->release_slot();
-          self->server_.log(1, "event=session_end " + self->who() + " session=" +
-                                   std::to_string(s->id) + " by=client");
+          self->server_.log(1, "event=session_end " + self->who() +
+                                   " session=" + std::to_string(s->id) + " by=client");
           return ok_reply(r.id, "{\"closed\":" + std::to_string(s->id) + "}");
         }));
       } else if (op == "fork") {
@@ -633,7 +639,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool inline_ok(const Session& s) const {
     // Only while this is the one connection with requests in flight: with more, the workers run
     // them in parallel, as the I/O thread alone could not.
-    return server_.opts.inline_fast && s.deterministic && s.idle() && server_.busy_connections.load() <= 1;
+    return server_.opts.inline_fast && s.deterministic && s.idle() &&
+           server_.busy_connections.load() <= 1;
   }
 
   /// A binary frame whose sessions are all distinct, idle and deterministic runs here: this
@@ -650,8 +657,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
       void run() {
         for (size_t i; (i = next++) < entries.size(); ++done)
           records[i] = sessions[i]->closed || !sessions[i]->env
-                           ? binary_error_record({ErrorType::kUnknownSession,
-                                                  "session " + std::to_string(sessions[i]->id) + " was closed"})
+                           ? binary_error_record(
+                                 {ErrorType::kUnknownSession,
+                                  "session " + std::to_string(sessions[i]->id) + " was closed"})
                            : run_binary_entry(*sessions[i]->env, entries[i]);
       }
     };
@@ -665,7 +673,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
       sh->sessions.push_back(std::move(s));
     }
     sh->records.resize(sh->entries.size());
-    const size_t helpers = std::min(sh->entries.size() - 1, static_cast<size_t>(server_.fast_workers));
+    const size_t helpers =
+        std::min(sh->entries.size() - 1, static_cast<size_t>(server_.fast_workers));
     for (size_t h = 0; h < helpers; ++h) asio::post(*server_.fast_pool, [sh] { sh->run(); });
     sh->run();
     // Entries a helper took may still be running; they are short (the helpers took them after

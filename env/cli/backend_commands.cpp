@@ -4,9 +4,9 @@
 #include <iostream>
 
 #include "backends/backend.h"
-#include "backends/result_cache.h"
-#include "backends/machine_profile.h"
 #include "backends/cross_backend.h"
+#include "backends/machine_profile.h"
+#include "backends/result_cache.h"
 #include "backends/x86_backend.h"
 #include "cli/cli.h"
 #include "ir/parse.h"
@@ -83,7 +83,8 @@ int cmd_codegen(const Args& a) {
     util::JsonArray notes;
     for (const auto& n : g.notes) notes.add(n);
     std::string flags;
-    for (const auto& f : backends::x86_compile_flags(*isa, config.compiler)) flags += (flags.empty() ? "" : " ") + f;
+    for (const auto& f : backends::x86_compile_flags(*isa, config.compiler))
+      flags += (flags.empty() ? "" : " ") + f;
     std::cout << JsonObject()
                      .add("ok", true)
                      .add("file", a.positional[0])
@@ -133,7 +134,9 @@ int cmd_measure(const Args& a) {
   std::string verified_on = m.verified ? "full size" : "";
   // One outcome, one exit code (docs/cli.md): verified or unchecked (--no-verify, no device) 0,
   // not_verifiable 3, wrong 4, failed 5.
-  std::string outcome = m.verified ? "verified" : o.verify && !m.no_device ? "not_verifiable" : "unchecked";
+  std::string outcome = m.verified                 ? "verified"
+                        : o.verify && !m.no_device ? "not_verifiable"
+                                                   : "unchecked";
   std::string why = m.verified || outcome == "unchecked" ? "" : "no check ran at full size";
   if (m.ok() && !m.verified && !m.no_device && o.verify &&
       (backends::x86_isa_by_name(name) || backends::cross_target(name))) {
@@ -178,11 +181,12 @@ int cmd_measure(const Args& a) {
     peak = optimizer::fma_peak_gflops(*isa, prof) * cores;
   }
   const bool verified = !verified_on.empty();
-  std::string verdict = verified     ? "verified on the " + verified_on
-                        : m.no_device ? "NOT verified: compiled, but this machine has no device to run it"
+  std::string verdict = verified ? "verified on the " + verified_on
+                        : m.no_device
+                            ? "NOT verified: compiled, but this machine has no device to run it"
                         : outcome == "wrong" ? "WRONG: checked on a scaled-down instance: " + why
-                        : o.verify   ? "NOT verified (could not check: " + why + ")"
-                                     : "not verified (--no-verify)";
+                        : o.verify           ? "NOT verified (could not check: " + why + ")"
+                                             : "not verified (--no-verify)";
   if (a.json) {
     JsonObject j;
     j.add("ok", code == kExitOk)
@@ -195,7 +199,9 @@ int cmd_measure(const Args& a) {
         .add("min_s", m.min_s);
     j.add("spread", m.spread).add("reps", m.reps).add("gflops", gflops).add("gbytes_per_s", gbytes);
     if (peak > 0)
-      j.add("peak_gflops", peak).add("fraction_of_peak", gflops / peak).add("peak_from", peak_source);
+      j.add("peak_gflops", peak)
+          .add("fraction_of_peak", gflops / peak)
+          .add("peak_from", peak_source);
     j.add("isa", backends::this_machine_isa()).add("cores", cores).add("noisy", m.noisy);
     j.add("verified", verified)
         .add("verified_on", verified_on)
@@ -214,12 +220,14 @@ int cmd_measure(const Args& a) {
     std::snprintf(buf, sizeof buf, "  %.3f GFLOP/s, %.3f GB/s compulsory", gflops, gbytes);
     std::cout << buf;
     if (peak > 0) {
-      std::snprintf(buf, sizeof buf, ", %.1f%% of peak (%.0f GFLOP/s on %d core%s of an %s machine; %s)",
+      std::snprintf(buf, sizeof buf,
+                    ", %.1f%% of peak (%.0f GFLOP/s on %d core%s of an %s machine; %s)",
                     100 * gflops / peak, peak, cores, cores == 1 ? "" : "s",
                     backends::this_machine_isa().c_str(), peak_source.c_str());
       std::cout << buf;
     }
-    if (m.noisy) std::cout << "\n  warning: the spread stayed above 10% after a repeat: the core was busy";
+    if (m.noisy)
+      std::cout << "\n  warning: the spread stayed above 10% after a repeat: the core was busy";
     char err[256] = "";
     if (m.verified)
       std::snprintf(err, sizeof err, " (%s; max relative error %.3g)",

@@ -115,7 +115,8 @@ int cmd_serve(const Args& a) {
         .end_object();
     std::cout << w.str() << std::endl;
   } else {
-    std::cout << "listening on " << bridge::endpoint_text(server->host(), server->port()) << std::endl;
+    std::cout << "listening on " << bridge::endpoint_text(server->host(), server->port())
+              << std::endl;
   }
   {
     std::lock_guard<std::mutex> lock(g_server_mu);

@@ -65,7 +65,8 @@ int usage_error(const std::string& message, bool json);
 
 /// An integer option `--name` in [lo, hi] into `out` (left as it is when absent); false, with the
 /// usage error's exit code in `rc`, when the value is not one.
-bool int_option(const Args& a, const std::string& name, int64_t lo, int64_t hi, int64_t* out, int* rc);
+bool int_option(const Args& a, const std::string& name, int64_t lo, int64_t hi, int64_t* out,
+                int* rc);
 
 /// Where the CLI keeps this machine's calibrated profile (and `optimize` its result cache):
 /// ~/.cache/perfdojo, or "" without $HOME.

@@ -1,8 +1,8 @@
 // `perfdojo calibrate | estimate`: the cost model's machine profile and its estimates.
 #include <cstdlib>
 #include <filesystem>
-#include <optional>
 #include <iostream>
+#include <optional>
 
 #include "backends/backend.h"
 #include "backends/cost_model.h"
@@ -23,7 +23,8 @@ int cmd_calibrate(const Args& a) {
     char* end = nullptr;
     o.seconds_per_test = std::strtod(a.get("seconds").c_str(), &end);
     if (*end != '\0' || !(o.seconds_per_test > 0))
-      return usage_error("--seconds needs a positive number, got '" + a.get("seconds") + "'", a.json);
+      return usage_error("--seconds needs a positive number, got '" + a.get("seconds") + "'",
+                         a.json);
   }
   int64_t rounds = 3;
   if (int rc = kExitOk; !int_option(a, "rounds", 1, 20, &rounds, &rc)) return rc;
@@ -85,7 +86,8 @@ int cmd_estimate(const Args& a) {
     auto loaded = backends::load_profile(pfile, &err);
     if (!loaded) {
       if (a.json) {
-        std::cout << JsonObject().add("ok", false).add("file", file).add("error", err).str() << "\n";
+        std::cout << JsonObject().add("ok", false).add("file", file).add("error", err).str()
+                  << "\n";
       } else {
         std::cerr << "perfdojo: " << err << "\n";
       }
@@ -103,7 +105,8 @@ int cmd_estimate(const Args& a) {
     } catch (const std::exception&) {
       cores = 0;
     }
-    if (cores < 1 || cores > 4096) return usage_error("--cores needs a whole number from 1 to 4096", a.json);
+    if (cores < 1 || cores > 4096)
+      return usage_error("--cores needs a whole number from 1 to 4096", a.json);
     prof.cores = cores;
     prof.name += " at " + std::to_string(cores) + " cores";
   }
@@ -134,8 +137,10 @@ int cmd_estimate(const Args& a) {
               << "\n";
   } else {
     std::printf("%s: %.4g s estimated on %s (%.3g GFLOP/s), bound by %s\n", file.c_str(), e.time_s,
-                prof.name.c_str(), e.time_s > 0 ? e.flops / e.time_s * 1e-9 : 0.0, backends::bound_name(e.bound));
-    std::printf("  flops      %.6g\n  compute    %.4g s\n  overhead   %.4g s\n", e.flops, e.compute_s, e.overhead_s);
+                prof.name.c_str(), e.time_s > 0 ? e.flops / e.time_s * 1e-9 : 0.0,
+                backends::bound_name(e.bound));
+    std::printf("  flops      %.6g\n  compute    %.4g s\n  overhead   %.4g s\n", e.flops,
+                e.compute_s, e.overhead_s);
     for (int k = 0; k < 4; ++k)
       std::printf("  %-5s      %.6g bytes, %.4g s\n", kLevels[k], e.bytes[k], e.level_s[k]);
   }
@@ -146,15 +151,23 @@ int cmd_estimate(const Args& a) {
 
 std::vector<Command> cost_commands() {
   return {
-      {"calibrate", "calibrate [--out FILE] [--seconds S] [--rounds N] [--force]",
-       "measure this machine (FMA peaks, cache and memory bandwidth) for the cost model; --out writes "
+      {"calibrate",
+       "calibrate [--out FILE] [--seconds S] [--rounds N] [--force]",
+       "measure this machine (FMA peaks, cache and memory bandwidth) for the cost model; --out "
+       "writes "
        "the profile (JSON when FILE ends in .json, else key = value)",
-       {"out", "seconds", "rounds"}, {"force"}, cmd_calibrate},
-      {"estimate", "estimate FILE [--profile PROFILE] [--cores N]",
+       {"out", "seconds", "rounds"},
+       {"force"},
+       cmd_calibrate},
+      {"estimate",
+       "estimate FILE [--profile PROFILE] [--cores N]",
        "the cost model's time for a kernel: flops, bytes per cache level and the bound (profile: "
-       "--profile, else $PERFDOJO_MACHINE_PROFILE, else built-in); --cores N: on N of the profile's "
+       "--profile, else $PERFDOJO_MACHINE_PROFILE, else built-in); --cores N: on N of the "
+       "profile's "
        "cores, its all-core memory bandwidth unchanged (a kernel's :par scopes divide among them)",
-       {"profile", "cores"}, {}, cmd_estimate},
+       {"profile", "cores"},
+       {},
+       cmd_estimate},
   };
 }
 

@@ -35,8 +35,10 @@ LineRead read_line(std::istream& in, std::string& line) {
   for (int c = sb->sbumpc(); c != std::char_traits<char>::eof(); c = sb->sbumpc()) {
     any = true;
     if (c == '\n') return too_long ? LineRead::kTooLong : LineRead::kLine;
-    if (line.size() < kMaxLineBytes) line.push_back(static_cast<char>(c));
-    else too_long = true;
+    if (line.size() < kMaxLineBytes)
+      line.push_back(static_cast<char>(c));
+    else
+      too_long = true;
   }
   if (too_long) return LineRead::kTooLong;
   return any ? LineRead::kLine : LineRead::kEnd;
@@ -50,7 +52,8 @@ std::string error_reply(const std::string& id, const std::string& why) {
 std::string serve_request(const std::string& line, const backends::BackendConfig& config,
                           std::map<std::string, std::unique_ptr<backends::Backend>>& backends) {
   util::json::Document doc;
-  if (auto e = util::parse_json(line, &doc)) return error_reply("null", "not JSON: " + e->message());
+  if (auto e = util::parse_json(line, &doc))
+    return error_reply("null", "not JSON: " + e->message());
   if (!doc.IsObject()) return error_reply("null", "a request is a JSON object");
   const Value* id = util::json_member(doc, "id");
   if (!id || !id->IsInt64()) return error_reply("null", "a request needs an integer 'id'");
@@ -67,8 +70,10 @@ std::string serve_request(const std::string& line, const backends::BackendConfig
   if (const Value* o = util::json_member(doc, "options"))
     if (auto e = backends::parse_options(*o, &options)) return fail(*e);
   const Value* texts = util::json_member(doc, "programs");
-  if (!texts || !texts->IsArray() || texts->Empty()) return fail("'programs' must be a non-empty array");
-  if (op_name == "measure" && texts->Size() != 1) return fail("\"measure\" takes exactly one program");
+  if (!texts || !texts->IsArray() || texts->Empty())
+    return fail("'programs' must be a non-empty array");
+  if (op_name == "measure" && texts->Size() != 1)
+    return fail("\"measure\" takes exactly one program");
   if (texts->Size() > backends::Backend::kMaxCompared)
     return fail("\"compare\" takes at most " + std::to_string(backends::Backend::kMaxCompared) +
                 " programs");
@@ -89,8 +94,9 @@ std::string serve_request(const std::string& line, const backends::BackendConfig
     return fail(backend_name + " is not available on this machine: " + av.why);
   std::vector<const ir::Program*> ptrs;
   for (const auto& p : programs) ptrs.push_back(&p);
-  auto ms = op_name == "compare" ? backend->compare(ptrs, options)
-                                 : std::vector<backends::Measurement>{backend->measure(programs[0], options)};
+  auto ms = op_name == "compare"
+                ? backend->compare(ptrs, options)
+                : std::vector<backends::Measurement>{backend->measure(programs[0], options)};
   util::JsonArray results;
   for (const auto& m : ms) results.raw(backends::measurement_json(m));
   return JsonObject().raw("id", id_text).add("ok", true).raw("results", results.str()).str();
@@ -124,7 +130,8 @@ int cmd_measure_worker(const Args& a) {
   for (LineRead r; (r = read_line(std::cin, line)) != LineRead::kEnd;) {
     if (r == LineRead::kTooLong) {
       std::cout << error_reply("null", "a request line longer than " +
-                                           std::to_string(kMaxLineBytes >> 20) + " MiB") << std::endl;
+                                           std::to_string(kMaxLineBytes >> 20) + " MiB")
+                << std::endl;
       continue;
     }
     if (line.empty()) continue;

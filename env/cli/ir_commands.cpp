@@ -128,7 +128,8 @@ int cmd_kernels(const Args& a) {
   for (const auto& f : files) {
     auto r = ir::load_file(f.string());
     std::string name = f.stem().string();
-    std::string desc = r.ok() ? r->doc.substr(0, r->doc.find('\n')) : "(invalid: " + r.errors()[0].str() + ")";
+    std::string desc =
+        r.ok() ? r->doc.substr(0, r->doc.find('\n')) : "(invalid: " + r.errors()[0].str() + ")";
     if (a.json) {
       arr.raw(JsonObject()
                   .add("name", name)
@@ -155,11 +156,13 @@ int cmd_run(const Args& a) {
   try {
     size_t used = 0;
     std::string s = a.get("seed", "0");
-    if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos) throw std::invalid_argument(s);
+    if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos)
+      throw std::invalid_argument(s);
     seed = std::stoull(s, &used);
     if (used != s.size()) throw std::invalid_argument(s);
   } catch (const std::exception&) {
-    return usage_error("--seed needs a non-negative integer, found '" + a.get("seed") + "'", a.json);
+    return usage_error("--seed needs a non-negative integer, found '" + a.get("seed") + "'",
+                       a.json);
   }
   auto r = ir::load_file(file);
   if (!r.ok()) return report_errors(r.errors(), a.json, file);
@@ -200,7 +203,12 @@ int cmd_run(const Args& a) {
     }
   }
   if (a.json)
-    std::cout << JsonObject().add("ok", true).add("file", file).add("seed", seed).raw("outputs", outs.str()).str()
+    std::cout << JsonObject()
+                     .add("ok", true)
+                     .add("file", file)
+                     .add("seed", seed)
+                     .raw("outputs", outs.str())
+                     .str()
               << "\n";
   return kExitOk;
 }
@@ -209,18 +217,27 @@ int cmd_run(const Args& a) {
 
 std::vector<Command> ir_commands() {
   return {
-      {"check", "check FILE [--tree]",
+      {"check",
+       "check FILE [--tree]",
        "parse and check a kernel as it streams (constant memory); errors as file:line:col. --tree "
        "loads the whole tree first, as the optimiser and the env do",
-       {}, {"tree"}, cmd_check},
-      {"fmt", "fmt FILE [--contract]",
+       {},
+       {"tree"},
+       cmd_check},
+      {"fmt",
+       "fmt FILE [--contract]",
        "print a kernel in canonical form; --contract fuses its multiply-adds first (fma, as the "
        "optimiser's search starts)",
-       {}, {"contract"}, cmd_fmt},
+       {},
+       {"contract"},
+       cmd_fmt},
       {"kernels", "kernels [--dir DIR]", "list the shipped kernel suite", {"dir"}, {}, cmd_kernels},
-      {"run", "run FILE [--seed S] [--out DIR]",
+      {"run",
+       "run FILE [--seed S] [--out DIR]",
        "interpret a kernel on seeded inputs; --out writes each output as DIR/<name>.npy",
-       {"seed", "out"}, {}, cmd_run},
+       {"seed", "out"},
+       {},
+       cmd_run},
   };
 }
 

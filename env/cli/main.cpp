@@ -23,7 +23,11 @@ std::string diagnostics_json(const std::vector<ir::Diagnostic>& errors) {
 
 int report_errors(const std::vector<ir::Diagnostic>& errors, bool json, const std::string& file) {
   if (json) {
-    std::cout << util::JsonObject().add("ok", false).add("file", file).raw("errors", diagnostics_json(errors)).str()
+    std::cout << util::JsonObject()
+                     .add("ok", false)
+                     .add("file", file)
+                     .raw("errors", diagnostics_json(errors))
+                     .str()
               << "\n";
   } else {
     for (const auto& d : errors) std::cerr << d.str() << "\n";
@@ -131,8 +135,8 @@ int main(int argc, char** argv) {
       } else if (cmd->switch_options.count(name) && !has_inline) {
         args.flags.insert(name);
       } else {
-        return usage_error("unknown option --" + name + " for '" + cmd->name + "' (usage: perfdojo " +
-                               cmd->usage + ")",
+        return usage_error("unknown option --" + name + " for '" + cmd->name +
+                               "' (usage: perfdojo " + cmd->usage + ")",
                            json);
       }
     } else {

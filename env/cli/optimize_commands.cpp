@@ -54,8 +54,8 @@ struct Proposals {
 // The trained policy's proposals for FILE. The policy runs in `evaluate_agent --propose`, a
 // separate process next to this one: LibTorch stays out of the CLI, and a crash or hang there
 // costs the proposals, never the optimisation.
-Proposals agent_proposals(const std::string& checkpoint, const std::string& file,
-                          double timeout_s, bool policy_only) {
+Proposals agent_proposals(const std::string& checkpoint, const std::string& file, double timeout_s,
+                          bool policy_only) {
   Proposals out;
   std::error_code ec;
   fs::path self = fs::read_symlink("/proc/self/exe", ec);
@@ -74,8 +74,8 @@ Proposals agent_proposals(const std::string& checkpoint, const std::string& file
   // Evaluations the policy's searches may spend: a few hundred per second of its time limit
   // (LibTorch's start-up and the env's steps on this machine), 2000 at most.
   const int evals = static_cast<int>(std::clamp(timeout_s * 150, 100.0, 2000.0));
-  std::vector<std::string> argv = {tool, "--checkpoint", checkpoint, "--propose", file, "--budget",
-                                   std::to_string(evals), "--json"};
+  std::vector<std::string> argv = {tool,       "--checkpoint",        checkpoint, "--propose", file,
+                                   "--budget", std::to_string(evals), "--json"};
   if (policy_only) argv.push_back("--policy-only");
   util::ProcessResult run = util::run_process(argv, {.timeout_s = timeout_s});
   const std::string& text = run.output;
@@ -140,7 +140,9 @@ int cmd_optimize(const Args& a) {
   if (!(timeout > 0)) return usage_error("--timeout needs a positive number of seconds", a.json);
   const bool policy_only = a.has("policy-only");
   if (policy_only && !a.has("agent"))
-    return usage_error("--policy-only plays a trained policy: give --agent CHECKPOINT (or --agent default)", a.json);
+    return usage_error(
+        "--policy-only plays a trained policy: give --agent CHECKPOINT (or --agent default)",
+        a.json);
   auto program = ir::load_file(a.positional[0]);
   if (!program.ok()) return report_errors(program.errors(), a.json, a.positional[0]);
   backends::BackendConfig config;
@@ -172,7 +174,8 @@ int cmd_optimize(const Args& a) {
     auto cmd = backends::farm_command(a.get("workers"), self);
     if (auto* e = std::get_if<std::string>(&cmd)) return usage_error(*e, a.json);
     std::string joined;
-    for (const auto& w : std::get<std::vector<std::string>>(cmd)) joined += (joined.empty() ? "" : "\t") + w;
+    for (const auto& w : std::get<std::vector<std::string>>(cmd))
+      joined += (joined.empty() ? "" : "\t") + w;
     config.extra["farm_command"] = joined;
     fprintf(stderr, "starting the measurement farm: %s\n", a.get("workers").c_str());
   }
@@ -198,8 +201,9 @@ int cmd_optimize(const Args& a) {
   if (a.has("agent")) {
     // A quarter of the budget (LibTorch alone needs about a second to start), 120 s at most;
     // the policy alone plays one episode and may take half.
-    const double agent_s = policy_only ? std::max(3.0, timeout * 0.5)
-                                       : std::min({120.0, timeout * 0.5, std::max(3.0, timeout * 0.25)});
+    const double agent_s = policy_only
+                               ? std::max(3.0, timeout * 0.5)
+                               : std::min({120.0, timeout * 0.5, std::max(3.0, timeout * 0.25)});
     auto proposals = agent_proposals(a.get("agent"), a.positional[0], agent_s, policy_only);
     if (!proposals.error.empty()) {
       ir::Diagnostic d;
@@ -240,57 +244,60 @@ int cmd_optimize(const Args& a) {
                   .add("best_estimate_s", pt.best_estimate_s)
                   .add("best_measured_s", pt.best_measured_s)
                   .str());
-  std::string report = JsonObject()
-                           .add("file", a.positional[0])
-                           .add("arch", r.arch)
-                           .add("mode", r.mode)
-                           .add("baseline_s", r.baseline_s)
-                           .add("final_s", r.final_s)
-                           .add("baseline_min_s", r.baseline_min_s)
-                           .add("final_min_s", r.final_min_s)
-                           .add("baseline_spread", r.baseline_spread)
-                           .add("final_spread", r.final_spread)
-                           .add("final_reps", r.final_reps)
-                           .add("timing", r.modelled ? "modelled" : r.interleaved ? "interleaved" : "separate")
-                           .add("noisy", r.noisy)
-                           .add("cache_flushed", r.cache_flushed)
-                           .add("first_measured_s", r.first_measured_s)
-                           .add("seed", r.seed)
-                           .add("budget_s", r.budget_s)
-                           .add("speedup", r.speedup)
-                           .add("flops", r.flops)
-                           .add("original_flops", r.original_flops)
-                           .add("gflops", r.gflops)
-                           .add("peak_fraction", r.peak_fraction)
-                           .add("evaluations", r.evaluations)
-                           .add("measurements", r.measurements)
-                           .add("outcome", r.outcome)
-                           .add("outcome_why", r.outcome_why)
-                           .add("exit_code", outcome_exit_code(r.outcome))
-                           .add("verified", r.verified)
-                           .add("verified_on", r.verified_on)
-                           .add("device_unrun", r.device_unrun)
-                           .add("interrupted", r.interrupted)
-                           .add("flags", r.flags)
-                           .add("threads", r.threads)
-                           .add("parallel", r.parallel)
-                           .add("parallel_candidates", r.parallel_candidates)
-                           .add("peak_gflops_per_core", r.peak_gflops)
-                           .add("profile", r.profile)
-                           .add("agent", a.get("agent"))
-                           .add("agent_proposals", agent_note)
-                           .add("policy_only", policy_only)
-                           .add("proposals_used", r.proposals_used)
-                           .add("sketches_used", r.sketches_used)
-                           .add("actions_dropped", r.actions_dropped)
-                           .add("contracted", r.contracted)
-                           .add("trace_applies_to", r.contracted > 0 ? "the kernel after `perfdojo fmt --contract`"
-                                                                     : "the kernel as written")
-                           .raw("workers", r.workers.empty() ? "null" : r.workers)
-                           .add("note", r.note)
-                           .raw("trace", trace.str())
-                           .raw("curve", curve.str())
-                           .str();
+  std::string report =
+      JsonObject()
+          .add("file", a.positional[0])
+          .add("arch", r.arch)
+          .add("mode", r.mode)
+          .add("baseline_s", r.baseline_s)
+          .add("final_s", r.final_s)
+          .add("baseline_min_s", r.baseline_min_s)
+          .add("final_min_s", r.final_min_s)
+          .add("baseline_spread", r.baseline_spread)
+          .add("final_spread", r.final_spread)
+          .add("final_reps", r.final_reps)
+          .add("timing", r.modelled      ? "modelled"
+                         : r.interleaved ? "interleaved"
+                                         : "separate")
+          .add("noisy", r.noisy)
+          .add("cache_flushed", r.cache_flushed)
+          .add("first_measured_s", r.first_measured_s)
+          .add("seed", r.seed)
+          .add("budget_s", r.budget_s)
+          .add("speedup", r.speedup)
+          .add("flops", r.flops)
+          .add("original_flops", r.original_flops)
+          .add("gflops", r.gflops)
+          .add("peak_fraction", r.peak_fraction)
+          .add("evaluations", r.evaluations)
+          .add("measurements", r.measurements)
+          .add("outcome", r.outcome)
+          .add("outcome_why", r.outcome_why)
+          .add("exit_code", outcome_exit_code(r.outcome))
+          .add("verified", r.verified)
+          .add("verified_on", r.verified_on)
+          .add("device_unrun", r.device_unrun)
+          .add("interrupted", r.interrupted)
+          .add("flags", r.flags)
+          .add("threads", r.threads)
+          .add("parallel", r.parallel)
+          .add("parallel_candidates", r.parallel_candidates)
+          .add("peak_gflops_per_core", r.peak_gflops)
+          .add("profile", r.profile)
+          .add("agent", a.get("agent"))
+          .add("agent_proposals", agent_note)
+          .add("policy_only", policy_only)
+          .add("proposals_used", r.proposals_used)
+          .add("sketches_used", r.sketches_used)
+          .add("actions_dropped", r.actions_dropped)
+          .add("contracted", r.contracted)
+          .add("trace_applies_to", r.contracted > 0 ? "the kernel after `perfdojo fmt --contract`"
+                                                    : "the kernel as written")
+          .raw("workers", r.workers.empty() ? "null" : r.workers)
+          .add("note", r.note)
+          .raw("trace", trace.str())
+          .raw("curve", curve.str())
+          .str();
   std::string out_dir = a.get("out");
   if (!out_dir.empty()) {
     std::error_code ec;
@@ -321,8 +328,8 @@ int cmd_optimize(const Args& a) {
             "%s %s: %.3g s -> %.3g s (x%.2f%s), %.1f GFLOP/s = %.0f%% of peak, %d evaluations, %d "
             "measurements%s\n",
             r.arch.c_str(), r.mode.c_str(), r.baseline_s, r.final_s, r.speedup,
-            r.cache_flushed ? ", timed with its data evicted" : "", r.gflops,
-            r.peak_fraction * 100, r.evaluations, r.measurements,
+            r.cache_flushed ? ", timed with its data evicted" : "", r.gflops, r.peak_fraction * 100,
+            r.evaluations, r.measurements,
             r.verified ? (", verified (" + r.verified_on + ")").c_str() : ", NOT verified");
     if (!r.note.empty()) fprintf(stderr, "note: %s\n", r.note.c_str());
     if (!r.parallel.empty()) fprintf(stderr, "threads: %s\n", r.parallel.c_str());
@@ -335,18 +342,22 @@ int cmd_optimize(const Args& a) {
 }  // namespace
 
 std::vector<Command> optimize_commands() {
-  return {{"optimize",
-           "optimize FILE [--arch A (default: widest x86 available; aarch64_neon, aarch64_sve, riscv64_rvv: modelled, verified under qemu)] [--mode M] [--timeout S] "
-           "[--threads N] [--cache-flush auto|on|off (time with the kernel's data evicted first; auto: "
-           "memory-bound kernels larger than half the last-level cache)] [--agent CHECKPOINT|default] [--policy-only (the "
-           "policy's one greedy episode, measured; nothing else)] [--workers ray://HOST:PORT] "
-           "[--evaluations N (the cost-model beam stops after N evaluations, not at half the budget: "
-           "the same candidates on every run)] [--out DIR] [--no-cache]",
-           "search for the fastest verified kernel; writes the .pdj, trace, C source, header and "
-           "report.json; exit 0 verified or unchanged, 3 not verifiable, 4 wrong, 5 failed",
-           {"arch", "mode", "timeout", "out", "agent", "threads", "workers", "cache-flush", "evaluations"},
-           {"no-cache", "policy-only"},
-           cmd_optimize}};
+  return {
+      {"optimize",
+       "optimize FILE [--arch A (default: widest x86 available; aarch64_neon, aarch64_sve, "
+       "riscv64_rvv: modelled, verified under qemu)] [--mode M] [--timeout S] "
+       "[--threads N] [--cache-flush auto|on|off (time with the kernel's data evicted first; auto: "
+       "memory-bound kernels larger than half the last-level cache)] [--agent CHECKPOINT|default] "
+       "[--policy-only (the "
+       "policy's one greedy episode, measured; nothing else)] [--workers ray://HOST:PORT] "
+       "[--evaluations N (the cost-model beam stops after N evaluations, not at half the budget: "
+       "the same candidates on every run)] [--out DIR] [--no-cache]",
+       "search for the fastest verified kernel; writes the .pdj, trace, C source, header and "
+       "report.json; exit 0 verified or unchanged, 3 not verifiable, 4 wrong, 5 failed",
+       {"arch", "mode", "timeout", "out", "agent", "threads", "workers", "cache-flush",
+        "evaluations"},
+       {"no-cache", "policy-only"},
+       cmd_optimize}};
 }
 
 }  // namespace perfdojo::cli

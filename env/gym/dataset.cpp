@@ -33,14 +33,16 @@ ir::Result<ir::Program> from_template(const std::string& uri, const std::string&
                                       const std::map<std::string, int64_t>& sizes,
                                       const std::string& doc) {
   std::ifstream in(kernel_dir() + "/" + kernel + ".pdj");
-  if (!in) return fail(uri, "generator template '" + kernel + "' is missing from the kernel folder");
+  if (!in)
+    return fail(uri, "generator template '" + kernel + "' is missing from the kernel folder");
   std::string line, out = "# " + doc + "\n";
   bool first_comment = true;
   while (std::getline(in, line)) {
     if (first_comment && !line.empty() && line[0] == '#') continue;  // replaced by `doc`
     first_comment = false;
     auto eq = line.find(" = ");
-    if (eq != std::string::npos && line.find('[') == std::string::npos && line.find(':') == std::string::npos) {
+    if (eq != std::string::npos && line.find('[') == std::string::npos &&
+        line.find(':') == std::string::npos) {
       auto it = sizes.find(line.substr(0, eq));
       if (it != sizes.end()) line = it->first + " = " + std::to_string(it->second);
     }
@@ -59,15 +61,17 @@ ir::Result<ir::Program> generate(const std::string& uri, const std::string& fami
                          "generated matmul " + s(m) + "x" + s(n) + "x" + s(k));
   }
   if (family == "conv2d") {
-    int64_t c = pick(rng, {3, 8, 16, 32, 64}), k = pick(rng, {8, 16, 32, 64}), h = pick(rng, {7, 14, 16, 28, 32}),
-            w = pick(rng, {7, 14, 16, 28, 32});
-    return from_template(uri, "conv2d-3x3",
-                         {{"N", 1}, {"C", c}, {"K", k}, {"H", h}, {"W", w}, {"HI", h + 2}, {"WI", w + 2}},
-                         "generated conv2d 3x3 C=" + s(c) + " K=" + s(k) + " " + s(h) + "x" + s(w));
+    int64_t c = pick(rng, {3, 8, 16, 32, 64}), k = pick(rng, {8, 16, 32, 64}),
+            h = pick(rng, {7, 14, 16, 28, 32}), w = pick(rng, {7, 14, 16, 28, 32});
+    return from_template(
+        uri, "conv2d-3x3",
+        {{"N", 1}, {"C", c}, {"K", k}, {"H", h}, {"W", w}, {"HI", h + 2}, {"WI", w + 2}},
+        "generated conv2d 3x3 C=" + s(c) + " K=" + s(k) + " " + s(h) + "x" + s(w));
   }
   if (family == "softmax") {
     int64_t b = pick(rng, {16, 32, 64, 128, 256}), n = pick(rng, {64, 128, 256, 512, 1024});
-    return from_template(uri, "softmax", {{"B", b}, {"N", n}}, "generated softmax " + s(b) + "x" + s(n));
+    return from_template(uri, "softmax", {{"B", b}, {"N", n}},
+                         "generated softmax " + s(b) + "x" + s(n));
   }
   if (family == "layernorm") {
     // The template divides by the literal 1024 (N), so only the row count varies.
@@ -77,8 +81,9 @@ ir::Result<ir::Program> generate(const std::string& uri, const std::string& fami
   if (family == "elementwise") {
     int64_t m = pick(rng, {16, 64, 256, 1024}), n = pick(rng, {64, 256, 1024, 4096});
     bool gelu = std::uniform_int_distribution<int>(0, 1)(rng) == 1;
-    return from_template(uri, gelu ? "bias-gelu" : "bias-relu", {{"M", m}, {"N", n}},
-                         std::string("generated bias + ") + (gelu ? "GELU " : "ReLU ") + s(m) + "x" + s(n));
+    return from_template(
+        uri, gelu ? "bias-gelu" : "bias-relu", {{"M", m}, {"N", n}},
+        std::string("generated bias + ") + (gelu ? "GELU " : "ReLU ") + s(m) + "x" + s(n));
   }
   if (family == "attention") {
     int64_t l = pick(rng, {16, 32, 64, 128, 256});
@@ -120,24 +125,49 @@ const std::map<std::string, std::string>& kernel_families() {
   // Kernels that an optimiser treats alike: a split that holds a family out tests transfer to
   // a kind of kernel the agent never saw, not only to new sizes.
   static const std::map<std::string, std::string> kFamilies = {
-      {"matmul-256", "gemm"},        {"matmul-1024", "gemm"},      {"matmul-skinny", "gemm"},
-      {"matmul-tall-k", "gemm"},     {"bmm", "gemm"},               {"gemv", "gemm"},
-      {"mlp", "ffn"},                {"swiglu-mlp", "ffn"},         {"geglu-mlp", "ffn"},
-      {"conv2d-3x3", "conv"},        {"conv2d-3x3-s2", "conv"},     {"depthwise-conv", "conv"},
-      {"pointwise-conv", "conv"},    {"avgpool", "pooling"},        {"maxpool", "pooling"},
-      {"layernorm", "norm"},         {"rmsnorm", "norm"},           {"add-rmsnorm", "norm"},
-      {"group-norm", "norm"},        {"batchnorm-inference", "norm"},
-      {"softmax", "softmax"},        {"softmax-temperature", "softmax"},
-      {"attention", "attention"},    {"attention-bias", "attention"},
-      {"gqa-attention", "attention"}, {"mqa-decode", "attention"},
-      {"causal-attention", "attention"}, {"alibi-attention", "attention"},
+      {"matmul-256", "gemm"},
+      {"matmul-1024", "gemm"},
+      {"matmul-skinny", "gemm"},
+      {"matmul-tall-k", "gemm"},
+      {"bmm", "gemm"},
+      {"gemv", "gemm"},
+      {"mlp", "ffn"},
+      {"swiglu-mlp", "ffn"},
+      {"geglu-mlp", "ffn"},
+      {"conv2d-3x3", "conv"},
+      {"conv2d-3x3-s2", "conv"},
+      {"depthwise-conv", "conv"},
+      {"pointwise-conv", "conv"},
+      {"avgpool", "pooling"},
+      {"maxpool", "pooling"},
+      {"layernorm", "norm"},
+      {"rmsnorm", "norm"},
+      {"add-rmsnorm", "norm"},
+      {"group-norm", "norm"},
+      {"batchnorm-inference", "norm"},
+      {"softmax", "softmax"},
+      {"softmax-temperature", "softmax"},
+      {"attention", "attention"},
+      {"attention-bias", "attention"},
+      {"gqa-attention", "attention"},
+      {"mqa-decode", "attention"},
+      {"causal-attention", "attention"},
+      {"alibi-attention", "attention"},
       {"sliding-window-attention", "attention"},
-      {"rope-inline", "elementwise"}, {"sinusoidal-position", "elementwise"},
+      {"rope-inline", "elementwise"},
+      {"sinusoidal-position", "elementwise"},
       {"argmax", "reduction"},
-      {"bias-gelu", "elementwise"},  {"bias-relu", "elementwise"},  {"rope", "elementwise"},
-      {"transpose", "elementwise"},  {"rowsum", "reduction"},       {"global-sum", "reduction"},
-      {"trsv-lower", "linalg"},      {"lu", "linalg"},              {"cholesky", "linalg"},
-      {"levinson-durbin", "linalg"}, {"lcs", "dp"},
+      {"bias-gelu", "elementwise"},
+      {"bias-relu", "elementwise"},
+      {"rope", "elementwise"},
+      {"transpose", "elementwise"},
+      {"rowsum", "reduction"},
+      {"global-sum", "reduction"},
+      {"trsv-lower", "linalg"},
+      {"lu", "linalg"},
+      {"cholesky", "linalg"},
+      {"levinson-durbin", "linalg"},
+      {"lcs", "dp"},
   };
   return kFamilies;
 }
@@ -167,7 +197,8 @@ ir::Result<ir::Program> load_benchmark(const std::string& uri) {
     if (name.empty() || name.find('/') != std::string::npos || name.find("..") != std::string::npos)
       return fail(uri, "expected perfdojo://suite/NAME");
     std::string path = kernel_dir() + "/" + name + ".pdj";
-    if (!fs::exists(path)) return fail(uri, "no kernel '" + name + "' in the suite (see `perfdojo kernels`)");
+    if (!fs::exists(path))
+      return fail(uri, "no kernel '" + name + "' in the suite (see `perfdojo kernels`)");
     return ir::load_file(path);
   }
   if (uri.rfind(kGen, 0) == 0) {
@@ -186,7 +217,9 @@ ir::Result<ir::Program> load_benchmark(const std::string& uri) {
   }
   std::string path = uri.rfind("file://", 0) == 0 ? uri.substr(7) : uri;
   if (path.find("://") != std::string::npos)
-    return fail(uri, "unknown benchmark URI scheme (expected perfdojo://suite/, perfdojo://gen/ or a .pdj path)");
+    return fail(uri,
+                "unknown benchmark URI scheme (expected perfdojo://suite/, perfdojo://gen/ or a "
+                ".pdj path)");
   return ir::load_file(path);
 }
 

@@ -4,16 +4,16 @@
 #include <cmath>
 
 #include "gym/dataset.h"
-#include "transforms/contract.h"
 #include "target/target_of.h"
+#include "transforms/contract.h"
 #include "transforms/microkernel_sketch.h"
 #include "transforms/registry.h"
 
 namespace perfdojo::env {
 
 const std::vector<std::string>& reward_spaces() {
-  static const std::vector<std::string> kSpaces = {"log_speedup_best", "log_speedup_step", "relative_step",
-                                                   "log_speedup_total"};
+  static const std::vector<std::string> kSpaces = {"log_speedup_best", "log_speedup_step",
+                                                   "relative_step", "log_speedup_total"};
   return kSpaces;
 }
 
@@ -43,16 +43,20 @@ ir::Result<std::unique_ptr<Env>> Env::make(const EnvConfig& config) {
     return config_error("unknown backend '" + config.backend + "'; expected one of " + all);
   }
   if (auto b = backends::make_backend(config.backend, config.backend_config); !b->available().ok)
-    return config_error("backend '" + config.backend + "' is not available here: " + b->available().why);
+    return config_error("backend '" + config.backend +
+                        "' is not available here: " + b->available().why);
   const auto& rs = reward_spaces();
   if (std::find(rs.begin(), rs.end(), config.reward_space) == rs.end())
-    return config_error("unknown reward space '" + config.reward_space +
-                        "'; expected log_speedup_best, log_speedup_step, relative_step or log_speedup_total");
+    return config_error(
+        "unknown reward space '" + config.reward_space +
+        "'; expected log_speedup_best, log_speedup_step, relative_step or log_speedup_total");
   if (config.action_space != "flat" && config.action_space != "cursor")
-    return config_error("unknown action space '" + config.action_space + "'; expected flat or cursor");
+    return config_error("unknown action space '" + config.action_space +
+                        "'; expected flat or cursor");
   for (const auto& s : config.observation_spaces)
     if (!find_observation_space(s))
-      return config_error("unknown observation space '" + s + "'; expected ir_text, features, tokens or graph");
+      return config_error("unknown observation space '" + s +
+                          "'; expected ir_text, features, tokens or graph");
   if (config.max_episode_steps < 1) return config_error("max_episode_steps must be at least 1");
   if (config.sketch_actions < 0 || config.sketch_actions > 8)
     return config_error("sketch_actions must be in [0, 8]");
@@ -92,7 +96,8 @@ double Env::reward(double prev, double now) const {
   if (prev <= 0 || now <= 0) return 0;
   // Pays only for beating the best program of the episode so far (best_time_ is not yet
   // updated with `now`): exploring never costs, and the return is log(initial / best).
-  if (config_.reward_space == "log_speedup_best") return best_time_ > 0 && now < best_time_ ? std::log(best_time_ / now) : 0;
+  if (config_.reward_space == "log_speedup_best")
+    return best_time_ > 0 && now < best_time_ ? std::log(best_time_ / now) : 0;
   if (config_.reward_space == "relative_step") return (prev - now) / prev;
   if (config_.reward_space == "log_speedup_total") return std::log(initial_time_ / now);
   return std::log(prev / now);
@@ -112,21 +117,24 @@ std::pair<Observation, Info> Env::reset(std::optional<uint64_t> seed, const Rese
     benchmark_ = *options.benchmark;
     original_ = p.value();
     time_cache_.clear();
-  } else if (benchmark_.rfind("perfdojo://gen/", 0) == 0 && seed && benchmark_.find("?seed=") == std::string::npos) {
+  } else if (benchmark_.rfind("perfdojo://gen/", 0) == 0 && seed &&
+             benchmark_.find("?seed=") == std::string::npos) {
     // A generator without an explicit seed draws its instance from the reset seed.
     auto p = load_benchmark(benchmark_ + "?seed=" + std::to_string(*seed));
     if (p.ok()) original_ = p.value();
   }
   // The episode starts from the kernel with its multiply-adds fused, as the optimiser's search
   // does (transforms/contract.h), unless the config says as written.
-  program_ = config_.contract && transforms::contracts_on(target_) ? transforms::contract(original_) : original_;
+  program_ = config_.contract && transforms::contracts_on(target_) ? transforms::contract(original_)
+                                                                   : original_;
   cursor_ = 0;
   steps_ = 0;
   trace_.clear();
   best_trace_.clear();
   rewards_.clear();
   std::optional<std::string> error;
-  if (config_.backend.rfind("cost_model", 0) == 0 && !start_body_.empty() && start_body_ == program_.body) {
+  if (config_.backend.rfind("cost_model", 0) == 0 && !start_body_.empty() &&
+      start_body_ == program_.body) {
     initial_time_ = start_time_;  // a deterministic function of the program
   } else {
     initial_time_ = time_of(program_, &error);
@@ -169,8 +177,8 @@ StepResult Env::step_sketch(int c) {
     info.illegal_action = true;
     info.action_had_no_effect = true;
     info.legality = "nothing_to_do";
-    info.legality_message = info.action + ": no GEMM-class nest with a candidate " + std::to_string(c) +
-                            " for this target";
+    info.legality_message = info.action + ": no GEMM-class nest with a candidate " +
+                            std::to_string(c) + " for this target";
     return finish_step(config_.illegal_action_penalty, info);
   }
   // Every step of the expansion went through its own check: the program is legal as it is.
@@ -196,7 +204,8 @@ StepResult Env::commit(ir::Program next, double t, const std::vector<transforms:
     best_time_ = t;
     best_trace_ = trace_;
   }
-  if (config_.action_space == "cursor") cursor_ = transforms::CursorActionSpace::clamp(program_, cursor_);
+  if (config_.action_space == "cursor")
+    cursor_ = transforms::CursorActionSpace::clamp(program_, cursor_);
   return finish_step(r, std::move(info));
 }
 
@@ -232,12 +241,14 @@ std::vector<uint8_t> Env::action_mask() const {
     // is cached): a nest with a c-th candidate. The expansion itself runs at the step; one that
     // fails there is refused like an illegal action.
     const size_t choices = transforms::sketch_choices(program_, target_);
-    for (int c = 0; c < config_.sketch_actions; ++c) mask_.push_back(static_cast<size_t>(c) < choices);
+    for (int c = 0; c < config_.sketch_actions; ++c)
+      mask_.push_back(static_cast<size_t>(c) < choices);
   }
   mask_.push_back(1);  // stop: decided below, on every call (it depends on the episode)
   mask_program_ = program_.body;
   mask_streams_.resize(program_.buffers.size());
-  for (size_t b = 0; b < program_.buffers.size(); ++b) mask_streams_[b] = program_.buffers[b].stream;
+  for (size_t b = 0; b < program_.buffers.size(); ++b)
+    mask_streams_[b] = program_.buffers[b].stream;
   mask_cursor_ = cursor_;
   mask_valid_ = true;
   mask_.back() = stop_allowed(mask_);
@@ -365,13 +376,15 @@ StepResult Env::step(int action) {
     if (moved == cursor_) {
       info.illegal_action = true;
       info.legality = "no_such_location";
-      info.legality_message = "the cursor cannot move " + info.action + " from scope " + std::to_string(cursor_);
+      info.legality_message =
+          "the cursor cannot move " + info.action + " from scope " + std::to_string(cursor_);
       return finish_step(config_.illegal_action_penalty, info);
     }
     cursor_ = moved;
     return finish_step(0, info);
   }
-  if (!done_ && action >= base_actions() && action < spec.stop) return step_sketch(action - base_actions());
+  if (!done_ && action >= base_actions() && action < spec.stop)
+    return step_sketch(action - base_actions());
   auto a = done_ ? std::optional<transforms::Action>(transforms::Action{}) : decode(action);
   if (!a) {
     ++steps_;
@@ -379,16 +392,20 @@ StepResult Env::step(int action) {
     info.illegal_action = true;
     info.action_had_no_effect = true;
     info.legality = "no_such_location";
-    info.legality_message = action < 0 || action >= spec.n
-                                ? "action " + std::to_string(action) + " is out of range [0, " + std::to_string(spec.n) + ")"
-                                : "action " + std::to_string(action) + " (" +
-                                      (config_.action_space == "flat" ? flat_.describe(action) : cursor_space_.describe(action)) +
-                                      ") names a location this program does not have";
+    info.legality_message =
+        action < 0 || action >= spec.n
+            ? "action " + std::to_string(action) + " is out of range [0, " +
+                  std::to_string(spec.n) + ")"
+            : "action " + std::to_string(action) + " (" +
+                  (config_.action_space == "flat" ? flat_.describe(action)
+                                                  : cursor_space_.describe(action)) +
+                  ") names a location this program does not have";
     return finish_step(config_.illegal_action_penalty, info);
   }
   // The flat mask of this very program, when already computed, decides legality.
-  const bool known_legal = !done_ && config_.action_space == "flat" && mask_is_current() && action >= 0 &&
-                           action < static_cast<int>(mask_.size()) && mask_[action] == 1;
+  const bool known_legal = !done_ && config_.action_space == "flat" && mask_is_current() &&
+                           action >= 0 && action < static_cast<int>(mask_.size()) &&
+                           mask_[action] == 1;
   return step_action(*a, known_legal);
 }
 
@@ -406,7 +423,8 @@ StepResult Env::step(const std::vector<int>& actions, bool time_each) {
   for (size_t i = 0; i < actions.size(); ++i) {
     const int a = actions[i];
     // Untimed unless this step ends the sequence: its last action, or the episode's last step.
-    const bool ends = i + 1 == actions.size() || (!restoring_ && steps_ + 1 >= config_.max_episode_steps);
+    const bool ends =
+        i + 1 == actions.size() || (!restoring_ && steps_ + 1 >= config_.max_episode_steps);
     last = time_each || ends ? step(a) : step_untimed(a);
     total += last.reward;
     any = true;

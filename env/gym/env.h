@@ -22,19 +22,19 @@ namespace perfdojo::env {
 /// Everything that defines an environment. Defaults give a deterministic, instant env.
 struct EnvConfig {
   std::string benchmark = "perfdojo://suite/softmax";  ///< URI or .pdj path (dataset.h)
-  std::string backend = "cost_model";                   ///< backends::backend_names()
+  std::string backend = "cost_model";                  ///< backends::backend_names()
   backends::BackendConfig backend_config;
   backends::MeasureOptions measure;
   std::vector<std::string> observation_spaces = {"features"};  ///< ir_text features tokens graph
   /// log_speedup_best (default: log of the improvement over the episode's best so far, never
   /// negative; docs/env.md "Rewards" says why), log_speedup_step, relative_step, log_speedup_total
   std::string reward_space = "log_speedup_best";
-  std::string action_space = "flat";              ///< or "cursor"
+  std::string action_space = "flat";  ///< or "cursor"
   transforms::FlatSpaceConfig flat;
-  int max_episode_steps = 30;       ///< truncation limit
-  uint64_t seed = 0;                ///< default reset seed (input data, generators)
+  int max_episode_steps = 30;            ///< truncation limit
+  uint64_t seed = 0;                     ///< default reset seed (input data, generators)
   double illegal_action_penalty = -0.1;  ///< reward of an illegal or out-of-range action
-  int time_cache_entries = 4096;    ///< program times remembered per env (bounded)
+  int time_cache_entries = 4096;         ///< program times remembered per env (bounded)
   /// Macro actions after the flat or cursor space's own, before stop: action base + c expands
   /// the micro-kernel sketch with the target's c-th block sizes at every GEMM-class nest
   /// (docs/microkernel.md) and applies its atomic actions in one step. 0 (default) to 8.
@@ -61,19 +61,19 @@ struct ActionSpec {
 /// Per-step diagnostics (Gymnasium's info dict).
 struct Info {
   std::string benchmark;
-  int step = 0;                           ///< steps taken in this episode
-  std::string action;                     ///< the action's text ("" for stop or invalid index)
-  bool illegal_action = false;            ///< refused: program unchanged, penalty given
-  std::string legality = "ok";            ///< reason name ("ok" when legal)
-  std::string legality_message;           ///< the explanation, when refused
-  bool action_had_no_effect = false;      ///< the program did not change
-  double time_s = 0;                      ///< time of the current program
-  double initial_time_s = 0;              ///< time of the episode's starting program
-  double best_time_s = 0;                 ///< best time seen this episode
+  int step = 0;                                ///< steps taken in this episode
+  std::string action;                          ///< the action's text ("" for stop or invalid index)
+  bool illegal_action = false;                 ///< refused: program unchanged, penalty given
+  std::string legality = "ok";                 ///< reason name ("ok" when legal)
+  std::string legality_message;                ///< the explanation, when refused
+  bool action_had_no_effect = false;           ///< the program did not change
+  double time_s = 0;                           ///< time of the current program
+  double initial_time_s = 0;                   ///< time of the episode's starting program
+  double best_time_s = 0;                      ///< best time seen this episode
   std::vector<transforms::Action> best_trace;  ///< actions that reached the best program
-  std::vector<uint8_t> action_mask;       ///< 1 = legal, including the stop action
-  std::optional<std::string> error;       ///< backend failure or misuse; episode ended
-  int cursor = -1;                        ///< cursor space: the cursor's scope index
+  std::vector<uint8_t> action_mask;            ///< 1 = legal, including the stop action
+  std::optional<std::string> error;            ///< backend failure or misuse; episode ended
+  int cursor = -1;                             ///< cursor space: the cursor's scope index
 };
 
 /// Gymnasium's step 5-tuple.

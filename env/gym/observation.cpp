@@ -14,7 +14,9 @@ namespace {
 
 float log2p(double v) { return static_cast<float>(std::log2(1.0 + std::max(0.0, v))); }
 // A count as a feature, capped so that every entry stays within feature_bounds().
-float count(double v) { return static_cast<float>(std::clamp(v, 0.0, static_cast<double>(kFeatureCountCap))); }
+float count(double v) {
+  return static_cast<float>(std::clamp(v, 0.0, static_cast<double>(kFeatureCountCap)));
+}
 
 struct ScopeInfo {
   const ir::Node* node;
@@ -125,15 +127,16 @@ double flops(const std::vector<ir::NodePtr>& body) {
 // Fixed vocabulary: punctuation and words first, then {k}, number buckets, name slots.
 const std::vector<std::string>& words() {
   static const std::vector<std::string> kWords = {
-      "<pad>", "<unk>", "\n", "|", "[", "]", "{", "}", "(", ")", ",", ":", "=", "+=", "*=", "+",
-      "-", "*", "/", "?", "<", "<=", ">", ">=", "==", "!=", "input", "output", "temp", "f32",
-      "f64", "i32", "in", "exp", "log", "sqrt", "rsqrt", "tanh", "abs", "max", "min", "inf",
-      "vec", "par", "unroll", "gpu_block", "gpu_thread", "<float>"};
+      "<pad>", "<unk>", "\n",  "|",   "[",      "]",         "{",          "}",      "(",    ")",
+      ",",     ":",     "=",   "+=",  "*=",     "+",         "-",          "*",      "/",    "?",
+      "<",     "<=",    ">",   ">=",  "==",     "!=",        "input",      "output", "temp", "f32",
+      "f64",   "i32",   "in",  "exp", "log",    "sqrt",      "rsqrt",      "tanh",   "abs",  "max",
+      "min",   "inf",   "vec", "par", "unroll", "gpu_block", "gpu_thread", "<float>"};
   return kWords;
 }
-constexpr int kIterTokens = 64;   // {0}..{63}
-constexpr int kIntBuckets = 24;   // integers by log2 bucket
-constexpr int kNameSlots = 32;    // buffers and sizes by declaration order
+constexpr int kIterTokens = 64;  // {0}..{63}
+constexpr int kIntBuckets = 24;  // integers by log2 bucket
+constexpr int kNameSlots = 32;   // buffers and sizes by declaration order
 
 }  // namespace
 
@@ -163,7 +166,7 @@ namespace {
 // its first kFeatureScopes scopes (pre-order within it; the cursor column left 0). Every figure
 // depends on the node's subtree alone.
 struct NestFeatures {
-  double work = 0;   // its term of flops(p.body)
+  double work = 0;  // its term of flops(p.body)
   int stmts = 0;
   int scopes = 0;
   int max_depth = 0;  // depth + 1 of its deepest scope, 0 without scopes
@@ -361,8 +364,9 @@ std::vector<int32_t> tokens(const ir::Program& p) {
     if (std::isdigit(static_cast<unsigned char>(c))) {
       size_t j = i;
       bool is_float = false;
-      while (j < text.size() && (std::isalnum(static_cast<unsigned char>(text[j])) || text[j] == '.' ||
-                                 ((text[j] == '-' || text[j] == '+') && (text[j - 1] == 'e')))) {
+      while (j < text.size() &&
+             (std::isalnum(static_cast<unsigned char>(text[j])) || text[j] == '.' ||
+              ((text[j] == '-' || text[j] == '+') && (text[j - 1] == 'e')))) {
         is_float = is_float || !std::isdigit(static_cast<unsigned char>(text[j]));
         ++j;
       }
@@ -377,11 +381,16 @@ std::vector<int32_t> tokens(const ir::Program& p) {
     }
     if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
       size_t j = i;
-      while (j < text.size() && (std::isalnum(static_cast<unsigned char>(text[j])) || text[j] == '_')) ++j;
+      while (j < text.size() &&
+             (std::isalnum(static_cast<unsigned char>(text[j])) || text[j] == '_'))
+        ++j;
       std::string word = text.substr(i, j - i);
-      if (auto it = kIndex.find(word); it != kIndex.end()) push(it->second);
-      else if (auto n = names.find(word); n != names.end()) push(n->second < kNameSlots ? name_base + n->second : 1);
-      else push(1);
+      if (auto it = kIndex.find(word); it != kIndex.end())
+        push(it->second);
+      else if (auto n = names.find(word); n != names.end())
+        push(n->second < kNameSlots ? name_base + n->second : 1);
+      else
+        push(1);
       i = j;
       continue;
     }
@@ -416,33 +425,35 @@ Graph graph(const ir::Program& p) {
   // Features: [is_scope, is_stmt, is_buffer, log2 extent/elements, depth, vec, par, unroll,
   //            reduction op (0 none, 1..4), input, output, temp]
   for (const auto& b : p.buffers) {
-    buffer_node[b.name] = add_node({0, 0, 1, log2p(static_cast<double>(b.elements())), 0, 0, 0, 0, 0,
-                                    b.role == ir::Role::kInput ? 1.0f : 0.0f,
+    buffer_node[b.name] = add_node({0, 0, 1, log2p(static_cast<double>(b.elements())), 0, 0, 0, 0,
+                                    0, b.role == ir::Role::kInput ? 1.0f : 0.0f,
                                     b.role == ir::Role::kOutput ? 1.0f : 0.0f,
                                     b.role == ir::Role::kTemp ? 1.0f : 0.0f});
   }
-  std::function<void(const std::vector<ir::NodePtr>&, int, int)> walk = [&](const std::vector<ir::NodePtr>& body,
-                                                                           int parent, int depth) {
-    int prev = -1;
-    for (const auto& c : body) {
-      int id;
-      if (c->is_scope) {
-        id = add_node({1, 0, 0, log2p(static_cast<double>(c->extent)), static_cast<float>(depth),
-                       c->annot == ir::Annot::kVector ? 1.0f : 0.0f, c->annot == ir::Annot::kParallel ? 1.0f : 0.0f,
-                       c->annot == ir::Annot::kUnroll ? 1.0f : 0.0f});
-        walk(c->body, id, depth + 1);
-      } else {
-        id = add_node({0, 1, 0, 0, static_cast<float>(depth), 0, 0, 0, static_cast<float>(c->stmt.op)});
-        edge(id, buffer_node[c->stmt.lhs.buffer], kEdgeWrite);
-        std::vector<const ir::Access*> loads;
-        expr_loads(*c->stmt.rhs, loads);
-        for (const ir::Access* a : loads) edge(id, buffer_node[a->buffer], kEdgeRead);
-      }
-      if (parent >= 0) edge(parent, id, kEdgeChild);
-      if (prev >= 0) edge(prev, id, kEdgeNext);
-      prev = id;
-    }
-  };
+  std::function<void(const std::vector<ir::NodePtr>&, int, int)> walk =
+      [&](const std::vector<ir::NodePtr>& body, int parent, int depth) {
+        int prev = -1;
+        for (const auto& c : body) {
+          int id;
+          if (c->is_scope) {
+            id = add_node({1, 0, 0, log2p(static_cast<double>(c->extent)),
+                           static_cast<float>(depth), c->annot == ir::Annot::kVector ? 1.0f : 0.0f,
+                           c->annot == ir::Annot::kParallel ? 1.0f : 0.0f,
+                           c->annot == ir::Annot::kUnroll ? 1.0f : 0.0f});
+            walk(c->body, id, depth + 1);
+          } else {
+            id = add_node(
+                {0, 1, 0, 0, static_cast<float>(depth), 0, 0, 0, static_cast<float>(c->stmt.op)});
+            edge(id, buffer_node[c->stmt.lhs.buffer], kEdgeWrite);
+            std::vector<const ir::Access*> loads;
+            expr_loads(*c->stmt.rhs, loads);
+            for (const ir::Access* a : loads) edge(id, buffer_node[a->buffer], kEdgeRead);
+          }
+          if (parent >= 0) edge(parent, id, kEdgeChild);
+          if (prev >= 0) edge(prev, id, kEdgeNext);
+          prev = id;
+        }
+      };
   walk(p.body, -1, 0);
   return g;
 }
@@ -455,11 +466,14 @@ Observation observe(const ir::Program& p, const std::vector<std::string>& spaces
                     FeatureMemo* memo) {
   Observation o;
   for (const auto& s : spaces) {
-    if (s == "ir_text") o.ir_text = ir::print_program(p);
+    if (s == "ir_text")
+      o.ir_text = ir::print_program(p);
     else if (s == "features")
       o.features = features(p, cursor, memo);
-    else if (s == "tokens") o.tokens = tokens(p);
-    else if (s == "graph") o.graph = graph(p);
+    else if (s == "tokens")
+      o.tokens = tokens(p);
+    else if (s == "graph")
+      o.graph = graph(p);
   }
   return o;
 }

@@ -6,8 +6,8 @@
 #include <cereal/types/vector.hpp>
 #include <cstring>
 #include <filesystem>
-#include <sstream>
 #include <fstream>
+#include <sstream>
 
 namespace perfdojo::env {
 
@@ -37,7 +37,8 @@ class LayoutCheck {
   }
   bool state() {
     uint64_t n;
-    if (!skip(8) || !str() || !str() || !str() || !skip(8)) return false;  // magic+version, 3 strings, seed
+    if (!skip(8) || !str() || !str() || !str() || !skip(8))
+      return false;  // magic+version, 3 strings, seed
     if (!size(n)) return false;
     for (uint64_t i = 0; i < n; ++i)
       if (!str()) return false;
@@ -52,7 +53,8 @@ class LayoutCheck {
 }  // namespace
 
 std::string save_state(const EpisodeState& s, const std::string& path, const std::string& format) {
-  if (format != "binary" && format != "json") return "unknown state format '" + format + "' (binary or json)";
+  if (format != "binary" && format != "json")
+    return "unknown state format '" + format + "' (binary or json)";
   // Write to a temporary then rename, so a crash never leaves half a file under the real name.
   std::string tmp = path + ".tmp";
   {
@@ -64,8 +66,8 @@ std::string save_state(const EpisodeState& s, const std::string& path, const std
         ar(kMagic, kVersion, s);
       } else {
         cereal::JSONOutputArchive ar(out);
-        ar(cereal::make_nvp("format", std::string("perfdojo-episode")), cereal::make_nvp("version", kVersion),
-           cereal::make_nvp("state", s));
+        ar(cereal::make_nvp("format", std::string("perfdojo-episode")),
+           cereal::make_nvp("version", kVersion), cereal::make_nvp("state", s));
       }
     } catch (const std::exception& e) {
       return std::string("cannot serialise the state: ") + e.what();

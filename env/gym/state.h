@@ -15,8 +15,8 @@ struct EpisodeState {
   std::string backend;
   std::string reward_space;
   uint64_t seed = 0;
-  std::vector<std::string> trace;   ///< actions as text, one per applied (legal) action
-  std::vector<double> rewards;      ///< reward of every step, illegal ones included
+  std::vector<std::string> trace;  ///< actions as text, one per applied (legal) action
+  std::vector<double> rewards;     ///< reward of every step, illegal ones included
   double initial_time_s = 0;
   double final_time_s = 0;
 
@@ -34,12 +34,12 @@ ir::Result<EpisodeState> load_state(const std::string& path, const std::string& 
 /// What validate found.
 struct Validation {
   bool ok = false;
-  bool trace_legal = false;         ///< every action was legal when replayed
-  bool reward_reproduced = false;   ///< deterministic backends: the final time matched
-  bool semantics_checked = false;   ///< the interpreter ran (possibly on a scaled-down copy)
+  bool trace_legal = false;        ///< every action was legal when replayed
+  bool reward_reproduced = false;  ///< deterministic backends: the final time matched
+  bool semantics_checked = false;  ///< the interpreter ran (possibly on a scaled-down copy)
   bool semantics_equal = false;
-  std::string scaled_note;          ///< sizes used for the semantic check when scaled down
-  std::string message;              ///< the first problem, or "ok"
+  std::string scaled_note;  ///< sizes used for the semantic check when scaled down
+  std::string message;      ///< the first problem, or "ok"
 };
 
 }  // namespace perfdojo::env

@@ -2,11 +2,10 @@
 #include <functional>
 #include <map>
 
-#include "ir/check.h"
-
 #include "backends/backend.h"
 #include "gym/dataset.h"
 #include "gym/env.h"
+#include "ir/check.h"
 #include "ir/interp.h"
 #include "target/target_of.h"
 #include "transforms/registry.h"
@@ -42,7 +41,8 @@ Validation validate(const EpisodeState& s, const EnvConfig& base) {
   }
   Env& e = *made.value();
   e.reset(s.seed);
-  const transforms::Target target = target_of(*backends::make_backend(cfg.backend, cfg.backend_config), cfg.backend);
+  const transforms::Target target =
+      target_of(*backends::make_backend(cfg.backend, cfg.backend_config), cfg.backend);
   const ir::Program original = e.program();
   auto replayed = transforms::replay(original, actions, target);
   if (!replayed.ok()) {
@@ -69,7 +69,8 @@ Validation validate(const EpisodeState& s, const EnvConfig& base) {
       v.semantics_checked = true;
       v.semantics_equal = true;
       for (const auto& d : small.buffers)
-        if (d.role == ir::Role::kOutput && ir::max_relative_error(a->at(d.name), b->at(d.name)) != 0)
+        if (d.role == ir::Role::kOutput &&
+            ir::max_relative_error(a->at(d.name), b->at(d.name)) != 0)
           v.semantics_equal = false;
       if (!structurally_equal(small, original)) v.scaled_note = "checked on a scaled-down instance";
     }

@@ -4,8 +4,10 @@
 
 namespace perfdojo::env {
 
-ir::Result<std::unique_ptr<VectorEnv>> VectorEnv::make(const EnvConfig& config, int n, AutoReset mode) {
-  if (n < 1) return std::vector<ir::Diagnostic>{{{"config", 0, 0}, "a vector env needs at least one env"}};
+ir::Result<std::unique_ptr<VectorEnv>> VectorEnv::make(const EnvConfig& config, int n,
+                                                       AutoReset mode) {
+  if (n < 1)
+    return std::vector<ir::Diagnostic>{{{"config", 0, 0}, "a vector env needs at least one env"}};
   std::unique_ptr<VectorEnv> v(new VectorEnv());
   v->mode_ = mode;
   for (int i = 0; i < n; ++i) {
@@ -34,7 +36,8 @@ std::vector<VectorStep> VectorEnv::step(const std::vector<int>& actions) {
   std::vector<VectorStep> out(envs_.size());
   if (actions.size() != envs_.size()) {
     for (auto& o : out) {
-      o.result.info.error = "expected " + std::to_string(envs_.size()) + " actions, got " + std::to_string(actions.size());
+      o.result.info.error = "expected " + std::to_string(envs_.size()) + " actions, got " +
+                            std::to_string(actions.size());
       o.result.info.action_had_no_effect = true;
     }
     return out;

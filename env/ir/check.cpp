@@ -30,11 +30,12 @@ class StreamChecker::Impl {
       bool too_large = false;
       for (auto d : b.shape) {
         if (d <= 0) error(b.loc, "buffer '" + b.name + "' has a non-positive dimension");
-        if (d > 0 && (d > kMaxElements || elements > kMaxElements / d)) too_large = true;
-        else if (d > 0) elements *= d;
+        if (d > 0 && (d > kMaxElements || elements > kMaxElements / d))
+          too_large = true;
+        else if (d > 0)
+          elements *= d;
       }
-      if (too_large)
-        error(b.loc, "buffer '" + b.name + "' is too large (more than 2^34 elements)");
+      if (too_large) error(b.loc, "buffer '" + b.name + "' is too large (more than 2^34 elements)");
       if (b.role == Role::kInput && b.init)
         error(b.loc, "input '" + b.name + "' cannot have an initial value");
     }
@@ -79,8 +80,10 @@ class StreamChecker::Impl {
  private:
   void error(const SourceLoc& loc, std::string msg) { errors_.push_back({loc, std::move(msg)}); }
   void child() {
-    if (open_.empty()) any_ = true;
-    else open_.back().second = true;
+    if (open_.empty())
+      any_ = true;
+    else
+      open_.back().second = true;
   }
 
   // Checks an access; returns its buffer's declaration when it exists.
@@ -134,7 +137,8 @@ class StreamChecker::Impl {
   std::optional<DType> type_of(const Expr& e, const SourceLoc& where) {
     switch (e.kind) {
       case ExprKind::kConst:
-      case ExprKind::kIndex: return std::nullopt;  // adapts to its context, as a literal does
+      case ExprKind::kIndex:
+        return std::nullopt;  // adapts to its context, as a literal does
       case ExprKind::kLoad: {
         const BufferDecl* b = access(e.access);
         if (b) return b->dtype;
@@ -143,15 +147,20 @@ class StreamChecker::Impl {
       case ExprKind::kUnary: {
         auto t = type_of(*e.args[0], where);
         switch (e.un) {
-          case UnOp::kCastF32: return DType::kF32;
-          case UnOp::kCastF64: return DType::kF64;
-          case UnOp::kCastI32: return DType::kI32;
+          case UnOp::kCastF32:
+            return DType::kF32;
+          case UnOp::kCastF64:
+            return DType::kF64;
+          case UnOp::kCastI32:
+            return DType::kI32;
           case UnOp::kNeg:
-          case UnOp::kAbs: return t;
+          case UnOp::kAbs:
+            return t;
           default:
             if (t == DType::kI32)
-              error(where, "'" + print_expr(e) + "' applies a floating-point function to i32; "
-                           "convert first with f32(...)");
+              error(where, "'" + print_expr(e) +
+                               "' applies a floating-point function to i32; "
+                               "convert first with f32(...)");
             return t;
         }
       }
@@ -195,8 +204,10 @@ class StreamChecker::Impl {
     const BufferDecl* b = p_->find_buffer(a.buffer);
     if (!b || b->role != Role::kTemp || b->init || b->dtype == DType::kI32) return;
     if (written_.count(a.buffer) || !reported_.insert(a.buffer).second) return;
-    error(a.loc, "temporary '" + a.buffer + "' is read here before any statement writes it (it "
-                 "has no initial value): '" + print_access(a) + "' would read memory never written");
+    error(a.loc, "temporary '" + a.buffer +
+                     "' is read here before any statement writes it (it "
+                     "has no initial value): '" +
+                     print_access(a) + "' would read memory never written");
   }
 
   void stmt(const Stmt& s) {
@@ -217,8 +228,9 @@ class StreamChecker::Impl {
   const Program* p_ = nullptr;
   std::set<std::string> written_, reported_;
   std::vector<int64_t> extents_;
-  std::vector<std::pair<SourceLoc, bool>> open_;  ///< each open scope: where, and whether it has a child
-  bool any_ = false;                              ///< the top level has a scope or statement
+  std::vector<std::pair<SourceLoc, bool>>
+      open_;          ///< each open scope: where, and whether it has a child
+  bool any_ = false;  ///< the top level has a scope or statement
   std::vector<Diagnostic> errors_;
 };
 
@@ -244,7 +256,8 @@ void CheckedStream::declarations(const Program& header) {
   hasher.declarations(header);
 }
 
-void CheckedStream::open_scope(int64_t extent, std::string extent_name, Annot annot, SourceLoc loc) {
+void CheckedStream::open_scope(int64_t extent, std::string extent_name, Annot annot,
+                               SourceLoc loc) {
   ++scopes;
   hasher.open_scope(extent, extent_name, annot, loc);
   checker.open_scope(extent, std::move(extent_name), annot, std::move(loc));

@@ -1,10 +1,9 @@
 #include "ir/interp.h"
 
-#include <random>
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <random>
 #include <unordered_map>
 
 #include "ir/check.h"
@@ -26,8 +25,10 @@ void mix(uint64_t& h, uint64_t v) {
 
 double round_to(DType t, double v) {
   switch (t) {
-    case DType::kF32: return static_cast<double>(static_cast<float>(v));
-    case DType::kF64: return v;
+    case DType::kF32:
+      return static_cast<double>(static_cast<float>(v));
+    case DType::kF64:
+      return v;
     case DType::kI32: {
       if (std::isnan(v)) return 0;
       // Infinities saturate: `= -inf` is the identity of an i32 max reduction.
@@ -52,9 +53,12 @@ struct Resolved {
 // The unit roundoff of a type: half its epsilon (0 for i32, whose arithmetic is exact).
 double unit_roundoff(DType t) {
   switch (t) {
-    case DType::kF32: return 0x1.0p-24;
-    case DType::kF64: return 0x1.0p-53;
-    case DType::kI32: return 0;
+    case DType::kF32:
+      return 0x1.0p-24;
+    case DType::kF64:
+      return 0x1.0p-53;
+    case DType::kI32:
+      return 0;
   }
   return 0;
 }
@@ -193,8 +197,10 @@ class Interpreter {
   std::optional<DType> type_of(const Expr& e) {
     switch (e.kind) {
       case ExprKind::kConst:
-      case ExprKind::kIndex: return std::nullopt;
-      case ExprKind::kLoad: return resolve(e.access).tensor->dtype;
+      case ExprKind::kIndex:
+        return std::nullopt;
+      case ExprKind::kLoad:
+        return resolve(e.access).tensor->dtype;
       case ExprKind::kUnary:
         if (e.un == UnOp::kCastF32) return DType::kF32;
         if (e.un == UnOp::kCastF64) return DType::kF64;
@@ -222,16 +228,21 @@ class Interpreter {
   T eval(const Expr& e) {
     switch (e.kind) {
       case ExprKind::kConst:
-        if constexpr (std::is_integral_v<T>) return static_cast<T>(round_to(DType::kI32, e.value));
-        else return static_cast<T>(e.value);
-      case ExprKind::kLoad: return static_cast<T>(element(e.access));
+        if constexpr (std::is_integral_v<T>)
+          return static_cast<T>(round_to(DType::kI32, e.value));
+        else
+          return static_cast<T>(e.value);
+      case ExprKind::kLoad:
+        return static_cast<T>(element(e.access));
       case ExprKind::kIndex: {
         // An integer, converted as C converts int64_t (the generated code does the same).
         const Affine& f = e.affine();
         int64_t v = f.constant;
         for (size_t k = 0; k < f.coeffs.size(); ++k) v += f.coeffs[k] * iters_[k];
-        if constexpr (std::is_integral_v<T>) return static_cast<T>(round_to(DType::kI32, static_cast<double>(v)));
-        else return static_cast<T>(v);
+        if constexpr (std::is_integral_v<T>)
+          return static_cast<T>(round_to(DType::kI32, static_cast<double>(v)));
+        else
+          return static_cast<T>(v);
       }
       case ExprKind::kUnary: {
         if (e.un == UnOp::kCastF32 || e.un == UnOp::kCastF64 || e.un == UnOp::kCastI32) {
@@ -244,19 +255,31 @@ class Interpreter {
         T a = eval<T>(*e.args[0]);
         switch (e.un) {
           case UnOp::kNeg:
-            if constexpr (std::is_integral_v<T>) return static_cast<T>(static_cast<uint32_t>(-static_cast<int64_t>(a)));
-            else return static_cast<T>(-a);
+            if constexpr (std::is_integral_v<T>)
+              return static_cast<T>(static_cast<uint32_t>(-static_cast<int64_t>(a)));
+            else
+              return static_cast<T>(-a);
           case UnOp::kAbs:
-            if constexpr (std::is_integral_v<T>) return a < 0 ? static_cast<T>(static_cast<uint32_t>(-static_cast<int64_t>(a))) : a;
-            else return a < 0 ? static_cast<T>(-a) : a;
-          case UnOp::kExp: return static_cast<T>(std::exp(a));
-          case UnOp::kLog: return static_cast<T>(std::log(a));
-          case UnOp::kSqrt: return static_cast<T>(std::sqrt(a));
-          case UnOp::kRsqrt: return static_cast<T>(T(1) / static_cast<T>(std::sqrt(a)));
-          case UnOp::kTanh: return static_cast<T>(std::tanh(a));
-          case UnOp::kSin: return static_cast<T>(std::sin(a));
-          case UnOp::kCos: return static_cast<T>(std::cos(a));
-          default: return a;
+            if constexpr (std::is_integral_v<T>)
+              return a < 0 ? static_cast<T>(static_cast<uint32_t>(-static_cast<int64_t>(a))) : a;
+            else
+              return a < 0 ? static_cast<T>(-a) : a;
+          case UnOp::kExp:
+            return static_cast<T>(std::exp(a));
+          case UnOp::kLog:
+            return static_cast<T>(std::log(a));
+          case UnOp::kSqrt:
+            return static_cast<T>(std::sqrt(a));
+          case UnOp::kRsqrt:
+            return static_cast<T>(T(1) / static_cast<T>(std::sqrt(a)));
+          case UnOp::kTanh:
+            return static_cast<T>(std::tanh(a));
+          case UnOp::kSin:
+            return static_cast<T>(std::sin(a));
+          case UnOp::kCos:
+            return static_cast<T>(std::cos(a));
+          default:
+            return a;
         }
       }
       case ExprKind::kBinary: {
@@ -281,12 +304,18 @@ class Interpreter {
     DType cmp_t = ct.value_or(DType::kF64);
     double l = eval_in(cmp_t, *e.args[0]), r = eval_in(cmp_t, *e.args[1]);
     switch (e.cmp) {
-      case CmpOp::kLt: return l < r;
-      case CmpOp::kLe: return l <= r;
-      case CmpOp::kGt: return l > r;
-      case CmpOp::kGe: return l >= r;
-      case CmpOp::kEq: return l == r;
-      case CmpOp::kNe: return l != r;
+      case CmpOp::kLt:
+        return l < r;
+      case CmpOp::kLe:
+        return l <= r;
+      case CmpOp::kGt:
+        return l > r;
+      case CmpOp::kGe:
+        return l >= r;
+      case CmpOp::kEq:
+        return l == r;
+      case CmpOp::kNe:
+        return l != r;
     }
     return false;
   }
@@ -307,18 +336,21 @@ class Interpreter {
 
   template <class T>
   double error_of(const Expr& e) {
-    const double u = unit_roundoff(std::is_same_v<T, float> ? DType::kF32
-                                   : std::is_same_v<T, double> ? DType::kF64 : DType::kI32);
+    const double u = unit_roundoff(std::is_same_v<T, float>    ? DType::kF32
+                                   : std::is_same_v<T, double> ? DType::kF64
+                                                               : DType::kI32);
     if (u == 0) return 0;
     auto mag = [](double x) { return std::fabs(x); };
     switch (e.kind) {
       case ExprKind::kConst:
-      case ExprKind::kIndex: return u * mag(static_cast<double>(eval<T>(e)));
+      case ExprKind::kIndex:
+        return u * mag(static_cast<double>(eval<T>(e)));
       case ExprKind::kLoad: {
         Resolved& r = resolve(e.access);
         // A value of another type is converted, which rounds it.
         const double conv = r.tensor->dtype == DType::kF64 && !std::is_same_v<T, double>
-                                ? u * mag(static_cast<double>(eval<T>(e))) : 0;
+                                ? u * mag(static_cast<double>(eval<T>(e)))
+                                : 0;
         return (r.bound ? (*r.bound)[offset(e.access, r)] : 0) + conv;
       }
       case ExprKind::kUnary: {
@@ -333,36 +365,51 @@ class Interpreter {
         const double ea = error<T>(*e.args[0]);
         switch (e.un) {
           case UnOp::kNeg:
-          case UnOp::kAbs: return ea;
-          case UnOp::kExp: return mag(f) * ea + kMathRoundoffs * u * mag(f);
-          case UnOp::kLog: return ea / mag(a) + kMathRoundoffs * u * mag(f);
-          case UnOp::kSqrt: return (a > 0 ? ea / (2 * std::sqrt(a)) : std::sqrt(ea)) + u * mag(f);
-          case UnOp::kRsqrt: return (a > 0 ? ea * mag(f) / (2 * a) : INFINITY) + 2 * u * mag(f);
-          case UnOp::kTanh: return (1 - f * f) * ea + kMathRoundoffs * u * mag(f);
+          case UnOp::kAbs:
+            return ea;
+          case UnOp::kExp:
+            return mag(f) * ea + kMathRoundoffs * u * mag(f);
+          case UnOp::kLog:
+            return ea / mag(a) + kMathRoundoffs * u * mag(f);
+          case UnOp::kSqrt:
+            return (a > 0 ? ea / (2 * std::sqrt(a)) : std::sqrt(ea)) + u * mag(f);
+          case UnOp::kRsqrt:
+            return (a > 0 ? ea * mag(f) / (2 * a) : INFINITY) + 2 * u * mag(f);
+          case UnOp::kTanh:
+            return (1 - f * f) * ea + kMathRoundoffs * u * mag(f);
           case UnOp::kSin:
-          case UnOp::kCos: return ea + kMathRoundoffs * u;
-          default: return ea;
+          case UnOp::kCos:
+            return ea + kMathRoundoffs * u;
+          default:
+            return ea;
         }
       }
       case ExprKind::kBinary: {
-        const double a = static_cast<double>(eval<T>(*e.args[0])), b = static_cast<double>(eval<T>(*e.args[1]));
+        const double a = static_cast<double>(eval<T>(*e.args[0])),
+                     b = static_cast<double>(eval<T>(*e.args[1]));
         const double ea = error<T>(*e.args[0]), eb = error<T>(*e.args[1]);
         const double f = static_cast<double>(binop<T>(e.bin, static_cast<T>(a), static_cast<T>(b)));
         switch (e.bin) {
           case BinOp::kAdd:
-          case BinOp::kSub: return ea + eb + u * mag(f);
-          case BinOp::kMul: return mag(b) * ea + mag(a) * eb + ea * eb + u * mag(f);
-          case BinOp::kDiv: return (ea + mag(f) * eb) / mag(b) + u * mag(f);
+          case BinOp::kSub:
+            return ea + eb + u * mag(f);
+          case BinOp::kMul:
+            return mag(b) * ea + mag(a) * eb + ea * eb + u * mag(f);
+          case BinOp::kDiv:
+            return (ea + mag(f) * eb) / mag(b) + u * mag(f);
           case BinOp::kMax:
-          case BinOp::kMin: return std::max(ea, eb);
+          case BinOp::kMin:
+            return std::max(ea, eb);
         }
         return ea + eb;
       }
-      case ExprKind::kSelect: return condition(e) ? error<T>(*e.args[2]) : error<T>(*e.args[3]);
+      case ExprKind::kSelect:
+        return condition(e) ? error<T>(*e.args[2]) : error<T>(*e.args[3]);
       case ExprKind::kFma: {
-        const double a = static_cast<double>(eval<T>(*e.args[0])), b = static_cast<double>(eval<T>(*e.args[1]));
-        return mag(b) * error<T>(*e.args[0]) + mag(a) * error<T>(*e.args[1]) + error<T>(*e.args[2]) +
-               u * mag(static_cast<double>(eval<T>(e)));
+        const double a = static_cast<double>(eval<T>(*e.args[0])),
+                     b = static_cast<double>(eval<T>(*e.args[1]));
+        return mag(b) * error<T>(*e.args[0]) + mag(a) * error<T>(*e.args[1]) +
+               error<T>(*e.args[2]) + u * mag(static_cast<double>(eval<T>(e)));
       }
     }
     return 0;
@@ -370,9 +417,12 @@ class Interpreter {
 
   double error_in(DType t, const Expr& e) {
     switch (t) {
-      case DType::kF32: return error<float>(e);
-      case DType::kF64: return error<double>(e);
-      case DType::kI32: return 0;
+      case DType::kF32:
+        return error<float>(e);
+      case DType::kF64:
+        return error<double>(e);
+      case DType::kI32:
+        return 0;
     }
     return 0;
   }
@@ -389,14 +439,17 @@ class Interpreter {
     }
     const double er = error_in(t, *s.rhs);
     switch (s.op) {
-      case Reduce::kNone: return er;  // the right side's own rounding is its last operation's
-      case Reduce::kAdd: return old_bound + er + u * std::fabs(v);
+      case Reduce::kNone:
+        return er;  // the right side's own rounding is its last operation's
+      case Reduce::kAdd:
+        return old_bound + er + u * std::fabs(v);
       case Reduce::kMul: {
         const double rv = eval_in(t, *s.rhs);
         return std::fabs(rv) * old_bound + std::fabs(old) * er + old_bound * er + u * std::fabs(v);
       }
       case Reduce::kMax:
-      case Reduce::kMin: return std::max(old_bound, er);
+      case Reduce::kMin:
+        return std::max(old_bound, er);
     }
     return er;
   }
@@ -404,8 +457,10 @@ class Interpreter {
   // a * b + c rounded once (std::fma in float and double); integers wrap as a * b then + c do.
   template <class T>
   static T fused(T a, T b, T c) {
-    if constexpr (std::is_integral_v<T>) return binop<T>(BinOp::kAdd, binop<T>(BinOp::kMul, a, b), c);
-    else return std::fma(a, b, c);
+    if constexpr (std::is_integral_v<T>)
+      return binop<T>(BinOp::kAdd, binop<T>(BinOp::kMul, a, b), c);
+    else
+      return std::fma(a, b, c);
   }
 
   template <class T>
@@ -414,21 +469,33 @@ class Interpreter {
       // Wrapping arithmetic in 64 bits, then back to 32: defined for every input.
       int64_t x = a, y = b;
       switch (op) {
-        case BinOp::kAdd: return static_cast<T>(static_cast<uint32_t>(x + y));
-        case BinOp::kSub: return static_cast<T>(static_cast<uint32_t>(x - y));
-        case BinOp::kMul: return static_cast<T>(static_cast<uint32_t>(x * y));
-        case BinOp::kDiv: return y == 0 ? 0 : static_cast<T>(static_cast<uint32_t>(x / y));
-        case BinOp::kMax: return a > b ? a : b;
-        case BinOp::kMin: return a < b ? a : b;
+        case BinOp::kAdd:
+          return static_cast<T>(static_cast<uint32_t>(x + y));
+        case BinOp::kSub:
+          return static_cast<T>(static_cast<uint32_t>(x - y));
+        case BinOp::kMul:
+          return static_cast<T>(static_cast<uint32_t>(x * y));
+        case BinOp::kDiv:
+          return y == 0 ? 0 : static_cast<T>(static_cast<uint32_t>(x / y));
+        case BinOp::kMax:
+          return a > b ? a : b;
+        case BinOp::kMin:
+          return a < b ? a : b;
       }
     } else {
       switch (op) {
-        case BinOp::kAdd: return a + b;
-        case BinOp::kSub: return a - b;
-        case BinOp::kMul: return a * b;
-        case BinOp::kDiv: return a / b;
-        case BinOp::kMax: return a > b ? a : b;
-        case BinOp::kMin: return a < b ? a : b;
+        case BinOp::kAdd:
+          return a + b;
+        case BinOp::kSub:
+          return a - b;
+        case BinOp::kMul:
+          return a * b;
+        case BinOp::kDiv:
+          return a / b;
+        case BinOp::kMax:
+          return a > b ? a : b;
+        case BinOp::kMin:
+          return a < b ? a : b;
       }
     }
     return a;
@@ -436,9 +503,12 @@ class Interpreter {
 
   double eval_in(DType t, const Expr& e) {
     switch (t) {
-      case DType::kF32: return eval<float>(e);
-      case DType::kF64: return eval<double>(e);
-      case DType::kI32: return eval<int32_t>(e);
+      case DType::kF32:
+        return eval<float>(e);
+      case DType::kF64:
+        return eval<double>(e);
+      case DType::kI32:
+        return eval<int32_t>(e);
     }
     return 0;
   }
@@ -451,11 +521,16 @@ class Interpreter {
       return static_cast<double>(fused<T>(eval<T>(*s.rhs->args[0]), eval<T>(*s.rhs->args[1]), o));
     T v = eval<T>(*s.rhs);
     switch (op) {
-      case Reduce::kNone: return static_cast<double>(v);
-      case Reduce::kAdd: return static_cast<double>(binop<T>(BinOp::kAdd, o, v));
-      case Reduce::kMul: return static_cast<double>(binop<T>(BinOp::kMul, o, v));
-      case Reduce::kMax: return static_cast<double>(binop<T>(BinOp::kMax, o, v));
-      case Reduce::kMin: return static_cast<double>(binop<T>(BinOp::kMin, o, v));
+      case Reduce::kNone:
+        return static_cast<double>(v);
+      case Reduce::kAdd:
+        return static_cast<double>(binop<T>(BinOp::kAdd, o, v));
+      case Reduce::kMul:
+        return static_cast<double>(binop<T>(BinOp::kMul, o, v));
+      case Reduce::kMax:
+        return static_cast<double>(binop<T>(BinOp::kMax, o, v));
+      case Reduce::kMin:
+        return static_cast<double>(binop<T>(BinOp::kMin, o, v));
     }
     return 0;
   }
@@ -476,13 +551,20 @@ class Interpreter {
     DType t = r.tensor->dtype;
     double v = 0;
     switch (t) {
-      case DType::kF32: v = combine<float>(s, old); break;
-      case DType::kF64: v = combine<double>(s, old); break;
-      case DType::kI32: v = combine<int32_t>(s, old); break;
+      case DType::kF32:
+        v = combine<float>(s, old);
+        break;
+      case DType::kF64:
+        v = combine<double>(s, old);
+        break;
+      case DType::kI32:
+        v = combine<int32_t>(s, old);
+        break;
     }
     double bound = 0;
     if (r.bound) {
-      const double e = stmt_error(s, t, old, s.op == Reduce::kNone ? 0.0 : (*r.bound)[off], round_to(t, v));
+      const double e =
+          stmt_error(s, t, old, s.op == Reduce::kNone ? 0.0 : (*r.bound)[off], round_to(t, v));
       bound = std::isnan(e) ? INFINITY : e;
     }
     return {&s, &r, off, round_to(t, v), bound};
@@ -510,11 +592,14 @@ class Interpreter {
     for (const auto& c : n.body) {
       const Stmt& s = c->stmt;
       bool shared = s.op != Reduce::kNone;
-      for (const Affine& ix : s.lhs.index) shared = shared && ix.coeff(static_cast<int>(depth)) == 0;
+      for (const Affine& ix : s.lhs.index)
+        shared = shared && ix.coeff(static_cast<int>(depth)) == 0;
       for (int64_t l = 0; l < n.extent; ++l) {
         iters_.back() = l;
-        if (shared) stmt(s);
-        else lanes[l] = compute(s);
+        if (shared)
+          stmt(s);
+        else
+          lanes[l] = compute(s);
       }
       if (shared) continue;
       for (int64_t l = 0; l < n.extent; ++l) {
@@ -528,7 +613,8 @@ class Interpreter {
 
   struct KeyHash {
     size_t operator()(const std::pair<const Tensor*, int64_t>& k) const {
-      return std::hash<const void*>{}(k.first) ^ (static_cast<size_t>(k.second) * 0x9e3779b97f4a7c15ull);
+      return std::hash<const void*>{}(k.first) ^
+             (static_cast<size_t>(k.second) * 0x9e3779b97f4a7c15ull);
     }
   };
 
@@ -564,8 +650,10 @@ Tensor make_input(const BufferDecl& decl, uint64_t seed) {
   for (auto d : decl.shape) mix(h, static_cast<uint64_t>(d));
   mix(h, static_cast<uint64_t>(decl.dtype));
   double lo = -1, hi = 1;
-  if (decl.range) std::tie(lo, hi) = *decl.range;
-  else if (decl.dtype == DType::kI32) lo = -8, hi = 8;
+  if (decl.range)
+    std::tie(lo, hi) = *decl.range;
+  else if (decl.dtype == DType::kI32)
+    lo = -8, hi = 8;
   Tensor t{decl.dtype, decl.shape, std::vector<double>(decl.elements())};
   uint64_t state = h;
   for (auto& v : t.data) {
@@ -597,14 +685,16 @@ Result<TensorMap> interpret(const Program& p, const TensorMap& inputs,
         return std::vector<Diagnostic>{{b.loc, "no data given for input '" + b.name + "'"}};
       if (it->second.shape != b.shape ||
           static_cast<int64_t>(it->second.data.size()) != b.elements())
-        return std::vector<Diagnostic>{{b.loc, "data for input '" + b.name + "' has the wrong shape"}};
+        return std::vector<Diagnostic>{
+            {b.loc, "data for input '" + b.name + "' has the wrong shape"}};
       Tensor t = it->second;
       t.dtype = b.dtype;
       for (auto& v : t.data) v = round_to(b.dtype, v);
       mem.emplace(b.name, std::move(t));
     } else {
-      double fill = b.init ? round_to(b.dtype, *b.init)
-                           : (b.dtype == DType::kI32 ? 0 : std::numeric_limits<double>::quiet_NaN());
+      double fill = b.init
+                        ? round_to(b.dtype, *b.init)
+                        : (b.dtype == DType::kI32 ? 0 : std::numeric_limits<double>::quiet_NaN());
       mem.emplace(b.name, Tensor{b.dtype, b.shape, std::vector<double>(b.elements(), fill)});
     }
   }
@@ -616,19 +706,24 @@ Result<TensorMap> interpret(const Program& p, const TensorMap& inputs,
   if (options.error_bounds) {
     options.error_bounds->clear();
     for (const auto& [name, t] : mem)
-      options.error_bounds->emplace(name, Tensor{DType::kF64, t.shape, std::vector<double>(t.data.size(), 0.0)});
+      options.error_bounds->emplace(
+          name, Tensor{DType::kF64, t.shape, std::vector<double>(t.data.size(), 0.0)});
   }
   try {
-    Interpreter(p, mem, options.forbid_uninitialised_reads ? &written : nullptr, options.error_bounds, &options).run();
+    Interpreter(p, mem, options.forbid_uninitialised_reads ? &written : nullptr,
+                options.error_bounds, &options)
+        .run();
   } catch (const Race& race) {
     const BufferDecl* b = p.find_buffer(race.access->buffer);
     const std::string at = element_text(b->shape, race.offset);
-    const std::string other = race.other >= 0 ? "iteration " + std::to_string(race.other) : "other iterations";
+    const std::string other =
+        race.other >= 0 ? "iteration " + std::to_string(race.other) : "other iterations";
     return std::vector<Diagnostic>{
-        {race.access->loc, "data race in the :par scope at line " + std::to_string(race.scope->loc.line) +
-                               ": iteration " + std::to_string(race.mine) + (race.write ? " writes " : " reads ") +
-                               std::string(role_name(b->role)) + " '" + b->name + "' element " + at + ", which " +
-                               other + (race.other_wrote ? " wrote" : " read") +
+        {race.access->loc, "data race in the :par scope at line " +
+                               std::to_string(race.scope->loc.line) + ": iteration " +
+                               std::to_string(race.mine) + (race.write ? " writes " : " reads ") +
+                               std::string(role_name(b->role)) + " '" + b->name + "' element " +
+                               at + ", which " + other + (race.other_wrote ? " wrote" : " read") +
                                " in the same execution of the scope"}};
   } catch (const UninitialisedRead& u) {
     const BufferDecl* b = p.find_buffer(u.access->buffer);

@@ -98,13 +98,16 @@ std::optional<Affine> fold(BinOp op, const Expr& a, const Expr& b) {
   Affine fa, fb;
   if (!as_affine(a, fa) || !as_affine(b, fb)) return std::nullopt;
   switch (op) {
-    case BinOp::kAdd: return combine(fa, 1, fb, 1);
-    case BinOp::kSub: return combine(fa, 1, fb, -1);
+    case BinOp::kAdd:
+      return combine(fa, 1, fb, 1);
+    case BinOp::kSub:
+      return combine(fa, 1, fb, -1);
     case BinOp::kMul:
       if (fb.coeffs.empty()) return combine(fa, fb.constant, Affine{}, 0);
       if (fa.coeffs.empty()) return combine(fb, fa.constant, Affine{}, 0);
       return std::nullopt;
-    default: return std::nullopt;
+    default:
+      return std::nullopt;
   }
 }
 
@@ -162,8 +165,8 @@ ExprPtr Expr::index(Affine f, SourceLoc loc) {
   return e;
 }
 
-NodePtr Node::scope(int64_t extent, std::string extent_name, Annot annot,
-                    std::vector<NodePtr> body, SourceLoc loc) {
+NodePtr Node::scope(int64_t extent, std::string extent_name, Annot annot, std::vector<NodePtr> body,
+                    SourceLoc loc) {
   auto n = std::make_shared<Node>();
   n->is_scope = true;
   n->extent = extent;
@@ -272,13 +275,24 @@ class Hasher {
   void expr(const Expr& e) {
     u64(static_cast<uint64_t>(e.kind));
     switch (e.kind) {
-      case ExprKind::kConst: f64(e.value); break;
+      case ExprKind::kConst:
+        f64(e.value);
+        break;
       case ExprKind::kLoad:
-      case ExprKind::kIndex: access(e.access); break;
-      case ExprKind::kUnary: u64(static_cast<uint64_t>(e.un)); break;
-      case ExprKind::kBinary: u64(static_cast<uint64_t>(e.bin)); break;
-      case ExprKind::kSelect: u64(static_cast<uint64_t>(e.cmp)); break;
-      case ExprKind::kFma: break;
+      case ExprKind::kIndex:
+        access(e.access);
+        break;
+      case ExprKind::kUnary:
+        u64(static_cast<uint64_t>(e.un));
+        break;
+      case ExprKind::kBinary:
+        u64(static_cast<uint64_t>(e.bin));
+        break;
+      case ExprKind::kSelect:
+        u64(static_cast<uint64_t>(e.cmp));
+        break;
+      case ExprKind::kFma:
+        break;
     }
     for (const auto& a : e.args) expr(*a);
   }
@@ -452,30 +466,42 @@ int dtype_bytes(DType t) { return t == DType::kF64 ? 8 : 4; }
 
 const char* dtype_name(DType t) {
   switch (t) {
-    case DType::kF32: return "f32";
-    case DType::kF64: return "f64";
-    case DType::kI32: return "i32";
+    case DType::kF32:
+      return "f32";
+    case DType::kF64:
+      return "f64";
+    case DType::kI32:
+      return "i32";
   }
   return "?";
 }
 
 const char* role_name(Role r) {
   switch (r) {
-    case Role::kInput: return "input";
-    case Role::kOutput: return "output";
-    case Role::kTemp: return "temp";
+    case Role::kInput:
+      return "input";
+    case Role::kOutput:
+      return "output";
+    case Role::kTemp:
+      return "temp";
   }
   return "?";
 }
 
 const char* annot_name(Annot a) {
   switch (a) {
-    case Annot::kNone: return "";
-    case Annot::kVector: return "vec";
-    case Annot::kParallel: return "par";
-    case Annot::kUnroll: return "unroll";
-    case Annot::kGpuBlock: return "gpu_block";
-    case Annot::kGpuThread: return "gpu_thread";
+    case Annot::kNone:
+      return "";
+    case Annot::kVector:
+      return "vec";
+    case Annot::kParallel:
+      return "par";
+    case Annot::kUnroll:
+      return "unroll";
+    case Annot::kGpuBlock:
+      return "gpu_block";
+    case Annot::kGpuThread:
+      return "gpu_thread";
   }
   return "";
 }

@@ -84,7 +84,20 @@ struct Access {
 enum class ExprKind { kConst, kLoad, kUnary, kBinary, kSelect, kIndex, kFma };
 /// Unary operators and functions; casts convert between element types. (New members go last:
 /// the structural hash encodes the number.)
-enum class UnOp { kNeg, kExp, kLog, kSqrt, kRsqrt, kTanh, kAbs, kCastF32, kCastF64, kCastI32, kSin, kCos };
+enum class UnOp {
+  kNeg,
+  kExp,
+  kLog,
+  kSqrt,
+  kRsqrt,
+  kTanh,
+  kAbs,
+  kCastF32,
+  kCastF64,
+  kCastI32,
+  kSin,
+  kCos
+};
 /// Binary operators; kMax/kMin are the two-argument functions max(a, b) / min(a, b).
 enum class BinOp { kAdd, kSub, kMul, kDiv, kMax, kMin };
 /// Comparison of a select's condition.

@@ -65,7 +65,6 @@ void walk(const std::vector<NodePtr>& body, const BufferDecl& b, std::vector<int
   }
 }
 
-
 // Calls fn on every access of `b` (loads, stores and reductions) in `body`.
 void for_each_access(const std::vector<NodePtr>& body, const std::string& b,
                      const std::function<void(const Access&)>& fn) {
@@ -111,12 +110,15 @@ PrivateWalk written_before_read(const std::vector<NodePtr>& body, const BufferDe
       if (!c.ok) return c;
       // Every iteration of the child ends covered, or a store over the child's own scopes
       // has reached every element once the child is done.
-      if (c.covered || (c.pending != INT_MAX && c.pending > depth)) w.covered = true;
-      else w.pending = std::min(w.pending, c.pending);
+      if (c.covered || (c.pending != INT_MAX && c.pending > depth))
+        w.covered = true;
+      else
+        w.pending = std::min(w.pending, c.pending);
       continue;
     }
     const Stmt& s = n->stmt;
-    if (!w.covered && (reads(*s.rhs, b.name) || (s.lhs.buffer == b.name && s.op != Reduce::kNone))) {
+    if (!w.covered &&
+        (reads(*s.rhs, b.name) || (s.lhs.buffer == b.name && s.op != Reduce::kNone))) {
       w.ok = false;
       return w;
     }
@@ -130,8 +132,10 @@ PrivateWalk written_before_read(const std::vector<NodePtr>& body, const BufferDe
     for (const Affine& f : index)
       for (int k = 0; k < static_cast<int>(f.coeffs.size()); ++k)
         if (f.coeffs[k] != 0) shallowest = std::min(shallowest, k);
-    if (shallowest == INT_MAX) w.covered = true;
-    else w.pending = std::min(w.pending, shallowest);
+    if (shallowest == INT_MAX)
+      w.covered = true;
+    else
+      w.pending = std::min(w.pending, shallowest);
   }
   return w;
 }
@@ -148,7 +152,8 @@ const Node* scope_at(const Program& p, const std::vector<int>& path) {
 }
 
 // private_buffers (slice < 0) or iteration_slices (slice: the scope's depth).
-std::vector<std::string> private_buffers(const Program& p, const std::vector<int>& path, bool sliced) {
+std::vector<std::string> private_buffers(const Program& p, const std::vector<int>& path,
+                                         bool sliced) {
   std::vector<std::string> out;
   const Node* s = scope_at(p, path);
   if (!s) return out;
@@ -170,7 +175,8 @@ std::vector<std::string> private_buffers(const Program& p, const std::vector<int
     // (A store using an iterator of `s` or around it writes different elements in different
     // iterations: it covers nothing within one. Their extents are 0, which covers refuses.)
     std::vector<int64_t> extents(static_cast<size_t>(depth) + 1, 0);
-    const PrivateWalk w = written_before_read(s->body, b, sliced ? depth : -1, depth, extents, false);
+    const PrivateWalk w =
+        written_before_read(s->body, b, sliced ? depth : -1, depth, extents, false);
     // (Private: every iteration also writes all of it, so what the scope leaves in it is the
     // last iteration's copy. Slices: the iteration's own, read by nothing after the scope.)
     if (w.ok && (sliced || w.covered)) out.push_back(b.name);

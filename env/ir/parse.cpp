@@ -17,9 +17,34 @@ namespace perfdojo::ir {
 namespace {
 
 enum class Tok {
-  kIdent, kInt, kFloat, kBar, kLBracket, kRBracket, kLBrace, kRBrace, kLParen, kRParen,
-  kComma, kColon, kAssign, kPlusAssign, kMulAssign, kPlus, kMinus, kStar, kSlash, kQuestion,
-  kLt, kLe, kGt, kGe, kEq, kNe, kEnd, kBad
+  kIdent,
+  kInt,
+  kFloat,
+  kBar,
+  kLBracket,
+  kRBracket,
+  kLBrace,
+  kRBrace,
+  kLParen,
+  kRParen,
+  kComma,
+  kColon,
+  kAssign,
+  kPlusAssign,
+  kMulAssign,
+  kPlus,
+  kMinus,
+  kStar,
+  kSlash,
+  kQuestion,
+  kLt,
+  kLe,
+  kGt,
+  kGe,
+  kEq,
+  kNe,
+  kEnd,
+  kBad
 };
 
 struct Token {
@@ -100,7 +125,8 @@ std::vector<Token> lex_line(std::string_view line) {
       continue;
     }
     if (std::isdigit(static_cast<unsigned char>(c)) ||
-        (c == '.' && i + 1 < line.size() && std::isdigit(static_cast<unsigned char>(line[i + 1])))) {
+        (c == '.' && i + 1 < line.size() &&
+         std::isdigit(static_cast<unsigned char>(line[i + 1])))) {
       size_t j = i;
       bool is_float = false;
       while (j < line.size() && std::isdigit(static_cast<unsigned char>(line[j]))) ++j;
@@ -122,30 +148,82 @@ std::vector<Token> lex_line(std::string_view line) {
       continue;
     }
     auto two = line.substr(i, 2);
-    if (two == "+=") { push(Tok::kPlusAssign, 2); continue; }
-    if (two == "*=") { push(Tok::kMulAssign, 2); continue; }
-    if (two == "<=") { push(Tok::kLe, 2); continue; }
-    if (two == ">=") { push(Tok::kGe, 2); continue; }
-    if (two == "==") { push(Tok::kEq, 2); continue; }
-    if (two == "!=") { push(Tok::kNe, 2); continue; }
+    if (two == "+=") {
+      push(Tok::kPlusAssign, 2);
+      continue;
+    }
+    if (two == "*=") {
+      push(Tok::kMulAssign, 2);
+      continue;
+    }
+    if (two == "<=") {
+      push(Tok::kLe, 2);
+      continue;
+    }
+    if (two == ">=") {
+      push(Tok::kGe, 2);
+      continue;
+    }
+    if (two == "==") {
+      push(Tok::kEq, 2);
+      continue;
+    }
+    if (two == "!=") {
+      push(Tok::kNe, 2);
+      continue;
+    }
     switch (c) {
-      case '|': push(Tok::kBar, 1); break;
-      case '[': push(Tok::kLBracket, 1); break;
-      case ']': push(Tok::kRBracket, 1); break;
-      case '{': push(Tok::kLBrace, 1); break;
-      case '}': push(Tok::kRBrace, 1); break;
-      case '(': push(Tok::kLParen, 1); break;
-      case ')': push(Tok::kRParen, 1); break;
-      case ',': push(Tok::kComma, 1); break;
-      case ':': push(Tok::kColon, 1); break;
-      case '=': push(Tok::kAssign, 1); break;
-      case '+': push(Tok::kPlus, 1); break;
-      case '-': push(Tok::kMinus, 1); break;
-      case '*': push(Tok::kStar, 1); break;
-      case '/': push(Tok::kSlash, 1); break;
-      case '?': push(Tok::kQuestion, 1); break;
-      case '<': push(Tok::kLt, 1); break;
-      case '>': push(Tok::kGt, 1); break;
+      case '|':
+        push(Tok::kBar, 1);
+        break;
+      case '[':
+        push(Tok::kLBracket, 1);
+        break;
+      case ']':
+        push(Tok::kRBracket, 1);
+        break;
+      case '{':
+        push(Tok::kLBrace, 1);
+        break;
+      case '}':
+        push(Tok::kRBrace, 1);
+        break;
+      case '(':
+        push(Tok::kLParen, 1);
+        break;
+      case ')':
+        push(Tok::kRParen, 1);
+        break;
+      case ',':
+        push(Tok::kComma, 1);
+        break;
+      case ':':
+        push(Tok::kColon, 1);
+        break;
+      case '=':
+        push(Tok::kAssign, 1);
+        break;
+      case '+':
+        push(Tok::kPlus, 1);
+        break;
+      case '-':
+        push(Tok::kMinus, 1);
+        break;
+      case '*':
+        push(Tok::kStar, 1);
+        break;
+      case '/':
+        push(Tok::kSlash, 1);
+        break;
+      case '?':
+        push(Tok::kQuestion, 1);
+        break;
+      case '<':
+        push(Tok::kLt, 1);
+        break;
+      case '>':
+        push(Tok::kGt, 1);
+        break;
       default: {
         // One bad character (possibly a multi-byte UTF-8 sequence) becomes one token.
         size_t len = 1;
@@ -160,10 +238,9 @@ std::vector<Token> lex_line(std::string_view line) {
 }
 
 const std::set<std::string>& reserved() {
-  static const std::set<std::string> kWords = {"input", "output", "temp", "f32",  "f64",
-                                               "i32",   "in",     "exp",  "log",  "sqrt",
-                                               "rsqrt", "tanh",   "abs",  "max",  "min", "inf",
-                                               "select", "where"};
+  static const std::set<std::string> kWords = {
+      "input", "output", "temp", "f32", "f64", "i32", "in",  "exp",    "log",
+      "sqrt",  "rsqrt",  "tanh", "abs", "max", "min", "inf", "select", "where"};
   return kWords;
 }
 
@@ -234,7 +311,8 @@ class LineParser {
       if (const SizeDecl* s = prog_.find_size(t.text)) return {s->value, s->name};
       if (prog_.find_buffer(t.text))
         fail(t, "'" + t.text + "' is a buffer, not a size; expected " + what);
-      fail(t, "unknown size '" + t.text + "'; expected " + what + " (a declared size or an integer)");
+      fail(t,
+           "unknown size '" + t.text + "'; expected " + what + " (a declared size or an integer)");
     }
     fail(t, "expected " + what + " (a size name or an integer), found " + describe(t));
   }
@@ -251,7 +329,8 @@ class LineParser {
     Token v = expect(Tok::kInt, "an integer size");
     int64_t value = negative ? -parse_int(v) : parse_int(v);
     if (value <= 0)
-      fail(start, "size '" + name.text + "' must be positive, found '" + (negative ? "-" : "") + v.text + "'");
+      fail(start, "size '" + name.text + "' must be positive, found '" + (negative ? "-" : "") +
+                      v.text + "'");
     expect_end();
     return {name.text, value, loc(name)};
   }
@@ -259,17 +338,23 @@ class LineParser {
   BufferDecl parse_buffer_decl() {
     Token role = next();
     BufferDecl b;
-    b.role = role.text == "input" ? Role::kInput : role.text == "output" ? Role::kOutput : Role::kTemp;
+    b.role = role.text == "input"    ? Role::kInput
+             : role.text == "output" ? Role::kOutput
+                                     : Role::kTemp;
     Token name = expect(Tok::kIdent, "a buffer name after '" + role.text + "'");
     check_new_name(name);
     b.name = name.text;
     b.loc = loc(name);
     expect(Tok::kColon, "':' after the buffer name");
     Token ty = expect(Tok::kIdent, "an element type (f32, f64 or i32)");
-    if (ty.text == "f32") b.dtype = DType::kF32;
-    else if (ty.text == "f64") b.dtype = DType::kF64;
-    else if (ty.text == "i32") b.dtype = DType::kI32;
-    else fail(ty, "unknown element type " + describe(ty) + "; expected f32, f64 or i32");
+    if (ty.text == "f32")
+      b.dtype = DType::kF32;
+    else if (ty.text == "f64")
+      b.dtype = DType::kF64;
+    else if (ty.text == "i32")
+      b.dtype = DType::kI32;
+    else
+      fail(ty, "unknown element type " + describe(ty) + "; expected f32, f64 or i32");
     expect(Tok::kLBracket, "'[' and the buffer's dimensions");
     do {
       auto [v, n] = parse_extent("a dimension");
@@ -279,7 +364,8 @@ class LineParser {
     expect(Tok::kRBracket, "',' or ']' in the dimension list");
     if (peek().kind == Tok::kAssign) {
       Token eq = next();
-      if (b.role == Role::kInput) fail(eq, "an input cannot have an initial value; its data is given");
+      if (b.role == Role::kInput)
+        fail(eq, "an input cannot have an initial value; its data is given");
       b.init = parse_number("an initial value");
     }
     if (peek().kind == Tok::kIdent && peek().text == "in") {
@@ -296,7 +382,8 @@ class LineParser {
     }
     if (peek().kind == Tok::kIdent && peek().text == "stream") {
       Token st = next();
-      if (b.role == Role::kInput) fail(st, "an input is never stored to; only outputs and temporaries can 'stream'");
+      if (b.role == Role::kInput)
+        fail(st, "an input is never stored to; only outputs and temporaries can 'stream'");
       b.stream = true;
     }
     expect_end();
@@ -304,13 +391,15 @@ class LineParser {
   }
 
   void check_new_name(const Token& t) const {
-    if (reserved().count(t.text)) fail(t, "'" + t.text + "' is a reserved word and cannot name a size or buffer");
+    if (reserved().count(t.text))
+      fail(t, "'" + t.text + "' is a reserved word and cannot name a size or buffer");
     if (prog_.find_size(t.text) || prog_.find_buffer(t.text))
       fail(t, "'" + t.text + "' is already declared");
   }
 
   void expect_end() {
-    if (peek().kind != Tok::kEnd) fail(peek(), "unexpected " + describe(peek()) + ", expected end of line");
+    if (peek().kind != Tok::kEnd)
+      fail(peek(), "unexpected " + describe(peek()) + ", expected end of line");
   }
 
   // --- index expressions ----------------------------------------------------------------------
@@ -339,7 +428,8 @@ class LineParser {
 
   void add_into(Affine& a, const Affine& b, int64_t scale, const Token& at) const {
     if (a.coeffs.size() < b.coeffs.size()) a.coeffs.resize(b.coeffs.size(), 0);
-    for (size_t k = 0; k < b.coeffs.size(); ++k) a.coeffs[k] = checked(at, a.coeffs[k] + scale * b.coeffs[k]);
+    for (size_t k = 0; k < b.coeffs.size(); ++k)
+      a.coeffs[k] = checked(at, a.coeffs[k] + scale * b.coeffs[k]);
     a.constant = checked(at, a.constant + scale * b.constant);
   }
 
@@ -366,12 +456,14 @@ class LineParser {
   Affine parse_ifactor() {
     Token t = next();
     switch (t.kind) {
-      case Tok::kInt: return Affine::constant_of(checked(t, parse_int(t)));
+      case Tok::kInt:
+        return Affine::constant_of(checked(t, parse_int(t)));
       case Tok::kIdent: {
         if (const SizeDecl* s = prog_.find_size(t.text)) return Affine::constant_of(s->value);
         fail(t, "unknown size '" + t.text + "' in an index expression");
       }
-      case Tok::kLBrace: return parse_iterator();
+      case Tok::kLBrace:
+        return parse_iterator();
       case Tok::kLParen: {
         if (++nesting_ > kMaxNesting) fail_limit(t, "index expression nests too deeply");
         Affine a = parse_index();
@@ -404,7 +496,8 @@ class LineParser {
     a.buffer = name.text;
     a.loc = loc(name);
     expect(Tok::kLBracket, "'[' after buffer '" + name.text + "'");
-    if (peek().kind == Tok::kRBracket) fail(peek(), "expected an index, found ']' (buffers have rank 1 or more)");
+    if (peek().kind == Tok::kRBracket)
+      fail(peek(), "expected an index, found ']' (buffers have rank 1 or more)");
     do {
       a.index.push_back(parse_index());
     } while (accept(Tok::kComma));
@@ -416,13 +509,20 @@ class LineParser {
 
   std::optional<CmpOp> cmp_op(Tok k) const {
     switch (k) {
-      case Tok::kLt: return CmpOp::kLt;
-      case Tok::kLe: return CmpOp::kLe;
-      case Tok::kGt: return CmpOp::kGt;
-      case Tok::kGe: return CmpOp::kGe;
-      case Tok::kEq: return CmpOp::kEq;
-      case Tok::kNe: return CmpOp::kNe;
-      default: return std::nullopt;
+      case Tok::kLt:
+        return CmpOp::kLt;
+      case Tok::kLe:
+        return CmpOp::kLe;
+      case Tok::kGt:
+        return CmpOp::kGt;
+      case Tok::kGe:
+        return CmpOp::kGe;
+      case Tok::kEq:
+        return CmpOp::kEq;
+      case Tok::kNe:
+        return CmpOp::kNe;
+      default:
+        return std::nullopt;
     }
   }
 
@@ -436,7 +536,8 @@ class LineParser {
   // Counts operators: every later pass recurses over the tree, so its size is bounded here.
   void count_node(const Token& at) {
     if (++nodes_ > kMaxNodes)
-      fail_limit(at, "expression is too long (more than " + std::to_string(kMaxNodes) + " operations)");
+      fail_limit(at,
+                 "expression is too long (more than " + std::to_string(kMaxNodes) + " operations)");
   }
 
   ExprPtr parse_expr_inner() {
@@ -496,7 +597,8 @@ class LineParser {
 
   ExprPtr parse_primary_inner() {
     const Token& t = peek();
-    if (t.kind == Tok::kInt || t.kind == Tok::kFloat) return Expr::constant(parse_number("a number"));
+    if (t.kind == Tok::kInt || t.kind == Tok::kFloat)
+      return Expr::constant(parse_number("a number"));
     if (t.kind == Tok::kLParen) {
       next();
       if (ExprPtr sel = parenthesised_condition()) return sel;
@@ -510,8 +612,9 @@ class LineParser {
       return Expr::index(parse_iterator(), std::move(at));
     }
     if (t.kind != Tok::kIdent)
-      fail(t, "expected a value (number, iterator {k}, buffer access, function call or '('), found " +
-                  describe(t));
+      fail(t,
+           "expected a value (number, iterator {k}, buffer access, function call or '('), found " +
+               describe(t));
     if (t.text == "inf") return Expr::constant(parse_number("a number"));
     if (peek(1).kind == Tok::kLBracket) {
       ExprPtr e = Expr::load(parse_access());
@@ -587,7 +690,8 @@ class LineParser {
   std::pair<ExprPtr, std::optional<Reduce>> parse_call(bool reduction_ok) {
     Token name = next();
     next();  // '('
-    if (name.text == "select" || name.text == "where") return {parse_select_call(name), std::nullopt};
+    if (name.text == "select" || name.text == "where")
+      return {parse_select_call(name), std::nullopt};
     std::vector<ExprPtr> args;
     if (peek().kind != Tok::kRParen) {
       do {
@@ -596,10 +700,10 @@ class LineParser {
     }
     Token close = expect(Tok::kRParen, "',' or ')' in the call of '" + name.text + "'");
     static const std::pair<const char*, UnOp> kUnary[] = {
-        {"exp", UnOp::kExp},   {"log", UnOp::kLog},     {"sqrt", UnOp::kSqrt},
-        {"rsqrt", UnOp::kRsqrt}, {"tanh", UnOp::kTanh}, {"abs", UnOp::kAbs},
-        {"sin", UnOp::kSin},   {"cos", UnOp::kCos},
-        {"f32", UnOp::kCastF32}, {"f64", UnOp::kCastF64}, {"i32", UnOp::kCastI32}};
+        {"exp", UnOp::kExp},     {"log", UnOp::kLog},    {"sqrt", UnOp::kSqrt},
+        {"rsqrt", UnOp::kRsqrt}, {"tanh", UnOp::kTanh},  {"abs", UnOp::kAbs},
+        {"sin", UnOp::kSin},     {"cos", UnOp::kCos},    {"f32", UnOp::kCastF32},
+        {"f64", UnOp::kCastF64}, {"i32", UnOp::kCastI32}};
     for (const auto& [fname, op] : kUnary) {
       if (name.text == fname) {
         if (args.size() != 1)
@@ -617,12 +721,12 @@ class LineParser {
       bool is_max = name.text == "max";
       if (args.size() == 2)
         return {Expr::binary(is_max ? BinOp::kMax : BinOp::kMin, args[0], args[1]), std::nullopt};
-      if (args.size() == 1 && reduction_ok)
-        return {args[0], is_max ? Reduce::kMax : Reduce::kMin};
+      if (args.size() == 1 && reduction_ok) return {args[0], is_max ? Reduce::kMax : Reduce::kMin};
       if (args.size() == 1)
-        fail(name, "one-argument '" + name.text + "(e)' is a reduction and must be the whole "
-                   "right-hand side ('t[..] = " + name.text + "(e)'); use '" + name.text +
-                   "(a, b)' for the function");
+        fail(name, "one-argument '" + name.text +
+                       "(e)' is a reduction and must be the whole "
+                       "right-hand side ('t[..] = " +
+                       name.text + "(e)'); use '" + name.text + "(a, b)' for the function");
       fail(name, "'" + name.text + "' takes 2 arguments, found " + std::to_string(args.size()));
     }
     (void)close;
@@ -741,8 +845,10 @@ class StreamLines final : public LineSource {
       const char* s = chunk_.data() + pos_;
       const auto* nl = static_cast<const char*>(std::memchr(s, '\n', len_ - pos_));
       const size_t n = nl ? static_cast<size_t>(nl - s) : len_ - pos_;
-      if (bytes + n <= limit) line_.append(s, n);
-      else std::string().swap(line_);  // too long: keep counting, hold nothing
+      if (bytes + n <= limit)
+        line_.append(s, n);
+      else
+        std::string().swap(line_);  // too long: keep counting, hold nothing
       bytes += n;
       pos_ += n + (nl ? 1 : 0);
       if (nl) break;
@@ -767,9 +873,10 @@ class StreamLines final : public LineSource {
   std::string line_;
 };
 
-std::vector<Diagnostic> parse_lines(LineSource& source, std::string_view file_view, ProgramSink& sink) {
+std::vector<Diagnostic> parse_lines(LineSource& source, std::string_view file_view,
+                                    ProgramSink& sink) {
   const FileName file(file_view);  // one copy, shared by every location
-  Program prog;  // the declarations: names the body's lines are parsed against
+  Program prog;                    // the declarations: names the body's lines are parsed against
   std::vector<Diagnostic> errors;
   size_t open = 0;  // the scopes a '|' can continue
   bool in_doc = true, in_body = false, declared = false;
@@ -817,13 +924,16 @@ std::vector<Diagnostic> parse_lines(LineSource& source, std::string_view file_vi
       if (first.kind == Tok::kBad) lp.fail(first, "unexpected character " + describe(first));
       // Reserved words never name sizes, so these keywords always start a declaration; and a
       // body line always has an access, so `NAME =` always starts a size declaration.
-      bool is_buffer_decl = first.kind == Tok::kIdent &&
-                            (first.text == "input" || first.text == "output" || first.text == "temp");
+      bool is_buffer_decl =
+          first.kind == Tok::kIdent &&
+          (first.text == "input" || first.text == "output" || first.text == "temp");
       bool is_size_decl = first.kind == Tok::kIdent && lp.peek(1).kind == Tok::kAssign;
       if (is_buffer_decl || is_size_decl) {
         if (in_body) lp.fail(first, "declarations must come before the first statement");
-        if (is_size_decl) prog.sizes.push_back(lp.parse_size_decl());
-        else prog.buffers.push_back(lp.parse_buffer_decl());
+        if (is_size_decl)
+          prog.sizes.push_back(lp.parse_size_decl());
+        else
+          prog.buffers.push_back(lp.parse_buffer_decl());
       } else {
         in_body = true;
         size_t bars = 0;
@@ -843,7 +953,8 @@ std::vector<Diagnostic> parse_lines(LineSource& source, std::string_view file_vi
         std::vector<NewScope> new_scopes;
         while (!(lp.peek().kind == Tok::kIdent && lp.peek(1).kind == Tok::kLBracket)) {
           Token t = lp.peek();
-          if (t.kind == Tok::kEnd) lp.fail(t, "expected a statement ('name[index] = value') after the scopes");
+          if (t.kind == Tok::kEnd)
+            lp.fail(t, "expected a statement ('name[index] = value') after the scopes");
           if (t.kind != Tok::kIdent && t.kind != Tok::kInt)
             lp.fail(t, "expected a scope extent or a statement, found " + describe(t));
           NewScope b;
@@ -852,8 +963,10 @@ std::vector<Diagnostic> parse_lines(LineSource& source, std::string_view file_vi
           if (lp.accept(Tok::kColon)) {
             Token a = lp.expect(Tok::kIdent, "an annotation after ':'");
             static const std::pair<const char*, Annot> kAnnots[] = {
-                {"vec", Annot::kVector},        {"par", Annot::kParallel},
-                {"unroll", Annot::kUnroll},     {"gpu_block", Annot::kGpuBlock},
+                {"vec", Annot::kVector},
+                {"par", Annot::kParallel},
+                {"unroll", Annot::kUnroll},
+                {"gpu_block", Annot::kGpuBlock},
                 {"gpu_thread", Annot::kGpuThread}};
             bool found = false;
             for (const auto& [n, v] : kAnnots)
@@ -864,7 +977,8 @@ std::vector<Diagnostic> parse_lines(LineSource& source, std::string_view file_vi
           }
           new_scopes.push_back(std::move(b));
         }
-        if (new_scopes.size() + bars > 64) lp.fail(first_bar, "scopes nest too deeply (at most 64)");
+        if (new_scopes.size() + bars > 64)
+          lp.fail(first_bar, "scopes nest too deeply (at most 64)");
         lp.depth_ = static_cast<int64_t>(bars + new_scopes.size());
         Stmt stmt = lp.parse_stmt();
         // The line parsed: hand it on. Once there are errors the sink hears nothing more, but
@@ -878,7 +992,8 @@ std::vector<Diagnostic> parse_lines(LineSource& source, std::string_view file_vi
         for (; open > bars; --open)
           if (deliver) sink.close_scope();
         for (auto& s : new_scopes) {
-          if (deliver) sink.open_scope(s.extent, std::move(s.extent_name), s.annot, std::move(s.loc));
+          if (deliver)
+            sink.open_scope(s.extent, std::move(s.extent_name), s.annot, std::move(s.loc));
           ++open;
         }
         if (deliver) sink.statement(std::move(stmt));
@@ -945,7 +1060,8 @@ std::vector<Diagnostic> parse_stream(std::istream& in, std::string_view file, Pr
   return parse_lines(lines, file, sink);
 }
 
-std::vector<Diagnostic> parse_stream(std::string_view text, std::string_view file, ProgramSink& sink) {
+std::vector<Diagnostic> parse_stream(std::string_view text, std::string_view file,
+                                     ProgramSink& sink) {
   TextLines lines(text);
   return parse_lines(lines, file, sink);
 }

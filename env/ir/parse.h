@@ -16,7 +16,8 @@ namespace perfdojo::ir {
 /// diagnostics; empty means the sink was given the whole kernel, every scope closed.
 std::vector<Diagnostic> parse_stream(std::istream& in, std::string_view file, ProgramSink& sink);
 /// The same over text in memory.
-std::vector<Diagnostic> parse_stream(std::string_view text, std::string_view file, ProgramSink& sink);
+std::vector<Diagnostic> parse_stream(std::string_view text, std::string_view file,
+                                     ProgramSink& sink);
 
 /// Parses a whole file's text; `file` names it in diagnostics. Does not run the checker.
 Result<Program> parse_program(std::string_view text, std::string_view file = "<input>");

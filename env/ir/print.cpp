@@ -15,30 +15,48 @@ constexpr int kPrecUnary = 3;
 
 const char* unary_name(UnOp op) {
   switch (op) {
-    case UnOp::kNeg: return "-";
-    case UnOp::kExp: return "exp";
-    case UnOp::kLog: return "log";
-    case UnOp::kSqrt: return "sqrt";
-    case UnOp::kRsqrt: return "rsqrt";
-    case UnOp::kTanh: return "tanh";
-    case UnOp::kSin: return "sin";
-    case UnOp::kCos: return "cos";
-    case UnOp::kAbs: return "abs";
-    case UnOp::kCastF32: return "f32";
-    case UnOp::kCastF64: return "f64";
-    case UnOp::kCastI32: return "i32";
+    case UnOp::kNeg:
+      return "-";
+    case UnOp::kExp:
+      return "exp";
+    case UnOp::kLog:
+      return "log";
+    case UnOp::kSqrt:
+      return "sqrt";
+    case UnOp::kRsqrt:
+      return "rsqrt";
+    case UnOp::kTanh:
+      return "tanh";
+    case UnOp::kSin:
+      return "sin";
+    case UnOp::kCos:
+      return "cos";
+    case UnOp::kAbs:
+      return "abs";
+    case UnOp::kCastF32:
+      return "f32";
+    case UnOp::kCastF64:
+      return "f64";
+    case UnOp::kCastI32:
+      return "i32";
   }
   return "?";
 }
 
 const char* cmp_name(CmpOp op) {
   switch (op) {
-    case CmpOp::kLt: return "<";
-    case CmpOp::kLe: return "<=";
-    case CmpOp::kGt: return ">";
-    case CmpOp::kGe: return ">=";
-    case CmpOp::kEq: return "==";
-    case CmpOp::kNe: return "!=";
+    case CmpOp::kLt:
+      return "<";
+    case CmpOp::kLe:
+      return "<=";
+    case CmpOp::kGt:
+      return ">";
+    case CmpOp::kGe:
+      return ">=";
+    case CmpOp::kEq:
+      return "==";
+    case CmpOp::kNe:
+      return "!=";
   }
   return "?";
 }
@@ -127,7 +145,8 @@ std::string scope_token(int64_t extent, const std::string& extent_name, Annot an
 }
 
 // A statement's line: bars for the scopes it continues, then the scopes it opens.
-void print_line(size_t depth, const std::vector<std::string>& pending, const Stmt& st, std::string& out) {
+void print_line(size_t depth, const std::vector<std::string>& pending, const Stmt& st,
+                std::string& out) {
   for (size_t i = pending.size(); i < depth; ++i) out += "| ";
   for (const auto& tok : pending) out += tok + " ";
   out += print_stmt(st);
@@ -214,11 +233,16 @@ std::string print_stmt(const Stmt& st) {
     return t + ", " + s + ")";
   }
   switch (st.op) {
-    case Reduce::kNone: return s + " = " + print_expr(*st.rhs);
-    case Reduce::kAdd: return s + " += " + print_expr(*st.rhs);
-    case Reduce::kMul: return s + " *= " + print_expr(*st.rhs);
-    case Reduce::kMax: return s + " = max(" + print_expr(*st.rhs) + ")";
-    case Reduce::kMin: return s + " = min(" + print_expr(*st.rhs) + ")";
+    case Reduce::kNone:
+      return s + " = " + print_expr(*st.rhs);
+    case Reduce::kAdd:
+      return s + " += " + print_expr(*st.rhs);
+    case Reduce::kMul:
+      return s + " *= " + print_expr(*st.rhs);
+    case Reduce::kMax:
+      return s + " = max(" + print_expr(*st.rhs) + ")";
+    case Reduce::kMin:
+      return s + " = min(" + print_expr(*st.rhs) + ")";
   }
   return s;
 }
@@ -263,7 +287,8 @@ void StreamPrinter::open_scope(int64_t extent, std::string extent_name, Annot an
 
 void StreamPrinter::close_scope() {
   --depth_;
-  pending_.clear();  // a scope closed before any line wrote it was empty: print_program drops it too
+  pending_
+      .clear();  // a scope closed before any line wrote it was empty: print_program drops it too
 }
 
 void StreamPrinter::statement(Stmt s) {

@@ -26,7 +26,7 @@ class StreamPrinter final : public ProgramSink {
 
  private:
   std::ostream& out_;
-  size_t depth_ = 0;                   ///< scopes open
+  size_t depth_ = 0;                  ///< scopes open
   std::vector<std::string> pending_;  ///< scopes opened since the last line, not yet written
   std::string line_;
 };

@@ -36,16 +36,19 @@ Verdict original_code_checked(const ir::Program& original, const transforms::Tar
   static std::mutex mu;
   static std::set<uint64_t> good;
   const auto at = config.extra.find("inject");  // the backends' test hook changes the code
-  const std::string how = arch + "\n" + config.compiler + "\n" + (at == config.extra.end() ? "" : at->second);
-  const uint64_t key = ir::structural_hash(original) ^ (std::hash<std::string>{}(how) * 0x9e3779b97f4a7c15ull);
+  const std::string how =
+      arch + "\n" + config.compiler + "\n" + (at == config.extra.end() ? "" : at->second);
+  const uint64_t key =
+      ir::structural_hash(original) ^ (std::hash<std::string>{}(how)*0x9e3779b97f4a7c15ull);
   {
     std::lock_guard<std::mutex> lock(mu);
     if (good.count(key)) return Verdict::kVerified;
   }
   auto inst = transforms::small_instance(original, {}, target, 2e6);
   if (!inst) {
-    *why = "no instance of the original small enough to interpret (its sizes cannot be scaled down "
-           "consistently), so its sequential build is no trusted reference";
+    *why =
+        "no instance of the original small enough to interpret (its sizes cannot be scaled down "
+        "consistently), so its sequential build is no trusted reference";
     return Verdict::kUncheckable;
   }
   auto m = interpreter_checked(inst->first, arch, config);
@@ -104,12 +107,15 @@ Verdict check_small(const ir::Program& original, const std::vector<transforms::A
     auto full = transforms::replay(original, trace, target);
     if (!checker || !checker->capabilities().verify_against_reference || !full.ok()) {
       *how = "no instance of at most 6.4e7 statement executions replays the trace, and " +
-             std::string(!full.ok() ? "the trace does not replay at full size"
-                                    : "the " + arch + " backend cannot compare with the original's sequential build");
+             std::string(!full.ok()
+                             ? "the trace does not replay at full size"
+                             : "the " + arch +
+                                   " backend cannot compare with the original's sequential build");
       if (verbose) fprintf(stderr, "\nnot verified: %s", how->c_str());
       return Verdict::kUncheckable;
     }
-    if (Verdict v = original_code_checked(original, target, arch, config, how); v != Verdict::kVerified) {
+    if (Verdict v = original_code_checked(original, target, arch, config, how);
+        v != Verdict::kVerified) {
       if (verbose) fprintf(stderr, "\nnot verified: %s", how->c_str());
       return v;
     }
@@ -119,7 +125,8 @@ Verdict check_small(const ir::Program& original, const std::vector<transforms::A
     mo.reference = &original;
     auto m = checker->measure(full.value(), mo);
     if (!(m.ok() && m.verified)) {
-      *how = "full size, against the original's sequential build: " + m.error.value_or("no check ran");
+      *how =
+          "full size, against the original's sequential build: " + m.error.value_or("no check ran");
       if (verbose) fprintf(stderr, "\nnot verified: %s", how->c_str());
       return !code_at_fault(m) ? Verdict::kUncheckable : Verdict::kWrong;
     }
@@ -131,7 +138,8 @@ Verdict check_small(const ir::Program& original, const std::vector<transforms::A
     // Compiled for the device, not run: the transformations are still checked, on the
     // interpreter, against the original at the same scaled-down size.
     if (device_unrun) *device_unrun = true;
-    const auto inputs = ir::make_inputs(inst->first, backends::MeasureOptions{}.seed);  // the seed it ran with
+    const auto inputs =
+        ir::make_inputs(inst->first, backends::MeasureOptions{}.seed);  // the seed it ran with
     std::map<std::string, ir::Tensor> bounds;
     ir::InterpretOptions io;
     io.error_bounds = &bounds;
@@ -319,8 +327,9 @@ void SearchRun::retime_final() {
     r.verified_on.clear();
     original_checked = false;
     check_original();
-    r.note = "the best candidate timed slower than the original side by side in the final re-timing; "
-             "returning the original unchanged";
+    r.note =
+        "the best candidate timed slower than the original side by side in the final re-timing; "
+        "returning the original unchanged";
   }
 }
 
@@ -337,7 +346,8 @@ void SearchRun::confirm() {
       std::vector<ir::Program> later;
       for (size_t i = next_favourite + 1; i < std::min(pool.size(), next_favourite + 4); ++i)
         later.push_back(pool[i].program);
-      if (next_favourite < pool.size()) compile_ahead(pool[next_favourite].program, std::move(later));
+      if (next_favourite < pool.size())
+        compile_ahead(pool[next_favourite].program, std::move(later));
       std::vector<const ir::Program*> four;
       for (size_t i = next_favourite; i < pool.size() && four.size() < 4; ++i)
         if (!pool[i].trace.empty()) four.push_back(&pool[i].program);
@@ -388,10 +398,12 @@ void SearchRun::climb(bool& climbed, bool& exhausted) {
     bool moved = false;
     {
       std::vector<ir::Program> later;
-      for (size_t i = tried + 1; i < std::min(next.size(), tried + 6); ++i) later.push_back(next[i].program);
+      for (size_t i = tried + 1; i < std::min(next.size(), tried + 6); ++i)
+        later.push_back(next[i].program);
       if (tried < next.size()) compile_ahead(next[tried].program, std::move(later));
       std::vector<const ir::Program*> six;
-      for (size_t i = tried; i < std::min(next.size(), tried + 6); ++i) six.push_back(&next[i].program);
+      for (size_t i = tried; i < std::min(next.size(), tried + 6); ++i)
+        six.push_back(&next[i].program);
       screen_ahead(six);
     }
     for (size_t stop = tried + 6; tried < next.size() && tried < stop && !confirm_over(); ++tried) {
@@ -417,11 +429,13 @@ bool verify_trace(const ir::Program& original, const std::vector<transforms::Act
 
 std::pair<std::string, std::string> check_trace(const ir::Program& original,
                                                 const std::vector<transforms::Action>& trace,
-                                                const std::string& arch, const backends::BackendConfig& config) {
+                                                const std::string& arch,
+                                                const backends::BackendConfig& config) {
   const auto target = transforms::target_by_name(arch);
   if (!target) return {"not_verifiable", "no target named '" + arch + "'"};
   std::string how;
-  const detail::Verdict v = detail::check_small(original, trace, *target, arch, config, nullptr, &how);
+  const detail::Verdict v =
+      detail::check_small(original, trace, *target, arch, config, nullptr, &how);
   return {detail::outcome_of(v), how};
 }
 

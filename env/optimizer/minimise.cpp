@@ -18,8 +18,8 @@ namespace perfdojo::optimizer::detail {
 
 std::optional<ir::Program> replay_as_searched(const ir::Program& original,
                                               const std::vector<transforms::Action>& trace,
-                                              const transforms::Target& target, bool allow_reassociation,
-                                              int64_t max_statements) {
+                                              const transforms::Target& target,
+                                              bool allow_reassociation, int64_t max_statements) {
   ir::Program cur = original;
   for (const auto& a : trace) {
     if (!allow_reassociation && reassociates(cur, a)) return std::nullopt;
@@ -31,12 +31,11 @@ std::optional<ir::Program> replay_as_searched(const ir::Program& original,
   return cur;
 }
 
-std::vector<transforms::Action> drop_unneeded(const ir::Program& original, std::vector<transforms::Action> trace,
-                                              ir::Program& result, const transforms::Target& target,
-                                              bool allow_reassociation,
-                                              const std::function<double(const ir::Program&)>& estimate,
-                                              const std::function<bool()>& over,
-                                              int64_t max_statements) {
+std::vector<transforms::Action> drop_unneeded(
+    const ir::Program& original, std::vector<transforms::Action> trace, ir::Program& result,
+    const transforms::Target& target, bool allow_reassociation,
+    const std::function<double(const ir::Program&)>& estimate, const std::function<bool()>& over,
+    int64_t max_statements) {
   double shortest = estimate(result);
   for (size_t i = trace.size(); i-- > 0 && !over();) {
     std::vector<transforms::Action> without = trace;
@@ -57,16 +56,20 @@ void SearchRun::minimise() {
   // A modelled target's times are the estimates themselves: nothing to confirm by measurement,
   // and the search's own trace stays as it was found.
   if (res.trace.empty() || !r.verified || target_backend.deterministic()) return;
-  auto over = [&] { return seconds_since(start) > timeout_s * 0.97 - final_reserve_s() || cancelled(); };
-  auto shortest = replay_as_searched(program, res.trace, target, ms.allow_reassociation, code_limit);
-  if (!shortest || !ir::structurally_equal(*shortest, res.program)) return;  // not the search's own path
+  auto over = [&] {
+    return seconds_since(start) > timeout_s * 0.97 - final_reserve_s() || cancelled();
+  };
+  auto shortest =
+      replay_as_searched(program, res.trace, target, ms.allow_reassociation, code_limit);
+  if (!shortest || !ir::structurally_equal(*shortest, res.program))
+    return;  // not the search's own path
   std::vector<transforms::Action> trace = drop_unneeded(
       program, res.trace, *shortest, target, ms.allow_reassociation,
       [&](const ir::Program& q) { return estimate(q); }, over, code_limit);
   const int dropped = static_cast<int>(res.trace.size() - trace.size());
   if (std::getenv("PERFDOJO_VERBOSE"))
-    fprintf(stderr, "\nminimise: %d of %zu actions dropped by the model (%.2fs left)\n", dropped, res.trace.size(),
-            timeout_s * 0.97 - final_reserve_s() - seconds_since(start));
+    fprintf(stderr, "\nminimise: %d of %zu actions dropped by the model (%.2fs left)\n", dropped,
+            res.trace.size(), timeout_s * 0.97 - final_reserve_s() - seconds_since(start));
   if (dropped == 0 || over()) return;
   std::string how;
   if (!verify_small(program, trace, target, arch, config, &r.device_unrun, &how)) return;
@@ -74,7 +77,8 @@ void SearchRun::minimise() {
   r.measurements += 2;
   if (std::getenv("PERFDOJO_VERBOSE") && pair[0].ok() && pair[1].ok())
     fprintf(stderr, "minimise: %.6f s against %.6f s\n", pair[1].median_s, pair[0].median_s);
-  if (!pair[0].ok() || !pair[1].ok() || pair[1].median_s > pair[0].median_s * (1 + kTidyTolerance)) return;
+  if (!pair[0].ok() || !pair[1].ok() || pair[1].median_s > pair[0].median_s * (1 + kTidyTolerance))
+    return;
   r.final_s *= pair[1].median_s / pair[0].median_s;  // on the best's scale, as try_candidate does
   res.program = std::move(*shortest);
   res.trace = std::move(trace);

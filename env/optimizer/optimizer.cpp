@@ -10,8 +10,8 @@
 #include <functional>
 
 #include "backends/codegen_c.h"
-#include "backends/machine_profile.h"
 #include "backends/cross_backend.h"
+#include "backends/machine_profile.h"
 #include "backends/x86_backend.h"
 #include "ir/print.h"
 #include "optimizer/search.h"
@@ -75,8 +75,9 @@ ir::Result<std::unique_ptr<Optimizer>> Optimizer::make(const std::string& arch, 
   };
   const auto isa = backends::x86_isa_by_name(arch);
   if (!isa && !backends::cross_target(arch))
-    return fail("unknown architecture '" + arch +
-                "'; expected x86_avx512, x86_avx2, x86_64, aarch64_neon, aarch64_sve or riscv64_rvv");
+    return fail(
+        "unknown architecture '" + arch +
+        "'; expected x86_avx512, x86_avx2, x86_64, aarch64_neon, aarch64_sve or riscv64_rvv");
   if (auto it = config.extra.find("cache_flush");
       it != config.extra.end() && it->second != "auto" && it->second != "on" && it->second != "off")
     return fail("cache_flush must be auto, on or off, not '" + it->second + "'");
@@ -135,14 +136,15 @@ Result Optimizer::transform(const ir::Program& program, double timeout_s, const 
   const ir::Program root = settings_for(mode_).allow_contraction && transforms::contracts_on(target)
                                ? transforms::contract(program, &r.contracted)
                                : program;
-  detail::SearchRun run(root, timeout_s, progress, cancel, mode_, target, arch_, config_,
-                        *target_, *model_, res, start);
+  detail::SearchRun run(root, timeout_s, progress, cancel, mode_, target, arch_, config_, *target_,
+                        *model_, res, start);
   run.original = &program;
   {
     auto it = config_.extra.find("cache_flush");
     const std::string how = it == config_.extra.end() ? "auto" : it->second;
-    r.cache_flushed = isa_.has_value() &&
-                      (how == "on" || (how != "off" && cold_timing(program, profile_, peak_gflops_)));
+    r.cache_flushed =
+        isa_.has_value() &&
+        (how == "on" || (how != "off" && cold_timing(program, profile_, peak_gflops_)));
     run.mo.flush_cache = run.screen.flush_cache = r.cache_flushed;
   }
   r.seed = run.mo.seed;
@@ -175,28 +177,34 @@ Result Optimizer::transform(const ir::Program& program, double timeout_s, const 
   if (baseline.ok()) run.check_original();  // the policy alone, or the deadline before confirm
   if (r.threads > 1) {
     int scopes = 0;
-    std::function<void(const std::vector<ir::NodePtr>&)> count = [&](const std::vector<ir::NodePtr>& body) {
-      for (const auto& n : body) {
-        if (!n->is_scope) continue;
-        if (n->annot == ir::Annot::kParallel) ++scopes;
-        else count(n->body);
-      }
-    };
+    std::function<void(const std::vector<ir::NodePtr>&)> count =
+        [&](const std::vector<ir::NodePtr>& body) {
+          for (const auto& n : body) {
+            if (!n->is_scope) continue;
+            if (n->annot == ir::Annot::kParallel)
+              ++scopes;
+            else
+              count(n->body);
+          }
+        };
     count(res.program.body);
     const std::string why = scopes ? "" : detail::why_not_parallel(root, target);
-    r.parallel = scopes ? std::to_string(scopes) + " parallel scope" + (scopes > 1 ? "s" : "") + " on " +
-                              std::to_string(r.threads) + " threads"
-                 : !why.empty() ? "one thread: no scope can run its iterations on threads (" + why + ")"
-                                : "one thread: " + std::to_string(r.parallel_candidates) +
-                                      " parallel candidates measured, none faster than the kernel returned";
+    r.parallel = scopes ? std::to_string(scopes) + " parallel scope" + (scopes > 1 ? "s" : "") +
+                              " on " + std::to_string(r.threads) + " threads"
+                 : !why.empty()
+                     ? "one thread: no scope can run its iterations on threads (" + why + ")"
+                     : "one thread: " + std::to_string(r.parallel_candidates) +
+                           " parallel candidates measured, none faster than the kernel returned";
   }
   finish(res, late);
   return res;
 }
 
-bool cold_timing(const ir::Program& p, const backends::MachineProfile& profile, double peak_gflops) {
+bool cold_timing(const ir::Program& p, const backends::MachineProfile& profile,
+                 double peak_gflops) {
   const double bytes = backends::compulsory_bytes(p);
-  if (!(bytes > 0.5 * profile.l3_bytes) || !(profile.dram_bw_gbs > 0) || !(peak_gflops > 0)) return false;
+  if (!(bytes > 0.5 * profile.l3_bytes) || !(profile.dram_bw_gbs > 0) || !(peak_gflops > 0))
+    return false;
   return backends::flop_count(p) / bytes < peak_gflops / profile.dram_bw_gbs;
 }
 
@@ -223,8 +231,10 @@ void Optimizer::finish(Result& res, bool interrupted) const {
     r.peak_fraction = peak > 0 ? r.gflops / peak : 0;
     if (r.peak_fraction > 1) {
       char buf[200];
-      std::snprintf(buf, sizeof buf, "measured %.1f GFLOP/s, above the profile's peak of %.1f: the "
-                    "calibration was low (perfdojo calibrate --force)", r.gflops, peak);
+      std::snprintf(buf, sizeof buf,
+                    "measured %.1f GFLOP/s, above the profile's peak of %.1f: the "
+                    "calibration was low (perfdojo calibrate --force)",
+                    r.gflops, peak);
       r.note += std::string(r.note.empty() ? "" : "; ") + buf;
       r.peak_fraction = 1;
     }
@@ -242,7 +252,8 @@ void Optimizer::finish(Result& res, bool interrupted) const {
               r.profile + ", not measured; the returned kernel was compiled for " + arch_ +
               (r.device_unrun ? ", not run: no GPU here (the interpreter verified the transformed "
                                 "program; the CUDA code itself is unverified)"
-               : r.verified ? " and verified" + std::string(arch_ == "cuda" ? " on the GPU" : " under emulation")
+               : r.verified   ? " and verified" +
+                                  std::string(arch_ == "cuda" ? " on the GPU" : " under emulation")
                             : "");
   }
   if (r.noisy) {
@@ -256,7 +267,8 @@ void Optimizer::finish(Result& res, bool interrupted) const {
   if (isa_)
     res.c_source = backends::x86_generate_c(*isa_, res.program, config_).source;
   else
-    res.c_source = backends::cross_generate_c(*backends::cross_target(arch_), res.program, config_).source;
+    res.c_source =
+        backends::cross_generate_c(*backends::cross_target(arch_), res.program, config_).source;
   res.c_header = c_header(res.program);
 }
 

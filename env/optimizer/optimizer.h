@@ -61,7 +61,7 @@ struct Report {
   double baseline_min_s = 0, final_min_s = 0;
   double baseline_spread = 0, final_spread = 0;  ///< (p75 - p25) / median of those runs
   int final_reps = 0;
-  bool noisy = false;  ///< the final re-timing's spread stayed above 10%: the core was busy
+  bool noisy = false;        ///< the final re-timing's spread stayed above 10%: the core was busy
   bool interleaved = false;  ///< baseline_s and final_s come from one interleaved run
   /// Every timing evicted the kernel's data from the caches before each call (its inputs came
   /// from memory): `config.extra["cache_flush"]` "on", or "auto" (the default) for a
@@ -74,23 +74,24 @@ struct Report {
   /// The target's code was compiled but never run: this machine has no device for it (a GPU).
   /// The interpreter verified the transformed program; the CUDA printer was not checked.
   bool device_unrun = false;
-  double first_measured_s = 0;  ///< when the first candidate faster than the original was verified; 0 when the original is returned
+  double first_measured_s = 0;  ///< when the first candidate faster than the original was verified;
+                                ///< 0 when the original is returned
   uint64_t seed = 0;            ///< input data seed of every measurement
   double budget_s = 0;          ///< the time limit transform was given
   double speedup = 1;
   /// Floating-point operations as the returned program executes them (work its moves hoisted
   /// out of a loop counted once), and the original's, beside it.
   double flops = 0, original_flops = 0;
-  double gflops = 0;         ///< of the returned program: flops / final_s
+  double gflops = 0;  ///< of the returned program: flops / final_s
   /// gflops / the target's FMA peak per core x threads used (half the peak for f64 kernels),
   /// at most 1: a figure above the profile's peak says the calibration was low (the note says so).
   double peak_fraction = 0;
-  int evaluations = 0;       ///< cost-model evaluations
-  int measurements = 0;      ///< real measurements (screening runs and verified runs)
-  int proposals_used = 0;    ///< outside proposals that replayed to a new program
-  int sketches_used = 0;     ///< micro-kernel sketch expansions and the fusion proposal used
-  int actions_dropped = 0;   ///< actions the minimisation took out of the returned trace
-  bool verified = false;     ///< the returned program passed the correctness check
+  int evaluations = 0;      ///< cost-model evaluations
+  int measurements = 0;     ///< real measurements (screening runs and verified runs)
+  int proposals_used = 0;   ///< outside proposals that replayed to a new program
+  int sketches_used = 0;    ///< micro-kernel sketch expansions and the fusion proposal used
+  int actions_dropped = 0;  ///< actions the minimisation took out of the returned trace
+  bool verified = false;    ///< the returned program passed the correctness check
   /// Which check: "scaled-down instance, interpreter", or "full size, against the original's
   /// sequential build" where no instance small enough to interpret replays the trace.
   std::string verified_on;
@@ -101,14 +102,14 @@ struct Report {
   /// disagrees with the interpreter: a compiler or code-generator bug), "failed" (the original
   /// could not be compiled or run).
   std::string outcome;
-  std::string outcome_why;  ///< for not_verifiable, wrong and failed: what the check said
+  std::string outcome_why;   ///< for not_verifiable, wrong and failed: what the check said
   bool interrupted = false;  ///< stopped by the deadline or a cancel request
   std::string flags;         ///< compiler and flags of the final measurement
   /// Multiply-adds fused before the search (transforms/contract.h; 0: none, or not allowed).
   /// The trace then applies to the contracted program, which `perfdojo contract` prints.
   int contracted = 0;
-  std::string profile;       ///< the cost model's machine profile (name and where it came from)
-  int threads = 1;           ///< threads the target may use (1: single core)
+  std::string profile;  ///< the cost model's machine profile (name and where it came from)
+  int threads = 1;      ///< threads the target may use (1: single core)
   /// With two or more threads: what they did for this kernel, in words. "N parallel scopes on T
   /// threads" when the returned kernel has `:par` scopes; else why not: no scope can run its
   /// iterations at once (the outermost scope of each nest and why parallelize refuses it), or
@@ -116,7 +117,7 @@ struct Report {
   /// that cannot gain from threads says so here instead of returning a slower parallel version.
   std::string parallel;
   int parallel_candidates = 0;  ///< candidates with `:par` scopes measured
-  double peak_gflops = 0;    ///< the target's FMA peak per core, from the profile
+  double peak_gflops = 0;       ///< the target's FMA peak per core, from the profile
   std::vector<CurvePoint> curve;
   /// The measurement farm's ready line (JSON: its workers and their machines); "" when every
   /// measurement ran here.
@@ -208,8 +209,7 @@ std::pair<std::string, std::string> check_trace(const ir::Program& original,
 /// This machine's profile for the cost model and for "% of peak": `config.machine_profile`,
 /// else $PERFDOJO_MACHINE_PROFILE, else the calibrated one kept in `config.extra["profile_dir"]`
 /// (or `config.cache_dir`), else calibrated now and kept there. Returns where it came from.
-std::string resolve_machine_profile(backends::BackendConfig& config,
-                                    backends::MachineProfile* out);
+std::string resolve_machine_profile(backends::BackendConfig& config, backends::MachineProfile* out);
 /// The FMA peak per core of `isa` on the machine `profile` describes (GFLOP/s).
 double fma_peak_gflops(backends::X86Isa isa, const backends::MachineProfile& profile);
 
@@ -236,6 +236,7 @@ std::string c_header(const ir::Program& p);
 /// (after the micro-kernel sketch, BLIS's loop over row blocks, each thread packing its own A
 /// block, and beside it the packing of each k block's B panels). Empty without threads. The
 /// search proposes every expert proposal with these after it.
-std::vector<transforms::Action> parallel_moves(const ir::Program& p, const transforms::Target& target);
+std::vector<transforms::Action> parallel_moves(const ir::Program& p,
+                                               const transforms::Target& target);
 
 }  // namespace perfdojo::optimizer

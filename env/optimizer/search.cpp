@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cmath>
 #include <functional>
 
 #include "transforms/analysis.h"
@@ -42,7 +42,9 @@ bool by_estimate(const Candidate& x, const Candidate& y) { return x.estimate < y
 }  // namespace
 
 bool by_estimate_then_length(const Candidate& x, const Candidate& y) {
-  auto step = [](double e) { return e > 0 ? static_cast<int64_t>(std::floor(std::log(e) / std::log1p(0.01))) : INT64_MIN; };
+  auto step = [](double e) {
+    return e > 0 ? static_cast<int64_t>(std::floor(std::log(e) / std::log1p(0.01))) : INT64_MIN;
+  };
   const int64_t a = step(x.estimate), b = step(y.estimate);
   if (a != b) return a < b;
   if (x.trace.size() != y.trace.size()) return x.trace.size() < y.trace.size();
@@ -70,15 +72,17 @@ bool reassociates(const ir::Program& p, const transforms::Action& a) {
 int64_t unrolled_statements(const ir::Program& p) { return unrolled_statements(p.body); }
 
 bool too_much_code(const ir::Program& p, int64_t max_statements) {
-  return unrolled_copies(p.body) > kMaxUnrolledCopies || unrolled_statements(p.body) > max_statements;
+  return unrolled_copies(p.body) > kMaxUnrolledCopies ||
+         unrolled_statements(p.body) > max_statements;
 }
 
 std::vector<std::vector<transforms::Action>> sketch_proposals(const ir::Program& p,
-                                                             const transforms::Target& target) {
+                                                              const transforms::Target& target) {
   std::vector<std::vector<transforms::Action>> out;
   const size_t choices = std::min(transforms::sketch_choices(p, target), kSketchesPerNest);
   for (size_t c = 0; c < choices; ++c)
-    if (auto e = transforms::sketch_program(p, target, c); !e.trace.empty()) out.push_back(std::move(e.trace));
+    if (auto e = transforms::sketch_program(p, target, c); !e.trace.empty())
+      out.push_back(std::move(e.trace));
   return out;
 }
 
@@ -94,7 +98,8 @@ std::vector<std::vector<transforms::Action>> ExpertProposals::all() const {
 
 bool has_parallel_scope(const std::vector<ir::NodePtr>& body) {
   for (const auto& n : body)
-    if (n->is_scope && (n->annot == ir::Annot::kParallel || has_parallel_scope(n->body))) return true;
+    if (n->is_scope && (n->annot == ir::Annot::kParallel || has_parallel_scope(n->body)))
+      return true;
   return false;
 }
 
@@ -105,10 +110,11 @@ std::string why_not_parallel(const ir::Program& p, const transforms::Target& tar
     if (!p.body[i]->is_scope) continue;
     const transforms::Action a{transforms::Kind::kParallelize, {static_cast<int>(i)}, "", "", 0};
     const transforms::Legality l = transforms::check(p, a, target);
-    std::string one = l.ok() ? "scope " + std::to_string(i) + " (line " + std::to_string(p.body[i]->loc.line) +
-                                   ") has " + std::to_string(p.body[i]->extent) + " iterations, fewer than the " +
-                                   std::to_string(target.threads) + " threads"
-                             : transforms::explain(a, l);
+    std::string one =
+        l.ok() ? "scope " + std::to_string(i) + " (line " + std::to_string(p.body[i]->loc.line) +
+                     ") has " + std::to_string(p.body[i]->extent) + " iterations, fewer than the " +
+                     std::to_string(target.threads) + " threads"
+               : transforms::explain(a, l);
     why += (why.empty() ? "" : "; ") + one;
   }
   return why.empty() ? "no scope to divide" : why;
@@ -196,7 +202,8 @@ void vectorize_innermost(Proposal& pr, const transforms::Path& at) {
 
 }  // namespace
 
-std::vector<transforms::Action> fusion_proposal(const ir::Program& p, const transforms::Target& target) {
+std::vector<transforms::Action> fusion_proposal(const ir::Program& p,
+                                                const transforms::Target& target) {
   Proposal pr{p, target};
   // Fuse neighbouring top-level scopes of equal extent while legal (a row's passes then run
   // back to back, the row still in cache)...
@@ -214,8 +221,10 @@ std::vector<transforms::Action> fusion_proposal(const ir::Program& p, const tran
           at.push_back(static_cast<int>(i));
           bool leaf = true;
           for (const auto& c : body[i]->body) leaf = leaf && !c->is_scope;
-          if (leaf) innermost.push_back(at);
-          else walk(body[i]->body, at);
+          if (leaf)
+            innermost.push_back(at);
+          else
+            walk(body[i]->body, at);
           at.pop_back();
         }
       };
@@ -226,14 +235,16 @@ std::vector<transforms::Action> fusion_proposal(const ir::Program& p, const tran
   return pr.trace;
 }
 
-std::vector<transforms::Action> streamed(const ir::Program& p, std::vector<transforms::Action> trace,
+std::vector<transforms::Action> streamed(const ir::Program& p,
+                                         std::vector<transforms::Action> trace,
                                          const transforms::Target& target) {
   auto q = transforms::replay(p, trace, target);
   if (!q.ok()) return {};
   Proposal pr{std::move(q).value(), target, std::move(trace)};
   bool any = false;
   for (const ir::BufferDecl& b : p.buffers)
-    if (b.role == ir::Role::kOutput) any = pr.take({transforms::Kind::kStreamStores, {}, b.name, "", 0}) || any;
+    if (b.role == ir::Role::kOutput)
+      any = pr.take({transforms::Kind::kStreamStores, {}, b.name, "", 0}) || any;
   return any ? pr.trace : std::vector<transforms::Action>{};
 }
 
@@ -274,7 +285,8 @@ bool move_innermost_and_vectorize(Proposal& pr, int top, int d, int depth) {
 
 }  // namespace
 
-std::vector<transforms::Action> unit_stride_proposal(const ir::Program& p, const transforms::Target& target) {
+std::vector<transforms::Action> unit_stride_proposal(const ir::Program& p,
+                                                     const transforms::Target& target) {
   Proposal pr{p, target};
   for (int top = 0; top < static_cast<int>(pr.cur.body.size()); ++top) {
     const int depth = chain_depth(pr.cur.body[top].get());
@@ -299,7 +311,8 @@ std::vector<transforms::Action> unit_stride_proposal(const ir::Program& p, const
   return pr.trace;
 }
 
-std::vector<transforms::Action> layout_proposal(const ir::Program& p, const transforms::Target& target) {
+std::vector<transforms::Action> layout_proposal(const ir::Program& p,
+                                                const transforms::Target& target) {
   if (target.vector_widths.empty()) return {};
   const int64_t lanes = *std::max_element(target.vector_widths.begin(), target.vector_widths.end());
   Proposal pr{p, target};
@@ -343,7 +356,7 @@ std::vector<transforms::Action> layout_proposal(const ir::Program& p, const tran
       for (const auto& [buf, dim] : dim_of) {
         const ir::BufferDecl* b = pr.cur.find_buffer(buf);
         if (dim + 1 == static_cast<int>(b->shape.size())) continue;  // already last
-        if (b->role == ir::Role::kOutput && !b->init) ok = false;     // cannot be staged
+        if (b->role == ir::Role::kOutput && !b->init) ok = false;    // cannot be staged
         // The copy costs a pass over the buffer: worth it only where the nest comes back to
         // each element, along a scope the buffer does not move with (a weight across the
         // steps of a convolution, not a matrix a gemv reads once).
@@ -563,7 +576,8 @@ void SearchRun::keep_in_pool(const std::vector<Candidate>& children) {
 
 namespace perfdojo::optimizer {
 
-std::vector<transforms::Action> parallel_moves(const ir::Program& p, const transforms::Target& target) {
+std::vector<transforms::Action> parallel_moves(const ir::Program& p,
+                                               const transforms::Target& target) {
   std::vector<transforms::Action> out;
   if (!target.parallel || target.threads < 2) return out;
   // One move at a time, the walk starting over on its result (a move may add a copy-out beside

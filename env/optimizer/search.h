@@ -41,19 +41,21 @@ bool too_much_code(const ir::Program& p, int64_t max_statements = kMaxUnrolledSt
 // candidate (at most kSketchesPerNest): proposed first, measured first.
 inline constexpr size_t kSketchesPerNest = 4;
 std::vector<std::vector<transforms::Action>> sketch_proposals(const ir::Program& p,
-                                                             const transforms::Target& target);
+                                                              const transforms::Target& target);
 
 // Neighbouring top-level scopes of equal extent fused while legal, then every innermost scope
 // vectorised at the widest width its check accepts (where no width divides its extent, the
 // remainder split off first by split_range and left scalar): the form row-wise kernels
 // (normalisations, softmax) want, proposed whole because its first step alone rarely pays.
-std::vector<transforms::Action> fusion_proposal(const ir::Program& p, const transforms::Target& target);
+std::vector<transforms::Action> fusion_proposal(const ir::Program& p,
+                                                const transforms::Target& target);
 
 // `trace` (a proposal's actions on `p`) followed by stream_stores on every output it may take:
 // the form of a memory-bound kernel timed cold, whose results go to memory without a read for
 // ownership (saxpy over 8M floats: 2.6 ms against 3.7-4.2 as written or vectorised). Empty when no
 // output can stream.
-std::vector<transforms::Action> streamed(const ir::Program& p, std::vector<transforms::Action> trace,
+std::vector<transforms::Action> streamed(const ir::Program& p,
+                                         std::vector<transforms::Action> trace,
                                          const transforms::Target& target);
 
 // In every top-level nest that is a chain of single scopes over statements, the scope along
@@ -62,7 +64,8 @@ std::vector<transforms::Action> streamed(const ir::Program& p, std::vector<trans
 // loop order a compiler's interchange for locality picks (A^T x: rows outer, columns inside,
 // where the cost model ties it with blocked forms that stream A in short runs). Empty when no
 // nest would change.
-std::vector<transforms::Action> unit_stride_proposal(const ir::Program& p, const transforms::Target& target);
+std::vector<transforms::Action> unit_stride_proposal(const ir::Program& p,
+                                                     const transforms::Target& target);
 
 // Where no scope of a chain nest runs along every access at unit stride (or leaves it
 // invariant), one can once some buffers are relaid: a scope whose extent is a whole number of
@@ -73,7 +76,8 @@ std::vector<transforms::Action> unit_stride_proposal(const ir::Program& p, const
 // relaid); then the scope goes innermost and is vectorised, as unit_stride_proposal does. A
 // transposed convolution y[c2, 2t+r] += x[c1, t] w[c1, c2, r] runs its output channels in the
 // lanes this way. Empty when no nest would change.
-std::vector<transforms::Action> layout_proposal(const ir::Program& p, const transforms::Target& target);
+std::vector<transforms::Action> layout_proposal(const ir::Program& p,
+                                                const transforms::Target& target);
 
 // Every trace the optimiser proposes before it searches, in the order it tries them: the sketches,
 // each sketch with the rest of the kernel fused and vectorised, the fused form and the same with
@@ -104,18 +108,18 @@ ExpertProposals expert_proposals(const ir::Program& p, const transforms::Target&
 // nullopt when one fails or an action is refused.
 std::optional<ir::Program> replay_as_searched(const ir::Program& original,
                                               const std::vector<transforms::Action>& trace,
-                                              const transforms::Target& target, bool allow_reassociation,
+                                              const transforms::Target& target,
+                                              bool allow_reassociation,
                                               int64_t max_statements = kMaxUnrolledStatements);
 // `trace` without the actions it does not need: each action, last first, is dropped when the
 // rest still replays as searched and `estimate` gives the result no more time than the
 // shortest trace so far. `result` holds the program `trace` leads to on entry, the returned
 // trace's on return. Stops early when `over` says so.
-std::vector<transforms::Action> drop_unneeded(const ir::Program& original, std::vector<transforms::Action> trace,
-                                              ir::Program& result, const transforms::Target& target,
-                                              bool allow_reassociation,
-                                              const std::function<double(const ir::Program&)>& estimate,
-                                              const std::function<bool()>& over,
-                                              int64_t max_statements = kMaxUnrolledStatements);
+std::vector<transforms::Action> drop_unneeded(
+    const ir::Program& original, std::vector<transforms::Action> trace, ir::Program& result,
+    const transforms::Target& target, bool allow_reassociation,
+    const std::function<double(const ir::Program&)>& estimate, const std::function<bool()>& over,
+    int64_t max_statements = kMaxUnrolledStatements);
 
 struct Candidate {
   ir::Program program;
@@ -204,7 +208,8 @@ struct SearchRun {
     // A fixed amount of model work for the beam (config.extra["max_evaluations"]): the same
     // beam, so the same candidates, on every run that finishes it within 90% of the budget.
     if (fraction == kBeamShare && max_evaluations > 0)
-      return r.evaluations >= max_evaluations || seconds_since(start) > timeout_s * 0.9 || cancelled();
+      return r.evaluations >= max_evaluations || seconds_since(start) > timeout_s * 0.9 ||
+             cancelled();
     return seconds_since(start) > timeout_s * fraction || cancelled();
   }
   int max_evaluations = 0;  // 0: the beam runs for kBeamShare of the budget
@@ -261,7 +266,8 @@ struct SearchRun {
   // Seconds kept at the end of the budget for retime_final.
   double final_reserve_s() const;
   bool confirm_over() const {
-    return seconds_since(start) > timeout_s * (0.97 - kTidyShare) - final_reserve_s() || cancelled();
+    return seconds_since(start) > timeout_s * (0.97 - kTidyShare) - final_reserve_s() ||
+           cancelled();
   }
   // One curve point: the model's best estimate and the measured best so far.
   void record_curve();

@@ -19,6 +19,8 @@ transforms::Target target_of(const backends::Backend& backend, const std::string
   return t;
 }
 
-transforms::Target target_of(const backends::Backend& backend) { return target_of(backend, backend.name()); }
+transforms::Target target_of(const backends::Backend& backend) {
+  return target_of(backend, backend.name());
+}
 
 }  // namespace perfdojo

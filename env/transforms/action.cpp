@@ -76,30 +76,54 @@ Reads reads(Kind k) { return kKinds[static_cast<int>(k)].reads; }
 
 const char* reason_name(Reason r) {
   switch (r) {
-    case Reason::kOk: return "ok";
-    case Reason::kNoSuchLocation: return "no_such_location";
-    case Reason::kNotAScope: return "not_a_scope";
-    case Reason::kBadParameter: return "bad_parameter";
-    case Reason::kNotDivisible: return "not_divisible";
-    case Reason::kAnnotated: return "annotated";
-    case Reason::kNotPerfectlyNested: return "not_perfectly_nested";
-    case Reason::kIndexNotMergeable: return "index_not_mergeable";
-    case Reason::kNoNextSibling: return "no_next_sibling";
-    case Reason::kExtentMismatch: return "extent_mismatch";
-    case Reason::kDependence: return "dependence";
-    case Reason::kNotInnermost: return "not_innermost";
-    case Reason::kNonContiguous: return "non_contiguous";
-    case Reason::kUnsupportedByTarget: return "unsupported_by_target";
-    case Reason::kNestedParallel: return "nested_parallel";
-    case Reason::kNotATemporary: return "not_a_temporary";
-    case Reason::kLifetimesOverlap: return "lifetimes_overlap";
-    case Reason::kShapeMismatch: return "shape_mismatch";
-    case Reason::kHasInitialValue: return "has_initial_value";
-    case Reason::kNotInvariant: return "not_invariant";
-    case Reason::kIrregularAccess: return "irregular_access";
-    case Reason::kNothingToDo: return "nothing_to_do";
-    case Reason::kNotWritten: return "not_written";
-    case Reason::kReadBack: return "read_back";
+    case Reason::kOk:
+      return "ok";
+    case Reason::kNoSuchLocation:
+      return "no_such_location";
+    case Reason::kNotAScope:
+      return "not_a_scope";
+    case Reason::kBadParameter:
+      return "bad_parameter";
+    case Reason::kNotDivisible:
+      return "not_divisible";
+    case Reason::kAnnotated:
+      return "annotated";
+    case Reason::kNotPerfectlyNested:
+      return "not_perfectly_nested";
+    case Reason::kIndexNotMergeable:
+      return "index_not_mergeable";
+    case Reason::kNoNextSibling:
+      return "no_next_sibling";
+    case Reason::kExtentMismatch:
+      return "extent_mismatch";
+    case Reason::kDependence:
+      return "dependence";
+    case Reason::kNotInnermost:
+      return "not_innermost";
+    case Reason::kNonContiguous:
+      return "non_contiguous";
+    case Reason::kUnsupportedByTarget:
+      return "unsupported_by_target";
+    case Reason::kNestedParallel:
+      return "nested_parallel";
+    case Reason::kNotATemporary:
+      return "not_a_temporary";
+    case Reason::kLifetimesOverlap:
+      return "lifetimes_overlap";
+    case Reason::kShapeMismatch:
+      return "shape_mismatch";
+    case Reason::kHasInitialValue:
+      return "has_initial_value";
+    case Reason::kNotInvariant:
+      return "not_invariant";
+    case Reason::kIrregularAccess:
+      return "irregular_access";
+    case Reason::kNothingToDo:
+      return "nothing_to_do";
+    case Reason::kNotWritten:
+      return "not_written";
+    case Reason::kReadBack:
+      return "read_back";
   }
   return "?";
 }
@@ -109,31 +133,56 @@ std::string explain(const Action& a, const Legality& l) {
   std::string at = l.where.empty() ? "" : " (scope " + print_path(l.where) + ")";
   std::string buf = l.buffer.empty() ? "" : " on buffer '" + l.buffer + "'";
   switch (l.reason) {
-    case Reason::kOk: return what + ": legal";
-    case Reason::kNoSuchLocation: return what + ": no such location" + at + buf;
-    case Reason::kNotAScope: return what + ": the location is a statement, a scope is needed" + at;
-    case Reason::kBadParameter: return what + ": parameter " + std::to_string(a.param) + " is not allowed here" + at;
-    case Reason::kNotDivisible: return what + ": " + std::to_string(a.param) + " does not divide the scope's extent" + at;
-    case Reason::kAnnotated: return what + ": a scope involved is already annotated" + at;
-    case Reason::kNotPerfectlyNested: return what + ": the scope must contain exactly one scope and nothing else" + at;
-    case Reason::kIndexNotMergeable: return what + ": an index of" + buf.substr(0) + " does not combine the two iterators as one" + at;
-    case Reason::kNoNextSibling: return what + ": nothing follows it in its scope" + at;
-    case Reason::kExtentMismatch: return what + ": the two scopes have different extents" + at;
-    case Reason::kDependence: return what + ": it would break a data dependence" + buf + at;
-    case Reason::kNotInnermost: return what + ": only an innermost scope can be vectorised" + at;
-    case Reason::kNonContiguous: return what + ": an access" + buf + " is neither unit-stride nor invariant in the scope" + at;
-    case Reason::kUnsupportedByTarget: return what + ": the target does not support it" + at;
-    case Reason::kNestedParallel: return what + ": an enclosing scope is already parallel" + at;
-    case Reason::kNotATemporary: return what + ": '" + l.buffer + "' is not a temporary";
-    case Reason::kLifetimesOverlap: return what + ": the buffers are live at the same time";
-    case Reason::kShapeMismatch: return what + ": the buffers differ in type or shape";
-    case Reason::kHasInitialValue: return what + ": '" + l.buffer + "' has an initial value that would be lost";
-    case Reason::kNotInvariant: return what + ": the statement is not invariant in the enclosing scope" + at;
-    case Reason::kIrregularAccess: return what + ": the accesses" + buf + " do not have the required form" + at;
-    case Reason::kNothingToDo: return what + ": it would not change the program" + at;
-    case Reason::kNotWritten: return what + ": no statement stores to '" + l.buffer + "'";
+    case Reason::kOk:
+      return what + ": legal";
+    case Reason::kNoSuchLocation:
+      return what + ": no such location" + at + buf;
+    case Reason::kNotAScope:
+      return what + ": the location is a statement, a scope is needed" + at;
+    case Reason::kBadParameter:
+      return what + ": parameter " + std::to_string(a.param) + " is not allowed here" + at;
+    case Reason::kNotDivisible:
+      return what + ": " + std::to_string(a.param) + " does not divide the scope's extent" + at;
+    case Reason::kAnnotated:
+      return what + ": a scope involved is already annotated" + at;
+    case Reason::kNotPerfectlyNested:
+      return what + ": the scope must contain exactly one scope and nothing else" + at;
+    case Reason::kIndexNotMergeable:
+      return what + ": an index of" + buf.substr(0) + " does not combine the two iterators as one" +
+             at;
+    case Reason::kNoNextSibling:
+      return what + ": nothing follows it in its scope" + at;
+    case Reason::kExtentMismatch:
+      return what + ": the two scopes have different extents" + at;
+    case Reason::kDependence:
+      return what + ": it would break a data dependence" + buf + at;
+    case Reason::kNotInnermost:
+      return what + ": only an innermost scope can be vectorised" + at;
+    case Reason::kNonContiguous:
+      return what + ": an access" + buf + " is neither unit-stride nor invariant in the scope" + at;
+    case Reason::kUnsupportedByTarget:
+      return what + ": the target does not support it" + at;
+    case Reason::kNestedParallel:
+      return what + ": an enclosing scope is already parallel" + at;
+    case Reason::kNotATemporary:
+      return what + ": '" + l.buffer + "' is not a temporary";
+    case Reason::kLifetimesOverlap:
+      return what + ": the buffers are live at the same time";
+    case Reason::kShapeMismatch:
+      return what + ": the buffers differ in type or shape";
+    case Reason::kHasInitialValue:
+      return what + ": '" + l.buffer + "' has an initial value that would be lost";
+    case Reason::kNotInvariant:
+      return what + ": the statement is not invariant in the enclosing scope" + at;
+    case Reason::kIrregularAccess:
+      return what + ": the accesses" + buf + " do not have the required form" + at;
+    case Reason::kNothingToDo:
+      return what + ": it would not change the program" + at;
+    case Reason::kNotWritten:
+      return what + ": no statement stores to '" + l.buffer + "'";
     case Reason::kReadBack:
-      return what + ": '" + l.buffer + "' is read in the kernel; a streamed store would send it past the cache";
+      return what + ": '" + l.buffer +
+             "' is read in the kernel; a streamed store would send it past the cache";
   }
   return what;
 }
@@ -165,10 +214,18 @@ std::string print_action(const Action& a) {
   std::string s = kind_name(a.kind);
   switch (loc_kind(a.kind)) {
     case LocKind::kScope:
-    case LocKind::kNode: s += " " + print_path(a.path); break;
-    case LocKind::kBuffer: s += " " + a.buffer; break;
-    case LocKind::kBufferPair: s += " " + a.buffer + " " + a.buffer2; break;
-    case LocKind::kScopeBuffer: s += " " + print_path(a.path) + " " + a.buffer; break;
+    case LocKind::kNode:
+      s += " " + print_path(a.path);
+      break;
+    case LocKind::kBuffer:
+      s += " " + a.buffer;
+      break;
+    case LocKind::kBufferPair:
+      s += " " + a.buffer + " " + a.buffer2;
+      break;
+    case LocKind::kScopeBuffer:
+      s += " " + print_path(a.path) + " " + a.buffer;
+      break;
   }
   if (param_kind(a.kind) != ParamKind::kNone) s += " " + std::to_string(a.param);
   return s;
@@ -201,7 +258,8 @@ ir::Result<Action> parse_action(std::string_view text, std::string_view file_v, 
   auto want_path = [&]() -> std::vector<ir::Diagnostic> {
     const Word* w = need("path");
     if (!w) return err(end_col, "expected a location path like 0.1 after '" + words[0].text + "'");
-    if (!parse_path(w->text, a.path)) return err(w->col, "expected a location path like 0.1, found '" + w->text + "'");
+    if (!parse_path(w->text, a.path))
+      return err(w->col, "expected a location path like 0.1, found '" + w->text + "'");
     return {};
   };
   auto want_buffer = [&](std::string& out) -> std::vector<ir::Diagnostic> {
@@ -214,8 +272,12 @@ ir::Result<Action> parse_action(std::string_view text, std::string_view file_v, 
   std::vector<ir::Diagnostic> e;
   switch (loc_kind(a.kind)) {
     case LocKind::kScope:
-    case LocKind::kNode: e = want_path(); break;
-    case LocKind::kBuffer: e = want_buffer(a.buffer); break;
+    case LocKind::kNode:
+      e = want_path();
+      break;
+    case LocKind::kBuffer:
+      e = want_buffer(a.buffer);
+      break;
     case LocKind::kBufferPair:
       e = want_buffer(a.buffer);
       if (e.empty()) e = want_buffer(a.buffer2);
@@ -229,7 +291,8 @@ ir::Result<Action> parse_action(std::string_view text, std::string_view file_v, 
   if (param_kind(a.kind) != ParamKind::kNone) {
     const Word* w = need("param");
     if (!w) return err(end_col, "expected an integer parameter for '" + words[0].text + "'");
-    if (!parse_int(w->text, a.param)) return err(w->col, "expected an integer parameter, found '" + w->text + "'");
+    if (!parse_int(w->text, a.param))
+      return err(w->col, "expected an integer parameter, found '" + w->text + "'");
   }
   if (next < words.size())
     return err(words[next].col, "unexpected '" + words[next].text + "' after the action");
@@ -248,8 +311,10 @@ ir::Result<std::vector<Action>> parse_trace(std::string_view text, std::string_v
     ++line;
     if (!split_words(l).empty()) {
       auto r = parse_action(l, file, line);
-      if (r.ok()) out.push_back(r.value());
-      else errors.insert(errors.end(), r.errors().begin(), r.errors().end());
+      if (r.ok())
+        out.push_back(r.value());
+      else
+        errors.insert(errors.end(), r.errors().begin(), r.errors().end());
     }
     if (end == text.size()) break;
     start = end + 1;

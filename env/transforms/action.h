@@ -21,24 +21,24 @@ namespace perfdojo::transforms {
 // remember a verdict, see Reads). Adding a transformation = its file pair, its tests, one row.
 //
 // X(enum name, file and function name, location kind, parameter kind, what the check reads)
-#define PERFDOJO_TRANSFORM_KINDS(X)                                       \
-  X(kTileScope, tile_scope, kScope, kFactor, kSubtree)                    \
-  X(kJoinNested, join_nested, kScope, kNone, kSubtree)                    \
-  X(kSwapScopes, swap_scopes, kScope, kNone, kSubtree)                    \
-  X(kJoinScopes, join_scopes, kScope, kNone, kNextSibling)                \
-  X(kSplitScope, split_scope, kScope, kIndex, kSubtree)                   \
-  X(kMoveStatement, move_statement, kNode, kNone, kNextSibling)           \
-  X(kVectorize, vectorize, kScope, kWidth, kSubtree)                      \
-  X(kUnroll, unroll, kScope, kFactor, kSubtree)                           \
-  X(kParallelize, parallelize, kScope, kNone, kSubtree)                   \
-  X(kCreateTemporary, create_temporary, kScopeBuffer, kNone, kSubtree)    \
-  X(kReuseBuffers, reuse_buffers, kBufferPair, kNone, kEverything)        \
-  X(kShrinkBuffer, shrink_buffer, kBuffer, kIndex, kLiveRange)            \
-  X(kInlineTemporary, inline_temporary, kBuffer, kNone, kLiveRange)       \
-  X(kHoist, hoist, kNode, kNone, kParent)                                 \
-  X(kSwapBufferDims, swap_buffer_dims, kBuffer, kIndex, kLiveRange)      \
-  X(kClearAnnotation, clear_annotation, kScope, kNone, kSubtree)          \
-  X(kSplitRange, split_range, kScope, kFactor, kSubtree)                  \
+#define PERFDOJO_TRANSFORM_KINDS(X)                                    \
+  X(kTileScope, tile_scope, kScope, kFactor, kSubtree)                 \
+  X(kJoinNested, join_nested, kScope, kNone, kSubtree)                 \
+  X(kSwapScopes, swap_scopes, kScope, kNone, kSubtree)                 \
+  X(kJoinScopes, join_scopes, kScope, kNone, kNextSibling)             \
+  X(kSplitScope, split_scope, kScope, kIndex, kSubtree)                \
+  X(kMoveStatement, move_statement, kNode, kNone, kNextSibling)        \
+  X(kVectorize, vectorize, kScope, kWidth, kSubtree)                   \
+  X(kUnroll, unroll, kScope, kFactor, kSubtree)                        \
+  X(kParallelize, parallelize, kScope, kNone, kSubtree)                \
+  X(kCreateTemporary, create_temporary, kScopeBuffer, kNone, kSubtree) \
+  X(kReuseBuffers, reuse_buffers, kBufferPair, kNone, kEverything)     \
+  X(kShrinkBuffer, shrink_buffer, kBuffer, kIndex, kLiveRange)         \
+  X(kInlineTemporary, inline_temporary, kBuffer, kNone, kLiveRange)    \
+  X(kHoist, hoist, kNode, kNone, kParent)                              \
+  X(kSwapBufferDims, swap_buffer_dims, kBuffer, kIndex, kLiveRange)    \
+  X(kClearAnnotation, clear_annotation, kScope, kNone, kSubtree)       \
+  X(kSplitRange, split_range, kScope, kFactor, kSubtree)               \
   X(kStreamStores, stream_stores, kBuffer, kNone, kLiveRange)
 
 /// Every transformation, in registry order (the order is part of the action space: append only).
@@ -172,7 +172,8 @@ std::string print_action(const Action& a);
 ir::Result<Action> parse_action(std::string_view text, std::string_view file = "<action>",
                                 int line = 1);
 /// Parses a trace: one action per line, '#' comments and blank lines ignored.
-ir::Result<std::vector<Action>> parse_trace(std::string_view text, std::string_view file = "<trace>");
+ir::Result<std::vector<Action>> parse_trace(std::string_view text,
+                                            std::string_view file = "<trace>");
 /// Prints a trace, one action per line.
 std::string print_trace(const std::vector<Action>& trace);
 

@@ -57,19 +57,22 @@ std::vector<int64_t> enclosing_extents(const Program& p, const Path& path) {
 
 namespace {
 
-std::vector<NodePtr> rebuild(const std::vector<NodePtr>& list, const Path& path, size_t depth,
-                             const std::function<std::vector<NodePtr>(const std::vector<NodePtr>&, int)>& edit) {
+std::vector<NodePtr> rebuild(
+    const std::vector<NodePtr>& list, const Path& path, size_t depth,
+    const std::function<std::vector<NodePtr>(const std::vector<NodePtr>&, int)>& edit) {
   if (depth + 1 == path.size()) return edit(list, path[depth]);
   std::vector<NodePtr> out = list;
   const Node& n = *list[path[depth]];
-  out[path[depth]] = Node::scope(n.extent, n.extent_name, n.annot, rebuild(n.body, path, depth + 1, edit), n.loc);
+  out[path[depth]] =
+      Node::scope(n.extent, n.extent_name, n.annot, rebuild(n.body, path, depth + 1, edit), n.loc);
   return out;
 }
 
 }  // namespace
 
-Program replace_in_parent(const Program& p, const Path& path,
-                          const std::function<std::vector<NodePtr>(const std::vector<NodePtr>&, int)>& edit) {
+Program replace_in_parent(
+    const Program& p, const Path& path,
+    const std::function<std::vector<NodePtr>(const std::vector<NodePtr>&, int)>& edit) {
   Program q = p;
   q.body = rebuild(p.body, path, 0, edit);
   return q;
@@ -86,7 +89,8 @@ Program replace_node(const Program& p, const Path& path, std::vector<NodePtr> no
 
 ExprPtr map_accesses(const ExprPtr& e, const AccessMap& f) {
   switch (e->kind) {
-    case ir::ExprKind::kConst: return e;
+    case ir::ExprKind::kConst:
+      return e;
     case ir::ExprKind::kLoad: {
       std::optional<Access> b = f(e->access);
       if (!b || *b == e->access) return e;
@@ -255,7 +259,8 @@ bool may_overlap(const AccessSite& a, const AccessSite& b, std::span<const Dir> 
             g = std::gcd(g, std::gcd(ca, cb));
             continue;
           }
-          case Dir::kAny: break;
+          case Dir::kAny:
+            break;
         }
       }
       if (k < na && ca != 0) {
@@ -322,7 +327,8 @@ bool expr_uses(const Expr& e, const std::string& b) {
   return false;
 }
 
-void paths_rec(const std::vector<NodePtr>& list, Path& cur, bool scopes_only, std::vector<Path>& out) {
+void paths_rec(const std::vector<NodePtr>& list, Path& cur, bool scopes_only,
+               std::vector<Path>& out) {
   for (int i = 0; i < static_cast<int>(list.size()); ++i) {
     cur.push_back(i);
     if (list[i]->is_scope || !scopes_only) out.push_back(cur);

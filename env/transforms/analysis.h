@@ -32,9 +32,10 @@ std::vector<const ir::Node*> enclosing_scopes(const ir::Program& p, const Path& 
 
 /// A copy of `p` whose list holding the node at `path` (the parent's body, or the top level)
 /// is replaced by what `edit` makes of it. Shares every untouched subtree.
-ir::Program replace_in_parent(const ir::Program& p, const Path& path,
-                              const std::function<std::vector<ir::NodePtr>(
-                                  const std::vector<ir::NodePtr>&, int index)>& edit);
+ir::Program replace_in_parent(
+    const ir::Program& p, const Path& path,
+    const std::function<std::vector<ir::NodePtr>(const std::vector<ir::NodePtr>&, int index)>&
+        edit);
 /// A copy of `p` with the node at `path` replaced by `nodes` (zero or more).
 ir::Program replace_node(const ir::Program& p, const Path& path, std::vector<ir::NodePtr> nodes);
 
@@ -47,17 +48,18 @@ ir::NodePtr map_accesses(const ir::NodePtr& n, const AccessMap& f);
 /// Rewrites every access in an expression.
 ir::ExprPtr map_accesses(const ir::ExprPtr& e, const AccessMap& f);
 /// Rewrites each affine index of every access in a subtree.
-ir::NodePtr map_indices(const ir::NodePtr& n, const std::function<ir::Affine(const ir::Affine&)>& f);
+ir::NodePtr map_indices(const ir::NodePtr& n,
+                        const std::function<ir::Affine(const ir::Affine&)>& f);
 
 /// One access instance site: the access, whether it writes, and its enclosing scope extents.
 struct AccessSite {
   const ir::Access* access;
   bool write;
-  bool reduction;             ///< the target of a reduction statement (+=, *=, max, min)
+  bool reduction;  ///< the target of a reduction statement (+=, *=, max, min)
   const ir::Stmt* stmt;
-  const int64_t* extents;     ///< extents of all scopes enclosing the statement, by depth
-  int depth;                  ///< number of those scopes
-  int buffer = -1;            ///< in a ProgramIndex's sites: its id of the buffer named, else -1
+  const int64_t* extents;  ///< extents of all scopes enclosing the statement, by depth
+  int depth;               ///< number of those scopes
+  int buffer = -1;         ///< in a ProgramIndex's sites: its id of the buffer named, else -1
 };
 
 /// The sites of a subtree. Sites point into the collection's own storage, so it is movable but
@@ -73,7 +75,8 @@ struct AccessSites : std::vector<AccessSite> {
 
 /// Every access in the subtrees `nodes`, whose enclosing scopes (outside `nodes`) have `outer`
 /// extents. Reduction targets count as writes.
-AccessSites collect_accesses(const std::vector<ir::NodePtr>& nodes, const std::vector<int64_t>& outer);
+AccessSites collect_accesses(const std::vector<ir::NodePtr>& nodes,
+                             const std::vector<int64_t>& outer);
 /// collect_accesses for one subtree.
 AccessSites collect_accesses(const ir::NodePtr& node, const std::vector<int64_t>& outer);
 
@@ -254,7 +257,7 @@ class ProgramIndex {
   AccessSites sites_;
   std::vector<int> site_node_;
   std::vector<int> site_buffer_;
-  std::vector<std::string_view> names_;  ///< buffer names by id
+  std::vector<std::string_view> names_;         ///< buffer names by id
   std::vector<std::vector<int>> buffer_sites_;  ///< the first names_.size() are in use
   int hint_ = -1;                               ///< set_hint's node
   Path cur_;                                    ///< walk's scratch

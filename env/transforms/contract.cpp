@@ -3,7 +3,9 @@
 namespace perfdojo::transforms {
 namespace {
 
-bool is_product(const ir::Expr& e) { return e.kind == ir::ExprKind::kBinary && e.bin == ir::BinOp::kMul; }
+bool is_product(const ir::Expr& e) {
+  return e.kind == ir::ExprKind::kBinary && e.bin == ir::BinOp::kMul;
+}
 
 class Contractor {
  public:
@@ -12,7 +14,8 @@ class Contractor {
   // `e` (evaluated in `t`) with its multiply-adds fused; the same pointer when nothing changed.
   ir::ExprPtr expr(const ir::ExprPtr& e, ir::DType t) {
     if (e->kind == ir::ExprKind::kUnary &&
-        (e->un == ir::UnOp::kCastF32 || e->un == ir::UnOp::kCastF64 || e->un == ir::UnOp::kCastI32)) {
+        (e->un == ir::UnOp::kCastF32 || e->un == ir::UnOp::kCastF64 ||
+         e->un == ir::UnOp::kCastI32)) {
       // The argument computes in its own type (f64 when it has none, as the interpreter says).
       const ir::DType inner = e->un == ir::UnOp::kCastI32 ? ir::DType::kI32 : arg_type(*e->args[0]);
       auto a = expr(e->args[0], inner);

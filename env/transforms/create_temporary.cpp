@@ -20,7 +20,8 @@ enum class InnerForm {
 };
 
 // The form of `index` below `depth`; the inner iterators, increasing, go to `inner` when given.
-InnerForm inner_iterators(const std::vector<ir::Affine>& index, int depth, std::vector<int>* inner) {
+InnerForm inner_iterators(const std::vector<ir::Affine>& index, int depth,
+                          std::vector<int>* inner) {
   // Iterators below 64 are remembered in a bit set, deeper ones (rare) in a list.
   uint64_t seen = 0;
   std::vector<int> deep;
@@ -110,7 +111,8 @@ void gather(const std::vector<ir::NodePtr>& body, const std::string& buf,
       writes = true;
       if (n->stmt.op != ir::Reduce::kNone) reads = true;
     }
-    if (reads || writes) uses.push_back(Use{&n->stmt, scopes, reads, writes, before, accesses.size()});
+    if (reads || writes)
+      uses.push_back(Use{&n->stmt, scopes, reads, writes, before, accesses.size()});
   }
 }
 
@@ -199,22 +201,26 @@ bool copy_in_loads_defined(int n_uses, bool any_write, int n_inner, Extent exten
 bool loads_defined(const std::vector<Use>& uses, const Plan& plan) {
   bool any_write = false;
   for (const Use& u : uses) any_write |= u.writes;
-  return copy_in_loads_defined(static_cast<int>(uses.size()), any_write, static_cast<int>(plan.inner.size()),
-                               [&](int u, int m) { return uses[u].scopes[plan.inner[m] - plan.depth - 1]->extent; });
+  return copy_in_loads_defined(
+      static_cast<int>(uses.size()), any_write, static_cast<int>(plan.inner.size()),
+      [&](int u, int m) { return uses[u].scopes[plan.inner[m] - plan.depth - 1]->extent; });
 }
 
 // copy_in_loads_defined over a ProgramIndex's `sites` of the buffer in the scope, in program
 // order, with the inner iterators `inner`. A site stands for its statement's use: the sites of
 // one statement lie in the same scopes.
-bool loads_defined(const ProgramIndex& index, std::span<const int> sites, std::span<const int> inner) {
+bool loads_defined(const ProgramIndex& index, std::span<const int> sites,
+                   std::span<const int> inner) {
   bool any_write = false;
   for (int si : sites) any_write = any_write || index.sites()[si].write;
-  return copy_in_loads_defined(static_cast<int>(sites.size()), any_write, static_cast<int>(inner.size()),
-                               [&](int u, int m) { return index.sites()[sites[u]].extents[inner[m]]; });
+  return copy_in_loads_defined(
+      static_cast<int>(sites.size()), any_write, static_cast<int>(inner.size()),
+      [&](int u, int m) { return index.sites()[sites[u]].extents[inner[m]]; });
 }
 
 // The distinct indices of `accesses`, in order of first appearance.
-std::vector<const std::vector<ir::Affine>*> distinct_indices(std::span<const ir::Access* const> accesses) {
+std::vector<const std::vector<ir::Affine>*> distinct_indices(
+    std::span<const ir::Access* const> accesses) {
   std::vector<const std::vector<ir::Affine>*> out;
   for (const ir::Access* x : accesses)
     if (std::none_of(out.begin(), out.end(), [&](const auto* ix) { return *ix == x->index; }))
@@ -228,8 +234,8 @@ std::vector<const std::vector<ir::Affine>*> distinct_indices(std::span<const ir:
 // one-index rule for a buffer that can hold nothing. A scope that writes the buffer is refused:
 // a store through one index and a load through another may meet at one element in an order the
 // separate copies would not keep.
-Legality several_forms(const Action& a, const ProgramIndex* index, Plan& plan, std::vector<Use>* uses,
-                       const std::vector<const ir::Access*>& accesses) {
+Legality several_forms(const Action& a, const ProgramIndex* index, Plan& plan,
+                       std::vector<Use>* uses, const std::vector<const ir::Access*>& accesses) {
   const Legality irregular{Reason::kIrregularAccess, a.buffer, a.path};
   const Legality dependence{Reason::kDependence, a.buffer, a.path};
   const bool undefined = may_be_undefined(*plan.decl);
@@ -329,7 +335,8 @@ Legality make_plan(const ir::Program& p, const Action& a, const ProgramIndex* in
   }
   if (uses) plan.index = ix;
   if (may_be_undefined(*plan.decl) &&
-      !(uses ? loads_defined(*uses, plan) : loads_defined(*index, sites_in(*index, a.path, a.buffer), plan.inner)))
+      !(uses ? loads_defined(*uses, plan)
+             : loads_defined(*index, sites_in(*index, a.path, a.buffer), plan.inner)))
     return {Reason::kDependence, a.buffer, a.path};
   return {};
 }
@@ -385,7 +392,8 @@ int writers_of(std::span<const ir::NodePtr> nodes, const std::string& buf) {
 // scopes around it touch distinct elements (the index is injective over every enclosing
 // iterator of extent > 1 and the inner ones; an enclosing scope whose iterator the index does
 // not use, a blocked reduction's Ko, revisits the same elements).
-bool holds_init(const ir::Program& p, const Path& path, const std::vector<Use>& uses, const Plan& plan) {
+bool holds_init(const ir::Program& p, const Path& path, const std::vector<Use>& uses,
+                const Plan& plan) {
   if (!plan.decl->init || plan.decl->role == ir::Role::kInput) return false;
   int inside = 0;
   for (const Use& u : uses) inside += u.writes;
@@ -453,14 +461,16 @@ ir::BufferDecl temporary_decl(const Plan& plan, const std::string& name) {
 }
 
 // The copy-in nest of a plan into temporary `tmp`.
-ir::NodePtr copy_in_nest(const ir::Program& p, const Path& path, const Plan& plan, const std::string& tmp,
-                         const std::vector<Use>& uses) {
+ir::NodePtr copy_in_nest(const ir::Program& p, const Path& path, const Plan& plan,
+                         const std::string& tmp, const std::vector<Use>& uses) {
   std::vector<int> copy_depths;
-  for (size_t m = 0; m < plan.inner.size(); ++m) copy_depths.push_back(plan.depth + 1 + static_cast<int>(m));
+  for (size_t m = 0; m < plan.inner.size(); ++m)
+    copy_depths.push_back(plan.depth + 1 + static_cast<int>(m));
   const ir::Access tmp_copy{tmp, temp_index(copy_depths), {}};
   const ir::Access buf_copy{plan.decl->name, renumbered(plan), {}};
   return copy_nest(plan, tmp_copy,
-                   holds_init(p, path, uses, plan) ? ir::Expr::constant(*plan.decl->init) : ir::Expr::load(buf_copy));
+                   holds_init(p, path, uses, plan) ? ir::Expr::constant(*plan.decl->init)
+                                                   : ir::Expr::load(buf_copy));
 }
 
 // apply for a scope that reads the buffer through several indices: one temporary and one
@@ -488,7 +498,8 @@ ir::Program apply_forms(const ir::Program& p, const Action& a, Plan& plan) {
     }));
   ir::Program q = replace_node(
       p, a.path, {ir::Node::scope(s.extent, s.extent_name, s.annot, std::move(body), s.loc)});
-  for (size_t k = p.buffers.size(); k < names.buffers.size(); ++k) q.buffers.push_back(std::move(names.buffers[k]));
+  for (size_t k = p.buffers.size(); k < names.buffers.size(); ++k)
+    q.buffers.push_back(std::move(names.buffers[k]));
   return q;
 }
 
@@ -502,7 +513,7 @@ Legality check_create_temporary(const ir::Program& p, const Action& a, const Tar
 }
 
 Precheck precheck_create_temporary(MaskSummary& sum, const MaskSite& at,
-                                    std::span<const int64_t> params) {
+                                   std::span<const int64_t> params) {
   // Asked a row at a time (every buffer at the scope); a buffer past the summary is left to the
   // check. For the others this is the whole check: it reads the scope's annotation and those
   // enclosing it, and the one index every access of the buffer in the scope uses.
@@ -523,7 +534,9 @@ Precheck precheck_create_temporary(MaskSummary& sum, const MaskSite& at,
       thread_local std::vector<int> inner;
       inner.clear();
       inner_iterators(sum.first_index(b), sum.depth(at.scope), &inner);
-      if (!loads_defined(sum.index(), sites_in(sum.index(), sum.scope_node(at.scope), decl.name), inner)) continue;
+      if (!loads_defined(sum.index(), sites_in(sum.index(), sum.scope_node(at.scope), decl.name),
+                         inner))
+        continue;
     }
     (legal ? out.legal : out.check) |= uint64_t{1} << b;
   }
@@ -531,7 +544,8 @@ Precheck precheck_create_temporary(MaskSummary& sum, const MaskSite& at,
   // buffer that can hold nothing each copy-in's loads are left to the check.
   for (uint64_t several = u.used & u.irregular & ~u.written; several; several &= several - 1) {
     const int b = __builtin_ctzll(several);
-    (may_be_undefined(sum.program().buffers[static_cast<size_t>(b)]) ? out.check : out.legal) |= uint64_t{1} << b;
+    (may_be_undefined(sum.program().buffers[static_cast<size_t>(b)]) ? out.check : out.legal) |=
+        uint64_t{1} << b;
   }
   return out;
 }

@@ -35,7 +35,8 @@ namespace perfdojo::transforms {
 Legality check_create_temporary(const ir::Program& p, const Action& a, const Target& t,
                                 const ProgramIndex* index = nullptr);
 /// The mask's verdicts for `create_temporary` from the program summary (see PrecheckFn).
-Precheck precheck_create_temporary(MaskSummary& summary, const MaskSite& site, std::span<const int64_t> params);
+Precheck precheck_create_temporary(MaskSummary& summary, const MaskSite& site,
+                                   std::span<const int64_t> params);
 /// Applies a legal `create_temporary`.
 ir::Program apply_create_temporary(const ir::Program& p, const Action& a, const Target& t);
 

@@ -48,8 +48,10 @@ int CursorActionSpace::moved(const ir::Program& p, int cursor, int i) const {
   if (!c.is_move || cursor < 0 || cursor >= n) return cursor;
   const Path& cur = scopes[cursor];
   switch (c.move) {
-    case CursorMove::kUp: return cursor > 0 ? cursor - 1 : cursor;
-    case CursorMove::kDown: return cursor + 1 < n ? cursor + 1 : cursor;
+    case CursorMove::kUp:
+      return cursor > 0 ? cursor - 1 : cursor;
+    case CursorMove::kDown:
+      return cursor + 1 < n ? cursor + 1 : cursor;
     case CursorMove::kOut: {
       if (cur.size() < 2) return cursor;
       Path parent(cur.begin(), cur.end() - 1);

@@ -19,8 +19,9 @@ FlatActionSpace::FlatActionSpace(FlatSpaceConfig config, Target target)
     counts_.push_back(param_slots(kind));
     // The mask keeps one bit per parameter value (Precheck, NodeVerdicts).
     if (params_.back().size() > static_cast<size_t>(kMaxParams))
-      throw std::invalid_argument(std::string("target '") + target_.name + "' gives " + kind_name(kind) + " " +
-                                  std::to_string(params_.back().size()) + " parameter values; the flat space takes at most " +
+      throw std::invalid_argument(std::string("target '") + target_.name + "' gives " +
+                                  kind_name(kind) + " " + std::to_string(params_.back().size()) +
+                                  " parameter values; the flat space takes at most " +
                                   std::to_string(kMaxParams));
     size_ += slots(kind) * counts_.back();
   }
@@ -29,11 +30,16 @@ FlatActionSpace::FlatActionSpace(FlatSpaceConfig config, Target target)
 int FlatActionSpace::slots(Kind k) const {
   const int b = config_.max_buffers;
   switch (loc_kind(k)) {
-    case LocKind::kScope: return config_.max_scopes;
-    case LocKind::kNode: return config_.max_nodes;
-    case LocKind::kBuffer: return b;
-    case LocKind::kBufferPair: return b * (b - 1) / 2;
-    case LocKind::kScopeBuffer: return config_.max_scopes * b;
+    case LocKind::kScope:
+      return config_.max_scopes;
+    case LocKind::kNode:
+      return config_.max_nodes;
+    case LocKind::kBuffer:
+      return b;
+    case LocKind::kBufferPair:
+      return b * (b - 1) / 2;
+    case LocKind::kScopeBuffer:
+      return config_.max_scopes * b;
   }
   return 0;
 }
@@ -70,7 +76,6 @@ bool nth_path(const std::vector<ir::NodePtr>& body, bool scopes_only, int& n, Pa
   }
   return false;
 }
-
 
 }  // namespace
 
@@ -133,9 +138,15 @@ int FlatActionSpace::encode(const ir::Program& p, const Action& a) const {
   const int nb = config_.max_buffers;
   int slot = -1;
   switch (loc_kind(a.kind)) {
-    case LocKind::kScope: slot = position_of(scope_paths(p), a.path); break;
-    case LocKind::kNode: slot = position_of(node_paths(p), a.path); break;
-    case LocKind::kBuffer: slot = buffer_index(p, a.buffer); break;
+    case LocKind::kScope:
+      slot = position_of(scope_paths(p), a.path);
+      break;
+    case LocKind::kNode:
+      slot = position_of(node_paths(p), a.path);
+      break;
+    case LocKind::kBuffer:
+      slot = buffer_index(p, a.buffer);
+      break;
     case LocKind::kBufferPair: {
       int i = buffer_index(p, a.buffer), j = buffer_index(p, a.buffer2);
       if (i >= 0 && j > i && j < nb) slot = pair_slot(i, j);
@@ -154,7 +165,9 @@ int FlatActionSpace::encode(const ir::Program& p, const Action& a) const {
 FlatSlotParts FlatActionSpace::parts(int index) const {
   FlatSlotParts out;
   if (index < 0 || index >= size_) return out;
-  int k = static_cast<int>(std::upper_bound(offsets_.begin(), offsets_.end(), index) - offsets_.begin()) - 1;
+  int k = static_cast<int>(std::upper_bound(offsets_.begin(), offsets_.end(), index) -
+                           offsets_.begin()) -
+          1;
   out.kind = static_cast<Kind>(k);
   const int np = counts_[k];
   const int local = index - offsets_[k];
@@ -162,10 +175,18 @@ FlatSlotParts FlatActionSpace::parts(int index) const {
   out.param_index = local % np;
   const int nb = config_.max_buffers;
   switch (loc_kind(out.kind)) {
-    case LocKind::kScope: out.scope = slot; break;
-    case LocKind::kNode: out.node = slot; break;
-    case LocKind::kBuffer: out.buffer = slot; break;
-    case LocKind::kBufferPair: std::tie(out.buffer, out.buffer2) = pair_of(slot, nb); break;
+    case LocKind::kScope:
+      out.scope = slot;
+      break;
+    case LocKind::kNode:
+      out.node = slot;
+      break;
+    case LocKind::kBuffer:
+      out.buffer = slot;
+      break;
+    case LocKind::kBufferPair:
+      std::tie(out.buffer, out.buffer2) = pair_of(slot, nb);
+      break;
     case LocKind::kScopeBuffer:
       out.scope = slot / nb;
       out.buffer = slot % nb;
@@ -179,9 +200,15 @@ std::string FlatActionSpace::describe(int index) const {
   const FlatSlotParts parts = this->parts(index);
   std::string s = std::string(kind_name(parts.kind)) + "[";
   switch (loc_kind(parts.kind)) {
-    case LocKind::kScope: s += "scope " + std::to_string(parts.scope); break;
-    case LocKind::kNode: s += "node " + std::to_string(parts.node); break;
-    case LocKind::kBuffer: s += "buffer " + std::to_string(parts.buffer); break;
+    case LocKind::kScope:
+      s += "scope " + std::to_string(parts.scope);
+      break;
+    case LocKind::kNode:
+      s += "node " + std::to_string(parts.node);
+      break;
+    case LocKind::kBuffer:
+      s += "buffer " + std::to_string(parts.buffer);
+      break;
     case LocKind::kBufferPair:
       s += "buffers " + std::to_string(parts.buffer) + "," + std::to_string(parts.buffer2);
       break;

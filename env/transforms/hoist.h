@@ -18,7 +18,8 @@ namespace perfdojo::transforms {
 Legality check_hoist(const ir::Program& p, const Action& a, const Target& t,
                      const ProgramIndex* index = nullptr);
 /// The mask's verdicts for `hoist` from the program summary (see PrecheckFn).
-Precheck precheck_hoist(MaskSummary& summary, const MaskSite& site, std::span<const int64_t> params);
+Precheck precheck_hoist(MaskSummary& summary, const MaskSite& site,
+                        std::span<const int64_t> params);
 /// Applies a legal `hoist`.
 ir::Program apply_hoist(const ir::Program& p, const Action& a, const Target& t);
 

@@ -184,7 +184,7 @@ Legality check_inline_temporary(const ir::Program& p, const Action& a, const Tar
 }
 
 Precheck precheck_inline_temporary(MaskSummary& sum, const MaskSite& at,
-                                    std::span<const int64_t> params) {
+                                   std::span<const int64_t> params) {
   // A temporary without initial value written by exactly one plain store.
   if (!sum.summarised(at.buffer)) return check_all(params);
   const ir::BufferDecl& d = sum.program().buffers[at.buffer];

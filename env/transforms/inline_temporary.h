@@ -18,7 +18,8 @@ namespace perfdojo::transforms {
 Legality check_inline_temporary(const ir::Program& p, const Action& a, const Target& t,
                                 const ProgramIndex* index = nullptr);
 /// The mask's verdicts for `inline_temporary` from the program summary (see PrecheckFn).
-Precheck precheck_inline_temporary(MaskSummary& summary, const MaskSite& site, std::span<const int64_t> params);
+Precheck precheck_inline_temporary(MaskSummary& summary, const MaskSite& site,
+                                   std::span<const int64_t> params);
 /// Applies a legal `inline_temporary`.
 ir::Program apply_inline_temporary(const ir::Program& p, const Action& a, const Target& t);
 

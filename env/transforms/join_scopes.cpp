@@ -33,7 +33,7 @@ Legality check_join_scopes(const ir::Program& p, const Action& a, const Target&,
 }
 
 Precheck precheck_join_scopes(MaskSummary& sum, const MaskSite& at,
-                               std::span<const int64_t> params) {
+                              std::span<const int64_t> params) {
   // The next sibling is a scope of the same extent and annotation.
   const ProgramIndex& ix = sum.index();
   const int next = ix.node(at.node).next;

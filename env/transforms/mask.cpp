@@ -64,7 +64,8 @@ constexpr uint32_t bits_of(const KindList& kinds) {
   return bits;
 }
 // The kinds decided at a scope slot, and at a node slot.
-constexpr uint32_t kAtScope = bits_of(kinds_at(LocKind::kScope)) | bits_of(kinds_at(LocKind::kScopeBuffer));
+constexpr uint32_t kAtScope =
+    bits_of(kinds_at(LocKind::kScope)) | bits_of(kinds_at(LocKind::kScopeBuffer));
 constexpr uint32_t kAtNode = bits_of(kinds_at(LocKind::kNode));
 static_assert(kNumKinds <= 32, "NodeVerdicts::done holds one bit per kind");
 static_assert(
@@ -79,8 +80,8 @@ static_assert(
 // What MaskMemo remembers of one node (a NodeMemo entry, which holds the node): the verdicts
 // of the kinds located at it.
 struct NodeVerdicts {
-  std::vector<int64_t> context;  ///< (extent, annot) of each enclosing scope, innermost first
-  uint32_t done = 0;             ///< bit k: bits[k] is decided
+  std::vector<int64_t> context;   ///< (extent, annot) of each enclosing scope, innermost first
+  uint32_t done = 0;              ///< bit k: bits[k] is decided
   uint32_t bits[kNumKinds] = {};  ///< bit i = the kind's i-th parameter is legal
   ir::NodePtr next;               ///< the next sibling the kNextSibling kinds saw
   ir::NodePtr parent;             ///< the parent the kParent kinds saw, and the node's index
@@ -131,8 +132,8 @@ struct MaskMemo::Impl {
   std::vector<BufferVerdicts> buffers;
   std::vector<std::string> names;  ///< the buffer names (first 64) pair_known/pair_ok refer to
   const FlatActionSpace* space = nullptr;  ///< the space whose verdicts it holds
-  std::unique_ptr<ProgramIndex> index;   ///< rebuilt for each mask, keeping its storage
-  std::unique_ptr<MaskSummary> summary;  ///< the same
+  std::unique_ptr<ProgramIndex> index;     ///< rebuilt for each mask, keeping its storage
+  std::unique_ptr<MaskSummary> summary;    ///< the same
 
   // Moves each remembered scope-buffer bit to its buffer name's new position when
   // declarations were removed or reordered (appended ones are new).
@@ -308,9 +309,9 @@ class MaskPass {
   ProgramIndex* ix_ = nullptr;
   MaskSummary* sum_ = nullptr;
   int nb_ = 0, ns_ = 0, nn_ = 0;
-  Action a_;                    ///< reused: its path and names keep their storage
-  int located_ = -1;            ///< the node a_ is located at, -1 for none
-  NodeVerdicts scratch_;        ///< the verdicts of a node when there is no memo
+  Action a_;              ///< reused: its path and names keep their storage
+  int located_ = -1;      ///< the node a_ is located at, -1 for none
+  NodeVerdicts scratch_;  ///< the verdicts of a node when there is no memo
   std::vector<int64_t> context_;
 };
 
@@ -384,7 +385,8 @@ void MaskPass::scope_slot(int s) {
   NodeVerdicts& v = verdicts(n);
   sync_neighbours(v, n, kAtScope);
   node_kinds(kScopeKinds, v, MaskSite{s, n, -1, -1}, s);
-  for (int j = 0; j < kScopeBufferKinds.n; ++j) scope_buffer_kind(j, kScopeBufferKinds.kinds[j], s, v);
+  for (int j = 0; j < kScopeBufferKinds.n; ++j)
+    scope_buffer_kind(j, kScopeBufferKinds.kinds[j], s, v);
 }
 
 // A kind at (scope slot s, each buffer): the summarised buffers are asked as one row and
@@ -409,7 +411,8 @@ void MaskPass::scope_buffer_kind(int j, Kind kind, int s, NodeVerdicts& v) {
   }
   uint8_t* out = m_.data() + space_.offset(kind) + s * space_.config().max_buffers;
   for (uint64_t ok = v.pair_ok[j] & all; ok; ok &= ok - 1) out[__builtin_ctzll(ok)] = 1;
-  for (int b = known_limit; b < nb_; ++b) out[b] = decide(kind, MaskSite{s, n, b, -1}, [&] { at_buffer(b); }) != 0;
+  for (int b = known_limit; b < nb_; ++b)
+    out[b] = decide(kind, MaskSite{s, n, b, -1}, [&] { at_buffer(b); }) != 0;
   a_.buffer.clear();
 }
 
@@ -429,8 +432,9 @@ void MaskPass::buffer_slot(int b) {
   BufferVerdicts* v = &scratch;
   bool known = false;
   if (mem_ && first > -2) {
-    auto it = std::find_if(mem_->buffers.begin(), mem_->buffers.end(),
-                           [&](const BufferVerdicts& x) { return same_name(x.decl.name, decl.name); });
+    auto it =
+        std::find_if(mem_->buffers.begin(), mem_->buffers.end(),
+                     [&](const BufferVerdicts& x) { return same_name(x.decl.name, decl.name); });
     if (it == mem_->buffers.end()) it = mem_->buffers.emplace(mem_->buffers.end());
     v = &*it;
     v->seen = mem_->nodes.epoch();
@@ -487,7 +491,8 @@ void MaskPass::pairs(Kind kind) {
         m_[offset + space_.pair_slot(i, __builtin_ctzll(ok))] = 1;
     }
     for (int j = std::max(i + 1, limit); j < nb_; ++j)
-      m_[offset + space_.pair_slot(i, j)] = decide(kind, MaskSite{-1, -1, i, j}, [&] { at_pair(j); }) != 0;
+      m_[offset + space_.pair_slot(i, j)] =
+          decide(kind, MaskSite{-1, -1, i, j}, [&] { at_pair(j); }) != 0;
   }
 }
 

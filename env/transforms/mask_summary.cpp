@@ -60,7 +60,8 @@ void MaskSummary::reset(const ProgramIndex& ix, int max_scopes) {
   for (int id = 0; id < static_cast<int>(decl_of_.size()); ++id)
     if (decl_of_[id] >= 0 && id_of_[decl_of_[id]] < 0) id_of_[decl_of_[id]] = id;
   has_vector_ = false;
-  for (int n : ix.scopes()) has_vector_ = has_vector_ || ix.node(n).node->annot == ir::Annot::kVector;
+  for (int n : ix.scopes())
+    has_vector_ = has_vector_ || ix.node(n).node->annot == ir::Annot::kVector;
 }
 
 void MaskSummary::site(int si, int b) {

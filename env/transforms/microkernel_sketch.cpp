@@ -44,9 +44,9 @@ class Expander {
     auto r = apply(cur_, a, target_);  // checks first; a refusal explains itself
     if (!r.ok()) {
       if (required && errors_.empty())
-        errors_.push_back(error_at(loc_, "micro-kernel sketch step " +
-                                             std::to_string(trace_.size() + 1) + " (" +
-                                             print_action(a) + ") refused: " + r.errors()[0].message));
+        errors_.push_back(
+            error_at(loc_, "micro-kernel sketch step " + std::to_string(trace_.size() + 1) + " (" +
+                               print_action(a) + ") refused: " + r.errors()[0].message));
       return false;
     }
     cur_ = std::move(r).value();
@@ -95,9 +95,8 @@ class Expander {
 
 // The innermost scope of the perfect chain starting at `p` in `prog`.
 Path innermost_of_chain(const ir::Program& prog, Path p) {
-  for (const ir::Node* n = node_at(prog, p); n && n->is_scope && n->body.size() == 1 &&
-                                            n->body[0]->is_scope;
-       n = n->body[0].get())
+  for (const ir::Node* n = node_at(prog, p);
+       n && n->is_scope && n->body.size() == 1 && n->body[0]->is_scope; n = n->body[0].get())
     p.push_back(0);
   return p;
 }
@@ -158,13 +157,15 @@ ir::Result<GemmNest> gemm_nest_at(const ir::Program& p, const Path& path, bool t
       g.batch.push_back(t);  // in the last dimension with another stride: leave it outside
   }
   if (reds.empty()) return refuse("no reduction scope (every iterator indexes the target)");
-  if (js.size() != 1) return refuse("it needs one unit-stride column iterator in the target's last dimension only");
+  if (js.size() != 1)
+    return refuse("it needs one unit-stride column iterator in the target's last dimension only");
   if (rows.empty()) return refuse("no row iterator outside the target's last dimension");
   g.j = js[0];
   // The row: used by an operand that does not use j (A's rows, conv's output channels), largest.
   auto a_like_uses = [&](int t) {
     for (const ir::Access* a : loads)
-      if (a->buffer != g.target && uses_iterator(*a, d + t) && !uses_iterator(*a, d + g.j)) return true;
+      if (a->buffer != g.target && uses_iterator(*a, d + t) && !uses_iterator(*a, d + g.j))
+        return true;
     return false;
   };
   g.i = -1;
@@ -186,14 +187,16 @@ ir::Result<GemmNest> gemm_nest_at(const ir::Program& p, const Path& path, bool t
   g.operands_unit_k = true;
   for (const ir::Access* a : loads) {
     if (a->buffer == g.target || a->index.empty()) continue;
-    for (size_t dim = 0; dim + 1 < a->index.size(); ++dim) g.operands_unit_k &= a->index[dim].coeff(d + g.k) == 0;
+    for (size_t dim = 0; dim + 1 < a->index.size(); ++dim)
+      g.operands_unit_k &= a->index[dim].coeff(d + g.k) == 0;
     g.operands_unit_k &= a->index.back().coeff(d + g.k) == 1;
   }
   g.transposable = a_like_uses(g.i);
   if (transposed) {
     if (!g.transposable)
-      return refuse("no operand uses the row iterator without the column one (nothing to load as "
-                    "vectors across the transposed tile)");
+      return refuse(
+          "no operand uses the row iterator without the column one (nothing to load as "
+          "vectors across the transposed tile)");
     std::swap(g.i, g.j);
     g.transposed = true;
   }
@@ -206,7 +209,8 @@ ir::Result<GemmNest> gemm_nest_at(const ir::Program& p, const Path& path, bool t
 std::vector<GemmNest> gemm_nests(const ir::Program& p) {
   std::vector<GemmNest> out;
   std::vector<std::pair<Path, const ir::Node*>> stack;
-  for (int i = static_cast<int>(p.body.size()) - 1; i >= 0; --i) stack.push_back({{i}, p.body[i].get()});
+  for (int i = static_cast<int>(p.body.size()) - 1; i >= 0; --i)
+    stack.push_back({{i}, p.body[i].get()});
   while (!stack.empty()) {
     auto [path, n] = stack.back();
     stack.pop_back();
@@ -262,7 +266,9 @@ class Chain {
   }
   int size() const { return static_cast<int>(levels_.size()); }
   bool has(Level l) const { return std::find(levels_.begin(), levels_.end(), l) != levels_.end(); }
-  int pos(Level l) const { return static_cast<int>(std::find(levels_.begin(), levels_.end(), l) - levels_.begin()); }
+  int pos(Level l) const {
+    return static_cast<int>(std::find(levels_.begin(), levels_.end(), l) - levels_.begin());
+  }
   int64_t extent(Level l) const { return extents_[pos(l)]; }
   Path path(int q) const {
     Path p = top_;
@@ -345,14 +351,16 @@ void operand_roles(const ir::Program& p, const GemmNest& g, std::vector<std::str
 // `a_like` as found before the sketch, unless packing the B-like panels renamed one (C = A A^T,
 // whose A is both: each of its indices got a temporary). Then they are found again by role in
 // the tiled nest: the loads that use a row level and a reduction level, no column level.
-std::vector<std::string> current_a_like(const ir::Program& p, const Chain& c, const std::vector<std::string>& a_like) {
+std::vector<std::string> current_a_like(const ir::Program& p, const Chain& c,
+                                        const std::vector<std::string>& a_like) {
   const ir::Node* leaf = node_at(p, c.path(c.size() - 1));
   while (leaf && leaf->is_scope) leaf = leaf->body.empty() ? nullptr : leaf->body[0].get();
   if (!leaf) return a_like;
   std::vector<const ir::Access*> loads;
   loads_of(*leaf->stmt.rhs, loads);
   auto loaded = [&](const std::string& b) {
-    return std::any_of(loads.begin(), loads.end(), [&](const ir::Access* a) { return a->buffer == b; });
+    return std::any_of(loads.begin(), loads.end(),
+                       [&](const ir::Access* a) { return a->buffer == b; });
   };
   if (std::all_of(a_like.begin(), a_like.end(), loaded)) return a_like;
   auto uses_level = [&](const ir::Access& a, std::initializer_list<Level> levels) {
@@ -362,8 +370,11 @@ std::vector<std::string> current_a_like(const ir::Program& p, const Chain& c, co
   };
   std::vector<std::string> out;
   for (const ir::Access* a : loads) {
-    if (a->buffer == leaf->stmt.lhs.buffer || std::find(out.begin(), out.end(), a->buffer) != out.end()) continue;
-    if (uses_level(*a, {Level::kMo, Level::kMi, Level::kMio, Level::kMii}) && uses_level(*a, {Level::kKo, Level::kKi}) &&
+    if (a->buffer == leaf->stmt.lhs.buffer ||
+        std::find(out.begin(), out.end(), a->buffer) != out.end())
+      continue;
+    if (uses_level(*a, {Level::kMo, Level::kMi, Level::kMio, Level::kMii}) &&
+        uses_level(*a, {Level::kKo, Level::kKi}) &&
         !uses_level(*a, {Level::kNc, Level::kNn, Level::kNo, Level::kNi}))
       out.push_back(a->buffer);
   }
@@ -420,7 +431,8 @@ void expand_into(Expander& x, const GemmNest& g, const MicrokernelParams& m) {
   // batch.. [Nc] Ko Mo No Mio Ki reductions.. Mii Ni, without the levels left out (rows_outer:
   // Mio No)
   int t = nbatch;
-  const Level panels[2] = {m.rows_outer ? Level::kMio : Level::kNo, m.rows_outer ? Level::kNo : Level::kMio};
+  const Level panels[2] = {m.rows_outer ? Level::kMio : Level::kNo,
+                           m.rows_outer ? Level::kNo : Level::kMio};
   for (Level l : {Level::kNc, Level::kKo, Level::kMo, panels[0], panels[1], Level::kKi})
     if (c.has(l) && !c.raise(l, t++)) return;
   for (int r : g.reductions)
@@ -432,11 +444,12 @@ void expand_into(Expander& x, const GemmNest& g, const MicrokernelParams& m) {
   const int b_home = c.has(Level::kKo) ? c.pos(Level::kKo) : c.pos(Level::kKi) > 0 ? 0 : -1;
   int nb = 0;
   if (b_home >= 0) {
-    for (const std::string& b : c.has(Level::kKo) ? b_like : b_strided) nb += x.pack(c.path(b_home), b);
+    for (const std::string& b : c.has(Level::kKo) ? b_like : b_strided)
+      nb += x.pack(c.path(b_home), b);
     c.child(b_home) = nb;
   }
   // (without Mo or Ko, at the outermost batch scope: conv2d's filters once per image)
-  const int a_home = c.has(Level::kMo) ? c.pos(Level::kMo)
+  const int a_home = c.has(Level::kMo)   ? c.pos(Level::kMo)
                      : c.has(Level::kKo) ? c.pos(Level::kKo)
                      : nbatch > 0        ? 0
                                          : -1;
@@ -446,7 +459,8 @@ void expand_into(Expander& x, const GemmNest& g, const MicrokernelParams& m) {
   const bool one_panel = !c.has(Level::kNo) && !c.has(Level::kNc);
   if (a_home >= 0 && !g.transposed && !(one_panel && (c.has(Level::kMo) || c.has(Level::kKo)))) {
     int na = 0;
-    for (const std::string& a : current_a_like(x.program(), c, a_like)) na += x.pack(c.path(a_home), a);
+    for (const std::string& a : current_a_like(x.program(), c, a_like))
+      na += x.pack(c.path(a_home), a);
     c.child(a_home) += na;
   }
   // the register tile at the inner panel loop (Mio, or No with rows_outer), else at the scope
@@ -481,7 +495,8 @@ void expand_into(Expander& x, const GemmNest& g, const MicrokernelParams& m) {
   }
   // two k steps per loop iteration: fewer loop instructions between the FMAs (optional; measured
   // +0.5% on matmul-1024 with 8 x 32 on AVX-512, four steps lose 5% to code size)
-  if (g.reductions.empty() && c.extent(Level::kKi) % 2 == 0) x.unroll(cat(tile, {compute}), 2, false);
+  if (g.reductions.empty() && c.extent(Level::kKi) % 2 == 0)
+    x.unroll(cat(tile, {compute}), 2, false);
   // the panel copies' innermost loops, where unit-stride (optional)
   if (b_home >= 0)
     for (int b = 0; b < nb; ++b) {
@@ -501,15 +516,19 @@ void expand_dot_into(Expander& x, const GemmNest& g, const MicrokernelParams& m)
     if (!c.raise_id(b, t++)) return;
   if (!c.raise(Level::kJ, t) || !c.raise(Level::kK, t + 1) || !c.raise(Level::kI, t + 2)) return;
   // batch.. J K I: k in chunks of the lanes, the rows inside the chunk loop
-  if (!c.tile(Level::kK, m.lanes, Level::kKo, Level::kKi) || !c.raise(Level::kI, c.pos(Level::kKi))) return;
+  if (!c.tile(Level::kK, m.lanes, Level::kKo, Level::kKi) || !c.raise(Level::kI, c.pos(Level::kKi)))
+    return;
   // batch.. J Ko I Ki: nr columns inside the chunk loop
   if (m.nr > 1 && m.nr < g.n) {
-    if (!c.tile(Level::kJ, m.nr, Level::kNo, Level::kNi) || !c.raise(Level::kKo, nbatch + 1)) return;
+    if (!c.tile(Level::kJ, m.nr, Level::kNo, Level::kNi) || !c.raise(Level::kKo, nbatch + 1))
+      return;
   } else if (m.nr == g.n) {
     c.rename(Level::kJ, Level::kNi);
     if (!c.raise(Level::kKo, nbatch)) return;
   }
-  if (c.has(Level::kNi) && c.extent(Level::kNi) > 1 && !x.unroll(c.path(Level::kNi), c.extent(Level::kNi), true)) return;
+  if (c.has(Level::kNi) && c.extent(Level::kNi) > 1 &&
+      !x.unroll(c.path(Level::kNi), c.extent(Level::kNi), true))
+    return;
   if (g.m > 1 && !x.unroll(c.path(Level::kI), g.m, true)) return;
   x.vectorize(c.path(Level::kKi), m.lanes, true);
 }
@@ -526,7 +545,9 @@ int64_t divisor_near(int64_t e, int64_t want, int64_t lo = 1) {
 // two blocks is taken whole, so the tile's C is loaded and stored once, not once per block (K =
 // 512 on a Zen 4 core: matmul 512 x 768 3.77 ms against 4.04-4.12; matmul-skinny, geglu-mlp,
 // attention-bias and a 384-cubed f64 GEMM 2-7% faster, the others even).
-int64_t fitted_kc(int64_t kk, int64_t want) { return kk <= 2 * want ? kk : divisor_near(kk, want, 8); }
+int64_t fitted_kc(int64_t kk, int64_t want) {
+  return kk <= 2 * want ? kk : divisor_near(kk, want, 8);
+}
 
 // The fitted sketch on the nest at `path` of x's program (see expand_microkernel_fitted).
 void fit_into(Expander& x, const Path& path, const MicrokernelParams& want, int depth) {
@@ -632,28 +653,33 @@ void fit_into(Expander& x, const Path& path, const MicrokernelParams& want, int 
 }  // namespace
 
 ir::Result<SketchExpansion> expand_microkernel(const ir::Program& p, const Path& path,
-                                                const MicrokernelParams& m, const Target& target) {
+                                               const MicrokernelParams& m, const Target& target) {
   auto nest = gemm_nest_at(p, path, m.transposed);
   if (!nest.ok()) return nest.errors();
   const GemmNest& g = *nest;
   const ir::SourceLoc loc = node_at(p, path)->loc;
   auto refuse = [&](const std::string& why) {
-    return std::vector<ir::Diagnostic>{
-        error_at(loc, "micro-kernel sketch " + print_params(m) + " at " + print_path(path) + ": " + why)};
+    return std::vector<ir::Diagnostic>{error_at(
+        loc, "micro-kernel sketch " + print_params(m) + " at " + print_path(path) + ": " + why)};
   };
   auto divides = [](int64_t f, int64_t e) { return f >= 1 && f <= e && e % f == 0; };
-  if (!divides(m.kc, g.kk)) return refuse("kc must divide the reduction extent " + std::to_string(g.kk));
+  if (!divides(m.kc, g.kk))
+    return refuse("kc must divide the reduction extent " + std::to_string(g.kk));
   if (!divides(m.mc, g.m)) return refuse("mc must divide the row extent " + std::to_string(g.m));
   if (!divides(m.mr, m.mc)) return refuse("mr must divide mc");
   const int64_t cols = m.nc ? m.nc : g.n;
-  if (m.nc && !divides(m.nc, g.n)) return refuse("nc must divide the column extent " + std::to_string(g.n));
-  if (!divides(m.nr, cols)) return refuse("nr must divide the column extent " + std::to_string(cols));
+  if (m.nc && !divides(m.nc, g.n))
+    return refuse("nc must divide the column extent " + std::to_string(g.n));
+  if (!divides(m.nr, cols))
+    return refuse("nr must divide the column extent " + std::to_string(cols));
   if (m.lanes < 2 || (m.nr >= m.lanes && m.nr % m.lanes != 0))
     return refuse("nr must be a multiple of the lanes");
   Expander x(p, target, loc);
   if (m.dot) {
     if (!g.reductions.empty() || m.mr != g.m || m.kc != g.kk || g.kk % m.lanes != 0 || g.transposed)
-      return refuse("the dot form takes one reduction, a multiple of the lanes, and every row (mr = m, kc = k)");
+      return refuse(
+          "the dot form takes one reduction, a multiple of the lanes, and every row (mr = m, kc = "
+          "k)");
     expand_dot_into(x, g, m);
   } else {
     expand_into(x, g, m);
@@ -662,8 +688,8 @@ ir::Result<SketchExpansion> expand_microkernel(const ir::Program& p, const Path&
 }
 
 ir::Result<SketchExpansion> expand_microkernel_fitted(const ir::Program& p, const Path& path,
-                                                       const MicrokernelParams& want,
-                                                       const Target& target) {
+                                                      const MicrokernelParams& want,
+                                                      const Target& target) {
   if (want.dot) return expand_microkernel(p, path, want, target);  // sized for the nest already
   auto nest = gemm_nest_at(p, path, want.transposed);
   if (!nest.ok()) return nest.errors();
@@ -683,7 +709,8 @@ std::optional<Path> hidden_gemm(const ir::Program& p, const Path& s) {
   const ir::Node* nb = node_at(p, Path(s.begin(), s.end() - 2));
   const ir::Node* nc = node_at(p, Path(s.begin(), s.end() - 1));
   const ir::Node* st = node_at(p, s);
-  if (!na || !nb || !nc || !st || st->is_scope || st->stmt.op != ir::Reduce::kAdd) return std::nullopt;
+  if (!na || !nb || !nc || !st || st->is_scope || st->stmt.op != ir::Reduce::kAdd)
+    return std::nullopt;
   if (na->body.size() == 1 && nb->body.size() == 1 && nc->body.size() == 1) return std::nullopt;
   // The chain alone, its statement shared (immutable).
   const ir::NodePtr& leaf = nc->body[s.back()];
@@ -753,7 +780,8 @@ double covered(int64_t rows, int64_t cols, int64_t mr, int64_t nr, int64_t lanes
 // only, with unit stride. Its columns fill the 8 accumulator registers the code generator keeps
 // across a loop (nr x m <= 8, nr dividing n).
 std::optional<MicrokernelParams> dot_candidate(const GemmNest& g, int64_t lanes) {
-  if (g.transposed || !g.reductions.empty() || g.m > 4 || g.kk % lanes != 0 || !g.operands_unit_k) return std::nullopt;
+  if (g.transposed || !g.reductions.empty() || g.m > 4 || g.kk % lanes != 0 || !g.operands_unit_k)
+    return std::nullopt;
   int64_t nr = 1;
   for (int64_t d = 8 / g.m; d >= 1; --d)
     if (g.n % d == 0) {
@@ -782,7 +810,8 @@ std::vector<MicrokernelParams> microkernel_candidates(const GemmNest& g, const T
   // Register tiles: mr x nr elements in mr * nr / reg accumulators, leaving registers for the
   // nr / reg loads of B and a broadcast of A. With 32 vector registers (AVX-512, NEON, SVE):
   // 24 accumulators (8 x 48 f32 on AVX-512: conv2d-3x3 +13% over 8 x 32, matmul-1024 even; 8 x 12
-  // on NEON, BLIS's ARMv8 shape), or 16 (8 x 32, 4 x 64). With 16 (AVX2): 12 ymm (6 x 16) / 8 (4 x 16).
+  // on NEON, BLIS's ARMv8 shape), or 16 (8 x 32, 4 x 64). With 16 (AVX2): 12 ymm (6 x 16) / 8 (4 x
+  // 16).
   const std::vector<std::pair<int64_t, int64_t>> tiles =
       target.registers() >= 32
           ? std::vector<std::pair<int64_t, int64_t>>{{8, 3 * reg}, {8, 2 * reg}, {4, 4 * reg}}
@@ -807,9 +836,10 @@ std::vector<MicrokernelParams> microkernel_candidates(const GemmNest& g, const T
   // takes 8 x 32 (1024 columns whole) before 8 x 48 (1008 + 16): 1.02x against 0.99x OpenBLAS
   // measured on a Zen 5 core, even on a Xeon; conv2d-3x3's 56 output columns keep 8 x 48
   // (48 + 8) first, and AVX2's 6 x 16 stays before 4 x 16 (1020 + 4 rows: 80 against 70 GFLOP/s).
-  std::stable_sort(out.begin(), out.end(), [&](const MicrokernelParams& x, const MicrokernelParams& y) {
-    return covered(1, g.n, 1, x.nr, x.lanes) > covered(1, g.n, 1, y.nr, y.lanes);
-  });
+  std::stable_sort(out.begin(), out.end(),
+                   [&](const MicrokernelParams& x, const MicrokernelParams& y) {
+                     return covered(1, g.n, 1, x.nr, x.lanes) > covered(1, g.n, 1, y.nr, y.lanes);
+                   });
   // A nest with few rows whose every operand is unit-stride in k: each element of an operand is
   // used by at most m rows, so packing costs about what it saves. The dot form (partial sums in
   // the lanes, nr x m of them, kept across the k loop) comes first for up to 4 rows: a 4 x 4096
@@ -823,12 +853,14 @@ std::vector<MicrokernelParams> microkernel_candidates(const GemmNest& g, const T
   // Transposed tiles: 16 accumulators with 32 registers, 12 with 16 (as many as the plain
   // tiles' second choice: the broadcasts read the operand where it lies, not from a packed block).
   const std::vector<std::pair<int64_t, int64_t>> ttiles =
-      target.registers() >= 32 ? std::vector<std::pair<int64_t, int64_t>>{{8, 2 * reg}, {4, 4 * reg}}
-                               : std::vector<std::pair<int64_t, int64_t>>{{6, 2 * reg}, {4, 2 * reg}};
+      target.registers() >= 32
+          ? std::vector<std::pair<int64_t, int64_t>>{{8, 2 * reg}, {4, 4 * reg}}
+          : std::vector<std::pair<int64_t, int64_t>>{{6, 2 * reg}, {4, 2 * reg}};
   std::vector<MicrokernelParams> t;
   for (const auto& [mr, nr] : ttiles) t.push_back({mr, nr, 256, 64, 0, lanes, true});
-  if (std::all_of(out.begin(), out.end(),
-                  [&](const MicrokernelParams& plain) { return transposed_first(g, plain, t.front()); })) {
+  if (std::all_of(out.begin(), out.end(), [&](const MicrokernelParams& plain) {
+        return transposed_first(g, plain, t.front());
+      })) {
     t.insert(t.end(), out.begin(), out.end());
     return t;
   }
@@ -836,7 +868,8 @@ std::vector<MicrokernelParams> microkernel_candidates(const GemmNest& g, const T
   return out;
 }
 
-bool transposed_first(const GemmNest& g, const MicrokernelParams& plain, const MicrokernelParams& t) {
+bool transposed_first(const GemmNest& g, const MicrokernelParams& plain,
+                      const MicrokernelParams& t) {
   // kc as fit_into takes it.
   const double plain_share = covered(g.m, g.n, plain.mr, plain.nr, plain.lanes);
   const double depth = static_cast<double>(fitted_kc(g.kk, t.kc)) * g.inner;
@@ -855,7 +888,8 @@ SketchExpansion sketch_program(const ir::Program& p, const Target& target, size_
     const auto& nest = *it;
     const auto cands = microkernel_candidates(nest, target);
     if (cands.empty()) continue;
-    auto e = expand_microkernel_fitted(out.program, nest.path, cands[std::min(choice, cands.size() - 1)], target);
+    auto e = expand_microkernel_fitted(out.program, nest.path,
+                                       cands[std::min(choice, cands.size() - 1)], target);
     if (!e.ok()) continue;
     out.program = std::move(e->program);
     out.trace.insert(out.trace.end(), e->trace.begin(), e->trace.end());

@@ -72,17 +72,17 @@ std::string print_params(const MicrokernelParams& m);
 
 /// The roles of a GEMM-class nest.
 struct GemmNest {
-  Path path;        ///< the outermost scope of the nest
-  int scopes = 3;   ///< perfectly nested scopes from `path` down to the statement
+  Path path;                ///< the outermost scope of the nest
+  int scopes = 3;           ///< perfectly nested scopes from `path` down to the statement
   int i = 0, j = 0, k = 0;  ///< positions (0 = outermost) of the row, column and main reduction
-  std::vector<int> batch;       ///< positions of the target's other iterators (bmm's batch, conv's h)
-  std::vector<int> reductions;  ///< positions of the other reduction scopes (conv's kh, kw)
+  std::vector<int> batch;   ///< positions of the target's other iterators (bmm's batch, conv's h)
+  std::vector<int> reductions;   ///< positions of the other reduction scopes (conv's kh, kw)
   int64_t m = 0, n = 0, kk = 0;  ///< extents of i, j and k
-  std::string target;  ///< the buffer the statement reduces into
-  bool transposed = false;  ///< i and j exchanged (MicrokernelParams::transposed)
-  bool transposable = false;  ///< gemm_nest_at with `transposed` would take it
+  std::string target;            ///< the buffer the statement reduces into
+  bool transposed = false;       ///< i and j exchanged (MicrokernelParams::transposed)
+  bool transposable = false;     ///< gemm_nest_at with `transposed` would take it
   int64_t inner = 1;  ///< the product of the other reductions' extents (conv2d's kh x kw)
-  bool operands_unit_k = false;  ///< every operand has k in its last dimension only, stride 1
+  bool operands_unit_k = false;       ///< every operand has k in its last dimension only, stride 1
   ir::DType dtype = ir::DType::kF32;  ///< the target buffer's element type (f64: half the lanes)
 };
 
@@ -104,8 +104,8 @@ struct SketchExpansion {
 /// step, its action and the reason) when the nest is not GEMM-class, a block size does not fit,
 /// or a required step is illegal.
 ir::Result<SketchExpansion> expand_microkernel(const ir::Program& p, const Path& path,
-                                                const MicrokernelParams& params,
-                                                const Target& target);
+                                               const MicrokernelParams& params,
+                                               const Target& target);
 
 /// Loop fission that makes GEMM-class nests perfect: a `+=` whose three innermost enclosing
 /// scopes would be GEMM-class on their own but share them with other statements (attention's
@@ -121,8 +121,8 @@ SketchExpansion isolate_gemm_nests(const ir::Program& p, const Target& target);
 /// (kc = K or mc = M leave that level out). matmul 1000^3 with 8 x 32: panels of 992 columns and
 /// of 8, rows in blocks of 40.
 ir::Result<SketchExpansion> expand_microkernel_fitted(const ir::Program& p, const Path& path,
-                                                       const MicrokernelParams& want,
-                                                       const Target& target);
+                                                      const MicrokernelParams& want,
+                                                      const Target& target);
 
 /// The sketch on a whole program: fission exposing GEMM-class nests (isolate_gemm_nests), then
 /// every nest fitted with its `choice`-th candidate (a nest with fewer takes its last), the last
@@ -137,10 +137,11 @@ size_t sketch_choices(const ir::Program& p, const Target& target);
 /// What to aim at on `nest` for a target (expand_microkernel_fitted), best guess first: register
 /// tiles that fill the vector register file (AVX-512: 8 x 48 floats in 24 zmm accumulators, then
 /// 8 x 32 and 4 x 64 in 16; AVX2: 6 x 16 in 12 ymm, 4 x 16 in 8), panels sized for L1 and L2,
-/// mc 64 before mc 128, each in both panel orders (rows_outer first); on a transposable nest also transposed tiles (AVX-512 8 x 32 and 4 x 64, AVX2 6 x 16 and
-/// 4 x 16). Transposed tiles come first when they promise more than every plain one (transposed_first),
-/// else last. A nest of at most 4 rows whose operands are unit-stride in k has the dot form
-/// (MicrokernelParams::dot) before all of them.
+/// mc 64 before mc 128, each in both panel orders (rows_outer first); on a transposable nest also
+/// transposed tiles (AVX-512 8 x 32 and 4 x 64, AVX2 6 x 16 and 4 x 16). Transposed tiles come
+/// first when they promise more than every plain one (transposed_first), else last. A nest of at
+/// most 4 rows whose operands are unit-stride in k has the dot form (MicrokernelParams::dot) before
+/// all of them.
 std::vector<MicrokernelParams> microkernel_candidates(const GemmNest& nest, const Target& target);
 
 /// Whether the transposed tile `t` promises more on `nest` than the plain tile `plain`: the share
@@ -151,6 +152,7 @@ std::vector<MicrokernelParams> microkernel_candidates(const GemmNest& nest, cons
 /// 56 output columns leave 8 of 56 to an 8 x 8 remainder (0.857) while 64 output channels take
 /// 8 x 32 tiles whole (1 - 32 / 576 = 0.944); matmul-1024 stays plain (0.984 against 0.875), and
 /// so does matmul-skinny's 64 columns, whole in 8 x 32 tiles.
-bool transposed_first(const GemmNest& nest, const MicrokernelParams& plain, const MicrokernelParams& t);
+bool transposed_first(const GemmNest& nest, const MicrokernelParams& plain,
+                      const MicrokernelParams& t);
 
 }  // namespace perfdojo::transforms

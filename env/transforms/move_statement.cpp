@@ -40,7 +40,7 @@ Legality check_move_statement(const ir::Program& p, const Action& a, const Targe
 }
 
 Precheck precheck_move_statement(MaskSummary& sum, const MaskSite& at,
-                                  std::span<const int64_t> params) {
+                                 std::span<const int64_t> params) {
   if (sum.index().node(at.node).next < 0) return {};
   return check_all(params);
 }

@@ -62,7 +62,7 @@ Legality check_parallelize(const ir::Program& p, const Action& a, const Target& 
 }
 
 Precheck precheck_parallelize(MaskSummary& sum, const MaskSite& at,
-                               std::span<const int64_t> params) {
+                              std::span<const int64_t> params) {
   // A plain scope of more than one iteration, with no :par scope around or inside it.
   const ir::Node& s = sum.scope(at.scope);
   if (s.annot != ir::Annot::kNone || s.extent <= 1 || sum.near_parallel(at.scope)) return {};
@@ -73,7 +73,8 @@ ir::Program apply_parallelize(const ir::Program& p, const Action& a, const Targe
   PERFDOJO_EXPECT_LEGAL(check_parallelize, p, a, t);
   const ir::Node* s = node_at(p, a.path);
   const std::vector<std::string> own = privatised(p, a.path, *s);
-  ir::NodePtr par = ir::Node::scope(s->extent, s->extent_name, ir::Annot::kParallel, s->body, s->loc);
+  ir::NodePtr par =
+      ir::Node::scope(s->extent, s->extent_name, ir::Annot::kParallel, s->body, s->loc);
   if (own.empty()) return replace_node(p, a.path, {par});
   // Each private temporary gets a copy per iteration: a first dimension, the scope's iterator.
   // One used only inside the scope gains the dimension itself (the code generator keeps one
@@ -112,7 +113,8 @@ ir::Program apply_parallelize(const ir::Program& p, const Action& a, const Targe
     copy_of[name] = per.name;
     q.buffers.push_back(per);
     // b[{d}, ...] = per[E - 1, {d}, ...] over b's shape, beside the scope.
-    ir::Access to{name, {}, s->loc}, from{per.name, {ir::Affine::constant_of(s->extent - 1)}, s->loc};
+    ir::Access to{name, {}, s->loc},
+        from{per.name, {ir::Affine::constant_of(s->extent - 1)}, s->loc};
     for (size_t k = 0; k < b.shape.size(); ++k) {
       to.index.push_back(ir::Affine::iter(d + static_cast<int>(k)));
       from.index.push_back(ir::Affine::iter(d + static_cast<int>(k)));
@@ -123,8 +125,8 @@ ir::Program apply_parallelize(const ir::Program& p, const Action& a, const Targe
     st.loc = s->loc;
     ir::NodePtr nest = ir::Node::statement(std::move(st));
     for (size_t k = b.shape.size(); k-- > 0;)
-      nest = ir::Node::scope(b.shape[k], k < b.shape_names.size() ? b.shape_names[k] : "", ir::Annot::kNone,
-                             {nest}, s->loc);
+      nest = ir::Node::scope(b.shape[k], k < b.shape_names.size() ? b.shape_names[k] : "",
+                             ir::Annot::kNone, {nest}, s->loc);
     after.push_back(nest);
   }
   par = map_accesses(par, [&](const ir::Access& x) -> std::optional<ir::Access> {

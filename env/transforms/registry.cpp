@@ -7,7 +7,6 @@
 #include <unordered_map>
 
 #include "ir/check.h"
-
 #include "transforms/analysis.h"
 #include "transforms/unroll.h"
 
@@ -15,9 +14,9 @@ namespace perfdojo::transforms {
 
 // Each row's functions, declared from the row: a kind's file pair defines them (a signature
 // that differs there fails to link).
-#define PERFDOJO_X(e, n, l, p, r)                                                         \
+#define PERFDOJO_X(e, n, l, p, r)                                                            \
   Legality check_##n(const ir::Program&, const Action&, const Target&, const ProgramIndex*); \
-  Precheck precheck_##n(MaskSummary&, const MaskSite&, std::span<const int64_t>);           \
+  Precheck precheck_##n(MaskSummary&, const MaskSite&, std::span<const int64_t>);            \
   ir::Program apply_##n(const ir::Program&, const Action&, const Target&);
 PERFDOJO_TRANSFORM_KINDS(PERFDOJO_X)
 #undef PERFDOJO_X
@@ -36,7 +35,8 @@ Legality check_with(const ir::Program& p, const Action& a, const Target& t,
                     const ProgramIndex* index) {
   int k = static_cast<int>(a.kind);
   if (k < 0 || k >= kNumKinds) return {Reason::kNoSuchLocation, "", {}};
-  if (param_kind(a.kind) == ParamKind::kNone && a.param != 0) return {Reason::kBadParameter, "", a.path};
+  if (param_kind(a.kind) == ParamKind::kNone && a.param != 0)
+    return {Reason::kBadParameter, "", a.path};
   return registry()[k].check(p, a, t, index);
 }
 }  // namespace
@@ -51,11 +51,13 @@ Legality check(const ir::Program& p, const Action& a, const Target& t, const Pro
 
 ir::Result<ir::Program> apply(const ir::Program& p, const Action& a, const Target& t) {
   Legality l = check(p, a, t);
-  if (!l.ok()) return std::vector<ir::Diagnostic>{{{}, explain(a, l) + " [" + reason_name(l.reason) + "]"}};
+  if (!l.ok())
+    return std::vector<ir::Diagnostic>{{{}, explain(a, l) + " [" + reason_name(l.reason) + "]"}};
   return registry()[static_cast<int>(a.kind)].apply(p, a, t);
 }
 
-ir::Result<ir::Program> replay(const ir::Program& p, const std::vector<Action>& trace, const Target& t) {
+ir::Result<ir::Program> replay(const ir::Program& p, const std::vector<Action>& trace,
+                               const Target& t) {
   ir::Program cur = p;
   for (size_t i = 0; i < trace.size(); ++i) {
     auto r = apply(cur, trace[i], t);
@@ -113,7 +115,8 @@ std::optional<ir::Program> scale_sizes(const ir::Program& p, int64_t g, const st
 namespace {
 double work(const std::vector<ir::NodePtr>& body) {
   double w = 0;
-  for (const auto& c : body) w += c->is_scope ? static_cast<double>(c->extent) * work(c->body) : 1.0;
+  for (const auto& c : body)
+    w += c->is_scope ? static_cast<double>(c->extent) * work(c->body) : 1.0;
   return w;
 }
 }  // namespace
@@ -126,8 +129,8 @@ namespace {
 // table of 2 N) as value = a * B + c over one base B per family: the family's smallest size,
 // each other one reached through a chain of such relations. Sizes in no family are their own.
 struct SizeFamilies {
-  std::vector<int> base;        // per size: index of its family's base size
-  std::vector<int64_t> a, c;    // per size: value = a * base + c
+  std::vector<int> base;      // per size: index of its family's base size
+  std::vector<int64_t> a, c;  // per size: value = a * base + c
 };
 
 SizeFamilies size_families(const ir::Program& p) {
@@ -167,7 +170,8 @@ SizeFamilies size_families(const ir::Program& p) {
 
 std::optional<std::pair<ir::Program, ir::Program>> small_instance(const ir::Program& p,
                                                                   const std::vector<Action>& trace,
-                                                                  const Target& t, double max_work) {
+                                                                  const Target& t,
+                                                                  double max_work) {
   for (int64_t g = 1; g <= 4096; g *= 2) {
     auto small = scale_sizes(p, g);
     if (!small) break;
@@ -181,7 +185,8 @@ std::optional<std::pair<ir::Program, ir::Program>> small_instance(const ir::Prog
   {
     const SizeFamilies fam = size_families(p);
     bool related = false;
-    for (size_t i = 0; i < p.sizes.size(); ++i) related = related || fam.base[i] != static_cast<int>(i);
+    for (size_t i = 0; i < p.sizes.size(); ++i)
+      related = related || fam.base[i] != static_cast<int>(i);
     for (int64_t g = 2; related && g <= 4096; g *= 2) {
       bool shrank = false;
       auto small = resized(p, [&](const std::string& name, int64_t v) {
@@ -213,9 +218,8 @@ std::optional<std::pair<ir::Program, ir::Program>> small_instance(const ir::Prog
     }
     std::vector<size_t> order(cur.sizes.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-      return cur.sizes[a].value > cur.sizes[b].value;
-    });
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return cur.sizes[a].value > cur.sizes[b].value; });
     bool halved = false;
     for (size_t i : order) {
       if (cur.sizes[i].value % 2 != 0) continue;
@@ -240,7 +244,8 @@ std::optional<std::pair<ir::Program, ir::Program>> small_instance(const ir::Prog
     const std::string name = cur.sizes[i].name;
     const int64_t was = cur.sizes[i].value;
     for (int64_t v = 1; v < was && attempts > 0; ++v, --attempts) {
-      auto smaller = resized(cur, [&](const std::string& n, int64_t old) { return n == name ? v : old; });
+      auto smaller =
+          resized(cur, [&](const std::string& n, int64_t old) { return n == name ? v : old; });
       if (!smaller || !replay(*smaller, trace, t).ok()) continue;
       cur = std::move(*smaller);
       break;
@@ -263,10 +268,14 @@ const std::vector<int64_t>& param_values(ParamKind k, const Target&) {
   static const std::vector<int64_t> kFactors = {};  // derived at each scope: factor_values
   static const std::vector<int64_t> kIndices = {0, 1, 2, 3, 4, 5, 6, 7};
   switch (k) {
-    case ParamKind::kNone: return kNone;
-    case ParamKind::kFactor: return kFactors;
-    case ParamKind::kIndex: return kIndices;
-    case ParamKind::kWidth: return vector_width_params();
+    case ParamKind::kNone:
+      return kNone;
+    case ParamKind::kFactor:
+      return kFactors;
+    case ParamKind::kIndex:
+      return kIndices;
+    case ParamKind::kWidth:
+      return vector_width_params();
   }
   return kNone;
 }
@@ -339,7 +348,8 @@ ParamList derive_factor_values(Kind k, int64_t e) {
       for (int64_t f : register_fit_sizes())
         if (f < e && e % f != 0) c.push_back(f);
       break;
-    default: break;
+    default:
+      break;
   }
   return keep_nearest(c, param_slots(k));
 }
@@ -389,7 +399,8 @@ std::vector<Action> candidate_actions(const ir::Program& p, const Target& t) {
     };
     switch (loc_kind(kind)) {
       case LocKind::kScope:
-        for (const auto& s : scopes) emit({kind, s, "", "", 0}, params_at(kind, node_at(p, s)->extent).span());
+        for (const auto& s : scopes)
+          emit({kind, s, "", "", 0}, params_at(kind, node_at(p, s)->extent).span());
         break;
       case LocKind::kNode:
         for (const auto& n : nodes) emit({kind, n, "", "", 0}, params);
@@ -399,7 +410,8 @@ std::vector<Action> candidate_actions(const ir::Program& p, const Target& t) {
         break;
       case LocKind::kBufferPair:
         for (size_t i = 0; i < bufs.size(); ++i)
-          for (size_t j = i + 1; j < bufs.size(); ++j) emit({kind, {}, bufs[i], bufs[j], 0}, params);
+          for (size_t j = i + 1; j < bufs.size(); ++j)
+            emit({kind, {}, bufs[i], bufs[j], 0}, params);
         break;
       case LocKind::kScopeBuffer:
         for (const auto& s : scopes)
@@ -420,7 +432,8 @@ std::vector<Candidate> enumerate(const ir::Program& p, const Target& t) {
   return out;
 }
 
-std::optional<Action> sample_legal_action(const ir::Program& p, const Target& t, std::mt19937_64& rng) {
+std::optional<Action> sample_legal_action(const ir::Program& p, const Target& t,
+                                          std::mt19937_64& rng) {
   std::vector<std::vector<Action>> by_kind(kNumKinds);
   for (auto& a : candidate_actions(p, t)) by_kind[static_cast<int>(a.kind)].push_back(std::move(a));
   std::vector<int> kinds;

@@ -39,7 +39,8 @@ Legality check(const ir::Program& p, const Action& a, const Target& t, const Pro
 /// Applies `a` when legal; an illegal action is refused with the explanation as a diagnostic.
 ir::Result<ir::Program> apply(const ir::Program& p, const Action& a, const Target& t);
 /// Replays a trace from `p`; stops at the first illegal action, naming its line.
-ir::Result<ir::Program> replay(const ir::Program& p, const std::vector<Action>& trace, const Target& t);
+ir::Result<ir::Program> replay(const ir::Program& p, const std::vector<Action>& trace,
+                               const Target& t);
 
 /// `p` with its sizes set by `set` (name, old value -> new value), dimensions and extents written
 /// with a size name following; nullopt when the result no longer checks.
@@ -49,7 +50,8 @@ std::optional<ir::Program> resize(const ir::Program& p,
 /// `p` with every size (or only the size named `only`) divided by `g` where that keeps it whole;
 /// dimensions and extents written with a size name follow it. nullopt when the result no longer
 /// checks (e.g. `HI = H + 2`).
-std::optional<ir::Program> scale_sizes(const ir::Program& p, int64_t g, const std::string& only = "");
+std::optional<ir::Program> scale_sizes(const ir::Program& p, int64_t g,
+                                       const std::string& only = "");
 
 /// What interpreting `p` costs: statement executions (scope iterations x statements).
 double interpret_work(const ir::Program& p);
@@ -62,7 +64,8 @@ double interpret_work(const ir::Program& p);
 /// when none fits.
 std::optional<std::pair<ir::Program, ir::Program>> small_instance(const ir::Program& p,
                                                                   const std::vector<Action>& trace,
-                                                                  const Target& t, double max_work = 2e7);
+                                                                  const Target& t,
+                                                                  double max_work = 2e7);
 
 /// The fixed parameter values of the width, index and no-parameter kinds (documented in
 /// docs/actions.md). The same on every target, so an action space is one across backends: a
@@ -122,7 +125,8 @@ std::vector<Candidate> enumerate(const ir::Program& p, const Target& t);
 /// A random legal action: a kind uniformly among those with a legal candidate, then one of its
 /// legal candidates (so the many tile factors do not crowd out the rarer transformations);
 /// nullopt when nothing is legal. Checks candidates one at a time, not the whole mask.
-std::optional<Action> sample_legal_action(const ir::Program& p, const Target& t, std::mt19937_64& rng);
+std::optional<Action> sample_legal_action(const ir::Program& p, const Target& t,
+                                          std::mt19937_64& rng);
 /// Only the legal ones.
 std::vector<Action> legal_actions(const ir::Program& p, const Target& t);
 

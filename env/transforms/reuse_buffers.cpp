@@ -51,7 +51,7 @@ Legality check_reuse_buffers(const ir::Program& p, const Action& a, const Target
 }
 
 Precheck precheck_reuse_buffers(MaskSummary& sum, const MaskSite& at,
-                                 std::span<const int64_t> params) {
+                                std::span<const int64_t> params) {
   // Asked a row at a time (buffer x with every later y); a pair past the summary is left to the
   // check.
   if (at.buffer2 >= 0) return check_all(params);

@@ -17,7 +17,8 @@ namespace perfdojo::transforms {
 Legality check_reuse_buffers(const ir::Program& p, const Action& a, const Target& t,
                              const ProgramIndex* index = nullptr);
 /// The mask's verdicts for `reuse_buffers` from the program summary (see PrecheckFn).
-Precheck precheck_reuse_buffers(MaskSummary& summary, const MaskSite& site, std::span<const int64_t> params);
+Precheck precheck_reuse_buffers(MaskSummary& summary, const MaskSite& site,
+                                std::span<const int64_t> params);
 /// Applies a legal `reuse_buffers`.
 ir::Program apply_reuse_buffers(const ir::Program& p, const Action& a, const Target& t);
 

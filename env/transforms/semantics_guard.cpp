@@ -69,16 +69,19 @@ GuardReport run_semantics_guard(const ir::Program& original, const GuardOptions&
     }
     // A race-free program computes the same bits whatever order its :par iterations run in.
     if (has_annotation(cur.body, ir::Annot::kParallel)) {
-      for (auto order : {ir::InterpretOptions::ParOrder::kReverse, ir::InterpretOptions::ParOrder::kShuffle}) {
+      for (auto order :
+           {ir::InterpretOptions::ParOrder::kReverse, ir::InterpretOptions::ParOrder::kShuffle}) {
         ir::InterpretOptions o = strict;
         o.par_order = order;
         o.shuffle_seed = seed;
         auto other = ir::interpret(cur, inputs, o);
         if (!other.ok()) return fail(other.error_text());
         for (const auto& b : original.buffers)
-          if (b.role == ir::Role::kOutput && ir::max_relative_error(got->at(b.name), other->at(b.name)) != 0)
-            return fail("output '" + b.name + "' changes when the :par iterations run " +
-                        (order == ir::InterpretOptions::ParOrder::kReverse ? "in reverse" : "shuffled"));
+          if (b.role == ir::Role::kOutput &&
+              ir::max_relative_error(got->at(b.name), other->at(b.name)) != 0)
+            return fail(
+                "output '" + b.name + "' changes when the :par iterations run " +
+                (order == ir::InterpretOptions::ParOrder::kReverse ? "in reverse" : "shuffled"));
       }
     }
     if (has_annotation(cur.body, ir::Annot::kVector)) {
@@ -87,17 +90,21 @@ GuardReport run_semantics_guard(const ir::Program& original, const GuardOptions&
       auto lanes = ir::interpret(cur, inputs, o);
       if (!lanes.ok()) return fail(lanes.error_text());
       for (const auto& b : original.buffers)
-        if (b.role == ir::Role::kOutput && ir::max_relative_error(got->at(b.name), lanes->at(b.name)) != 0)
-          return fail("output '" + b.name + "' changes when the :vec scopes run lane-parallel, as vector code does");
+        if (b.role == ir::Role::kOutput &&
+            ir::max_relative_error(got->at(b.name), lanes->at(b.name)) != 0)
+          return fail("output '" + b.name +
+                      "' changes when the :vec scopes run lane-parallel, as vector code does");
     }
     auto parsed = parse_trace(print_trace(trace));
     if (!parsed.ok()) return fail("the printed trace does not parse: " + parsed.error_text());
     auto replayed = replay(original, parsed.value(), options.target);
     if (!replayed.ok()) return fail("the printed trace does not replay: " + replayed.error_text());
-    if (!ir::structurally_equal(replayed.value(), cur)) return fail("the replayed trace gives another program");
+    if (!ir::structurally_equal(replayed.value(), cur))
+      return fail("the replayed trace gives another program");
     auto reparsed = ir::load_program(ir::print_program(cur));
     if (!reparsed.ok()) return fail("the printed result does not parse: " + reparsed.error_text());
-    if (!ir::structurally_equal(reparsed.value(), cur)) return fail("the printed result parses to another program");
+    if (!ir::structurally_equal(reparsed.value(), cur))
+      return fail("the printed result parses to another program");
     if (options.progress) options.progress(report.trajectories, report.steps);
   }
   return report;
@@ -117,10 +124,12 @@ std::optional<ir::Program> guard_instance(const ir::Program& p, double max_work,
       if (v <= 1) continue;
       int64_t to = v / 2;
       if (to >= 8) to -= to % 4;
-      auto alone = resize(cur, [&](const std::string& n, int64_t old) { return n == name ? to : old; });
+      auto alone =
+          resize(cur, [&](const std::string& n, int64_t old) { return n == name ? to : old; });
       if (!alone) {  // a size tied to it by the indices: move the sizes near it by as much
         alone = resize(cur, [&](const std::string& n, int64_t old) {
-          return n == name || (std::abs(old - v) <= 8 && old + (to - v) >= 1) ? old + (to - v) : old;
+          return n == name || (std::abs(old - v) <= 8 && old + (to - v) >= 1) ? old + (to - v)
+                                                                              : old;
         });
       }
       if (!alone) continue;
@@ -138,8 +147,9 @@ std::optional<ir::Program> guard_instance(const ir::Program& p, double max_work,
 }
 
 std::string describe(const GuardFailure& f, const std::string& kernel) {
-  return f.what + "\nkernel " + kernel + ", trajectory " + std::to_string(f.trajectory) + ", seed " +
-         std::to_string(f.seed) + ", trace:\n" + print_trace(f.trace) + "result:\n" + f.result;
+  return f.what + "\nkernel " + kernel + ", trajectory " + std::to_string(f.trajectory) +
+         ", seed " + std::to_string(f.seed) + ", trace:\n" + print_trace(f.trace) + "result:\n" +
+         f.result;
 }
 
 }  // namespace perfdojo::transforms

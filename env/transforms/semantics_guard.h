@@ -18,9 +18,9 @@
 namespace perfdojo::transforms {
 
 struct GuardOptions {
-  int trajectories = 200;  ///< random trajectories to run
-  int max_steps = 30;      ///< each runs 1..max_steps legal actions (uniform)
-  uint64_t seed = 0;       ///< trajectory t draws from seed ^ (0x9e3779b97f4a7c15 * (t + 1))
+  int trajectories = 200;      ///< random trajectories to run
+  int max_steps = 30;          ///< each runs 1..max_steps legal actions (uniform)
+  uint64_t seed = 0;           ///< trajectory t draws from seed ^ (0x9e3779b97f4a7c15 * (t + 1))
   uint64_t input_seed = 1234;  ///< ir::make_inputs seed of the inputs both programs run on
   Target target;
   /// Called after each trajectory with (trajectories done, steps so far).
@@ -37,7 +37,7 @@ struct GuardFailure {
 };
 
 struct GuardReport {
-  std::string error;  ///< the original itself does not run (then nothing else is set)
+  std::string error;     ///< the original itself does not run (then nothing else is set)
   int trajectories = 0;  ///< run to the end (the failing one included)
   int steps = 0;
   std::array<int, kNumKinds> kind_counts{};  ///< actions taken, by kind

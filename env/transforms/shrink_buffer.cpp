@@ -128,7 +128,7 @@ Legality check_shrink_buffer(const ir::Program& p, const Action& a, const Target
 }
 
 Precheck precheck_shrink_buffer(MaskSummary& sum, const MaskSite& at,
-                                 std::span<const int64_t> params) {
+                                std::span<const int64_t> params) {
   if (!sum.summarised(at.buffer)) return check_all(params);
   const ir::BufferDecl& d = sum.program().buffers[at.buffer];
   if (d.role != ir::Role::kTemp) return {};

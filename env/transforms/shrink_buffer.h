@@ -20,7 +20,8 @@ namespace perfdojo::transforms {
 Legality check_shrink_buffer(const ir::Program& p, const Action& a, const Target& t,
                              const ProgramIndex* index = nullptr);
 /// The mask's verdicts for `shrink_buffer` from the program summary (see PrecheckFn).
-Precheck precheck_shrink_buffer(MaskSummary& summary, const MaskSite& site, std::span<const int64_t> params);
+Precheck precheck_shrink_buffer(MaskSummary& summary, const MaskSite& site,
+                                std::span<const int64_t> params);
 /// Applies a legal `shrink_buffer`.
 ir::Program apply_shrink_buffer(const ir::Program& p, const Action& a, const Target& t);
 

@@ -25,7 +25,7 @@ Legality check_split_range(const ir::Program& p, const Action& a, const Target&,
 }
 
 Precheck precheck_split_range(MaskSummary& sum, const MaskSite& at,
-                               std::span<const int64_t> params) {
+                              std::span<const int64_t> params) {
   // The whole check: it reads the scope's annotation and extent only.
   const ir::Node& s = sum.scope(at.scope);
   Precheck out;

@@ -15,7 +15,8 @@ namespace perfdojo::transforms {
 Legality check_split_range(const ir::Program& p, const Action& a, const Target& t,
                            const ProgramIndex* index = nullptr);
 /// The mask's verdicts for `split_range` from the program summary (see PrecheckFn).
-Precheck precheck_split_range(MaskSummary& summary, const MaskSite& site, std::span<const int64_t> params);
+Precheck precheck_split_range(MaskSummary& summary, const MaskSite& site,
+                              std::span<const int64_t> params);
 /// Applies a legal `split_range`.
 ir::Program apply_split_range(const ir::Program& p, const Action& a, const Target& t);
 

@@ -10,7 +10,8 @@ Legality check_split_scope(const ir::Program& p, const Action& a, const Target&,
   const ir::Node* s = nullptr;
   if (auto l = scope_location(p, a.path, &s, index); !l.ok()) return l;
   if (s->body.size() < 2) return {Reason::kNothingToDo, "", a.path};
-  if (a.param < 1 || a.param >= static_cast<int64_t>(s->body.size())) return {Reason::kBadParameter, "", a.path};
+  if (a.param < 1 || a.param >= static_cast<int64_t>(s->body.size()))
+    return {Reason::kBadParameter, "", a.path};
   int d = static_cast<int>(a.path.size()) - 1;
   const int n = static_cast<int>(s->body.size()), i = static_cast<int>(a.param);
   const ChildSites first(index, p, a.path, 0, i);
@@ -23,7 +24,7 @@ Legality check_split_scope(const ir::Program& p, const Action& a, const Target&,
 }
 
 Precheck precheck_split_scope(MaskSummary& sum, const MaskSite& at,
-                               std::span<const int64_t> params) {
+                              std::span<const int64_t> params) {
   const auto children = static_cast<int64_t>(sum.scope(at.scope).body.size());
   Precheck out;
   for (size_t i = 0; i < params.size(); ++i)
@@ -36,9 +37,10 @@ ir::Program apply_split_scope(const ir::Program& p, const Action& a, const Targe
   const ir::Node* s = node_at(p, a.path);
   std::vector<ir::NodePtr> head(s->body.begin(), s->body.begin() + a.param);
   std::vector<ir::NodePtr> tail(s->body.begin() + a.param, s->body.end());
-  return replace_node(p, a.path,
-                      {ir::Node::scope(s->extent, s->extent_name, s->annot, std::move(head), s->loc),
-                       ir::Node::scope(s->extent, s->extent_name, s->annot, std::move(tail), s->loc)});
+  return replace_node(
+      p, a.path,
+      {ir::Node::scope(s->extent, s->extent_name, s->annot, std::move(head), s->loc),
+       ir::Node::scope(s->extent, s->extent_name, s->annot, std::move(tail), s->loc)});
 }
 
 }  // namespace perfdojo::transforms

@@ -49,7 +49,8 @@ Precheck precheck_stream_stores(MaskSummary& sum, const MaskSite& at,
   // left to the full check.
   if (!sum.summarised(at.buffer)) return check_all(params);
   const ir::BufferDecl& d = sum.program().buffers[at.buffer];
-  if (d.role == ir::Role::kInput || d.stream || sum.writers(at.buffer) == 0 || sum.reduced(at.buffer))
+  if (d.role == ir::Role::kInput || d.stream || sum.writers(at.buffer) == 0 ||
+      sum.reduced(at.buffer))
     return {};
   return check_all(params);
 }

@@ -93,7 +93,7 @@ Legality check_swap_buffer_dims(const ir::Program& p, const Action& a, const Tar
 }
 
 Precheck precheck_swap_buffer_dims(MaskSummary& sum, const MaskSite& at,
-                                    std::span<const int64_t> params) {
+                                   std::span<const int64_t> params) {
   const ir::BufferDecl& d = sum.program().buffers[at.buffer];
   if (d.role == ir::Role::kOutput && !d.init) return {};
   // Without a vector scope in the program no access has a vectorised scope around it whose

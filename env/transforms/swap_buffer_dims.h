@@ -20,7 +20,8 @@ namespace perfdojo::transforms {
 Legality check_swap_buffer_dims(const ir::Program& p, const Action& a, const Target& t,
                                 const ProgramIndex* index = nullptr);
 /// The mask's verdicts for `swap_buffer_dims` from the program summary (see PrecheckFn).
-Precheck precheck_swap_buffer_dims(MaskSummary& summary, const MaskSite& site, std::span<const int64_t> params);
+Precheck precheck_swap_buffer_dims(MaskSummary& summary, const MaskSite& site,
+                                   std::span<const int64_t> params);
 /// Applies a legal `swap_buffer_dims`.
 ir::Program apply_swap_buffer_dims(const ir::Program& p, const Action& a, const Target& t);
 

@@ -9,10 +9,12 @@ Legality check_swap_scopes(const ir::Program& p, const Action& a, const Target&,
                            const ProgramIndex* index) {
   const ir::Node* s = nullptr;
   if (auto l = scope_location(p, a.path, &s, index); !l.ok()) return l;
-  if (s->body.size() != 1 || !s->body[0]->is_scope) return {Reason::kNotPerfectlyNested, "", a.path};
+  if (s->body.size() != 1 || !s->body[0]->is_scope)
+    return {Reason::kNotPerfectlyNested, "", a.path};
   const ir::Node& t = *s->body[0];
   // Vector scopes must stay innermost; other annotations travel with their scope.
-  if (s->annot == ir::Annot::kVector || t.annot == ir::Annot::kVector) return {Reason::kAnnotated, "", a.path};
+  if (s->annot == ir::Annot::kVector || t.annot == ir::Annot::kVector)
+    return {Reason::kAnnotated, "", a.path};
   int d = static_cast<int>(a.path.size()) - 1;
   const Path inner = child_path(a.path, 0);
   const ChildSites body(index, p, inner, 0, static_cast<int>(t.body.size()));
@@ -32,7 +34,7 @@ Legality check_swap_scopes(const ir::Program& p, const Action& a, const Target&,
 }
 
 Precheck precheck_swap_scopes(MaskSummary& sum, const MaskSite& at,
-                               std::span<const int64_t> params) {
+                              std::span<const int64_t> params) {
   // Perfectly nested, neither scope vectorised.
   const ir::Node& s = sum.scope(at.scope);
   if (s.body.size() != 1 || !s.body[0]->is_scope || s.annot == ir::Annot::kVector ||
@@ -55,7 +57,9 @@ ir::Program apply_swap_scopes(const ir::Program& p, const Action& a, const Targe
   std::vector<ir::NodePtr> body;
   for (const auto& c : child.body) body.push_back(map_indices(c, swap));
   auto inner = ir::Node::scope(s->extent, s->extent_name, s->annot, std::move(body), s->loc);
-  return replace_node(p, a.path, {ir::Node::scope(child.extent, child.extent_name, child.annot, {inner}, child.loc)});
+  return replace_node(
+      p, a.path,
+      {ir::Node::scope(child.extent, child.extent_name, child.annot, {inner}, child.loc)});
 }
 
 }  // namespace perfdojo::transforms

@@ -16,13 +16,14 @@ Legality check_tile_scope(const ir::Program& p, const Action& a, const Target&,
 }
 
 Precheck precheck_tile_scope(MaskSummary& sum, const MaskSite& at,
-                              std::span<const int64_t> params) {
+                             std::span<const int64_t> params) {
   // The whole check: a plain scope whose extent the factor divides into two proper parts.
   const ir::Node& s = sum.scope(at.scope);
   Precheck out;
   if (s.annot != ir::Annot::kNone) return out;
   for (size_t i = 0; i < params.size(); ++i)
-    if (params[i] > 1 && params[i] < s.extent && s.extent % params[i] == 0) out.legal |= uint64_t{1} << i;
+    if (params[i] > 1 && params[i] < s.extent && s.extent % params[i] == 0)
+      out.legal |= uint64_t{1} << i;
   return out;
 }
 

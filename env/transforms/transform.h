@@ -62,7 +62,9 @@ using PrecheckFn = Precheck (*)(MaskSummary& summary, const MaskSite& site,
                                 std::span<const int64_t> params);
 
 /// The low `n` bits.
-inline constexpr uint64_t low_bits(int n) { return n >= 64 ? ~uint64_t{0} : (uint64_t{1} << n) - 1; }
+inline constexpr uint64_t low_bits(int n) {
+  return n >= 64 ? ~uint64_t{0} : (uint64_t{1} << n) - 1;
+}
 /// Every parameter left to the full check: the precheck of a kind that knows nothing cheap.
 inline Precheck check_all(std::span<const int64_t> params) {
   return {0, low_bits(static_cast<int>(params.size()))};

@@ -23,7 +23,8 @@ Precheck precheck_unroll(MaskSummary& sum, const MaskSite& at, std::span<const i
   if (s.annot != ir::Annot::kNone) return out;
   for (size_t i = 0; i < params.size(); ++i) {
     const int64_t f = params[i];
-    if (f > 1 && f <= kMaxUnroll && f <= s.extent && s.extent % f == 0) out.legal |= uint64_t{1} << i;
+    if (f > 1 && f <= kMaxUnroll && f <= s.extent && s.extent % f == 0)
+      out.legal |= uint64_t{1} << i;
   }
   return out;
 }
@@ -33,7 +34,9 @@ ir::Program apply_unroll(const ir::Program& p, const Action& a, const Target& t)
   const ir::Node* s = node_at(p, a.path);
   int d = static_cast<int>(a.path.size()) - 1;
   if (s->extent == a.param)
-    return replace_node(p, a.path, {ir::Node::scope(s->extent, s->extent_name, ir::Annot::kUnroll, s->body, s->loc)});
+    return replace_node(
+        p, a.path,
+        {ir::Node::scope(s->extent, s->extent_name, ir::Annot::kUnroll, s->body, s->loc)});
   return replace_node(p, a.path, {tile_node(*s, d, a.param, ir::Annot::kUnroll)});
 }
 

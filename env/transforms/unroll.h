@@ -1,4 +1,5 @@
-// unroll PATH F: mark a scope unrolled (tiling by F first when F is below the extent). Never changes semantics.
+// unroll PATH F: mark a scope unrolled (tiling by F first when F is below the extent). Never
+// changes semantics.
 #pragma once
 
 #include "transforms/transform.h"
@@ -12,7 +13,8 @@ inline constexpr int64_t kMaxUnroll = 64;
 Legality check_unroll(const ir::Program& p, const Action& a, const Target& t,
                       const ProgramIndex* index = nullptr);
 /// The mask's verdicts for `unroll` from the program summary (see PrecheckFn).
-Precheck precheck_unroll(MaskSummary& summary, const MaskSite& site, std::span<const int64_t> params);
+Precheck precheck_unroll(MaskSummary& summary, const MaskSite& site,
+                         std::span<const int64_t> params);
 /// Applies a legal `unroll`.
 ir::Program apply_unroll(const ir::Program& p, const Action& a, const Target& t);
 

@@ -43,16 +43,15 @@ Legality check_vectorize(const ir::Program& p, const Action& a, const Target& t,
       if (!may_depend(x, y, dirs)) continue;
       // A reduction into a target invariant in the lanes is a horizontal reduction: allowed
       // (it reassociates), provided nothing else in the scope touches the target.
-      bool own_reduction = x.stmt == y.stmt && x.access == y.access && x.reduction &&
-                           invariant_in(*x.access, d);
+      bool own_reduction =
+          x.stmt == y.stmt && x.access == y.access && x.reduction && invariant_in(*x.access, d);
       if (!own_reduction) return {Reason::kDependence, x.access->buffer, a.path};
     }
   }
   return {};
 }
 
-Precheck precheck_vectorize(MaskSummary& sum, const MaskSite& at,
-                             std::span<const int64_t> params) {
+Precheck precheck_vectorize(MaskSummary& sum, const MaskSite& at, std::span<const int64_t> params) {
   const ir::Node& s = sum.scope(at.scope);
   Precheck out;
   if (s.annot != ir::Annot::kNone || !sum.innermost(at.scope)) return out;
@@ -66,7 +65,9 @@ ir::Program apply_vectorize(const ir::Program& p, const Action& a, const Target&
   const ir::Node* s = node_at(p, a.path);
   int d = static_cast<int>(a.path.size()) - 1;
   if (s->extent == a.param)
-    return replace_node(p, a.path, {ir::Node::scope(s->extent, s->extent_name, ir::Annot::kVector, s->body, s->loc)});
+    return replace_node(
+        p, a.path,
+        {ir::Node::scope(s->extent, s->extent_name, ir::Annot::kVector, s->body, s->loc)});
   return replace_node(p, a.path, {tile_node(*s, d, a.param, ir::Annot::kVector)});
 }
 

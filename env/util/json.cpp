@@ -1,8 +1,7 @@
 #include "util/json.h"
 
-#include <system_error>
-
 #include <limits>
+#include <system_error>
 
 #if __has_include(<rapidjson/error/en.h>)
 #include <rapidjson/error/en.h>

@@ -159,10 +159,10 @@ struct JsonParseOptions {
 
 /// Where and why a text is not acceptable JSON.
 struct JsonError {
-  size_t offset = 0;  ///< byte offset of the problem
-  size_t line = 1;    ///< 1-based line of `offset`
-  size_t column = 1;  ///< 1-based byte column of `offset`
-  std::string what;   ///< what is wrong or was expected ("Missing a comma or '}' ...")
+  size_t offset = 0;      ///< byte offset of the problem
+  size_t line = 1;        ///< 1-based line of `offset`
+  size_t column = 1;      ///< 1-based byte column of `offset`
+  std::string what;       ///< what is wrong or was expected ("Missing a comma or '}' ...")
   bool too_deep = false;  ///< the text nests deeper than JsonParseOptions::max_depth
   /// "line L, column C (byte N): what"
   std::string message() const;

@@ -8,7 +8,9 @@
 namespace perfdojo::util {
 
 std::string write_npy(const std::string& path, const ir::Tensor& t) {
-  const char* descr = t.dtype == ir::DType::kF32 ? "<f4" : t.dtype == ir::DType::kF64 ? "<f8" : "<i4";
+  const char* descr = t.dtype == ir::DType::kF32   ? "<f4"
+                      : t.dtype == ir::DType::kF64 ? "<f8"
+                                                   : "<i4";
   std::string shape = "(";
   for (size_t i = 0; i < t.shape.size(); ++i) {
     shape += std::to_string(t.shape[i]);

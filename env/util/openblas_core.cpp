@@ -27,7 +27,8 @@ void choose_openblas_core(char** argv, const char* program, bool quiet) {
   const char* stage = std::getenv("PERFDOJO_OPENBLAS_STAGE");
   if (!stage && std::getenv("OPENBLAS_CORETYPE")) {
     if (!quiet)
-      std::fprintf(stderr, "%s: re-executing without OPENBLAS_CORETYPE=%s\n", program, std::getenv("OPENBLAS_CORETYPE"));
+      std::fprintf(stderr, "%s: re-executing without OPENBLAS_CORETYPE=%s\n", program,
+                   std::getenv("OPENBLAS_CORETYPE"));
     unsetenv("OPENBLAS_CORETYPE");
     again("cpuid");
   }
@@ -51,16 +52,18 @@ void choose_openblas_core(char** argv, const char* program, bool quiet) {
   if (good) return;
   const char* want = avx512 ? "SkylakeX" : "Haswell";
   if (!quiet)
-    std::fprintf(stderr, "%s: OpenBLAS chose core %s for this CPU; re-executing with OPENBLAS_CORETYPE=%s\n", program,
-                 core, want);
+    std::fprintf(
+        stderr, "%s: OpenBLAS chose core %s for this CPU; re-executing with OPENBLAS_CORETYPE=%s\n",
+        program, core, want);
   setenv("OPENBLAS_CORETYPE", want, 1);
   again("forced");
 }
 
 const char* openblas_core_note() {
   const char* stage = std::getenv("PERFDOJO_OPENBLAS_STAGE");
-  return stage && std::strcmp(stage, "forced") == 0 ? "OPENBLAS_CORETYPE set: CPUID gave a generic core"
-                                                    : "chosen by CPUID";
+  return stage && std::strcmp(stage, "forced") == 0
+             ? "OPENBLAS_CORETYPE set: CPUID gave a generic core"
+             : "chosen by CPUID";
 }
 
 }  // namespace perfdojo::util

@@ -8,17 +8,16 @@
 // Arrays cross as bytes (little-endian, C order) that the Python layer views with
 // numpy.frombuffer: no numpy C API here, so the module works with whatever numpy is installed
 // (Debian's pybind11 2.10 predates NumPy 2's ABI, and its numpy arrays come out wrong there).
+#include <Python.h>
 #include <pybind11/functional.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include <Python.h>
-
 #include <algorithm>
 #include <atomic>
-#include <cstring>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
@@ -63,18 +62,24 @@ py::list diagnostics(const std::vector<ir::Diagnostic>& ds) {
 
 const char* py_dtype_name(ir::DType t) {
   switch (t) {
-    case ir::DType::kF32: return "float32";
-    case ir::DType::kF64: return "float64";
-    case ir::DType::kI32: return "int32";
+    case ir::DType::kF32:
+      return "float32";
+    case ir::DType::kF64:
+      return "float64";
+    case ir::DType::kI32:
+      return "int32";
   }
   return "float32";
 }
 
 const char* py_role_name(ir::Role r) {
   switch (r) {
-    case ir::Role::kInput: return "input";
-    case ir::Role::kOutput: return "output";
-    case ir::Role::kTemp: return "temp";
+    case ir::Role::kInput:
+      return "input";
+    case ir::Role::kOutput:
+      return "output";
+    case ir::Role::kTemp:
+      return "temp";
   }
   return "temp";
 }
@@ -96,7 +101,9 @@ py::tuple tensor_bytes(const ir::Tensor& t) {
     for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<T>(t.data[i]);
     return bytes_of(v);
   };
-  py::bytes b = t.dtype == ir::DType::kF64 ? as(double{}) : t.dtype == ir::DType::kI32 ? as(int32_t{}) : as(float{});
+  py::bytes b = t.dtype == ir::DType::kF64   ? as(double{})
+                : t.dtype == ir::DType::kI32 ? as(int32_t{})
+                                             : as(float{});
   return py::make_tuple(py_dtype_name(t.dtype), py::tuple(py::cast(t.shape)), b);
 }
 
@@ -104,12 +111,12 @@ py::tuple tensor_bytes(const ir::Tensor& t) {
 std::optional<std::string> to_tensor(const ir::BufferDecl& decl, const std::vector<int64_t>& shape,
                                      const std::string& f64, ir::Tensor* out) {
   if (shape.size() != decl.shape.size())
-    return "input '" + decl.name + "' has " + std::to_string(shape.size()) + " dimensions, the program declares " +
-           std::to_string(decl.shape.size());
+    return "input '" + decl.name + "' has " + std::to_string(shape.size()) +
+           " dimensions, the program declares " + std::to_string(decl.shape.size());
   for (size_t d = 0; d < shape.size(); ++d)
     if (shape[d] != decl.shape[d])
-      return "input '" + decl.name + "' dimension " + std::to_string(d) + " is " + std::to_string(shape[d]) +
-             ", the program declares " + std::to_string(decl.shape[d]);
+      return "input '" + decl.name + "' dimension " + std::to_string(d) + " is " +
+             std::to_string(shape[d]) + ", the program declares " + std::to_string(decl.shape[d]);
   const size_t n = static_cast<size_t>(decl.elements());
   if (f64.size() != n * sizeof(double)) return "input '" + decl.name + "': wrong number of bytes";
   out->dtype = decl.dtype;
@@ -156,7 +163,8 @@ py::tuple interpret(const PyProgram& p, const py::object& inputs, uint64_t seed,
         return py::make_tuple(py::none(), "'" + name + "' is not an input of this program");
       py::tuple v = item.second.cast<py::tuple>();
       ir::Tensor t;
-      if (auto err = to_tensor(*decl, v[0].cast<std::vector<int64_t>>(), v[1].cast<std::string>(), &t))
+      if (auto err =
+              to_tensor(*decl, v[0].cast<std::vector<int64_t>>(), v[1].cast<std::string>(), &t))
         return py::make_tuple(py::none(), *err);
       in[name] = std::move(t);
     }
@@ -169,19 +177,24 @@ py::tuple interpret(const PyProgram& p, const py::object& inputs, uint64_t seed,
   py::dict out;
   for (const auto& [name, t] : r.value()) {
     const ir::BufferDecl* decl = p.program.find_buffer(name);
-    if (all_buffers || (decl && decl->role == ir::Role::kOutput)) out[py::str(name)] = tensor_bytes(t);
+    if (all_buffers || (decl && decl->role == ir::Role::kOutput))
+      out[py::str(name)] = tensor_bytes(t);
   }
   return py::make_tuple(out, "");
 }
 
 // (program or None, legality name, message)
-py::tuple apply_action(const PyProgram& p, const std::string& text, const std::string& target_name) {
+py::tuple apply_action(const PyProgram& p, const std::string& text,
+                       const std::string& target_name) {
   auto target = transforms::target_by_name(target_name);
-  if (!target) return py::make_tuple(py::none(), "bad_target", "unknown target '" + target_name + "'");
+  if (!target)
+    return py::make_tuple(py::none(), "bad_target", "unknown target '" + target_name + "'");
   auto a = transforms::parse_action(text, "<action>");
   if (!a.ok()) return py::make_tuple(py::none(), "parse_error", a.error_text());
   transforms::Legality l = transforms::check(p.program, a.value(), *target);
-  if (!l.ok()) return py::make_tuple(py::none(), transforms::reason_name(l.reason), transforms::explain(a.value(), l));
+  if (!l.ok())
+    return py::make_tuple(py::none(), transforms::reason_name(l.reason),
+                          transforms::explain(a.value(), l));
   auto next = transforms::apply(p.program, a.value(), *target);
   if (!next.ok()) return py::make_tuple(py::none(), "error", next.error_text());
   return py::make_tuple(PyProgram{std::move(next).value()}, "ok", "");
@@ -189,9 +202,11 @@ py::tuple apply_action(const PyProgram& p, const std::string& text, const std::s
 
 std::vector<std::string> legal_actions(const PyProgram& p, const std::string& target_name) {
   auto target = transforms::target_by_name(target_name);
-  if (!target) throw py::value_error("unknown target '" + target_name + "' (x86_avx512, x86_avx2, x86_64)");
+  if (!target)
+    throw py::value_error("unknown target '" + target_name + "' (x86_avx512, x86_avx2, x86_64)");
   std::vector<std::string> out;
-  for (const auto& a : transforms::legal_actions(p.program, *target)) out.push_back(transforms::print_action(a));
+  for (const auto& a : transforms::legal_actions(p.program, *target))
+    out.push_back(transforms::print_action(a));
   return out;
 }
 
@@ -258,9 +273,11 @@ py::dict info(const env::Info& i, TraceCache* cache = nullptr) {
 }
 
 // The env config from its JSON (the bridge's reader: the same fields, checks and messages).
-env::EnvConfig config_of(const std::string& json_text, bool allow_files, const std::string& profile_dir) {
+env::EnvConfig config_of(const std::string& json_text, bool allow_files,
+                         const std::string& profile_dir) {
   util::json::Document doc;
-  if (auto err = util::parse_json(json_text, &doc)) throw py::value_error("config: " + err->message());
+  if (auto err = util::parse_json(json_text, &doc))
+    throw py::value_error("config: " + err->message());
   bridge::ConfigPolicy policy;
   policy.allow_files = allow_files;
   if (!profile_dir.empty()) {
@@ -270,7 +287,8 @@ env::EnvConfig config_of(const std::string& json_text, bool allow_files, const s
   try {
     return bridge::config_from_json(doc, policy);
   } catch (const bridge::RequestError& e) {
-    throw py::value_error(std::string(bridge::error_type_name(e.error.type)) + ": " + e.error.message);
+    throw py::value_error(std::string(bridge::error_type_name(e.error.type)) + ": " +
+                          e.error.message);
   }
 }
 
@@ -284,7 +302,8 @@ struct PyEnv {
   std::unique_ptr<env::Env> env;
   std::shared_ptr<TraceCache> traces = std::make_shared<TraceCache>();
 
-  static PyEnv make(const std::string& config_json, bool allow_files, const std::string& profile_dir) {
+  static PyEnv make(const std::string& config_json, bool allow_files,
+                    const std::string& profile_dir) {
     env::EnvConfig c = config_of(config_json, allow_files, profile_dir);
     auto made = env::Env::make(c);
     if (!made.ok()) throw py::value_error("config_error: " + made.error_text());
@@ -301,7 +320,8 @@ struct PyEnv {
       py::gil_scoped_release release;
       r = env->reset(seed, o);
     }
-    return py::make_tuple(observation(r.first, env->config().observation_spaces), info(r.second, traces.get()));
+    return py::make_tuple(observation(r.first, env->config().observation_spaces),
+                          info(r.second, traces.get()));
   }
 
   py::tuple result(const env::StepResult& r) {
@@ -312,8 +332,9 @@ struct PyEnv {
   py::tuple step(int action) {
     const int n = env->action_spec().n;
     if (action < 0 || action >= n)
-      throw py::value_error("invalid_action: action " + std::to_string(action) + " is out of range [0, " +
-                            std::to_string(n) + "); the episode is unchanged");
+      throw py::value_error("invalid_action: action " + std::to_string(action) +
+                            " is out of range [0, " + std::to_string(n) +
+                            "); the episode is unchanged");
     env::StepResult r;
     {
       py::gil_scoped_release release;
@@ -365,10 +386,12 @@ struct PyVectorEnv {
     env::EnvConfig c = config_of(config_json, allow_files, profile_dir);
     for (const auto& s : c.observation_spaces)
       if (s != "features" && s != "tokens")
-        throw py::value_error("the in-process vector env stacks numeric observations only (features, tokens); '" +
-                              s + "' needs single envs");
+        throw py::value_error(
+            "the in-process vector env stacks numeric observations only (features, tokens); '" + s +
+            "' needs single envs");
     if (n < 1) throw py::value_error("num_envs must be at least 1");
-    auto made = env::VectorEnv::make(c, n, same_step ? env::AutoReset::kSameStep : env::AutoReset::kNextStep);
+    auto made = env::VectorEnv::make(
+        c, n, same_step ? env::AutoReset::kSameStep : env::AutoReset::kNextStep);
     if (!made.ok()) throw py::value_error("config_error: " + made.error_text());
     PyVectorEnv v;
     v.venv = std::move(made).value();
@@ -387,11 +410,13 @@ struct PyVectorEnv {
     for (const auto& s : spaces) {
       if (s == "features") {
         std::vector<float> all;
-        for (int i = 0; i < count; ++i) all.insert(all.end(), get_obs(i).features.begin(), get_obs(i).features.end());
+        for (int i = 0; i < count; ++i)
+          all.insert(all.end(), get_obs(i).features.begin(), get_obs(i).features.end());
         obs["features"] = bytes_of(all);
       } else {
         std::vector<int32_t> all;
-        for (int i = 0; i < count; ++i) all.insert(all.end(), get_obs(i).tokens.begin(), get_obs(i).tokens.end());
+        for (int i = 0; i < count; ++i)
+          all.insert(all.end(), get_obs(i).tokens.begin(), get_obs(i).tokens.end());
         obs["tokens"] = bytes_of(all);
       }
     }
@@ -410,7 +435,9 @@ struct PyVectorEnv {
       step[i] = in.step;
       illegal[i] = in.illegal_action;
       no_effect[i] = in.action_had_no_effect;
-      message.append(in.error ? *in.error : in.illegal_action ? in.legality_message : std::string());
+      message.append(in.error            ? *in.error
+                     : in.illegal_action ? in.legality_message
+                                         : std::string());
     }
     py::dict info;
     info["action_mask"] = bytes_of(mask);
@@ -431,23 +458,25 @@ struct PyVectorEnv {
       r = venv->reset(seed);
     }
     const int n = static_cast<int>(r.size());
-    return stack(n, [&](int i) -> const env::Observation& { return r[i].first; },
-                 [&](int i) -> const env::Info& { return r[i].second; });
+    return stack(
+        n, [&](int i) -> const env::Observation& { return r[i].first; },
+        [&](int i) -> const env::Info& { return r[i].second; });
   }
 
   // `actions`: one int64 per env, as bytes.
   py::tuple step(const std::string& actions) {
     const int n = venv->size();
     if (actions.size() != static_cast<size_t>(n) * sizeof(int64_t))
-      throw py::value_error(std::to_string(actions.size() / sizeof(int64_t)) + " actions for " + std::to_string(n) +
-                            " envs");
+      throw py::value_error(std::to_string(actions.size() / sizeof(int64_t)) + " actions for " +
+                            std::to_string(n) + " envs");
     std::vector<int> a(static_cast<size_t>(n));
     for (int i = 0; i < n; ++i) {
       int64_t x;
       std::memcpy(&x, actions.data() + i * sizeof(int64_t), sizeof x);
       if (x < 0 || x >= n_actions)
-        throw py::value_error("invalid_action: action " + std::to_string(x) + " of env " + std::to_string(i) +
-                              " is out of range [0, " + std::to_string(n_actions) + "); no env was stepped");
+        throw py::value_error("invalid_action: action " + std::to_string(x) + " of env " +
+                              std::to_string(i) + " is out of range [0, " +
+                              std::to_string(n_actions) + "); no env was stepped");
       a[static_cast<size_t>(i)] = static_cast<int>(x);
     }
     std::vector<env::VectorStep> r;
@@ -455,8 +484,9 @@ struct PyVectorEnv {
       py::gil_scoped_release release;
       r = venv->step(a);
     }
-    py::tuple oi = stack(n, [&](int i) -> const env::Observation& { return r[i].result.observation; },
-                         [&](int i) -> const env::Info& { return r[i].result.info; });
+    py::tuple oi = stack(
+        n, [&](int i) -> const env::Observation& { return r[i].result.observation; },
+        [&](int i) -> const env::Info& { return r[i].result.info; });
     std::vector<double> reward(n);
     std::vector<uint8_t> term(n), trunc(n), ignored(n), has_final(n);
     for (int i = 0; i < n; ++i) {
@@ -472,11 +502,14 @@ struct PyVectorEnv {
     if (std::any_of(has_final.begin(), has_final.end(), [](uint8_t f) { return f != 0; })) {
       // Same-step autoreset: the finished episodes' last observations and infos.
       for (int i = 0; i < n; ++i) {
-        final_obs.append(r[i].final_observation ? py::object(observation(*r[i].final_observation, spaces)) : py::none());
+        final_obs.append(r[i].final_observation
+                             ? py::object(observation(*r[i].final_observation, spaces))
+                             : py::none());
         final_info.append(r[i].final_info ? py::object(::info(*r[i].final_info)) : py::none());
       }
     }
-    return py::make_tuple(oi[0], bytes_of(reward), bytes_of(term), bytes_of(trunc), info, final_obs, final_info);
+    return py::make_tuple(oi[0], bytes_of(reward), bytes_of(term), bytes_of(trunc), info, final_obs,
+                          final_info);
   }
 };
 
@@ -536,10 +569,12 @@ py::dict report_dict(const optimizer::Report& r) {
 struct PyOptimizer {
   std::unique_ptr<optimizer::Optimizer> opt;
 
-  static PyOptimizer make(const std::string& arch, const std::string& mode, const std::string& profile_dir,
-                          int threads, const std::string& cache_flush) {
+  static PyOptimizer make(const std::string& arch, const std::string& mode,
+                          const std::string& profile_dir, int threads,
+                          const std::string& cache_flush) {
     auto m = optimizer::mode_by_name(mode);
-    if (!m) throw py::value_error("unknown mode '" + mode + "' (conservative, balanced, aggressive)");
+    if (!m)
+      throw py::value_error("unknown mode '" + mode + "' (conservative, balanced, aggressive)");
     backends::BackendConfig config;
     if (!profile_dir.empty()) {
       config.extra["profile_dir"] = profile_dir;
@@ -586,8 +621,8 @@ struct PyOptimizer {
     }
     py::list trace;
     for (const auto& a : r.trace) trace.append(transforms::print_action(a));
-    return py::make_tuple(PyProgram{std::move(r.program)}, trace, r.c_source, r.c_header, report_dict(r.report),
-                          keyboard);
+    return py::make_tuple(PyProgram{std::move(r.program)}, trace, r.c_source, r.c_header,
+                          report_dict(r.report), keyboard);
   }
 };
 
@@ -608,10 +643,14 @@ PYBIND11_MODULE(_native, m) {
       .def("text", [](const PyProgram& p) { return ir::print_program(p.program); })
       .def("check", [](const PyProgram& p) { return diagnostics(ir::check_program(p.program)); })
       .def("buffers", &buffers)
-      .def("interpret", &interpret, py::arg("inputs"), py::arg("seed"), py::arg("all_buffers"), py::arg("strict"))
+      .def("interpret", &interpret, py::arg("inputs"), py::arg("seed"), py::arg("all_buffers"),
+           py::arg("strict"))
       .def("apply", &apply_action, py::arg("action"), py::arg("target"))
       .def("legal_actions", &legal_actions, py::arg("target"))
-      .def("equals", [](const PyProgram& a, const PyProgram& b) { return ir::structurally_equal(a.program, b.program); })
+      .def("equals",
+           [](const PyProgram& a, const PyProgram& b) {
+             return ir::structurally_equal(a.program, b.program);
+           })
       .def("hash", [](const PyProgram& p) { return ir::structural_hash(p.program); });
 
   m.def("parse", &parse, py::arg("text"), py::arg("file") = "<string>",
@@ -624,7 +663,8 @@ PYBIND11_MODULE(_native, m) {
   m.def("this_isa", &this_isa, "the widest x86 ISA this CPU runs: x86_avx512, x86_avx2 or x86_64");
 
   py::class_<PyEnv>(m, "Env")
-      .def_static("make", &PyEnv::make, py::arg("config_json"), py::arg("allow_files"), py::arg("profile_dir"))
+      .def_static("make", &PyEnv::make, py::arg("config_json"), py::arg("allow_files"),
+                  py::arg("profile_dir"))
       .def("reset", &PyEnv::reset, py::arg("seed"), py::arg("benchmark"))
       .def("step", &PyEnv::step)
       .def("step_text", &PyEnv::step_text)
@@ -635,15 +675,16 @@ PYBIND11_MODULE(_native, m) {
       .def("fork", &PyEnv::fork);
 
   py::class_<PyVectorEnv>(m, "VectorEnv")
-      .def_static("make", &PyVectorEnv::make, py::arg("config_json"), py::arg("num_envs"), py::arg("same_step"),
-                  py::arg("allow_files"), py::arg("profile_dir"))
+      .def_static("make", &PyVectorEnv::make, py::arg("config_json"), py::arg("num_envs"),
+                  py::arg("same_step"), py::arg("allow_files"), py::arg("profile_dir"))
       .def("reset", &PyVectorEnv::reset, py::arg("seed"))
       .def("step", &PyVectorEnv::step)
       .def("spaces_json", &PyVectorEnv::spaces_json)
       .def_readonly("n_actions", &PyVectorEnv::n_actions);
 
   py::class_<PyOptimizer>(m, "Optimizer")
-      .def_static("make", &PyOptimizer::make, py::arg("arch"), py::arg("mode"), py::arg("profile_dir"),
-                  py::arg("threads"), py::arg("cache_flush") = "auto")
-      .def("transform", &PyOptimizer::transform, py::arg("program"), py::arg("timeout_s"), py::arg("progress"));
+      .def_static("make", &PyOptimizer::make, py::arg("arch"), py::arg("mode"),
+                  py::arg("profile_dir"), py::arg("threads"), py::arg("cache_flush") = "auto")
+      .def("transform", &PyOptimizer::transform, py::arg("program"), py::arg("timeout_s"),
+           py::arg("progress"));
 }

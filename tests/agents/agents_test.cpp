@@ -178,11 +178,13 @@ TEST_CASE("a checkpoint round-trips: save, load, same Q-values") {
 
 TEST_CASE("a corrupt, truncated, foreign or mismatched checkpoint is refused with a message") {
   std::string dir = temp_dir("corrupt");
-  TrainSummary s = train([&] {
-    AgentConfig c = tiny_config(dir);
-    c.total_steps = 250;
-    return c;
-  }(), quiet());
+  TrainSummary s = train(
+      [&] {
+        AgentConfig c = tiny_config(dir);
+        c.total_steps = 250;
+        return c;
+      }(),
+      quiet());
   REQUIRE(s.error.empty());
   std::ifstream in(s.checkpoint_path, std::ios::binary);
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -216,18 +218,21 @@ TEST_CASE("a corrupt, truncated, foreign or mismatched checkpoint is refused wit
   REQUIRE(good.ok());
   AgentConfig wider = good->config;
   wider.hidden = 32;
-  std::string why = check_compatible(good.value(), wider, env::kFeatureSize, good->action_count, good->token_vocab);
+  std::string why = check_compatible(good.value(), wider, env::kFeatureSize, good->action_count,
+                                     good->token_vocab);
   CHECK(why.find("hidden=64") != std::string::npos);
-  why = check_compatible(good.value(), good->config, env::kFeatureSize, good->action_count + 1, good->token_vocab);
+  why = check_compatible(good.value(), good->config, env::kFeatureSize, good->action_count + 1,
+                         good->token_vocab);
   CHECK(why.find("actions") != std::string::npos);
-  why = check_compatible(good.value(), good->config, env::kFeatureSize + 1, good->action_count, good->token_vocab);
+  why = check_compatible(good.value(), good->config, env::kFeatureSize + 1, good->action_count,
+                         good->token_vocab);
   CHECK(why.find("features") != std::string::npos);
 
   // A well-formed file whose header disagrees with its weights (a hand-edited or mixed-up
   // checkpoint): the checksum holds, the network the header describes does not.
-  for (auto edit : std::vector<std::function<void(Checkpoint&)>>{
-           [](Checkpoint& k) { k.config.hidden = 32; },
-           [](Checkpoint& k) { k.action_count += 3; }}) {
+  for (auto edit :
+       std::vector<std::function<void(Checkpoint&)>>{[](Checkpoint& k) { k.config.hidden = 32; },
+                                                     [](Checkpoint& k) { k.action_count += 3; }}) {
     Checkpoint lie = good.value();
     edit(lie);
     const std::string path = dir + "/lying.ckpt";
@@ -235,9 +240,11 @@ TEST_CASE("a corrupt, truncated, foreign or mismatched checkpoint is refused wit
     auto pl = Policy::load(path);
     REQUIRE_FALSE(pl.ok());
     // The flat head finds it in the weights, the factored one already in its action layout.
-    CHECK_MESSAGE((pl.error_text().find("do not match the checkpoint's header") != std::string::npos ||
-                   pl.error_text().find("the checkpoint's header does not fit its network") != std::string::npos),
-                  pl.error_text());
+    CHECK_MESSAGE(
+        (pl.error_text().find("do not match the checkpoint's header") != std::string::npos ||
+         pl.error_text().find("the checkpoint's header does not fit its network") !=
+             std::string::npos),
+        pl.error_text());
   }
 
   TrainOptions resume = quiet();
@@ -294,16 +301,17 @@ TEST_CASE("a decoupled learner trains beside the actors, between its floor and c
   CHECK(r.updates > s.updates);
 }
 
-TEST_CASE("Max-Q targets take the peak, the sum target adds, and only termination stops bootstrapping") {
+TEST_CASE(
+    "Max-Q targets take the peak, the sum target adds, and only termination stops bootstrapping") {
   auto r = torch::tensor({1.0f, 1.0f, 0.5f, 0.5f});
   auto term = torch::tensor({0.0f, 1.0f, 0.0f, 0.0f});
   auto q_next = torch::tensor({0.5f, 5.0f, 2.0f, 2.0f});
   auto legal = torch::tensor({1.0f, 1.0f, 1.0f, 0.0f});
   auto y = td_targets(r, term, q_next, legal, 0.5, true);
-  CHECK(y[0].item<float>() == doctest::Approx(1.0));   // r beats gamma * Q'
-  CHECK(y[1].item<float>() == doctest::Approx(1.0));   // terminated: r alone
-  CHECK(y[2].item<float>() == doctest::Approx(1.0));   // gamma * Q' = 1.0 beats r = 0.5
-  CHECK(y[3].item<float>() == doctest::Approx(0.5));   // no legal action in s'
+  CHECK(y[0].item<float>() == doctest::Approx(1.0));  // r beats gamma * Q'
+  CHECK(y[1].item<float>() == doctest::Approx(1.0));  // terminated: r alone
+  CHECK(y[2].item<float>() == doctest::Approx(1.0));  // gamma * Q' = 1.0 beats r = 0.5
+  CHECK(y[3].item<float>() == doctest::Approx(0.5));  // no legal action in s'
   y = td_targets(r, term, q_next, legal, 0.5, false);
   CHECK(y[0].item<float>() == doctest::Approx(1.25));
   CHECK(y[1].item<float>() == doctest::Approx(1.0));
@@ -319,8 +327,10 @@ TEST_CASE("masked argmax never picks an illegal action and the dueling mean igno
   std::vector<uint8_t> m = {0, 1, 1};
   std::mt19937_64 rng(1);
   for (double eps : {0.0, 1.0})
-    for (int i = 0; i < 50; ++i) CHECK(m[select_action(q[0].contiguous().data_ptr<float>(), m, {false, eps, 1.0}, rng)]);
-  for (int i = 0; i < 50; ++i) CHECK(m[select_action(q[0].contiguous().data_ptr<float>(), m, {true, 0, 5.0}, rng)]);
+    for (int i = 0; i < 50; ++i)
+      CHECK(m[select_action(q[0].contiguous().data_ptr<float>(), m, {false, eps, 1.0}, rng)]);
+  for (int i = 0; i < 50; ++i)
+    CHECK(m[select_action(q[0].contiguous().data_ptr<float>(), m, {true, 0, 5.0}, rng)]);
 }
 
 TEST_CASE("Boltzmann's temperature is relative to the spread of Q over the legal actions") {
@@ -388,15 +398,19 @@ TEST_CASE("kernel specs hold whole families out: except:F trains, family:F evalu
   REQUIRE(held.ok());
   REQUIRE(rest.ok());
   CHECK(held->size() + rest->size() == env::suite_uris().size());
-  for (const auto& u : held.value()) CHECK((env::kernel_family(u) == "attention" || env::kernel_family(u) == "ffn"));
-  for (const auto& u : rest.value()) CHECK((env::kernel_family(u) != "attention" && env::kernel_family(u) != "ffn"));
+  for (const auto& u : held.value())
+    CHECK((env::kernel_family(u) == "attention" || env::kernel_family(u) == "ffn"));
+  for (const auto& u : rest.value())
+    CHECK((env::kernel_family(u) != "attention" && env::kernel_family(u) != "ffn"));
   auto bad = resolve_kernels("family:attn");
   REQUIRE_FALSE(bad.ok());
-  CHECK(bad.error_text().find("unknown kernel family 'attn'; expected one of") != std::string::npos);
+  CHECK(bad.error_text().find("unknown kernel family 'attn'; expected one of") !=
+        std::string::npos);
 }
 
 TEST_CASE("the curriculum starts with the simplest kernels and ends on all of them") {
-  auto ranked = rank_kernels({"perfdojo://suite/attention", "perfdojo://suite/transpose", "perfdojo://suite/global-sum"});
+  auto ranked = rank_kernels(
+      {"perfdojo://suite/attention", "perfdojo://suite/transpose", "perfdojo://suite/global-sum"});
   REQUIRE(ranked.ok());
   CHECK(ranked->back().uri == "perfdojo://suite/attention");
   AgentConfig c;
@@ -407,7 +421,7 @@ TEST_CASE("the curriculum starts with the simplest kernels and ends on all of th
   CHECK(cur.active() == 1);
   CHECK_FALSE(cur.update(0.01, {}));
   CHECK_FALSE(cur.update(0.01, {{ranked->front().uri, 10.0}}));  // threshold met, stage too young
-  CHECK(cur.update(0.1, {{ranked->front().uri, 10.0}}));          // threshold met
+  CHECK(cur.update(0.1, {{ranked->front().uri, 10.0}}));         // threshold met
   CHECK(cur.active() == 2);
   CHECK(cur.update(0.6, {}));  // staged budget spent
   CHECK(cur.active() == 3);
@@ -435,7 +449,8 @@ TEST_CASE("the factored head scores a move by its scope's features, whichever sl
   AgentConfig c = tiny_config(temp_dir("factored"));
   c.head = "factored";
   AgentObs o = observation_of(kTinyKernel, c);
-  NetworkShape shape{env::kFeatureSize, static_cast<int>(o.mask.size()), env::token_vocabulary_size()};
+  NetworkShape shape{env::kFeatureSize, static_cast<int>(o.mask.size()),
+                     env::token_vocabulary_size()};
   auto layout = flat_action_layout(shape.action_count);
   REQUIRE_MESSAGE(layout.ok(), layout.error_text());
   CHECK_FALSE(flat_action_layout(shape.action_count + 1).ok());
@@ -467,7 +482,8 @@ TEST_CASE("the factored head scores a move by its scope's features, whichever sl
   mask[0][shape.action_count - 1] = true;  // stop
   std::vector<float> same = o.features, apart = o.features;
   for (int k = 0; k < env::kScopeFeatures; ++k) {
-    same[env::kGlobalFeatures + k] = same[env::kGlobalFeatures + env::kScopeFeatures + k] = 1.0f + k;
+    same[env::kGlobalFeatures + k] = same[env::kGlobalFeatures + env::kScopeFeatures + k] =
+        1.0f + k;
     apart[env::kGlobalFeatures + k] = 1.0f + k;
     apart[env::kGlobalFeatures + env::kScopeFeatures + k] = 0.5f * k;
   }
@@ -495,16 +511,22 @@ TEST_CASE("the factored head scores a move by its scope's features, whichever sl
       auto row = [&](int64_t offset, int64_t slot, int64_t count, int64_t width) {
         return slot < count ? x.narrow(1, offset + slot * width, width) : torch::zeros({1, width});
       };
-      auto hot = [](int64_t id, int64_t classes) { return torch::zeros({1, classes}).index_fill_(1, torch::tensor({id}), 1.0); };
+      auto hot = [](int64_t id, int64_t classes) {
+        return torch::zeros({1, classes}).index_fill_(1, torch::tensor({id}), 1.0);
+      };
       const int64_t buffers_at = env::kGlobalFeatures + env::kFeatureScopes * env::kScopeFeatures;
-      torch::Tensor in = torch::cat({row(env::kGlobalFeatures, l.scope[i], l.scopes, env::kScopeFeatures),
-                                     row(buffers_at, l.buffer[i], l.buffers, env::kBufferFeatures),
-                                     row(buffers_at, l.buffer2[i], l.buffers, env::kBufferFeatures),
-                                     hot(l.kind_param[i], l.kind_params), hot(l.node[i], l.nodes + 1)},
-                                    1);
+      torch::Tensor in =
+          torch::cat({row(env::kGlobalFeatures, l.scope[i], l.scopes, env::kScopeFeatures),
+                      row(buffers_at, l.buffer[i], l.buffers, env::kBufferFeatures),
+                      row(buffers_at, l.buffer2[i], l.buffers, env::kBufferFeatures),
+                      hot(l.kind_param[i], l.kind_params), hot(l.node[i], l.nodes + 1)},
+                     1);
       torch::Tensor pre = children["factored_action"]->as<torch::nn::LinearImpl>()->forward(in) +
                           children["factored_state"]->as<torch::nn::LinearImpl>()->forward(h);
-      return children["factored_score"]->as<torch::nn::SequentialImpl>()->forward(torch::relu(pre)).item<float>();
+      return children["factored_score"]
+          ->as<torch::nn::SequentialImpl>()
+          ->forward(torch::relu(pre))
+          .item<float>();
     };
     auto legal = torch::zeros({1, shape.action_count}, torch::kBool);
     std::vector<int> allowed;
@@ -514,7 +536,8 @@ TEST_CASE("the factored head scores a move by its scope's features, whichever sl
         allowed.push_back(i);
       }
     REQUIRE(allowed.size() > 10);
-    torch::Tensor all = factored->forward(torch::tensor(o.features).unsqueeze(0), torch::Tensor(), legal);
+    torch::Tensor all =
+        factored->forward(torch::tensor(o.features).unsqueeze(0), torch::Tensor(), legal);
     const int first = allowed.front();
     int with_buffer = 0;
     for (int i : allowed) {
@@ -590,13 +613,15 @@ TEST_CASE("the policy's order of moves: by Q, or spread over the kinds of move")
     CHECK(spread.front() == plain.front());
     if (penalty == 100.0) {
       std::set<int> first;
-      for (size_t i = 0; i < kinds.size(); ++i) first.insert(static_cast<int>(space.parts(spread[i]).kind));
+      for (size_t i = 0; i < kinds.size(); ++i)
+        first.insert(static_cast<int>(space.parts(spread[i]).kind));
       CHECK(first == kinds);
     }
   }
 }
 
-TEST_CASE("sketch actions: the agent trains with them, a checkpoint keeps them, the searches take them") {
+TEST_CASE(
+    "sketch actions: the agent trains with them, a checkpoint keeps them, the searches take them") {
   // A GEMM-class kernel, where the sketch has candidates.
   const std::string gemm = "perfdojo://gen/matmul?seed=5";
   AgentConfig c = tiny_config(temp_dir("sketch"));
@@ -646,7 +671,8 @@ TEST_CASE("eager greedy search asks for an order only where it goes on, and foll
   // Each program's children in index order, or reversed: the order is what the search follows.
   int calls = 0;
   auto order = [&](bool reversed) {
-    return [&calls, reversed](const env::Env& e, const env::Observation& obs, const std::vector<uint8_t>& mask) {
+    return [&calls, reversed](const env::Env& e, const env::Observation& obs,
+                              const std::vector<uint8_t>& mask) {
       ++calls;
       CHECK(obs.features.size() == static_cast<size_t>(env::kFeatureSize));
       CHECK(mask == e.action_mask());
@@ -666,14 +692,17 @@ TEST_CASE("eager greedy search asks for an order only where it goes on, and foll
   REQUIRE(backward.error.empty());
   CHECK(forward.best_trace != backward.best_trace);
   // Nothing to try anywhere: the search ends at once, on the starting program.
-  SearchResult none = eager_greedy_search(ec, {5}, [](const env::Env&, const env::Observation&,
-                                                      const std::vector<uint8_t>&) { return std::vector<int>{}; });
+  SearchResult none = eager_greedy_search(
+      ec, {5}, [](const env::Env&, const env::Observation&, const std::vector<uint8_t>&) {
+        return std::vector<int>{};
+      });
   REQUIRE(none.error.empty());
   CHECK(none.evaluations == 0);
   CHECK(none.best_speedup == 1.0);
 }
 
-TEST_CASE("eager greedy search with extended children times each sequence's end, then the move alone") {
+TEST_CASE(
+    "eager greedy search with extended children times each sequence's end, then the move alone") {
   env::EnvConfig ec = env_config_for(AgentConfig{}, kTinyKernel, 0);
   ec.max_episode_steps = 6;
   auto in_order = [](const env::Env& e, const env::Observation&, const std::vector<uint8_t>&) {
@@ -732,7 +761,8 @@ TEST_CASE("a checkpoint from before the head was a choice loads as the flat head
   AgentConfig c = tiny_config(temp_dir("old_header"));
   c.head = "flat";
   AgentObs o = observation_of(kTinyKernel, c);
-  NetworkShape shape{env::kFeatureSize, static_cast<int>(o.mask.size()), env::token_vocabulary_size()};
+  NetworkShape shape{env::kFeatureSize, static_cast<int>(o.mask.size()),
+                     env::token_vocabulary_size()};
   torch::manual_seed(3);
   DqnLearner learner(c, shape);
   const std::string path = c.out_dir + "/new.ckpt";
@@ -768,14 +798,16 @@ TEST_CASE("a checkpoint from before the head was a choice loads as the flat head
   for (size_t i = 0; i < got.size(); ++i) REQUIRE(got[i] == expected.data_ptr<float>()[i]);
 }
 
-TEST_CASE("demonstrations: the teacher's best trace, as legal actions, learnt by the large-margin loss" *
-          doctest::test_suite("slow")) {
+TEST_CASE(
+    "demonstrations: the teacher's best trace, as legal actions, learnt by the large-margin loss" *
+    doctest::test_suite("slow")) {
   // One intra-op thread: the same sums in the same order on a loaded machine as on an idle one.
   torch::set_num_threads(1);
   AgentConfig c = tiny_config(temp_dir("demos"));
   c.demo_buffer = 1000;
   c.demo_ratio = 0.5;
-  // A small GEMM: the sketch and the proposals gain on it, and the best of them is a few dozen moves.
+  // A small GEMM: the sketch and the proposals gain on it, and the best of them is a few dozen
+  // moves.
   const std::string kernel = "perfdojo://gen/matmul?seed=5";
   std::string error;
   int unreachable = 0;
@@ -787,11 +819,13 @@ TEST_CASE("demonstrations: the teacher's best trace, as legal actions, learnt by
   CHECK(d->actions.size() >= 5);
   REQUIRE(d->obs.size() == d->actions.size() + 1);
   CHECK(d->rewards.size() == d->actions.size());
-  for (size_t i = 0; i < d->actions.size(); ++i) CHECK(d->obs[i].mask.at(static_cast<size_t>(d->actions[i])) == 1);
+  for (size_t i = 0; i < d->actions.size(); ++i)
+    CHECK(d->obs[i].mask.at(static_cast<size_t>(d->actions[i])) == 1);
 
   auto e = env::Env::make(env_config_for(c, kernel, 0));
   REQUIRE(e.ok());
-  const NetworkShape shape{env::kFeatureSize, e.value()->action_spec().n, env::token_vocabulary_size()};
+  const NetworkShape shape{env::kFeatureSize, e.value()->action_spec().n,
+                           env::token_vocabulary_size()};
   DqnLearner learner(c, shape);
   const DemoSummary sum = add_demonstrations(c, {kernel}, learner, nullptr);
   CHECK(sum.demonstrated == 1);
@@ -807,7 +841,8 @@ TEST_CASE("demonstrations: the teacher's best trace, as legal actions, learnt by
   for (size_t i = 0; i < d->actions.size(); ++i) {
     torch::Tensor q = learner.q_values({&d->obs[i]});
     torch::Tensor m = torch::zeros({q.size(1)}, torch::kBool);
-    for (size_t a = 0; a < d->obs[i].mask.size(); ++a) m[static_cast<int64_t>(a)] = d->obs[i].mask[a] != 0;
+    for (size_t a = 0; a < d->obs[i].mask.size(); ++a)
+      m[static_cast<int64_t>(a)] = d->obs[i].mask[a] != 0;
     agree += q[0].masked_fill(m.logical_not(), -1e30).argmax().item<int64_t>() == d->actions[i];
   }
   INFO(agree << " of " << d->actions.size());
@@ -831,7 +866,8 @@ TEST_CASE("demonstration kernels: the training kernels, then generated ones of t
   CHECK(validate(bad) == "demo_ratio must be in [0, 1]");
 }
 
-TEST_CASE("the shipped agent loads as 'default' and plays the policy alone on a kernel it never saw") {
+TEST_CASE(
+    "the shipped agent loads as 'default' and plays the policy alone on a kernel it never saw") {
   const std::string path = resolve_checkpoint("default");
   CHECK(path.size() > std::string("default").size());
   CHECK(resolve_checkpoint("runs/x/agent.ckpt") == "runs/x/agent.ckpt");
@@ -839,7 +875,8 @@ TEST_CASE("the shipped agent loads as 'default' and plays the policy alone on a 
   auto policy = Policy::load(path);
   REQUIRE_MESSAGE(policy.ok(), policy.error_text());
   CHECK(policy.value()->config().demos > 0);  // trained from the experts' demonstrations
-  env::EnvConfig ec = env_config_for(policy.value()->config(), "perfdojo://gen/layernorm?seed=104", 0);
+  env::EnvConfig ec =
+      env_config_for(policy.value()->config(), "perfdojo://gen/layernorm?seed=104", 0);
   const SearchResult r = agent_policy(*policy.value(), ec, {ec.max_episode_steps});
   REQUIRE_MESSAGE(r.error.empty(), r.error);
   CHECK(r.best_speedup >= 1.0);

@@ -22,8 +22,9 @@ std::string write_config(const std::string& name, const std::string& text) {
 
 TEST_CASE("a JSON config is read with positions in its errors") {
   AgentConfig c;
-  std::string path = write_config("ok", "{\"lr\": 1e-4, \"seed\": 7, \"target\": \"sum\", "
-                                        "\"allow_stop\": true, \"reward_space\": null}");
+  std::string path = write_config("ok",
+                                  "{\"lr\": 1e-4, \"seed\": 7, \"target\": \"sum\", "
+                                  "\"allow_stop\": true, \"reward_space\": null}");
   CHECK(load_config_file(c, path).empty());
   CHECK(c.lr == 1e-4);
   CHECK(c.seed == 7);

@@ -43,12 +43,14 @@ TEST_CASE("a plain matmul prints as three nested loops with the IR statement as 
 
 TEST_CASE("a fill no statement can observe is left out") {
   // Every element of y stored before anything reads it (ir::initial_value_dead): no fill.
-  auto dead = generate_c(program_of("input x: f32[8, 16]\noutput y: f32[8, 16] = 0\n\n"
-                                    "8 4 4 y[{0},{1}*4+{2}] = x[{0},{1}*4+{2}]\n"));
+  auto dead =
+      generate_c(program_of("input x: f32[8, 16]\noutput y: f32[8, 16] = 0\n\n"
+                            "8 4 4 y[{0},{1}*4+{2}] = x[{0},{1}*4+{2}]\n"));
   CHECK_FALSE(has(dead.source, "y[pd_n]"));
   // Half the columns written: the other half must hold the initial value.
-  auto half = generate_c(program_of("input x: f32[8, 16]\noutput y: f32[8, 16] = 0\n\n"
-                                    "8 8 y[{0},{1}] = x[{0},{1}]\n"));
+  auto half =
+      generate_c(program_of("input x: f32[8, 16]\noutput y: f32[8, 16] = 0\n\n"
+                            "8 8 y[{0},{1}] = x[{0},{1}]\n"));
   CHECK(has(half.source, "y[pd_n] = 0.0f;  // y = 0"));
 }
 
@@ -117,27 +119,32 @@ TEST_CASE(
 }
 
 TEST_CASE("offsets of one buffer at least the lanes apart vectorise (two halves of a row)") {
-  auto g = generate_c(program_of(
-      "input x: f32[32]\noutput y: f32[32]\n\n16:vec y[{0}] = x[{0}] + {0}\n| y[{0}+16] = x[{0}+16] - {0}\n"));
+  auto g =
+      generate_c(program_of("input x: f32[32]\noutput y: f32[32]\n\n16:vec y[{0}] = x[{0}] + "
+                            "{0}\n| y[{0}+16] = x[{0}+16] - {0}\n"));
   CHECK(g.scalar_fallbacks == 0);
   CHECK(g.vector_scopes == 1);
   CHECK(has(g.source, "_iotas(0, 1)"));  // positions below 2^24: a splat plus a ramp, exact
 }
 
-TEST_CASE("positions compared in a select use 32-bit integer lanes; other untyped comparisons f64") {
+TEST_CASE(
+    "positions compared in a select use 32-bit integer lanes; other untyped comparisons f64") {
   CodegenOptions o;
   o.native_vector_bytes = 64;
   // A causal mask: integers below 2^30, compared exactly in the mask's own lanes, 16 at a time.
-  auto causal = generate_c(program_of("input x: f32[64, 64]\noutput y: f32[64, 64]\n\n"
-                                      "64 4 16:vec y[{0},{1}*16+{2}] = {1}*16+{2} <= {0} ? x[{0},{1}*16+{2}] : -inf\n"),
-                           o);
+  auto causal = generate_c(
+      program_of("input x: f32[64, 64]\noutput y: f32[64, 64]\n\n"
+                 "64 4 16:vec y[{0},{1}*16+{2}] = {1}*16+{2} <= {0} ? x[{0},{1}*16+{2}] : -inf\n"),
+      o);
   CHECK(causal.scalar_fallbacks == 0);
   CHECK(has(causal.source, "f32x16_sel(m32x16_iiota(i1 * 16, 1) <= m32x16_isplat(i0), "));
   CHECK_FALSE(has(causal.source, "f64x8_iota(i1"));
   // A fraction is not an integer: the comparison stays in f64 lanes, as the interpreter computes.
-  auto half = generate_c(program_of("input x: f32[64, 64]\noutput y: f32[64, 64]\n\n"
-                                    "64 4 16:vec y[{0},{1}*16+{2}] = ({1}*16+{2}) * 0.5 <= {0} ? x[{0},{1}*16+{2}] : 0\n"),
-                         o);
+  auto half = generate_c(
+      program_of(
+          "input x: f32[64, 64]\noutput y: f32[64, 64]\n\n"
+          "64 4 16:vec y[{0},{1}*16+{2}] = ({1}*16+{2}) * 0.5 <= {0} ? x[{0},{1}*16+{2}] : 0\n"),
+      o);
   CHECK(has(half.source, "f64x8_iota("));
   CHECK_FALSE(has(half.source, "_iiota(i1"));
 }
@@ -161,28 +168,36 @@ TEST_CASE("a register tile of vector partial sums lives across the reduction loo
   // k loop, and is summed across its lanes once after it, not once per chunk.
   auto p = program_of(
       "input W: f32[4, 64]\ninput x: f32[4, 64]\noutput y: f32[4, 4] = 0\n\n"
-      "2 4 2:unroll 4:unroll 16:vec y[{3},{0}*2+{2}] += W[{0}*2+{2},{1}*16+{4}] * x[{3},{1}*16+{4}]\n");
+      "2 4 2:unroll 4:unroll 16:vec y[{3},{0}*2+{2}] += W[{0}*2+{2},{1}*16+{4}] * "
+      "x[{3},{1}*16+{4}]\n");
   CodegenOptions o;
   o.native_vector_bytes = 64;
   auto g = generate_c(p, o);
   CHECK(has(g.source, "acc0_7 = f32x16_splat(0.0f);"));
   CHECK_FALSE(has(g.source, "acc0_8"));
-  CHECK(g.source.find("acc0_0 = f32x16_splat") < g.source.find("for (int64_t i1 = 0; i1 < 4; ++i1)"));
+  CHECK(g.source.find("acc0_0 = f32x16_splat") <
+        g.source.find("for (int64_t i1 = 0; i1 < 4; ++i1)"));
   CHECK(count_of(g.source, "+= f32x16_hadd(") == 8);
-  CHECK(has(g.source, "{ const int64_t i2 = 1; const int64_t i3 = 2; y[i0 * 2 + i2 + i3 * 4] += f32x16_hadd(acc0_6); }"));
+  CHECK(has(g.source,
+            "{ const int64_t i2 = 1; const int64_t i3 = 2; y[i0 * 2 + i2 + i3 * 4] += "
+            "f32x16_hadd(acc0_6); }"));
   // Twelve elements would not fit the eight registers: the sums stay inside the k loop.
-  auto big = generate_c(program_of(
-      "input W: f32[6, 64]\ninput x: f32[4, 64]\noutput y: f32[4, 6] = 0\n\n"
-      "2 4 3:unroll 4:unroll 16:vec y[{3},{0}*3+{2}] += W[{0}*3+{2},{1}*16+{4}] * x[{3},{1}*16+{4}]\n"), o);
+  auto big =
+      generate_c(program_of("input W: f32[6, 64]\ninput x: f32[4, 64]\noutput y: f32[4, 6] = 0\n\n"
+                            "2 4 3:unroll 4:unroll 16:vec y[{3},{0}*3+{2}] += "
+                            "W[{0}*3+{2},{1}*16+{4}] * x[{3},{1}*16+{4}]\n"),
+                 o);
   CHECK_FALSE(has(big.source, "acc0_1 "));
-  CHECK(big.source.find("for (int64_t i1 = 0; i1 < 4; ++i1)") < big.source.find("acc0_0 = f32x16_splat"));
+  CHECK(big.source.find("for (int64_t i1 = 0; i1 < 4; ++i1)") <
+        big.source.find("acc0_0 = f32x16_splat"));
 }
 
 TEST_CASE("unrolled updates of one accumulator rotate over register sets, combined once") {
   // 16:unroll 16:vec: copy v of the unrolled scope updates set v % 8, so no update waits on the
   // one before it; the eight sets are combined after the row.
   auto p = program_of(
-      "input x: f32[4, 256]\noutput y: f32[4] = -inf\n\n4 16:unroll 16:vec y[{0}] = max(x[{0},{1}*16+{2}])\n");
+      "input x: f32[4, 256]\noutput y: f32[4] = -inf\n\n4 16:unroll 16:vec y[{0}] = "
+      "max(x[{0},{1}*16+{2}])\n");
   CodegenOptions o;
   o.native_vector_bytes = 64;
   auto g = generate_c(p, o);
@@ -196,7 +211,8 @@ TEST_CASE("unrolled updates of one accumulator rotate over register sets, combin
   auto two = generate_c(p, o);
   CHECK(has(two.source, "acc0_7 = f32x8_splat"));
   CHECK_FALSE(has(two.source, "acc0_8"));
-  CHECK(count_of(two.source, "acc0_6 = f32x8_max(acc0_6, ") == 4);  // copies 3, 7, 11, 15, high half
+  CHECK(count_of(two.source, "acc0_6 = f32x8_max(acc0_6, ") ==
+        4);  // copies 3, 7, 11, 15, high half
   // Without unrolling there is one set.
   o.unroll = false;
   auto rolled = generate_c(p, o);
@@ -204,17 +220,20 @@ TEST_CASE("unrolled updates of one accumulator rotate over register sets, combin
   // Two accumulators in one `:vec` scope share the eight registers: four sets each.
   o.unroll = true;
   o.native_vector_bytes = 64;
-  auto both = generate_c(program_of("input x: f32[4, 256]\noutput a: f32[4] = 0\noutput b: f32[4] = -inf\n\n"
-                                    "4 16:unroll 16:vec a[{0}] += x[{0},{1}*16+{2}]\n| | | b[{0}] = max(x[{0},{1}*16+{2}])\n"),
-                         o);
+  auto both = generate_c(
+      program_of("input x: f32[4, 256]\noutput a: f32[4] = 0\noutput b: f32[4] = -inf\n\n"
+                 "4 16:unroll 16:vec a[{0}] += x[{0},{1}*16+{2}]\n| | | b[{0}] = "
+                 "max(x[{0},{1}*16+{2}])\n"),
+      o);
   CHECK(has(both.source, "acc0_3 = "));
   CHECK(has(both.source, "acc1_3 = "));
   CHECK_FALSE(has(both.source, "acc0_4"));
   CHECK_FALSE(has(both.source, "acc1_4"));
   // A loop between the unrolled scope and the update: one set (each copy's loop is serial).
-  auto between = generate_c(program_of("input x: f32[4, 256]\noutput y: f32[4] = -inf\n\n"
-                                       "4 4:unroll 4 16:vec y[{0}] = max(x[{0},{1}*64+{2}*16+{3}])\n"),
-                            o);
+  auto between =
+      generate_c(program_of("input x: f32[4, 256]\noutput y: f32[4] = -inf\n\n"
+                            "4 4:unroll 4 16:vec y[{0}] = max(x[{0},{1}*64+{2}*16+{3}])\n"),
+                 o);
   CHECK_FALSE(has(between.source, "acc0_1"));
 }
 
@@ -238,8 +257,9 @@ TEST_CASE("a vec scope the printer cannot vectorise falls back to a plain loop a
     CHECK(has(g.source, "accessed at different elements"));
   }
   SUBCASE("two offsets of one buffer closer than the lanes span") {
-    auto g = generate_c(program_of(
-        "input x: f32[32]\noutput y: f32[32]\n\n16:vec y[{0}] = x[{0}]\n| y[{0}+8] = x[{0}] * 2\n"));
+    auto g =
+        generate_c(program_of("input x: f32[32]\noutput y: f32[32]\n\n16:vec y[{0}] = x[{0}]\n| "
+                              "y[{0}+8] = x[{0}] * 2\n"));
     CHECK(g.scalar_fallbacks == 1);
     CHECK(has(g.source, "accessed at different elements"));
   }
@@ -283,7 +303,8 @@ TEST_CASE("parallel scopes print as OpenMP loops and unrolled scopes as constant
   CHECK(has(generate_c(p, o).source, "#pragma GCC unroll 4"));
 }
 
-TEST_CASE("an iteration's own slice of a temporary is declared inside the :par loop, one per thread") {
+TEST_CASE(
+    "an iteration's own slice of a temporary is declared inside the :par loop, one per thread") {
   // t (a packed row, 4096 elements a slice: above the small size) and s (a one-element
   // register), as parallelize leaves them: a first index that is the scope's iterator.
   auto p = program_of(
@@ -295,10 +316,13 @@ TEST_CASE("an iteration's own slice of a temporary is declared inside the :par l
     o.parallel = parallel;
     o.threads = 2;
     auto g = generate_c(p, o);
-    const std::string loop = std::string(parallel ? "#pragma omp parallel for schedule(static) num_threads(2)\n" : "") +
-                             "  for (int64_t i0 = 0; i0 < 8; ++i0) {\n";
+    const std::string loop =
+        std::string(parallel ? "#pragma omp parallel for schedule(static) num_threads(2)\n" : "") +
+        "  for (int64_t i0 = 0; i0 < 8; ++i0) {\n";
     CHECK_MESSAGE(has(g.source, loop + "    float s[1] __attribute__((aligned(64)));"), g.source);
-    CHECK(has(g.source, "    float t[4096] __attribute__((aligned(64)));  // temp t: f32, this thread's slice"));
+    CHECK(has(
+        g.source,
+        "    float t[4096] __attribute__((aligned(64)));  // temp t: f32, this thread's slice"));
     CHECK(has(g.source, "t[i1] = x[i0 * 4096 + i1] * 2.0f;"));  // the first index dropped
     CHECK_FALSE(has(g.source, "static float t["));
   }
@@ -389,11 +413,13 @@ TEST_CASE(
   // A program that computes -inf (a mask) gets the range check: a vector inside libmvec's fast
   // range goes straight to it, one wholly below ln(2^-150) is 0, a mixed one takes the edge
   // function (denormal results scaled into range, libm for NaN and overflow).
-  auto masked = program_of("input x: f32[4, 16]\noutput y: f32[4, 16]\n\n"
-                           "4 16:vec y[{0},{1}] = exp({1} <= {0} ? x[{0},{1}] : -inf)\n");
+  auto masked = program_of(
+      "input x: f32[4, 16]\noutput y: f32[4, 16]\n\n"
+      "4 16:vec y[{0},{1}] = exp({1} <= {0} ? x[{0},{1}] : -inf)\n");
   o.native_vector_bytes = 32;
   const auto guarded = generate_c(masked, o).source;
-  CHECK(has(guarded, "PD_INLINE f32x8 f32x8_exp(f32x8 a) { if (__builtin_expect((_mm256_movemask_ps("));
+  CHECK(has(guarded,
+            "PD_INLINE f32x8 f32x8_exp(f32x8 a) { if (__builtin_expect((_mm256_movemask_ps("));
   CHECK(has(guarded, ") return _ZGVdN8v_expf(a); if ("));
   CHECK(has(guarded, "return f32x8_splat(0.0f); return f32x8_exp_edge(a); }"));
   CHECK(has(guarded, "if (!(ok[l] | z[l] | low[l])) r[l] = expf(a[l]);"));
@@ -402,7 +428,8 @@ TEST_CASE(
             "_mm512_cmp_ps_mask((__m512)a, _mm512_set1_ps(-87.0f), _CMP_GE_OQ) == 0xFFFF"));
 }
 
-TEST_CASE("stores to a `stream` buffer print as aligned-or-plain non-temporal stores, then a fence") {
+TEST_CASE(
+    "stores to a `stream` buffer print as aligned-or-plain non-temporal stores, then a fence") {
   const char* text =
       "input x: f32[8, 64]\noutput y: f32[8, 64] stream\noutput z: f32[8, 64]\n\n"
       "8:par 4 16:vec y[{0},{1}*16+{2}] = x[{0},{1}*16+{2}] * 2\n"
@@ -413,7 +440,9 @@ TEST_CASE("stores to a `stream` buffer print as aligned-or-plain non-temporal st
   auto g = generate_c(p, o);
   CHECK(g.streamed_stores == 1);
   CHECK(has(g.source, "#include <immintrin.h>"));
-  CHECK(has(g.source, "if (((uintptr_t)p & 63) == 0) _mm512_stream_ps(p, (__m512)v); else f32x16_store(p, v);"));
+  CHECK(has(
+      g.source,
+      "if (((uintptr_t)p & 63) == 0) _mm512_stream_ps(p, (__m512)v); else f32x16_store(p, v);"));
   CHECK(has(g.source, "f32x16_stream(&y["));
   CHECK(has(g.source, "f32x16_store(&z["));  // z is not declared stream
   // One fence per parallel iteration, one before returning.
@@ -434,7 +463,8 @@ TEST_CASE("a register tile's copy-in prefetches the next iteration's lines befor
   const char* text =
       "input A: f32[4, 8]\ninput B: f32[8, 64]\noutput C: f32[4, 64] = 0\ntemp T: f32[2, 32]\n\n"
       "2 2 2:unroll 2:unroll 16:vec T[{2},{3}*16+{4}] = C[{0}*2+{2},{1}*32+{3}*16+{4}]\n"
-      "| | 8 2:unroll 2:unroll 16:vec T[{3},{4}*16+{5}] += A[{0}*2+{3},{2}] * B[{2},{1}*32+{4}*16+{5}]\n"
+      "| | 8 2:unroll 2:unroll 16:vec T[{3},{4}*16+{5}] += A[{0}*2+{3},{2}] * "
+      "B[{2},{1}*32+{4}*16+{5}]\n"
       "| | 2:unroll 2:unroll 16:vec C[{0}*2+{2},{1}*32+{3}*16+{4}] = T[{2},{3}*16+{4}]\n";
   auto p = program_of(text);
   auto g = generate_c(p);
@@ -445,7 +475,8 @@ TEST_CASE("a register tile's copy-in prefetches the next iteration's lines befor
   CHECK(has(g.source, "__builtin_prefetch(&C[i0 * 128 + i1 * 32 + 32], 1, 3);"));
   CHECK(has(g.source, "__builtin_prefetch(&C[i0 * 128 + i1 * 32 + 112], 1, 3);"));
   // The prefetches sit between the copy-in and the update loop.
-  const size_t copy_in = g.source.find("T[{2},{3}*16+{4}] = C"), pf = g.source.find("__builtin_prefetch"),
+  const size_t copy_in = g.source.find("T[{2},{3}*16+{4}] = C"),
+               pf = g.source.find("__builtin_prefetch"),
                update = g.source.find("for (int64_t i2 = 0; i2 < 8; ++i2)");
   CHECK(copy_in < pf);
   CHECK(pf < update);

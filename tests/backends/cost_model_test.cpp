@@ -50,9 +50,7 @@ std::string temp_path(const std::string& name) {
   return (fs::temp_directory_path() / ("perfdojo_cost_model_test_" + name)).string();
 }
 
-void write_file(const std::string& path, const std::string& text) {
-  std::ofstream(path) << text;
-}
+void write_file(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
 
 }  // namespace
 
@@ -74,7 +72,8 @@ TEST_CASE("the same program gets a bit-identical estimate, also from a clone") {
   }
 }
 
-TEST_CASE("an estimate is reported as an unverified, repetition-free measurement naming the profile") {
+TEST_CASE(
+    "an estimate is reported as an unverified, repetition-free measurement naming the profile") {
   auto backend = backends::make_backend("cost_model");
   auto m = backend->measure(load(matmul(64, kIKJ)), {});
   REQUIRE(m.ok());
@@ -91,7 +90,8 @@ TEST_CASE("an estimate is reported as an unverified, repetition-free measurement
 
 TEST_CASE("vectorising matmul's inner scope with 16 lanes lowers the estimate") {
   double scalar = estimate(matmul(256, kIJKBt));
-  double vec = estimate(matmul(256, "S S 16 16:vec C[{0},{1}] += A[{0},{2}*16+{3}] * B[{1},{2}*16+{3}]"));
+  double vec =
+      estimate(matmul(256, "S S 16 16:vec C[{0},{1}] += A[{0},{2}*16+{3}] * B[{1},{2}*16+{3}]"));
   CHECK(vec < scalar / 4);
 }
 
@@ -120,7 +120,8 @@ TEST_CASE("a fork after long serial work pays for waking idle threads, back-to-b
   // A heavy serial nest, then a parallel scope with next to nothing to do: its threads have
   // been idle for the whole matmul.
   const std::string serial = matmul(256, std::string(kIJKBt) + "\n2 C[0,{0}] = A[0,{0}] * 2");
-  const std::string after_serial = matmul(256, std::string(kIJKBt) + "\n2:par C[0,{0}] = A[0,{0}] * 2");
+  const std::string after_serial =
+      matmul(256, std::string(kIJKBt) + "\n2:par C[0,{0}] = A[0,{0}] * 2");
   double cold = estimate(after_serial) - estimate(serial);
   CHECK(cold > 0.9 * prof.fork_join_us * 1e-6);
   // The same tiny parallel scope entered 256 times in a row, with nothing in between.
@@ -131,14 +132,16 @@ TEST_CASE("a fork after long serial work pays for waking idle threads, back-to-b
   CHECK(per_entry > 0.5 * prof.fork_join_hot_us * 1e-6);
 }
 
-TEST_CASE("inside a parallel scope a loop storing to a parameter loses GCC's outer-loop vectorisation") {
+TEST_CASE(
+    "inside a parallel scope a loop storing to a parameter loses GCC's outer-loop vectorisation") {
   // Plain i,j,k runs vectorised across j (outer-loop vectorisation); in the OpenMP region the
   // pointers lose `restrict`, the j loop stays scalar and two threads do not win it back.
   double serial = estimate(matmul(256, kIJK));
   double parallel = estimate(matmul(256, "S:par S S C[{0},{1}] += A[{0},{2}] * B[{2},{1}]"));
   CHECK(parallel > serial);
   // The i,k,j order vectorises its innermost loop (versioned for aliasing): parallel helps.
-  CHECK(estimate(matmul(256, "S:par S S C[{0},{2}] += A[{0},{1}] * B[{1},{2}]")) < estimate(matmul(256, kIKJ)));
+  CHECK(estimate(matmul(256, "S:par S S C[{0},{2}] += A[{0},{1}] * B[{1},{2}]")) <
+        estimate(matmul(256, kIKJ)));
 }
 
 TEST_CASE("a column walk whose stride is a power of two crowds into a few cache sets") {
@@ -158,7 +161,8 @@ TEST_CASE("a loop GCC vectorises by itself is estimated as vector code") {
   // i,k,j: the j loop is unit-stride everywhere, so -O3 vectorises it without a :vec.
   double auto_vec = estimate(matmul(256, kIKJ));
   double chain = estimate(matmul(256, kIJKBt));
-  double explicit_vec = estimate(matmul(256, "S S 16 16:vec C[{0},{2}*16+{3}] += A[{0},{1}] * B[{1},{2}*16+{3}]"));
+  double explicit_vec =
+      estimate(matmul(256, "S S 16 16:vec C[{0},{2}*16+{3}] += A[{0},{1}] * B[{1},{2}*16+{3}]"));
   CHECK(auto_vec < chain / 4);
   CHECK(auto_vec < explicit_vec * 2);
 }
@@ -174,18 +178,24 @@ TEST_CASE("strided matmul orderings are slower than the unit-stride ordering i,k
   CHECK(big_jki.time_s > big_ikj.time_s);
 }
 
-TEST_CASE("a reduction chain in an innermost loop is latency bound until independent accumulators relieve it") {
+TEST_CASE(
+    "a reduction chain in an innermost loop is latency bound until independent accumulators "
+    "relieve it") {
   // Every FMA waits for the previous one into C[i][j].
   double chained = estimate(matmul(128, kIJKBt));
   // Unrolling j by 8 inside k gives eight independent accumulators.
-  double relieved = estimate(matmul(128, "S 16 S 8:unroll C[{0},{1}*8+{3}] += A[{0},{2}] * B[{1}*8+{3},{2}]"));
+  double relieved =
+      estimate(matmul(128, "S 16 S 8:unroll C[{0},{1}*8+{3}] += A[{0},{2}] * B[{1}*8+{3},{2}]"));
   CHECK(relieved < chained / 2);
   // Unrolling the reduction scope itself keeps one chain: no such gain.
-  double unrolled_k = estimate(matmul(128, "S S 32 4:unroll C[{0},{1}] += A[{0},{2}*4+{3}] * B[{1},{2}*4+{3}]"));
+  double unrolled_k =
+      estimate(matmul(128, "S S 32 4:unroll C[{0},{1}] += A[{0},{2}*4+{3}] * B[{1},{2}*4+{3}]"));
   CHECK(unrolled_k > chained * 0.7);
 }
 
-TEST_CASE("unrolled updates of a vector accumulator are as many chains as the register sets they rotate over") {
+TEST_CASE(
+    "unrolled updates of a vector accumulator are as many chains as the register sets they rotate "
+    "over") {
   // A row maximum in one register updated by 32 unrolled copies: the generated code rotates them
   // over 8 registers (codegen_c.cpp), so its chain is an eighth of the rolled loop's (the
   // compute part: the data would bound both from L3).
@@ -210,16 +220,15 @@ TEST_CASE("a temporary small enough for registers moves no memory traffic") {
   // The same computation through a 16-element temporary (registers: indexed by the vector
   // lanes only) and through a full-size one (memory).
   const std::string head = "S = 512\ninput A: f32[S, S]\noutput C: f32[S, S]\n";
-  auto regs = backends::estimate_cost(load(head +
-                                           "temp t: f32[16]\n\n"
-                                           "S 32 16:vec t[{2}] = A[{0},{1}*16+{2}]\n"
-                                           "| | 16:vec C[{0},{1}*16+{2}] = t[{2}] * 2\n"),
+  auto regs = backends::estimate_cost(load(head + "temp t: f32[16]\n\n"
+                                                  "S 32 16:vec t[{2}] = A[{0},{1}*16+{2}]\n"
+                                                  "| | 16:vec C[{0},{1}*16+{2}] = t[{2}] * 2\n"),
                                       backends::default_profile());
-  auto memory = backends::estimate_cost(load(head +
-                                             "temp t: f32[S, S]\n\n"
-                                             "S 32 16:vec t[{0},{1}*16+{2}] = A[{0},{1}*16+{2}]\n"
-                                             "| | 16:vec C[{0},{1}*16+{2}] = t[{0},{1}*16+{2}] * 2\n"),
-                                        backends::default_profile());
+  auto memory =
+      backends::estimate_cost(load(head + "temp t: f32[S, S]\n\n"
+                                          "S 32 16:vec t[{0},{1}*16+{2}] = A[{0},{1}*16+{2}]\n"
+                                          "| | 16:vec C[{0},{1}*16+{2}] = t[{0},{1}*16+{2}] * 2\n"),
+                              backends::default_profile());
   const double matrix = 512.0 * 512 * 4;
   CHECK(regs.bytes[0] == 2 * matrix);    // A loaded, C stored, t never
   CHECK(memory.bytes[0] == 4 * matrix);  // t stored and loaded too
@@ -235,7 +244,8 @@ TEST_CASE("a larger kernel costs more") {
   REQUIRE(small.ok());
   REQUIRE(large.ok());
   auto prof = backends::default_profile();
-  CHECK(backends::estimate_cost(large.value(), prof).time_s > 8 * backends::estimate_cost(small.value(), prof).time_s);
+  CHECK(backends::estimate_cost(large.value(), prof).time_s >
+        8 * backends::estimate_cost(small.value(), prof).time_s);
   for (const auto& name : testing::suite_kernel_names()) {
     auto full = ir::load_file(std::string(PERFDOJO_KERNEL_DIR) + "/" + name + ".pdj");
     auto scaled = testing::load_scaled_kernel(name);
@@ -247,7 +257,8 @@ TEST_CASE("a larger kernel costs more") {
   }
 }
 
-TEST_CASE("estimates are finite and positive on every suite kernel and on random trajectories of them") {
+TEST_CASE(
+    "estimates are finite and positive on every suite kernel and on random trajectories of them") {
   const transforms::Target target;
   const auto prof = backends::default_profile();
   int checked = 0;
@@ -323,7 +334,8 @@ TEST_CASE("a vectorised loop's remainder runs as GCC's epilogue: a scalar chain 
   // one full step and 7 scalar ones.
   auto rows = [](int n) {
     return "N = " + std::to_string(n) +
-           "\ninput x: f32[4096, N]\noutput y: f32[4096, N]\n\n4096 N y[{0},{1}] = x[{0},{1}] * 2 + 1\n";
+           "\ninput x: f32[4096, N]\noutput y: f32[4096, N]\n\n4096 N y[{0},{1}] = x[{0},{1}] * 2 "
+           "+ 1\n";
   };
   auto compute = [&](int n) {
     return backends::estimate_cost(load(rows(n)), backends::default_profile()).compute_s;
@@ -331,7 +343,8 @@ TEST_CASE("a vectorised loop's remainder runs as GCC's epilogue: a scalar chain 
   CHECK_MESSAGE(compute(23) > 2 * compute(24), compute(23) << " vs " << compute(24));
 }
 
-TEST_CASE("a sequential sum chains adds, a fused dot product chains FMAs: each at its own latency") {
+TEST_CASE(
+    "a sequential sum chains adds, a fused dot product chains FMAs: each at its own latency") {
   const std::string sum =
       "input x: f32[64, 4096]\noutput s: f32[64] = 0\n\n64 4096 s[{0}] += x[{0},{1}]\n";
   // The fused update (what contraction makes of s += x * z) waits on the FMA, not the add.
@@ -393,13 +406,14 @@ TEST_CASE("calibration rounds merge at each figure's better value; a worse one i
   CHECK_FALSE(backends::profile_fits_this_machine(here));
 }
 
-TEST_CASE("the L3 size follows the bandwidth sweep where the reported one is larger than it streams") {
+TEST_CASE(
+    "the L3 size follows the bandwidth sweep where the reported one is larger than it streams") {
   const double MiB = 1024.0 * 1024.0;
   // The VM this was seen on: 2 MiB of L2, 480 MiB of L3 reported, L3 speed to 64 MiB, memory
   // speed from 256 MiB.
   const std::vector<std::pair<long, double>> vm = {
-      {16L << 10, 313}, {64L << 10, 168}, {1L << 20, 166}, {4L << 20, 30}, {16L << 20, 29}, {64L << 20, 29},
-      {256L << 20, 15}};
+      {16L << 10, 313}, {64L << 10, 168}, {1L << 20, 166}, {4L << 20, 30},
+      {16L << 20, 29},  {64L << 20, 29},  {256L << 20, 15}};
   CHECK(backends::effective_l3_bytes(2 * MiB, 480 * MiB, 29.5, 14.9, vm) == 64 * MiB);
   // A sweep that never leaves the L3, or an L3 as slow as memory: the reported size stands.
   const std::vector<std::pair<long, double>> inside = {{4L << 20, 30}, {16L << 20, 29}};
@@ -407,7 +421,8 @@ TEST_CASE("the L3 size follows the bandwidth sweep where the reported one is lar
   CHECK(backends::effective_l3_bytes(2 * MiB, 480 * MiB, 16, 14.9, vm) == 480 * MiB);
   // A real 32 MiB L3 whose sweep leaves it at 64 MiB, past the share the model uses: kept.
   CHECK(backends::effective_l3_bytes(2 * MiB, 32 * MiB, 29.5, 14.9, vm) == 32 * MiB);
-  const std::vector<std::pair<long, double>> real = {{4L << 20, 30}, {16L << 20, 28}, {64L << 20, 15}};
+  const std::vector<std::pair<long, double>> real = {
+      {4L << 20, 30}, {16L << 20, 28}, {64L << 20, 15}};
   CHECK(backends::effective_l3_bytes(2 * MiB, 48 * MiB, 29.5, 14.9, real) == 48 * MiB);
 }
 
@@ -415,7 +430,8 @@ TEST_CASE("a profile changes the estimate the way its figures say") {
   auto p = load(matmul(256, kIJK));
   auto slow = backends::default_profile();
   slow.freq_ghz /= 2;
-  CHECK(backends::estimate_cost(p, slow).time_s > backends::estimate_cost(p, backends::default_profile()).time_s);
+  CHECK(backends::estimate_cost(p, slow).time_s >
+        backends::estimate_cost(p, backends::default_profile()).time_s);
 }
 
 TEST_CASE("a corrupt profile file gives an error naming the file, the line and the problem") {
@@ -431,8 +447,11 @@ TEST_CASE("a corrupt profile file gives an error naming the file, the line and t
       {"# ok\n\nl3_bytes 42\n", "p.txt:3: expected 'key = value'"},
       {"cores = 2.5\n", "'cores' must be a whole number"},
       // Found by fuzzing: a name that printing and parsing again would change.
-      {"name = \"a\\\"b\"\n", "p.txt:1: 'name' may not hold control characters, '#', quotes or backslashes"},
-      {"isa = x86_sse\n", "p.txt:1: 'isa' must be x86_avx512, x86_avx2, x86_64, aarch64_neon, aarch64_sve, riscv64_rvv or cuda"},
+      {"name = \"a\\\"b\"\n",
+       "p.txt:1: 'name' may not hold control characters, '#', quotes or backslashes"},
+      {"isa = x86_sse\n",
+       "p.txt:1: 'isa' must be x86_avx512, x86_avx2, x86_64, aarch64_neon, aarch64_sve, "
+       "riscv64_rvv or cuda"},
       {"", "p.txt: empty machine profile"},
       {"{\"l1_bytes\": {\"nested\": 1}}", "one flat object"},
       {"{\"l1_bytes\": 32768", "does not end with '}'"},
@@ -442,7 +461,8 @@ TEST_CASE("a corrupt profile file gives an error naming the file, the line and t
     std::string err;
     auto p = backends::parse_profile(c.text, "p.txt", &err);
     CHECK_MESSAGE(!p.has_value(), c.text);
-    CHECK_MESSAGE(err.find(c.expect) != std::string::npos, "got: " << err << "\nexpected: " << c.expect);
+    CHECK_MESSAGE(err.find(c.expect) != std::string::npos,
+                  "got: " << err << "\nexpected: " << c.expect);
   }
   std::string err;
   CHECK_FALSE(backends::load_profile(temp_path("does_not_exist"), &err).has_value());

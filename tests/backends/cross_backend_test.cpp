@@ -80,187 +80,190 @@ bool available_or_skip_message(const std::string& arch, std::string* why) {
 }  // namespace
 
 TEST_SUITE("cross") {
-
-TEST_CASE("cross targets are registered, model their core, and name what they lack") {
-  for (const auto& t : backends::cross_targets()) {
-    auto b = backends::make_backend(t.name);
-    REQUIRE(b);
-    CHECK(b->name() == t.name);
-    CHECK(b->deterministic());
-    auto prof = backends::builtin_profile(t.profile);
-    REQUIRE(prof);
-    auto caps = b->capabilities();
-    CHECK_FALSE(caps.parallel);
-    REQUIRE(caps.vector_widths.size() == 1);
-    CHECK(caps.vector_widths[0] == prof->native_lanes());
-    CHECK(t.vector_bytes == 4 * prof->native_lanes());
-    // The transformations' view of the target (trace replay, verify_trace) agrees.
-    auto target = transforms::target_by_name(t.name);
-    REQUIRE(target);
-    CHECK(target->vector_widths == caps.vector_widths);
-    CHECK(target->parallel == caps.parallel);
-    CHECK(caps.vector_registers == 32);
-    CHECK(target->registers() == caps.vector_registers);
-    // The instant model of the same core offers the same action space.
-    auto model = backends::make_backend("cost_model:" + t.profile);
-    REQUIRE(model);
-    CHECK(model->capabilities().vector_widths == caps.vector_widths);
-    CHECK(model->capabilities().parallel == caps.parallel);
-    if (auto av = b->available(); !av.ok) {
-      CHECK(av.why.find("scripts/bootstrap --cross") != std::string::npos);
-      CHECK(av.why.find(t.packages) != std::string::npos);
+  TEST_CASE("cross targets are registered, model their core, and name what they lack") {
+    for (const auto& t : backends::cross_targets()) {
+      auto b = backends::make_backend(t.name);
+      REQUIRE(b);
+      CHECK(b->name() == t.name);
+      CHECK(b->deterministic());
+      auto prof = backends::builtin_profile(t.profile);
+      REQUIRE(prof);
+      auto caps = b->capabilities();
+      CHECK_FALSE(caps.parallel);
+      REQUIRE(caps.vector_widths.size() == 1);
+      CHECK(caps.vector_widths[0] == prof->native_lanes());
+      CHECK(t.vector_bytes == 4 * prof->native_lanes());
+      // The transformations' view of the target (trace replay, verify_trace) agrees.
+      auto target = transforms::target_by_name(t.name);
+      REQUIRE(target);
+      CHECK(target->vector_widths == caps.vector_widths);
+      CHECK(target->parallel == caps.parallel);
+      CHECK(caps.vector_registers == 32);
+      CHECK(target->registers() == caps.vector_registers);
+      // The instant model of the same core offers the same action space.
+      auto model = backends::make_backend("cost_model:" + t.profile);
+      REQUIRE(model);
+      CHECK(model->capabilities().vector_widths == caps.vector_widths);
+      CHECK(model->capabilities().parallel == caps.parallel);
+      if (auto av = b->available(); !av.ok) {
+        CHECK(av.why.find("scripts/bootstrap --cross") != std::string::npos);
+        CHECK(av.why.find(t.packages) != std::string::npos);
+      }
     }
+    CHECK(backends::cross_target("x86_avx2") == nullptr);
   }
-  CHECK(backends::cross_target("x86_avx2") == nullptr);
-}
 
-TEST_CASE("the micro-kernel sketch sizes its register tile by the target's register file") {
-  // 384 columns: every tile below takes them whole, so the register file decides.
-  auto p = ir::load_program(
-      "M = 256\nN = 384\nK = 256\ninput A: f32[M, K]\ninput B: f32[K, N]\noutput C: f32[M, N] = 0\n\n"
-      "M N K C[{0},{1}] += A[{0},{2}] * B[{2},{1}]\n");
-  REQUIRE(p.ok());
-  auto nests = transforms::gemm_nests(p.value());
-  REQUIRE(nests.size() == 1);
-  auto first = [&](const transforms::GemmNest& nest, const char* arch) {
-    auto c = transforms::microkernel_candidates(nest, *transforms::target_by_name(arch));
-    REQUIRE(!c.empty());
-    return std::pair{c[0].mr, c[0].nr};
-  };
-  // 24 accumulators of the 32 registers: 8 x 12 on NEON (BLIS's ARMv8 kernel), 8 x 24 on SVE
-  // 256, 8 x 48 on AVX-512; AVX2's 16 registers hold 12: 6 x 16.
-  CHECK(first(nests[0], "aarch64_neon") == std::pair<int64_t, int64_t>{8, 12});
-  CHECK(first(nests[0], "aarch64_sve") == std::pair<int64_t, int64_t>{8, 24});
-  CHECK(first(nests[0], "x86_avx512") == std::pair<int64_t, int64_t>{8, 48});
-  CHECK(first(nests[0], "x86_avx2") == std::pair<int64_t, int64_t>{6, 16});
-  // matmul-256's 256 columns: the 16-accumulator tiles take them whole and come first (the
-  // 24-accumulator ones would leave 4, 16 and 16 columns to a remainder).
-  auto m256 = ir::load_file(std::string(PERFDOJO_KERNEL_DIR) + "/matmul-256.pdj");
-  REQUIRE(m256.ok());
-  auto n256 = transforms::gemm_nests(m256.value());
-  REQUIRE(n256.size() == 1);
-  CHECK(first(n256[0], "aarch64_neon") == std::pair<int64_t, int64_t>{8, 8});
-  CHECK(first(n256[0], "aarch64_sve") == std::pair<int64_t, int64_t>{8, 16});
-  CHECK(first(n256[0], "x86_avx512") == std::pair<int64_t, int64_t>{8, 32});
-  CHECK(first(n256[0], "x86_avx2") == std::pair<int64_t, int64_t>{6, 16});
-}
+  TEST_CASE("the micro-kernel sketch sizes its register tile by the target's register file") {
+    // 384 columns: every tile below takes them whole, so the register file decides.
+    auto p = ir::load_program(
+        "M = 256\nN = 384\nK = 256\ninput A: f32[M, K]\ninput B: f32[K, N]\noutput C: f32[M, N] = "
+        "0\n\n"
+        "M N K C[{0},{1}] += A[{0},{2}] * B[{2},{1}]\n");
+    REQUIRE(p.ok());
+    auto nests = transforms::gemm_nests(p.value());
+    REQUIRE(nests.size() == 1);
+    auto first = [&](const transforms::GemmNest& nest, const char* arch) {
+      auto c = transforms::microkernel_candidates(nest, *transforms::target_by_name(arch));
+      REQUIRE(!c.empty());
+      return std::pair{c[0].mr, c[0].nr};
+    };
+    // 24 accumulators of the 32 registers: 8 x 12 on NEON (BLIS's ARMv8 kernel), 8 x 24 on SVE
+    // 256, 8 x 48 on AVX-512; AVX2's 16 registers hold 12: 6 x 16.
+    CHECK(first(nests[0], "aarch64_neon") == std::pair<int64_t, int64_t>{8, 12});
+    CHECK(first(nests[0], "aarch64_sve") == std::pair<int64_t, int64_t>{8, 24});
+    CHECK(first(nests[0], "x86_avx512") == std::pair<int64_t, int64_t>{8, 48});
+    CHECK(first(nests[0], "x86_avx2") == std::pair<int64_t, int64_t>{6, 16});
+    // matmul-256's 256 columns: the 16-accumulator tiles take them whole and come first (the
+    // 24-accumulator ones would leave 4, 16 and 16 columns to a remainder).
+    auto m256 = ir::load_file(std::string(PERFDOJO_KERNEL_DIR) + "/matmul-256.pdj");
+    REQUIRE(m256.ok());
+    auto n256 = transforms::gemm_nests(m256.value());
+    REQUIRE(n256.size() == 1);
+    CHECK(first(n256[0], "aarch64_neon") == std::pair<int64_t, int64_t>{8, 8});
+    CHECK(first(n256[0], "aarch64_sve") == std::pair<int64_t, int64_t>{8, 16});
+    CHECK(first(n256[0], "x86_avx512") == std::pair<int64_t, int64_t>{8, 32});
+    CHECK(first(n256[0], "x86_avx2") == std::pair<int64_t, int64_t>{6, 16});
+  }
 
-TEST_CASE("built-in profiles print and parse back; an unknown one is named") {
-  for (const auto& n : backends::builtin_profile_names()) {
-    auto p = backends::builtin_profile(n);
-    REQUIRE(p);
+  TEST_CASE("built-in profiles print and parse back; an unknown one is named") {
+    for (const auto& n : backends::builtin_profile_names()) {
+      auto p = backends::builtin_profile(n);
+      REQUIRE(p);
+      std::string err;
+      auto q = backends::parse_profile(backends::profile_to_text(*p), n, &err);
+      REQUIRE_MESSAGE(q, err);
+      CHECK(backends::profile_to_text(*q) == backends::profile_to_text(*p));
+      auto l = backends::load_profile("builtin:" + n, &err);
+      REQUIRE(l);
+      CHECK(l->name == p->name);
+      CHECK(p->vector_peak_gflops() > 0);
+    }
     std::string err;
-    auto q = backends::parse_profile(backends::profile_to_text(*p), n, &err);
-    REQUIRE_MESSAGE(q, err);
-    CHECK(backends::profile_to_text(*q) == backends::profile_to_text(*p));
-    auto l = backends::load_profile("builtin:" + n, &err);
-    REQUIRE(l);
-    CHECK(l->name == p->name);
-    CHECK(p->vector_peak_gflops() > 0);
+    CHECK_FALSE(backends::load_profile("builtin:pentium", &err));
+    CHECK(err.find("neoverse-n1") != std::string::npos);
   }
-  std::string err;
-  CHECK_FALSE(backends::load_profile("builtin:pentium", &err));
-  CHECK(err.find("neoverse-n1") != std::string::npos);
-}
 
-TEST_CASE("the Snitch model pays for its stream registers and hardware loops") {
-  // On a single-issue core without SSRs and FREP, loads, stores and the loop's bookkeeping take
-  // the issue slot (the Snitch papers' "33% FPU utilisation" on a dot product: load, load, FMA);
-  // with them the FPU runs back to back, bounded by what the code leaves independent.
-  auto with = *backends::builtin_profile("snitch");
-  auto without = with;
-  without.ssr_streams = 0;
-  without.hw_loops = 0;
-  auto ratio = [&](const char* text) {
-    auto p = ir::load_program(text);
-    REQUIRE_MESSAGE(p.ok(), p.error_text());
-    const double t_with = backends::estimate_cost(p.value(), with).time_s;
-    const double t_without = backends::estimate_cost(p.value(), without).time_s;
-    MESSAGE((t_without * 1e6) << " us without SSR/FREP, " << (t_with * 1e6) << " us with");
-    return t_without / t_with;
-  };
-  // Elementwise: two streams in, one out, one multiply each: 6 issue slots become 1.
-  CHECK(ratio("N = 4096\ninput a: f32[N]\ninput b: f32[N]\noutput c: f32[N]\n\n"
-              "N c[{0}] = a[{0}] * b[{0}]\n") >= 4.0);
-  // A dot product into one accumulator: the FMA latency (3 cycles) bounds it either way.
-  CHECK(ratio("N = 4096\ninput a: f32[N]\ninput b: f32[N]\noutput s: f32[1] = 0\n\n"
-              "N s[0] += a[{0}] * b[{0}]\n") >= 1.5);
-  // The x86 profile is untouched by the new fields (they default to what it assumed).
-  auto x86 = backends::default_profile();
-  CHECK(x86.native_lanes() == 16);
-  CHECK(x86.registers() == 32);
-}
+  TEST_CASE("the Snitch model pays for its stream registers and hardware loops") {
+    // On a single-issue core without SSRs and FREP, loads, stores and the loop's bookkeeping take
+    // the issue slot (the Snitch papers' "33% FPU utilisation" on a dot product: load, load, FMA);
+    // with them the FPU runs back to back, bounded by what the code leaves independent.
+    auto with = *backends::builtin_profile("snitch");
+    auto without = with;
+    without.ssr_streams = 0;
+    without.hw_loops = 0;
+    auto ratio = [&](const char* text) {
+      auto p = ir::load_program(text);
+      REQUIRE_MESSAGE(p.ok(), p.error_text());
+      const double t_with = backends::estimate_cost(p.value(), with).time_s;
+      const double t_without = backends::estimate_cost(p.value(), without).time_s;
+      MESSAGE((t_without * 1e6) << " us without SSR/FREP, " << (t_with * 1e6) << " us with");
+      return t_without / t_with;
+    };
+    // Elementwise: two streams in, one out, one multiply each: 6 issue slots become 1.
+    CHECK(ratio("N = 4096\ninput a: f32[N]\ninput b: f32[N]\noutput c: f32[N]\n\n"
+                "N c[{0}] = a[{0}] * b[{0}]\n") >= 4.0);
+    // A dot product into one accumulator: the FMA latency (3 cycles) bounds it either way.
+    CHECK(ratio("N = 4096\ninput a: f32[N]\ninput b: f32[N]\noutput s: f32[1] = 0\n\n"
+                "N s[0] += a[{0}] * b[{0}]\n") >= 1.5);
+    // The x86 profile is untouched by the new fields (they default to what it assumed).
+    auto x86 = backends::default_profile();
+    CHECK(x86.native_lanes() == 16);
+    CHECK(x86.registers() == 32);
+  }
 
-TEST_CASE("aarch64_neon: every suite kernel as written matches the interpreter under qemu") {
-  std::string why;
-  if (!available_or_skip_message("aarch64_neon", &why)) PERFDOJO_SKIP(why);
-  check_suite_as_written("aarch64_neon");
-}
+  TEST_CASE("aarch64_neon: every suite kernel as written matches the interpreter under qemu") {
+    std::string why;
+    if (!available_or_skip_message("aarch64_neon", &why)) PERFDOJO_SKIP(why);
+    check_suite_as_written("aarch64_neon");
+  }
 
-TEST_CASE("aarch64_sve: every suite kernel as written matches the interpreter under qemu") {
-  std::string why;
-  if (!available_or_skip_message("aarch64_sve", &why)) PERFDOJO_SKIP(why);
-  check_suite_as_written("aarch64_sve");
-}
+  TEST_CASE("aarch64_sve: every suite kernel as written matches the interpreter under qemu") {
+    std::string why;
+    if (!available_or_skip_message("aarch64_sve", &why)) PERFDOJO_SKIP(why);
+    check_suite_as_written("aarch64_sve");
+  }
 
-TEST_CASE("riscv64_rvv: every suite kernel as written matches the interpreter under qemu") {
-  std::string why;
-  if (!available_or_skip_message("riscv64_rvv", &why)) PERFDOJO_SKIP(why);
-  check_suite_as_written("riscv64_rvv");
-}
+  TEST_CASE("riscv64_rvv: every suite kernel as written matches the interpreter under qemu") {
+    std::string why;
+    if (!available_or_skip_message("riscv64_rvv", &why)) PERFDOJO_SKIP(why);
+    check_suite_as_written("riscv64_rvv");
+  }
 
-TEST_CASE("aarch64_neon: every suite kernel after the optimiser's trace matches under qemu") {
-  std::string why;
-  if (!available_or_skip_message("aarch64_neon", &why)) PERFDOJO_SKIP(why);
-  check_suite_optimised("aarch64_neon");
-}
+  TEST_CASE("aarch64_neon: every suite kernel after the optimiser's trace matches under qemu") {
+    std::string why;
+    if (!available_or_skip_message("aarch64_neon", &why)) PERFDOJO_SKIP(why);
+    check_suite_optimised("aarch64_neon");
+  }
 
-TEST_CASE("aarch64_sve: every suite kernel after the optimiser's trace matches under qemu") {
-  std::string why;
-  if (!available_or_skip_message("aarch64_sve", &why)) PERFDOJO_SKIP(why);
-  check_suite_optimised("aarch64_sve");
-}
+  TEST_CASE("aarch64_sve: every suite kernel after the optimiser's trace matches under qemu") {
+    std::string why;
+    if (!available_or_skip_message("aarch64_sve", &why)) PERFDOJO_SKIP(why);
+    check_suite_optimised("aarch64_sve");
+  }
 
-TEST_CASE("riscv64_rvv: every suite kernel after the optimiser's trace matches under qemu") {
-  std::string why;
-  if (!available_or_skip_message("riscv64_rvv", &why)) PERFDOJO_SKIP(why);
-  check_suite_optimised("riscv64_rvv");
-}
+  TEST_CASE("riscv64_rvv: every suite kernel after the optimiser's trace matches under qemu") {
+    std::string why;
+    if (!available_or_skip_message("riscv64_rvv", &why)) PERFDOJO_SKIP(why);
+    check_suite_optimised("riscv64_rvv");
+  }
 
-TEST_CASE("a kernel that crashes, hangs or computes wrongly under qemu is an error, not a crash") {
-  std::string why;
-  if (!available_or_skip_message("aarch64_neon", &why)) PERFDOJO_SKIP(why);
-  auto p = testing::load_scaled_kernel("softmax");
-  REQUIRE(p.ok());
-  backends::MeasureOptions o;
-  o.timeout_s = 3;
-  for (const char* hook : {"segv", "hang", "wrong"}) {
-    backends::BackendConfig c;
-    c.extra["inject"] = hook;
-    auto b = backends::make_backend("aarch64_neon", c);
-    auto m = b->measure(p.value(), o);
-    REQUIRE_MESSAGE(!m.ok(), hook);
+  TEST_CASE(
+      "a kernel that crashes, hangs or computes wrongly under qemu is an error, not a crash") {
+    std::string why;
+    if (!available_or_skip_message("aarch64_neon", &why)) PERFDOJO_SKIP(why);
+    auto p = testing::load_scaled_kernel("softmax");
+    REQUIRE(p.ok());
+    backends::MeasureOptions o;
+    o.timeout_s = 3;
+    for (const char* hook : {"segv", "hang", "wrong"}) {
+      backends::BackendConfig c;
+      c.extra["inject"] = hook;
+      auto b = backends::make_backend("aarch64_neon", c);
+      auto m = b->measure(p.value(), o);
+      REQUIRE_MESSAGE(!m.ok(), hook);
+      CHECK_FALSE(m.verified);
+      const std::string& e = *m.error;
+      if (std::string(hook) == "segv") CHECK_MESSAGE(e.find("signal") != std::string::npos, e);
+      if (std::string(hook) == "hang") CHECK_MESSAGE(e.find("timed out") != std::string::npos, e);
+      if (std::string(hook) == "wrong")
+        CHECK_MESSAGE(e.find("wrong result") != std::string::npos, e);
+    }
+    // A program too large to interpret is compiled, not run: unverified, with its modelled time.
+    auto big = ir::load_file(std::string(PERFDOJO_KERNEL_DIR) + "/matmul-1024.pdj");
+    REQUIRE(big.ok());
+    auto m = backends::make_backend("aarch64_neon")->measure(big.value(), o);
+    CHECK(m.ok());
     CHECK_FALSE(m.verified);
-    const std::string& e = *m.error;
-    if (std::string(hook) == "segv") CHECK_MESSAGE(e.find("signal") != std::string::npos, e);
-    if (std::string(hook) == "hang") CHECK_MESSAGE(e.find("timed out") != std::string::npos, e);
-    if (std::string(hook) == "wrong") CHECK_MESSAGE(e.find("wrong result") != std::string::npos, e);
+    CHECK(m.median_s > 0);
   }
-  // A program too large to interpret is compiled, not run: unverified, with its modelled time.
-  auto big = ir::load_file(std::string(PERFDOJO_KERNEL_DIR) + "/matmul-1024.pdj");
-  REQUIRE(big.ok());
-  auto m = backends::make_backend("aarch64_neon")->measure(big.value(), o);
-  CHECK(m.ok());
-  CHECK_FALSE(m.verified);
-  CHECK(m.median_s > 0);
-}
 
 }  // TEST_SUITE
 
 // Generated code under valgrind's memcheck (the x86_memcheck backend): what the strict
 // interpreter of the semantics guard cannot see, reads of never-written memory by the code the
 // printer and the compiler made (vector chunks, unrolled copies, register temporaries).
-TEST_CASE("x86_memcheck catches a kernel reading memory it never wrote" * doctest::test_suite("hw")) {
+TEST_CASE("x86_memcheck catches a kernel reading memory it never wrote" *
+          doctest::test_suite("hw")) {
   std::string why;
   if (!available_or_skip_message("x86_memcheck", &why)) PERFDOJO_SKIP(why);
   auto p = testing::load_scaled_kernel("softmax");

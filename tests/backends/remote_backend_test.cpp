@@ -14,7 +14,8 @@ namespace {
 
 const char* kReady = R"(echo '{"ready":true,"workers":3}'; )";
 // Answers every request with a median of 0.5 s per program (two programs for a compare).
-const char* kEcho = R"(while read -r l; do id=$(printf '%s\n' "$l" | sed 's/^{"id":\([0-9]*\),.*/\1/');
+const char* kEcho =
+    R"(while read -r l; do id=$(printf '%s\n' "$l" | sed 's/^{"id":\([0-9]*\),.*/\1/');
   m='{"median_s":0.5,"min_s":0.4,"reps":3,"verified":true,"flags":"farm"}';
   case "$l" in *'"op":"compare"'*) r="$m,$m";; *) r="$m";; esac;
   echo "{\"id\":$id,\"ok\":true,\"results\":[$r],\"worker\":\"n1\"}"; done)";

@@ -5,7 +5,6 @@
 // ThreadSanitizer about OpenMP's synchronisation, and run on two threads: any report fails.
 // Skipped, with the reason, where clang or Archer (libomp-dev) is missing.
 #include <doctest/doctest.h>
-
 #include <unistd.h>
 
 #include <cstdlib>
@@ -80,10 +79,13 @@ std::string program_with_main(const ir::Program& p) {
        std::to_string(std::max<size_t>(1, backends::kernel_parameters(p).size())) + "];\n";
   int k = 0;
   for (const auto* b : backends::kernel_parameters(p)) {
-    const std::string n = std::to_string(b->elements()), bytes = std::to_string(ir::dtype_bytes(b->dtype));
+    const std::string n = std::to_string(b->elements()),
+                      bytes = std::to_string(ir::dtype_bytes(b->dtype));
     c += "  bufs[" + std::to_string(k) + "] = calloc(" + n + ", " + bytes + ");\n";
     if (b->role == ir::Role::kInput) {
-      const std::string t = b->dtype == ir::DType::kF64 ? "double" : b->dtype == ir::DType::kI32 ? "int" : "float";
+      const std::string t = b->dtype == ir::DType::kF64   ? "double"
+                            : b->dtype == ir::DType::kI32 ? "int"
+                                                          : "float";
       c += "  for (long i = 0; i < " + n + "; ++i) ((" + t + "*)bufs[" + std::to_string(k) +
            "])[i] = (" + t + ")((i * 7919 % 1000) / 500.0 - 1.0);\n";
     }
@@ -110,9 +112,10 @@ TEST_CASE("the generated OpenMP code of parallel schedules runs clean under Thre
   m.nr = 16;
   m.kc = 16;
   m.mc = 8;
-  auto gemm = ir::load_program("M = 32\nN = 32\nK = 32\ninput A: f32[M, K]\ninput B: f32[K, N]\n"
-                               "output C: f32[M, N] = 0\n\nM N K C[{0},{1}] += A[{0},{2}] * B[{2},{1}]\n",
-                               "gemm.pdj");
+  auto gemm = ir::load_program(
+      "M = 32\nN = 32\nK = 32\ninput A: f32[M, K]\ninput B: f32[K, N]\n"
+      "output C: f32[M, N] = 0\n\nM N K C[{0},{1}] += A[{0},{2}] * B[{2},{1}]\n",
+      "gemm.pdj");
   REQUIRE(gemm.ok());
   auto sk = transforms::expand_microkernel(*gemm, {0}, m, target);
   REQUIRE(sk.ok());
@@ -120,7 +123,8 @@ TEST_CASE("the generated OpenMP code of parallel schedules runs clean under Thre
   // Suite kernels: the sketch where it applies, else as written, and random legal trajectories
   // from there; each then parallelised.
   std::mt19937_64 rng(20261206);
-  for (const std::string name : {"matmul", "softmax", "layernorm", "conv2d-3x3", "attention", "mlp"}) {
+  for (const std::string name :
+       {"matmul", "softmax", "layernorm", "conv2d-3x3", "attention", "mlp"}) {
     auto p = testing::load_scaled_kernel(name);
     if (!p.ok()) continue;
     auto e = transforms::sketch_program(*p, target, 0);
@@ -128,7 +132,8 @@ TEST_CASE("the generated OpenMP code of parallel schedules runs clean under Thre
     schedules.push_back({name, parallelised(base, target)});
     ir::Program walk = base;
     for (int s = 0; s < 12; ++s)
-      if (auto a = transforms::sample_legal_action(walk, target, rng)) walk = *transforms::apply(walk, *a, target);
+      if (auto a = transforms::sample_legal_action(walk, target, rng))
+        walk = *transforms::apply(walk, *a, target);
     schedules.push_back({name + " after a random trajectory", parallelised(walk, target)});
   }
   const fs::path dir = fs::temp_directory_path() / ("perfdojo-tsan-" + std::to_string(::getpid()));
@@ -138,13 +143,15 @@ TEST_CASE("the generated OpenMP code of parallel schedules runs clean under Thre
   // First the harness itself: a parallel sum into one element (what parallelize refuses) must
   // be reported, or a clean run below would prove nothing.
   {
-    auto racy = ir::load_program("input x: f32[4096]\noutput s: f32[1] = 0\n\n4096:par s[0] += x[{0}]\n", "racy.pdj");
+    auto racy = ir::load_program(
+        "input x: f32[4096]\noutput s: f32[1] = 0\n\n4096:par s[0] += x[{0}]\n", "racy.pdj");
     REQUIRE(racy.ok());
     const fs::path src = dir / "racy.c", exe = dir / "racy";
     std::ofstream(src) << program_with_main(*racy);
-    auto cc = util::run_process({"clang", "-O1", "-g", "-fsanitize=thread", "-fopenmp=libomp", "-march=native",
-                                 "-std=gnu11", "-w", src.string(), "-o", exe.string(), "-lm"},
-                                {.timeout_s = 120});
+    auto cc = util::run_process(
+        {"clang", "-O1", "-g", "-fsanitize=thread", "-fopenmp=libomp", "-march=native",
+         "-std=gnu11", "-w", src.string(), "-o", exe.string(), "-lm"},
+        {.timeout_s = 120});
     REQUIRE_MESSAGE(cc.ok(), "clang failed: " << cc.output.substr(0, 2000));
     auto run = util::run_process({exe.string()}, {.timeout_s = 120});
     CHECK(run.exit_code == 66);
@@ -152,18 +159,22 @@ TEST_CASE("the generated OpenMP code of parallel schedules runs clean under Thre
   }
   int checked = 0;
   for (size_t i = 0; i < schedules.size(); ++i) {
-    const std::string what = schedules[i].first;  // (plain variables: the check macros capture them)
+    const std::string what =
+        schedules[i].first;  // (plain variables: the check macros capture them)
     const ir::Program& p = schedules[i].second;
     if (!has_par(p.body)) continue;
-    const fs::path src = dir / ("k" + std::to_string(i) + ".c"), exe = dir / ("k" + std::to_string(i));
+    const fs::path src = dir / ("k" + std::to_string(i) + ".c"),
+                   exe = dir / ("k" + std::to_string(i));
     std::ofstream(src) << program_with_main(p);
-    auto cc = util::run_process({"clang", "-O1", "-g", "-fsanitize=thread", "-fopenmp=libomp", "-march=native",
-                                 "-std=gnu11", "-ffp-contract=off", "-w", src.string(), "-o", exe.string(), "-lm"},
-                                {.timeout_s = 120});
+    auto cc = util::run_process(
+        {"clang", "-O1", "-g", "-fsanitize=thread", "-fopenmp=libomp", "-march=native",
+         "-std=gnu11", "-ffp-contract=off", "-w", src.string(), "-o", exe.string(), "-lm"},
+        {.timeout_s = 120});
     REQUIRE_MESSAGE(cc.ok(), what << ": clang failed: " << cc.output.substr(0, 2000));
     auto run = util::run_process({exe.string()}, {.timeout_s = 120});
     CHECK_MESSAGE(run.ok(), what << ": ThreadSanitizer (exit " << run.exit_code << "):\n"
-                                 << run.output.substr(0, 4000) << "\n" << ir::print_program(p));
+                                 << run.output.substr(0, 4000) << "\n"
+                                 << ir::print_program(p));
     ++checked;
   }
   fs::remove_all(dir);

@@ -10,9 +10,9 @@
 #include <string>
 
 #include "backends/host_buffers.h"
+#include "backends/x86_test_support.h"
 #include "ir/interp.h"
 #include "ir/ir.h"
-#include "backends/x86_test_support.h"
 
 using namespace perfdojo;
 
@@ -24,9 +24,11 @@ ir::TensorMap one_ulp_off(const ir::TensorMap& t) {
   for (auto& [n, x] : out)
     for (double& v : x.data) {
       if (!std::isfinite(v) || x.dtype == ir::DType::kI32) continue;
-      const double to = v < 0 ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
-      v = x.dtype == ir::DType::kF32 ? static_cast<double>(std::nextafter(static_cast<float>(v), static_cast<float>(to)))
-                                     : std::nextafter(v, to);
+      const double to = v < 0 ? -std::numeric_limits<double>::infinity()
+                              : std::numeric_limits<double>::infinity();
+      v = x.dtype == ir::DType::kF32
+              ? static_cast<double>(std::nextafter(static_cast<float>(v), static_cast<float>(to)))
+              : std::nextafter(v, to);
     }
   return out;
 }
@@ -54,13 +56,15 @@ ir::ExprPtr wrong_index(const ir::Program& p, const ir::ExprPtr& e, int& todo) {
   return copy;
 }
 
-std::vector<ir::NodePtr> wrong_index(const ir::Program& p, const std::vector<ir::NodePtr>& body, int& todo) {
+std::vector<ir::NodePtr> wrong_index(const ir::Program& p, const std::vector<ir::NodePtr>& body,
+                                     int& todo) {
   std::vector<ir::NodePtr> out;
   for (const auto& n : body) {
     if (todo < 0) {
       out.push_back(n);
     } else if (n->is_scope) {
-      out.push_back(ir::Node::scope(n->extent, n->extent_name, n->annot, wrong_index(p, n->body, todo), n->loc));
+      out.push_back(ir::Node::scope(n->extent, n->extent_name, n->annot,
+                                    wrong_index(p, n->body, todo), n->loc));
     } else {
       ir::Stmt s = n->stmt;
       s.rhs = wrong_index(p, s.rhs, todo);
@@ -84,8 +88,9 @@ std::optional<ir::Program> with_wrong_index(const ir::Program& p) {
 
 }  // namespace
 
-TEST_CASE("every suite kernel: one ulp per element passes the error bound, one wrong index fails it" *
-          doctest::test_suite("slow")) {
+TEST_CASE(
+    "every suite kernel: one ulp per element passes the error bound, one wrong index fails it" *
+    doctest::test_suite("slow")) {
   for (const auto& name : testing::suite_kernel_names()) {
     CAPTURE(name);
     ir::Program p = testing::scaled(name);
@@ -102,7 +107,8 @@ TEST_CASE("every suite kernel: one ulp per element passes the error bound, one w
     how.bounds = &bounds;
 
     backends::Measurement near;
-    CHECK_MESSAGE(backends::compare_outputs(p, one_ulp_off(want), want, near, how), near.error.value_or(""));
+    CHECK_MESSAGE(backends::compare_outputs(p, one_ulp_off(want), want, near, how),
+                  near.error.value_or(""));
 
     auto bad = with_wrong_index(p);
     REQUIRE_MESSAGE(bad, name << " has no input load that moves with an iterator");
@@ -111,7 +117,8 @@ TEST_CASE("every suite kernel: one ulp per element passes the error bound, one w
     ir::TensorMap got;
     for (const auto& [n, t] : want) got[n] = got_all->at(n);
     backends::Measurement wrong;
-    CHECK_FALSE_MESSAGE(backends::compare_outputs(p, got, want, wrong, how), name << ": a wrong index passed");
+    CHECK_FALSE_MESSAGE(backends::compare_outputs(p, got, want, wrong, how),
+                        name << ": a wrong index passed");
     if (wrong.error) CHECK(wrong.error->find("wrong result") != std::string::npos);
   }
 }
@@ -131,7 +138,8 @@ TEST_CASE("exact comparison fails one ulp, and integer outputs are compared exac
   REQUIRE(m.error);
   CHECK(m.error->find("bit for bit") != std::string::npos);
 
-  ir::Program ints = testing::program_of("input k: i32[4]\noutput w: i32[4]\n\n4 w[{0}] = k[{0}] * 3\n");
+  ir::Program ints =
+      testing::program_of("input k: i32[4]\noutput w: i32[4]\n\n4 w[{0}] = k[{0}] * 3\n");
   auto ri = ir::interpret(ints, ir::make_inputs(ints, 1));
   REQUIRE(ri.ok());
   ir::TensorMap wi{{"w", ri->at("w")}}, off = wi;

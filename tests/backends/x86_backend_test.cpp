@@ -2,8 +2,8 @@
 // interpreter; failures (crash, hang, runaway allocation, wrong result) are records; the cache.
 #include "backends/x86_backend.h"
 
-#include <doctest/doctest.h>
 #include <dlfcn.h>
+#include <doctest/doctest.h>
 #include <sched.h>
 
 #include <algorithm>
@@ -16,10 +16,10 @@
 
 #include "backends/compiler.h"
 #include "backends/x86_test_support.h"
+#include "ir/parse.h"
 #include "support/skip.h"
 #include "transforms/microkernel_sketch.h"
 #include "transforms/registry.h"
-#include "ir/parse.h"
 
 using namespace perfdojo;
 using backends::BackendConfig;
@@ -135,7 +135,8 @@ TEST_CASE(
   }
 }
 
-TEST_CASE("GCC is told not to unroll-and-jam, and clang gets no flag it refuses" * doctest::test_suite("hw")) {
+TEST_CASE("GCC is told not to unroll-and-jam, and clang gets no flag it refuses" *
+          doctest::test_suite("hw")) {
   // Blocking a loop is a move (tile_scope, unroll): GCC's -O3 unroll-and-jam would add one the
   // cost model never sees (it halved the cold read of a vectorised sum over a sequence).
   auto has = [](const std::vector<std::string>& flags) {
@@ -146,14 +147,17 @@ TEST_CASE("GCC is told not to unroll-and-jam, and clang gets no flag it refuses"
     if (backends::find_executable(compiler).empty()) continue;
     ++tried;
     const bool clang = backends::compiler_version(compiler).find("clang") != std::string::npos;
-    CHECK_MESSAGE(clang == (std::string(compiler) == "clang"), backends::compiler_version(compiler));
+    CHECK_MESSAGE(clang == (std::string(compiler) == "clang"),
+                  backends::compiler_version(compiler));
     for (auto isa : {backends::X86Isa::kAvx512, backends::X86Isa::kAvx2}) {
       const auto flags = backends::x86_compile_flags(isa, compiler);
       CHECK_MESSAGE(has(flags) == !clang, compiler);
       TempDir dir;
-      auto r = backends::compile_shared_object(compiler, flags, "void f(float* x) { x[0] += 1; }\n", dir.path);
+      auto r = backends::compile_shared_object(compiler, flags, "void f(float* x) { x[0] += 1; }\n",
+                                               dir.path);
       if (clang)  // clang links -fopenmp against libomp, which a machine may lack: only no refusal
-        CHECK_MESSAGE(r.error.value_or("").find("unknown argument") == std::string::npos, r.error.value_or(""));
+        CHECK_MESSAGE(r.error.value_or("").find("unknown argument") == std::string::npos,
+                      r.error.value_or(""));
       else
         CHECK_MESSAGE(!r.error, compiler << ": " << r.error.value_or(""));
     }
@@ -161,20 +165,23 @@ TEST_CASE("GCC is told not to unroll-and-jam, and clang gets no flag it refuses"
   if (tried == 0) PERFDOJO_SKIP("neither gcc nor clang on PATH");
 }
 
-TEST_CASE("the micro-kernel sketch's code compiles for AVX-512 and AVX2 anywhere and matches the "
-          "interpreter where it runs" *
-          doctest::test_suite("hw slow")) {
+TEST_CASE(
+    "the micro-kernel sketch's code compiles for AVX-512 and AVX2 anywhere and matches the "
+    "interpreter where it runs" *
+    doctest::test_suite("hw slow")) {
   if (backends::find_executable("cc").empty()) PERFDOJO_SKIP("no C compiler (cc) on PATH");
   const char* kernels[] = {
       // the default blocks with two of each
-      "M = 128\nN = 64\nK = 512\ninput A: f32[M, K]\ninput B: f32[K, N]\noutput C: f32[M, N] = 0\n\n"
+      "M = 128\nN = 64\nK = 512\ninput A: f32[M, K]\ninput B: f32[K, N]\noutput C: f32[M, N] = "
+      "0\n\n"
       "M N K C[{0},{1}] += A[{0},{2}] * B[{2},{1}]\n",
       // remainders on every side
       "M = 21\nN = 45\nK = 30\ninput A: f32[M, K]\ninput B: f32[K, N]\noutput C: f32[M, N] = 0\n\n"
       "M N K C[{0},{1}] += A[{0},{2}] * B[{2},{1}]\n",
       // a convolution: batch scopes outside, kh and kw inside the tile (transposed: output
       // channels as vectors, output columns 16 + 4 broadcast)
-      "C = 4\nK = 16\ninput x: f32[1, C, 8, 22]\ninput w: f32[K, C, 3, 3]\noutput y: f32[1, K, 6, 20] = 0\n\n"
+      "C = 4\nK = 16\ninput x: f32[1, C, 8, 22]\ninput w: f32[K, C, 3, 3]\noutput y: f32[1, K, 6, "
+      "20] = 0\n\n"
       "1 K 6 20 C 3 3 y[{0},{1},{2},{3}] += x[{0},{4},{2}+{5},{3}+{6}] * w[{1},{4},{5},{6}]\n"};
   TempDir dir;
   std::string skipped;
@@ -267,8 +274,10 @@ TEST_CASE("transformed programs still match the interpreter" * doctest::test_sui
   if (!unavailable.empty()) PERFDOJO_SKIP("not run on " << unavailable);
 }
 
-TEST_CASE("iterator values, masks from them and sin/cos compile, vectorised and not, and match the "
-          "interpreter" * doctest::test_suite("hw")) {
+TEST_CASE(
+    "iterator values, masks from them and sin/cos compile, vectorised and not, and match the "
+    "interpreter" *
+    doctest::test_suite("hw")) {
   std::unique_ptr<backends::Backend> b;
   for (const char* n : {"x86_avx512", "x86_avx2", "x86_64"}) {
     b = backends::make_backend(n);
@@ -291,14 +300,17 @@ TEST_CASE("iterator values, masks from them and sin/cos compile, vectorised and 
     check_matches(*b, q.value(), actions);
   }
   // Vectorised after tiling: the lanes' iota starts at the tile's first element.
-  auto t = transforms::apply(p, transforms::parse_action("tile_scope 0.0 16").value(), target).value();
+  auto t =
+      transforms::apply(p, transforms::parse_action("tile_scope 0.0 16").value(), target).value();
   auto v = transforms::apply(t, transforms::parse_action("vectorize 0.0.0 16").value(), target);
   REQUIRE(v.ok());
   check_matches(*b, v.value(), "tiled and vectorised");
 }
 
-TEST_CASE("a register tile of vector partial sums across the k loop compiles and matches the "
-          "interpreter" * doctest::test_suite("hw")) {
+TEST_CASE(
+    "a register tile of vector partial sums across the k loop compiles and matches the "
+    "interpreter" *
+    doctest::test_suite("hw")) {
   std::unique_ptr<backends::Backend> b;
   for (const char* n : {"x86_avx512", "x86_avx2"}) {
     b = backends::make_backend(n);
@@ -307,13 +319,16 @@ TEST_CASE("a register tile of vector partial sums across the k loop compiles and
   if (!b->available().ok) PERFDOJO_SKIP("no vector x86 backend runs here: " << b->available().why);
   // A 4-row GEMV: 2 rows x 4 batches of partial sums (codegen_c_test has the source's form),
   // and a max over the lanes with 2 x 2 copies.
-  check_matches(*b, program_of(
-      "input W: f32[6, 128]\ninput x: f32[4, 128]\noutput y: f32[4, 6] = 0\n\n"
-      "3 16 2:unroll 4:unroll 8:vec y[{3},{0}*2+{2}] += W[{0}*2+{2},{1}*8+{4}] * x[{3},{1}*8+{4}]\n"),
-      "2 x 4 tile of sums");
-  check_matches(*b, program_of(
-      "input x: f32[4, 4, 64]\noutput y: f32[4, 4] = -inf\n\n"
-      "2 8 2:unroll 4:unroll 8:vec y[{0}*2+{2},{3}] = max(x[{0}*2+{2},{3},{1}*8+{4}])\n"),
+  check_matches(*b,
+                program_of("input W: f32[6, 128]\ninput x: f32[4, 128]\noutput y: f32[4, 6] = 0\n\n"
+                           "3 16 2:unroll 4:unroll 8:vec y[{3},{0}*2+{2}] += "
+                           "W[{0}*2+{2},{1}*8+{4}] * x[{3},{1}*8+{4}]\n"),
+                "2 x 4 tile of sums");
+  check_matches(
+      *b,
+      program_of(
+          "input x: f32[4, 4, 64]\noutput y: f32[4, 4] = -inf\n\n"
+          "2 8 2:unroll 4:unroll 8:vec y[{0}*2+{2},{3}] = max(x[{0}*2+{2},{3},{1}*8+{4}])\n"),
       "2 x 4 tile of maxima");
 }
 
@@ -333,8 +348,10 @@ TEST_CASE("streamed stores compile and match the interpreter, aligned or not, pa
       "8:par 96 d[{0},{1}] = f64(x[{0},{1}]) - 1\n");
   const std::string w = std::to_string(target.vector_widths.front());
   for (const std::string& trace :
-       {"stream_stores y\nstream_stores d\nsplit_range 0.0 96\nvectorize 0.0 " + w + "\nvectorize 1.0 " + w + "\n",
-        "split_range 0.0 96\nvectorize 0.0 " + w + "\nvectorize 1.0 8\nstream_stores d\nstream_stores y\n"}) {
+       {"stream_stores y\nstream_stores d\nsplit_range 0.0 96\nvectorize 0.0 " + w +
+            "\nvectorize 1.0 " + w + "\n",
+        "split_range 0.0 96\nvectorize 0.0 " + w +
+            "\nvectorize 1.0 8\nstream_stores d\nstream_stores y\n"}) {
     auto q = transforms::replay(p, transforms::parse_trace(trace).value(), target);
     REQUIRE_MESSAGE(q.ok(), trace << q.error_text());
     CHECK(q->find_buffer("y")->stream);
@@ -595,7 +612,8 @@ TEST_CASE("capabilities follow the instruction set") {
   CHECK(backends::make_backend("x86_avx2")->capabilities().vector_widths == std::vector<int>{8});
   CHECK(backends::make_backend("x86_64")->capabilities().vector_widths.empty());
   // Parallel scopes need a second core the process may run on (taskset -c 0: none).
-  CHECK(backends::make_backend("x86_64")->capabilities().parallel == (backends::usable_cores() > 1));
+  CHECK(backends::make_backend("x86_64")->capabilities().parallel ==
+        (backends::usable_cores() > 1));
   CHECK_FALSE(backends::make_backend("x86_64")->deterministic());
 }
 
@@ -612,8 +630,9 @@ TEST_CASE("measurements record the compiler flags and respect the repetition bou
   Measurement m = b->measure(program_of(kSmall), o);
   // This case failed twice in loaded full runs and never alone; say everything if it fails again.
   REQUIRE_MESSAGE(m.ok(), m.error.value_or(""));
-  INFO("reps=" << m.reps << " min_s=" << m.min_s << " median_s=" << m.median_s << " spread=" << m.spread
-                << " noisy=" << m.noisy << " compile_s=" << m.compile_s << " flags=" << m.flags);
+  INFO("reps=" << m.reps << " min_s=" << m.min_s << " median_s=" << m.median_s
+               << " spread=" << m.spread << " noisy=" << m.noisy << " compile_s=" << m.compile_s
+               << " flags=" << m.flags);
   CHECK(m.reps == 6);
   CHECK(m.min_s <= m.median_s);
   CHECK(m.spread >= 0);
@@ -621,16 +640,18 @@ TEST_CASE("measurements record the compiler flags and respect the repetition bou
   CHECK(m.compile_s > 0);
 }
 
-TEST_CASE("with flush_cache every timed call starts with the kernel's data evicted: measured, "
-          "compared and verified alike" * doctest::test_suite("hw")) {
+TEST_CASE(
+    "with flush_cache every timed call starts with the kernel's data evicted: measured, "
+    "compared and verified alike" *
+    doctest::test_suite("hw")) {
   BACKEND_OR_SKIP(b, "x86_64");
   auto o = quick();
   o.flush_cache = true;
   o.min_reps = 3;
   o.max_reps = 5;
   const ir::Program small = program_of(kSmall);
-  const ir::Program big = program_of(
-      "input x: f32[65536]\noutput y: f32[65536]\n\n65536 y[{0}] = x[{0}] * 2 + 1\n");
+  const ir::Program big =
+      program_of("input x: f32[65536]\noutput y: f32[65536]\n\n65536 y[{0}] = x[{0}] * 2 + 1\n");
   Measurement m = b->measure(big, o);
   REQUIRE_MESSAGE(m.ok(), m.error.value_or(""));
   CHECK(m.verified);
@@ -687,8 +708,8 @@ TEST_CASE("compare times programs interleaved, each verified, a failing one an e
   c.extra["inject"] = "segv:crashme";
   BACKEND_OR_SKIP(b, "x86_64", c);
   const ir::Program small = program_of(kSmall);
-  const ir::Program big = program_of(
-      "input x: f32[65536]\noutput y: f32[65536]\n\n65536 y[{0}] = x[{0}] * 2 + 1\n");
+  const ir::Program big =
+      program_of("input x: f32[65536]\noutput y: f32[65536]\n\n65536 y[{0}] = x[{0}] * 2 + 1\n");
   const ir::Program crash = program_of(kCrashMe);
   auto o = quick();
   o.min_reps = 5;
@@ -749,7 +770,8 @@ TEST_CASE("two threads building the same source at once both get a whole shared 
     CHECK_MESSAGE(e.path().string().find(".tmp") == std::string::npos, e.path());
 }
 
-TEST_CASE("prepare compiles ahead: the measurement after it finds the build" * doctest::test_suite("hw")) {
+TEST_CASE("prepare compiles ahead: the measurement after it finds the build" *
+          doctest::test_suite("hw")) {
   BACKEND_OR_SKIP(b, "x86_64");
   const ir::Program p = program_of(kSmall);
   b->prepare({p});
@@ -779,8 +801,9 @@ TEST_CASE("a reference program too large to interpret is run sequentially and co
   o.reference = &other;
   Measurement mismatch = b->measure(tiled, o);
   REQUIRE_FALSE(mismatch.ok());
-  CHECK_MESSAGE(mismatch.error->find("reference program's inputs and outputs differ") != std::string::npos,
-                *mismatch.error);
+  CHECK_MESSAGE(
+      mismatch.error->find("reference program's inputs and outputs differ") != std::string::npos,
+      *mismatch.error);
   // A wrong result in the measured kernel: the reference's build carries no test hook.
   c.extra["inject"] = "wrong:d";
   auto bad = backends::make_backend("x86_64", c);
@@ -797,7 +820,8 @@ TEST_CASE("vector exp matches the interpreter at -inf, in the denormal range and
   // range, wholly below it, and mixed.
   const char* text =
       "input x: f32[4, 64]\noutput y: f32[4, 64]\n\n"
-      "4 4 16:vec y[{0},{1}*16+{2}] = exp({1}*16+{2} < {0} * 4 ? -inf : 86 + x[{0},{1}*16+{2}] * 2 - "
+      "4 4 16:vec y[{0},{1}*16+{2}] = exp({1}*16+{2} < {0} * 4 ? -inf : 86 + x[{0},{1}*16+{2}] * 2 "
+      "- "
       "({1}*16+{2}) * 3.2)\n";
   if (check_matches_on_vector_isas(text) == 0) PERFDOJO_SKIP("neither AVX-512 nor AVX2 runs here");
 }

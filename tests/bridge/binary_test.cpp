@@ -105,8 +105,8 @@ TEST_CASE("binary requests: every malformed frame is refused with what is wrong"
   CHECK(refusal(ok.substr(0, 5)).find("header is 8 bytes") != std::string::npos);
   CHECK(refusal(header(1, 1, 9) + entry(1, 1, 1)).find("version 9") != std::string::npos);
   CHECK(refusal(header(0, 1)).find("count is 0") != std::string::npos);
-  CHECK(refusal(header(9, 1) + std::string(9 * kBinaryEntryBytes, '\0')).find("exceed the limit of 8") !=
-        std::string::npos);
+  CHECK(refusal(header(9, 1) + std::string(9 * kBinaryEntryBytes, '\0'))
+            .find("exceed the limit of 8") != std::string::npos);
   CHECK(refusal(ok + "x").find("2 entries make 48 bytes, the frame has 49") != std::string::npos);
   CHECK(refusal(ok.substr(0, ok.size() - 1)).find("the frame has 47") != std::string::npos);
   const std::string bad_kind = refusal(header(2, 1) + entry(1, 1, 1) + entry(1, 1, 7));
@@ -130,7 +130,8 @@ TEST_CASE("a binary record carries exactly what the env's step returned") {
       if (mask[k] && (k * 7 + i) % 3 == 0) act = k;
     if (act < 0) act = static_cast<int>(mask.size()) - 1;
     env::StepResult want = a->step(act);
-    Decoded got = decode_record(run_binary_entry(*b, {0, static_cast<uint64_t>(act), BinaryEntry::Kind::kStep}));
+    Decoded got = decode_record(
+        run_binary_entry(*b, {0, static_cast<uint64_t>(act), BinaryEntry::Kind::kStep}));
     CHECK(got.status == 0);
     CHECK(got.reward == want.reward);
     CHECK(got.time_s == want.info.time_s);
@@ -151,9 +152,11 @@ TEST_CASE("binary entries that cannot run leave the env as it was") {
   auto e = make_env();
   e->reset(1);
   const int n = e->action_spec().n;
-  Decoded out = decode_record(run_binary_entry(*e, {0, static_cast<uint64_t>(n), BinaryEntry::Kind::kStep}));
+  Decoded out =
+      decode_record(run_binary_entry(*e, {0, static_cast<uint64_t>(n), BinaryEntry::Kind::kStep}));
   CHECK(out.status == 1);
-  CHECK(out.message.rfind("invalid_action: action " + std::to_string(n) + " is out of range", 0) == 0);
+  CHECK(out.message.rfind("invalid_action: action " + std::to_string(n) + " is out of range", 0) ==
+        0);
   CHECK(e->state().trace.empty());
 
   auto text = make_env({"features", "ir_text"});
@@ -163,7 +166,8 @@ TEST_CASE("binary entries that cannot run leave the env as it was") {
   CHECK(refused.message.find("observes 'ir_text'") != std::string::npos);
   CHECK(text->state().trace.empty());
 
-  Decoded unknown = decode_record(binary_error_record({ErrorType::kUnknownSession, "no session 9"}));
+  Decoded unknown =
+      decode_record(binary_error_record({ErrorType::kUnknownSession, "no session 9"}));
   CHECK(unknown.status == 1);
   CHECK(unknown.message == "unknown_session: no session 9");
   CHECK(binary_reply(3, {}).size() == kBinaryHeaderBytes);

@@ -332,7 +332,8 @@ TEST_CASE("a step reply carries the observation, reward, flags and info") {
 TEST_CASE("observation_format base64 carries the features' exact bytes; other values are refused") {
   auto e = small_env();
   auto direct = small_env();
-  const std::string reset_reply = op(*e, "{\"id\":1,\"op\":\"reset\",\"session\":1,\"seed\":4,\"observation_format\":\"base64\"}");
+  const std::string reset_reply = op(
+      *e, "{\"id\":1,\"op\":\"reset\",\"session\":1,\"seed\":4,\"observation_format\":\"base64\"}");
   auto [obs0, info0] = direct->reset(4);
   auto features_of = [](const std::string& reply) {
     json::Document d = doc_of(reply);
@@ -348,18 +349,22 @@ TEST_CASE("observation_format base64 carries the features' exact bytes; other va
   };
   CHECK(features_of(reset_reply) == obs0.features);
   const int a = first_legal(*e);
-  const std::string step_reply = op(*e, "{\"id\":2,\"op\":\"step\",\"session\":1,\"action\":" + std::to_string(a) +
-                                            ",\"observation_format\":\"base64\"}");
+  const std::string step_reply =
+      op(*e, "{\"id\":2,\"op\":\"step\",\"session\":1,\"action\":" + std::to_string(a) +
+                 ",\"observation_format\":\"base64\"}");
   env::StepResult r = direct->step(a);
   CHECK(features_of(step_reply) == r.observation.features);
   // ir_text is text whatever the format.
-  CHECK(doc_of(step_reply)["result"]["observation"]["ir_text"].GetString() == r.observation.ir_text);
+  CHECK(doc_of(step_reply)["result"]["observation"]["ir_text"].GetString() ==
+        r.observation.ir_text);
   // "list" is the default's name; anything else is refused and changes nothing.
   const auto before = e->state();
-  CHECK(error_type_of(op(*e, "{\"id\":3,\"op\":\"step\",\"session\":1,\"action\":" + std::to_string(a) +
-                                 ",\"observation_format\":\"hex\"}")) == "bad_request");
+  CHECK(error_type_of(
+            op(*e, "{\"id\":3,\"op\":\"step\",\"session\":1,\"action\":" + std::to_string(a) +
+                       ",\"observation_format\":\"hex\"}")) == "bad_request");
   CHECK(e->state().trace == before.trace);
-  json::Document listed = doc_of(op(*e, "{\"id\":4,\"op\":\"reset\",\"session\":1,\"seed\":4,\"observation_format\":\"list\"}"));
+  json::Document listed = doc_of(op(
+      *e, "{\"id\":4,\"op\":\"reset\",\"session\":1,\"seed\":4,\"observation_format\":\"list\"}"));
   CHECK(listed["result"]["observation"]["features"].IsArray());
 }
 

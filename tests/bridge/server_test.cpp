@@ -359,8 +359,8 @@ TEST_CASE("a client that half-closes after pipelining still gets every reply") {
     CHECK(error_type(c.call(kHello)) == "");
     const uint64_t s = make_session(c);
     for (int i = 0; i < 6; ++i)
-      c.send("{\"id\":" + std::to_string(10 + i) + ",\"op\":\"step\",\"session\":" +
-             std::to_string(s) + ",\"action\":0}");
+      c.send("{\"id\":" + std::to_string(10 + i) +
+             ",\"op\":\"step\",\"session\":" + std::to_string(s) + ",\"action\":0}");
     c.shutdown_send();
     int replies = 0;
     for (int i = 0; i < 6; ++i)
@@ -388,7 +388,8 @@ TEST_CASE("notable events are logged one logfmt line each, with the connection a
   TestClient c(server->port());
   CHECK(error_type(c.call("{\"id\":0,\"op\":\"hello\",\"version\":1,\"token\":\"s3cret\"}")) == "");
   const uint64_t s = make_session(c);
-  CHECK(error_type(c.call("{\"id\":5,\"op\":\"close\",\"session\":" + std::to_string(s) + "}")) == "");
+  CHECK(error_type(c.call("{\"id\":5,\"op\":\"close\",\"session\":" + std::to_string(s) + "}")) ==
+        "");
   auto has = [&](const std::string& what) {
     std::lock_guard<std::mutex> hold(mu);
     for (const auto& l : lines)

@@ -19,7 +19,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const size_t chunk = 1 + data[0] % 64;
   ++data;
   --size;
-  ConfigPolicy policy;  // no files, no compiler: what a server gives a remote client
+  ConfigPolicy policy;            // no files, no compiler: what a server gives a remote client
   std::unique_ptr<env::Env> env;  // per input: a finding must reproduce from its input alone
   FrameDecoder decoder(4096);
   std::string body;

@@ -25,8 +25,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!c.ok() && (c.errors().empty() || c.errors()[0].message.empty())) std::abort();
   if (c.ok()) {
     // A checkpoint that loads must say what it needs: compatibility checks never crash either.
-    (void)check_compatible(c.value(), c.value().config, c.value().feature_size, c.value().action_count,
-                           c.value().token_vocab);
+    (void)check_compatible(c.value(), c.value().config, c.value().feature_size,
+                           c.value().action_count, c.value().token_vocab);
   }
   return 0;
 }

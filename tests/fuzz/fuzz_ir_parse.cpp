@@ -37,7 +37,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string printed = print_program(*r);
   std::ostringstream streamed_text;
   StreamPrinter printer(streamed_text);
-  if (!parse_stream(text, "fuzz.pdj", printer).empty() || streamed_text.str() != printed) std::abort();
+  if (!parse_stream(text, "fuzz.pdj", printer).empty() || streamed_text.str() != printed)
+    std::abort();
   auto again = load_program(printed, "printed.pdj");
   if (!again.ok() || !structurally_equal(*r, *again)) std::abort();  // round trip
   return 0;

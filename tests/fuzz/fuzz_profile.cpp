@@ -9,7 +9,8 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace perfdojo::backends;
   std::string err;
-  auto p = parse_profile(std::string(reinterpret_cast<const char*>(data), size), "fuzz.profile", &err);
+  auto p =
+      parse_profile(std::string(reinterpret_cast<const char*>(data), size), "fuzz.profile", &err);
   if (!p) {
     if (err.empty()) std::abort();  // a refusal must say why
     return 0;

@@ -103,8 +103,9 @@ TEST_CASE("an illegal action is refused with its reason and a penalty, the progr
   CHECK(ir::structural_hash(e->program()) == before);
 }
 
-TEST_CASE("a move that changes only a declaration (stream_stores) refreshes the mask: the same "
-          "action again is refused, not applied") {
+TEST_CASE(
+    "a move that changes only a declaration (stream_stores) refreshes the mask: the same "
+    "action again is refused, not applied") {
   auto e = make(small_config());
   e->reset(1);
   auto m = e->action_mask();
@@ -251,7 +252,9 @@ TEST_CASE("a list of actions is one round trip with the summed reward") {
   CHECK(ir::structurally_equal(e1->program(), e2->program()));
 }
 
-TEST_CASE("an untimed step applies the move without timing it; the next timed step times its own program") {
+TEST_CASE(
+    "an untimed step applies the move without timing it; the next timed step times its own "
+    "program") {
   auto timed = make(small_config());
   auto untimed = make(small_config());
   auto [obs, info] = timed->reset(2);
@@ -283,7 +286,8 @@ TEST_CASE("an untimed step applies the move without timing it; the next timed st
   CHECK(u2.info.time_s == t2.info.time_s);
   CHECK(u2.info.best_time_s == t2.info.best_time_s);
   // Its reward compares with the last program timed, the start: log(initial / best) as ever.
-  CHECK(u2.reward == doctest::Approx(std::max(0.0, std::log(info.time_s / std::min(info.time_s, t2.info.time_s)))));
+  CHECK(u2.reward == doctest::Approx(std::max(
+                         0.0, std::log(info.time_s / std::min(info.time_s, t2.info.time_s)))));
   // An illegal action is refused as step() refuses it.
   const int bad = first_illegal_existing(*untimed);
   if (bad >= 0) {
@@ -310,7 +314,8 @@ TEST_CASE("a list of actions untimed but for the last ends where the timed list 
   CHECK(r.info.time_s == last.info.time_s);
   CHECK(r.info.step == last.info.step);
   // One timed program: the reward is that of going from the start to the end in one move.
-  CHECK(r.reward == doctest::Approx(std::max(0.0, std::log(info.time_s / std::min(info.time_s, r.info.time_s)))));
+  CHECK(r.reward == doctest::Approx(std::max(
+                        0.0, std::log(info.time_s / std::min(info.time_s, r.info.time_s)))));
   // At the step limit the sequence ends, and the program there is timed.
   EnvConfig c = small_config();
   c.max_episode_steps = 2;
@@ -387,9 +392,14 @@ TEST_CASE("a corrupt or truncated state file is refused, never a crash") {
   std::mt19937 rng(1);
   for (int i = 0; i < 300; ++i) {
     std::string b = bytes;
-    if (i % 3 == 0) b.resize(rng() % b.size());
-    else b[rng() % b.size()] = static_cast<char>(rng());
-    { std::ofstream out(path, std::ios::binary); out << b; }
+    if (i % 3 == 0)
+      b.resize(rng() % b.size());
+    else
+      b[rng() % b.size()] = static_cast<char>(rng());
+    {
+      std::ofstream out(path, std::ios::binary);
+      out << b;
+    }
     auto r = env::load_state(path, "binary");
     if (r.ok()) {
       // A flip that still parses must at least restore cleanly or be refused.
@@ -397,9 +407,15 @@ TEST_CASE("a corrupt or truncated state file is refused, never a crash") {
       (void)other->restore(r.value());
     }
   }
-  { std::ofstream out(path); out << "{\"format\": \"nope\"}"; }
+  {
+    std::ofstream out(path);
+    out << "{\"format\": \"nope\"}";
+  }
   CHECK_FALSE(env::load_state(path, "json").ok());
-  { std::ofstream out(path); out << "\x01\x02"; }
+  {
+    std::ofstream out(path);
+    out << "\x01\x02";
+  }
   CHECK(env::load_state(path, "binary").error_text().find("bad magic") != std::string::npos);
   std::filesystem::remove(path);
 }
@@ -456,11 +472,16 @@ TEST_CASE("benchmark URIs: suite, generators, files, and precise errors") {
       auto g = env::load_benchmark("perfdojo://gen/" + f + "?seed=" + std::to_string(s));
       CHECK_MESSAGE(g.ok(), f << ": " << g.error_text());
     }
-  CHECK(env::load_benchmark("perfdojo://gen/fft?seed=1").error_text().find("unknown generator family") != std::string::npos);
-  CHECK(env::load_benchmark("perfdojo://gen/matmul?seed=x").error_text().find("seed") != std::string::npos);
-  CHECK(env::load_benchmark("perfdojo://gen/matmul?seed=99999999999999999999999").error_text().find("seed") !=
+  CHECK(env::load_benchmark("perfdojo://gen/fft?seed=1")
+            .error_text()
+            .find("unknown generator family") != std::string::npos);
+  CHECK(env::load_benchmark("perfdojo://gen/matmul?seed=x").error_text().find("seed") !=
         std::string::npos);
-  CHECK(env::load_benchmark("perfdojo://suite/../etc").error_text().find("expected") != std::string::npos);
+  CHECK(env::load_benchmark("perfdojo://gen/matmul?seed=99999999999999999999999")
+            .error_text()
+            .find("seed") != std::string::npos);
+  CHECK(env::load_benchmark("perfdojo://suite/../etc").error_text().find("expected") !=
+        std::string::npos);
   CHECK(env::load_benchmark("http://x").error_text().find("scheme") != std::string::npos);
 }
 
@@ -536,7 +557,8 @@ TEST_CASE("observation spaces: tokens and graph have their declared shapes") {
   CHECK(obs.tokens.size() == env::kMaxTokens);
   for (int t : obs.tokens) CHECK((t >= 0 && t < env::token_vocabulary_size()));
   CHECK(obs.graph.num_nodes > 0);
-  CHECK(obs.graph.node_features.size() == static_cast<size_t>(obs.graph.num_nodes * env::kGraphNodeFeatures));
+  CHECK(obs.graph.node_features.size() ==
+        static_cast<size_t>(obs.graph.num_nodes * env::kGraphNodeFeatures));
   CHECK(obs.graph.edge_src.size() == obs.graph.edge_dst.size());
   for (int s : obs.graph.edge_src) CHECK(s < obs.graph.num_nodes);
 }
@@ -650,7 +672,8 @@ TEST_CASE("a feature memo copies only nests it saw and starts empty when copied"
   CHECK(copy.size() == 0);
 }
 
-TEST_CASE("sketch actions expand the micro-kernel sketch in one step, its atomic actions in the trace") {
+TEST_CASE(
+    "sketch actions expand the micro-kernel sketch in one step, its atomic actions in the trace") {
   EnvConfig c = small_config("perfdojo://suite/matmul-256");
   c.sketch_actions = 2;
   auto plain = make(small_config("perfdojo://suite/matmul-256"));
@@ -731,7 +754,8 @@ TEST_CASE("features stay within the documented finite bounds on every suite kern
 
 TEST_CASE("every suite kernel belongs to a family, and family splits partition the suite") {
   const auto all = env::suite_uris();
-  for (const auto& u : all) CHECK_MESSAGE(!env::kernel_family(u).empty(), u << " has no family in kernel_families()");
+  for (const auto& u : all)
+    CHECK_MESSAGE(!env::kernel_family(u).empty(), u << " has no family in kernel_families()");
   CHECK(env::kernel_families().size() == all.size());
   const auto held = env::family_kernels({"attention", "ffn"}, true);
   const auto rest = env::family_kernels({"attention", "ffn"}, false);

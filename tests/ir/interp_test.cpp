@@ -154,15 +154,17 @@ TEST_CASE("an i32 value converted to f32 rounds to the nearest f32") {
 }
 
 TEST_CASE("the checker refuses a temporary read before any statement writes it") {
-  auto p = load_program("input x: f32[4]\ntemp t: f32[4]\noutput y: f32[4]\n\n"
-                        "4 y[{0}] = t[{0}] + x[{0}]\n",
-                        "k.pdj");
+  auto p = load_program(
+      "input x: f32[4]\ntemp t: f32[4]\noutput y: f32[4]\n\n"
+      "4 y[{0}] = t[{0}] + x[{0}]\n",
+      "k.pdj");
   REQUIRE_FALSE(p.ok());
   CHECK(p.error_text().find("k.pdj:5:12: error: temporary 't' is read here before any statement "
                             "writes it") != std::string::npos);
   // A reduction reads its target too.
   CHECK_FALSE(load_program("input x: f32[4]\ntemp t: f32[1]\noutput y: f32[1]\n\n"
-                           "4 t[0] += x[{0}]\n1 y[0] = t[0]\n").ok());
+                           "4 t[0] += x[{0}]\n1 y[0] = t[0]\n")
+                  .ok());
 }
 
 TEST_CASE("elements of an f32 temporary no statement wrote read as NaN") {
@@ -362,12 +364,15 @@ TEST_CASE("strict: a read of an element nothing wrote is refused with its place,
   }
 }
 
-TEST_CASE("fma rounds once: (1 + 2^-23)^2 - (1 + 2^-22) keeps the 2^-46 a product then a sum loses") {
+TEST_CASE(
+    "fma rounds once: (1 + 2^-23)^2 - (1 + 2^-22) keeps the 2^-46 a product then a sum loses") {
   const double e = std::ldexp(1.0, -23);
   const TensorMap in = {{"a", tensor(DType::kF32, {1}, {1 + e})},
                         {"c", tensor(DType::kF32, {1}, {-(1 + 2 * e)})}};
-  auto fused = run("input a: f32[1]\ninput c: f32[1]\noutput y: f32[1]\n\ny[0] = fma(a[0], a[0], c[0])\n", in);
-  auto split = run("input a: f32[1]\ninput c: f32[1]\noutput y: f32[1]\n\ny[0] = a[0] * a[0] + c[0]\n", in);
+  auto fused = run(
+      "input a: f32[1]\ninput c: f32[1]\noutput y: f32[1]\n\ny[0] = fma(a[0], a[0], c[0])\n", in);
+  auto split =
+      run("input a: f32[1]\ninput c: f32[1]\noutput y: f32[1]\n\ny[0] = a[0] * a[0] + c[0]\n", in);
   CHECK(scalar(fused, "y") == std::ldexp(1.0, -46));
   CHECK(scalar(split, "y") == 0);
 }
@@ -375,9 +380,11 @@ TEST_CASE("fma rounds once: (1 + 2^-23)^2 - (1 + 2^-22) keeps the 2^-46 a produc
 TEST_CASE("a fused update adds the product to the old value with one rounding") {
   const double e = std::ldexp(1.0, -23);
   const TensorMap in = {{"a", tensor(DType::kF32, {1}, {1 + e})}};
-  auto m = run("input a: f32[1]\noutput y: f32[1] = 0\n\n"
-               "y[0] = 0 - 1 - 2 * 0.00000011920928955078125\n"
-               "y[0] = fma(a[0], a[0], y[0])\n", in);
+  auto m =
+      run("input a: f32[1]\noutput y: f32[1] = 0\n\n"
+          "y[0] = 0 - 1 - 2 * 0.00000011920928955078125\n"
+          "y[0] = fma(a[0], a[0], y[0])\n",
+          in);
   CHECK(scalar(m, "y") == std::ldexp(1.0, -46));
 }
 
@@ -387,14 +394,16 @@ TEST_CASE("i32 fma wraps as its product and sum do") {
   CHECK(scalar(m, "y") == 5);  // 2^32 wraps to 0
 }
 
-TEST_CASE("error bounds: each operation adds one unit roundoff of its result; a sum bounds every order") {
+TEST_CASE(
+    "error bounds: each operation adds one unit roundoff of its result; a sum bounds every order") {
   TensorMap bounds;
   InterpretOptions o;
   o.error_bounds = &bounds;
   const double u = std::ldexp(1.0, -24);  // f32
   Program scale = must_load("input x: f32[4]\noutput y: f32[4]\n\n4 y[{0}] = x[{0}] * 1\n");
   REQUIRE(interpret(scale, kFour, o).ok());
-  for (size_t i = 0; i < 4; ++i) CHECK(bounds.at("y").data[i] == doctest::Approx(u * std::abs(kFour.at("x").data[i])));
+  for (size_t i = 0; i < 4; ++i)
+    CHECK(bounds.at("y").data[i] == doctest::Approx(u * std::abs(kFour.at("x").data[i])));
   // 4 terms in f32: each add contributes u |partial sum|, within 3 u (sum of |x|).
   Program sum = must_load("input x: f32[4]\noutput y: f32[1] = 0\n\n4 y[0] += x[{0}]\n");
   auto r = interpret(sum, kFour, o);
@@ -406,7 +415,8 @@ TEST_CASE("error bounds: each operation adds one unit roundoff of its result; a 
 
 TEST_CASE("the race detector names a :par scope whose iterations depend on each other") {
   // A prefix sum parallelised past parallelize's check: iteration i reads what i - 1 wrote.
-  Program carried = must_load("input x: f32[8]\noutput y: f32[9] = 0\n\n8:par y[{0}+1] = y[{0}] + x[{0}]\n");
+  Program carried =
+      must_load("input x: f32[8]\noutput y: f32[9] = 0\n\n8:par y[{0}+1] = y[{0}] + x[{0}]\n");
   InterpretOptions o;
   o.detect_races = true;
   auto r = interpret(carried, {{"x", tensor(DType::kF32, {8}, {1, 2, 3, 4, 5, 6, 7, 8})}}, o);
@@ -440,14 +450,17 @@ TEST_CASE("a race-free :par scope computes the same bits in forward, reverse and
     CHECK(other->at("y").data == fwd->at("y").data);
   }
   // A carried dependence does change with the order: what the reordering run exists to catch.
-  Program carried = must_load("input x: f32[8]\noutput y: f32[9] = 0\n\n8:par y[{0}+1] = y[{0}] + x[{0}]\n");
+  Program carried =
+      must_load("input x: f32[8]\noutput y: f32[9] = 0\n\n8:par y[{0}+1] = y[{0}] + x[{0}]\n");
   InterpretOptions rev;
   rev.par_order = InterpretOptions::ParOrder::kReverse;
   const TensorMap xs = {{"x", tensor(DType::kF32, {8}, {1, 2, 3, 4, 5, 6, 7, 8})}};
   CHECK(interpret(carried, xs, rev)->at("y").data != interpret(carried, xs)->at("y").data);
 }
 
-TEST_CASE("lane-parallel :vec runs give the sequential bits where lanes are independent, and differ across a collision") {
+TEST_CASE(
+    "lane-parallel :vec runs give the sequential bits where lanes are independent, and differ "
+    "across a collision") {
   InterpretOptions simd;
   simd.simd_vectors = true;
   // Independent lanes, a lane-private reduction and one every lane shares: the same bits.

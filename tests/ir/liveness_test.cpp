@@ -32,9 +32,10 @@ TEST_CASE("an initial value every element of which is overwritten before any rea
   // Scopes the index does not use only repeat the stores.
   CHECK(dead(kHead + "3 8 16 y[{1},{2}] = x[{1},{2}]\n"));
   // A temporary too, and later stores may write it again.
-  CHECK(dead("input x: f32[8]\noutput y: f32[8]\ntemp t: f32[8] = 1\n\n8 t[{0}] = x[{0}]\n"
-             "8 t[{0}] = 2\n8 y[{0}] = x[{0}]\n",
-             "t"));
+  CHECK(
+      dead("input x: f32[8]\noutput y: f32[8]\ntemp t: f32[8] = 1\n\n8 t[{0}] = x[{0}]\n"
+           "8 t[{0}] = 2\n8 y[{0}] = x[{0}]\n",
+           "t"));
 }
 
 TEST_CASE("an initial value some statement may observe stays") {
@@ -70,14 +71,16 @@ const std::string kTemps = "input x: f32[8, 16]\noutput y: f32[8, 16]\ntemp t: f
 TEST_CASE("a temporary wholly written before it is read in each iteration is private to it") {
   using V = std::vector<std::string>;
   // A row copied into t, then read back: each iteration's own row.
-  CHECK(private_to_first(kTemps + "8 16 t[{1}] = x[{0},{1}]\n| 16 y[{0},{1}] = t[{1}] * 2\n") == V{"t"});
+  CHECK(private_to_first(kTemps + "8 16 t[{1}] = x[{0},{1}]\n| 16 y[{0},{1}] = t[{1}] * 2\n") ==
+        V{"t"});
   // The cover may be inside a scope around the read (a packed block per k block), and tiled.
-  CHECK(private_to_first(kTemps + "8 2 4 4 t[{2}*4+{3}] = x[{0},{2}*4+{3}]\n| | 16 y[{0},{2}] += t[{2}] * {1}\n") ==
+  CHECK(private_to_first(
+            kTemps +
+            "8 2 4 4 t[{2}*4+{3}] = x[{0},{2}*4+{3}]\n| | 16 y[{0},{2}] += t[{2}] * {1}\n") ==
         V{"t"});
   // A one-element temporary: written at once.
   CHECK(private_to_first("input x: f32[8, 16]\noutput y: f32[8]\ntemp s: f32[1]\n\n"
                          "8 s[0] = 0\n| 16 s[0] += x[{0},{1}]\n| y[{0}] = s[0]\n") == V{"s"});
-
 }
 
 TEST_CASE("a temporary whose value may cross iterations is not private") {
@@ -85,7 +88,8 @@ TEST_CASE("a temporary whose value may cross iterations is not private") {
   const std::string zeroed = "input x: f32[8, 16]\noutput y: f32[8, 16]\ntemp t: f32[16] = 0\n\n";
   CHECK(private_to_first(zeroed + "8 16 y[{0},{1}] = t[{1}]\n| 16 t[{1}] = x[{0},{1}]\n").empty());
   // Read inside the nest that is still writing it: element 15 - j before the copy reaches it.
-  CHECK(private_to_first(kTemps + "8 16 t[{1}] = x[{0},{1}]\n| | y[{0},{1}] = t[15-{1}]\n").empty());
+  CHECK(
+      private_to_first(kTemps + "8 16 t[{1}] = x[{0},{1}]\n| | y[{0},{1}] = t[15-{1}]\n").empty());
   // Only half written: the other half comes from an earlier iteration (or its initial value).
   CHECK(private_to_first(zeroed + "8 8 t[{1}] = x[{0},{1}]\n| 16 y[{0},{1}] = t[{1}]\n").empty());
   // Written through the scope's own iterator: each iteration writes its own element, the
@@ -105,7 +109,9 @@ TEST_CASE("a temporary whose value may cross iterations is not private") {
   CHECK(private_to_first(zeroed + "8 16 t[{1}] += x[{0},{1}]\n| 16 y[{0},{1}] = t[{1}]\n").empty());
 }
 
-TEST_CASE("an iteration's own slice of a temporary, written before it is read, may be kept once per thread") {
+TEST_CASE(
+    "an iteration's own slice of a temporary, written before it is read, may be kept once per "
+    "thread") {
   auto slices = [](const std::string& text) {
     auto p = load_program(text, "k.pdj");
     REQUIRE_MESSAGE(p.ok(), p.error_text());
@@ -120,7 +126,8 @@ TEST_CASE("an iteration's own slice of a temporary, written before it is read, m
                "8:par 16 y[{0},{1}] = t[{0},{1}]\n| 16 t[{0},{1}] = x[{0},{1}]\n")
             .empty());
   // Another iteration's slice, or the iterator elsewhere in the index: not the iteration's own.
-  CHECK(slices(head + "8:par 16 t[{0},{1}] = x[{0},{1}]\n| 16 y[{0},{1}] = t[7-{0},{1}]\n").empty());
+  CHECK(
+      slices(head + "8:par 16 t[{0},{1}] = x[{0},{1}]\n| 16 y[{0},{1}] = t[7-{0},{1}]\n").empty());
   CHECK(slices("input x: f32[8, 16]\noutput y: f32[8, 16]\ntemp t: f32[8, 24]\n\n"
                "8:par 16 t[{0},{1}+{0}] = x[{0},{1}]\n| 16 y[{0},{1}] = t[{0},{1}+{0}]\n")
             .empty());

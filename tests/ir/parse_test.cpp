@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "doctest/doctest.h"
-#include "ir/ir.h"
 #include "ir/interp.h"
+#include "ir/ir.h"
 #include "ir/print.h"
 
 namespace {
@@ -363,7 +363,8 @@ TEST_CASE("pathological nesting, long expressions and huge numbers are diagnosed
     REQUIRE_FALSE(r.ok());
     CHECK_MESSAGE(r.error_text().find(needle) != std::string::npos, r.error_text());
   };
-  expect_error("1 y[" + std::string(10000, '(') + "0" + std::string(10000, ')') + "] = 1\n", "nests too deeply");
+  expect_error("1 y[" + std::string(10000, '(') + "0" + std::string(10000, ')') + "] = 1\n",
+               "nests too deeply");
   std::string sel;
   for (int i = 0; i < 60000; ++i) sel += "1<2?1:";
   expect_error("1 y[0] = " + sel + "1\n", "nests too deeply");
@@ -374,19 +375,25 @@ TEST_CASE("pathological nesting, long expressions and huge numbers are diagnosed
   expect_error("1 y[-{0}*9223372036854775807-{0}] = 1\n", "out of range");
   // Brackets are tried as a select's condition once each: 2^depth tries took the fuzzer's 15 s
   // on a line of 200 '('. Deep brackets that are not conditions, and one that is, at the bottom.
-  expect_error("1 y[0] = " + std::string(190, '(') + "y[0]" + std::string(190, ')') + "\n", "nests too deeply");
-  auto deep = load_program(head + "1 y[0] = " + std::string(90, '(') + "y[0]" + std::string(90, ')') + "\n");
+  expect_error("1 y[0] = " + std::string(190, '(') + "y[0]" + std::string(190, ')') + "\n",
+               "nests too deeply");
+  auto deep = load_program(head + "1 y[0] = " + std::string(90, '(') + "y[0]" +
+                           std::string(90, ')') + "\n");
   REQUIRE_MESSAGE(deep.ok(), deep.error_text());
   auto cond = load_program(head + "1 y[0] = " + std::string(60, '(') + "(y[0] > 1) ? 2 : 3" +
                            std::string(60, ')') + " + ((y[0] < 0) ? 1 : (y[0] > 2) ? 2 : 0)\n");
   REQUIRE_MESSAGE(cond.ok(), cond.error_text());
   CHECK(print_program(cond.value()).find("y[0] > 1 ? 2 : 3") != std::string::npos);
-  auto big = load_program("temp t: f32[4294967296, 4294967296]\noutput y: f32[1]\n\n1 t[0,0] = 1\n| y[0] = t[0,0]\n", "p.pdj");
+  auto big = load_program(
+      "temp t: f32[4294967296, 4294967296]\noutput y: f32[1]\n\n1 t[0,0] = 1\n| y[0] = t[0,0]\n",
+      "p.pdj");
   REQUIRE_FALSE(big.ok());
   CHECK(big.error_text().find("too large") != std::string::npos);
 }
 
-TEST_CASE("a line beyond 1 MiB is refused before it is read into tokens, and later lines are still checked") {
+TEST_CASE(
+    "a line beyond 1 MiB is refused before it is read into tokens, and later lines are still "
+    "checked") {
   const std::string head = "output y: f32[4]\n\n";
   std::string huge = "1 y[0] = ";
   while (huge.size() <= (size_t{1} << 20)) huge += "y[0]+";
@@ -410,11 +417,17 @@ TEST_CASE("bytes outside printable ASCII are shown escaped in messages") {
   for (unsigned char c : r.error_text()) CHECK(((c >= 0x20 && c < 0x7F) || c == 10));
 }
 
-TEST_CASE("select(c, a, b), where(...), a bracketed condition and sizes as values read as the ?: form and numbers") {
+TEST_CASE(
+    "select(c, a, b), where(...), a bracketed condition and sizes as values read as the ?: form "
+    "and numbers") {
   const std::string head = "N = 8\ninput x: f32[N]\noutput y: f32[N]\n\n";
-  auto sugar = load_program(head + "N y[{0}] = select(x[{0}] > 0, x[{0}], 0) / N + where(x[{0}] <= 1, 1, (x[{0}] - 1))\n");
-  auto plain = load_program(head + "N y[{0}] = (x[{0}] > 0 ? x[{0}] : 0) / 8 + (x[{0}] <= 1 ? 1 : x[{0}] - 1)\n");
-  auto bracketed = load_program(head + "N y[{0}] = ((x[{0}] > 0) ? x[{0}] : 0) / N + ((x[{0}] <= 1) ? 1 : x[{0}] - 1)\n");
+  auto sugar = load_program(
+      head +
+      "N y[{0}] = select(x[{0}] > 0, x[{0}], 0) / N + where(x[{0}] <= 1, 1, (x[{0}] - 1))\n");
+  auto plain = load_program(
+      head + "N y[{0}] = (x[{0}] > 0 ? x[{0}] : 0) / 8 + (x[{0}] <= 1 ? 1 : x[{0}] - 1)\n");
+  auto bracketed = load_program(
+      head + "N y[{0}] = ((x[{0}] > 0) ? x[{0}] : 0) / N + ((x[{0}] <= 1) ? 1 : x[{0}] - 1)\n");
   REQUIRE_MESSAGE(sugar.ok(), sugar.error_text());
   REQUIRE_MESSAGE(plain.ok(), plain.error_text());
   REQUIRE_MESSAGE(bracketed.ok(), bracketed.error_text());
@@ -426,14 +439,17 @@ TEST_CASE("select(c, a, b), where(...), a bracketed condition and sizes as value
   CHECK(paren.ok());
   auto bad = parse_program(head + "N y[{0}] = (x[{0}] > 1) + 2\n", "p.pdj");
   REQUIRE_FALSE(bad.ok());
-  CHECK_MESSAGE(bad.error_text().find("'?' after the comparison") != std::string::npos, bad.error_text());
+  CHECK_MESSAGE(bad.error_text().find("'?' after the comparison") != std::string::npos,
+                bad.error_text());
 }
 
 TEST_CASE("declaration mistakes point at the token that is wrong") {
   auto a = load_program("N = x\n", "d.pdj");
-  CHECK(a.error_text().find("d.pdj:1:5: error: expected an integer size, found 'x'") != std::string::npos);
+  CHECK(a.error_text().find("d.pdj:1:5: error: expected an integer size, found 'x'") !=
+        std::string::npos);
   auto b = load_program("input: f32[4]\n", "d.pdj");
-  CHECK(b.error_text().find("d.pdj:1:6: error: expected a buffer name after 'input'") != std::string::npos);
+  CHECK(b.error_text().find("d.pdj:1:6: error: expected a buffer name after 'input'") !=
+        std::string::npos);
   auto c = load_program("N = -4\n", "d.pdj");
   CHECK(c.error_text().find("must be positive") != std::string::npos);
 }
@@ -464,10 +480,10 @@ TEST_CASE("iterators are values: integer arithmetic on them folds into one affin
   CHECK(zero->kind == ExprKind::kConst);
   CHECK(zero->value == 3);
   // The printed form parses back to the same program, wherever the node sits.
-  for (const char* rhs : {"{1} <= {0} ? x[{0},{1}] : -inf", "x[{0},{1}] * ({0}*8+{1})",
-                          "x[{0},{1}] - -{0}", "x[{0},{1}] / ({1}*2) + {0}*3",
-                          "({0}+1) * x[{0},{1}]", "exp({0} * -0.5) + sin({1}) * cos({0}+1)",
-                          "select({1} < {0} + 2, {0}, {1}*2-1)"}) {
+  for (const char* rhs :
+       {"{1} <= {0} ? x[{0},{1}] : -inf", "x[{0},{1}] * ({0}*8+{1})", "x[{0},{1}] - -{0}",
+        "x[{0},{1}] / ({1}*2) + {0}*3", "({0}+1) * x[{0},{1}]",
+        "exp({0} * -0.5) + sin({1}) * cos({0}+1)", "select({1} < {0} + 2, {0}, {1}*2-1)"}) {
     INFO(std::string(rhs));
     auto p = load_program(head + "N N y[{0},{1}] = " + rhs + "\n");
     REQUIRE_MESSAGE(p.ok(), p.error_text());

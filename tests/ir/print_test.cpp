@@ -330,8 +330,10 @@ TEST_CASE("structural_hash is pinned: the same value on every run and platform")
 }
 
 TEST_CASE("fma prints as a call and a fused update as fma of its own target; both re-parse equal") {
-  CHECK(printed_statement("y[{0}] = fma(a[{0}], b[{0}], c[{0}])") == "y[{0}] = fma(a[{0}], b[{0}], c[{0}])");
-  CHECK(printed_statement("y[{0}] = fma(-a[{0}], b[{0}] + 1, 2)") == "y[{0}] = fma(-a[{0}], b[{0}] + 1, 2)");
+  CHECK(printed_statement("y[{0}] = fma(a[{0}], b[{0}], c[{0}])") ==
+        "y[{0}] = fma(a[{0}], b[{0}], c[{0}])");
+  CHECK(printed_statement("y[{0}] = fma(-a[{0}], b[{0}] + 1, 2)") ==
+        "y[{0}] = fma(-a[{0}], b[{0}] + 1, 2)");
   CHECK(printed_statement("w[{0}] = fma(k[{0}], k[{0}], 3)") == "w[{0}] = fma(k[{0}], k[{0}], 3)");
   // The fused update: the same statement as `y += a * b` but for the one rounding.
   Program fused = must_load(std::string(kHeader) + "N y[{0}] = fma(a[{0}], b[{0}], y[{0}])\n");

@@ -1,6 +1,6 @@
 // The streaming parse: parse_stream's pieces rebuild what parse_program builds, the streaming
-// checker, hasher and printer agree with check_program, structural_hash and print_program, reading from a stream in
-// pieces changes nothing, and checking a large kernel as it streams holds no body.
+// checker, hasher and printer agree with check_program, structural_hash and print_program, reading
+// from a stream in pieces changes nothing, and checking a large kernel as it streams holds no body.
 #include <malloc.h>
 
 #include <algorithm>
@@ -55,7 +55,8 @@ class Recorder final : public ProgramSink {
 };
 
 /// What `perfdojo check` does, through the streaming pieces only.
-std::vector<Diagnostic> stream_check(std::istream& in, const std::string& file, uint64_t* hash = nullptr) {
+std::vector<Diagnostic> stream_check(std::istream& in, const std::string& file,
+                                     uint64_t* hash = nullptr) {
   CheckedStream sink;
   auto errors = check_stream(in, file, sink);
   if (hash) *hash = sink.hasher.finish();
@@ -73,7 +74,9 @@ std::string joined(const std::vector<Diagnostic>& errors) {
 class GeneratedKernel final : public std::streambuf {
  public:
   explicit GeneratedKernel(int64_t count) : left_(count) {
-    buf_ = "# generated\nN = 64\nM = 48\ninput x: f32[N, M]\noutput z: f32[N, M]\ntemp t: f32[N] = 0\n\n";
+    buf_ =
+        "# generated\nN = 64\nM = 48\ninput x: f32[N, M]\noutput z: f32[N, M]\ntemp t: f32[N] = "
+        "0\n\n";
     setg(buf_.data(), buf_.data(), buf_.data() + buf_.size());
   }
 
@@ -84,10 +87,18 @@ class GeneratedKernel final : public std::streambuf {
     for (int i = 0; i < 256 && left_ > 0; ++i, --left_) {
       const std::string c = std::to_string(left_ % 997) + "." + std::to_string(left_ % 7);
       switch (left_ % 4) {
-        case 0: buf_ += "N M z[{0},{1}] = x[{0},{1}] * " + c + " + exp(-x[{0},{1}])\n"; break;
-        case 1: buf_ += "N M t[{0}] += x[{0},{1}] > " + c + " ? x[{0},{1}] : 0\n"; break;
-        case 2: buf_ += "N:par M:vec z[{0},{1}] = max(x[{0},{1}], " + c + ")\n"; break;
-        default: buf_ += "| | z[{0},{1}] = z[{0},{1}] / (" + c + " + t[{0}])\n"; break;
+        case 0:
+          buf_ += "N M z[{0},{1}] = x[{0},{1}] * " + c + " + exp(-x[{0},{1}])\n";
+          break;
+        case 1:
+          buf_ += "N M t[{0}] += x[{0},{1}] > " + c + " ? x[{0},{1}] : 0\n";
+          break;
+        case 2:
+          buf_ += "N:par M:vec z[{0},{1}] = max(x[{0},{1}], " + c + ")\n";
+          break;
+        default:
+          buf_ += "| | z[{0},{1}] = z[{0},{1}] / (" + c + " + t[{0}])\n";
+          break;
       }
     }
     setg(buf_.data(), buf_.data(), buf_.data() + buf_.size());
@@ -134,7 +145,8 @@ TEST_CASE("every kernel streams into the pieces of the tree parse_program builds
   }
 }
 
-TEST_CASE("the pieces come in source order, scopes closed as the bars say, and the declarations first") {
+TEST_CASE(
+    "the pieces come in source order, scopes closed as the bars say, and the declarations first") {
   const std::string text =
       "N = 4\ninput x: f32[N]\noutput y: f32[N]\ntemp a: f32[1] = 0\n\n"
       "N a[0] += x[{0}]\n"
@@ -157,8 +169,10 @@ TEST_CASE("the pieces come in source order, scopes closed as the bars say, and t
         "close\n");
 }
 
-TEST_CASE("after the first error the sink hears nothing more, and later errors are still reported") {
-  const std::string text = "N = 4\noutput y: f32[N]\n\nN y[{0}] = 1\nN y[{0}] = @\nN y[{0}] = 2\n| | y[0] = 1\n";
+TEST_CASE(
+    "after the first error the sink hears nothing more, and later errors are still reported") {
+  const std::string text =
+      "N = 4\noutput y: f32[N]\n\nN y[{0}] = 1\nN y[{0}] = @\nN y[{0}] = 2\n| | y[0] = 1\n";
   Recorder r;
   auto errors = parse_stream(text, "k.pdj", r);
   REQUIRE(errors.size() == 2);
@@ -167,7 +181,9 @@ TEST_CASE("after the first error the sink hears nothing more, and later errors a
   CHECK(r.log == "decls 1 1 body 0\nopen 4 N  @4:1\nstmt y[{0}] = 1\n");
 }
 
-TEST_CASE("streaming check gives every malformed file in tests/data/errors exactly load_file's diagnostics") {
+TEST_CASE(
+    "streaming check gives every malformed file in tests/data/errors exactly load_file's "
+    "diagnostics") {
   const auto inputs = files_in(fs::path(PERFDOJO_TEST_DATA_DIR) / "errors", ".pdj");
   REQUIRE(inputs.size() >= 20);
   for (const auto& input : inputs) {
@@ -179,7 +195,8 @@ TEST_CASE("streaming check gives every malformed file in tests/data/errors exact
   }
 }
 
-TEST_CASE("a stream read in 64 KiB pieces parses as the same text in memory, lines across the seams") {
+TEST_CASE(
+    "a stream read in 64 KiB pieces parses as the same text in memory, lines across the seams") {
   // Lines of many lengths, so line ends fall everywhere relative to the 64 KiB pieces.
   std::string text = "N = 8\ninput x: f32[N]\noutput y: f32[N]\n\n8 y[{0}] = x[{0}]\n";
   for (int i = 0; text.size() < 300000; ++i)
@@ -199,7 +216,8 @@ TEST_CASE("a stream read in 64 KiB pieces parses as the same text in memory, lin
   CHECK(hash == structural_hash(*mem));
 }
 
-TEST_CASE("a line beyond 1 MiB in a stream is skipped unheld, counted, and later lines still parse") {
+TEST_CASE(
+    "a line beyond 1 MiB in a stream is skipped unheld, counted, and later lines still parse") {
   std::string text = "output y: f32[4]\n\n1 y[0] = ";
   text += std::string((size_t{3} << 20), '(');
   text += "\n4 y[{0}] = @\n";

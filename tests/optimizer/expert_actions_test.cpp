@@ -15,9 +15,9 @@
 #include "gym/dataset.h"
 #include "ir/parse.h"
 #include "optimizer/search.h"
+#include "transforms/analysis.h"
 #include "transforms/flat_space.h"
 #include "transforms/microkernel_sketch.h"
-#include "transforms/analysis.h"
 #include "transforms/registry.h"
 
 using namespace perfdojo;
@@ -48,8 +48,8 @@ std::vector<Kernel> every_kernel(int seeds_per_family) {
 
 // The traces an expert gives on `p`: the sketch at each of its choices, and every proposal the
 // optimiser makes before it searches (optimizer::detail::expert_proposals).
-std::vector<std::pair<std::string, std::vector<Action>>> expert_traces(const ir::Program& p,
-                                                                        const transforms::Target& t) {
+std::vector<std::pair<std::string, std::vector<Action>>> expert_traces(
+    const ir::Program& p, const transforms::Target& t) {
   std::vector<std::pair<std::string, std::vector<Action>>> out;
   const size_t choices = transforms::sketch_choices(p, t);
   for (size_t c = 0; c < choices; ++c)
@@ -63,7 +63,8 @@ std::vector<std::pair<std::string, std::vector<Action>>> expert_traces(const ir:
 
 }  // namespace
 
-TEST_CASE("every expert trace replays through the flat action space, each step allowed by the mask") {
+TEST_CASE(
+    "every expert trace replays through the flat action space, each step allowed by the mask") {
   const auto kernels = every_kernel(8);
   int traces = 0, steps = 0, failures = 0, deepest = 0;
   std::map<std::string, int> why;  // failure kind -> count
@@ -82,8 +83,9 @@ TEST_CASE("every expert trace replays through the flat action space, each step a
           std::string fail;
           const int index = space.encode(cur, a);
           if (index < 0)
-            fail = at >= space.config().max_scopes ? "scope slot " + std::to_string(at) + " beyond the slots"
-                                                    : "no index (parameter not offered)";
+            fail = at >= space.config().max_scopes
+                       ? "scope slot " + std::to_string(at) + " beyond the slots"
+                       : "no index (parameter not offered)";
           else if (auto back = space.decode(cur, index); !back || !(*back == a))
             fail = "decodes to another action";
           else if (!space.mask(cur)[index])
@@ -107,8 +109,9 @@ TEST_CASE("every expert trace replays through the flat action space, each step a
   }
   std::ostringstream summary;
   for (const auto& [w, n] : why) summary << "  " << n << " x " << w << "\n";
-  INFO(kernels.size() << " kernels, " << traces << " traces, " << steps << " steps replayed, deepest scope slot "
-                      << deepest << "\n" << summary.str() << first.str());
+  INFO(kernels.size() << " kernels, " << traces << " traces, " << steps
+                      << " steps replayed, deepest scope slot " << deepest << "\n"
+                      << summary.str() << first.str());
   CHECK(traces > 2000);
   CHECK(steps > 50000);
   CHECK(failures == 0);
@@ -129,11 +132,13 @@ TEST_CASE("factor values are derived from the extent: divisors to tile, register
   const auto t1020 = values(Kind::kTileScope, 1020);
   CHECK(t1020.size() == 22);
   CHECK(std::count(t1020.begin(), t1020.end(), 102) == 1);
-  // More divisors than slots (5040 has 58): the 32 nearest a register fit or a power of two, ascending.
+  // More divisors than slots (5040 has 58): the 32 nearest a register fit or a power of two,
+  // ascending.
   const auto t5040 = values(Kind::kTileScope, 5040);
   CHECK(t5040.size() == 32);
   CHECK(std::is_sorted(t5040.begin(), t5040.end()));
-  for (int64_t f : {2, 3, 4, 5, 6, 7, 8, 12, 16, 24, 48}) CHECK(std::count(t5040.begin(), t5040.end(), f) == 1);
+  for (int64_t f : {2, 3, 4, 5, 6, 7, 8, 12, 16, 24, 48})
+    CHECK(std::count(t5040.begin(), t5040.end(), f) == 1);
   for (int64_t f : t5040) CHECK(5040 % f == 0);
   // Unroll: divisors up to 64, the whole extent included.
   CHECK(values(Kind::kUnroll, 24) == std::vector<int64_t>{2, 3, 4, 6, 8, 12, 24});
@@ -142,5 +147,6 @@ TEST_CASE("factor values are derived from the extent: divisors to tile, register
   CHECK(values(Kind::kSplitRange, 1000) == std::vector<int64_t>{3, 6, 7, 12, 16, 24, 32, 48, 64});
   CHECK(values(Kind::kSplitRange, 20) == std::vector<int64_t>{3, 6, 7, 8, 12, 16});
   CHECK(values(Kind::kVectorize, 64).empty());  // not a factor kind
-  CHECK(transforms::register_fit_sizes() == std::vector<int64_t>{2, 3, 4, 5, 6, 7, 8, 12, 16, 24, 32, 48, 64});
+  CHECK(transforms::register_fit_sizes() ==
+        std::vector<int64_t>{2, 3, 4, 5, 6, 7, 8, 12, 16, 24, 32, 48, 64});
 }

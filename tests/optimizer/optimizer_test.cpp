@@ -46,9 +46,11 @@ struct HandRun {
   const std::string arch = portable_arch();
   const backends::BackendConfig config = quick_config();
   optimizer::Progress progress;
-  optimizer::detail::SearchRun run(backends::Backend& timer, optimizer::Result& res, double timeout_s) {
-    return optimizer::detail::SearchRun(program, timeout_s, progress, nullptr, optimizer::Mode::kBalanced, target,
-                                        arch, config, timer, *model, res, optimizer::detail::Clock::now());
+  optimizer::detail::SearchRun run(backends::Backend& timer, optimizer::Result& res,
+                                   double timeout_s) {
+    return optimizer::detail::SearchRun(program, timeout_s, progress, nullptr,
+                                        optimizer::Mode::kBalanced, target, arch, config, timer,
+                                        *model, res, optimizer::detail::Clock::now());
   }
 };
 
@@ -134,7 +136,8 @@ TEST_CASE("policy-only: the proposal measured against the original, no sketch, n
           doctest::test_suite("hw")) {
   auto p = ir::load_program(kSmallMatmul, "m.pdj");
   REQUIRE(p.ok());
-  auto opt = optimizer::Optimizer::make(portable_arch(), optimizer::Mode::kBalanced, quick_config());
+  auto opt =
+      optimizer::Optimizer::make(portable_arch(), optimizer::Mode::kBalanced, quick_config());
   REQUIRE(opt.ok());
   // A loop order with unit-stride columns innermost (what a policy might play).
   auto trace = transforms::parse_trace("swap_scopes 0.0\n");
@@ -159,7 +162,8 @@ TEST_CASE("an f64 kernel's peak is half the f32 FMA peak") {
   CHECK(optimizer::kernel_peak_gflops(f32.value(), 100, 2) == doctest::Approx(200));
 }
 
-TEST_CASE("auto times memory-bound kernels larger than half the last-level cache cold, the rest warm") {
+TEST_CASE(
+    "auto times memory-bound kernels larger than half the last-level cache cold, the rest warm") {
   backends::MachineProfile prof;  // built in: 15 GB/s from memory, 223 GFLOP/s
   prof.l3_bytes = 64.0 * 1024 * 1024;
   auto load = [](const std::string& name) {
@@ -188,8 +192,10 @@ TEST_CASE("auto times memory-bound kernels larger than half the last-level cache
   CHECK(bad.error_text().find("cache_flush must be auto, on or off") != std::string::npos);
 }
 
-TEST_CASE("cache_flush on: the report says every timing evicted the kernel's data, and the kernel is verified" *
-          doctest::test_suite("hw slow")) {
+TEST_CASE(
+    "cache_flush on: the report says every timing evicted the kernel's data, and the kernel is "
+    "verified" *
+    doctest::test_suite("hw slow")) {
   auto p = ir::load_program(kSoftmax, "softmax.pdj");
   REQUIRE(p.ok());
   for (const char* how : {"on", "off"}) {
@@ -219,7 +225,8 @@ TEST_CASE("one thread means no parallel scopes, and the report says so" *
   for (const auto& a : r.trace) CHECK(a.kind != transforms::Kind::kParallelize);
 }
 
-TEST_CASE("the parallel proposal divides a sketched GEMM's row blocks and B packing among the threads") {
+TEST_CASE(
+    "the parallel proposal divides a sketched GEMM's row blocks and B packing among the threads") {
   auto p = ir::load_program(kSmallMatmul, "mm.pdj");
   REQUIRE(p.ok());
   auto target = *transforms::target_by_name("x86_avx512");
@@ -233,7 +240,8 @@ TEST_CASE("the parallel proposal divides a sketched GEMM's row blocks and B pack
   // Ko (4 k blocks, carrying C's sum) stays; inside it the B panels' packing and the row blocks.
   target.threads = 2;
   std::vector<std::string> moves;
-  for (const auto& a : optimizer::parallel_moves(sketch->program, target)) moves.push_back(transforms::print_action(a));
+  for (const auto& a : optimizer::parallel_moves(sketch->program, target))
+    moves.push_back(transforms::print_action(a));
   CHECK(moves == std::vector<std::string>{"parallelize 0.0", "parallelize 0.1"});
   // More threads than row blocks: the loops inside are divided instead.
   target.threads = 8;
@@ -243,11 +251,14 @@ TEST_CASE("the parallel proposal divides a sketched GEMM's row blocks and B pack
   CHECK(optimizer::parallel_moves(sketch->program, target).empty());
 }
 
-TEST_CASE("a kernel no scope of which can run on threads says so in the report" * doctest::test_suite("hw slow")) {
+TEST_CASE("a kernel no scope of which can run on threads says so in the report" *
+          doctest::test_suite("hw slow")) {
   if (backends::usable_cores() < 2) PERFDOJO_SKIP("needs two usable cores");
   // A prefix sum: every iteration reads what the one before wrote.
-  auto p = ir::load_program("N = 4096\nN1 = 4097\ninput x: f32[N]\noutput a: f32[N1] = 0\n\n"
-                            "N a[{0}+1] = a[{0}] + x[{0}]\n", "scan.pdj");
+  auto p = ir::load_program(
+      "N = 4096\nN1 = 4097\ninput x: f32[N]\noutput a: f32[N1] = 0\n\n"
+      "N a[{0}+1] = a[{0}] + x[{0}]\n",
+      "scan.pdj");
   REQUIRE_MESSAGE(p.ok(), p.error_text());
   backends::BackendConfig c = quick_config();
   c.extra["threads"] = "2";
@@ -256,7 +267,8 @@ TEST_CASE("a kernel no scope of which can run on threads says so in the report" 
   auto r = opt.value()->transform(p.value(), 3.0);
   CHECK(r.report.threads == 2);
   CAPTURE(r.report.parallel);
-  CHECK(r.report.parallel.rfind("one thread: no scope can run its iterations on threads (", 0) == 0);
+  CHECK(r.report.parallel.rfind("one thread: no scope can run its iterations on threads (", 0) ==
+        0);
   CHECK(r.report.parallel.find("dependence") != std::string::npos);
   for (const auto& a : r.trace) CHECK(a.kind != transforms::Kind::kParallelize);
 }
@@ -299,8 +311,9 @@ TEST_CASE(
 TEST_CASE("a calibration is kept and reused on an idle machine, and never kept on a busy one" *
           doctest::test_suite("hw slow")) {
   // The machine's load comes from the test, so both branches run whatever else the machine does.
-  const std::string dir =
-      (std::filesystem::temp_directory_path() / ("perfdojo-load-test-" + std::to_string(::getpid()))).string();
+  const std::string dir = (std::filesystem::temp_directory_path() /
+                           ("perfdojo-load-test-" + std::to_string(::getpid())))
+                              .string();
   unsetenv("PERFDOJO_MACHINE_PROFILE");
   backends::MachineProfile prof;
   {
@@ -402,8 +415,9 @@ TEST_CASE("timed cold, the optimiser also proposes the fused form with its outpu
   CHECK(by_flush["on"].verified);
 }
 
-TEST_CASE("a sketch whose remainders unroll past the general code limit still replays whole under "
-          "the limit it raises") {
+TEST_CASE(
+    "a sketch whose remainders unroll past the general code limit still replays whole under "
+    "the limit it raises") {
   // 500 x 700 x 300: remainder nests for 4 rows and 16 + 8 + 4 columns, each with its register
   // tile unrolled. Under the general limit (96 statements) the replay dropped their unrolls and
   // left the tiles in memory.
@@ -422,7 +436,8 @@ TEST_CASE("a sketch whose remainders unroll past the general code limit still re
   CHECK(n <= optimizer::detail::kMaxSketchStatements);
   CHECK(optimizer::detail::too_much_code(q.value()));
   CHECK_FALSE(optimizer::detail::too_much_code(q.value(), n));
-  CHECK_FALSE(optimizer::detail::replay_as_searched(p.value(), sketches[0], target, true).has_value());
+  CHECK_FALSE(
+      optimizer::detail::replay_as_searched(p.value(), sketches[0], target, true).has_value());
   auto whole = optimizer::detail::replay_as_searched(p.value(), sketches[0], target, true, n);
   REQUIRE(whole.has_value());
   CHECK(ir::structurally_equal(*whole, q.value()));
@@ -450,9 +465,10 @@ TEST_CASE("the fusion proposal fuses a row's passes and vectorises them, every s
 
 TEST_CASE("the fusion proposal splits off a remainder no vector width divides, then vectorises") {
   // 1025 columns: 1024 in 64 vectors of 16, the last column a scalar scope after them.
-  auto p = ir::load_program("input x: f32[3, 1025]\noutput y: f32[3, 1025]\n\n"
-                            "3 1025 y[{0},{1}] = x[{0},{1}] / (1 + exp(-x[{0},{1}]))\n",
-                            "silu.pdj");
+  auto p = ir::load_program(
+      "input x: f32[3, 1025]\noutput y: f32[3, 1025]\n\n"
+      "3 1025 y[{0},{1}] = x[{0},{1}] / (1 + exp(-x[{0},{1}]))\n",
+      "silu.pdj");
   REQUIRE_MESSAGE(p.ok(), p.error_text());
   const auto target = *transforms::target_by_name("x86_avx512");
   const auto trace = optimizer::detail::fusion_proposal(p.value(), target);
@@ -470,10 +486,11 @@ TEST_CASE("the fusion proposal splits off a remainder no vector width divides, t
 
 TEST_CASE("the streamed proposal adds stream_stores to every output that may take it") {
   // y is written once and never read back: it may stream; t is read, and is no output.
-  auto p = ir::load_program("input x: f32[4, 64]\noutput y: f32[4, 64]\ntemp t: f32[4, 64]\n\n"
-                            "4 64 t[{0},{1}] = 2 * x[{0},{1}]\n"
-                            "4 64 y[{0},{1}] = t[{0},{1}] + x[{0},{1}]\n",
-                            "axpy.pdj");
+  auto p = ir::load_program(
+      "input x: f32[4, 64]\noutput y: f32[4, 64]\ntemp t: f32[4, 64]\n\n"
+      "4 64 t[{0},{1}] = 2 * x[{0},{1}]\n"
+      "4 64 y[{0},{1}] = t[{0},{1}] + x[{0},{1}]\n",
+      "axpy.pdj");
   REQUIRE_MESSAGE(p.ok(), p.error_text());
   const auto target = *transforms::target_by_name("x86_avx512");
   const auto fused = optimizer::detail::fusion_proposal(p.value(), target);
@@ -485,7 +502,8 @@ TEST_CASE("the streamed proposal adds stream_stores to every output that may tak
   REQUIRE_MESSAGE(q.ok(), q.error_text());
   CHECK(q->find_buffer("y")->stream);
   // Without a target that streams, nothing to propose.
-  CHECK(optimizer::detail::streamed(p.value(), fused, *transforms::target_by_name("x86_64")).empty());
+  CHECK(
+      optimizer::detail::streamed(p.value(), fused, *transforms::target_by_name("x86_64")).empty());
 }
 
 TEST_CASE("the pool puts the shorter trace first among estimates within 1%, the estimate beyond") {
@@ -517,8 +535,8 @@ TEST_CASE("minimisation drops the actions the model does not miss and keeps thos
   auto full = optimizer::detail::replay_as_searched(p.value(), trace.value(), target, true);
   REQUIRE(full);
   ir::Program result = *full;
-  auto shorter = optimizer::detail::drop_unneeded(p.value(), trace.value(), result, target, true, estimate,
-                                                  [] { return false; });
+  auto shorter = optimizer::detail::drop_unneeded(p.value(), trace.value(), result, target, true,
+                                                  estimate, [] { return false; });
   CHECK(transforms::print_trace(shorter) == "swap_scopes 0.0\nvectorize 0.0.0 16\n");
   auto kept = optimizer::detail::replay_as_searched(p.value(), shorter, target, true);
   REQUIRE(kept);
@@ -526,8 +544,8 @@ TEST_CASE("minimisation drops the actions the model does not miss and keeps thos
   CHECK(estimate(*kept) <= estimate(*full));
   // Out of time before it starts: the trace as it was.
   ir::Program untouched = *full;
-  auto unchanged = optimizer::detail::drop_unneeded(p.value(), trace.value(), untouched, target, true, estimate,
-                                                    [] { return true; });
+  auto unchanged = optimizer::detail::drop_unneeded(p.value(), trace.value(), untouched, target,
+                                                    true, estimate, [] { return true; });
   CHECK(unchanged.size() == trace.value().size());
   // An action refused on the way (a scope that is not there) makes the replay fail, not throw.
   auto bad = transforms::parse_trace("swap_scopes 7.7\n");
@@ -535,7 +553,9 @@ TEST_CASE("minimisation drops the actions the model does not miss and keeps thos
   CHECK_FALSE(optimizer::detail::replay_as_searched(p.value(), bad.value(), target, true));
 }
 
-TEST_CASE("the unit-stride proposal moves the scope most accesses step along innermost, then vectorises it") {
+TEST_CASE(
+    "the unit-stride proposal moves the scope most accesses step along innermost, then vectorises "
+    "it") {
   const transforms::Target target{"x86_avx512", {16, 8, 4, 2}, true};
   auto trace_of = [&](const char* text) {
     auto p = ir::load_program(text, "k.pdj");
@@ -548,16 +568,22 @@ TEST_CASE("the unit-stride proposal moves the scope most accesses step along inn
   CHECK(trace_of("M = 64\nN = 48\ninput A: f32[M, N]\ninput x: f32[M]\noutput y: f32[N] = 0\n\n"
                  "N M y[{0}] += A[{1},{0}] * x[{1}]\n") == "swap_scopes 0\nvectorize 0.0 16\n");
   // A^T B: C and B step along j (the middle scope): it goes below k.
-  CHECK(trace_of("M = 32\nN = 32\nK = 16\ninput A: f32[K, M]\ninput B: f32[K, N]\noutput C: f32[M, N] = 0\n\n"
-                 "M N K C[{0},{1}] += A[{2},{0}] * B[{2},{1}]\n") == "swap_scopes 0.0\nvectorize 0.0.0 16\n");
+  CHECK(trace_of("M = 32\nN = 32\nK = 16\ninput A: f32[K, M]\ninput B: f32[K, N]\noutput C: f32[M, "
+                 "N] = 0\n\n"
+                 "M N K C[{0},{1}] += A[{2},{0}] * B[{2},{1}]\n") ==
+        "swap_scopes 0.0\nvectorize 0.0.0 16\n");
   // i, j, k: C and B step along j, A along k: the i-k-j order.
   CHECK(trace_of(kSmallMatmul) == "swap_scopes 0.0\nvectorize 0.0.0 16\n");
   // No nest of two scopes, or the innermost already the best: nothing to propose.
   CHECK(trace_of("N = 64\ninput x: f32[N]\noutput y: f32[N]\n\nN y[{0}] = 2 * x[{0}]\n").empty());
-  CHECK(trace_of("M = 8\nN = 64\ninput x: f32[M, N]\noutput y: f32[M, N]\n\nM N y[{0},{1}] = x[{0},{1}]\n").empty());
+  CHECK(
+      trace_of(
+          "M = 8\nN = 64\ninput x: f32[M, N]\noutput y: f32[M, N]\n\nM N y[{0},{1}] = x[{0},{1}]\n")
+          .empty());
 }
 
-TEST_CASE("the layout proposal relays buffers so that a scope of whole vectors runs along every access") {
+TEST_CASE(
+    "the layout proposal relays buffers so that a scope of whole vectors runs along every access") {
   const transforms::Target target{"x86_avx512", {16, 8, 4, 2}, true};
   auto trace_of = [&](const char* text) {
     auto p = ir::load_program(text, "k.pdj");
@@ -584,34 +610,43 @@ TEST_CASE("the layout proposal relays buffers so that a scope of whole vectors r
         "swap_scopes 1.0.0\nvectorize 1.0.0.0 16\n");
   // An output without an initial value cannot be staged: nothing to propose.
   CHECK(trace_of("C1 = 4\nC2 = 32\nT = 8\ninput x: f32[C1, T]\ninput w: f32[C1, C2]\n"
-                 "output y: f32[C2, T]\n\nC2 T y[{0},{1}] = x[0,{1}] * w[0,{0}]\n").empty());
+                 "output y: f32[C2, T]\n\nC2 T y[{0},{1}] = x[0,{1}] * w[0,{0}]\n")
+            .empty());
   // A scope the interchange alone vectorises is unit_stride_proposal's: nothing here.
   CHECK(trace_of(kSmallMatmul).empty());
   // An iterator's value in an expression is an access of no buffer: it asks no layout.
   CHECK(trace_of("T = 32\nP = 16\ninput x: f32[T, P]\noutput y: f32[T, P]\n\n"
-                 "T P y[{0},{1}] = x[{0},{1}] + f32({0})\n").empty());
+                 "T P y[{0},{1}] = x[{0},{1}] + f32({0})\n")
+            .empty());
   // A scope shorter than one vector is not worth a relayout.
   CHECK(trace_of("M = 8\nN = 4\ninput x: f32[N, M]\noutput y: f32[M, N] = 0\n\n"
-                 "N M y[{1},{0}] += x[{0},{1}]\n").empty());
+                 "N M y[{1},{0}] += x[{0},{1}]\n")
+            .empty());
 }
 
-TEST_CASE("a trace no small instance replays is verified at full size against the original's sequential build" *
-          doctest::test_suite("hw")) {
+TEST_CASE(
+    "a trace no small instance replays is verified at full size against the original's sequential "
+    "build" *
+    doctest::test_suite("hw")) {
   // Blocks of 256 on every scope of a 512^3 matmul: no size below 512 keeps them, and 512^3
   // statement executions are more than the interpreter check takes.
   const std::string text =
-      "M = 512\nN = 512\nK = 512\ninput A: f32[M, K]\ninput B: f32[K, N]\noutput C: f32[M, N] = 0\n\n"
+      "M = 512\nN = 512\nK = 512\ninput A: f32[M, K]\ninput B: f32[K, N]\noutput C: f32[M, N] = "
+      "0\n\n"
       "M N K C[{0},{1}] += A[{0},{2}] * B[{2},{1}]\n";
   auto p = ir::parse_program(text, "big.pdj");
   REQUIRE(p.ok());
-  auto trace = transforms::parse_trace("tile_scope 0 256\ntile_scope 0.0.0 256\ntile_scope 0.0.0.0.0 256\n");
+  auto trace =
+      transforms::parse_trace("tile_scope 0 256\ntile_scope 0.0.0 256\ntile_scope 0.0.0.0.0 256\n");
   REQUIRE(trace.ok());
   const auto target = transforms::target_by_name(portable_arch());
   REQUIRE(target);
   CHECK_FALSE(transforms::small_instance(*p, *trace, *target, 6.4e7));
-  if (!backends::make_backend(portable_arch())->available().ok) PERFDOJO_SKIP("no C compiler for x86_64 here");
+  if (!backends::make_backend(portable_arch())->available().ok)
+    PERFDOJO_SKIP("no C compiler for x86_64 here");
   std::string how;
-  CHECK(optimizer::detail::verify_small(*p, *trace, *target, portable_arch(), quick_config(), nullptr, &how));
+  CHECK(optimizer::detail::verify_small(*p, *trace, *target, portable_arch(), quick_config(),
+                                        nullptr, &how));
   CHECK(how == "full size, against the original's sequential build");
   // A wrong result at full size is caught: the test hook corrupts C in the measured kernel.
   auto bad = quick_config();
@@ -619,7 +654,8 @@ TEST_CASE("a trace no small instance replays is verified at full size against th
   CHECK_FALSE(optimizer::detail::verify_small(*p, *trace, *target, portable_arch(), bad));
 }
 
-TEST_CASE("the curve's measured best never rises, even when minimisation keeps a slightly slower trace") {
+TEST_CASE(
+    "the curve's measured best never rises, even when minimisation keeps a slightly slower trace") {
   HandRun h;
   optimizer::Result res;
   optimizer::detail::SearchRun run = h.run(*h.model, res, 1.0);
@@ -627,7 +663,8 @@ TEST_CASE("the curve's measured best never rises, even when minimisation keeps a
   run.record_curve();
   run.r.final_s = 1.0;
   run.record_curve();
-  run.r.final_s = 1.0 * (1 + optimizer::detail::SearchRun::kTidyTolerance);  // a tidier trace, 1% slower
+  run.r.final_s =
+      1.0 * (1 + optimizer::detail::SearchRun::kTidyTolerance);  // a tidier trace, 1% slower
   run.record_curve();
   const auto& c = run.r.curve;
   REQUIRE(c.size() >= 3);
@@ -653,10 +690,13 @@ class FixedCompare : public backends::Backend {
   std::vector<backends::Measurement> compare(const std::vector<const ir::Program*>& programs,
                                              const backends::MeasureOptions&) override {
     std::vector<backends::Measurement> out(programs.size());
-    for (size_t i = 0; i < out.size(); ++i) out[i].median_s = out[i].min_s = medians_.at(i), out[i].reps = 5;
+    for (size_t i = 0; i < out.size(); ++i)
+      out[i].median_s = out[i].min_s = medians_.at(i), out[i].reps = 5;
     return out;
   }
-  std::unique_ptr<backends::Backend> clone() const override { return std::make_unique<FixedCompare>(medians_); }
+  std::unique_ptr<backends::Backend> clone() const override {
+    return std::make_unique<FixedCompare>(medians_);
+  }
 
  private:
   std::vector<double> medians_;

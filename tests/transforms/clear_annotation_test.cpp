@@ -1,4 +1,5 @@
-// clear_annotation: its refusals, and what it reopens. Golden cases: tests/data/golden/clear_annotation.
+// clear_annotation: its refusals, and what it reopens. Golden cases:
+// tests/data/golden/clear_annotation.
 #include <doctest/doctest.h>
 
 #include "ir/parse.h"
@@ -52,8 +53,9 @@ TEST_CASE("clear_annotation reopens a finalised scope to the moves that refuse a
   CHECK(verdict(p, "tile_scope 0 4") == Reason::kAnnotated);
   CHECK(verdict(p, "clear_annotation 0") == Reason::kOk);
   CHECK(verdict(p, "clear_annotation 0.0") == Reason::kOk);
-  auto q = transforms::replay(p, transforms::parse_trace("clear_annotation 0\nclear_annotation 0.0\n").value(),
-                              transforms::Target{});
+  auto q = transforms::replay(
+      p, transforms::parse_trace("clear_annotation 0\nclear_annotation 0.0\n").value(),
+      transforms::Target{});
   REQUIRE(q.ok());
   CHECK(q->body[0]->annot == ir::Annot::kNone);
   CHECK(q->body[0]->body[0]->annot == ir::Annot::kNone);

@@ -1,9 +1,10 @@
 // contract: each rule's exact text, the statements it leaves alone, and that the contracted
 // program computes what the original does to within the roundings it drops.
+#include "transforms/contract.h"
+
 #include <string>
 
 #include "ir/print.h"
-#include "transforms/contract.h"
 #include "transforms/transform_test_support.h"
 
 using namespace perfdojo;
@@ -51,7 +52,8 @@ TEST_CASE("contract fuses each multiply-add form into one fma, the left product 
   CHECK(n == 2);
 }
 
-TEST_CASE("contract leaves integer statements, plain stores of products and select conditions alone") {
+TEST_CASE(
+    "contract leaves integer statements, plain stores of products and select conditions alone") {
   int n = -1;
   CHECK(contracted("w[{0}] = k[{0}] * k[{0}] + 1", &n) == "w[{0}] = k[{0}] * k[{0}] + 1");
   CHECK(n == 0);
@@ -65,7 +67,8 @@ TEST_CASE("contract leaves integer statements, plain stores of products and sele
 }
 
 TEST_CASE("contract is idempotent and keeps every suite kernel's outputs within its rounding") {
-  for (const char* name : {"matmul-256", "softmax", "layernorm", "rope", "conv2d-3x3", "attention"}) {
+  for (const char* name :
+       {"matmul-256", "softmax", "layernorm", "rope", "conv2d-3x3", "attention"}) {
     CAPTURE(name);
     ir::Program p = load_kernel(name);
     int n = 0;
@@ -77,7 +80,8 @@ TEST_CASE("contract is idempotent and keeps every suite kernel's outputs within 
     CHECK(ir::print_program(twice) == ir::print_program(once));
   }
   // A dot product at small size: contracted and not, the same to a few roundings.
-  ir::Program dot = load("input x: f32[64]\ninput v: f32[64]\noutput s: f32[1] = 0\n\n64 s[0] += x[{0}] * v[{0}]\n");
+  ir::Program dot = load(
+      "input x: f32[64]\ninput v: f32[64]\noutput s: f32[1] = 0\n\n64 s[0] += x[{0}] * v[{0}]\n");
   int n = 0;
   ir::Program fused = transforms::contract(dot, &n);
   CHECK(n == 1);

@@ -48,7 +48,8 @@ TEST_CASE("join_nested replays its golden cases exactly and keeps every output" 
   check_golden_folder("join_nested");
 }
 
-TEST_CASE("join_nested's refused actions name their reason, are refused by apply and change nothing") {
+TEST_CASE(
+    "join_nested's refused actions name their reason, are refused by apply and change nothing") {
   check_refusals(join_nested_refusals());
 }
 

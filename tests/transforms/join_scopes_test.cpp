@@ -81,7 +81,8 @@ TEST_CASE(
   }
 }
 
-TEST_CASE("join_scopes's refused actions name their reason, are refused by apply and change nothing") {
+TEST_CASE(
+    "join_scopes's refused actions name their reason, are refused by apply and change nothing") {
   check_refusals(join_scopes_refusals());
 }
 

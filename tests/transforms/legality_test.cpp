@@ -14,14 +14,13 @@ namespace {
 
 std::vector<Refusal> refusals() {
   std::vector<Refusal> all;
-  for (auto part : {tile_scope_refusals, join_nested_refusals, swap_scopes_refusals,
-                    join_scopes_refusals, split_scope_refusals, move_statement_refusals,
-                    vectorize_refusals, unroll_refusals, parallelize_refusals,
-                    split_range_refusals})
+  for (auto part :
+       {tile_scope_refusals, join_nested_refusals, swap_scopes_refusals, join_scopes_refusals,
+        split_scope_refusals, move_statement_refusals, vectorize_refusals, unroll_refusals,
+        parallelize_refusals, split_range_refusals})
     for (auto& r : part()) all.push_back(std::move(r));
   return all;
 }
-
 
 }  // namespace
 

@@ -23,7 +23,8 @@ std::string read(const std::string& path) {
 }
 
 std::vector<transforms::Action> brief_trace() {
-  auto t = transforms::parse_trace(read(std::string(PERFDOJO_TEST_DATA_DIR) + "/traces/matmul-brief.trace"));
+  auto t = transforms::parse_trace(
+      read(std::string(PERFDOJO_TEST_DATA_DIR) + "/traces/matmul-brief.trace"));
   REQUIRE_MESSAGE(t.ok(), t.error_text());
   return t.value();
 }

@@ -1,13 +1,14 @@
 // The micro-kernel sketch: which nests it recognises, the atomic trace it expands into (every step
 // a registered kind, replayable), the BLIS structure that trace builds, bit-exact outputs, and
 // precise refusals.
+#include "transforms/microkernel_sketch.h"
+
 #include <algorithm>
 #include <functional>
 #include <map>
 #include <string>
 #include <vector>
 
-#include "transforms/microkernel_sketch.h"
 #include "transforms/transform_test_support.h"
 
 using namespace perfdojo;
@@ -58,8 +59,8 @@ std::string matmul_text(int m, int n, int k) {
 // conv2d with 3 x 3 filters over 4 input channels and 16 output columns: K output channels,
 // H output rows.
 std::string conv2d_3x3(int k, int h) {
-  return "N = 1\nC = 4\nK = " + std::to_string(k) + "\nH = " + std::to_string(h) + "\nW = 16\nHI = " +
-         std::to_string(h + 2) +
+  return "N = 1\nC = 4\nK = " + std::to_string(k) + "\nH = " + std::to_string(h) +
+         "\nW = 16\nHI = " + std::to_string(h + 2) +
          "\nWI = 18\nKH = 3\nKW = 3\ninput x: f32[N, C, HI, WI]\ninput w: f32[K, C, KH, KW]\n"
          "output y: f32[N, K, H, W] = 0\n\n"
          "N K H W C KH KW y[{0},{1},{2},{3}] += x[{0},{4},{2}+{5},{3}+{6}] * w[{1},{4},{5},{6}]\n";
@@ -309,11 +310,13 @@ TEST_CASE("the transposed sketch puts conv2d's output channels in the vectors") 
   CHECK_FALSE(transforms::microkernel_candidates(plain, t).front().transposed);
   CHECK(transforms::microkernel_candidates(plain, t).back().transposed);
   for (const char* k : {"matmul-1024", "matmul-skinny"}) {
-    const auto c = transforms::microkernel_candidates(*transforms::gemm_nest_at(load_kernel(k), {0}), t);
+    const auto c =
+        transforms::microkernel_candidates(*transforms::gemm_nest_at(load_kernel(k), {0}), t);
     CHECK_MESSAGE(!c.front().transposed, k);
     CHECK_MESSAGE(c.back().transposed, k);
   }
-  CHECK(transforms::microkernel_candidates(*transforms::gemm_nest_at(load_kernel("conv2d-3x3"), {0}), t)
+  CHECK(transforms::microkernel_candidates(
+            *transforms::gemm_nest_at(load_kernel("conv2d-3x3"), {0}), t)
             .front()
             .transposed);
   // A stride-2 5 x 5 conv2d with 48 channels and 31 output columns: the plain tile leaves 15 of
@@ -336,12 +339,14 @@ M N K C[{0},{1}] += A[{0},{1},{2}]
 )");
   auto r = transforms::gemm_nest_at(q, {0}, true);
   REQUIRE_FALSE(r.ok());
-  CHECK(r.error_text().find("no operand uses the row iterator without the column one") != std::string::npos);
+  CHECK(r.error_text().find("no operand uses the row iterator without the column one") !=
+        std::string::npos);
 }
 
 TEST_CASE("the sketch's candidates fill the target's register file") {
   const auto g = *transforms::gemm_nest_at(load_kernel("matmul-1024"), {0});
-  const auto avx512 = transforms::microkernel_candidates(g, *transforms::target_by_name("x86_avx512"));
+  const auto avx512 =
+      transforms::microkernel_candidates(g, *transforms::target_by_name("x86_avx512"));
   REQUIRE_FALSE(avx512.empty());
   // 8 x 32 (16 zmm accumulators) takes matmul-1024's 1024 columns whole, so it comes before
   // 8 x 48 (24), which leaves 16 columns to a remainder; each tile in both panel orders, rows
@@ -352,15 +357,19 @@ TEST_CASE("the sketch's candidates fill the target's register file") {
   };
   CHECK(avx512[0] == with(MicrokernelParams{8, 32, 256, 64, 0, 16}, true));
   CHECK(avx512[1] == MicrokernelParams{8, 32, 256, 64, 0, 16});
-  CHECK(std::find(avx512.begin(), avx512.end(), with(MicrokernelParams{8, 48, 256, 64, 0, 16}, true)) !=
-        avx512.end());
+  CHECK(std::find(avx512.begin(), avx512.end(),
+                  with(MicrokernelParams{8, 48, 256, 64, 0, 16}, true)) != avx512.end());
   // conv2d-3x3's 56 output columns: 8 x 48 leaves less to a remainder than 8 x 32, so it is the
   // first plain tile there.
-  const auto conv = transforms::gemm_nests(transforms::isolate_gemm_nests(
-      load_kernel("conv2d-3x3"), *transforms::target_by_name("x86_avx512")).program);
+  const auto conv = transforms::gemm_nests(
+      transforms::isolate_gemm_nests(load_kernel("conv2d-3x3"),
+                                     *transforms::target_by_name("x86_avx512"))
+          .program);
   REQUIRE_FALSE(conv.empty());
-  const auto cc = transforms::microkernel_candidates(conv.front(), *transforms::target_by_name("x86_avx512"));
-  const auto plain = std::find_if(cc.begin(), cc.end(), [](const MicrokernelParams& m) { return !m.transposed; });
+  const auto cc =
+      transforms::microkernel_candidates(conv.front(), *transforms::target_by_name("x86_avx512"));
+  const auto plain =
+      std::find_if(cc.begin(), cc.end(), [](const MicrokernelParams& m) { return !m.transposed; });
   REQUIRE(plain != cc.end());
   CHECK(plain->nr == 48);
   const auto avx2 = transforms::microkernel_candidates(g, *transforms::target_by_name("x86_avx2"));
@@ -390,7 +399,8 @@ TEST_CASE("an f64 nest's tiles count f64 registers: half the f32 lanes per vecto
   CHECK(g.dtype == ir::DType::kF64);
   // AVX-512: a zmm holds 8 doubles, so 8 x 24 is 24 accumulators (as 8 x 48 is for f32); sized
   // in f32 lanes the first tile was 8 x 48 doubles, 48 zmm, twice the register file.
-  const auto avx512 = transforms::microkernel_candidates(g, *transforms::target_by_name("x86_avx512"));
+  const auto avx512 =
+      transforms::microkernel_candidates(g, *transforms::target_by_name("x86_avx512"));
   REQUIRE_FALSE(avx512.empty());
   for (const auto& m : avx512) {
     CHECK(m.lanes == 8);
@@ -432,8 +442,8 @@ TEST_CASE("the fitted sketch splits off remainders the tile does not divide") {
   // scalar: 8 of them in vectors of 8, the last 4 in a transposed tile (the 16 rows in a
   // vector): every update of a register tile is vectorised.
   const ir::Program cols28 = load(matmul_text(16, 28, 8));
-  auto c = transforms::expand_microkernel_fitted(cols28, {0}, MicrokernelParams{8, 16, 8, 16, 0, 16},
-                                                 transforms::Target{});
+  auto c = transforms::expand_microkernel_fitted(
+      cols28, {0}, MicrokernelParams{8, 16, 8, 16, 0, 16}, transforms::Target{});
   REQUIRE_MESSAGE(c.ok(), c.error_text());
   std::map<int64_t, int> widths;
   int col_splits = 0;
@@ -467,7 +477,8 @@ TEST_CASE("the fitted sketch splits off remainders the tile does not divide") {
   CHECK(transforms::replay(big, f->trace, transforms::Target{}).ok());
 }
 
-TEST_CASE("a nest with few rows takes the dot form first: partial sums in the lanes, nothing packed") {
+TEST_CASE(
+    "a nest with few rows takes the dot form first: partial sums in the lanes, nothing packed") {
   // y[b,n] = sum_k W[n,k] x[b,k] over 4 batches: both operands unit-stride in k.
   const ir::Program p = load(R"(BATCH = 4
 N = 8
@@ -490,14 +501,16 @@ N BATCH K y[{1},{0}] += W[{0},{2}] * x[{1},{2}]
   auto e = transforms::expand_microkernel_fitted(p, {0}, cands.front(), transforms::Target{});
   REQUIRE_MESSAGE(e.ok(), e.error_text());
   // No Ko above Ni and the rows: the chunk loop holds the unrolled 2 x 4 tile, the lanes inside.
-  CHECK(ir::print_program(e->program).find("4 4 2:unroll BATCH:unroll 16:vec y[") != std::string::npos);
+  CHECK(ir::print_program(e->program).find("4 4 2:unroll BATCH:unroll 16:vec y[") !=
+        std::string::npos);
   for (const auto& a : e->trace) CHECK(a.kind != transforms::Kind::kCreateTemporary);
   require_same_outputs(p, e->program);
   // A product whose second operand is strided in k (B[{k},{j}]) keeps the plain tiles.
   const auto plain = transforms::gemm_nest_at(load(matmul_text(4, 32, 32)), {0});
   REQUIRE(plain.ok());
   CHECK_FALSE(plain->operands_unit_k);
-  for (const auto& c : transforms::microkernel_candidates(*plain, transforms::Target{})) CHECK_FALSE(c.dot);
+  for (const auto& c : transforms::microkernel_candidates(*plain, transforms::Target{}))
+    CHECK_FALSE(c.dot);
 }
 
 TEST_CASE("the fitted sketch keeps k blocks when a column operand is packed inside row blocks") {
@@ -577,7 +590,8 @@ TEST_CASE("a fitted trace with remainders has a small instance the interpreter c
   const ir::Program p = load_kernel("matmul-1024");
   const auto t = *transforms::target_by_name("x86_avx2");
   const auto g = *transforms::gemm_nest_at(p, {0});
-  auto e = transforms::expand_microkernel_fitted(p, {0}, transforms::microkernel_candidates(g, t)[0], t);
+  auto e =
+      transforms::expand_microkernel_fitted(p, {0}, transforms::microkernel_candidates(g, t)[0], t);
   REQUIRE_MESSAGE(e.ok(), e.error_text());
   auto inst = transforms::small_instance(p, e->trace, t, 1.6e7);
   REQUIRE(inst.has_value());

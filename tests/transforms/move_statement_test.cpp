@@ -47,10 +47,12 @@ TEST_CASE("move_statement replays its golden cases exactly and keeps every outpu
   check_golden_folder("move_statement");
 }
 
-TEST_CASE("move_statement's refused actions name their reason, are refused by apply and change nothing") {
+TEST_CASE(
+    "move_statement's refused actions name their reason, are refused by apply and change nothing") {
   check_refusals(move_statement_refusals());
 }
 
-TEST_CASE("move_statement's legal counterparts are accepted and compute what the original computed") {
+TEST_CASE(
+    "move_statement's legal counterparts are accepted and compute what the original computed") {
   check_acceptances(move_statement_acceptances());
 }

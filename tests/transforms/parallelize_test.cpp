@@ -70,7 +70,8 @@ TEST_CASE("moving a parallel scope inward and fusing independent parallel scopes
   CHECK(ir::print_program(*r) == kOneD + "N:par y[{0}] = x[{0}]\n| z[{0}] = y[{0}] * 2\n");
 }
 
-TEST_CASE("parallelize's refused actions name their reason, are refused by apply and change nothing") {
+TEST_CASE(
+    "parallelize's refused actions name their reason, are refused by apply and change nothing") {
   check_refusals(parallelize_refusals());
 }
 

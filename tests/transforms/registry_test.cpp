@@ -1,5 +1,7 @@
 // The registry as the one table: each row's precheck agrees with its check at every location,
 // and apply is never reached without a passing check.
+#include "transforms/registry.h"
+
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -9,9 +11,8 @@
 #include "ir/print.h"
 #include "support/scaled_kernels.h"
 #include "transforms/analysis.h"
-#include "transforms/mask_summary.h"
 #include "transforms/flat_space.h"
-#include "transforms/registry.h"
+#include "transforms/mask_summary.h"
 #include "transforms/semantics_guard.h"
 
 using namespace perfdojo;
@@ -32,18 +33,22 @@ void for_each_location(const transforms::ProgramIndex& ix, Kind k, F&& f) {
   switch (transforms::loc_kind(k)) {
     case transforms::LocKind::kScope:
       for (int s = 0; s < static_cast<int>(ix.scopes().size()); ++s)
-        f(transforms::MaskSite{s, ix.scopes()[s], -1, -1}, Action{k, path_of(ix.scopes()[s]), "", "", 0});
+        f(transforms::MaskSite{s, ix.scopes()[s], -1, -1},
+          Action{k, path_of(ix.scopes()[s]), "", "", 0});
       break;
     case transforms::LocKind::kNode:
-      for (int n = 0; n < ix.size(); ++n) f(transforms::MaskSite{-1, n, -1, -1}, Action{k, path_of(n), "", "", 0});
+      for (int n = 0; n < ix.size(); ++n)
+        f(transforms::MaskSite{-1, n, -1, -1}, Action{k, path_of(n), "", "", 0});
       break;
     case transforms::LocKind::kBuffer:
-      for (int b = 0; b < nb; ++b) f(transforms::MaskSite{-1, -1, b, -1}, Action{k, {}, p.buffers[b].name, "", 0});
+      for (int b = 0; b < nb; ++b)
+        f(transforms::MaskSite{-1, -1, b, -1}, Action{k, {}, p.buffers[b].name, "", 0});
       break;
     case transforms::LocKind::kBufferPair:
       for (int i = 0; i < nb; ++i)
         for (int j = i + 1; j < nb; ++j)
-          f(transforms::MaskSite{-1, -1, i, j}, Action{k, {}, p.buffers[i].name, p.buffers[j].name, 0});
+          f(transforms::MaskSite{-1, -1, i, j},
+            Action{k, {}, p.buffers[i].name, p.buffers[j].name, 0});
       break;
     case transforms::LocKind::kScopeBuffer:
       for (int s = 0; s < static_cast<int>(ix.scopes().size()); ++s)
@@ -60,9 +65,14 @@ transforms::Precheck verdicts(const transforms::TransformInfo& row, transforms::
                               transforms::MaskSite site, const std::vector<int64_t>& values) {
   int* named = nullptr;
   switch (transforms::loc_kind(row.kind)) {
-    case transforms::LocKind::kScopeBuffer: named = &site.buffer; break;
-    case transforms::LocKind::kBufferPair: named = &site.buffer2; break;
-    default: return row.precheck(sum, site, values);
+    case transforms::LocKind::kScopeBuffer:
+      named = &site.buffer;
+      break;
+    case transforms::LocKind::kBufferPair:
+      named = &site.buffer2;
+      break;
+    default:
+      return row.precheck(sum, site, values);
   }
   const int b = *named;
   *named = -1;
@@ -121,7 +131,8 @@ TEST_CASE("every kind's precheck agrees with its check at every location of rand
       for (const auto& row : transforms::registry()) {
         for_each_location(ix, row.kind, [&](const transforms::MaskSite& site, Action a) {
           // A factor kind's values are those derived at the scope, as the mask asks them.
-          const auto list = transforms::params_at(row.kind, site.node >= 0 ? ix.node(site.node).node->extent : 0);
+          const auto list =
+              transforms::params_at(row.kind, site.node >= 0 ? ix.node(site.node).node->extent : 0);
           const std::vector<int64_t> values(list.begin(), list.end());
           const transforms::Precheck pc = verdicts(row, sum, site, values);
           for (size_t i = 0; i < values.size(); ++i) {
@@ -174,12 +185,14 @@ M y[{0}] = x[{0}]
   }
 }
 
-TEST_CASE("the flat space is one across targets: the same size and the same action at every index") {
+TEST_CASE(
+    "the flat space is one across targets: the same size and the same action at every index") {
   // A policy trained on one backend (the cost model) proposes on another: widths a target lacks
   // are in its space and refused by the check, never left out.
   const transforms::FlatActionSpace ref({}, *transforms::target_by_name("x86_avx512"));
   const ir::Program p = testing::load_scaled_kernel("softmax").value();
-  for (const char* name : {"x86_avx2", "x86_64", "aarch64_neon", "aarch64_sve", "riscv64_rvv", "cuda"}) {
+  for (const char* name :
+       {"x86_avx2", "x86_64", "aarch64_neon", "aarch64_sve", "riscv64_rvv", "cuda"}) {
     INFO(name);
     const auto t = *transforms::target_by_name(name);
     const transforms::FlatActionSpace space({}, t);
@@ -192,7 +205,8 @@ TEST_CASE("the flat space is one across targets: the same size and the same acti
     for (int i = 0; i < space.size(); ++i) {
       auto a = space.decode(p, i);
       if (!a || a->kind != transforms::Kind::kVectorize) continue;
-      const bool has = std::find(t.vector_widths.begin(), t.vector_widths.end(), a->param) != t.vector_widths.end();
+      const bool has = std::find(t.vector_widths.begin(), t.vector_widths.end(), a->param) !=
+                       t.vector_widths.end();
       if (has) continue;
       CHECK(mask[i] == 0);
       CHECK(transforms::check(p, *a, t).reason == transforms::Reason::kUnsupportedByTarget);
@@ -221,7 +235,9 @@ TEST_CASE("an index's parts name the slots its action decodes to, on every index
     INFO(space.describe(i));
     CHECK(a->kind == parts.kind);
     if (transforms::param_kind(parts.kind) == transforms::ParamKind::kFactor)
-      CHECK(a->param == transforms::factor_values(parts.kind, transforms::node_at(p, a->path)->extent).v[parts.param_index]);
+      CHECK(a->param ==
+            transforms::factor_values(parts.kind, transforms::node_at(p, a->path)->extent)
+                .v[parts.param_index]);
     else
       CHECK(a->param == space.params(parts.kind)[parts.param_index]);
     if (parts.scope >= 0) CHECK(a->path == scopes[parts.scope]);
@@ -236,7 +252,8 @@ TEST_CASE("an index's parts name the slots its action decodes to, on every index
   CHECK(space.parts(space.size()).buffer == -1);
 }
 
-TEST_CASE("small_instance scales sizes related by offsets and doubling together (N - 1, N + 1, 2 N)") {
+TEST_CASE(
+    "small_instance scales sizes related by offsets and doubling together (N - 1, N + 1, 2 N)") {
   // An exact integer recurrence over N - 1 steps writing a table of N + 1: halving N alone puts
   // x[{0}+1] out of bounds and the odd sizes do not halve; as one family they scale together.
   auto loaded = ir::load_program(R"(N = 4096

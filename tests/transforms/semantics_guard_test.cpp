@@ -7,6 +7,8 @@
 // exact: compiled code may reassociate vectorised reductions, the interpreter never does. The
 // interpreter runs strict: a read of an element nothing has written fails the trajectory.
 // PERFDOJO_GUARD_TRAJECTORIES, PERFDOJO_GUARD_STEPS and PERFDOJO_GUARD_SEED scale it up.
+#include "transforms/semantics_guard.h"
+
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -24,7 +26,6 @@
 #include "transforms/analysis.h"
 #include "transforms/microkernel_sketch.h"
 #include "transforms/registry.h"
-#include "transforms/semantics_guard.h"
 
 using namespace perfdojo;
 using transforms::Action;
@@ -84,10 +85,10 @@ TEST_CASE("random legal trajectories never change what a suite kernel computes" 
   MESSAGE("steps taken: " << total_steps);
   CHECK(total_steps > options.trajectories);
   // The guard is only meaningful if the trajectories exercise the loop transformations.
-  for (auto k : {transforms::Kind::kTileScope, transforms::Kind::kSwapScopes,
-                 transforms::Kind::kJoinScopes, transforms::Kind::kVectorize,
-                 transforms::Kind::kParallelize, transforms::Kind::kUnroll,
-                 transforms::Kind::kSplitRange, transforms::Kind::kCreateTemporary}) {
+  for (auto k :
+       {transforms::Kind::kTileScope, transforms::Kind::kSwapScopes, transforms::Kind::kJoinScopes,
+        transforms::Kind::kVectorize, transforms::Kind::kParallelize, transforms::Kind::kUnroll,
+        transforms::Kind::kSplitRange, transforms::Kind::kCreateTemporary}) {
     CHECK_MESSAGE(kind_counts[static_cast<int>(k)] > 0, transforms::kind_name(k) << " never ran");
   }
 }
@@ -144,8 +145,9 @@ TEST_CASE("the flat mask is exactly the legality checks, on every state of rando
           bool legal = a && transforms::check(cur, *a, target).ok();
           legal_seen += legal;
           REQUIRE_MESSAGE(mask[i] == legal, name << ": index " << i << " (" << space.describe(i)
-                                                 << ") mask " << int(mask[i]) << " vs check " << legal
-                                                 << "\n" << ir::print_program(cur));
+                                                 << ") mask " << int(mask[i]) << " vs check "
+                                                 << legal << "\n"
+                                                 << ir::print_program(cur));
           if (a) CHECK(space.encode(cur, *a) == i);
         }
         auto next = random_legal_action(cur, target, rng);
@@ -328,7 +330,9 @@ std::vector<transforms::Path> scope_paths(const ir::Program& p) {
 
 }  // namespace
 
-TEST_CASE("a sketched GEMM parallelised at any scope computes the same, race-free, and so does what follows") {
+TEST_CASE(
+    "a sketched GEMM parallelised at any scope computes the same, race-free, and so does what "
+    "follows") {
   // The micro-kernel sketch leaves packed blocks and register tiles inside the macro loops;
   // parallelize gives each iteration its own copy of those. Every scope parallelize accepts,
   // alone and followed by random legal trajectories, against the sequential original. Blocks
@@ -337,10 +341,12 @@ TEST_CASE("a sketched GEMM parallelised at any scope computes the same, race-fre
   const transforms::Target target;
   const std::string head = "M = 32\nN = 32\nK = 32\ninput A: f32[M, K]\n";
   const std::vector<std::pair<std::string, std::string>> gemms = {
-      {"matmul", head + "input B: f32[K, N]\noutput C: f32[M, N] = 0\n\nM N K C[{0},{1}] += A[{0},{2}] * B[{2},{1}]\n"},
+      {"matmul", head + "input B: f32[K, N]\noutput C: f32[M, N] = 0\n\nM N K C[{0},{1}] += "
+                        "A[{0},{2}] * B[{2},{1}]\n"},
       {"A A^T", head + "output C: f32[M, M] = 0\n\nM M K C[{0},{1}] += A[{0},{2}] * A[{1},{2}]\n"},
-      {"batched", "M = 16\nN = 32\nK = 32\ninput A: f32[2, M, K]\ninput B: f32[2, K, N]\n"
-                  "output C: f32[2, M, N] = 0\n\n2 M N K C[{0},{1},{2}] += A[{0},{1},{3}] * B[{0},{3},{2}]\n"},
+      {"batched",
+       "M = 16\nN = 32\nK = 32\ninput A: f32[2, M, K]\ninput B: f32[2, K, N]\n"
+       "output C: f32[2, M, N] = 0\n\n2 M N K C[{0},{1},{2}] += A[{0},{1},{3}] * B[{0},{3},{2}]\n"},
   };
   transforms::MicrokernelParams m;
   m.mr = 4;
@@ -376,7 +382,8 @@ TEST_CASE("a sketched GEMM parallelised at any scope computes the same, race-fre
       REQUIRE_MESSAGE(got.ok(), where << ": " << got.error_text());
       for (const auto& b : p.buffers)
         if (b.role == ir::Role::kOutput)
-          CHECK_MESSAGE(got->at(b.name).data == want->at(b.name).data, where << ": " << b.name << " differs");
+          CHECK_MESSAGE(got->at(b.name).data == want->at(b.name).data,
+                        where << ": " << b.name << " differs");
       transforms::GuardOptions options;
       options.trajectories = std::max(1, env_int("PERFDOJO_GUARD_TRAJECTORIES", 200) / 30);
       options.max_steps = 10;

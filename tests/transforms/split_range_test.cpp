@@ -8,11 +8,14 @@ namespace perfdojo::transforms_test {
 
 std::vector<Refusal> split_range_refusals() {
   return {
-      {"split_range: the path leads nowhere", kOneScope, "split_range 1 3", Reason::kNoSuchLocation},
-      {"split_range: the path names a statement", kOneScope, "split_range 0.0 3", Reason::kNotAScope},
+      {"split_range: the path leads nowhere", kOneScope, "split_range 1 3",
+       Reason::kNoSuchLocation},
+      {"split_range: the path names a statement", kOneScope, "split_range 0.0 3",
+       Reason::kNotAScope},
       {"split_range: the scope is vectorised", kOneD + "N:vec y[{0}] = x[{0}]\n", "split_range 0 3",
        Reason::kAnnotated},
-      {"split_range: a factor equal to the extent", kOneScope, "split_range 0 8", Reason::kBadParameter},
+      {"split_range: a factor equal to the extent", kOneScope, "split_range 0 8",
+       Reason::kBadParameter},
       {"split_range: a factor of 1", kOneScope, "split_range 0 1", Reason::kBadParameter},
       {"split_range: 4 divides 8, tile_scope applies", kOneScope, "split_range 0 4",
        Reason::kNothingToDo},
@@ -24,8 +27,8 @@ std::vector<Acceptance> split_range_acceptances() {
       {"split_range 8 by 3: 6 then 2", kOneScope, "split_range 0 3"},
       {"split_range of matmul's reduction: 3 then 3 more with the offset", kMatmul,
        "split_range 0.0.0 4"},
-      {"split_range of a scope whose iterator the index does not use", kSixteen + "16 3 s[0] += x[{0}]\n",
-       "split_range 0.0 2"},
+      {"split_range of a scope whose iterator the index does not use",
+       kSixteen + "16 3 s[0] += x[{0}]\n", "split_range 0.0 2"},
   };
 }
 
@@ -36,7 +39,8 @@ TEST_CASE("split_range replays its golden cases exactly and keeps every output" 
   check_golden_folder("split_range");
 }
 
-TEST_CASE("split_range's refused actions name their reason, are refused by apply and change nothing") {
+TEST_CASE(
+    "split_range's refused actions name their reason, are refused by apply and change nothing") {
   check_refusals(split_range_refusals());
 }
 

@@ -42,7 +42,8 @@ TEST_CASE("split_scope replays its golden cases exactly and keeps every output" 
   check_golden_folder("split_scope");
 }
 
-TEST_CASE("split_scope's refused actions name their reason, are refused by apply and change nothing") {
+TEST_CASE(
+    "split_scope's refused actions name their reason, are refused by apply and change nothing") {
   check_refusals(split_scope_refusals());
 }
 

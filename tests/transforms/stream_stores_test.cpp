@@ -45,15 +45,17 @@ TEST_CASE("stream_stores replays its golden cases exactly and keeps every output
   transforms_test::check_golden_folder("stream_stores");
 }
 
-TEST_CASE("stream_stores refuses what is not written, what is read back, and what already streams") {
+TEST_CASE(
+    "stream_stores refuses what is not written, what is read back, and what already streams") {
   const ir::Program p = program(kKinds);
   CHECK(verdict(p, "stream_stores y") == Reason::kOk);
   CHECK(verdict(p, "stream_stores nope") == Reason::kNoSuchLocation);
-  CHECK(verdict(p, "stream_stores a") == Reason::kNotWritten);   // an input
-  CHECK(verdict(p, "stream_stores u") == Reason::kNotWritten);   // only its initial value
-  CHECK(verdict(p, "stream_stores t") == Reason::kReadBack);     // loaded by y's statement
-  CHECK(verdict(p, "stream_stores s") == Reason::kReadBack);     // += reads its target
-  auto q = transforms::replay(p, transforms::parse_trace("stream_stores y\n").value(), transforms::Target{});
+  CHECK(verdict(p, "stream_stores a") == Reason::kNotWritten);  // an input
+  CHECK(verdict(p, "stream_stores u") == Reason::kNotWritten);  // only its initial value
+  CHECK(verdict(p, "stream_stores t") == Reason::kReadBack);    // loaded by y's statement
+  CHECK(verdict(p, "stream_stores s") == Reason::kReadBack);    // += reads its target
+  auto q = transforms::replay(p, transforms::parse_trace("stream_stores y\n").value(),
+                              transforms::Target{});
   REQUIRE(q.ok());
   CHECK(q->find_buffer("y")->stream);
   CHECK(verdict(q.value(), "stream_stores y") == Reason::kNothingToDo);
@@ -63,7 +65,8 @@ TEST_CASE("stream_stores needs a target with non-temporal vector stores") {
   const ir::Program p = program(kKinds);
   for (const char* name : {"aarch64_neon", "aarch64_sve", "riscv64_rvv", "cuda", "x86_64"}) {
     INFO(name);
-    CHECK(verdict(p, "stream_stores y", *transforms::target_by_name(name)) == Reason::kUnsupportedByTarget);
+    CHECK(verdict(p, "stream_stores y", *transforms::target_by_name(name)) ==
+          Reason::kUnsupportedByTarget);
   }
   for (const char* name : {"x86_avx512", "x86_avx2"}) {
     INFO(name);
@@ -71,9 +74,11 @@ TEST_CASE("stream_stores needs a target with non-temporal vector stores") {
   }
 }
 
-TEST_CASE("`stream` prints last in a declaration, parses back, and takes part in equality and hash") {
+TEST_CASE(
+    "`stream` prints last in a declaration, parses back, and takes part in equality and hash") {
   const ir::Program p = program(kKinds);
-  auto q = transforms::apply(p, transforms::parse_action("stream_stores y").value(), transforms::Target{});
+  auto q = transforms::apply(p, transforms::parse_action("stream_stores y").value(),
+                             transforms::Target{});
   REQUIRE(q.ok());
   const std::string text = ir::print_program(q.value());
   CHECK(text.find("output y: f32[N] stream\n") != std::string::npos);
@@ -83,7 +88,8 @@ TEST_CASE("`stream` prints last in a declaration, parses back, and takes part in
   CHECK_FALSE(ir::structurally_equal(p, q.value()));
   CHECK(ir::structural_hash(p) != ir::structural_hash(q.value()));
   // An input is never stored to: `stream` there is a parse error at the word.
-  auto bad = ir::parse_program("N = 4\ninput a: f32[N] stream\noutput b: f32[N]\n\nN b[{0}] = a[{0}]\n");
+  auto bad =
+      ir::parse_program("N = 4\ninput a: f32[N] stream\noutput b: f32[N]\n\nN b[{0}] = a[{0}]\n");
   REQUIRE_FALSE(bad.ok());
   CHECK(bad.errors()[0].loc.line == 2);
   CHECK(bad.errors()[0].loc.col == 17);

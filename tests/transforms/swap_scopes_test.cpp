@@ -83,7 +83,8 @@ TEST_CASE(
   }
 }
 
-TEST_CASE("swap_scopes's refused actions name their reason, are refused by apply and change nothing") {
+TEST_CASE(
+    "swap_scopes's refused actions name their reason, are refused by apply and change nothing") {
   check_refusals(swap_scopes_refusals());
 }
 

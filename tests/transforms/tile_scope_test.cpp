@@ -32,7 +32,8 @@ TEST_CASE("tile_scope replays its golden cases exactly and keeps every output" *
   check_golden_folder("tile_scope");
 }
 
-TEST_CASE("tile_scope's refused actions name their reason, are refused by apply and change nothing") {
+TEST_CASE(
+    "tile_scope's refused actions name their reason, are refused by apply and change nothing") {
   check_refusals(tile_scope_refusals());
 }
 

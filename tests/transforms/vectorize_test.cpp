@@ -57,7 +57,8 @@ TEST_CASE("vectorize replays its golden cases exactly and keeps every output" *
   check_golden_folder("vectorize");
 }
 
-TEST_CASE("vectorize's refused actions name their reason, are refused by apply and change nothing") {
+TEST_CASE(
+    "vectorize's refused actions name their reason, are refused by apply and change nothing") {
   check_refusals(vectorize_refusals());
 }
 

@@ -47,9 +47,12 @@ std::string shown(const ir::Program& p) {
   std::vector<std::string> temps, body;
   bool in_body = false;
   for (std::string line; std::getline(in, line);) {
-    if (in_body) body.push_back(line);
-    else if (line.empty()) in_body = true;
-    else if (line.rfind("temp ", 0) == 0) temps.push_back(line);
+    if (in_body)
+      body.push_back(line);
+    else if (line.empty())
+      in_body = true;
+    else if (line.rfind("temp ", 0) == 0)
+      temps.push_back(line);
   }
   while (!body.empty() && body.back().empty()) body.pop_back();
   std::string s;
@@ -61,7 +64,8 @@ std::string shown(const ir::Program& p) {
 
 }  // namespace
 
-TEST_CASE("the worked trace is the micro-kernel sketch's expansion of matmul-1024" * doctest::test_suite("golden")) {
+TEST_CASE("the worked trace is the micro-kernel sketch's expansion of matmul-1024" *
+          doctest::test_suite("golden")) {
   const ir::Program p = matmul();
   const auto nest = transforms::gemm_nest_at(p, {0});
   REQUIRE(nest.ok());
@@ -78,7 +82,8 @@ TEST_CASE("the worked trace is the micro-kernel sketch's expansion of matmul-102
   CHECK(transforms::print_trace(e->trace) == transforms::print_trace(worked_trace()));
 }
 
-TEST_CASE("every IR block of docs/microkernel.md is what its steps make" * doctest::test_suite("golden")) {
+TEST_CASE("every IR block of docs/microkernel.md is what its steps make" *
+          doctest::test_suite("golden")) {
   const std::string doc = read(kData + "/../../docs/microkernel.md");
   const auto trace = worked_trace();
   const ir::Program p = matmul();

@@ -69,9 +69,9 @@ TEST_CASE("json: strings are escaped, unicode kept, invalid UTF-8 replaced") {
   CHECK(util::json_quote("\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80") ==
         "\"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\"");  // é € 😀 kept as they are
   CHECK(util::json_quote("\xff") == "\"\\ufffd\"");
-  CHECK(util::json_quote("\xc0\xaf") == "\"\\ufffd\\ufffd\"");      // overlong '/'
+  CHECK(util::json_quote("\xc0\xaf") == "\"\\ufffd\\ufffd\"");             // overlong '/'
   CHECK(util::json_quote("\xed\xa0\x80") == "\"\\ufffd\\ufffd\\ufffd\"");  // a surrogate
-  CHECK(util::json_quote("\xe2\x82") == "\"\\ufffd\\ufffd\"");     // cut short
+  CHECK(util::json_quote("\xe2\x82") == "\"\\ufffd\\ufffd\"");             // cut short
   std::string nul("a\0b", 3);
   CHECK(util::json_quote(nul) == "\"a\\u0000b\"");
 
@@ -86,7 +86,8 @@ TEST_CASE("json: strings are escaped, unicode kept, invalid UTF-8 replaced") {
   CHECK(util::json_string(d) == std::string("\xc3\xa9\xf0\x9f\x98\x80/\0x", 9));
 }
 
-TEST_CASE("json: numbers are shortest-exact; NaN and infinity are written as null, refused on read") {
+TEST_CASE(
+    "json: numbers are shortest-exact; NaN and infinity are written as null, refused on read") {
   CHECK(util::json_number(1.5) == "1.5");
   CHECK(util::json_number(1e300) == "1e+300");
   CHECK(util::json_number(-0.0) == "-0");
@@ -157,13 +158,13 @@ TEST_CASE("json: truncated and garbled input gives the line, column and what was
   CHECK(e.offset == 3);
   CHECK(e.what.find("not be followed by other values") != std::string::npos);
 
-  refused("{\"a\":1,}");         // trailing comma
-  refused("// c\n{}");           // comments
-  refused("{'a':1}");            // single quotes
-  refused("\"\\x\"");            // bad escape
-  refused("\"\\ud800\"");        // lone surrogate escape
-  refused("\"\xff\"");           // invalid UTF-8
-  refused("\"a\nb\"");           // raw control character in a string
+  refused("{\"a\":1,}");                        // trailing comma
+  refused("// c\n{}");                          // comments
+  refused("{'a':1}");                           // single quotes
+  refused("\"\\x\"");                           // bad escape
+  refused("\"\\ud800\"");                       // lone surrogate escape
+  refused("\"\xff\"");                          // invalid UTF-8
+  refused("\"a\nb\"");                          // raw control character in a string
   refused(std::string_view("{\"a\":1}\0", 8));  // a NUL after the value
 
   // Whatever bytes come in, the reader answers; it never crashes (a cheap fuzz).
@@ -185,9 +186,10 @@ TEST_CASE("json: truncated and garbled input gives the line, column and what was
 
 TEST_CASE("json: numbers are read exactly, including the ones rapidjson's own path mishandles") {
   Document d;
-  REQUIRE_FALSE(util::parse_json("[0E76, 0e-5, -0.0, 1e-400, 0.1, 123456789012345678901234567890,"
-                                 " -5, 4294967295, 4294967296, -2147483649, 2.5e-308]",
-                                 &d));
+  REQUIRE_FALSE(
+      util::parse_json("[0E76, 0e-5, -0.0, 1e-400, 0.1, 123456789012345678901234567890,"
+                       " -5, 4294967295, 4294967296, -2147483649, 2.5e-308]",
+                       &d));
   const auto& a = d.GetArray();
   CHECK(a[0].GetDouble() == 0.0);  // 0E76: undefined behaviour in rapidjson's full precision
   CHECK(a[1].GetDouble() == 0.0);
