@@ -39,6 +39,7 @@
 #include "backends/cost_model.h"
 #include "backends/machine_profile.h"
 #include "benchmarks/cost_model_features.h"
+#include "ir/load.h"
 #include "ir/parse.h"
 #include "ir/print.h"
 #include "transforms/registry.h"

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "ir/load.h"
 #include "ir/parse.h"
 #include "transforms/action.h"
 #include "transforms/contract.h"

@@ -52,6 +52,7 @@
 #include "bench_text.h"
 #include "blas_reference.h"
 #include "ir/interp.h"
+#include "ir/load.h"
 #include "ir/parse.h"
 #include "ir/print.h"
 #include "optimizer/optimizer.h"

@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "ir/load.h"
 #include "ir/parse.h"
 #include "transforms/action_space.h"
 #include "transforms/registry.h"

@@ -42,6 +42,7 @@
 #include "backends/backend.h"
 #include "backends/x86_backend.h"
 #include "blas_reference.h"
+#include "ir/load.h"
 #include "ir/parse.h"
 #include "transforms/microkernel_sketch.h"
 #include "transforms/registry.h"

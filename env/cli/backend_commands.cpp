@@ -9,6 +9,7 @@
 #include "backends/result_cache.h"
 #include "backends/x86_backend.h"
 #include "cli/cli.h"
+#include "ir/load.h"
 #include "ir/parse.h"
 #include "optimizer/optimizer.h"
 #include "util/json.h"

@@ -8,6 +8,7 @@
 #include "backends/cost_model.h"
 #include "backends/machine_profile.h"
 #include "cli/cli.h"
+#include "ir/load.h"
 #include "ir/parse.h"
 #include "util/json.h"
 

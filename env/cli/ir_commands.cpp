@@ -11,6 +11,7 @@
 #include "gym/dataset.h"
 #include "ir/check.h"
 #include "ir/interp.h"
+#include "ir/load.h"
 #include "ir/parse.h"
 #include "ir/print.h"
 #include "transforms/contract.h"

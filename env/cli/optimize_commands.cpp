@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "cli/cli.h"
+#include "ir/load.h"
 #include "ir/parse.h"
 #include "ir/print.h"
 #include "optimizer/optimizer.h"

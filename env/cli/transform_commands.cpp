@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "cli/cli.h"
+#include "ir/load.h"
 #include "ir/parse.h"
 #include "ir/print.h"
 #include "transforms/microkernel_sketch.h"

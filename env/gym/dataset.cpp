@@ -9,6 +9,7 @@
 #include <random>
 #include <sstream>
 
+#include "ir/load.h"
 #include "ir/parse.h"
 
 namespace perfdojo::env {

@@ -274,10 +274,4 @@ void CheckedStream::statement(Stmt s) {
   checker.statement(std::move(s));
 }
 
-std::vector<Diagnostic> check_stream(std::istream& in, std::string_view file, CheckedStream& out) {
-  auto errors = parse_stream(in, file, out);
-  if (errors.empty()) errors = out.checker.finish();
-  return errors;
-}
-
 }  // namespace perfdojo::ir

@@ -6,7 +6,7 @@
 
 #include "ir/diagnostic.h"
 #include "ir/ir.h"
-#include "ir/parse.h"
+#include "ir/load.h"
 
 namespace perfdojo::ir {
 
@@ -48,8 +48,6 @@ class CheckedStream final : public ProgramSink {
   int64_t statements = 0, scopes = 0;
 };
 
-/// Parses `in` as a stream into a CheckedStream: the parse's diagnostics, or else the checker's.
-/// The same verdict as load_file, in the memory of one line plus the declarations.
-std::vector<Diagnostic> check_stream(std::istream& in, std::string_view file, CheckedStream& out);
+// Parsing into it: check_stream (ir/load.h).
 
 }  // namespace perfdojo::ir

@@ -11,8 +11,6 @@
 #include <sstream>
 #include <unordered_map>
 
-#include "ir/check.h"
-
 namespace perfdojo::ir {
 namespace {
 
@@ -1076,22 +1074,6 @@ Result<Program> parse_file(const std::string& path) {
   if (!in) return std::vector<Diagnostic>{{{path, 0, 0}, "cannot read file"}};
   StreamLines lines(in);
   return build(lines, path);
-}
-
-Result<Program> load_program(std::string_view text, std::string_view file) {
-  auto r = parse_program(text, file);
-  if (!r.ok()) return r;
-  auto errors = check_program(r.value());
-  if (!errors.empty()) return errors;
-  return r;
-}
-
-Result<Program> load_file(const std::string& path) {
-  auto r = parse_file(path);
-  if (!r.ok()) return r;
-  auto errors = check_program(r.value());
-  if (!errors.empty()) return errors;
-  return r;
 }
 
 }  // namespace perfdojo::ir

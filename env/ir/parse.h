@@ -23,9 +23,6 @@ std::vector<Diagnostic> parse_stream(std::string_view text, std::string_view fil
 Result<Program> parse_program(std::string_view text, std::string_view file = "<input>");
 /// Reads and parses a file (an unreadable file is a diagnostic too).
 Result<Program> parse_file(const std::string& path);
-/// Parses then checks; the usual entry point for user-supplied kernels.
-Result<Program> load_program(std::string_view text, std::string_view file = "<input>");
-/// Reads, parses and checks a file.
-Result<Program> load_file(const std::string& path);
+// Parsing and checking together: ir/load.h (load_program, load_file).
 
 }  // namespace perfdojo::ir

@@ -30,6 +30,7 @@
 #include "gym/vector_env.h"
 #include "ir/check.h"
 #include "ir/interp.h"
+#include "ir/load.h"
 #include "ir/parse.h"
 #include "ir/print.h"
 #include "optimizer/optimizer.h"

@@ -14,6 +14,7 @@
 
 #include "backends/backend.h"
 #include "backends/machine_profile.h"
+#include "ir/load.h"
 #include "ir/parse.h"
 #include "support/scaled_kernels.h"
 #include "transforms/registry.h"

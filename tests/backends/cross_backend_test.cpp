@@ -12,6 +12,7 @@
 
 #include "backends/cost_model.h"
 #include "backends/machine_profile.h"
+#include "ir/load.h"
 #include "ir/parse.h"
 #include "optimizer/optimizer.h"
 #include "support/scaled_kernels.h"

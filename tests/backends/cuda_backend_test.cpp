@@ -11,6 +11,7 @@
 #include <random>
 #include <string>
 
+#include "ir/load.h"
 #include "ir/parse.h"
 #include "ir/print.h"
 #include "optimizer/optimizer.h"

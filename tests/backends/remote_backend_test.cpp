@@ -5,6 +5,7 @@
 
 #include <doctest/doctest.h>
 
+#include "ir/load.h"
 #include "ir/parse.h"
 
 using namespace perfdojo;

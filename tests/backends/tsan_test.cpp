@@ -17,6 +17,7 @@
 
 #include "backends/codegen_c.h"
 #include "ir/interp.h"
+#include "ir/load.h"
 #include "ir/parse.h"
 #include "ir/print.h"
 #include "support/scaled_kernels.h"

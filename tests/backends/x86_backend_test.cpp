@@ -16,6 +16,7 @@
 
 #include "backends/compiler.h"
 #include "backends/x86_test_support.h"
+#include "ir/load.h"
 #include "ir/parse.h"
 #include "support/skip.h"
 #include "transforms/microkernel_sketch.h"

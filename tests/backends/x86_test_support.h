@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "ir/load.h"
 #include "ir/parse.h"
 #include "support/scaled_kernels.h"
 #include "transforms/registry.h"

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "ir/check.h"
+#include "ir/load.h"
 #include "ir/parse.h"
 #include "ir/print.h"
 

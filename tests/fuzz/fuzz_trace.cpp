@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "ir/check.h"
+#include "ir/load.h"
 #include "ir/parse.h"
 #include "transforms/action.h"
 #include "transforms/registry.h"

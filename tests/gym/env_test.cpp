@@ -11,6 +11,7 @@
 #include "gym/dataset.h"
 #include "gym/observation.h"
 #include "gym/vector_env.h"
+#include "ir/load.h"
 #include "ir/parse.h"
 #include "ir/print.h"
 #include "transforms/registry.h"

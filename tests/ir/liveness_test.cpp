@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "doctest/doctest.h"
+#include "ir/load.h"
 #include "ir/parse.h"
 
 namespace {

@@ -17,6 +17,7 @@
 #include "doctest/doctest.h"
 #include "ir/interp.h"
 #include "ir/ir.h"
+#include "ir/load.h"
 #include "ir/print.h"
 
 namespace {

@@ -10,6 +10,7 @@
 
 #include "doctest/doctest.h"
 #include "ir/ir.h"
+#include "ir/load.h"
 #include "ir/parse.h"
 
 namespace {

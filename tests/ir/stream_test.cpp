@@ -14,6 +14,7 @@
 #include "doctest/doctest.h"
 #include "ir/check.h"
 #include "ir/ir.h"
+#include "ir/load.h"
 #include "ir/parse.h"
 #include "ir/print.h"
 

@@ -13,6 +13,7 @@
 #include "backends/x86_backend.h"
 #include "ir/check.h"
 #include "ir/interp.h"
+#include "ir/load.h"
 #include "ir/parse.h"
 #include "optimizer/search.h"
 #include "optimizer/setup.h"

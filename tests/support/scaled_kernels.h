@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/load.h"
 #include "ir/parse.h"
 
 namespace perfdojo::testing {

@@ -2,6 +2,7 @@
 // its <transformation>_test.cpp, and what the loop-structure folders must contain.
 #include <set>
 
+#include "ir/load.h"
 #include "transforms/transform_test_support.h"
 
 using namespace perfdojo;

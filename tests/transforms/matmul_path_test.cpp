@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "ir/interp.h"
+#include "ir/load.h"
 #include "ir/parse.h"
 #include "ir/print.h"
 #include "transforms/registry.h"

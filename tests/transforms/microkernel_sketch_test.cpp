@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/load.h"
 #include "transforms/transform_test_support.h"
 
 using namespace perfdojo;

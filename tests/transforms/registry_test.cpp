@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <random>
 
+#include "ir/load.h"
 #include "ir/parse.h"
 #include "ir/print.h"
 #include "support/scaled_kernels.h"

@@ -19,6 +19,7 @@
 
 #include "ir/check.h"
 #include "ir/interp.h"
+#include "ir/load.h"
 #include "ir/parse.h"
 #include "ir/print.h"
 #include "support/scaled_kernels.h"

@@ -1,6 +1,7 @@
 // stream_stores: its golden cases, every refusal with its reason, and the declaration's text.
 #include <doctest/doctest.h>
 
+#include "ir/load.h"
 #include "ir/parse.h"
 #include "ir/print.h"
 #include "transforms/registry.h"

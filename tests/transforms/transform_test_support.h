@@ -28,6 +28,7 @@
 #include "ir/check.h"
 #include "ir/interp.h"
 #include "ir/ir.h"
+#include "ir/load.h"
 #include "ir/parse.h"
 #include "ir/print.h"
 #include "transforms/action.h"

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ir/interp.h"
+#include "ir/load.h"
 #include "ir/parse.h"
 #include "ir/print.h"
 #include "transforms/microkernel_sketch.h"
