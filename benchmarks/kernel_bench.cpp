@@ -400,24 +400,35 @@ int main(int argc, char** argv) {
     for (const auto& a : trace) row.trace.push_back(transforms::print_action(a));
     row.verified = optimizer::verify_trace(p, trace, o.arch, config);
 
-    // Our kernel, compiled as the backend compiles it, loaded here.
-    const auto gen = backends::x86_generate_c(*isa, q, config);
-    auto so = backends::compile_shared_object(
-        config.compiler, backends::x86_compile_flags(*isa, config.compiler), gen.source, o.out,
-        backends::x86_link_libraries(), 300);
-    if (so.error) {
-      std::fprintf(stderr, "kernel_bench: %s does not compile: %s\n", name.c_str(),
-                   so.error->c_str());
-      return 1;
-    }
-    void* h = dlopen(so.so_path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    auto entry = h ? reinterpret_cast<void (*)(void* const*)>(dlsym(h, "perfdojo_entry")) : nullptr;
+    // Our kernel, compiled as the backend compiles it for `c` (its thread count), loaded here;
+    // nullptr, with `why`, when it does not compile or load.
+    using Entry = void (*)(void* const*);
+    auto build = [&](const backends::BackendConfig& c, std::string* so_path,
+                     std::string* why) -> Entry {
+      auto so = backends::compile_shared_object(
+          config.compiler, backends::x86_compile_flags(*isa, config.compiler),
+          backends::x86_generate_c(*isa, q, c).source, o.out, backends::x86_link_libraries(), 300);
+      if (so.error) {
+        *why = "does not compile: " + *so.error;
+        return nullptr;
+      }
+      void* h = dlopen(so.so_path.c_str(), RTLD_NOW | RTLD_LOCAL);
+      auto e = h ? reinterpret_cast<Entry>(dlsym(h, "perfdojo_entry")) : nullptr;
+      if (!e) {
+        const char* err = dlerror();
+        *why = "cannot load " + so.so_path + ": " + (err ? err : "no perfdojo_entry");
+        return nullptr;
+      }
+      handles.push_back(h);
+      *so_path = so.so_path;
+      return e;
+    };
+    std::string why;
+    const Entry entry = build(config, &row.so, &why);
     if (!entry) {
-      std::fprintf(stderr, "kernel_bench: cannot load %s: %s\n", so.so_path.c_str(), dlerror());
+      std::fprintf(stderr, "kernel_bench: %s %s\n", name.c_str(), why.c_str());
       return 1;
     }
-    handles.push_back(h);
-    row.so = so.so_path;
     std::vector<std::unique_ptr<Buffer>> bufs, blas_bufs;
     std::vector<void*> args;
     const ir::TensorMap inputs = ir::make_inputs(p, 1);
@@ -436,20 +447,13 @@ int main(int argc, char** argv) {
     }
     auto ours = [&] { entry(args.data()); };
     if (o.threads > 1) {  // the same schedule on one thread: the parallel efficiency
-      const auto gen1 = backends::x86_generate_c(*isa, q, one_thread);
-      auto so1 = backends::compile_shared_object(
-          config.compiler, backends::x86_compile_flags(*isa, config.compiler), gen1.source, o.out,
-          backends::x86_link_libraries(), 300);
-      void* h1 = so1.error ? nullptr : dlopen(so1.so_path.c_str(), RTLD_NOW | RTLD_LOCAL);
-      auto entry1 =
-          h1 ? reinterpret_cast<void (*)(void* const*)>(dlsym(h1, "perfdojo_entry")) : nullptr;
-      if (entry1) {
-        handles.push_back(h1);
+      std::string so1;
+      if (const Entry entry1 = build(one_thread, &so1, &why))
         interleave(
             ours, [&] { entry1(args.data()); }, o.reps, row.ours_vs_one, row.one);
-      } else {
-        std::fprintf(stderr, "kernel_bench: %s: the one-thread build failed\n", name.c_str());
-      }
+      else
+        std::fprintf(stderr, "kernel_bench: %s: the one-thread build %s\n", name.c_str(),
+                     why.c_str());
     }
     if (auto blas = blas_form(name, p, blas_bufs)) {
       row.has_blas = true;
@@ -464,7 +468,7 @@ int main(int argc, char** argv) {
     manifest.raw(util::JsonObject()
                      .add("kernel", name)
                      .add("pdj", std::string(PERFDOJO_KERNEL_DIR) + "/" + name + ".pdj")
-                     .add("so", so.so_path)
+                     .add("so", row.so)
                      .raw("elements", el.str())
                      .add("reps", o.reps)
                      .str());

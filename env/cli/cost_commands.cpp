@@ -100,15 +100,9 @@ int cmd_estimate(const Args& a) {
     // The profile's cores, its per-core figures kept: its all-core memory bandwidth stays what
     // it is (the kernel's data on the memory of the node that first touched it), so a
     // memory-bound kernel stops scaling there while compute keeps dividing.
-    int cores = 0;
-    try {
-      cores = std::stoi(a.get("cores"));
-    } catch (const std::exception&) {
-      cores = 0;
-    }
-    if (cores < 1 || cores > 4096)
-      return usage_error("--cores needs a whole number from 1 to 4096", a.json);
-    prof.cores = cores;
+    int64_t cores = 0;
+    if (int rc = 0; !int_option(a, "cores", 1, 4096, &cores, &rc)) return rc;
+    prof.cores = static_cast<int>(cores);
     prof.name += " at " + std::to_string(cores) + " cores";
   }
   auto r = ir::load_file(file);

@@ -190,7 +190,7 @@ bool SearchRun::try_candidate(const ir::Program& q, const std::vector<transforms
     sm = target_backend.measure(q, screen);
     ++r.measurements;
   }
-  if (has_parallel_scope(q.body)) ++r.parallel_candidates;
+  if (transforms::parallel_scopes(q.body) > 0) ++r.parallel_candidates;
   bool better = false;
   if (sm.ok() && sm.median_s < std::min(best_screen, r.final_s) * 0.98) {
     backends::Measurement m;
@@ -239,9 +239,9 @@ void SearchRun::compile_ahead(const ir::Program& measuring, std::vector<ir::Prog
   finish_compiling();
   if (r.threads < 2 || programs.empty()) return;
   // A kernel on every core would be timed against the compiler: then nothing compiles meanwhile.
-  if (has_parallel_scope(measuring.body)) return;
+  if (transforms::parallel_scopes(measuring.body) > 0) return;
   for (const ir::Program& p : programs)
-    if (has_parallel_scope(p.body)) return;
+    if (transforms::parallel_scopes(p.body) > 0) return;
   ahead = std::thread([this, ps = std::move(programs)] { target_backend.prepare(ps); });
 }
 

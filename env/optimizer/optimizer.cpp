@@ -7,16 +7,15 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
-#include <functional>
 
 #include "backends/codegen_c.h"
 #include "backends/cross_backend.h"
 #include "backends/machine_profile.h"
 #include "backends/x86_backend.h"
-#include "ir/print.h"
 #include "optimizer/search.h"
 #include "optimizer/setup.h"
 #include "target/target_of.h"
+#include "transforms/analysis.h"
 #include "transforms/contract.h"
 
 namespace perfdojo::optimizer {
@@ -176,18 +175,7 @@ Result Optimizer::transform(const ir::Program& program, double timeout_s, const 
   if (baseline.ok()) run.retime_final();
   if (baseline.ok()) run.check_original();  // the policy alone, or the deadline before confirm
   if (r.threads > 1) {
-    int scopes = 0;
-    std::function<void(const std::vector<ir::NodePtr>&)> count =
-        [&](const std::vector<ir::NodePtr>& body) {
-          for (const auto& n : body) {
-            if (!n->is_scope) continue;
-            if (n->annot == ir::Annot::kParallel)
-              ++scopes;
-            else
-              count(n->body);
-          }
-        };
-    count(res.program.body);
+    const int scopes = transforms::parallel_scopes(res.program.body);
     const std::string why = scopes ? "" : detail::why_not_parallel(root, target);
     r.parallel = scopes ? std::to_string(scopes) + " parallel scope" + (scopes > 1 ? "s" : "") +
                               " on " + std::to_string(r.threads) + " threads"
@@ -225,8 +213,7 @@ void Optimizer::finish(Result& res, bool interrupted) const {
     r.speedup = r.baseline_s / r.final_s;
     r.flops = backends::flop_count(res.program);
     r.gflops = r.flops / r.final_s / 1e9;
-    const bool parallel = ir::print_program(res.program).find(":par") != std::string::npos;
-    double threads = parallel ? r.threads : 1;
+    const double threads = transforms::parallel_scopes(res.program.body) > 0 ? r.threads : 1;
     const double peak = kernel_peak_gflops(res.program, r.peak_gflops, threads);
     r.peak_fraction = peak > 0 ? r.gflops / peak : 0;
     if (r.peak_fraction > 1) {

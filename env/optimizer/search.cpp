@@ -96,13 +96,6 @@ std::vector<std::vector<transforms::Action>> ExpertProposals::all() const {
   return out;
 }
 
-bool has_parallel_scope(const std::vector<ir::NodePtr>& body) {
-  for (const auto& n : body)
-    if (n->is_scope && (n->annot == ir::Annot::kParallel || has_parallel_scope(n->body)))
-      return true;
-  return false;
-}
-
 std::string why_not_parallel(const ir::Program& p, const transforms::Target& target) {
   if (!optimizer::parallel_moves(p, target).empty()) return "";
   std::string why;
@@ -580,33 +573,22 @@ std::vector<transforms::Action> parallel_moves(const ir::Program& p,
                                                const transforms::Target& target) {
   std::vector<transforms::Action> out;
   if (!target.parallel || target.threads < 2) return out;
-  // One move at a time, the walk starting over on its result (a move may add a copy-out beside
-  // its scope, which shifts the paths after it); `:par` scopes are not entered.
+  // The first scope in pre-order (the outermost first) that parallelize accepts, one move at a
+  // time: a move may add a copy-out beside its scope, shifting the paths after it, and the
+  // scopes inside a :par one are refused as nested.
   ir::Program cur = p;
-  for (bool found = true; found;) {
-    found = false;
-    std::function<bool(const std::vector<ir::NodePtr>&, transforms::Path&)> walk =
-        [&](const std::vector<ir::NodePtr>& body, transforms::Path& at) {
-          for (size_t i = 0; i < body.size(); ++i) {
-            if (!body[i]->is_scope || body[i]->annot == ir::Annot::kParallel) continue;
-            at.push_back(static_cast<int>(i));
-            const transforms::Action a{transforms::Kind::kParallelize, at, "", "", 0};
-            if (body[i]->extent >= target.threads && transforms::check(cur, a, target).ok()) {
-              auto q = transforms::apply(cur, a, target);
-              if (q.ok()) {
-                cur = std::move(q).value();
-                out.push_back(a);
-                return true;
-              }
-            } else if (walk(body[i]->body, at)) {
-              return true;
-            }
-            at.pop_back();
-          }
-          return false;
-        };
-    transforms::Path at;
-    found = walk(cur.body, at);
+  for (bool moved = true; moved;) {
+    moved = false;
+    for (const transforms::Path& at : transforms::scope_paths(cur)) {
+      const transforms::Action a{transforms::Kind::kParallelize, at, "", "", 0};
+      if (transforms::node_at(cur, at)->extent < target.threads) continue;
+      if (auto q = transforms::apply(cur, a, target); q.ok()) {
+        cur = std::move(q).value();
+        out.push_back(a);
+        moved = true;
+        break;
+      }
+    }
   }
   return out;
 }

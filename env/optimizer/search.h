@@ -85,9 +85,6 @@ std::vector<transforms::Action> layout_proposal(const ir::Program& p,
 // next one down. Empty members where a proposal has nothing to do. The same traces are the
 // agents' demonstrations (agents/demonstrations.h), and every one of them is an action sequence
 // of the flat space (tests/optimizer/expert_actions_test.cpp).
-// Whether some scope in `body` is `:par`.
-bool has_parallel_scope(const std::vector<ir::NodePtr>& body);
-
 // Why no scope of `p` runs on threads: for each nest, its outermost scope and why parallelize
 // refuses it (or "" when some scope with at least target.threads iterations is accepted).
 std::string why_not_parallel(const ir::Program& p, const transforms::Target& target);

@@ -345,6 +345,13 @@ bool uses_buffer(const NodePtr& n, const std::string& buffer) {
   return false;
 }
 
+int parallel_scopes(const std::vector<NodePtr>& body) {
+  int n = 0;
+  for (const auto& c : body)
+    if (c->is_scope) n += c->annot == ir::Annot::kParallel ? 1 : parallel_scopes(c->body);
+  return n;
+}
+
 std::vector<Path> scope_paths(const Program& p) {
   std::vector<Path> out;
   Path cur;

@@ -150,6 +150,9 @@ std::optional<std::string> find_dependence(const std::vector<AccessSite>& from,
 int count_statements(const ir::NodePtr& n);
 /// Whether any access in the subtree names `buffer`.
 bool uses_buffer(const ir::NodePtr& n, const std::string& buffer);
+/// The `:par` scopes in `body` that no other `:par` scope encloses (0: the code runs on one
+/// thread).
+int parallel_scopes(const std::vector<ir::NodePtr>& body);
 /// Pre-order list of every scope's path (the canonical scope order of the action space).
 std::vector<Path> scope_paths(const ir::Program& p);
 /// Pre-order list of every node's path.

@@ -13,11 +13,14 @@
 namespace perfdojo::transforms {
 namespace {
 
-bool contains_parallel(const ir::Node& n) {
-  if (!n.is_scope) return false;
-  if (n.annot == ir::Annot::kParallel) return true;
-  for (const auto& c : n.body)
-    if (contains_parallel(*c)) return true;
+// Whether an access of `buffer` lies outside the scope at `path`.
+bool used_outside(const ir::Program& p, const Path& path, const std::string& buffer) {
+  const std::vector<ir::NodePtr>* body = &p.body;
+  for (const int i : path) {
+    for (int k = 0; k < static_cast<int>(body->size()); ++k)
+      if (k != i && uses_buffer((*body)[k], buffer)) return true;
+    body = &(*body)[i]->body;
+  }
   return false;
 }
 
@@ -42,7 +45,7 @@ Legality check_parallelize(const ir::Program& p, const Action& a, const Target& 
   if (s->extent < 2) return {Reason::kNothingToDo, "", a.path};
   if (any_enclosing_annot(p, a.path, [](ir::Annot x) { return x == ir::Annot::kParallel; }))
     return {Reason::kNestedParallel, "", a.path};
-  if (contains_parallel(*s)) return {Reason::kNestedParallel, "", a.path};
+  if (parallel_scopes(s->body) > 0) return {Reason::kNestedParallel, "", a.path};
   int d = static_cast<int>(a.path.size()) - 1;
   const ChildSites body(index, p, a.path, 0, static_cast<int>(s->body.size()));
   // Temporaries each iteration writes wholly before reading (a GEMM's packed blocks, its
@@ -87,22 +90,12 @@ ir::Program apply_parallelize(const ir::Program& p, const Action& a, const Targe
   std::map<std::string, std::string> copy_of;  // private temporary -> its per-iteration buffer
   std::vector<ir::NodePtr> after;              // the copy-outs
   for (const std::string& name : own) {
-    int64_t inside = 0, all = 0;
-    auto count = [&](const ir::Access& x) -> std::optional<ir::Access> {
-      if (x.buffer == name) ++inside;
-      return std::nullopt;
-    };
-    for (const auto& n : s->body) map_accesses(n, count);
-    const int64_t in_scope = inside;
-    inside = 0;
-    for (const auto& n : p.body) map_accesses(n, count);
-    all = inside;
     const ir::BufferDecl b = *p.find_buffer(name);
     ir::BufferDecl per = b;
     per.shape_names.resize(per.shape.size());
     per.shape.insert(per.shape.begin(), s->extent);
     per.shape_names.insert(per.shape_names.begin(), s->extent_name);
-    if (in_scope == all) {
+    if (!used_outside(p, a.path, name)) {
       copy_of[name] = name;
       for (ir::BufferDecl& x : q.buffers)
         if (x.name == name) x = per;

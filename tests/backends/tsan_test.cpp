@@ -10,7 +10,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -22,6 +21,7 @@
 #include "ir/print.h"
 #include "support/scaled_kernels.h"
 #include "support/skip.h"
+#include "transforms/analysis.h"
 #include "transforms/microkernel_sketch.h"
 #include "transforms/registry.h"
 #include "util/process.h"
@@ -40,34 +40,22 @@ std::string archer_library() {
   return "";
 }
 
-// `p` with every nest's outermost scope that parallelize accepts made `:par` (from the outside
-// in, none inside another; the walk starts over after each move, which may add a copy-out).
+// `p` with every nest's outermost scope that parallelize accepts made `:par`: the first in
+// pre-order, one move at a time (a move may add a copy-out, shifting later paths; the scopes
+// inside a :par one are refused as nested).
 ir::Program parallelised(const ir::Program& p, const transforms::Target& t) {
   ir::Program cur = p;
-  std::function<bool(const std::vector<ir::NodePtr>&, transforms::Path&)> walk =
-      [&](const std::vector<ir::NodePtr>& body, transforms::Path& at) {
-        for (size_t i = 0; i < body.size(); ++i) {
-          if (!body[i]->is_scope || body[i]->annot == ir::Annot::kParallel) continue;
-          at.push_back(static_cast<int>(i));
-          auto q = transforms::apply(cur, {transforms::Kind::kParallelize, at, "", "", 0}, t);
-          if (q.ok()) {
-            cur = std::move(q).value();
-            return true;
-          }
-          if (walk(body[i]->body, at)) return true;
-          at.pop_back();
-        }
-        return false;
-      };
-  for (transforms::Path at; walk(cur.body, at); at.clear()) {
+  for (bool moved = true; moved;) {
+    moved = false;
+    for (const transforms::Path& at : transforms::scope_paths(cur))
+      if (auto q = transforms::apply(cur, {transforms::Kind::kParallelize, at, "", "", 0}, t);
+          q.ok()) {
+        cur = std::move(q).value();
+        moved = true;
+        break;
+      }
   }
   return cur;
-}
-
-bool has_par(const std::vector<ir::NodePtr>& body) {
-  for (const auto& n : body)
-    if (n->is_scope && (n->annot == ir::Annot::kParallel || has_par(n->body))) return true;
-  return false;
 }
 
 // The kernel's C on two threads with a main that fills the inputs and calls it twice.
@@ -163,7 +151,7 @@ TEST_CASE("the generated OpenMP code of parallel schedules runs clean under Thre
     const std::string what =
         schedules[i].first;  // (plain variables: the check macros capture them)
     const ir::Program& p = schedules[i].second;
-    if (!has_par(p.body)) continue;
+    if (transforms::parallel_scopes(p.body) == 0) continue;
     const fs::path src = dir / ("k" + std::to_string(i) + ".c"),
                    exe = dir / ("k" + std::to_string(i));
     std::ofstream(src) << program_with_main(p);

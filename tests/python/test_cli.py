@@ -203,6 +203,8 @@ def test_an_unknown_command_with_json_reports_the_error_as_json():
         ["guard", "FILE", "--steps", "x"],
         ["guard", "FILE", "--target", "vax"],
         ["optimize", "FILE", "--policy-only"],
+        ["estimate", "FILE", "--cores", "0"],
+        ["estimate", "FILE", "--cores", "2x"],
     ],
 )
 def test_bad_arguments_are_usage_errors_with_exit_2(tiny, args):
@@ -487,6 +489,22 @@ output y: f32[N]
 
 N y[{0}] = x[{0}] + 2 * x[{0}+1] + x[{0}+2]
 """
+
+
+def test_estimate_divides_a_parallel_scope_among_the_cores_asked_for(tmp_path):
+    # A :par scope over 64 rows of compute-heavy work: on 8 of the profile's cores the estimate
+    # falls, and says how many cores it assumed; a program without :par does not change.
+    body = "R = 64\nN = 4096\ninput x: f32[R, N]\noutput y: f32[R, N]\n\n{} N y[{{0}},{{1}}] = exp(x[{{0}},{{1}}]) * 3\n"
+    times = {}
+    for annot in ("R:par", "R"):
+        path = tmp_path / f"k{len(times)}.pdj"
+        path.write_text(body.format(annot))
+        one = json_out(perfdojo("estimate", path, "--cores", "1", "--json", check_rc=0))
+        eight = json_out(perfdojo("estimate", path, "--cores", "8", "--json", check_rc=0))
+        assert (one["cores"], eight["cores"]) == (1, 8)
+        times[annot] = (one["time_s"], eight["time_s"])
+    assert times["R:par"][1] < times["R:par"][0] / 2
+    assert times["R"][1] == pytest.approx(times["R"][0])
 
 
 def test_guard_runs_random_legal_trajectories_and_finds_the_kernel_unchanged(tiny):

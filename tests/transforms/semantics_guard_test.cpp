@@ -14,7 +14,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
-#include <functional>
 #include <random>
 
 #include "ir/check.h"
@@ -309,28 +308,6 @@ TEST_CASE("the mask agrees with the checks on buffers no statement uses, with an
   }
 }
 
-namespace {
-
-// Every scope of `p`'s tree, outermost first.
-std::vector<transforms::Path> scope_paths(const ir::Program& p) {
-  std::vector<transforms::Path> out;
-  std::function<void(const std::vector<ir::NodePtr>&, transforms::Path&)> walk =
-      [&](const std::vector<ir::NodePtr>& body, transforms::Path& at) {
-        for (size_t i = 0; i < body.size(); ++i) {
-          if (!body[i]->is_scope) continue;
-          at.push_back(static_cast<int>(i));
-          out.push_back(at);
-          walk(body[i]->body, at);
-          at.pop_back();
-        }
-      };
-  transforms::Path at;
-  walk(p.body, at);
-  return out;
-}
-
-}  // namespace
-
 TEST_CASE(
     "a sketched GEMM parallelised at any scope computes the same, race-free, and so does what "
     "follows") {
@@ -368,7 +345,7 @@ TEST_CASE(
     ir::InterpretOptions strict;
     strict.forbid_uninitialised_reads = strict.detect_races = true;
     strict.par_order = ir::InterpretOptions::ParOrder::kShuffle;
-    for (const auto& path : scope_paths(sketch->program)) {
+    for (const auto& path : transforms::scope_paths(sketch->program)) {
       const Action a{transforms::Kind::kParallelize, path, "", "", 0};
       auto q = transforms::apply(sketch->program, a, target);
       if (!q.ok()) continue;
