@@ -31,6 +31,12 @@ std::vector<Refusal> parallelize_refusals() {
        "input x: f32[6, 5]\noutput y: f32[6, 5]\ntemp t: f32[5] = 0\n\n"
        "6 5 y[{0},{1}] = t[{1}]\n| 5 t[{1}] = x[{0},{1}]\n",
        "parallelize 0", Reason::kDependence, "t"},
+      // 32 copies of a 2^20-element temporary would pass 2^24 elements: none are made, and the
+      // temporary still carries a write-after-write between iterations.
+      {"parallelize: per-iteration copies too large to make",
+       "input x: f32[32, 1048576]\noutput y: f32[32, 1048576]\ntemp t: f32[1048576]\n\n"
+       "32 1048576 t[{1}] = x[{0},{1}]\n| 1048576 y[{0},{1}] = t[{1}]\n",
+       "parallelize 0", Reason::kDependence, "t"},
       {"parallelize takes no parameter",
        kOneScope,
        "parallelize 0",
