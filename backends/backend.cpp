@@ -8,47 +8,20 @@
 #include <string_view>
 #include <thread>
 
-#include "backends/cost_model.h"
-#include "backends/cross_backend.h"
-#include "backends/cuda_backend.h"
-#include "backends/interpreter_backend.h"
-#include "backends/x86_backend.h"
-
 namespace perfdojo::backends {
 namespace {
 
-using Factory = std::function<std::unique_ptr<Backend>(const BackendConfig&)>;
+struct Registered {
+  std::string name;
+  int order = 0;
+  BackendFactory make = nullptr;
+};
 
-std::unique_ptr<Backend> model_of(const std::string& profile, BackendConfig c) {
-  c.machine_profile = "builtin:" + profile;
-  return make_cost_model_backend(c);
-}
-
-// The registry: one row per backend name, in the order `backend_names` lists them.
-const std::vector<std::pair<std::string, Factory>>& registry() {
-  static const std::vector<std::pair<std::string, Factory>> kTable = {
-      {"x86_avx512", [](const BackendConfig& c) { return make_x86_backend(X86Isa::kAvx512, c); }},
-      {"x86_avx2", [](const BackendConfig& c) { return make_x86_backend(X86Isa::kAvx2, c); }},
-      {"x86_64", [](const BackendConfig& c) { return make_x86_backend(X86Isa::kPortable, c); }},
-      {"aarch64_neon",
-       [](const BackendConfig& c) { return make_cross_backend(*cross_target("aarch64_neon"), c); }},
-      {"aarch64_sve",
-       [](const BackendConfig& c) { return make_cross_backend(*cross_target("aarch64_sve"), c); }},
-      {"riscv64_rvv",
-       [](const BackendConfig& c) { return make_cross_backend(*cross_target("riscv64_rvv"), c); }},
-      {"x86_memcheck",
-       [](const BackendConfig& c) { return make_cross_backend(memcheck_target(), c); }},
-      {"cuda", [](const BackendConfig& c) { return make_cuda_backend(c); }},
-      {"cost_model", [](const BackendConfig& c) { return make_cost_model_backend(c); }},
-      {"interpreter", [](const BackendConfig& c) { return make_interpreter_backend(c); }},
-      // The cost model on a cross target's built-in profile: the instant, deterministic env
-      // and agent for a core this machine is not (the cross backends compile and verify too).
-      {"cost_model:neoverse-n1", [](const BackendConfig& c) { return model_of("neoverse-n1", c); }},
-      {"cost_model:neoverse-v1", [](const BackendConfig& c) { return model_of("neoverse-v1", c); }},
-      {"cost_model:snitch", [](const BackendConfig& c) { return model_of("snitch", c); }},
-      {"cost_model:a100", [](const BackendConfig& c) { return model_of("a100", c); }},
-  };
-  return kTable;
+// The registry. A function-local static: backends register during static initialisation, in
+// whatever order the linker put their files.
+std::vector<Registered>& registry() {
+  static std::vector<Registered> table;
+  return table;
 }
 
 double expr_flops(const ir::Expr& e) {
@@ -101,16 +74,48 @@ std::vector<Measurement> Backend::measure_each(const std::vector<const ir::Progr
   return Backend::compare(programs, options);  // the same loop: one after another
 }
 
+bool register_backend(const std::string& name, int order, BackendFactory make) {
+  auto& table = registry();
+  for (const auto& r : table)
+    if (r.name == name) return false;
+  // Kept sorted by order (then name), so backend_names() needs no sort.
+  Registered entry{name, order, make};
+  auto at = std::upper_bound(table.begin(), table.end(), entry, [](const auto& x, const auto& y) {
+    return x.order != y.order ? x.order < y.order : x.name < y.name;
+  });
+  table.insert(at, std::move(entry));
+  return true;
+}
+
 std::vector<std::string> backend_names() {
   std::vector<std::string> out;
-  for (const auto& [n, f] : registry()) out.push_back(n);
+  for (const auto& r : registry()) out.push_back(r.name);
   return out;
 }
 
 std::unique_ptr<Backend> make_backend(const std::string& name, const BackendConfig& config) {
-  for (const auto& [n, f] : registry())
-    if (n == name) return f(config);
+  for (const auto& r : registry())
+    if (r.name == name) return r.make(config);
   return nullptr;
+}
+
+std::optional<CacheFlush> parse_cache_flush(const std::string& text) {
+  if (text == "auto") return CacheFlush::kAuto;
+  if (text == "on") return CacheFlush::kOn;
+  if (text == "off") return CacheFlush::kOff;
+  return std::nullopt;
+}
+
+const char* cache_flush_name(CacheFlush how) {
+  switch (how) {
+    case CacheFlush::kOn:
+      return "on";
+    case CacheFlush::kOff:
+      return "off";
+    case CacheFlush::kAuto:
+      break;
+  }
+  return "auto";
 }
 
 double flop_count(const ir::Program& p) { return body_flops(p.body); }

@@ -78,13 +78,46 @@ struct Measurement {
 /// busy: it is repeated once, and flagged (Measurement::noisy) if it stays that way.
 inline constexpr double kNoisySpread = 0.10;
 
-/// Construction settings shared by all backends (each reads what it needs).
+/// How the optimiser's timings treat the caches (optimizer::Report::cache_flushed).
+enum class CacheFlush {
+  kAuto,  ///< evict for a memory-bound kernel larger than half the last-level cache
+  kOn,    ///< evict the kernel's data before every timed call
+  kOff,   ///< warm, back-to-back calls
+};
+/// "auto", "on" or "off"; nullopt otherwise.
+std::optional<CacheFlush> parse_cache_flush(const std::string& text);
+const char* cache_flush_name(CacheFlush how);
+
+/// Construction settings shared by all backends (each reads what it needs), and the optimiser's
+/// settings that travel with them. Typed once where the command line or the bridge is read.
 struct BackendConfig {
   std::string compiler = "cc";     ///< C compiler for generated code
   std::string cache_dir;           ///< on-disk result cache; "" disables it
   std::string machine_profile;     ///< cost model's calibrated profile file; "" = built-in
   double compile_timeout_s = 120;  ///< a C compile running longer is killed (0: no limit)
-  std::map<std::string, std::string> extra;
+  /// Threads a parallel scope may use, at most (1: single core, no parallel scopes); 0: every
+  /// core the process may use.
+  int threads = 0;
+  std::string cuda_arch = "sm_80";  ///< the CUDA backend's target (nvcc -arch)
+  std::string worker;  ///< measurement worker executable; "" finds it beside the program
+  double worker_memory_mb = 8192;  ///< the worker's address-space limit
+  bool measure_lock = true;        ///< one timing at a time on the machine (a lock file)
+  bool keep_build_dir = false;     ///< keep generated sources and objects (debugging)
+  /// Programs needing more flops than this are verified at a scaled-down size, or against the
+  /// reference build (MeasureOptions::reference), not by interpreting them.
+  double verify_interpreter_max_flops = 1e7;
+  /// Test hook: "KIND" or "KIND:BUFFER" (only for programs with that buffer) makes the code
+  /// generator emit a fault (hang, segv, alloc, wrong, uninit...), for the tests of the
+  /// backends' containment.
+  std::string inject;
+
+  // The optimiser's settings (optimizer.h).
+  std::string profile_dir;  ///< where the calibrated machine profile is kept; "" = cache_dir
+  bool calibrate = true;    ///< false: the built-in profile, never a calibration
+  CacheFlush cache_flush = CacheFlush::kAuto;
+  int64_t max_evaluations = 0;  ///< the beam's fixed amount of model work; 0: by time
+  /// Command line of a measurement farm (backends::farm_command); empty: measure here.
+  std::vector<std::string> farm_command;
 };
 
 /// A backend instance. Instances are independent: a crash inside one never touches another.
@@ -127,6 +160,15 @@ class Backend {
   /// A fresh, independent instance with the same configuration (for env.fork()).
   virtual std::unique_ptr<Backend> clone() const = 0;
 };
+
+/// Makes a backend from its configuration.
+using BackendFactory = std::unique_ptr<Backend> (*)(const BackendConfig&);
+/// Adds `name` to the registry. Each backend registers its own names from its own file at static
+/// initialisation (`[[maybe_unused]] const bool kRegistered = register_backend(...)`), so the
+/// registry includes no backend; the library is linked whole for that reason
+/// (backends/CMakeLists.txt). backend_names() lists names by `order`, lowest first. A name
+/// registered twice keeps its first factory; returns whether this call added it.
+bool register_backend(const std::string& name, int order, BackendFactory make);
 
 /// Names of every registered backend.
 std::vector<std::string> backend_names();

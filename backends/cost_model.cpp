@@ -113,11 +113,8 @@ class CostModelBackend final : public Backend {
         error_ = err;
       }
     }
-    // extra["threads"]: the cores a parallel scope may use (1: a single-core target).
-    if (auto it = config_.extra.find("threads"); it != config_.extra.end()) {
-      int t = std::atoi(it->second.c_str());
-      if (t >= 1) profile_.cores = std::min(profile_.cores, t);
-    }
+    // config.threads: the cores a parallel scope may use (1: a single-core target).
+    if (config_.threads >= 1) profile_.cores = std::min(profile_.cores, config_.threads);
   }
   std::string name() const override { return "cost_model"; }
   Availability available() const override {
@@ -170,5 +167,28 @@ class CostModelBackend final : public Backend {
 std::unique_ptr<Backend> make_cost_model_backend(const BackendConfig& config) {
   return std::make_unique<CostModelBackend>(config);
 }
+
+namespace {
+
+// The cost model on a built-in profile.
+template <const char* kProfile>
+std::unique_ptr<Backend> model_on(const BackendConfig& config) {
+  BackendConfig c = config;
+  c.machine_profile = std::string("builtin:") + kProfile;
+  return make_cost_model_backend(c);
+}
+constexpr char kN1[] = "neoverse-n1", kV1[] = "neoverse-v1", kSnitch[] = "snitch", kA100[] = "a100";
+
+// The cost model on a cross target's built-in profile: the instant, deterministic env and agent
+// for a core this machine is not (the cross backends compile and verify too).
+[[maybe_unused]] const bool kRegistered =
+    register_backend("cost_model", 30,
+                     [](const BackendConfig& c) { return make_cost_model_backend(c); }) &&
+    register_backend("cost_model:neoverse-n1", 40, model_on<kN1>) &&
+    register_backend("cost_model:neoverse-v1", 41, model_on<kV1>) &&
+    register_backend("cost_model:snitch", 42, model_on<kSnitch>) &&
+    register_backend("cost_model:a100", 43, model_on<kA100>);
+
+}  // namespace
 
 }  // namespace perfdojo::backends

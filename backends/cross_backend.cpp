@@ -14,7 +14,6 @@
 
 #include "backends/compiler.h"
 #include "backends/cost_model.h"
-#include "backends/cuda_backend.h"
 #include "backends/host_buffers.h"
 #include "backends/machine_profile.h"
 #include "ir/check.h"
@@ -92,8 +91,7 @@ class CrossBackend final : public Backend {
   }
 
   ~CrossBackend() override {
-    auto it = config_.extra.find("keep_build_dir");
-    if (!work_dir_.empty() && !(it != config_.extra.end() && it->second == "1")) {
+    if (!work_dir_.empty() && !config_.keep_build_dir) {
       std::error_code ec;
       fs::remove_all(work_dir_, ec);
     }
@@ -198,7 +196,7 @@ class CrossBackend final : public Backend {
       fs::rename(exe + ".tmp", exe);
     }
     // Run and verify where the interpreter can check it.
-    if (flop_count(p) > config_number(config_, "verify_interpreter_max_flops", 1e7)) return;
+    if (flop_count(p) > config_.verify_interpreter_max_flops) return;
     const ir::TensorMap inputs = ir::make_inputs(p, o.seed);
     std::vector<uint8_t> block(total, 0);
     for (size_t i = 0; i < params.size(); ++i)
@@ -372,26 +370,25 @@ const CrossTarget& memcheck_target() {
   return kMemcheck;
 }
 
-CrossTarget cuda_target(const std::string& arch) {
-  CrossTarget t;
-  t.name = "cuda";
-  t.profile = "a100";
-  t.compiler = find_nvcc().empty() ? "nvcc" : find_nvcc();
-  // -x cu: the unit is CUDA whatever its name; static cudart needs no GPU to link.
-  // --fmad=false: nvcc contracts a * b + c by default; the IR says where a fused multiply-add is.
-  t.flags = {"-O3", "-std=c++17", "-x", "cu", "-arch=" + arch, "--fmad=false", "-w"};
-  t.vector_bytes = 4;  // no vector code: parallelism is threads
-  t.packages = "the CUDA toolkit (nvcc)";
-  t.cuda = true;
-  return t;
+namespace {
+// Targets other backends build on this one (cuda_backend.cpp's), registered from their files.
+std::vector<const CrossTarget*>& registered_targets() {
+  static std::vector<const CrossTarget*> targets;
+  return targets;
+}
+}  // namespace
+
+bool register_cross_target(const CrossTarget* target) {
+  registered_targets().push_back(target);
+  return true;
 }
 
 const CrossTarget* cross_target(std::string_view name) {
   for (const auto& t : cross_targets())
     if (t.name == name) return &t;
   if (name == memcheck_target().name) return &memcheck_target();
-  static const CrossTarget kCuda = cuda_target();
-  if (name == kCuda.name) return &kCuda;
+  for (const CrossTarget* t : registered_targets())
+    if (t->name == name) return t;
   return nullptr;
 }
 
@@ -399,6 +396,21 @@ std::unique_ptr<Backend> make_cross_backend(const CrossTarget& target,
                                             const BackendConfig& config) {
   return std::make_unique<CrossBackend>(target, config);
 }
+
+namespace {
+template <const char* kName>
+std::unique_ptr<Backend> cross_by_name(const BackendConfig& c) {
+  return make_cross_backend(*cross_target(kName), c);
+}
+constexpr char kNeon[] = "aarch64_neon", kSve[] = "aarch64_sve", kRvv[] = "riscv64_rvv";
+[[maybe_unused]] const bool kRegistered =
+    register_backend("aarch64_neon", 10, cross_by_name<kNeon>) &&
+    register_backend("aarch64_sve", 11, cross_by_name<kSve>) &&
+    register_backend("riscv64_rvv", 12, cross_by_name<kRvv>) &&
+    register_backend("x86_memcheck", 13, [](const BackendConfig& c) {
+      return make_cross_backend(memcheck_target(), c);
+    });
+}  // namespace
 
 GeneratedC cross_generate_c(const CrossTarget& target, const ir::Program& p,
                             const BackendConfig& config, const std::string& cuda_namespace) {

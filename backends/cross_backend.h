@@ -10,14 +10,14 @@
 //
 // measure(p): check p; estimate its time on the profile; when MeasureOptions::verify, print C,
 // cross-compile it (a compile error is an error), and when the program is small enough to
-// interpret (extra "verify_interpreter_max_flops", default 1e7) run it under the emulator on
+// interpret (BackendConfig::verify_interpreter_max_flops, default 1e7) run it under the emulator on
 // ir::make_inputs(p, seed) and compare with the interpreter (the x86 backends' tolerance). A
 // crash, a timeout (MeasureOptions::timeout_s) or a wrong result is the measurement's error and
 // never touches the caller. Larger programs are compiled, not run (verified = false): verify
 // them on a scaled-down instance, as the optimiser does.
 //
-// BackendConfig::extra keys: verify_interpreter_max_flops; keep_build_dir ("1" keeps the
-// sources and programs); inject (the x86 backend's test hook: "segv", "hang", "wrong").
+// BackendConfig fields read: verify_interpreter_max_flops; keep_build_dir (keeps the sources and
+// programs); inject (the x86 backend's test hook: "segv", "hang", "wrong").
 #pragma once
 
 #include <memory>
@@ -54,11 +54,11 @@ const std::vector<CrossTarget>& cross_targets();
 /// interpreter's comparison alone cannot see when the value happens to match. Timed by the x86
 /// cost model (the built-in profile); a checking tool, not a speed.
 const CrossTarget& memcheck_target();
-/// `cuda`: CUDA C++ compiled by nvcc (cuda_backend.h) for `arch` (sm_80, sm_90, ...), run natively
-/// where a GPU is present, modelled on the built-in "a100" profile.
-CrossTarget cuda_target(const std::string& arch = "sm_80");
+/// Adds a target that another backend builds on this one (cuda_backend.cpp registers `cuda`), so
+/// that cross_target finds it by name without this file knowing it. Returns true.
+bool register_cross_target(const CrossTarget* target);
 
-/// A cross target (or memcheck_target, or cuda_target()) by registry name, or nullptr.
+/// A cross target (or memcheck_target, or a registered one such as cuda) by name, or nullptr.
 const CrossTarget* cross_target(std::string_view name);
 
 /// A new backend for `target`. Its cost model reads `config.machine_profile` when set, else

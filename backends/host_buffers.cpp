@@ -55,20 +55,10 @@ void prefill_outputs(uint8_t* base, const std::vector<const ir::BufferDecl*>& pa
 }
 
 std::string codegen_test_hook(const BackendConfig& c, const ir::Program& p) {
-  auto it = c.extra.find("inject");
-  if (it == c.extra.end()) return "";
-  const std::string& v = it->second;
+  const std::string& v = c.inject;
   auto colon = v.find(':');
   if (colon == std::string::npos) return v;
   return p.find_buffer(v.substr(colon + 1)) ? v.substr(0, colon) : "";
-}
-
-double config_number(const BackendConfig& c, const std::string& key, double fallback) {
-  auto it = c.extra.find(key);
-  if (it == c.extra.end()) return fallback;
-  char* end = nullptr;
-  double v = std::strtod(it->second.c_str(), &end);
-  return end && *end == '\0' && end != it->second.c_str() ? v : fallback;
 }
 
 namespace {

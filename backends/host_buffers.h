@@ -24,11 +24,9 @@ ir::Tensor read_tensor(const uint8_t* src, const ir::BufferDecl& b);
 /// kernel reading one before writing it shows up in verification.
 void prefill_outputs(uint8_t* base, const std::vector<const ir::BufferDecl*>& params,
                      const std::vector<size_t>& offs);
-/// The printer's test hook for `p` (CodegenOptions::inject) from `config.extra["inject"]`:
+/// The printer's test hook for `p` (CodegenOptions::inject) from `config.inject`:
 /// "KIND" for every program, "KIND:BUFFER" only for programs that declare BUFFER.
 std::string codegen_test_hook(const BackendConfig& config, const ir::Program& p);
-/// `config.extra[key]` as a number, or `fallback` when absent or not a number.
-double config_number(const BackendConfig& config, const std::string& key, double fallback);
 
 /// How compare_outputs decides (docs/ir.md, "Verification").
 struct Comparison {

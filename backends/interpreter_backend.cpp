@@ -44,4 +44,9 @@ std::unique_ptr<Backend> make_interpreter_backend(const BackendConfig& config) {
   return std::make_unique<InterpreterBackend>(config);
 }
 
+namespace {
+[[maybe_unused]] const bool kRegistered = register_backend(
+    "interpreter", 31, [](const BackendConfig& c) { return make_interpreter_backend(c); });
+}  // namespace
+
 }  // namespace perfdojo::backends

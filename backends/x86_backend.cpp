@@ -55,12 +55,6 @@ double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-std::string extra(const BackendConfig& c, const std::string& key,
-                  const std::string& fallback = "") {
-  auto it = c.extra.find(key);
-  return it == c.extra.end() ? fallback : it->second;
-}
-
 bool has_annotations(const std::vector<ir::NodePtr>& body) {
   for (const auto& n : body)
     if (n->is_scope && (n->annot != ir::Annot::kNone || has_annotations(n->body))) return true;
@@ -123,7 +117,7 @@ double quantile(const std::vector<double>& s, double q) {
   return s[lo] + (s[hi] - s[lo]) * (pos - static_cast<double>(lo));
 }
 
-// The test hook extra["inject"] as it applies to `p`: "KIND" or "KIND:BUFFER" (only programs
+// The test hook config.inject as it applies to `p`: "KIND" or "KIND:BUFFER" (only programs
 // declaring BUFFER); "" when it does not apply.
 // Serialises timing across processes (and threads: each holder opens its own descriptor).
 class MeasureLock {
@@ -154,7 +148,7 @@ class X86Backend final : public Backend {
 
   ~X86Backend() override {
     worker_.reset();
-    if (!work_dir_.empty() && extra(config_, "keep_build_dir") != "1") {
+    if (!work_dir_.empty() && !config_.keep_build_dir) {
       std::error_code ec;
       fs::remove_all(work_dir_, ec);
     }
@@ -172,9 +166,8 @@ class X86Backend final : public Backend {
     if (isa_ == X86Isa::kAvx512) c.vector_widths = {16, 8};
     if (isa_ == X86Isa::kAvx2) c.vector_widths = {8};
     c.threads = usable_cores();
-    // extra["threads"]: at most this many threads (1: single core, no parallel scopes).
-    if (int t = static_cast<int>(config_number(config_, "threads", 0)); t >= 1)
-      c.threads = std::min(c.threads, t);
+    // config.threads: at most this many threads (1: single core, no parallel scopes).
+    if (int t = config_.threads; t >= 1) c.threads = std::min(c.threads, t);
     c.parallel = c.threads > 1;
     c.verify_against_reference = true;
     c.stream_stores = !c.vector_widths.empty();
@@ -233,7 +226,7 @@ class X86Backend final : public Backend {
     if (find_executable(config_.compiler).empty())
       return {false, std::string(name()) + ": no C compiler: '" + config_.compiler +
                          "' was not found (set BackendConfig::compiler, e.g. gcc or clang)"};
-    if (find_worker(extra(config_, "worker")).empty())
+    if (find_worker(config_.worker).empty())
       return {false,
               std::string(name()) +
                   ": the measuring worker perfdojo-worker was not found (build the perfdojo-worker "
@@ -271,8 +264,8 @@ class X86Backend final : public Backend {
 
   Worker& worker() {
     if (!worker_) {
-      double mb = config_number(config_, "worker_memory_mb", 8192);
-      worker_ = std::make_unique<Worker>(find_worker(extra(config_, "worker")),
+      double mb = config_.worker_memory_mb;
+      worker_ = std::make_unique<Worker>(find_worker(config_.worker),
                                          static_cast<uint64_t>(mb * 1048576.0));
     }
     return *worker_;
@@ -364,7 +357,7 @@ class X86Backend final : public Backend {
 
     // Runs of any kernel never overlap, here or in other processes; the lock is let go while the
     // interpreter verifies, which takes long and times nothing.
-    const bool lock_on = extra(config_, "measure_lock") != "off";
+    const bool lock_on = config_.measure_lock;
     std::optional<MeasureLock> lock(std::in_place, lock_on);
     if (auto e = w.load(cr.so_path, offs, o.timeout_s, params_end(params, offs))) {
       m.error = *e;
@@ -462,7 +455,7 @@ class X86Backend final : public Backend {
           write_tensor(base + s.offs[k], pr[k]->dtype, inputs.at(pr[k]->name).data);
       prefill_outputs(base, pr, s.offs);
     }
-    const bool lock_on = extra(config_, "measure_lock") != "off";
+    const bool lock_on = config_.measure_lock;
     MeasureLock lock(lock_on);
     // One batch of a slot's kernel; false (and the program's error set) when it fails.
     auto run = [&](Slot& s, long batch, double* seconds) {
@@ -555,7 +548,7 @@ class X86Backend final : public Backend {
     // Code that keeps the IR's order and rounding must equal the interpreter bit for bit; other
     // code (reassociated sums, vector math) must stay within the interpreter's error bound.
     Comparison how;
-    double max_flops = config_number(config_, "verify_interpreter_max_flops", 1e7);
+    double max_flops = config_.verify_interpreter_max_flops;
     if (flop_count(p) <= max_flops) {
       ir::InterpretOptions io;
       if (!exact) io.error_bounds = &bounds;
@@ -793,6 +786,16 @@ double x86_peak_gflops_per_core(X86Isa isa) {
 std::unique_ptr<Backend> make_x86_backend(X86Isa isa, const BackendConfig& config) {
   return std::make_unique<X86Backend>(isa, config);
 }
+
+namespace {
+[[maybe_unused]] const bool kRegistered =
+    register_backend("x86_avx512", 0,
+                     [](const BackendConfig& c) { return make_x86_backend(X86Isa::kAvx512, c); }) &&
+    register_backend("x86_avx2", 1,
+                     [](const BackendConfig& c) { return make_x86_backend(X86Isa::kAvx2, c); }) &&
+    register_backend("x86_64", 2,
+                     [](const BackendConfig& c) { return make_x86_backend(X86Isa::kPortable, c); });
+}  // namespace
 
 std::vector<std::string> x86_link_libraries() {
   return have_libmvec() ? std::vector<std::string>{"-lmvec"} : std::vector<std::string>{};

@@ -18,13 +18,14 @@
 // one element (two summation orders legitimately differ by ~eps sqrt(L) times the partial sums);
 // a larger error is the error "wrong result: max relative error X ... (tolerance T)".
 //
-// BackendConfig::extra keys:
+// BackendConfig fields read:
+//   threads                       at most this many threads in parallel scopes
 //   worker                        path of perfdojo-worker (default: found next to the program)
 //   worker_memory_mb              the worker's address-space limit beyond the buffers (8192)
 //   verify_interpreter_max_flops  largest program verified with the interpreter (1e7)
-//   measure_lock                  "off": do not serialise timing with other processes through
+//   measure_lock                  false: do not serialise timing with other processes through
 //                                 the lock file $TMPDIR/perfdojo-measure.lock
-//   keep_build_dir                "1": keep the generated sources and objects (for debugging)
+//   keep_build_dir                true: keep the generated sources and objects (for debugging)
 //   inject                        TEST HOOK: "segv" | "hang" | "alloc" | "wrong", optionally
 //                                 ":BUFFER" to affect only programs declaring BUFFER (see
 //                                 CodegenOptions::inject); never set outside tests

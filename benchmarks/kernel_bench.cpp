@@ -319,8 +319,8 @@ int main(int argc, char** argv) {
   bench::TileCeiling ceiling = bench::tile_ceiling(lanes);
 
   backends::BackendConfig config, one_thread;
-  config.extra["threads"] = std::to_string(o.threads);
-  one_thread.extra["threads"] = "1";
+  config.threads = o.threads;
+  one_thread.threads = 1;
   std::unique_ptr<optimizer::Optimizer> opt;
   if (o.budget > 0) {
     auto made = optimizer::Optimizer::make(o.arch, optimizer::Mode::kBalanced, config);

@@ -57,7 +57,7 @@ bool any_parallel(const std::vector<ir::NodePtr>& body) {
 // Where the calibrated machine profile is kept (as `optimize` keeps it).
 backends::BackendConfig profile_config() {
   backends::BackendConfig c;
-  if (const std::string dir = profile_dir(); !dir.empty()) c.extra["profile_dir"] = dir;
+  if (const std::string dir = profile_dir(); !dir.empty()) c.profile_dir = dir;
   return c;
 }
 

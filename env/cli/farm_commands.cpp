@@ -107,7 +107,7 @@ int cmd_measure_worker(const Args& a) {
   if (!a.positional.empty()) return usage_error("measure-worker takes no FILE", a.json);
   backends::BackendConfig config;
   if (!a.has("no-cache")) config.cache_dir = backends::default_cache_dir();
-  if (const std::string dir = profile_dir(); !dir.empty()) config.extra["profile_dir"] = dir;
+  if (const std::string dir = profile_dir(); !dir.empty()) config.profile_dir = dir;
   // This machine's own calibrated profile (calibrated now when it has none): what its times and
   // its peak mean, and what the farm's cache keys on beside the program.
   backends::MachineProfile profile;

@@ -149,39 +149,34 @@ int cmd_optimize(const Args& a) {
   backends::BackendConfig config;
   if (const std::string dir = profile_dir(); !dir.empty()) {
     // The machine profile is kept even with --no-cache, which is about measured times.
-    config.extra["profile_dir"] = dir;
-    if (!a.has("no-cache")) config.cache_dir = config.extra["profile_dir"];
+    config.profile_dir = dir;
+    if (!a.has("no-cache")) config.cache_dir = dir;
   }
-  if (a.has("threads")) {
-    int threads = 0;
-    try {
-      threads = std::stoi(a.get("threads"));
-    } catch (const std::exception&) {
-      threads = 0;
-    }
-    if (threads < 1) return usage_error("--threads needs a positive whole number", a.json);
-    config.extra["threads"] = std::to_string(threads);
-  }
-  if (a.has("cache-flush")) config.extra["cache_flush"] = a.get("cache-flush");  // make checks it
   {
-    int64_t evaluations = 0;
+    int64_t threads = 0, evaluations = 0;
     int rc = 0;
+    if (!int_option(a, "threads", 1, 4096, &threads, &rc)) return rc;
+    if (threads > 0) config.threads = static_cast<int>(threads);
     if (!int_option(a, "evaluations", 1, 1000000000, &evaluations, &rc)) return rc;
-    if (evaluations > 0) config.extra["max_evaluations"] = std::to_string(evaluations);
+    config.max_evaluations = evaluations;
+  }
+  if (a.has("cache-flush")) {
+    auto how = backends::parse_cache_flush(a.get("cache-flush"));
+    if (!how)
+      return usage_error(
+          "--cache-flush must be auto, on or off, not '" + a.get("cache-flush") + "'", a.json);
+    config.cache_flush = *how;
   }
   if (a.has("workers")) {
     std::error_code ec;
     const std::string self = fs::read_symlink("/proc/self/exe", ec).string();
     auto cmd = backends::farm_command(a.get("workers"), self);
     if (auto* e = std::get_if<std::string>(&cmd)) return usage_error(*e, a.json);
-    std::string joined;
-    for (const auto& w : std::get<std::vector<std::string>>(cmd))
-      joined += (joined.empty() ? "" : "\t") + w;
-    config.extra["farm_command"] = joined;
+    config.farm_command = std::get<std::vector<std::string>>(cmd);
     fprintf(stderr, "starting the measurement farm: %s\n", a.get("workers").c_str());
   }
   if (!std::getenv("PERFDOJO_MACHINE_PROFILE") &&
-      !fs::exists(optimizer::cached_profile_path(config.extra["profile_dir"])))
+      !fs::exists(optimizer::cached_profile_path(config.profile_dir)))
     fprintf(stderr, "calibrating this machine for the cost model (once, a few seconds)...\n");
   // Without --arch, the widest ISA this CPU runs.
   std::string arch = a.get("arch");

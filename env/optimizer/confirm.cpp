@@ -23,7 +23,7 @@ backends::Measurement interpreter_checked(const ir::Program& p, const std::strin
   mo.min_reps = mo.max_reps = 1;
   mo.time_budget_s = 0.01;
   backends::BackendConfig cfg = config;
-  cfg.extra["verify_interpreter_max_flops"] = "1e9";
+  cfg.verify_interpreter_max_flops = 1e9;
   return backends::make_backend(arch, cfg)->measure(p, mo);
 }
 
@@ -35,9 +35,8 @@ Verdict original_code_checked(const ir::Program& original, const transforms::Tar
                               std::string* why) {
   static std::mutex mu;
   static std::set<uint64_t> good;
-  const auto at = config.extra.find("inject");  // the backends' test hook changes the code
-  const std::string how =
-      arch + "\n" + config.compiler + "\n" + (at == config.extra.end() ? "" : at->second);
+  // the backends' test hook changes the code
+  const std::string how = arch + "\n" + config.compiler + "\n" + config.inject;
   const uint64_t key =
       ir::structural_hash(original) ^ (std::hash<std::string>{}(how)*0x9e3779b97f4a7c15ull);
   {

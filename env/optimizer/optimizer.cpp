@@ -43,11 +43,20 @@ std::string c_header(const ir::Program& p) {
   return h;
 }
 
-Optimizer::Optimizer(std::string arch, std::optional<backends::X86Isa> isa, Mode mode,
-                     backends::BackendConfig config)
-    : arch_(std::move(arch)), isa_(isa), mode_(mode), config_(std::move(config)) {
+std::optional<Arch> Arch::parse(const std::string& name) {
+  Arch a;
+  a.name = name;
+  a.isa = backends::x86_isa_by_name(name);
+  if (!a.isa) a.cross = backends::cross_target(name);
+  if (!a.isa && !a.cross) return std::nullopt;
+  return a;
+}
+
+Optimizer::Optimizer(Arch arch, Mode mode, backends::BackendConfig config,
+                     std::unique_ptr<backends::Backend> target)
+    : arch_(std::move(arch)), mode_(mode), config_(std::move(config)), target_(std::move(target)) {
   backends::MachineProfile& profile = profile_;
-  if (const auto* cross = backends::cross_target(arch_)) {
+  if (const auto* cross = arch_.cross) {
     // A cross target is modelled on its core's built-in profile, not on this machine's.
     config_.machine_profile = "builtin:" + cross->profile;
     profile = *backends::builtin_profile(cross->profile);
@@ -55,51 +64,42 @@ Optimizer::Optimizer(std::string arch, std::optional<backends::X86Isa> isa, Mode
     peak_gflops_ = profile.vector_peak_gflops();
   } else {
     profile_note_ = detail::resolve_profile(config_, &profile);
-    peak_gflops_ = detail::peak_gflops(*isa_, profile);
+    peak_gflops_ = detail::peak_gflops(*arch_.isa, profile);
   }
-  target_ = backends::make_backend(arch_, config_);
+  target_compile_timeout_s_ = config_.compile_timeout_s;
   model_ = backends::make_backend("cost_model", config_);
 }
 
-std::unique_ptr<backends::Backend> Optimizer::make_target(const backends::BackendConfig& c) const {
-  auto local = backends::make_backend(arch_, c);
+std::unique_ptr<backends::Backend> Optimizer::wrap_target(
+    std::unique_ptr<backends::Backend> local) const {
   if (!farm_ || !local) return local;
   return std::make_unique<backends::RemoteBackend>(std::move(local), farm_);
 }
 
-ir::Result<std::unique_ptr<Optimizer>> Optimizer::make(const std::string& arch, Mode mode,
+ir::Result<std::unique_ptr<Optimizer>> Optimizer::make(const std::string& name, Mode mode,
                                                        const backends::BackendConfig& config) {
   auto fail = [](const std::string& m) {
     return std::vector<ir::Diagnostic>{{{"optimizer", 0, 0}, m}};
   };
-  const auto isa = backends::x86_isa_by_name(arch);
-  if (!isa && !backends::cross_target(arch))
+  auto arch = Arch::parse(name);
+  if (!arch)
     return fail(
-        "unknown architecture '" + arch +
+        "unknown architecture '" + name +
         "'; expected x86_avx512, x86_avx2, x86_64, aarch64_neon, aarch64_sve or riscv64_rvv");
-  if (auto it = config.extra.find("cache_flush");
-      it != config.extra.end() && it->second != "auto" && it->second != "on" && it->second != "off")
-    return fail("cache_flush must be auto, on or off, not '" + it->second + "'");
-  {  // refuse an unavailable target before spending seconds on calibration
-    auto probe = backends::make_backend(arch, config);
-    if (!probe) return fail("no backend for '" + arch + "'");
-    if (auto av = probe->available(); !av.ok)
-      return fail(arch + " is not available here: " + av.why);
-  }
-  std::unique_ptr<Optimizer> o(new Optimizer(arch, isa, mode, config));
-  if (auto it = config.extra.find("farm_command"); it != config.extra.end()) {
-    std::vector<std::string> argv;
-    for (size_t at = 0; at <= it->second.size();) {
-      const size_t tab = std::min(it->second.find('\t', at), it->second.size());
-      argv.push_back(it->second.substr(at, tab - at));
-      at = tab + 1;
-    }
-    auto farm = backends::Farm::start(argv, 180);  // Ray, its actors and their calibrations
+  // The target's backend, built once: an unavailable target is refused before seconds of
+  // calibration.
+  auto target = backends::make_backend(name, config);
+  if (!target) return fail("no backend for '" + name + "'");
+  if (auto av = target->available(); !av.ok)
+    return fail(name + " is not available here: " + av.why);
+  std::unique_ptr<Optimizer> o(new Optimizer(*arch, mode, config, std::move(target)));
+  if (!config.farm_command.empty()) {
+    auto farm =
+        backends::Farm::start(config.farm_command, 180);  // Ray, its actors and their calibrations
     if (auto* e = std::get_if<std::string>(&farm)) return fail(*e);
     o->farm_ = std::get<std::shared_ptr<backends::Farm>>(farm);
-    o->target_ = o->make_target(o->config_);
+    o->target_ = o->wrap_target(std::move(o->target_));
   }
-  if (!o->target_) return fail("no backend for '" + arch + "'");
   if (!o->model_ || !o->model_->available().ok)
     return fail("the cost model cannot start: " + o->model_->available().why);
   return o;
@@ -109,22 +109,25 @@ Result Optimizer::transform(const ir::Program& program, double timeout_s, const 
                             const std::atomic<bool>* cancel) {
   const auto start = detail::Clock::now();
   auto caps = target_->capabilities();
-  const transforms::Target target = target_of(*target_, arch_);
+  const transforms::Target target = target_of(*target_, arch_.name);
   Result res;
   res.program = program;
   Report& r = res.report;
-  r.arch = arch_;
+  r.arch = arch_.name;
   r.mode = mode_name(mode_);
   r.profile = profile_note_;
   r.threads = caps.parallel ? std::max(1, caps.threads) : 1;
-  r.modelled = !isa_.has_value();
+  r.modelled = !arch_.isa.has_value();
   r.peak_gflops = peak_gflops_;
   if (farm_) r.workers = farm_->ready_line();
   // A compile that would eat a large share of the budget is not worth waiting for.
-  {
+  // (The backend is built again only when that limit changes.)
+  if (const double limit = std::clamp(timeout_s * 0.02, 5.0, config_.compile_timeout_s);
+      limit != target_compile_timeout_s_) {
     backends::BackendConfig c = config_;
-    c.compile_timeout_s = std::clamp(timeout_s * 0.02, 5.0, config_.compile_timeout_s);
-    target_ = make_target(c);
+    c.compile_timeout_s = limit;
+    target_ = wrap_target(backends::make_backend(arch_.name, c));
+    target_compile_timeout_s_ = limit;
   }
   // The search starts from the contracted kernel where the mode allows it: a fused multiply-add
   // wherever a product meets a sum, half the instructions where throughput decides (a GEMM's
@@ -135,15 +138,15 @@ Result Optimizer::transform(const ir::Program& program, double timeout_s, const 
   const ir::Program root = settings_for(mode_).allow_contraction && transforms::contracts_on(target)
                                ? transforms::contract(program, &r.contracted)
                                : program;
-  detail::SearchRun run(root, timeout_s, progress, cancel, mode_, target, arch_, config_, *target_,
-                        *model_, res, start);
+  detail::SearchRun run(root, timeout_s, progress, cancel, mode_, target, arch_.name, config_,
+                        *target_, *model_, res, start);
   run.original = &program;
   {
-    auto it = config_.extra.find("cache_flush");
-    const std::string how = it == config_.extra.end() ? "auto" : it->second;
+    const auto how = config_.cache_flush;
     r.cache_flushed =
-        isa_.has_value() &&
-        (how == "on" || (how != "off" && cold_timing(program, profile_, peak_gflops_)));
+        arch_.isa.has_value() &&
+        (how == backends::CacheFlush::kOn ||
+         (how == backends::CacheFlush::kAuto && cold_timing(program, profile_, peak_gflops_)));
     run.mo.flush_cache = run.screen.flush_cache = r.cache_flushed;
   }
   r.seed = run.mo.seed;
@@ -235,13 +238,14 @@ void Optimizer::finish(Result& res, bool interrupted) const {
     }
   }
   if (r.modelled) {
-    r.note += std::string(r.note.empty() ? "" : "; ") + "times are the cost model's for " +
-              r.profile + ", not measured; the returned kernel was compiled for " + arch_ +
-              (r.device_unrun ? ", not run: no GPU here (the interpreter verified the transformed "
-                                "program; the CUDA code itself is unverified)"
-               : r.verified   ? " and verified" +
-                                  std::string(arch_ == "cuda" ? " on the GPU" : " under emulation")
-                            : "");
+    r.note +=
+        std::string(r.note.empty() ? "" : "; ") + "times are the cost model's for " + r.profile +
+        ", not measured; the returned kernel was compiled for " + arch_.name +
+        (r.device_unrun ? ", not run: no GPU here (the interpreter verified the transformed "
+                          "program; the CUDA code itself is unverified)"
+         : r.verified   ? " and verified" +
+                            std::string(arch_.name == "cuda" ? " on the GPU" : " under emulation")
+                      : "");
   }
   if (r.noisy) {
     char buf[200];
@@ -251,11 +255,10 @@ void Optimizer::finish(Result& res, bool interrupted) const {
                   r.note.empty() ? "" : "; ", 100 * r.baseline_spread, 100 * r.final_spread);
     r.note += buf;
   }
-  if (isa_)
-    res.c_source = backends::x86_generate_c(*isa_, res.program, config_).source;
+  if (arch_.isa)
+    res.c_source = backends::x86_generate_c(*arch_.isa, res.program, config_).source;
   else
-    res.c_source =
-        backends::cross_generate_c(*backends::cross_target(arch_), res.program, config_).source;
+    res.c_source = backends::cross_generate_c(*arch_.cross, res.program, config_).source;
   res.c_header = c_header(res.program);
 }
 

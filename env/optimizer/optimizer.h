@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/cross_backend.h"
 #include "backends/machine_profile.h"
 #include "backends/remote_backend.h"
 #include "backends/x86_backend.h"
@@ -64,7 +65,7 @@ struct Report {
   bool noisy = false;        ///< the final re-timing's spread stayed above 10%: the core was busy
   bool interleaved = false;  ///< baseline_s and final_s come from one interleaved run
   /// Every timing evicted the kernel's data from the caches before each call (its inputs came
-  /// from memory): `config.extra["cache_flush"]` "on", or "auto" (the default) for a
+  /// from memory): `config.cache_flush` kOn, or "auto" (the default) for a
   /// memory-bound kernel larger than half the last-level cache (see cold_timing). Warm,
   /// back-to-back calls otherwise.
   bool cache_flushed = false;
@@ -138,6 +139,16 @@ struct Result {
 /// speed-up so far; the cost model's estimate while nothing is measured).
 using Progress = std::function<void(double, int, double)>;
 
+/// An architecture name parsed once per command (Optimizer::make): an x86 ISA measured here,
+/// or a cross target modelled on its core and verified under emulation.
+struct Arch {
+  std::string name;
+  std::optional<backends::X86Isa> isa;           ///< set for x86_avx512, x86_avx2, x86_64
+  const backends::CrossTarget* cross = nullptr;  ///< set for the cross targets and cuda
+  /// nullopt for a name that is neither.
+  static std::optional<Arch> parse(const std::string& name);
+};
+
 /// An optimiser for one architecture and mode.
 class Optimizer {
  public:
@@ -145,15 +156,15 @@ class Optimizer {
   /// aarch64_sve or riscv64_rvv (cross_backend.h: modelled on the target's built-in profile,
   /// every returned kernel cross-compiled and verified under emulation). Errors when unknown or
   /// unavailable here.
-  /// `config.extra["threads"]` caps the threads (1: single core, no parallel scopes). The cost
+  /// `config.threads` caps the threads (1: single core, no parallel scopes). The cost
   /// model reads `config.machine_profile`, else $PERFDOJO_MACHINE_PROFILE, else this machine's
-  /// calibrated profile kept in `config.extra["profile_dir"]`, else in `config.cache_dir`
+  /// calibrated profile kept in `config.profile_dir`, else in `config.cache_dir`
   /// (calibrated on first use, about 6 s, and kept there), else a fresh calibration;
-  /// `config.extra["calibrate"] = "off"` uses the built-in profile instead.
-  /// `config.extra["cache_flush"]`: "auto" (default), "on" or "off" (see Report::cache_flushed).
-  /// `config.extra["farm_command"]` (a command line, arguments separated by tabs; see
-  /// backends::farm_command) sends the target's measurements to a measurement farm
-  /// (remote_backend.h, docs/ray.md); an error when it does not start.
+  /// `config.calibrate = false` uses the built-in profile instead.
+  /// `config.cache_flush`: kAuto (default), kOn or kOff (see Report::cache_flushed).
+  /// `config.farm_command` (a command line; see backends::farm_command) sends the target's
+  /// measurements to a measurement farm (remote_backend.h, docs/ray.md); an error when it does not
+  /// start.
   static ir::Result<std::unique_ptr<Optimizer>> make(const std::string& arch, Mode mode,
                                                      const backends::BackendConfig& config = {});
   /// Traces proposed from outside (a trained policy, `perfdojo optimize --agent`): replayed on the
@@ -172,15 +183,15 @@ class Optimizer {
                    const std::atomic<bool>* cancel = nullptr);
 
  private:
-  Optimizer(std::string arch, std::optional<backends::X86Isa> isa, Mode mode,
-            backends::BackendConfig config);
+  Optimizer(Arch arch, Mode mode, backends::BackendConfig config,
+            std::unique_ptr<backends::Backend> target);
   // The report's derived figures, the note, and the generated C of the returned program.
   void finish(Result& res, bool interrupted) const;
-  // The target's backend: measured here, or by the farm when there is one.
-  std::unique_ptr<backends::Backend> make_target(const backends::BackendConfig& config) const;
+  // The target's backend: `local`, measured here, or by the farm when there is one.
+  std::unique_ptr<backends::Backend> wrap_target(std::unique_ptr<backends::Backend> local) const;
   std::shared_ptr<backends::Farm> farm_;
-  std::string arch_;
-  std::optional<backends::X86Isa> isa_;  ///< arch_, parsed once by make; nullopt: a cross target
+  Arch arch_;
+  double target_compile_timeout_s_ = 0;  ///< target_'s compile limit (transform sets it)
   Mode mode_;
   std::string profile_note_;
   backends::MachineProfile profile_;
@@ -207,7 +218,7 @@ std::pair<std::string, std::string> check_trace(const ir::Program& original,
                                                 const backends::BackendConfig& config = {});
 
 /// This machine's profile for the cost model and for "% of peak": `config.machine_profile`,
-/// else $PERFDOJO_MACHINE_PROFILE, else the calibrated one kept in `config.extra["profile_dir"]`
+/// else $PERFDOJO_MACHINE_PROFILE, else the calibrated one kept in `config.profile_dir`
 /// (or `config.cache_dir`), else calibrated now and kept there. Returns where it came from.
 std::string resolve_machine_profile(backends::BackendConfig& config, backends::MachineProfile* out);
 /// The FMA peak per core of `isa` on the machine `profile` describes (GFLOP/s).

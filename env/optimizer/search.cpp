@@ -414,8 +414,7 @@ SearchRun::SearchRun(const ir::Program& program, double timeout_s, const Progres
       res(res),
       r(res.report),
       start(start) {
-  if (auto it = config.extra.find("max_evaluations"); it != config.extra.end())
-    max_evaluations = std::max(0L, std::strtol(it->second.c_str(), nullptr, 10));
+  max_evaluations = std::max<int64_t>(0, config.max_evaluations);
   mo.max_reps = ms.measure_reps;
   mo.min_reps = 3;
   mo.time_budget_s = std::clamp(timeout_s * 0.01, 0.05, 1.0);

@@ -202,7 +202,7 @@ struct SearchRun {
 
   bool cancelled() const { return cancel && cancel->load(); }
   bool over(double fraction) const {
-    // A fixed amount of model work for the beam (config.extra["max_evaluations"]): the same
+    // A fixed amount of model work for the beam (config.max_evaluations): the same
     // beam, so the same candidates, on every run that finishes it within 90% of the budget.
     if (fraction == kBeamShare && max_evaluations > 0)
       return r.evaluations >= max_evaluations || seconds_since(start) > timeout_s * 0.9 ||

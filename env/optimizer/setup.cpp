@@ -87,13 +87,12 @@ std::string resolve_profile(backends::BackendConfig& config, backends::MachinePr
   if (const char* env = std::getenv("PERFDOJO_MACHINE_PROFILE"); env && *env) {
     if (auto s = use(env, std::string("$PERFDOJO_MACHINE_PROFILE = ") + env); !s.empty()) return s;
   }
-  auto it = config.extra.find("calibrate");
-  if (it != config.extra.end() && it->second == "off") {
+  if (!config.calibrate) {
     *out = backends::default_profile();
     return out->name + " (built-in)";
   }
-  auto dir_it = config.extra.find("profile_dir");  // else the result cache's folder
-  const std::string dir = dir_it != config.extra.end() ? dir_it->second : config.cache_dir;
+  // else the result cache's folder
+  const std::string dir = !config.profile_dir.empty() ? config.profile_dir : config.cache_dir;
   std::string cached = cached_profile_path(dir);
   if (!cached.empty() && std::filesystem::exists(cached)) {
     // One taken for another ISA (an older file, or features hidden) is calibrated again.

@@ -282,7 +282,7 @@ env::EnvConfig config_of(const std::string& json_text, bool allow_files,
   bridge::ConfigPolicy policy;
   policy.allow_files = allow_files;
   if (!profile_dir.empty()) {
-    policy.backend_config.extra["profile_dir"] = profile_dir;
+    policy.backend_config.profile_dir = profile_dir;
     policy.backend_config.cache_dir = profile_dir;
   }
   try {
@@ -578,11 +578,14 @@ struct PyOptimizer {
       throw py::value_error("unknown mode '" + mode + "' (conservative, balanced, aggressive)");
     backends::BackendConfig config;
     if (!profile_dir.empty()) {
-      config.extra["profile_dir"] = profile_dir;
+      config.profile_dir = profile_dir;
       config.cache_dir = profile_dir;
     }
-    if (threads > 0) config.extra["threads"] = std::to_string(threads);
-    config.extra["cache_flush"] = cache_flush;
+    if (threads > 0) config.threads = threads;
+    auto flush = backends::parse_cache_flush(cache_flush);
+    if (!flush)
+      throw py::value_error("cache_flush must be auto, on or off, not '" + cache_flush + "'");
+    config.cache_flush = *flush;
     ir::Result<std::unique_ptr<optimizer::Optimizer>> made = [&] {
       py::gil_scoped_release release;  // may calibrate the machine (seconds)
       return optimizer::Optimizer::make(arch, *m, config);

@@ -48,7 +48,7 @@ void check_suite_as_written(const std::string& arch) {
 // returned trace checked again on a scaled-down instance under the emulator.
 void check_suite_optimised(const std::string& arch) {
   backends::BackendConfig c;
-  c.extra["calibrate"] = "off";
+  c.calibrate = false;
   int improved = 0, kernels = 0;
   for (const auto& name : testing::suite_kernel_names()) {
     auto p = ir::load_file(std::string(PERFDOJO_KERNEL_DIR) + "/" + name + ".pdj");
@@ -238,7 +238,7 @@ TEST_SUITE("cross") {
     o.timeout_s = 3;
     for (const char* hook : {"segv", "hang", "wrong"}) {
       backends::BackendConfig c;
-      c.extra["inject"] = hook;
+      c.inject = hook;
       auto b = backends::make_backend("aarch64_neon", c);
       auto m = b->measure(p.value(), o);
       REQUIRE_MESSAGE(!m.ok(), hook);
@@ -275,7 +275,7 @@ TEST_CASE("x86_memcheck catches a kernel reading memory it never wrote" *
   CHECK_MESSAGE(clean.ok(), clean.error.value_or(""));
   CHECK(clean.verified);
   backends::BackendConfig c;
-  c.extra["inject"] = "uninit";
+  c.inject = "uninit";
   auto bad = backends::make_backend("x86_memcheck", c)->measure(p.value(), o);
   REQUIRE_FALSE(bad.ok());
   CHECK_MESSAGE(bad.error->find("uninitialised") != std::string::npos, *bad.error);

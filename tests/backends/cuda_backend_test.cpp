@@ -96,7 +96,7 @@ TEST_SUITE("cuda") {
     }
     // A program that does not compile is an error naming nvcc, never a crash.
     backends::BackendConfig c;
-    c.extra["cuda_arch"] = "sm_1";
+    c.cuda_arch = "sm_1";
     auto bad = backends::make_backend("cuda", c)->measure(p.value(), o);
     REQUIRE_FALSE(bad.ok());
     CHECK(bad.error->find("nvcc") != std::string::npos);
@@ -107,7 +107,7 @@ TEST_SUITE("cuda") {
     auto p = ir::load_file(std::string(PERFDOJO_KERNEL_DIR) + "/matmul-256.pdj");
     REQUIRE(p.ok());
     backends::BackendConfig c;
-    c.extra["calibrate"] = "off";
+    c.calibrate = false;
     auto opt = optimizer::Optimizer::make("cuda", optimizer::Mode::kBalanced, c);
     REQUIRE_MESSAGE(opt.ok(), opt.error_text());
     // A proposal is measured first (anytime search): the test does not depend on how far the

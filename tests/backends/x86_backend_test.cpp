@@ -396,7 +396,7 @@ TEST_CASE("random legal trajectories compile to code that matches the interprete
 TEST_CASE("a crashing kernel yields an error record and the next measurement succeeds" *
           doctest::test_suite("hw")) {
   BackendConfig c;
-  c.extra["inject"] = "segv:crashme";  // test hook: crash programs that declare `crashme`
+  c.inject = "segv:crashme";  // test hook: crash programs that declare `crashme`
   BACKEND_OR_SKIP(b, "x86_64", c);
   Measurement before = b->measure(program_of(kSmall), quick());
   REQUIRE_MESSAGE(before.ok(), before.error.value_or(""));
@@ -411,7 +411,7 @@ TEST_CASE("a crashing kernel yields an error record and the next measurement suc
 TEST_CASE("a hanging kernel is killed within its timeout and the backend goes on" *
           doctest::test_suite("hw")) {
   BackendConfig c;
-  c.extra["inject"] = "hang:crashme";
+  c.inject = "hang:crashme";
   BACKEND_OR_SKIP(b, "x86_64", c);
   auto o = quick();
   o.timeout_s = 0.5;
@@ -468,8 +468,8 @@ TEST_CASE("a compiler that hangs is killed at the compile time limit with what i
 TEST_CASE("a runaway allocation is stopped by the worker's memory limit" *
           doctest::test_suite("hw")) {
   BackendConfig c;
-  c.extra["inject"] = "alloc:crashme";
-  c.extra["worker_memory_mb"] = "512";
+  c.inject = "alloc:crashme";
+  c.worker_memory_mb = 512;
   BACKEND_OR_SKIP(b, "x86_64", c);
   Measurement m = b->measure(program_of(kCrashMe), quick());
   REQUIRE_FALSE(m.ok());
@@ -479,7 +479,7 @@ TEST_CASE("a runaway allocation is stopped by the worker's memory limit" *
 
 TEST_CASE("a wrong result is an error, not a time" * doctest::test_suite("hw")) {
   BackendConfig c;
-  c.extra["inject"] = "wrong:crashme";
+  c.inject = "wrong:crashme";
   BACKEND_OR_SKIP(b, "x86_64", c);
   Measurement m = b->measure(program_of(kCrashMe), quick());
   REQUIRE_FALSE(m.ok());
@@ -499,7 +499,7 @@ TEST_CASE(
     doctest::test_suite("hw")) {
   // Force the large-program path on a small program: no interpreter verification at all.
   BackendConfig c;
-  c.extra["verify_interpreter_max_flops"] = "0";
+  c.verify_interpreter_max_flops = 0;
   BACKEND_OR_SKIP(b, "x86_64", c);
   auto vec =
       transformed(scaled("softmax"), "vectorize 0.0 16\nvectorize 0.1 16\nvectorize 1.1 16\n");
@@ -510,7 +510,7 @@ TEST_CASE(
   Measurement plain = b->measure(scaled("softmax"), quick());
   CHECK(plain.ok());
   CHECK_FALSE(plain.verified);
-  c.extra["inject"] = "wrong:d";  // softmax's output is d
+  c.inject = "wrong:d";  // softmax's output is d
   auto bad = backends::make_backend("x86_64", c);
   Measurement wrong = bad->measure(vec, quick());
   REQUIRE_FALSE(wrong.ok());
@@ -545,7 +545,7 @@ TEST_CASE("a cache hit returns cached=true with the stored time, and misses on a
 TEST_CASE("clones are independent: a crash in one leaves the other's worker alone" *
           doctest::test_suite("hw")) {
   BackendConfig c;
-  c.extra["inject"] = "segv:crashme";
+  c.inject = "segv:crashme";
   BACKEND_OR_SKIP(a, "x86_64", c);
   auto b = a->clone();
   CHECK(b->name() == a->name());
@@ -706,7 +706,7 @@ TEST_CASE(
 TEST_CASE("compare times programs interleaved, each verified, a failing one an error record" *
           doctest::test_suite("hw")) {
   BackendConfig c;
-  c.extra["inject"] = "segv:crashme";
+  c.inject = "segv:crashme";
   BACKEND_OR_SKIP(b, "x86_64", c);
   const ir::Program small = program_of(kSmall);
   const ir::Program big =
@@ -787,7 +787,7 @@ TEST_CASE("a reference program too large to interpret is run sequentially and co
   // Force the large-program path: the transformed program carries no annotation, so without a
   // reference nothing would be compared; with the original as reference its sequential build is.
   BackendConfig c;
-  c.extra["verify_interpreter_max_flops"] = "0";
+  c.verify_interpreter_max_flops = 0;
   BACKEND_OR_SKIP(b, "x86_64", c);
   CHECK(b->capabilities().verify_against_reference);
   const ir::Program original = scaled("softmax");
@@ -806,7 +806,7 @@ TEST_CASE("a reference program too large to interpret is run sequentially and co
       mismatch.error->find("reference program's inputs and outputs differ") != std::string::npos,
       *mismatch.error);
   // A wrong result in the measured kernel: the reference's build carries no test hook.
-  c.extra["inject"] = "wrong:d";
+  c.inject = "wrong:d";
   auto bad = backends::make_backend("x86_64", c);
   o.reference = &original;
   Measurement wrong = bad->measure(tiled, o);
