@@ -28,12 +28,31 @@ std::vector<ir::Diagnostic> config_error(const std::string& m) { return {{{"conf
 
 }  // namespace
 
-Env::Env(EnvConfig config)
+std::optional<RewardSpace> parse_reward_space(const std::string& name) {
+  if (name == "log_speedup_best") return RewardSpace::kLogSpeedupBest;
+  if (name == "log_speedup_step") return RewardSpace::kLogSpeedupStep;
+  if (name == "relative_step") return RewardSpace::kRelativeStep;
+  if (name == "log_speedup_total") return RewardSpace::kLogSpeedupTotal;
+  return std::nullopt;
+}
+
+std::optional<ActionSpaceKind> parse_action_space(const std::string& name) {
+  if (name == "flat") return ActionSpaceKind::kFlat;
+  if (name == "cursor") return ActionSpaceKind::kCursor;
+  return std::nullopt;
+}
+
+Env::Env(EnvConfig config, std::unique_ptr<backends::Backend> backend)
     : config_(std::move(config)),
-      backend_(backends::make_backend(config_.backend, config_.backend_config)),
+      reward_space_(*parse_reward_space(config_.reward_space)),
+      action_kind_(*parse_action_space(config_.action_space)),
+      model_backend_(config_.backend.rfind("cost_model", 0) == 0),
+      backend_(std::move(backend)),
       target_(target_for(*backend_)),
       flat_(config_.flat, target_),
-      cursor_space_(target_) {}
+      cursor_space_(target_) {
+  for (const auto& s : config_.observation_spaces) observe_.add(s);
+}
 
 ir::Result<std::unique_ptr<Env>> Env::make(const EnvConfig& config) {
   auto names = backends::backend_names();
@@ -42,19 +61,18 @@ ir::Result<std::unique_ptr<Env>> Env::make(const EnvConfig& config) {
     for (const auto& n : names) all += (all.empty() ? "" : ", ") + n;
     return config_error("unknown backend '" + config.backend + "'; expected one of " + all);
   }
-  if (auto b = backends::make_backend(config.backend, config.backend_config); !b->available().ok)
-    return config_error("backend '" + config.backend +
-                        "' is not available here: " + b->available().why);
-  const auto& rs = reward_spaces();
-  if (std::find(rs.begin(), rs.end(), config.reward_space) == rs.end())
+  auto backend = backends::make_backend(config.backend, config.backend_config);
+  if (auto av = backend->available(); !av.ok)
+    return config_error("backend '" + config.backend + "' is not available here: " + av.why);
+  if (!parse_reward_space(config.reward_space))
     return config_error(
         "unknown reward space '" + config.reward_space +
         "'; expected log_speedup_best, log_speedup_step, relative_step or log_speedup_total");
-  if (config.action_space != "flat" && config.action_space != "cursor")
+  if (!parse_action_space(config.action_space))
     return config_error("unknown action space '" + config.action_space +
                         "'; expected flat or cursor");
   for (const auto& s : config.observation_spaces)
-    if (!find_observation_space(s))
+    if (!ObservationSet().add(s))
       return config_error("unknown observation space '" + s +
                           "'; expected ir_text, features, tokens or graph");
   if (config.max_episode_steps < 1) return config_error("max_episode_steps must be at least 1");
@@ -64,7 +82,7 @@ ir::Result<std::unique_ptr<Env>> Env::make(const EnvConfig& config) {
     return config_error("flat action space slots must be positive (max_buffers at least 2)");
   auto program = load_benchmark(config.benchmark);
   if (!program.ok()) return program.errors();
-  std::unique_ptr<Env> env(new Env(config));
+  std::unique_ptr<Env> env(new Env(config, std::move(backend)));
   env->benchmark_ = config.benchmark;
   env->original_ = env->program_ = program.value();
   return env;
@@ -75,7 +93,7 @@ double Env::time_of(const ir::Program& p, std::optional<std::string>* error) {
   o.seed = config_.seed;
   // The cost model is a deterministic function of the program that costs about twice a
   // structural hash: estimating again gives the very time a cache would, for less.
-  if (config_.backend.rfind("cost_model", 0) == 0) {
+  if (model_backend_) {
     backends::Measurement m = backend_->measure(p, o);
     if (!m.ok()) *error = m.error;
     return m.ok() ? m.median_s : 0;
@@ -96,10 +114,16 @@ double Env::reward(double prev, double now) const {
   if (prev <= 0 || now <= 0) return 0;
   // Pays only for beating the best program of the episode so far (best_time_ is not yet
   // updated with `now`): exploring never costs, and the return is log(initial / best).
-  if (config_.reward_space == "log_speedup_best")
-    return best_time_ > 0 && now < best_time_ ? std::log(best_time_ / now) : 0;
-  if (config_.reward_space == "relative_step") return (prev - now) / prev;
-  if (config_.reward_space == "log_speedup_total") return std::log(initial_time_ / now);
+  switch (reward_space_) {
+    case RewardSpace::kLogSpeedupBest:
+      return best_time_ > 0 && now < best_time_ ? std::log(best_time_ / now) : 0;
+    case RewardSpace::kRelativeStep:
+      return (prev - now) / prev;
+    case RewardSpace::kLogSpeedupTotal:
+      return std::log(initial_time_ / now);
+    case RewardSpace::kLogSpeedupStep:
+      break;
+  }
   return std::log(prev / now);
 }
 
@@ -133,13 +157,12 @@ std::pair<Observation, Info> Env::reset(std::optional<uint64_t> seed, const Rese
   best_trace_.clear();
   rewards_.clear();
   std::optional<std::string> error;
-  if (config_.backend.rfind("cost_model", 0) == 0 && !start_body_.empty() &&
-      start_body_ == program_.body) {
+  if (model_backend_ && !start_body_.empty() && start_body_ == program_.body) {
     initial_time_ = start_time_;  // a deterministic function of the program
   } else {
     initial_time_ = time_of(program_, &error);
     start_body_.clear();
-    if (!error && config_.backend.rfind("cost_model", 0) == 0) {
+    if (!error && model_backend_) {
       start_body_ = program_.body;
       start_time_ = initial_time_;
     }
@@ -154,14 +177,12 @@ std::pair<Observation, Info> Env::reset(std::optional<uint64_t> seed, const Rese
 }
 
 std::optional<transforms::Action> Env::decode(int action) const {
-  if (config_.action_space == "flat") return flat_.decode(program_, action);
+  if (!cursor_on()) return flat_.decode(program_, action);
   if (action < 0 || action >= cursor_space_.size()) return std::nullopt;
   return cursor_space_.to_action(program_, cursor_, action);
 }
 
-int Env::base_actions() const {
-  return config_.action_space == "flat" ? flat_.size() : cursor_space_.size();
-}
+int Env::base_actions() const { return !cursor_on() ? flat_.size() : cursor_space_.size(); }
 
 ActionSpec Env::action_spec() const {
   const int n = base_actions() + config_.sketch_actions;
@@ -204,8 +225,7 @@ StepResult Env::commit(ir::Program next, double t, const std::vector<transforms:
     best_time_ = t;
     best_trace_ = trace_;
   }
-  if (config_.action_space == "cursor")
-    cursor_ = transforms::CursorActionSpace::clamp(program_, cursor_);
+  if (cursor_on()) cursor_ = transforms::CursorActionSpace::clamp(program_, cursor_);
   return finish_step(r, std::move(info));
 }
 
@@ -234,8 +254,7 @@ std::vector<uint8_t> Env::action_mask() const {
     mask_.back() = stop_allowed(mask_);
     return mask_;
   }
-  mask_ = config_.action_space == "flat" ? flat_.mask(program_, &mask_memo_)
-                                         : cursor_space_.mask(program_, cursor_);
+  mask_ = !cursor_on() ? flat_.mask(program_, &mask_memo_) : cursor_space_.mask(program_, cursor_);
   if (config_.sketch_actions > 0) {
     // Opt-in cost (a scan for GEMM-class nests, fission included, once per program: the mask
     // is cached): a nest with a c-th candidate. The expansion itself runs at the step; one that
@@ -266,8 +285,7 @@ bool Env::stop_allowed(const std::vector<uint8_t>& mask) const {
 
 Observation Env::observe_now() const {
   // The cursor features say -1 without a cursor space (docs/env.md), as info.cursor does.
-  return observe(program_, config_.observation_spaces,
-                 config_.action_space == "cursor" ? cursor_ : -1, &feature_memo_);
+  return observe(program_, observe_, cursor_on() ? cursor_ : -1, &feature_memo_);
 }
 
 Info Env::make_info() const {
@@ -280,7 +298,7 @@ Info Env::make_info() const {
   i.best_time_s = best_time_;
   i.best_trace = best_trace_;
   i.action_mask = action_mask();
-  i.cursor = config_.action_space == "cursor" ? cursor_ : -1;
+  i.cursor = cursor_on() ? cursor_ : -1;
   return i;
 }
 
@@ -366,7 +384,7 @@ StepResult Env::step(int action) {
     done_ = true;
     return finish_step(0, info);
   }
-  if (!done_ && config_.action_space == "cursor" && action >= 0 && action < cursor_space_.size() &&
+  if (!done_ && cursor_on() && action >= 0 && action < cursor_space_.size() &&
       cursor_space_.at(action).is_move) {
     ++steps_;
     Info info;
@@ -397,15 +415,13 @@ StepResult Env::step(int action) {
             ? "action " + std::to_string(action) + " is out of range [0, " +
                   std::to_string(spec.n) + ")"
             : "action " + std::to_string(action) + " (" +
-                  (config_.action_space == "flat" ? flat_.describe(action)
-                                                  : cursor_space_.describe(action)) +
+                  (!cursor_on() ? flat_.describe(action) : cursor_space_.describe(action)) +
                   ") names a location this program does not have";
     return finish_step(config_.illegal_action_penalty, info);
   }
   // The flat mask of this very program, when already computed, decides legality.
-  const bool known_legal = !done_ && config_.action_space == "flat" && mask_is_current() &&
-                           action >= 0 && action < static_cast<int>(mask_.size()) &&
-                           mask_[action] == 1;
+  const bool known_legal = !done_ && !cursor_on() && mask_is_current() && action >= 0 &&
+                           action < static_cast<int>(mask_.size()) && mask_[action] == 1;
   return step_action(*a, known_legal);
 }
 
@@ -477,7 +493,7 @@ ir::Result<bool> Env::restore(const EpisodeState& s) {
 }
 
 std::unique_ptr<Env> Env::fork() const {
-  std::unique_ptr<Env> e(new Env(config_));
+  std::unique_ptr<Env> e(new Env(config_, backend_->clone()));
   e->time_cache_ = time_cache_;
   e->benchmark_ = benchmark_;
   e->original_ = original_;

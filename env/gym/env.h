@@ -51,6 +51,12 @@ struct EnvConfig {
 /// Names of the reward spaces.
 const std::vector<std::string>& reward_spaces();
 
+/// EnvConfig's names as Env::make parses them, once: nothing compares a config string per step.
+enum class RewardSpace { kLogSpeedupBest, kLogSpeedupStep, kRelativeStep, kLogSpeedupTotal };
+std::optional<RewardSpace> parse_reward_space(const std::string& name);
+enum class ActionSpaceKind { kFlat, kCursor };
+std::optional<ActionSpaceKind> parse_action_space(const std::string& name);
+
 /// The action space as a Gymnasium Discrete(n); the last index is the explicit stop action.
 struct ActionSpec {
   std::string kind;  ///< "flat" or "cursor"
@@ -128,7 +134,7 @@ class Env {
   /// -1 when the flat space cannot address it (a location beyond the slots, a parameter not
   /// offered there) or the env uses the cursor space.
   int encode(const transforms::Action& a) const {
-    return config_.action_space == "flat" ? flat_.encode(program_, a) : -1;
+    return action_kind_ == ActionSpaceKind::kFlat ? flat_.encode(program_, a) : -1;
   }
   /// The target the env's actions are checked for (its backend's).
   const transforms::Target& target() const { return target_; }
@@ -147,7 +153,7 @@ class Env {
   std::unique_ptr<Env> fork() const;
 
  private:
-  explicit Env(EnvConfig config);
+  Env(EnvConfig config, std::unique_ptr<backends::Backend> backend);
   double time_of(const ir::Program& p, std::optional<std::string>* error);
   double reward(double prev, double now) const;
   /// Whether stop is legal given the rest of the mask (stop_after_progress).
@@ -167,6 +173,12 @@ class Env {
   StepResult step_sketch(int c);
 
   EnvConfig config_;
+  // config_'s names, parsed once in make().
+  RewardSpace reward_space_ = RewardSpace::kLogSpeedupBest;
+  ActionSpaceKind action_kind_ = ActionSpaceKind::kFlat;
+  ObservationSet observe_;
+  bool cursor_on() const { return action_kind_ == ActionSpaceKind::kCursor; }
+  bool model_backend_ = false;  // the cost model: an estimate costs less than a cache lookup
   std::unique_ptr<backends::Backend> backend_;
   transforms::Target target_;
   transforms::FlatActionSpace flat_;

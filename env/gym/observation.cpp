@@ -458,23 +458,27 @@ Graph graph(const ir::Program& p) {
   return g;
 }
 
-Observation observe(const ir::Program& p, const std::vector<std::string>& spaces, int cursor) {
-  return observe(p, spaces, cursor, nullptr);
+bool ObservationSet::add(const std::string& name) {
+  if (name == "ir_text")
+    ir_text = true;
+  else if (name == "features")
+    features = true;
+  else if (name == "tokens")
+    tokens = true;
+  else if (name == "graph")
+    graph = true;
+  else
+    return false;
+  return true;
 }
 
-Observation observe(const ir::Program& p, const std::vector<std::string>& spaces, int cursor,
+Observation observe(const ir::Program& p, const ObservationSet& spaces, int cursor,
                     FeatureMemo* memo) {
   Observation o;
-  for (const auto& s : spaces) {
-    if (s == "ir_text")
-      o.ir_text = ir::print_program(p);
-    else if (s == "features")
-      o.features = features(p, cursor, memo);
-    else if (s == "tokens")
-      o.tokens = tokens(p);
-    else if (s == "graph")
-      o.graph = graph(p);
-  }
+  if (spaces.ir_text) o.ir_text = ir::print_program(p);
+  if (spaces.features) o.features = features(p, cursor, memo);
+  if (spaces.tokens) o.tokens = tokens(p);
+  if (spaces.graph) o.graph = graph(p);
   return o;
 }
 

@@ -65,6 +65,13 @@ struct Observation {
   Graph graph;
 };
 
+/// Which observation spaces to fill, parsed once from their names (Env::make).
+struct ObservationSet {
+  bool ir_text = false, features = false, tokens = false, graph = false;
+  /// Adds the space `name`; false when there is no such space.
+  bool add(const std::string& name);
+};
+
 /// Descriptions of every observation space.
 const std::vector<ObservationSpaceInfo>& observation_spaces();
 /// The description of `name`, or nullptr.
@@ -104,10 +111,8 @@ std::vector<float> features(const ir::Program& p, int cursor, FeatureMemo* memo)
 std::vector<int32_t> tokens(const ir::Program& p);
 /// The loop-tree graph.
 Graph graph(const ir::Program& p);
-/// Fills `spaces` of an observation.
-Observation observe(const ir::Program& p, const std::vector<std::string>& spaces, int cursor);
-/// The same, the features with `memo` (may be null).
-Observation observe(const ir::Program& p, const std::vector<std::string>& spaces, int cursor,
-                    FeatureMemo* memo);
+/// Fills `spaces` of an observation, the features with `memo` (may be null).
+Observation observe(const ir::Program& p, const ObservationSet& spaces, int cursor,
+                    FeatureMemo* memo = nullptr);
 
 }  // namespace perfdojo::env
