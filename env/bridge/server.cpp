@@ -390,25 +390,32 @@ class Connection : public std::enable_shared_from_this<Connection> {
       hello(*req);
       return;
     }
-    const std::string& op = req->op;
     try {
-      if (op == "hello") {
-        reply_error(req->id, {ErrorType::kBadRequest, "the handshake is already done"});
-      } else if (op == "ping") {
-        check_fields(req->doc, {"id", "op"}, "ping");
-        queue(ok_reply(req->id, "{}"), true, false);
-      } else if (op == "list_benchmarks") {
-        run_on(*server_.fast_pool, req,
-               [](const Request& r) { return ok_reply(r.id, list_benchmarks_result(r)); });
-      } else if (op == "make") {
-        make(req);
-      } else if (is_session_op(op)) {
-        session_op(req);
-      } else {
-        std::string ops;
-        for (const auto& o : operation_names()) ops += (ops.empty() ? "" : ", ") + o;
-        reply_error(req->id, {ErrorType::kUnknownOp,
-                              "unknown op '" + op.substr(0, 64) + "'; expected one of " + ops});
+      const Operation* op = find_operation(req->op);
+      if (!op) {
+        reply_error(req->id, unknown_op_error(req->op));
+        return;
+      }
+      switch (op->route) {
+        case Route::kHello:
+          reply_error(req->id, {ErrorType::kBadRequest, "the handshake is already done"});
+          break;
+        case Route::kPing:
+          check_fields(req->doc, {"id", "op"}, "ping");
+          queue(ok_reply(req->id, "{}"), true, false);
+          break;
+        case Route::kListBenchmarks:
+          run_on(*server_.fast_pool, req,
+                 [](const Request& r) { return ok_reply(r.id, list_benchmarks_result(r)); });
+          break;
+        case Route::kMake:
+          make(req);
+          break;
+        case Route::kEnv:
+        case Route::kFork:
+        case Route::kClose:
+          session_op(req, *op);
+          break;
       }
     } catch (const RequestError& e) {
       reply_error(req->id, e.error);
@@ -416,7 +423,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void hello(const Request& req) {
-    if (req.op != "hello") {
+    const Operation* op = find_operation(req.op);
+    if (!op || op->route != Route::kHello) {
       reply_error(req.id,
                   {ErrorType::kHandshakeRequired,
                    "the first request must be {\"op\":\"hello\",\"version\":" +
@@ -535,7 +543,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     return it == sessions_.end() ? nullptr : it->second;
   }
 
-  void session_op(std::shared_ptr<Request> req) {
+  void session_op(std::shared_ptr<Request> req, const Operation& op) {
     const uint64_t id = get_session(req->doc);
     std::shared_ptr<Session> s = find_session(id);
     if (!s) {
@@ -545,20 +553,19 @@ class Connection : public std::enable_shared_from_this<Connection> {
                                                    "connection that made them)"});
       return;
     }
-    if (inline_ok(*s) && (req->op == "step" || req->op == "reset" || req->op == "action_mask" ||
-                          req->op == "spaces" || req->op == "program")) {
+    if (op.cheap && inline_ok(*s)) {
       // A cheap request on an idle deterministic session runs here, on the I/O thread: two
       // thread hand-offs (to a worker and back) cost more than the step itself.
       if (s->closed || !s->env) {
         reply_error(req->id, {ErrorType::kUnknownSession,
                               "session " + std::to_string(s->id) + " was closed"});
       } else {
-        queue(handle_session_op(*s->env, *req, server_.opts.policy), true, false);
+        queue(handle_session_op(op, *s->env, *req, server_.opts.policy), true, false);
       }
       return;
     }
     auto self = shared_from_this();
-    s->post([self, s, req] {
+    s->post([self, s, req, op = &op] {
       if (s->closed || !s->env) {
         self->post_reply(error_reply(
             req->id,
@@ -566,25 +573,32 @@ class Connection : public std::enable_shared_from_this<Connection> {
         return;
       }
       if (self->closed_flag_) return;  // nobody to answer; skip the work
-      const std::string& op = req->op;
-      if (op == "close") {
-        self->post_reply(guarded(*req, [&](const Request& r) {
-          check_fields(r.doc, {"id", "op", "session"}, "close");
-          s->closed = true;
-          {
-            std::lock_guard<std::mutex> lock(self->sessions_mu_);
-            self->sessions_.erase(s->id);
-          }
-          s->env.reset();
-          s->release_slot();
-          self->server_.log(1, "event=session_end " + self->who() +
-                                   " session=" + std::to_string(s->id) + " by=client");
-          return ok_reply(r.id, "{\"closed\":" + std::to_string(s->id) + "}");
-        }));
-      } else if (op == "fork") {
-        self->fork(*s, *req);
-      } else {
-        self->post_reply(handle_session_op(*s->env, *req, self->server_.opts.policy));
+      switch (op->route) {
+        case Route::kClose:
+          self->post_reply(guarded(*req, [&](const Request& r) {
+            check_fields(r.doc, {"id", "op", "session"}, "close");
+            s->closed = true;
+            {
+              std::lock_guard<std::mutex> lock(self->sessions_mu_);
+              self->sessions_.erase(s->id);
+            }
+            s->env.reset();
+            s->release_slot();
+            self->server_.log(1, "event=session_end " + self->who() +
+                                     " session=" + std::to_string(s->id) + " by=client");
+            return ok_reply(r.id, "{\"closed\":" + std::to_string(s->id) + "}");
+          }));
+          break;
+        case Route::kFork:
+          self->fork(*s, *req);
+          break;
+        case Route::kEnv:
+        case Route::kHello:  // not session operations: handle_session_op refuses them
+        case Route::kPing:
+        case Route::kListBenchmarks:
+        case Route::kMake:
+          self->post_reply(handle_session_op(*op, *s->env, *req, self->server_.opts.policy));
+          break;
       }
     });
   }
