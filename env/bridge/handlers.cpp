@@ -125,7 +125,7 @@ int checked_index(const json::Value& v, int n, const char* field) {
   return static_cast<int>(a);
 }
 
-std::string step_op(env::Env& e, const Request& req) {
+std::string step_op(env::Env& e, const Request& req, const ConfigPolicy&) {
   const json::Value& d = req.doc;
   check_fields(d, {"id", "op", "session", "action", "actions", "timed", "observation_format"},
                "step");
@@ -167,7 +167,7 @@ std::string step_op(env::Env& e, const Request& req) {
   return w.take();
 }
 
-std::string action_mask_op(env::Env& e, const Request& req) {
+std::string action_mask_op(env::Env& e, const Request& req, const ConfigPolicy&) {
   check_fields(req.doc, {"id", "op", "session", "format"}, "action_mask");
   const std::string format = opt_string(req.doc, "format").value_or("base64");
   if (format != "base64" && format != "list")
@@ -186,21 +186,21 @@ std::string action_mask_op(env::Env& e, const Request& req) {
   return w.take();
 }
 
-std::string spaces_op(env::Env& e, const Request& req) {
+std::string spaces_op(env::Env& e, const Request& req, const ConfigPolicy&) {
   check_fields(req.doc, {"id", "op", "session"}, "spaces");
   JsonWriter w;
   write_spaces(w, e);
   return w.take();
 }
 
-std::string program_op(env::Env& e, const Request& req) {
+std::string program_op(env::Env& e, const Request& req, const ConfigPolicy&) {
   check_fields(req.doc, {"id", "op", "session"}, "program");
   JsonWriter w;
   w.begin_object().field("ir_text", ir::print_program(e.program())).end_object();
   return w.take();
 }
 
-std::string save_op(env::Env& e, const Request& req) {
+std::string save_op(env::Env& e, const Request& req, const ConfigPolicy&) {
   check_fields(req.doc, {"id", "op", "session", "format"}, "save");
   const std::string format = opt_string(req.doc, "format").value_or("json");
   JsonWriter w;
@@ -241,16 +241,51 @@ std::string validate_op(env::Env& e, const Request& req, const ConfigPolicy& pol
 
 }  // namespace
 
-const std::vector<std::string>& operation_names() {
-  static const std::vector<std::string> kOps = {
-      "hello",       "ping", "list_benchmarks", "make", "spaces",  "reset",    "step",
-      "action_mask", "fork", "program",         "save", "restore", "validate", "close"};
+const std::vector<Operation>& operations() {
+  static const std::vector<Operation> kOps = {
+      {"hello", Route::kHello},
+      {"ping", Route::kPing},
+      {"list_benchmarks", Route::kListBenchmarks},
+      {"make", Route::kMake},
+      {"spaces", Route::kEnv, true, true, spaces_op},
+      {"reset", Route::kEnv, true, true, reset_op},
+      {"step", Route::kEnv, true, true, step_op},
+      {"action_mask", Route::kEnv, true, true, action_mask_op},
+      {"fork", Route::kFork, true},
+      {"program", Route::kEnv, true, true, program_op},
+      {"save", Route::kEnv, true, false, save_op},
+      {"restore", Route::kEnv, true, false, restore_op},
+      {"validate", Route::kEnv, true, false, validate_op},
+      {"close", Route::kClose, true},
+  };
   return kOps;
 }
 
+const Operation* find_operation(std::string_view name) {
+  for (const Operation& op : operations())
+    if (op.name == name) return &op;
+  return nullptr;
+}
+
+const std::vector<std::string>& operation_names() {
+  static const std::vector<std::string> kNames = [] {
+    std::vector<std::string> names;
+    for (const Operation& op : operations()) names.emplace_back(op.name);
+    return names;
+  }();
+  return kNames;
+}
+
 bool is_session_op(const std::string& op) {
-  return op == "spaces" || op == "reset" || op == "step" || op == "action_mask" || op == "fork" ||
-         op == "program" || op == "save" || op == "restore" || op == "validate" || op == "close";
+  const Operation* o = find_operation(op);
+  return o && o->session;
+}
+
+Error unknown_op_error(std::string_view op) {
+  std::string ops;
+  for (const auto& o : operation_names()) ops += (ops.empty() ? "" : ", ") + o;
+  return {ErrorType::kUnknownOp,
+          "unknown op '" + std::string(op.substr(0, 64)) + "'; expected one of " + ops};
 }
 
 std::string hello_result(const Limits& limits) {
@@ -309,28 +344,19 @@ std::string session_result(uint64_t id, const env::Env& e) {
 }
 
 std::string handle_session_op(env::Env& e, const Request& req, const ConfigPolicy& policy) {
+  const Operation* op = find_operation(req.op);
+  if (!op || !op->run)
+    return error_reply(
+        req.id, {ErrorType::kUnknownOp, "operation '" + req.op + "' is not a session operation"});
+  return handle_session_op(*op, e, req, policy);
+}
+
+std::string handle_session_op(const Operation& op, env::Env& e, const Request& req,
+                              const ConfigPolicy& policy) {
   try {
-    std::string result;
-    if (req.op == "reset") {
-      result = reset_op(e, req, policy);
-    } else if (req.op == "step") {
-      result = step_op(e, req);
-    } else if (req.op == "action_mask") {
-      result = action_mask_op(e, req);
-    } else if (req.op == "spaces") {
-      result = spaces_op(e, req);
-    } else if (req.op == "program") {
-      result = program_op(e, req);
-    } else if (req.op == "save") {
-      result = save_op(e, req);
-    } else if (req.op == "restore") {
-      result = restore_op(e, req, policy);
-    } else if (req.op == "validate") {
-      result = validate_op(e, req, policy);
-    } else {
+    if (!op.run)
       fail(ErrorType::kUnknownOp, "operation '" + req.op + "' is not a session operation");
-    }
-    return ok_reply(req.id, result);
+    return ok_reply(req.id, op.run(e, req, policy));
   } catch (const RequestError& err) {
     return error_reply(req.id, err.error);
   } catch (const std::exception& ex) {

@@ -6,7 +6,10 @@
 
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <random>
+#include <set>
+#include <sstream>
 
 #include "bridge/handlers.h"
 #include "ir/print.h"
@@ -453,4 +456,87 @@ TEST_CASE("the action mask comes as base64 bits or as a list") {
   CHECK(
       error_type_of(op(*e, "{\"id\":1,\"op\":\"action_mask\",\"session\":1,\"format\":\"hex\"}")) ==
       "bad_request");
+}
+
+namespace {
+
+// The `name`s in backticks on `text`, in order.
+std::vector<std::string> backticked(const std::string& text) {
+  std::vector<std::string> out;
+  for (size_t a = text.find('`'); a != std::string::npos; a = text.find('`', a + 1)) {
+    const size_t b = text.find('`', a + 1);
+    if (b == std::string::npos) break;
+    out.push_back(text.substr(a + 1, b - a - 1));
+    a = b;
+  }
+  return out;
+}
+
+std::string bridge_doc() {
+  // The repository root is two folders above benchmarks/unseen.
+  std::ifstream in(std::string(PERFDOJO_UNSEEN_DIR) + "/../../docs/bridge.md");
+  REQUIRE_MESSAGE(in.good(), "docs/bridge.md is missing");
+  std::stringstream buf;
+  buf << in.rdbuf();
+  return buf.str();
+}
+
+}  // namespace
+
+TEST_CASE("the operations table is the one list: names, session ops and env ops agree") {
+  std::set<std::string> seen;
+  for (const Operation& o : operations()) {
+    CAPTURE(o.name);
+    CHECK(seen.insert(std::string(o.name)).second);  // no name twice
+    CHECK(find_operation(o.name) == &o);
+    // An env operation, and only one, has a function; a session op carries "session".
+    CHECK((o.route == Route::kEnv) == (o.run != nullptr));
+    const bool session =
+        o.route == Route::kEnv || o.route == Route::kFork || o.route == Route::kClose;
+    CHECK(o.session == session);
+    CHECK(is_session_op(std::string(o.name)) == session);
+    CHECK((!o.cheap || o.route == Route::kEnv));  // only env ops may run inline
+  }
+  CHECK(find_operation("frobnicate") == nullptr);
+  CHECK(operation_names().size() == operations().size());
+  CHECK(operation_names().front() == "hello");
+  // The unknown_op message lists every operation, in table order.
+  const Error e = unknown_op_error("frobnicate");
+  CHECK(e.type == ErrorType::kUnknownOp);
+  std::string all;
+  for (const auto& n : operation_names()) all += (all.empty() ? "" : ", ") + n;
+  CHECK(e.message == "unknown op 'frobnicate'; expected one of " + all);
+  // The hello reply lists them too.
+  json::Document hello = doc_of(hello_result(Limits{}));
+  const auto& listed = hello["operations"];
+  REQUIRE(listed.IsArray());
+  REQUIRE(listed.Size() == operation_names().size());
+  for (json::SizeType i = 0; i < listed.Size(); ++i)
+    CHECK(std::string(listed[i].GetString()) == operation_names()[i]);
+}
+
+TEST_CASE("docs/bridge.md lists the operations table's operations and its inline ones") {
+  const std::string doc = bridge_doc();
+  // The Operations table: one row per operation but hello (the Handshake section's), in order.
+  const size_t at = doc.find("### Operations");
+  REQUIRE(at != std::string::npos);
+  const size_t end = doc.find("\n\n", doc.find("| op |", at));
+  std::istringstream rows(doc.substr(at, end - at));
+  std::vector<std::string> documented;
+  for (std::string line; std::getline(rows, line);)
+    if (line.rfind("| `", 0) == 0) documented.push_back(backticked(line).front());
+  std::vector<std::string> expected;
+  for (const Operation& o : operations())
+    if (o.route != Route::kHello) expected.emplace_back(o.name);
+  CHECK(documented == expected);
+  // "Inline steps": the cheap operations, named before "of a deterministic session".
+  const size_t in = doc.find("**Inline steps.**");
+  REQUIRE(in != std::string::npos);
+  const size_t stop = doc.find("of a deterministic session", in);
+  REQUIRE(stop != std::string::npos);
+  const auto named = backticked(doc.substr(in, stop - in));
+  std::set<std::string> cheap;
+  for (const Operation& o : operations())
+    if (o.cheap) cheap.emplace(o.name);
+  CHECK(std::set<std::string>(named.begin(), named.end()) == cheap);
 }

@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "bridge/handlers.h"
 #include "bridge/protocol.h"
 
 using namespace perfdojo;
@@ -168,6 +169,31 @@ TEST_CASE("port 0 picks a free port on loopback and a client can play an episode
         "");
   CHECK(error_type(c.call("{\"id\":5,\"op\":\"reset\",\"session\":" + std::to_string(s) + "}")) ==
         "unknown_session");
+}
+
+TEST_CASE("every operation of the table is routed; an unknown one is refused listing them") {
+  auto server = start();
+  TestClient c(server->port());
+  json::Document hello = parse(c.call(kHello));
+  REQUIRE(hello["ok"].GetBool());
+  CHECK(hello["result"]["operations"].Size() == operations().size());
+  const uint64_t s = make_session(c);
+  // Every session operation reaches its handler: a bad field is that handler's bad_request,
+  // never unknown_op.
+  for (const Operation& o : operations()) {
+    if (!o.session) continue;
+    CAPTURE(o.name);
+    const std::string reply =
+        c.call("{\"id\":7,\"op\":\"" + std::string(o.name) + "\",\"session\":" + std::to_string(s) +
+               ",\"no_such_field\":1}");
+    CHECK(error_type(reply) == "bad_request");
+    CHECK(reply.find(o.name) != std::string::npos);
+  }
+  CHECK(error_type(c.call("{\"id\":8,\"op\":\"ping\"}")) == "");
+  CHECK(error_type(c.call(kHello)) == "bad_request");  // the handshake is done
+  const std::string unknown = c.call("{\"id\":9,\"op\":\"frobnicate\"}");
+  CHECK(error_type(unknown) == "unknown_op");
+  CHECK(parse(unknown)["error"]["message"].GetString() == unknown_op_error("frobnicate").message);
 }
 
 TEST_CASE("the first message must be a hello of the right version") {
