@@ -20,6 +20,7 @@
 #include "agents/evaluate.h"
 #include "agents/metrics.h"
 #include "agents/train.h"
+#include "util/args.h"
 #include "util/json.h"
 #include "util/openblas_core.h"
 #include "util/process.h"
@@ -168,83 +169,43 @@ int main(int argc, char** argv) {
   // LibTorch's matrix products run on OpenBLAS: at its generic core they took half the learner's
   // time.
   util::choose_openblas_core(argv, "evaluate_agent", /*quiet=*/true);
-  std::vector<std::string> args(argv + 1, argv + argc);
-  std::string checkpoint = "runs/default/agent.ckpt", kernels_spec = "test", backend, out_dir,
-              propose, only;
-  int propose_budget = 2000;
-  std::vector<int> budgets = {10, 100, 1000};
-  int seeds = 3, beam_width = 4;
-  bool baselines = false, no_agent = false, json = false, checkpoint_given = false, progress = true,
-       policy_only = false;
-  double epsilon = -1, kind_penalty = kKindPenalty;
+  util::ArgSpec spec;
+  spec.program = "evaluate_agent";
+  spec.value_options = {"checkpoint", "kernels", "budgets", "seeds",  "methods",      "backend",
+                        "out",        "epsilon", "propose", "budget", "kind-penalty", "beam-width"};
+  spec.switch_options = {"baselines", "no-agent", "no-progress", "policy-only"};
+  util::Args args;
+  const std::string parse_error = util::parse_args(spec, argc, argv, &args);
+  const bool json = args.json;
   auto fail = [&](const std::string& m) {
     if (json) std::printf("%s\n", util::JsonObject().add("error", m).str().c_str());
     std::fprintf(stderr, "evaluate_agent: %s\n", m.c_str());
     return 2;
   };
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string a = args[i], v;
-    if (auto eq = a.find('='); a.rfind("--", 0) == 0 && eq != std::string::npos) {
-      v = a.substr(eq + 1);
-      a = a.substr(0, eq);
-      args.insert(args.begin() + static_cast<long>(i) + 1, v);
-    }
-    auto value = [&]() -> std::string {
-      return i + 1 < args.size() ? args[++i] : std::string("\x01");
-    };
-    try {
-      if (a == "-h" || a == "--help") {
-        usage(stdout);
-        return 0;
-      } else if (a == "--json")
-        json = true;
-      else if (a == "--baselines")
-        baselines = true;
-      else if (a == "--no-agent")
-        no_agent = true;
-      else if (a == "--methods")
-        only = value();
-      else if (a == "--no-progress")
-        progress = false;
-      else if (a == "--checkpoint")
-        checkpoint = value(), checkpoint_given = true;
-      else if (a == "--kernels")
-        kernels_spec = value();
-      else if (a == "--backend")
-        backend = value();
-      else if (a == "--out")
-        out_dir = value();
-      else if (a == "--seeds")
-        seeds = std::stoi(value());
-      else if (a == "--beam-width")
-        beam_width = std::stoi(value());
-      else if (a == "--propose")
-        propose = value();
-      else if (a == "--budget")
-        propose_budget = std::stoi(value());
-      else if (a == "--policy-only")
-        policy_only = true;
-      else if (a == "--epsilon")
-        epsilon = std::stod(value());
-      else if (a == "--kind-penalty")
-        kind_penalty = std::stod(value());
-      else if (a == "--budgets") {
-        budgets.clear();
-        std::stringstream ss(value());
-        std::string b;
-        while (std::getline(ss, b, ',')) budgets.push_back(std::stoi(b));
-      } else {
-        return fail("unexpected argument '" + a + "' (evaluate_agent --help)");
-      }
-    } catch (const std::exception&) {
-      return fail("bad value for " + a);
-    }
+  if (!parse_error.empty()) return fail(parse_error);
+  if (args.help) {
+    usage(stdout);
+    return 0;
   }
-  if (budgets.empty() || !std::is_sorted(budgets.begin(), budgets.end()) || budgets.front() < 1)
-    return fail("--budgets must be ascending positive integers");
-  if (seeds < 1 || beam_width < 1) return fail("--seeds and --beam-width must be >= 1");
-  if (!(kind_penalty >= 0 && kind_penalty <= 100))
-    return fail("--kind-penalty must be in [0, 100]");
+  const bool checkpoint_given = args.has("checkpoint"), baselines = args.has("baselines"),
+             no_agent = args.has("no-agent"), progress = !args.has("no-progress"),
+             policy_only = args.has("policy-only");
+  std::string checkpoint = args.get("checkpoint", "runs/default/agent.ckpt");
+  const std::string kernels_spec = args.get("kernels", "test"), backend = args.get("backend"),
+                    propose = args.get("propose"), only = args.get("methods");
+  std::string out_dir = args.get("out");
+  int propose_budget = 2000, seeds = 3, beam_width = 4;
+  std::vector<int> budgets = {10, 100, 1000};
+  double epsilon = -1, kind_penalty = kKindPenalty;  // epsilon < 0: the checkpoint's
+  for (const std::string& e : {args.get_int_list("budgets", 1, 1000000000, &budgets),
+                               args.get_int("seeds", 1, 1000000, &seeds),
+                               args.get_int("beam-width", 1, 1000000, &beam_width),
+                               args.get_int("budget", 1, 1000000000, &propose_budget),
+                               args.get_double("epsilon", 0, 1, &epsilon),
+                               args.get_double("kind-penalty", 0, 100, &kind_penalty)})
+    if (!e.empty()) return fail(e);
+  if (!std::is_sorted(budgets.begin(), budgets.end()))
+    return fail("--budgets must be ascending, got '" + args.get("budgets") + "'");
 
   // The policy (unless --no-agent, or --baselines with no checkpoint at the default path).
   std::shared_ptr<Policy> policy;
@@ -263,7 +224,6 @@ int main(int argc, char** argv) {
   if (!backend.empty()) base.backend = backend;
   if (!propose.empty()) {
     if (!policy) return fail("--propose needs a checkpoint");
-    if (propose_budget < 1) return fail("--budget must be >= 1");
     return print_proposals(*policy, base, propose, propose_budget, kind_penalty, json, policy_only)
                ? 0
                : 1;

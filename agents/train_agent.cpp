@@ -18,6 +18,7 @@
 #include "gym/dataset.h"
 #include "target/target_of.h"
 #include "transforms/registry.h"
+#include "util/args.h"
 #include "util/json.h"
 #include "util/openblas_core.h"
 
@@ -90,66 +91,35 @@ int main(int argc, char** argv) {
   // LibTorch's matrix products run on OpenBLAS: at its generic core they took half the learner's
   // time.
   util::choose_openblas_core(argv, "train_agent", /*quiet=*/true);
-  std::vector<std::string> args(argv + 1, argv + argc);
-  std::string config_file, resume;
-  bool json = false, measure = false, progress = true, quiet = false;
-  std::vector<std::pair<std::string, std::string>> flags;
-  std::set<std::string> bool_keys;
-  for (const auto& f : config_fields())
-    if (get_field(AgentConfig{}, f.name) == "true" || get_field(AgentConfig{}, f.name) == "false")
-      bool_keys.insert(f.name);
+  // Every setting of the config is an option (--learning_starts or --learning-starts); the bool
+  // ones are switches that may be set explicitly (--curriculum false).
+  util::ArgSpec spec;
+  spec.program = "train_agent";
+  spec.value_options = {"config", "resume"};
+  spec.switch_options = {"measure", "no-progress", "quiet"};
+  spec.aliases = {{"steps", "total_steps"}, {"out", "out_dir"}};
+  for (const auto& f : config_fields()) {
+    const std::string d = get_field(AgentConfig{}, f.name);
+    (d == "true" || d == "false" ? spec.bool_options : spec.value_options).insert(f.name);
+    std::string dashed = f.name;
+    std::replace(dashed.begin(), dashed.end(), '_', '-');
+    if (dashed != f.name) spec.aliases[dashed] = f.name;
+  }
+  util::Args args;
+  const std::string parse_error = util::parse_args(spec, argc, argv, &args);
+  const bool json = args.json, measure = args.has("measure"), quiet = args.has("quiet");
+  const bool progress = !args.has("no-progress") && !quiet;
   auto fail = [&](const std::string& m) {
     if (json) std::printf("%s\n", util::JsonObject().add("error", m).str().c_str());
     std::fprintf(stderr, "train_agent: %s\n", m.c_str());
     return 2;
   };
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string a = args[i];
-    if (a == "-h" || a == "--help") {
-      usage(stdout);
-      return 0;
-    }
-    if (a == "--json")
-      json = true;
-    else if (a == "--measure")
-      measure = true;
-    else if (a == "--no-progress")
-      progress = false;
-    else if (a == "--quiet")
-      quiet = true, progress = false;
-    else if (a.rfind("--", 0) == 0) {
-      std::string key = a.substr(2), value;
-      bool has_value = false;
-      if (auto eq = key.find('='); eq != std::string::npos) {
-        value = key.substr(eq + 1);
-        key = key.substr(0, eq);
-        has_value = true;
-      }
-      std::replace(key.begin(), key.end(), '-', '_');
-      if (key == "steps") key = "total_steps";
-      if (key == "out") key = "out_dir";
-      if (!has_value) {
-        bool next_is_value = i + 1 < args.size() && args[i + 1].rfind("--", 0) != 0;
-        if (bool_keys.count(key) &&
-            !(next_is_value && (args[i + 1] == "true" || args[i + 1] == "false" ||
-                                args[i + 1] == "0" || args[i + 1] == "1"))) {
-          value = "true";
-        } else if (next_is_value) {
-          value = args[++i];
-        } else {
-          return fail("--" + key + " needs a value (train_agent --help)");
-        }
-      }
-      if (key == "config")
-        config_file = value;
-      else if (key == "resume")
-        resume = value;
-      else
-        flags.emplace_back(key, value);
-    } else {
-      return fail("unexpected argument '" + a + "' (train_agent --help)");
-    }
+  if (!parse_error.empty()) return fail(parse_error);
+  if (args.help) {
+    usage(stdout);
+    return 0;
   }
+  const std::string config_file = args.get("config"), resume = args.get("resume");
 
   // Defaults, or the checkpoint's config on resume; then the config file; then the flags.
   AgentConfig config;
@@ -163,8 +133,9 @@ int main(int argc, char** argv) {
   }
   if (!config_file.empty())
     if (auto e = load_config_file(config, config_file); !e.empty()) return fail(e);
-  for (const auto& [k, v] : flags)
-    if (auto e = set_field(config, k, v); !e.empty()) return fail(e);
+  for (const auto& [k, v] : args.values)
+    if (k != "config" && k != "resume")
+      if (auto e = set_field(config, k, v); !e.empty()) return fail(e);
   if (auto e = validate(config); !e.empty()) return fail(e);
 
   std::signal(SIGINT, on_signal);

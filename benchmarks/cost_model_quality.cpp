@@ -24,6 +24,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -43,6 +44,7 @@
 #include "ir/parse.h"
 #include "ir/print.h"
 #include "transforms/registry.h"
+#include "util/args.h"
 
 using namespace perfdojo;
 
@@ -166,40 +168,51 @@ std::string join_trace(const std::vector<transforms::Action>& t) {
   return s;
 }
 
-std::string arg(const std::map<std::string, std::string>& a, const std::string& k,
-                const std::string& d) {
-  auto it = a.find(k);
-  return it == a.end() ? d : it->second;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::map<std::string, std::string> args;
-  for (int i = 1; i < argc; ++i) {
-    std::string s = argv[i];
-    if (s.rfind("--", 0) != 0 || i + 1 >= argc) {
-      std::cerr
-          << "usage: cost_model_quality [--samples N] [--backend NAME] [--profile FILE] [--seed S] "
-             "[--kernels a,b] [--csv OUT] [--replay CSV] [--budget SECONDS]\n";
+  const char* usage =
+      "cost_model_quality [--samples N] [--backend NAME] [--profile FILE] [--seed S] "
+      "[--kernels a,b] [--csv OUT] [--replay CSV] [--budget SECONDS] [--timeout SECONDS] "
+      "[--max-size N] [--calibrate-each yes] [--features OUT.csv]";
+  util::ArgSpec spec;
+  spec.program = "cost_model_quality";
+  spec.usage = usage;
+  spec.value_options = {"samples", "backend", "profile", "seed",           "kernels",  "csv",
+                        "replay",  "budget",  "timeout", "calibrate-each", "features", "max-size"};
+  util::Args args;
+  if (auto e = util::parse_args(spec, argc, argv, &args); !e.empty()) {
+    std::cerr << "cost_model_quality: " << e << "\n";
+    return 2;
+  }
+  if (args.help) {
+    std::cout << "usage: " << usage << "\n";
+    return 0;
+  }
+  int samples = 200;
+  int64_t seed_arg = 1;
+  double max_size = 1500, time_budget_s = 0.15, timeout_s = 3;
+  for (const std::string& e : {args.get_int("samples", 1, 10000000, &samples),
+                               args.get_int("seed", 0, INT64_MAX, &seed_arg),
+                               args.get_double("max-size", 1, 1e15, &max_size),
+                               args.get_double("budget", 0, 1e6, &time_budget_s),
+                               args.get_double("timeout", 0, 1e6, &timeout_s)})
+    if (!e.empty()) {
+      std::cerr << "cost_model_quality: " << e << "\n";
       return 2;
     }
-    args[s.substr(2)] = argv[++i];
-  }
-  const int samples = std::atoi(arg(args, "samples", "200").c_str());
-  const uint64_t seed = std::strtoull(arg(args, "seed", "1").c_str(), nullptr, 10);
-  const std::string kernels_arg = arg(args, "kernels", "matmul,softmax,conv2d,layernorm");
-  const std::string replay = arg(args, "replay", "");
-  const double max_size = std::atof(arg(args, "max-size", "1500").c_str());
-  if (args.count("csv") && args["csv"] == replay) {
+  const uint64_t seed = static_cast<uint64_t>(seed_arg);
+  const std::string kernels_arg = args.get("kernels", "matmul,softmax,conv2d,layernorm");
+  const std::string replay = args.get("replay", "");
+  if (args.has("csv") && args.get("csv") == replay) {
     std::cerr << "--csv and --replay name the same file\n";
     return 2;
   }
 
   backends::MachineProfile profile = backends::default_profile();
-  if (args.count("profile")) {
+  if (args.has("profile")) {
     std::string err;
-    auto p = backends::load_profile(args["profile"], &err);
+    auto p = backends::load_profile(args.get("profile"), &err);
     if (!p) {
       std::cerr << err << "\n";
       return 1;
@@ -207,7 +220,7 @@ int main(int argc, char** argv) {
     profile = *p;
   }
   std::unique_ptr<backends::Backend> backend;
-  std::string backend_name = arg(args, "backend", "x86_avx512");
+  std::string backend_name = args.get("backend", "x86_avx512");
   if (replay.empty()) {
     backend = backends::make_backend(backend_name);
     if (!backend) {
@@ -229,10 +242,10 @@ int main(int argc, char** argv) {
   const transforms::Target target = *transforms::target_by_name("x86_avx512");
   backends::MeasureOptions mo;
   mo.verify = false;  // the transformations preserve semantics (the semantics guard checks that)
-  mo.time_budget_s = std::atof(arg(args, "budget", "0.15").c_str());
+  mo.time_budget_s = time_budget_s;
   mo.min_reps = 7;  // a median of several: on a shared machine single runs are often disturbed
   mo.max_reps = 30;
-  mo.timeout_s = std::atof(arg(args, "timeout", "3").c_str());
+  mo.timeout_s = timeout_s;
 
   std::set<std::string> wanted;
   {
@@ -246,7 +259,7 @@ int main(int argc, char** argv) {
     auto it = kernel_profile.find(k);
     return it == kernel_profile.end() ? profile : it->second;
   };
-  const bool calibrate_each = args.count("calibrate-each") && args["calibrate-each"] != "no";
+  const bool calibrate_each = args.has("calibrate-each") && args.get("calibrate-each") != "no";
   std::map<std::string, ir::Program> originals;
   for (const auto& k : specs()) {
     if (!wanted.count(k.name)) continue;
@@ -261,11 +274,11 @@ int main(int argc, char** argv) {
   std::vector<Sample> all;
   // Samples are written as they are measured, so an interrupted run still leaves its data.
   std::ofstream csv;
-  if (args.count("csv")) {
-    csv.open(args["csv"]);
+  if (args.has("csv")) {
+    csv.open(args.get("csv"));
     csv << "kernel,measured_s,min_s,estimate_s,trace\n";
   }
-  if (!replay.empty() && !args.count("profile")) {
+  if (!replay.empty() && !args.has("profile")) {
     for (const auto& k : specs()) {
       std::string err;
       if (auto p = backends::load_profile(replay + "." + k.name + ".profile", &err))
@@ -314,10 +327,10 @@ int main(int argc, char** argv) {
           std::fprintf(stderr, "\r[%s] calibrate: %s\n", k.name.c_str(), line.c_str());
         };
         kernel_profile[k.name] = backends::calibrate(co);
-        if (args.count("csv")) {
+        if (args.has("csv")) {
           std::string err;
-          backends::save_profile(kernel_profile[k.name], args["csv"] + "." + k.name + ".profile",
-                                 &err);
+          backends::save_profile(kernel_profile[k.name],
+                                 args.get("csv") + "." + k.name + ".profile", &err);
         }
       }
       std::set<uint64_t> seen;
@@ -391,8 +404,8 @@ int main(int argc, char** argv) {
   double eval_sum = 0;
   for (const auto& [k, v] : eval) eval_sum += v.first;
 
-  if (args.count("features")) {  // every sample's correction features, for offline study
-    std::ofstream fo(args["features"]);
+  if (args.has("features")) {  // every sample's correction features, for offline study
+    std::ofstream fo(args.get("features"));
     fo << "kernel,measured_s,estimate_s";
     for (int i = 0; i < backends::kModelFeatures; ++i) fo << ",f" << i;
     fo << "\n";

@@ -13,6 +13,7 @@
 //
 //   exactness [--backend x86_avx512] [--trajectories 20] [--steps 12] [--seed 0] [--only NAME]
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -29,6 +30,7 @@
 #include "transforms/contract.h"
 #include "transforms/registry.h"
 #include "transforms/semantics_guard.h"
+#include "util/args.h"
 
 using namespace perfdojo;
 namespace fs = std::filesystem;
@@ -62,35 +64,31 @@ void progress(int done, int total, double t0) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string backend_name, only;
+  const char* usage =
+      "exactness [--backend B] [--trajectories N] [--steps N] [--seed S] [--only NAME]";
+  util::ArgSpec spec;
+  spec.program = "exactness";
+  spec.usage = usage;
+  spec.value_options = {"backend", "trajectories", "steps", "seed", "only"};
+  util::Args args;
+  if (auto e = util::parse_args(spec, argc, argv, &args); !e.empty()) {
+    std::fprintf(stderr, "exactness: %s\n", e.c_str());
+    return 2;
+  }
+  if (args.help) {
+    std::printf("usage: %s\n", usage);
+    return 0;
+  }
+  const std::string backend_name = args.get("backend"), only = args.get("only");
   int trajectories = 20, steps = 12;
-  uint64_t seed = 0;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "%s needs a value\n", a.c_str());
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (a == "--backend")
-      backend_name = next();
-    else if (a == "--trajectories")
-      trajectories = std::atoi(next().c_str());
-    else if (a == "--steps")
-      steps = std::atoi(next().c_str());
-    else if (a == "--seed")
-      seed = std::strtoull(next().c_str(), nullptr, 10);
-    else if (a == "--only")
-      only = next();
-    else {
-      std::fprintf(stderr,
-                   "usage: exactness [--backend B] [--trajectories N] [--steps N] [--seed S] "
-                   "[--only NAME]\n");
+  int64_t seed = 0;
+  for (const std::string& e :
+       {args.get_int("trajectories", 0, 1000000, &trajectories),
+        args.get_int("steps", 0, 1000000, &steps), args.get_int("seed", 0, INT64_MAX, &seed)})
+    if (!e.empty()) {
+      std::fprintf(stderr, "exactness: %s\n", e.c_str());
       return 2;
     }
-  }
   std::unique_ptr<backends::Backend> b;
   backends::BackendConfig config;
   config.cache_dir = "";  // every program compiled and checked now, none served from a record

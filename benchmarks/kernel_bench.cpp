@@ -59,6 +59,7 @@
 #include "tile_ceiling.h"
 #include "transforms/microkernel_sketch.h"
 #include "transforms/registry.h"
+#include "util/args.h"
 #include "util/json.h"
 #include "util/process.h"
 
@@ -81,11 +82,12 @@ struct Options {
   std::string trace;  ///< a trace file to replay instead of searching (one kernel)
 };
 
+constexpr const char* kUsage =
+    "kernel_bench [--budget S] [--kernels a,b,...] [--reps N] [--threads N] [--arch A] "
+    "[--python PY] [--json FILE] [--out DIR] [--trace FILE]";
+
 int usage(const std::string& why) {
-  std::fprintf(stderr,
-               "kernel_bench: %s\nusage: kernel_bench [--budget S] [--kernels a,b,...] [--reps N] "
-               "[--threads N] [--arch A] [--python PY] [--json FILE] [--out DIR] [--trace FILE]\n",
-               why.c_str());
+  std::fprintf(stderr, "kernel_bench: %s\nusage: %s\n", why.c_str(), kUsage);
   return 2;
 }
 
@@ -257,36 +259,28 @@ void torch_columns(const Options& o, const std::string& manifest, std::vector<Ro
 int main(int argc, char** argv) {
   util::choose_openblas_core(argv, "kernel_bench");
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto value = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
-    try {
-      if (a == "--budget")
-        o.budget = std::stod(value());
-      else if (a == "--kernels")
-        o.kernels = split(value(), ',');
-      else if (a == "--reps")
-        o.reps = std::stoi(value());
-      else if (a == "--threads")
-        o.threads = std::stoi(value());
-      else if (a == "--arch")
-        o.arch = value();
-      else if (a == "--python")
-        o.python = value();
-      else if (a == "--json")
-        o.json = value();
-      else if (a == "--out")
-        o.out = value();
-      else if (a == "--trace")
-        o.trace = value();
-      else
-        return usage("unknown argument " + a);
-    } catch (const std::exception&) {
-      return usage("bad value for " + a);
-    }
+  util::ArgSpec spec;
+  spec.program = "kernel_bench";
+  spec.usage = kUsage;
+  spec.value_options = {"budget", "kernels", "reps", "threads", "arch",
+                        "python", "json",    "out",  "trace"};
+  util::Args args;
+  if (auto e = util::parse_args(spec, argc, argv, &args); !e.empty()) return usage(e);
+  if (args.help) {
+    std::printf("usage: %s\n", kUsage);
+    return 0;
   }
-  if (!(o.budget >= 0) || o.reps < 10 || o.kernels.empty() || o.threads < 1)
-    return usage("--budget must be >= 0, --reps >= 10, --threads >= 1, --kernels not empty");
+  for (const std::string& e :
+       {args.get_double("budget", 0, 1e9, &o.budget), args.get_int("reps", 10, 1000000, &o.reps),
+        args.get_int("threads", 1, 4096, &o.threads)})
+    if (!e.empty()) return usage(e);
+  if (args.has("kernels")) o.kernels = split(args.get("kernels"), ',');
+  o.arch = args.get("arch", o.arch);
+  o.python = args.get("python", o.python);
+  o.json = args.get("json", o.json);
+  o.out = args.get("out", o.out);
+  o.trace = args.get("trace", o.trace);
+  if (o.kernels.empty()) return usage("--kernels must name at least one kernel");
   if (o.threads > backends::usable_cores()) {
     std::fprintf(stderr,
                  "kernel_bench: --threads %d, but this process may use %d cores: using %d\n",

@@ -46,6 +46,7 @@
 #include "ir/parse.h"
 #include "transforms/microkernel_sketch.h"
 #include "transforms/registry.h"
+#include "util/args.h"
 
 using namespace perfdojo;
 
@@ -128,7 +129,20 @@ double sgemm_gflops(int n, int threads, int reps) {
 int main(int argc, char** argv) {
   // OpenBLAS chose its kernel when it loaded: make it its best for this CPU (see the header).
   util::choose_openblas_core(argv, "x86_matmul_bench");
-  bool quick = argc > 1 && std::string(argv[1]) == "--quick";
+  util::ArgSpec spec;
+  spec.program = "x86_matmul_bench";
+  spec.usage = "x86_matmul_bench [--quick]";
+  spec.switch_options = {"quick"};
+  util::Args args;
+  if (auto e = util::parse_args(spec, argc, argv, &args); !e.empty()) {
+    std::fprintf(stderr, "x86_matmul_bench: %s\n", e.c_str());
+    return 2;
+  }
+  if (args.help) {
+    std::printf("usage: %s\n", spec.usage.c_str());
+    return 0;
+  }
+  const bool quick = args.has("quick");
 
   const char* isa_name = nullptr;
   for (const char* n : {"x86_avx512", "x86_avx2"}) {

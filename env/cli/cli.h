@@ -1,4 +1,4 @@
-// Shared plumbing of the `perfdojo` subcommands: argument parsing and output conventions.
+// Shared plumbing of the `perfdojo` subcommands: their option specs and output conventions.
 #pragma once
 
 #include <functional>
@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ir/diagnostic.h"
+#include "util/args.h"
 
 namespace perfdojo::cli {
 
@@ -31,20 +32,8 @@ inline int outcome_exit_code(const std::string& outcome) {
   return kExitNotVerifiable;
 }
 
-/// Parsed command line of one subcommand.
-struct Args {
-  std::vector<std::string> positional;
-  std::map<std::string, std::string> values;  ///< --name VALUE
-  std::set<std::string> flags;                ///< --name
-  std::vector<std::string> repeated_trace;    ///< reserved for list-valued options
-  bool json = false;
-
-  bool has(const std::string& f) const { return flags.count(f) || values.count(f); }
-  std::string get(const std::string& name, const std::string& fallback = "") const {
-    auto it = values.find(name);
-    return it == values.end() ? fallback : it->second;
-  }
-};
+/// Parsed command line of one subcommand (the one parser of every program: util/args.h).
+using Args = util::Args;
 
 /// One subcommand: which options take a value, which are switches, and the handler.
 struct Command {

@@ -51,21 +51,9 @@ std::string profile_dir() {
 
 bool int_option(const Args& a, const std::string& name, int64_t lo, int64_t hi, int64_t* out,
                 int* rc) {
-  if (!a.values.count(name)) return true;
-  const std::string v = a.get(name);
-  try {
-    size_t used = 0;
-    long long x = std::stoll(v, &used);
-    if (used == v.size() && x >= lo && x <= hi) {
-      *out = x;
-      return true;
-    }
-  } catch (const std::exception&) {
-  }
-  *rc = usage_error("--" + name + " must be an integer in [" + std::to_string(lo) + ", " +
-                        std::to_string(hi) + "], got '" + v + "'",
-                    a.json);
-  return false;
+  const std::string e = a.get_int(name, lo, hi, out);
+  if (!e.empty()) *rc = usage_error(e, a.json);
+  return e.empty();
 }
 
 namespace {
@@ -107,41 +95,19 @@ int main(int argc, char** argv) {
   for (const auto& c : cmds)
     if (c.name == argv_s[0]) cmd = &c;
   if (!cmd) return usage_error("unknown command '" + argv_s[0] + "' (try 'perfdojo help')", json);
+  perfdojo::util::ArgSpec spec;
+  spec.program = "perfdojo " + cmd->name;
+  spec.usage = "perfdojo " + cmd->usage;
+  spec.value_options = cmd->value_options;
+  spec.switch_options = cmd->switch_options;
+  spec.positional = true;
   Args args;
-  for (size_t i = 1; i < argv_s.size(); ++i) {
-    const std::string& s = argv_s[i];
-    if (s == "--json") {
-      args.json = true;
-    } else if (s == "--help" || s == "-h") {
-      std::cout << "usage: perfdojo " << cmd->usage << " [--json]\n  " << cmd->summary << "\n";
-      return kExitOk;
-    } else if (s.rfind("--", 0) == 0 && s.size() > 2) {
-      std::string name = s.substr(2), value;
-      bool has_inline = false;
-      if (auto eq = name.find('='); eq != std::string::npos) {
-        value = name.substr(eq + 1);
-        name = name.substr(0, eq);
-        has_inline = true;
-      }
-      if (cmd->value_options.count(name)) {
-        if (!has_inline) {
-          if (i + 1 >= argv_s.size())
-            return usage_error("option --" + name + " needs a value", json);
-          value = argv_s[++i];
-          if (value.rfind("--", 0) == 0)
-            return usage_error("option --" + name + " needs a value, found '" + value + "'", json);
-        }
-        args.values[name] = value;
-      } else if (cmd->switch_options.count(name) && !has_inline) {
-        args.flags.insert(name);
-      } else {
-        return usage_error("unknown option --" + name + " for '" + cmd->name +
-                               "' (usage: perfdojo " + cmd->usage + ")",
-                           json);
-      }
-    } else {
-      args.positional.push_back(s);
-    }
+  if (auto e = perfdojo::util::parse_args(spec, {argv_s.begin() + 1, argv_s.end()}, &args);
+      !e.empty())
+    return usage_error(e, args.json);
+  if (args.help) {
+    std::cout << "usage: perfdojo " << cmd->usage << " [--json]\n  " << cmd->summary << "\n";
+    return kExitOk;
   }
   try {
     return cmd->run(args);
