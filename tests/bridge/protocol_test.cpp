@@ -474,7 +474,7 @@ std::vector<std::string> backticked(const std::string& text) {
 
 std::string bridge_doc() {
   // The repository root is two folders above benchmarks/unseen.
-  std::ifstream in(std::string(PERFDOJO_UNSEEN_DIR) + "/../../docs/bridge.md");
+  std::ifstream in(std::string(PERFDOJO_DOCS_DIR) + "/bridge.md");
   REQUIRE_MESSAGE(in.good(), "docs/bridge.md is missing");
   std::stringstream buf;
   buf << in.rdbuf();
