@@ -108,6 +108,9 @@ int cmd_measure(const Args& a) {
   const std::string& file = a.positional[0];
   std::string name = a.get("backend", "");
   if (name.empty()) name = default_backend();
+  // The name parsed once: an x86 ISA or a cross target (verified and peaked below), or neither
+  // (the cost model, the interpreter).
+  const auto arch = optimizer::Arch::parse(name);
   backends::MeasureOptions o;
   if (a.values.count("seed") && !parse_u64(a.get("seed"), &o.seed))
     return usage_error("--seed needs a non-negative integer, found '" + a.get("seed") + "'",
@@ -139,8 +142,7 @@ int cmd_measure(const Args& a) {
                         : o.verify && !m.no_device ? "not_verifiable"
                                                    : "unchecked";
   std::string why = m.verified || outcome == "unchecked" ? "" : "no check ran at full size";
-  if (m.ok() && !m.verified && !m.no_device && o.verify &&
-      (backends::x86_isa_by_name(name) || backends::cross_target(name))) {
+  if (m.ok() && !m.verified && !m.no_device && o.verify && arch) {
     backends::BackendConfig vc = config_of(a);
     auto [v, how] = optimizer::check_trace(*r, {}, name, vc);
     outcome = v;
@@ -175,11 +177,11 @@ int cmd_measure(const Args& a) {
   double peak = 0;
   std::string peak_source;
   int cores = any_parallel(r->body) ? backend->capabilities().threads : 1;
-  if (auto isa = backends::x86_isa_by_name(name)) {
+  if (arch && arch->isa) {
     backends::BackendConfig pc = profile_config();
     backends::MachineProfile prof;
     peak_source = optimizer::resolve_machine_profile(pc, &prof);
-    peak = optimizer::fma_peak_gflops(*isa, prof) * cores;
+    peak = optimizer::fma_peak_gflops(*arch->isa, prof) * cores;
   }
   const bool verified = !verified_on.empty();
   std::string verdict = verified ? "verified on the " + verified_on
