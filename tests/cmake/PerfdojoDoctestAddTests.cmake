@@ -66,12 +66,24 @@ foreach(tc IN LISTS cases)
   string(REPLACE "@PD_SEMI@" "," name "${name}")
   bracket(test "${TEST_TARGET}: ${name}")
   bracket(arg "--test-case=${filter}")
+  # Where no earlier run left CTest its measured times (a fresh build), the labels say which
+  # tests are long, so that `ctest -j` starts them first instead of ending on one core with the
+  # slowest: nvcc (cuda), qemu (cross), then slow and hw.
+  set(cost 1)
+  foreach(pair IN ITEMS "hw=5" "slow=20" "cross=50" "cuda=100")  # the highest that applies
+    string(REPLACE "=" ";" pair "${pair}")
+    list(GET pair 0 label)
+    list(FIND labels "${label}" at)
+    if(at GREATER -1)
+      list(GET pair 1 cost)
+    endif()
+  endforeach()
   string(JOIN ";" labels_text ${labels})
   bracket(labels_arg "${labels_text}")
   string(APPEND script
     "add_test(${test} ${exe} ${arg} --case-sensitive=true)\n"
     "set_tests_properties(${test} PROPERTIES WORKING_DIRECTORY ${wd} "
-    "SKIP_RETURN_CODE 77 LABELS ${labels_arg})\n")
+    "SKIP_RETURN_CODE 77 COST ${cost} LABELS ${labels_arg})\n")
   math(EXPR count "${count} + 1")
 endforeach()
 if(NOT output MATCHES "<OverallResultsTestCases unskipped=\"([0-9]+)\"")

@@ -18,13 +18,13 @@ std::vector<Diagnostic> check_text(const std::string& text) {
   return check_program(*r);
 }
 
-std::string joined(const std::vector<Diagnostic>& errors) {
+std::string joined_messages(const std::vector<Diagnostic>& errors) {
   std::string s;
   for (const auto& d : errors) s += d.str() + "\n";
   return s;
 }
 
-const char* const kHeader =
+const char* const kCheckHeader =
     "N = 4\n"
     "input x: f32[N]\n"
     "input d: f64[N]\n"
@@ -36,17 +36,17 @@ const char* const kHeader =
 }  // namespace
 
 TEST_CASE("bounds are proven from the extents: a shifted read fits a shorter scope only") {
-  CHECK(check_text(std::string(kHeader) + "3 y[{0}] = x[{0}+1]\n").empty());
-  auto e = check_text(std::string(kHeader) + "N y[{0}] = x[{0}+1]\n");
+  CHECK(check_text(std::string(kCheckHeader) + "3 y[{0}] = x[{0}+1]\n").empty());
+  auto e = check_text(std::string(kCheckHeader) + "N y[{0}] = x[{0}+1]\n");
   REQUIRE(e.size() == 1);
   CHECK(e[0].loc.line == 8);
   CHECK(e[0].loc.col == 12);
 }
 
 TEST_CASE("a reversed index is in bounds exactly when it ends at zero") {
-  CHECK(check_text(std::string(kHeader) + "N y[{0}] = x[N-1-{0}]\n").empty());
-  CHECK(check_text(std::string(kHeader) + "N y[{0}] = x[N-{0}]\n").size() == 1);
-  CHECK(check_text(std::string(kHeader) + "N y[{0}] = x[N-2-{0}]\n").size() == 1);
+  CHECK(check_text(std::string(kCheckHeader) + "N y[{0}] = x[N-1-{0}]\n").empty());
+  CHECK(check_text(std::string(kCheckHeader) + "N y[{0}] = x[N-{0}]\n").size() == 1);
+  CHECK(check_text(std::string(kCheckHeader) + "N y[{0}] = x[N-2-{0}]\n").size() == 1);
 }
 
 TEST_CASE("the bounds of a sum of iterators add up over every enclosing scope") {
@@ -62,40 +62,40 @@ TEST_CASE("a scope of extent 1 lets any coefficient multiply its iterator") {
 }
 
 TEST_CASE("bare literals adapt to the target's type, loads do not") {
-  CHECK(check_text(std::string(kHeader) + "N w[{0}] = k[{0}] * 2 + 1\n").empty());
-  CHECK(check_text(std::string(kHeader) + "N y[{0}] = x[{0}] * 2.5\n").empty());
-  CHECK(check_text(std::string(kHeader) + "N w[{0}] = 2.5\n").empty());
-  auto e = check_text(std::string(kHeader) + "N w[{0}] = x[{0}]\n");
+  CHECK(check_text(std::string(kCheckHeader) + "N w[{0}] = k[{0}] * 2 + 1\n").empty());
+  CHECK(check_text(std::string(kCheckHeader) + "N y[{0}] = x[{0}] * 2.5\n").empty());
+  CHECK(check_text(std::string(kCheckHeader) + "N w[{0}] = 2.5\n").empty());
+  auto e = check_text(std::string(kCheckHeader) + "N w[{0}] = x[{0}]\n");
   REQUIRE(e.size() == 1);
   CHECK(e[0].message.find("'w' is i32 but the value is f32") != std::string::npos);
 }
 
 TEST_CASE("an explicit cast makes a mixed-type statement valid") {
-  CHECK(
-      check_text(std::string(kHeader) + "N y[{0}] = f32(d[{0}]) + x[{0}] * f32(k[{0}])\n").empty());
-  CHECK(check_text(std::string(kHeader) + "N w[{0}] = i32(x[{0}]) / k[{0}]\n").empty());
+  CHECK(check_text(std::string(kCheckHeader) + "N y[{0}] = f32(d[{0}]) + x[{0}] * f32(k[{0}])\n")
+            .empty());
+  CHECK(check_text(std::string(kCheckHeader) + "N w[{0}] = i32(x[{0}]) / k[{0}]\n").empty());
 }
 
 TEST_CASE("a select's comparison may compare another type than the value it picks") {
-  CHECK(check_text(std::string(kHeader) + "N y[{0}] = k[{0}] > 0 ? x[{0}] : 0\n").empty());
-  auto e = check_text(std::string(kHeader) + "N y[{0}] = k[{0}] > x[{0}] ? x[{0}] : 0\n");
+  CHECK(check_text(std::string(kCheckHeader) + "N y[{0}] = k[{0}] > 0 ? x[{0}] : 0\n").empty());
+  auto e = check_text(std::string(kCheckHeader) + "N y[{0}] = k[{0}] > x[{0}] ? x[{0}] : 0\n");
   REQUIRE(e.size() == 1);
   CHECK(e[0].message.find("type mismatch") != std::string::npos);
 }
 
 TEST_CASE("abs and negation are allowed on i32, the other functions are not") {
-  CHECK(check_text(std::string(kHeader) + "N w[{0}] = abs(-k[{0}])\n").empty());
+  CHECK(check_text(std::string(kCheckHeader) + "N w[{0}] = abs(-k[{0}])\n").empty());
   for (const char* f : {"exp", "log", "sqrt", "rsqrt", "tanh"}) {
     INFO("function ", f);
-    auto e = check_text(std::string(kHeader) + "N w[{0}] = " + f + "(k[{0}])\n");
+    auto e = check_text(std::string(kCheckHeader) + "N w[{0}] = " + f + "(k[{0}])\n");
     REQUIRE(e.size() == 1);
     CHECK(e[0].message.find("applies a floating-point function to i32") != std::string::npos);
   }
 }
 
 TEST_CASE("every access in a statement is checked, not only the first one") {
-  auto e = check_text(std::string(kHeader) + "N y[{0}+1] = x[{0}] + x[{0}+2] + q[0]\n");
-  INFO(joined(e));
+  auto e = check_text(std::string(kCheckHeader) + "N y[{0}+1] = x[{0}] + x[{0}+2] + q[0]\n");
+  INFO(joined_messages(e));
   REQUIRE(e.size() == 3);
   CHECK(e[0].loc.col == 3);   // y[{0}+1]
   CHECK(e[1].loc.col == 23);  // x[{0}+2]
@@ -104,8 +104,8 @@ TEST_CASE("every access in a statement is checked, not only the first one") {
 }
 
 TEST_CASE("an input may be read by every statement but written by none") {
-  CHECK(check_text(std::string(kHeader) + "N y[{0}] = x[{0}]\nN y[{0}] += x[{0}]\n").empty());
-  auto e = check_text(std::string(kHeader) + "N x[{0}] += 1\n");
+  CHECK(check_text(std::string(kCheckHeader) + "N y[{0}] = x[{0}]\nN y[{0}] += x[{0}]\n").empty());
+  auto e = check_text(std::string(kCheckHeader) + "N x[{0}] += 1\n");
   REQUIRE(e.size() == 1);
   CHECK(e[0].message == "cannot write to input 'x'");
 }

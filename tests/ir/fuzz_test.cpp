@@ -17,6 +17,7 @@
 #include "ir/load.h"
 #include "ir/parse.h"
 #include "ir/print.h"
+#include "support/test_files.h"
 
 namespace {
 
@@ -42,12 +43,7 @@ class Rng {
   uint64_t state_;
 };
 
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using perfdojo::testing::read_text;
 
 /// Seeds: every suite kernel plus a hand-written program that uses the rarer constructs, so the
 /// fuzz has material even while the suite is being written.

@@ -11,16 +11,13 @@
 #include "ir/ir.h"
 #include "ir/load.h"
 #include "ir/parse.h"
+#include "support/test_files.h"
 
 namespace {
 
 using namespace perfdojo::ir;
 
-Program must_load(const std::string& text) {
-  auto r = load_program(text);
-  REQUIRE_MESSAGE(r.ok(), r.error_text() << "\n--- text ---\n" << text);
-  return *r;
-}
+using perfdojo::testing::must_load;
 
 Tensor tensor(DType t, std::vector<int64_t> shape, std::vector<double> data) {
   return Tensor{t, std::move(shape), std::move(data)};

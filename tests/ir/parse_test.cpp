@@ -19,19 +19,14 @@
 #include "ir/ir.h"
 #include "ir/load.h"
 #include "ir/print.h"
+#include "support/test_files.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 using namespace perfdojo::ir;
 
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  REQUIRE_MESSAGE(in.good(), "cannot read " << path.string());
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using perfdojo::testing::read_text;
 
 fs::path errors_dir() { return fs::path(PERFDOJO_TEST_DATA_DIR) / "errors"; }
 

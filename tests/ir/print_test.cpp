@@ -12,6 +12,7 @@
 #include "ir/ir.h"
 #include "ir/load.h"
 #include "ir/parse.h"
+#include "support/test_files.h"
 
 namespace {
 
@@ -29,14 +30,10 @@ void check_round_trip(const Program& p) {
   CHECK(p2->doc == p.doc);
 }
 
-Program must_load(const std::string& text) {
-  auto r = load_program(text);
-  REQUIRE_MESSAGE(r.ok(), r.error_text() << "\n--- text ---\n" << text);
-  return *r;
-}
+using perfdojo::testing::must_load;
 
 /// The header every one-statement case below uses.
-const char* const kHeader =
+const char* const kPrintHeader =
     "N = 4\n"
     "input a: f32[N]\n"
     "input b: f32[N]\n"
@@ -48,7 +45,7 @@ const char* const kHeader =
 
 /// The canonical text of one statement written as `stmt` inside `N` (without the scope token).
 std::string printed_statement(const std::string& stmt) {
-  Program p = must_load(std::string(kHeader) + "N " + stmt + "\n");
+  Program p = must_load(std::string(kPrintHeader) + "N " + stmt + "\n");
   check_round_trip(p);
   const std::string text = print_program(p);
   const std::string body = text.substr(text.find("\n\n") + 2);
@@ -337,8 +334,8 @@ TEST_CASE("fma prints as a call and a fused update as fma of its own target; bot
         "y[{0}] = fma(-a[{0}], b[{0}] + 1, 2)");
   CHECK(printed_statement("w[{0}] = fma(k[{0}], k[{0}], 3)") == "w[{0}] = fma(k[{0}], k[{0}], 3)");
   // The fused update: the same statement as `y += a * b` but for the one rounding.
-  Program fused = must_load(std::string(kHeader) + "N y[{0}] = fma(a[{0}], b[{0}], y[{0}])\n");
-  Program plain = must_load(std::string(kHeader) + "N y[{0}] += a[{0}] * b[{0}]\n");
+  Program fused = must_load(std::string(kPrintHeader) + "N y[{0}] = fma(a[{0}], b[{0}], y[{0}])\n");
+  Program plain = must_load(std::string(kPrintHeader) + "N y[{0}] += a[{0}] * b[{0}]\n");
   check_round_trip(fused);
   const Stmt& s = fused.body[0]->body[0]->stmt;
   CHECK(fused_update(s));

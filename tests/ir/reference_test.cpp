@@ -22,6 +22,7 @@
 #include "ir/ir.h"
 #include "ir/load.h"
 #include "ir/parse.h"
+#include "support/test_files.h"
 
 namespace {
 
@@ -33,13 +34,7 @@ using perfdojo::ir::TensorMap;
 
 constexpr double kTolerance = 1e-5;
 
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  REQUIRE_MESSAGE(in.good(), "cannot read " << path.string());
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using perfdojo::testing::read_text;
 
 fs::path kernel_path(const std::string& name) {
   return fs::path(PERFDOJO_KERNEL_DIR) / (name + ".pdj");

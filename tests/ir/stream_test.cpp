@@ -17,6 +17,7 @@
 #include "ir/load.h"
 #include "ir/parse.h"
 #include "ir/print.h"
+#include "support/test_files.h"
 
 namespace {
 
@@ -31,12 +32,7 @@ std::vector<fs::path> files_in(const fs::path& dir, const std::string& ext) {
   return out;
 }
 
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using perfdojo::testing::read_text;
 
 /// Writes the pieces down as text, one line per piece, so two streams can be compared.
 class Recorder final : public ProgramSink {

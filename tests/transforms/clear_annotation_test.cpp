@@ -22,7 +22,7 @@ Reason verdict(const ir::Program& p, const char* action) {
   return transforms::check(p, a.value(), transforms::Target{}).reason;
 }
 
-constexpr const char* kRows = R"(M = 16
+constexpr const char* kAnnotatedRows = R"(M = 16
 N = 8
 input a: f32[M, N]
 output b: f32[M, N]
@@ -33,7 +33,7 @@ M:par N:vec b[{0},{1}] = a[{0},{1}] + 1
 }  // namespace
 
 TEST_CASE("clear_annotation refuses a path that does not exist or names a statement") {
-  const ir::Program p = program(kRows);
+  const ir::Program p = program(kAnnotatedRows);
   CHECK(verdict(p, "clear_annotation 1") == Reason::kNoSuchLocation);
   CHECK(verdict(p, "clear_annotation 0.0.0") == Reason::kNotAScope);
 }
@@ -49,7 +49,7 @@ N b[{0}] = a[{0}]
 }
 
 TEST_CASE("clear_annotation reopens a finalised scope to the moves that refuse annotations") {
-  const ir::Program p = program(kRows);
+  const ir::Program p = program(kAnnotatedRows);
   CHECK(verdict(p, "tile_scope 0 4") == Reason::kAnnotated);
   CHECK(verdict(p, "clear_annotation 0") == Reason::kOk);
   CHECK(verdict(p, "clear_annotation 0.0") == Reason::kOk);
