@@ -108,6 +108,16 @@ const std::vector<Field>& table() {
        &C::demo_margin},
       {{"demo_weight", "weight of the large-margin loss", kLearn}, &C::demo_weight},
       {{"demo_pretrain", "updates on demonstrations alone before acting", kRun}, &C::demo_pretrain},
+      {{"dagger_rounds",
+        "DAgger passes after the pretraining (the teacher labels the states the policy reaches)",
+        kRun},
+       &C::dagger_rounds},
+      {{"dagger_kernels", "demonstration kernels the policy plays in each DAgger pass", kRun},
+       &C::dagger_kernels},
+      {{"dagger_states", "states of each policy episode the teacher labels", kRun},
+       &C::dagger_states},
+      {{"dagger_updates", "demonstration-only updates after each DAgger pass", kRun},
+       &C::dagger_updates},
       {{"curriculum", "order kernels by complexity and grow the set", kLearn}, &C::curriculum},
       {{"curriculum_start", "kernels in the first stage", kLearn}, &C::curriculum_start},
       {{"curriculum_step", "kernels added per promotion", kLearn}, &C::curriculum_step},
@@ -338,6 +348,8 @@ std::string validate(const AgentConfig& c) {
     return "checkpoint_minutes and log_seconds must be > 0";
   if (c.out_dir.empty()) return "out_dir must not be empty";
   if (c.demos < 0 || c.demo_pretrain < 0) return "demos and demo_pretrain must be >= 0";
+  if (c.dagger_rounds < 0 || c.dagger_kernels < 0 || c.dagger_states < 0 || c.dagger_updates < 0)
+    return "dagger_rounds, dagger_kernels, dagger_states and dagger_updates must be >= 0";
   if (c.demo_buffer < c.batch_size) return "demo_buffer must be >= batch_size";
   if (c.demo_ratio < 0 || c.demo_ratio > 1) return "demo_ratio must be in [0, 1]";
   if (c.demo_margin < 0 || c.demo_weight < 0) return "demo_margin and demo_weight must be >= 0";

@@ -98,6 +98,13 @@ struct AgentConfig {
   double demo_margin = 0.8;  ///< DQfD's margin: the teacher's action must lead every other by this
   double demo_weight = 1.0;  ///< weight of the large-margin loss beside the TD loss
   int demo_pretrain = 2000;  ///< updates on demonstrations alone before the agent acts
+  /// DAgger passes after the pretraining: the greedy policy plays dagger_kernels of the
+  /// demonstration kernels, the teacher labels dagger_states states of each episode with its best
+  /// trace from there, and dagger_updates demonstration-only updates follow (0 = none).
+  int dagger_rounds = 0;
+  int dagger_kernels = 200;
+  int dagger_states = 4;
+  int dagger_updates = 2000;
 
   // --- curriculum
   bool curriculum = true;

@@ -15,16 +15,23 @@ ir::Result<std::vector<std::string>> resolve_kernels(const std::string& spec) {
   if (spec == "test") return env::test_split();
   if (spec == "all") return env::suite_uris();
   // "family:attention,norm" (those families) and "except:attention" (every other kernel): hold
-  // whole families out of training and evaluate on them.
+  // whole families out of training and evaluate on them. "except:" also takes suite kernel
+  // names, held out one by one ("except:conv,norm,matmul-1024").
   for (const char* prefix : {"family:", "except:"}) {
     if (spec.rfind(prefix, 0) != 0) continue;
+    const bool inside = std::string(prefix) == "family:";
     std::vector<std::string> families;
+    std::set<std::string> held_out;  // kernel URIs
     std::stringstream fs(spec.substr(std::string(prefix).size()));
     std::string f;
     std::set<std::string> known;
     for (const auto& [name, family] : env::kernel_families()) known.insert(family);
     while (std::getline(fs, f, ',')) {
       if (f.empty()) continue;
+      if (!inside && !known.count(f) && env::kernel_families().count(f)) {
+        held_out.insert("perfdojo://suite/" + f);
+        continue;
+      }
       if (!known.count(f)) {
         std::string all;
         for (const auto& k : known) all += (all.empty() ? "" : ", ") + k;
@@ -33,7 +40,8 @@ ir::Result<std::vector<std::string>> resolve_kernels(const std::string& spec) {
       }
       families.push_back(f);
     }
-    auto out = env::family_kernels(families, std::string(prefix) == "family:");
+    auto out = env::family_kernels(families, inside);
+    std::erase_if(out, [&](const std::string& u) { return held_out.count(u) > 0; });
     if (out.empty())
       return std::vector<ir::Diagnostic>{{{"kernels", 0, 0}, "no kernels in '" + spec + "'"}};
     return out;

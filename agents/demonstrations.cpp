@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include "agents/train.h"
@@ -40,9 +42,10 @@ std::vector<std::string> demonstration_kernels(const AgentConfig& config,
 }
 
 std::optional<Demonstration> demonstrate(const AgentConfig& config, const std::string& kernel,
-                                         std::string* error, int* unreachable) {
+                                         std::string* error, int* unreachable,
+                                         const std::vector<int>& prefix) {
   env::EnvConfig ec = env_config_for(config, kernel, config.seed);
-  ec.max_episode_steps = kDemoEpisodeSteps;
+  ec.max_episode_steps = kDemoEpisodeSteps + static_cast<int>(prefix.size());
   auto made = env::Env::make(ec);
   if (!made.ok()) {
     *error = made.error_text();
@@ -54,49 +57,61 @@ std::optional<Demonstration> demonstrate(const AgentConfig& config, const std::s
     *error = *info0.error;
     return std::nullopt;
   }
-  const ir::Program original = e.program();
-  const auto traces = optimizer::detail::expert_proposals(original, e.target()).all();
+  // Where the teacher starts: the kernel as written, or where the policy's prefix ends (only
+  // its last move timed).
+  env::Observation start_obs = obs0;
+  std::vector<uint8_t> start_mask = info0.action_mask;
+  double start_time = info0.initial_time_s;
+  for (size_t i = 0; i < prefix.size(); ++i) {
+    env::StepResult r = i + 1 == prefix.size() ? e.step(prefix[i]) : e.step_untimed(prefix[i]);
+    if (r.info.illegal_action || r.info.error || r.terminated || r.truncated) {
+      *error = "the policy's move " + std::to_string(i) + " (action " + std::to_string(prefix[i]) +
+               ") could not be replayed";
+      return std::nullopt;
+    }
+    start_obs = std::move(r.observation);
+    start_mask = std::move(r.info.action_mask);
+    start_time = r.info.time_s;
+  }
+  if (!(start_time > 0)) return std::nullopt;
+  const auto traces = optimizer::detail::expert_proposals(e.program(), e.target()).all();
 
-  // Plays `trace` from the start; `d`, when given, records every step, each one timed (the
-  // rewards a learner sees); without it only the last step is timed. Returns the time of the
-  // program where it ends (0 when a step could not be taken) and the time of the original.
-  struct Played {
-    double time_s = 0, initial_s = 0;
-  };
+  // Plays `trace` from the start state on a fork of the env; `d`, when given, records every
+  // step, each one timed (the rewards a learner sees); without it only the last step is timed.
+  // Returns the time of the program where it ends (0 when a step could not be taken).
   auto play = [&](const std::vector<transforms::Action>& trace, Demonstration* d) {
-    Played out;
-    auto [o, info] = e.reset();
-    if (info.error) return out;
-    if (d) d->obs.push_back(to_agent_obs(o, info.action_mask, config));
+    const std::unique_ptr<env::Env> f = e.fork();
+    double time_s = 0;
+    if (d) d->obs.push_back(to_agent_obs(start_obs, start_mask, config));
     const size_t n = std::min(trace.size(), static_cast<size_t>(kDemoEpisodeSteps));
     for (size_t i = 0; i < n; ++i) {
-      const int index = e.encode(trace[i]);
+      const int index = f->encode(trace[i]);
       if (index < 0 || (d && !d->obs.back().mask[static_cast<size_t>(index)])) {
         ++*unreachable;
-        return Played{};
+        return 0.0;
       }
-      env::StepResult r = d || i + 1 == n ? e.step(index) : e.step_untimed(index);
+      env::StepResult r = d || i + 1 == n ? f->step(index) : f->step_untimed(index);
       if (r.info.illegal_action || r.info.error) {
         ++*unreachable;
-        return Played{};
+        return 0.0;
       }
-      out = {r.info.time_s, r.info.initial_time_s};
+      time_s = r.info.time_s;
       if (d) {
         d->actions.push_back(index);
         d->rewards.push_back(r.reward);
         d->obs.push_back(to_agent_obs(r.observation, r.info.action_mask, config));
       }
     }
-    return out;
+    return time_s;
   };
 
   // The teacher's best trace on the backend: the one whose end is fastest, if it gains 1%.
   size_t best = traces.size();
   double best_speedup = 1.01;
   for (size_t t = 0; t < traces.size(); ++t) {
-    const Played p = play(traces[t], nullptr);
-    if (p.time_s > 0 && p.initial_s / p.time_s > best_speedup) {
-      best_speedup = p.initial_s / p.time_s;
+    const double time_s = play(traces[t], nullptr);
+    if (time_s > 0 && start_time / time_s > best_speedup) {
+      best_speedup = start_time / time_s;
       best = t;
     }
   }
@@ -104,9 +119,78 @@ std::optional<Demonstration> demonstrate(const AgentConfig& config, const std::s
   Demonstration d;
   d.kernel = kernel;
   d.speedup = best_speedup;
-  if (!(play(traces[best], &d).time_s > 0)) return std::nullopt;
+  if (!(play(traces[best], &d) > 0)) return std::nullopt;
   return d;
 }
+
+PolicyEpisode greedy_episode(const AgentConfig& config, const std::string& kernel,
+                             const QFunction& q) {
+  PolicyEpisode ep;
+  auto made = env::Env::make(env_config_for(config, kernel, config.seed));
+  if (!made.ok()) return ep;
+  env::Env& e = *made.value();
+  auto [obs, info] = e.reset();
+  if (info.error) return ep;
+  ep.times.push_back(info.initial_time_s);
+  AgentObs o = to_agent_obs(obs, info.action_mask, config);
+  std::map<uint64_t, std::set<int>> taken;
+  for (int step = 0; step < e.config().max_episode_steps; ++step) {
+    const std::vector<float> qv = q(o);
+    std::set<int>& before = taken[ir::structural_hash(e.program())];
+    int a = -1;
+    for (size_t i = 0; i < o.mask.size() && i < qv.size(); ++i)
+      if (o.mask[i] && !before.count(static_cast<int>(i)) &&
+          (a < 0 || qv[i] > qv[static_cast<size_t>(a)]))
+        a = static_cast<int>(i);
+    if (a < 0) break;
+    before.insert(a);
+    env::StepResult r = e.step(a);
+    if (r.info.illegal_action || r.info.error || r.terminated) break;
+    ep.actions.push_back(a);
+    ep.times.push_back(r.info.time_s);
+    if (r.truncated) break;
+    o = to_agent_obs(r.observation, r.info.action_mask, config);
+  }
+  return ep;
+}
+
+std::vector<size_t> dagger_states(const PolicyEpisode& episode, int count) {
+  std::vector<size_t> out;
+  const size_t n = episode.actions.size();
+  if (n == 0 || count <= 0 || episode.times.size() != n + 1) return out;
+  size_t best = 0;
+  for (size_t i = 1; i <= n; ++i)
+    if (episode.times[i] > 0 && episode.times[i] < episode.times[best]) best = i;
+  if (best > 0) out.push_back(best);
+  for (int k = 1; k <= count && static_cast<int>(out.size()) < count; ++k) {
+    const size_t at = std::max<size_t>(1, n * static_cast<size_t>(k) / static_cast<size_t>(count));
+    if (std::find(out.begin(), out.end(), at) == out.end()) out.push_back(at);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+namespace {
+
+// Stores the demonstrations found, in order, and sums them up.
+void store(const std::vector<std::optional<Demonstration>>& demos,
+           const std::vector<int>& unreachable, DqnLearner& learner, DemoSummary& sum) {
+  double log_sum = 0;
+  for (size_t i = 0; i < demos.size(); ++i) {
+    sum.unreachable += unreachable[i];
+    if (!demos[i]) continue;
+    const Demonstration& d = *demos[i];
+    ++sum.demonstrated;
+    log_sum += std::log(d.speedup);
+    for (size_t s = 0; s < d.actions.size(); ++s) {
+      learner.remember_demo(d.obs[s], d.actions[s], d.rewards[s], d.obs[s + 1]);
+      ++sum.transitions;
+    }
+  }
+  if (sum.demonstrated > 0) sum.geomean_speedup = std::exp(log_sum / sum.demonstrated);
+}
+
+}  // namespace
 
 DemoSummary add_demonstrations(const AgentConfig& config, const std::vector<std::string>& kernels,
                                DqnLearner& learner, const std::function<void(double)>& progress) {
@@ -125,19 +209,50 @@ DemoSummary add_demonstrations(const AgentConfig& config, const std::vector<std:
     ++done;
     if (progress) progress(static_cast<double>(done) / static_cast<double>(kernels.size()));
   });
-  double log_sum = 0;
+  store(demos, unreachable, learner, sum);
+  sum.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return sum;
+}
+
+DemoSummary add_dagger_demonstrations(const AgentConfig& config,
+                                      const std::vector<std::string>& kernels, const QFunction& q,
+                                      DqnLearner& learner,
+                                      const std::function<void(double)>& progress) {
+  const auto t0 = std::chrono::steady_clock::now();
+  // The policy's episodes first (one network, so on this thread), then the teacher's labels.
+  struct Label {
+    size_t kernel;
+    std::vector<int> prefix;
+  };
+  std::vector<Label> labels;
+  constexpr double kRolloutShare = 0.3;  // of the progress bar
   for (size_t i = 0; i < kernels.size(); ++i) {
-    sum.unreachable += unreachable[i];
-    if (!demos[i]) continue;
-    const Demonstration& d = *demos[i];
-    ++sum.demonstrated;
-    log_sum += std::log(d.speedup);
-    for (size_t s = 0; s < d.actions.size(); ++s) {
-      learner.remember_demo(d.obs[s], d.actions[s], d.rewards[s], d.obs[s + 1]);
-      ++sum.transitions;
-    }
+    const PolicyEpisode ep = greedy_episode(config, kernels[i], q);
+    for (size_t len : dagger_states(ep, config.dagger_states))
+      labels.push_back({i, std::vector<int>(ep.actions.begin(),
+                                            ep.actions.begin() + static_cast<ptrdiff_t>(len))});
+    if (progress)
+      progress(kRolloutShare * static_cast<double>(i + 1) / static_cast<double>(kernels.size()));
   }
-  if (sum.demonstrated > 0) sum.geomean_speedup = std::exp(log_sum / sum.demonstrated);
+  DemoSummary sum;
+  sum.kernels = static_cast<int>(labels.size());
+  std::vector<std::optional<Demonstration>> demos(labels.size());
+  std::vector<int> unreachable(labels.size(), 0);
+  std::mutex mu;
+  size_t done = 0;
+  tbb::parallel_for(size_t{0}, labels.size(), [&](size_t i) {
+    std::string error;
+    demos[i] =
+        demonstrate(config, kernels[labels[i].kernel], &error, &unreachable[i], labels[i].prefix);
+    std::lock_guard lock(mu);
+    if (!error.empty() && sum.first_error.empty())
+      sum.first_error = kernels[labels[i].kernel] + ": " + error;
+    ++done;
+    if (progress)
+      progress(kRolloutShare + (1 - kRolloutShare) * static_cast<double>(done) /
+                                   static_cast<double>(labels.size()));
+  });
+  store(demos, unreachable, learner, sum);
   sum.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return sum;
 }

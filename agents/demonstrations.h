@@ -47,8 +47,40 @@ std::vector<std::string> demonstration_kernels(const AgentConfig& config,
 /// The teacher's demonstration on one kernel, or nullopt when no expert trace gains 1% there
 /// (or, with `error` set, when the kernel could not be loaded or reset).
 /// `unreachable` counts expert traces the env could not take step by step (none: tested).
+/// With a `prefix` (flat actions from the kernel's start, as a policy played them), the teacher
+/// starts where the prefix ends: its traces are proposed for that program, must gain 1% over it,
+/// and the demonstration's observations start there (DAgger's labels).
 std::optional<Demonstration> demonstrate(const AgentConfig& config, const std::string& kernel,
-                                         std::string* error, int* unreachable);
+                                         std::string* error, int* unreachable,
+                                         const std::vector<int>& prefix = {});
+
+/// Q-values of one observation (one per action index), as the policy being taught sees them.
+using QFunction = std::function<std::vector<float>(const AgentObs&)>;
+
+/// The greedy policy's episode on `kernel` (max_episode_steps moves, the moves already taken
+/// from a program met again left out, as evaluate_agent's policy method plays it): its actions
+/// and the time after each (times[0] is the original's), on the config's backend. Empty when the
+/// kernel cannot be loaded.
+struct PolicyEpisode {
+  std::vector<int> actions;
+  std::vector<double> times;
+};
+PolicyEpisode greedy_episode(const AgentConfig& config, const std::string& kernel,
+                             const QFunction& q);
+
+/// The states of `episode` the teacher labels: where it was fastest, and up to `count - 1`
+/// more spread over it (never the start: the first demonstrations cover it). As prefix lengths.
+std::vector<size_t> dagger_states(const PolicyEpisode& episode, int count);
+
+/// One DAgger pass (Ross et al. 2011) with the experts as the teacher: the greedy policy `q`
+/// plays each kernel; from the states dagger_states() picks, the teacher's best trace (when it
+/// gains 1% there) goes to the learner's demonstration buffer, so the policy learns the way on
+/// from where its own mistakes lead, not only from the teacher's path. Rollouts run in kernel
+/// order on this thread, labels on oneTBB workers; stored in kernel order (reproducible).
+DemoSummary add_dagger_demonstrations(const AgentConfig& config,
+                                      const std::vector<std::string>& kernels, const QFunction& q,
+                                      DqnLearner& learner,
+                                      const std::function<void(double)>& progress);
 
 /// Demonstrations on every kernel, on `threads` oneTBB workers, stored in the learner in kernel
 /// order (so a run is reproducible); `progress(fraction)` is called as kernels finish.

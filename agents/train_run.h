@@ -48,6 +48,11 @@ struct TrainRun {
   // The teacher's demonstrations (config.demos > 0): made, stored in the learner, and learnt
   // from alone for demo_pretrain updates before the actors start.
   std::string demonstrate();
+  // config.dagger_rounds DAgger passes over `kernels` (the demonstration kernels), each followed
+  // by demonstration-only updates.
+  void dagger(const std::vector<std::string>& kernels);
+  // `n` updates on the demonstrations alone, with a progress bar saying `what`.
+  void demo_updates(int n, const std::string& what);
   // Starts a new episode on actor `a` with a kernel from the curriculum's active set.
   std::string start_episode(Actor& a);
   // Starts every actor's first episode and announces the run.

@@ -1,6 +1,8 @@
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <random>
 #include <sstream>
 
 #include "agents/demonstrations.h"
@@ -110,15 +112,7 @@ std::string TrainRun::demonstrate() {
   if (!d.first_error.empty()) say("demonstrations: not every kernel loaded, e.g. " + d.first_error);
   out.demo_transitions = d.transitions;
   if (d.transitions == 0) return "";
-  for (int u = 0; u < config.demo_pretrain; ++u) {
-    const UpdateStats s = learner->update(1.0, /*demos_only=*/true);
-    book(s);
-    if ((u + 1) % 50 == 0 || u + 1 == config.demo_pretrain)
-      bar.update(static_cast<double>(u + 1) / config.demo_pretrain,
-                 std::chrono::duration<double>(Clock::now() - start).count(),
-                 "pretraining on demonstrations: accuracy " + fmt("%.2f", s.demo_accuracy));
-  }
-  bar.clear();
+  demo_updates(config.demo_pretrain, "pretraining on demonstrations");
   if (config.demo_pretrain > 0) {
     std::lock_guard lock(stats_mu);
     say("pretrained " + std::to_string(config.demo_pretrain) +
@@ -131,8 +125,67 @@ std::string TrainRun::demonstrate() {
     loss_sum = q_sum = margin_sum = accuracy_sum = 0;
     loss_n = demo_n = 0;
   }
+  dagger(kernels);
   learner->publish_to_actors();
   return "";
+}
+
+void TrainRun::demo_updates(int n, const std::string& what) {
+  const auto start = Clock::now();
+  for (int u = 0; u < n; ++u) {
+    const UpdateStats s = learner->update(1.0, /*demos_only=*/true);
+    book(s);
+    if ((u + 1) % 50 == 0 || u + 1 == n)
+      bar.update(static_cast<double>(u + 1) / n,
+                 std::chrono::duration<double>(Clock::now() - start).count(),
+                 what + ": accuracy " + fmt("%.2f", s.demo_accuracy));
+  }
+  bar.clear();
+}
+
+void TrainRun::dagger(const std::vector<std::string>& kernels) {
+  const QFunction q = [&](const AgentObs& o) {
+    const torch::Tensor t = learner->q_values({&o}).to(torch::kFloat).contiguous();
+    return std::vector<float>(t.data_ptr<float>(), t.data_ptr<float>() + t.numel());
+  };
+  for (int round = 0; round < config.dagger_rounds; ++round) {
+    // A different draw of the demonstration kernels each pass, from the run's seed.
+    std::vector<std::string> drawn = kernels;
+    std::mt19937_64 draw(config.seed * 1000003ULL + static_cast<uint64_t>(round));
+    std::shuffle(drawn.begin(), drawn.end(), draw);
+    drawn.resize(std::min(drawn.size(), static_cast<size_t>(config.dagger_kernels)));
+    learner->publish_to_actors();  // the policy as pretrained so far
+    const std::string what =
+        "DAgger pass " + std::to_string(round + 1) + "/" + std::to_string(config.dagger_rounds);
+    const auto start = Clock::now();
+    const DemoSummary d = add_dagger_demonstrations(config, drawn, q, *learner, [&](double f) {
+      bar.update(f, std::chrono::duration<double>(Clock::now() - start).count(), what);
+    });
+    bar.clear();
+    say(what + ": the policy played " + std::to_string(drawn.size()) +
+        " kernels; the teacher gained 1% or more from " + std::to_string(d.demonstrated) + " of " +
+        std::to_string(d.kernels) + " states it reached (geomean " +
+        fmt("%.2f", d.geomean_speedup) + "x), " + std::to_string(d.transitions) + " transitions, " +
+        fmt("%.0f", d.seconds) + " s" +
+        (d.unreachable
+             ? ", " + std::to_string(d.unreachable) + " expert traces not playable as actions"
+             : ""));
+    if (!d.first_error.empty()) say(what + ": not every state replayed, e.g. " + d.first_error);
+    out.demo_transitions += d.transitions;
+    demo_updates(config.dagger_updates, what + ": updates");
+    std::lock_guard lock(stats_mu);
+    if (demo_n > 0) {
+      say(what + ": " + std::to_string(config.dagger_updates) +
+          " updates on demonstrations, teacher's action chosen " +
+          fmt("%.0f%%", 100.0 * accuracy_sum / demo_n));
+      metrics.write(global_step, elapsed(),
+                    {{"losses/demo_margin", margin_sum / demo_n},
+                     {"charts/demo_accuracy", accuracy_sum / demo_n},
+                     {"charts/dagger_teacher_gain", d.geomean_speedup}});
+    }
+    loss_sum = q_sum = margin_sum = accuracy_sum = 0;
+    loss_n = demo_n = 0;
+  }
 }
 
 std::string TrainRun::start_episode(Actor& a) {

@@ -106,7 +106,9 @@ def time_interleaved(pdj, outs, reps):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("kernels", nargs="+")
-    ap.add_argument("--agent", default="default", help="checkpoint (default: the shipped agent)")
+    ap.add_argument("--agent", default="default",
+                    help="checkpoint, or several comma-separated (training seeds): each played alone "
+                    "(default: the shipped agent)")
     ap.add_argument("--timeout", type=float, default=60)
     ap.add_argument("--with-agent", action="store_true", help="also optimize --agent CKPT at the same timeout")
     ap.add_argument("--reps", type=int, default=15)
@@ -115,13 +117,25 @@ def main():
     print(f"agent_vs_optimizer: cores {sorted(os.sched_getaffinity(0))}, timeout {args.timeout:g} s, "
           f"agent {args.agent}", file=sys.stderr, flush=True)
     ratios = {}
+    # One checkpoint is "policy"; several (seeds) are "policy:NAME", NAME the file's folder or stem.
+    ckpts = [c for c in args.agent.split(",") if c]
+    if len(ckpts) == 1:
+        agents = {"": ckpts[0]}
+    else:
+        agents = {}
+        for c in ckpts:
+            p = Path(c)
+            agents[":" + (p.parent.name if p.name == "agent.ckpt" else p.stem)] = c
     with tempfile.TemporaryDirectory(prefix="perfdojo-avo-") as work:
         for i, spec in enumerate(args.kernels):
             pdj = kernel_file(spec, work)
             outs = {}
-            methods = {"optimize": [], "policy": ["--agent", args.agent, "--policy-only"]}
+            methods = {"optimize": []}
+            for name, ckpt in agents.items():
+                methods["policy" + name] = ["--agent", ckpt, "--policy-only"]
             if args.with_agent:
-                methods["optimize+agent"] = ["--agent", args.agent]
+                for name, ckpt in agents.items():
+                    methods["optimize+agent" + name] = ["--agent", ckpt]
             reports = {}
             for label, extra in methods.items():
                 print(f"[{i + 1}/{len(args.kernels)}] {spec}: {label}", file=sys.stderr, flush=True)
@@ -137,17 +151,26 @@ def main():
                 rec[f"{label}_speedup"] = t["original"][1] / t[label][1]
                 rec[f"{label}_peak_fraction"] = reports[label]["peak_fraction"] * reports[label]["final_s"] / t[label][1]
                 ratios.setdefault(label, []).append(rec[f"{label}_speedup"])
-            rec["policy_vs_optimize"] = t["optimize"][1] / t["policy"][1]
-            ratios.setdefault("policy_vs_optimize", []).append(rec["policy_vs_optimize"])
+            for name in agents:
+                key = "policy_vs_optimize" + name
+                rec[key] = t["optimize"][1] / t["policy" + name][1]
+                ratios.setdefault(key, []).append(rec[key])
             if args.json:
                 print(json.dumps(rec), flush=True)
             else:
                 print(f"{spec} ({rec['arch']}): original {rec['original_ms']:.3f} ms; " + "; ".join(
                     f"{l} {rec[l + '_ms']:.3f} ms x{rec[l + '_speedup']:.2f} ({100 * rec[l + '_peak_fraction']:.0f}% of peak)"
-                    for l in outs) + f"; policy / optimize {rec['policy_vs_optimize']:.2f}", flush=True)
+                    for l in outs) + "".join(f"; policy{n} / optimize {rec['policy_vs_optimize' + n]:.2f}"
+                                             for n in agents), flush=True)
     geo = {k: math.exp(sum(map(math.log, v)) / len(v)) for k, v in ratios.items()}
-    print(json.dumps({"geomean": geo}) if args.json else
-          "geomean: " + ", ".join(f"{k} {v:.2f}" for k, v in geo.items()))
+    summary = {"geomean": geo}
+    if len(agents) > 1:  # one geomean per checkpoint: their mean and sd over the seeds
+        per = [geo["policy_vs_optimize" + n] for n in agents]
+        summary["policy_vs_optimize_over_agents"] = {"mean": float(np.mean(per)), "sd": float(np.std(per, ddof=1))}
+    print(json.dumps(summary) if args.json else
+          "geomean: " + ", ".join(f"{k} {v:.2f}" for k, v in geo.items()) + (
+              "\npolicy / optimize over the agents: mean {mean:.2f} sd {sd:.2f}".format(
+                  **summary["policy_vs_optimize_over_agents"]) if len(agents) > 1 else ""))
     return 0
 
 

@@ -406,6 +406,12 @@ TEST_CASE("kernel specs hold whole families out: except:F trains, family:F evalu
   REQUIRE_FALSE(bad.ok());
   CHECK(bad.error_text().find("unknown kernel family 'attn'; expected one of") !=
         std::string::npos);
+  // except: also holds single suite kernels out (family: takes families only).
+  auto fewer = resolve_kernels("except:attention,ffn,matmul-1024");
+  REQUIRE(fewer.ok());
+  CHECK(fewer->size() + 1 == rest->size());
+  CHECK(std::find(fewer->begin(), fewer->end(), "perfdojo://suite/matmul-1024") == fewer->end());
+  CHECK_FALSE(resolve_kernels("family:matmul-1024").ok());
 }
 
 TEST_CASE("the curriculum starts with the simplest kernels and ends on all of them") {
@@ -849,6 +855,72 @@ TEST_CASE(
   // 0.8: the demonstration of the contracted kernel is 15 moves, and 13 of them (0.87) is as
   // far from an untrained network's near-zero as 14.
   CHECK(agree >= static_cast<int>(0.8 * d->actions.size()));
+}
+
+TEST_CASE("DAgger: the teacher labels the states the policy reaches, from where they are" *
+          doctest::test_suite("slow")) {
+  torch::set_num_threads(1);
+  AgentConfig c = tiny_config(temp_dir("dagger"));
+  c.max_episode_steps = 6;
+  c.dagger_states = 3;
+  const std::string kernel = "perfdojo://gen/matmul?seed=5";
+  auto e = env::Env::make(env_config_for(c, kernel, 0));
+  REQUIRE(e.ok());
+  const NetworkShape shape{env::kFeatureSize, e.value()->action_spec().n,
+                           env::token_vocabulary_size()};
+  DqnLearner learner(c, shape);
+  const QFunction q = [&](const AgentObs& o) {
+    const torch::Tensor t = learner.q_values({&o}).contiguous();
+    return std::vector<float>(t.data_ptr<float>(), t.data_ptr<float>() + t.numel());
+  };
+  // An untrained policy's episode: legal moves, one time per state.
+  const PolicyEpisode ep = greedy_episode(c, kernel, q);
+  REQUIRE(ep.actions.size() >= 3);
+  REQUIRE(ep.times.size() == ep.actions.size() + 1);
+  const auto states = dagger_states(ep, c.dagger_states);
+  CHECK(states.size() == 3);
+  for (size_t s : states) CHECK((s >= 1 && s <= ep.actions.size()));
+  // The teacher from the end of the policy's episode: its trace starts at that state (the first
+  // observation is the state's), every step legal there, and it gains over that state.
+  std::string error;
+  int unreachable = 0;
+  auto d = demonstrate(c, kernel, &error, &unreachable, ep.actions);
+  INFO(error);
+  REQUIRE(d.has_value());
+  CHECK(unreachable == 0);
+  CHECK(d->speedup > 1.01);
+  auto replay = env::Env::make(env_config_for(c, kernel, 0));
+  REQUIRE(replay.ok());
+  replay.value()->reset();
+  env::StepResult r;
+  for (int a : ep.actions) r = replay.value()->step_untimed(a);
+  CHECK(to_agent_obs(r.observation, r.info.action_mask, c).features == d->obs[0].features);
+  for (size_t i = 0; i < d->actions.size(); ++i)
+    CHECK(d->obs[i].mask.at(static_cast<size_t>(d->actions[i])) == 1);
+  // A prefix the env refuses is an error, not a demonstration.
+  error.clear();
+  CHECK_FALSE(demonstrate(c, kernel, &error, &unreachable, {-5}).has_value());
+  CHECK(error.find("could not be replayed") != std::string::npos);
+  // One pass stores what the teacher showed.
+  const DemoSummary sum = add_dagger_demonstrations(c, {kernel}, q, learner, nullptr);
+  CHECK(sum.kernels == 3);
+  CHECK(sum.demonstrated >= 1);
+  CHECK(learner.demo_size() == sum.transitions);
+  AgentConfig bad;
+  bad.dagger_states = -1;
+  CHECK(validate(bad).find("dagger_states") != std::string::npos);
+}
+
+TEST_CASE("dagger_states: the policy's best state and states spread over its episode") {
+  PolicyEpisode ep;
+  ep.actions = {1, 2, 3, 4, 5, 6, 7, 8};
+  ep.times = {10, 9, 8, 3, 5, 6, 7, 7, 7};  // fastest after 3 moves
+  CHECK(dagger_states(ep, 1) == std::vector<size_t>{3});
+  CHECK(dagger_states(ep, 3) == std::vector<size_t>{2, 3, 5});
+  CHECK(dagger_states(ep, 0).empty());
+  ep.times = {1, 2, 2, 2, 2, 2, 2, 2, 2};  // never faster than the start: spread only
+  CHECK(dagger_states(ep, 2) == std::vector<size_t>{4, 8});
+  CHECK(dagger_states(PolicyEpisode{}, 4).empty());
 }
 
 TEST_CASE("demonstration kernels: the training kernels, then generated ones of the demo families") {
