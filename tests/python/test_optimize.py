@@ -98,7 +98,9 @@ def test_bad_options_are_usage_errors(softmax, args):
 
 
 def test_agent_proposals_are_searched_and_verified(softmax, checkpoint):
-    r = optimize(softmax, "--timeout", 20, "--threads", 1, "--no-cache", "--agent", checkpoint,
+    # --timeout 40 gives the policy 10 s (a quarter): LibTorch's start and its playouts took more
+    # than 5 s on a loaded 2-core machine.
+    r = optimize(softmax, "--timeout", 40, "--threads", 1, "--no-cache", "--agent", checkpoint,
                  "--json")
     assert r.returncode == 0, r.stderr[-2000:]
     report = json.loads(r.stdout)["report"]
