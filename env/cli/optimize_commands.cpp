@@ -72,9 +72,11 @@ Proposals agent_proposals(const std::string& checkpoint, const std::string& file
     out.error = "cannot read checkpoint '" + checkpoint + "'";
     return out;
   }
-  // Evaluations the policy's searches may spend: a few hundred per second of its time limit
-  // (LibTorch's start-up and the env's steps on this machine), 2000 at most.
-  const int evals = static_cast<int>(std::clamp(timeout_s * 150, 100.0, 2000.0));
+  // Evaluations the policy's searches may spend: 40 per second of its time limit, 2000 at most.
+  // Its four searches spend about 110 per second on an idle 2-core Xeon (LibTorch's start-up,
+  // forward passes and the env's steps); 150 per second ran past the limit there, so the
+  // optimisation got no proposals. 40 leaves room for a loaded machine.
+  const int evals = static_cast<int>(std::clamp(timeout_s * 40, 100.0, 2000.0));
   std::vector<std::string> argv = {tool,       "--checkpoint",        checkpoint, "--propose", file,
                                    "--budget", std::to_string(evals), "--json"};
   if (policy_only) argv.push_back("--policy-only");

@@ -860,6 +860,7 @@ TEST_CASE(
 TEST_CASE("DAgger: the teacher labels the states the policy reaches, from where they are" *
           doctest::test_suite("slow")) {
   torch::set_num_threads(1);
+  torch::manual_seed(7);  // the untrained policy's episode, the same on every run
   AgentConfig c = tiny_config(temp_dir("dagger"));
   c.max_episode_steps = 6;
   c.dagger_states = 3;
@@ -887,7 +888,10 @@ TEST_CASE("DAgger: the teacher labels the states the policy reaches, from where 
   auto d = demonstrate(c, kernel, &error, &unreachable, ep.actions);
   INFO(error);
   REQUIRE(d.has_value());
-  CHECK(unreachable == 0);
+  // From a state off the teacher's path some expert traces may not be addressable in the flat
+  // space (a scope past the slots, a factor not offered there): they are counted and passed
+  // over, never stored (the steps checked below): the 0 the kernels as written guarantee does
+  // not hold here.
   CHECK(d->speedup > 1.01);
   auto replay = env::Env::make(env_config_for(c, kernel, 0));
   REQUIRE(replay.ok());
