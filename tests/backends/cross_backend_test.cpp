@@ -44,16 +44,25 @@ void check_suite_as_written(const std::string& arch) {
   MESSAGE(arch << ": " << verified << " kernels verified under emulation");
 }
 
-// Every kernel of the suite at its shipped size, optimised for `arch` (a short search), then the
-// returned trace checked again on a scaled-down instance under the emulator.
-void check_suite_optimised(const std::string& arch) {
+// Kernels of the suite at their shipped size, optimised for `arch` (a short search), then the
+// returned trace checked again on a scaled-down instance under the emulator. `stride` 2 takes
+// every other kernel from `first`: the two AArch64 targets share the suite between them (the
+// optimiser's check and the interpreter behind it are ~90% of the time, about 1.7 s a kernel
+// under emulation); PERFDOJO_CROSS_ALL=1 takes every kernel for each.
+void check_suite_optimised(const std::string& arch, size_t first = 0, size_t stride = 1) {
+  if (const char* all = std::getenv("PERFDOJO_CROSS_ALL"); all && std::string(all) == "1") {
+    first = 0;
+    stride = 1;
+  }
   backends::BackendConfig c;
   c.calibrate = false;
   // A fixed amount of model work (the beam stops after it, not at half the second): the same
   // traces on every run, and the time goes to what is tested, the code under emulation.
   c.max_evaluations = 300;
   int improved = 0, kernels = 0;
-  for (const auto& name : testing::suite_kernel_names()) {
+  const auto names = testing::suite_kernel_names();
+  for (size_t k = first; k < names.size(); k += stride) {
+    const std::string& name = names[k];
     auto p = ir::load_file(std::string(PERFDOJO_KERNEL_DIR) + "/" + name + ".pdj");
     REQUIRE_MESSAGE(p.ok(), name, ": ", p.error_text());
     auto opt = optimizer::Optimizer::make(arch, optimizer::Mode::kBalanced, c);
@@ -213,16 +222,20 @@ TEST_SUITE("cross") {
     check_suite_as_written("riscv64_rvv");
   }
 
-  TEST_CASE("aarch64_neon: every suite kernel after the optimiser's trace matches under qemu") {
+  TEST_CASE(
+      "aarch64_neon: the suite's even-numbered kernels after the optimiser's trace match under "
+      "qemu") {
     std::string why;
     if (!available_or_skip_message("aarch64_neon", &why)) PERFDOJO_SKIP(why);
-    check_suite_optimised("aarch64_neon");
+    check_suite_optimised("aarch64_neon", 0, 2);
   }
 
-  TEST_CASE("aarch64_sve: every suite kernel after the optimiser's trace matches under qemu") {
+  TEST_CASE(
+      "aarch64_sve: the suite's odd-numbered kernels after the optimiser's trace match under "
+      "qemu") {
     std::string why;
     if (!available_or_skip_message("aarch64_sve", &why)) PERFDOJO_SKIP(why);
-    check_suite_optimised("aarch64_sve");
+    check_suite_optimised("aarch64_sve", 1, 2);
   }
 
   TEST_CASE("riscv64_rvv: every suite kernel after the optimiser's trace matches under qemu") {
