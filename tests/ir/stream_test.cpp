@@ -229,7 +229,7 @@ TEST_CASE(
 }
 
 TEST_CASE("an empty stream and a header alone say the kernel has no statements") {
-  for (const std::string text : {std::string(), std::string("N = 4\noutput y: f32[N]\n")}) {
+  for (const std::string& text : {std::string(), std::string("N = 4\noutput y: f32[N]\n")}) {
     std::istringstream in(text);
     Recorder r;
     auto errors = parse_stream(in, "e.pdj", r);
