@@ -115,6 +115,8 @@ TEST_SUITE("cuda") {
     REQUIRE(p.ok());
     backends::BackendConfig c;
     c.calibrate = false;
+    // A fixed amount of model work: the search ends after it instead of filling the 30 s.
+    c.max_evaluations = 100;
     auto opt = optimizer::Optimizer::make("cuda", optimizer::Mode::kBalanced, c);
     REQUIRE_MESSAGE(opt.ok(), opt.error_text());
     // A proposal is measured first (anytime search): the test does not depend on how far the
