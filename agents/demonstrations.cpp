@@ -190,26 +190,43 @@ void store(const std::vector<std::optional<Demonstration>>& demos,
   if (sum.demonstrated > 0) sum.geomean_speedup = std::exp(log_sum / sum.demonstrated);
 }
 
+// One teacher's demonstration to make: a kernel and the moves already made on it.
+struct DemoJob {
+  const std::string* kernel;
+  std::vector<int> prefix;
+};
+
+// The teacher's demonstrations of `jobs`, side by side, stored into `learner`; `progress` gets
+// the fraction of the jobs done.
+DemoSummary demonstrate_and_store(const AgentConfig& config, const std::vector<DemoJob>& jobs,
+                                  DqnLearner& learner,
+                                  const std::function<void(double)>& progress) {
+  DemoSummary sum;
+  sum.kernels = static_cast<int>(jobs.size());
+  std::vector<std::optional<Demonstration>> demos(jobs.size());
+  std::vector<int> unreachable(jobs.size(), 0);
+  std::mutex mu;
+  size_t done = 0;
+  tbb::parallel_for(size_t{0}, jobs.size(), [&](size_t i) {
+    std::string error;
+    demos[i] = demonstrate(config, *jobs[i].kernel, &error, &unreachable[i], jobs[i].prefix);
+    std::lock_guard lock(mu);
+    if (!error.empty() && sum.first_error.empty()) sum.first_error = *jobs[i].kernel + ": " + error;
+    ++done;
+    if (progress) progress(static_cast<double>(done) / static_cast<double>(jobs.size()));
+  });
+  store(demos, unreachable, learner, sum);
+  return sum;
+}
+
 }  // namespace
 
 DemoSummary add_demonstrations(const AgentConfig& config, const std::vector<std::string>& kernels,
                                DqnLearner& learner, const std::function<void(double)>& progress) {
   const auto t0 = std::chrono::steady_clock::now();
-  DemoSummary sum;
-  sum.kernels = static_cast<int>(kernels.size());
-  std::vector<std::optional<Demonstration>> demos(kernels.size());
-  std::vector<int> unreachable(kernels.size(), 0);
-  std::mutex mu;
-  int done = 0;
-  tbb::parallel_for(size_t{0}, kernels.size(), [&](size_t i) {
-    std::string error;
-    demos[i] = demonstrate(config, kernels[i], &error, &unreachable[i]);
-    std::lock_guard lock(mu);
-    if (!error.empty() && sum.first_error.empty()) sum.first_error = kernels[i] + ": " + error;
-    ++done;
-    if (progress) progress(static_cast<double>(done) / static_cast<double>(kernels.size()));
-  });
-  store(demos, unreachable, learner, sum);
+  std::vector<DemoJob> jobs;
+  for (const auto& k : kernels) jobs.push_back({&k, {}});
+  DemoSummary sum = demonstrate_and_store(config, jobs, learner, progress);
   sum.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return sum;
 }
@@ -220,39 +237,20 @@ DemoSummary add_dagger_demonstrations(const AgentConfig& config,
                                       const std::function<void(double)>& progress) {
   const auto t0 = std::chrono::steady_clock::now();
   // The policy's episodes first (one network, so on this thread), then the teacher's labels.
-  struct Label {
-    size_t kernel;
-    std::vector<int> prefix;
-  };
-  std::vector<Label> labels;
+  std::vector<DemoJob> jobs;
   constexpr double kRolloutShare = 0.3;  // of the progress bar
   for (size_t i = 0; i < kernels.size(); ++i) {
     const PolicyEpisode ep = greedy_episode(config, kernels[i], q);
     for (size_t len : dagger_states(ep, config.dagger_states))
-      labels.push_back({i, std::vector<int>(ep.actions.begin(),
-                                            ep.actions.begin() + static_cast<ptrdiff_t>(len))});
+      jobs.push_back(
+          {&kernels[i],
+           std::vector<int>(ep.actions.begin(), ep.actions.begin() + static_cast<ptrdiff_t>(len))});
     if (progress)
       progress(kRolloutShare * static_cast<double>(i + 1) / static_cast<double>(kernels.size()));
   }
-  DemoSummary sum;
-  sum.kernels = static_cast<int>(labels.size());
-  std::vector<std::optional<Demonstration>> demos(labels.size());
-  std::vector<int> unreachable(labels.size(), 0);
-  std::mutex mu;
-  size_t done = 0;
-  tbb::parallel_for(size_t{0}, labels.size(), [&](size_t i) {
-    std::string error;
-    demos[i] =
-        demonstrate(config, kernels[labels[i].kernel], &error, &unreachable[i], labels[i].prefix);
-    std::lock_guard lock(mu);
-    if (!error.empty() && sum.first_error.empty())
-      sum.first_error = kernels[labels[i].kernel] + ": " + error;
-    ++done;
-    if (progress)
-      progress(kRolloutShare + (1 - kRolloutShare) * static_cast<double>(done) /
-                                   static_cast<double>(labels.size()));
-  });
-  store(demos, unreachable, learner, sum);
+  std::function<void(double)> labelled;
+  if (progress) labelled = [&](double f) { progress(kRolloutShare + (1 - kRolloutShare) * f); };
+  DemoSummary sum = demonstrate_and_store(config, jobs, learner, labelled);
   sum.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return sum;
 }
