@@ -88,9 +88,12 @@ Checkpoint checkpoint_of(const AgentConfig& c, const NetworkShape& shape, DqnLea
 
 TEST_CASE("training on a tiny kernel with a fixed seed lowers the TD loss" *
           doctest::test_suite("slow")) {
-  TrainSummary s = train(tiny_config(temp_dir("loss")), quiet());
+  AgentConfig c = tiny_config(temp_dir("loss"));
+  c.total_steps =
+      800;  // 600 updates after learning_starts: enough for the trend, a third less time
+  TrainSummary s = train(c, quiet());
   REQUIRE_MESSAGE(s.error.empty(), s.error);
-  CHECK(s.global_step == 1200);
+  CHECK(s.global_step == 800);
   REQUIRE(s.td_losses.size() >= 400);
   const size_t n = s.td_losses.size();
   double first = mean(s.td_losses, 0, 100), last = mean(s.td_losses, n - 100, n);
@@ -841,7 +844,7 @@ TEST_CASE(
   // move the greedy one where an untrained network picks it about never.
   UpdateStats first = learner.update(1.0, true), last;
   CHECK(first.demos == c.batch_size);
-  for (int u = 0; u < 800; ++u) last = learner.update(1.0, true);
+  for (int u = 0; u < 600; ++u) last = learner.update(1.0, true);
   CHECK(last.demo_margin_loss < first.demo_margin_loss);
   int agree = 0;
   for (size_t i = 0; i < d->actions.size(); ++i) {

@@ -80,10 +80,14 @@ foreach(tc IN LISTS cases)
   endforeach()
   string(JOIN ";" labels_text ${labels})
   bracket(labels_arg "${labels_text}")
+  # OPENBLAS_NUM_THREADS=1: CTest runs one test per core already, and LibTorch's small GEMMs
+  # (the agents' tests) on OpenBLAS's own threads spent about half their CPU time in
+  # sched_yield spinning beside the other job.
   string(APPEND script
     "add_test(${test} ${exe} ${arg} --case-sensitive=true)\n"
     "set_tests_properties(${test} PROPERTIES WORKING_DIRECTORY ${wd} "
-    "SKIP_RETURN_CODE 77 COST ${cost} LABELS ${labels_arg})\n")
+    "SKIP_RETURN_CODE 77 COST ${cost} LABELS ${labels_arg} "
+    "ENVIRONMENT OPENBLAS_NUM_THREADS=1)\n")
   math(EXPR count "${count} + 1")
 endforeach()
 if(NOT output MATCHES "<OverallResultsTestCases unskipped=\"([0-9]+)\"")
