@@ -971,6 +971,7 @@ class Printer {
 
   // "" when the scope can be printed as vector code, else the reason it stays a loop.
   std::string vectorisable(const ir::Node& v, int d) {
+    if (v.bounds.any()) return "a bounded scope runs a varying number of lanes";
     int64_t w = v.extent;
     if (w < 2 || w > 64 || (w & (w - 1)) != 0)
       return "extent " + std::to_string(w) + " is not a power of two in [2, 64]";
@@ -1315,6 +1316,7 @@ class Printer {
       return true;
     }
     if (n.annot != ir::Annot::kUnroll && n.annot != ir::Annot::kVector) return false;
+    if (n.bounds.any()) return false;
     for (int64_t v = 0; v < n.extent; ++v) {
       values.push_back(v);
       for (const auto& c : n.body)
@@ -1331,8 +1333,8 @@ class Printer {
   // next tile of C. A hint only: nothing is read, and only lines the next iteration reads.
   void prefetch_next_tile(const ir::Node& loop, int depth, const ir::Node& copy,
                           const ir::Node& next) {
-    if (!o_.prefetch_tiles || o_.cuda || !o_.unroll || loop.extent < 2 || !copy.is_scope ||
-        !next.is_scope || next.annot != ir::Annot::kNone)
+    if (!o_.prefetch_tiles || o_.cuda || !o_.unroll || loop.extent < 2 || loop.bounds.any() ||
+        !copy.is_scope || !next.is_scope || next.annot != ir::Annot::kNone)
       return;
     // Byte offsets of every element the copy reads in the next iteration, from the part of the
     // address the enclosing loops give, per buffer and that part.
@@ -1394,10 +1396,26 @@ class Printer {
     ++prefetch_blocks_;
   }
 
+  // A scope's iterator range as C: its first value and one past its last. A bounded scope's
+  // bounds are clamped to [0, extent) (docs/ir.md), written out rather than through helpers so
+  // that the host loops of CUDA launches print them too.
+  static std::pair<std::string, std::string> loop_range(const ir::Node& n) {
+    std::string first = "0", end = std::to_string(n.extent);
+    if (n.bounds.lo) {
+      const std::string lo = "(" + flat_text(flat_of(*n.bounds.lo)) + ")";
+      first = "(" + lo + " > 0 ? " + lo + " : 0)";
+    }
+    if (n.bounds.hi) {
+      const std::string hi = "(" + flat_text(flat_of(*n.bounds.hi)) + ")";
+      end = "(" + hi + " < " + end + " ? " + hi + " : " + end + ")";
+    }
+    return {first, end};
+  }
+
   void plain_loop(const ir::Node& n, Path& path, int depth, bool fence_streams = false) {
     std::string it = "i" + std::to_string(depth);
-    line("for (int64_t " + it + " = 0; " + it + " < " + std::to_string(n.extent) + "; ++" + it +
-         ") {");
+    const auto [first, end] = loop_range(n);
+    line("for (int64_t " + it + " = " + first + "; " + it + " < " + end + "; ++" + it + ") {");
     ++indent_;
     if (auto own = private_at_.find(path); own != private_at_.end())
       for (const auto& b : own->second) declare_temp(*p_.find_buffer(b), true);
@@ -1431,7 +1449,7 @@ class Printer {
         return plain_loop(n, path, depth, o_.parallel);
       }
       case ir::Annot::kUnroll:
-        if (!o_.unroll) return plain_loop(n, path, depth);
+        if (!o_.unroll || n.bounds.any()) return plain_loop(n, path, depth);
         if (copies_ * n.extent > o_.max_unrolled_copies) {
           // Nested unrolling multiplies code size; past the budget the compiler decides.
           line("// :unroll " + std::to_string(n.extent) +
@@ -1640,6 +1658,10 @@ class Printer {
                   : "; the " + std::to_string(chain.size()) + " scopes above it loop on the host"));
         line("const int64_t " + it + " = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;");
         line("if (" + it + " >= " + std::to_string(par->extent) + ") return;");
+        if (par->bounds.any()) {  // a bounded scope: the threads outside its range at i0.. idle
+          const auto [first, end] = loop_range(*par);
+          line("if (" + it + " < " + first + " || " + it + " >= " + end + ") return;");
+        }
         // This thread's own copies of the iteration-private temporaries (in a block of their
         // own: they hide the shared buffers the kernel is passed).
         const auto own = private_at_.find(path);
@@ -1654,9 +1676,11 @@ class Printer {
           line("}");
         }
         std::string launch;
-        for (size_t d = 0; d < chain.size(); ++d)
-          launch += "for (int64_t i" + std::to_string(d) + " = 0; i" + std::to_string(d) + " < " +
-                    std::to_string(chain[d]->extent) + "; ++i" + std::to_string(d) + ") ";
+        for (size_t d = 0; d < chain.size(); ++d) {
+          const auto [first, end] = loop_range(*chain[d]);
+          launch += "for (int64_t i" + std::to_string(d) + " = " + first + "; i" +
+                    std::to_string(d) + " < " + end + "; ++i" + std::to_string(d) + ") ";
+        }
         std::string outer_args;
         for (size_t d = 0; d < chain.size(); ++d) outer_args += ", i" + std::to_string(d);
         launches.push_back(launch + name + "<<<" + blocks_for(par->extent) + ", " +

@@ -46,6 +46,38 @@ void add_loads(Flat& f, const ir::Expr& e, int stmt, int depth) {
   for (const auto& a : e.args) add_loads(f, *a, stmt, depth);
 }
 
+// The mean trip count of a bounded scope of `extent`: its bounds evaluated with the enclosing
+// iterators it uses spread evenly over their extents `outer` (a grid of at most 17 values each,
+// the first three such iterators; any further at their midpoints).
+double mean_trips(int64_t extent, const ir::ScopeBounds& b, const std::vector<int64_t>& outer) {
+  std::vector<int> used;
+  for (const auto* x : {&b.lo, &b.hi})
+    if (*x)
+      for (int k = 0; k <= (*x)->max_depth(); ++k)
+        if ((*x)->coeff(k) != 0 && std::find(used.begin(), used.end(), k) == used.end())
+          used.push_back(k);
+  std::vector<int64_t> it(outer.size());
+  for (size_t k = 0; k < outer.size(); ++k) it[k] = (outer[k] - 1) / 2;
+  double sum = 0, count = 0;
+  auto rec = [&](auto&& self, size_t u) -> void {
+    if (u == used.size() || u == 3) {
+      const auto [first, end] = ir::scope_range(extent, b, it.data());
+      sum += static_cast<double>(std::max<int64_t>(0, end - first));
+      count += 1;
+      return;
+    }
+    const int k = used[u];
+    const int64_t e = k < static_cast<int>(outer.size()) ? outer[k] : 1;
+    const int64_t steps = std::min<int64_t>(e, 17);
+    for (int64_t s = 0; s < steps; ++s) {
+      it[k] = steps == 1 ? 0 : s * (e - 1) / (steps - 1);
+      self(self, u + 1);
+    }
+  };
+  rec(rec, 0);
+  return count > 0 ? sum / count : static_cast<double>(extent);
+}
+
 // Children are pushed on f.stack as they complete; a scope moves its own off the stack into the
 // kids pool when it completes (its grandchildren have left the stack by then).
 void walk(Flat& f, const std::vector<ir::NodePtr>& body, int parent, int depth, int nest, int par,
@@ -59,7 +91,14 @@ void walk_node(Flat& f, const ir::Node& n, int parent, int depth, int nest, int 
   if (n.is_scope) {
     int idx = static_cast<int>(f.scopes.size());
     ScopeInfo s{};
-    s.extent = std::max<int64_t>(n.extent, 1);
+    s.box = std::max<int64_t>(n.extent, 1);
+    s.extent = s.box;
+    if (n.bounds.any()) {
+      // A bounded scope: its mean trip count over the enclosing iterators' values.
+      std::vector<int64_t> outer;
+      for (int c : chain) outer.push_back(f.scopes[c].box);
+      s.extent = std::max<int64_t>(1, std::llround(mean_trips(n.extent, n.bounds, outer)));
+    }
     s.annot = n.annot;
     s.depth = depth;
     s.parent = parent;

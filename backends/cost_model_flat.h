@@ -29,7 +29,8 @@ struct BufInfo {
 };
 
 struct ScopeInfo {
-  int64_t extent;
+  int64_t extent;  // trip count: a bounded scope's mean one (at least 1)
+  int64_t box;     // the extent as declared (every iterator value lies below it)
   Annot annot;
   int depth;
   int parent;                // -1 at the top level

@@ -72,9 +72,10 @@ class CheckAndPrint final : public ir::ProgramSink {
     check.declarations(h);
     printer.declarations(h);
   }
-  void open_scope(int64_t e, std::string n, ir::Annot an, ir::SourceLoc l) override {
-    printer.open_scope(e, n, an, l);
-    check.open_scope(e, std::move(n), an, std::move(l));
+  void open_scope(int64_t e, std::string n, ir::Annot an, ir::SourceLoc l,
+                  ir::ScopeBounds b) override {
+    printer.open_scope(e, n, an, l, b);
+    check.open_scope(e, std::move(n), an, std::move(l), std::move(b));
   }
   void close_scope() override {
     printer.close_scope();

@@ -365,7 +365,8 @@ std::vector<int32_t> tokens(const ir::Program& p) {
       size_t j = i;
       bool is_float = false;
       while (j < text.size() &&
-             (std::isalnum(static_cast<unsigned char>(text[j])) || text[j] == '.' ||
+             (std::isalnum(static_cast<unsigned char>(text[j])) ||
+              (text[j] == '.' && text.compare(j, 2, "..") != 0) ||  // "1..": bounds, not a float
               ((text[j] == '-' || text[j] == '+') && (text[j - 1] == 'e')))) {
         is_float = is_float || !std::isdigit(static_cast<unsigned char>(text[j]));
         ++j;

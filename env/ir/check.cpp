@@ -41,9 +41,16 @@ class StreamChecker::Impl {
     }
   }
 
-  void open_scope(int64_t extent, const SourceLoc& loc) {
+  void open_scope(int64_t extent, const SourceLoc& loc, const ScopeBounds& bounds = {}) {
     child();
     if (extent <= 0) error(loc, "scope extent must be positive");
+    const int depth = static_cast<int>(extents_.size());
+    for (const auto* b : {&bounds.lo, &bounds.hi})
+      if (*b && (*b)->max_depth() >= depth)
+        error(loc, std::string("the ") + (b == &bounds.lo ? "lower" : "upper") +
+                       " bound of the scope at depth " + std::to_string(depth) + " uses {" +
+                       std::to_string((*b)->max_depth()) +
+                       "}: a bound may use only the iterators of the scopes around it");
     extents_.push_back(extent);
     open_.push_back({loc, false});
   }
@@ -71,7 +78,7 @@ class StreamChecker::Impl {
         statement(n->stmt);
         continue;
       }
-      open_scope(n->extent, n->loc);
+      open_scope(n->extent, n->loc, n->bounds);
       body(n->body);
       close_scope();
     }
@@ -244,8 +251,9 @@ std::vector<Diagnostic> check_program(const Program& p) {
 StreamChecker::StreamChecker() : impl_(std::make_unique<Impl>()) {}
 StreamChecker::~StreamChecker() = default;
 void StreamChecker::declarations(const Program& header) { impl_->declarations(header); }
-void StreamChecker::open_scope(int64_t extent, std::string, Annot, SourceLoc loc) {
-  impl_->open_scope(extent, loc);
+void StreamChecker::open_scope(int64_t extent, std::string, Annot, SourceLoc loc,
+                               ScopeBounds bounds) {
+  impl_->open_scope(extent, loc, bounds);
 }
 void StreamChecker::close_scope() { impl_->close_scope(); }
 void StreamChecker::statement(Stmt s) { impl_->statement(s); }
@@ -256,11 +264,11 @@ void CheckedStream::declarations(const Program& header) {
   hasher.declarations(header);
 }
 
-void CheckedStream::open_scope(int64_t extent, std::string extent_name, Annot annot,
-                               SourceLoc loc) {
+void CheckedStream::open_scope(int64_t extent, std::string extent_name, Annot annot, SourceLoc loc,
+                               ScopeBounds bounds) {
   ++scopes;
-  hasher.open_scope(extent, extent_name, annot, loc);
-  checker.open_scope(extent, std::move(extent_name), annot, std::move(loc));
+  hasher.open_scope(extent, extent_name, annot, loc, bounds);
+  checker.open_scope(extent, std::move(extent_name), annot, std::move(loc), std::move(bounds));
 }
 
 void CheckedStream::close_scope() {

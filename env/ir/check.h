@@ -22,7 +22,8 @@ class StreamChecker final : public ProgramSink {
   ~StreamChecker() override;
   /// `header` must outlive the checker (parse_stream's does, until it returns).
   void declarations(const Program& header) override;
-  void open_scope(int64_t extent, std::string extent_name, Annot annot, SourceLoc loc) override;
+  void open_scope(int64_t extent, std::string extent_name, Annot annot, SourceLoc loc,
+                  ScopeBounds bounds) override;
   void close_scope() override;
   void statement(Stmt s) override;
   /// Every problem found, in source order.
@@ -39,7 +40,8 @@ class StreamChecker final : public ProgramSink {
 class CheckedStream final : public ProgramSink {
  public:
   void declarations(const Program& header) override;
-  void open_scope(int64_t extent, std::string extent_name, Annot annot, SourceLoc loc) override;
+  void open_scope(int64_t extent, std::string extent_name, Annot annot, SourceLoc loc,
+                  ScopeBounds bounds) override;
   void close_scope() override;
   void statement(Stmt s) override;
 

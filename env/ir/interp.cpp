@@ -110,10 +110,12 @@ class Interpreter {
           par_depth_ = iters_.size();
           touched_.clear();
         }
+        // A bounded scope runs over its range at the enclosing iterators' values.
+        const auto [first, end] = scope_range(n->extent, n->bounds, iters_.data());
         iters_.push_back(0);
         if (par && options_->par_order != InterpretOptions::ParOrder::kForward) {
-          std::vector<int64_t> order(static_cast<size_t>(n->extent));
-          for (int64_t i = 0; i < n->extent; ++i) order[i] = i;
+          std::vector<int64_t> order;
+          for (int64_t i = first; i < end; ++i) order.push_back(i);
           if (options_->par_order == InterpretOptions::ParOrder::kReverse) {
             std::reverse(order.begin(), order.end());
           } else {
@@ -125,7 +127,7 @@ class Interpreter {
             body(n->body);
           }
         } else {
-          for (int64_t i = 0; i < n->extent; ++i) {
+          for (int64_t i = first; i < end; ++i) {
             iters_.back() = i;
             body(n->body);
           }
@@ -599,6 +601,7 @@ class Interpreter {
     for (const auto& c : n.body)
       if (c->is_scope) return false;
     const size_t depth = iters_.size();
+    const auto [first, end] = scope_range(n.extent, n.bounds, iters_.data());
     iters_.push_back(0);
     std::vector<Pending> lanes(static_cast<size_t>(n.extent));
     for (const auto& c : n.body) {
@@ -606,7 +609,7 @@ class Interpreter {
       bool shared = s.op != Reduce::kNone;
       for (const Affine& ix : s.lhs.index)
         shared = shared && ix.coeff(static_cast<int>(depth)) == 0;
-      for (int64_t l = 0; l < n.extent; ++l) {
+      for (int64_t l = first; l < end; ++l) {
         iters_.back() = l;
         if (shared)
           stmt(s);
@@ -614,7 +617,7 @@ class Interpreter {
           lanes[l] = compute(s);
       }
       if (shared) continue;
-      for (int64_t l = 0; l < n.extent; ++l) {
+      for (int64_t l = first; l < end; ++l) {
         iters_.back() = l;
         commit(lanes[l]);
       }

@@ -166,15 +166,28 @@ ExprPtr Expr::index(Affine f, SourceLoc loc) {
 }
 
 NodePtr Node::scope(int64_t extent, std::string extent_name, Annot annot, std::vector<NodePtr> body,
-                    SourceLoc loc) {
+                    SourceLoc loc, ScopeBounds bounds) {
   auto n = std::make_shared<Node>();
   n->is_scope = true;
   n->extent = extent;
   n->extent_name = std::move(extent_name);
   n->annot = annot;
+  n->bounds = std::move(bounds);
   n->body = std::move(body);
   n->loc = std::move(loc);
   return n;
+}
+
+NodePtr Node::scope_like(const Node& s, Annot annot, std::vector<NodePtr> body) {
+  return scope(s.extent, s.extent_name, annot, std::move(body), s.loc, s.bounds);
+}
+
+bool any_bounded(const Node& n) { return n.is_scope && (n.bounds.any() || any_bounded(n.body)); }
+
+bool any_bounded(const std::vector<NodePtr>& body) {
+  for (const auto& c : body)
+    if (any_bounded(*c)) return true;
+  return false;
 }
 
 NodePtr Node::statement(Stmt s) {
@@ -296,11 +309,15 @@ class Hasher {
     }
     for (const auto& a : e.args) expr(*a);
   }
-  void scope_header(int64_t extent, const std::string& extent_name, Annot annot) {
+  void scope_header(int64_t extent, const std::string& extent_name, Annot annot,
+                    const ScopeBounds& bounds) {
     u64(1);
     i64(extent);
     str(extent_name);
-    u64(static_cast<uint64_t>(annot));
+    // A bounded scope's header carries its bounds; a rectangular one hashes as it always did.
+    u64(static_cast<uint64_t>(annot) + (bounds.lo ? 64 : 0) + (bounds.hi ? 128 : 0));
+    if (bounds.lo) affine(*bounds.lo);
+    if (bounds.hi) affine(*bounds.hi);
   }
   void statement(const Stmt& s) {
     u64(0);
@@ -311,7 +328,7 @@ class Hasher {
   }
   void node(const Node& n) {
     if (n.is_scope) {
-      scope_header(n.extent, n.extent_name, n.annot);
+      scope_header(n.extent, n.extent_name, n.annot, n.bounds);
       for (const auto& c : n.body) node(*c);
       u64(kEndOfBody);
     } else {
@@ -387,7 +404,7 @@ bool structurally_equal(const Node& a, const Node& b) {
   if (a.is_scope != b.is_scope) return false;
   if (!a.is_scope) return same_stmt(a.stmt, b.stmt);
   return a.extent == b.extent && a.extent_name == b.extent_name && a.annot == b.annot &&
-         same_body(a.body, b.body);
+         a.bounds == b.bounds && same_body(a.body, b.body);
 }
 
 bool structurally_equal(const Program& a, const Program& b) {
@@ -407,7 +424,7 @@ void replay_body(const std::vector<NodePtr>& body, ProgramSink& sink) {
       sink.statement(n->stmt);
       continue;
     }
-    sink.open_scope(n->extent, n->extent_name, n->annot, n->loc);
+    sink.open_scope(n->extent, n->extent_name, n->annot, n->loc, n->bounds);
     replay_body(n->body, sink);
     sink.close_scope();
   }
@@ -438,9 +455,10 @@ void StructuralHasher::declarations(const Program& header) {
   h_ = h.value();
 }
 
-void StructuralHasher::open_scope(int64_t extent, std::string extent_name, Annot annot, SourceLoc) {
+void StructuralHasher::open_scope(int64_t extent, std::string extent_name, Annot annot, SourceLoc,
+                                  ScopeBounds bounds) {
   Hasher h(h_);
-  h.scope_header(extent, extent_name, annot);
+  h.scope_header(extent, extent_name, annot, bounds);
   h_ = h.value();
 }
 

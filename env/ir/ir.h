@@ -5,6 +5,7 @@
 // diagnostics but never take part in equality or hashing.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -154,9 +155,42 @@ bool fused_update(const Stmt& s);
 /// Scheduling annotation of a scope; it changes how a backend runs it, never what it computes.
 enum class Annot { kNone, kVector, kParallel, kUnroll, kGpuBlock, kGpuThread };
 
+/// The bounds of a non-rectangular scope (docs/ir.md, "Bounded scopes"): its iterator runs over
+/// [max(0, lo), min(extent, hi)), lo and hi affine in the iterators of the scopes around it. An
+/// unset bound is 0 (lo) or the extent (hi): a scope with neither is rectangular. The clamp to
+/// [0, extent) means a bound never takes the iterator outside the extent, so everything that
+/// reasons about a scope's iterator range through its extent stays true (an over-approximation).
+struct ScopeBounds {
+  std::optional<Affine> lo, hi;
+  bool any() const { return lo.has_value() || hi.has_value(); }
+  bool operator==(const ScopeBounds&) const = default;
+};
+
+/// The value of `a` where iterator {k} is iters[k] (the caller holds every depth `a` uses).
+inline int64_t evaluate(const Affine& a, const int64_t* iters) {
+  int64_t v = a.constant;
+  for (size_t k = 0; k < a.coeffs.size(); ++k) v += a.coeffs[k] * iters[k];
+  return v;
+}
+
+/// The first and one-past-last value of a scope's iterator of `extent` with `bounds`, where the
+/// enclosing iterators are `iters`; first >= end when the scope runs no iteration there.
+inline std::pair<int64_t, int64_t> scope_range(int64_t extent, const ScopeBounds& bounds,
+                                               const int64_t* iters) {
+  int64_t first = 0, end = extent;
+  if (bounds.lo) first = std::max<int64_t>(0, evaluate(*bounds.lo, iters));
+  if (bounds.hi) end = std::min<int64_t>(extent, evaluate(*bounds.hi, iters));
+  return {first, end};
+}
+
 struct Node;
 /// Shared immutable tree node.
 using NodePtr = std::shared_ptr<const Node>;
+
+/// Whether `n` or a scope below it is bounded (non-rectangular).
+bool any_bounded(const Node& n);
+/// Whether a scope in `body` (or below) is bounded.
+bool any_bounded(const std::vector<NodePtr>& body);
 
 /// A scope (a loop of `extent` iterations over its body) or a statement.
 struct Node {
@@ -165,13 +199,16 @@ struct Node {
   int64_t extent = 0;
   std::string extent_name;  ///< size name the extent was written with, "" for a literal
   Annot annot = Annot::kNone;
+  ScopeBounds bounds;  ///< non-rectangular scopes only
   std::vector<NodePtr> body;
   // Statement field.
   Stmt stmt;
   SourceLoc loc;
 
   static NodePtr scope(int64_t extent, std::string extent_name, Annot annot,
-                       std::vector<NodePtr> body, SourceLoc loc = {});
+                       std::vector<NodePtr> body, SourceLoc loc = {}, ScopeBounds bounds = {});
+  /// `s` (a scope: its extent, name, bounds and location) with `annot` and `body`.
+  static NodePtr scope_like(const Node& s, Annot annot, std::vector<NodePtr> body);
   static NodePtr statement(Stmt s);
 };
 
@@ -224,7 +261,8 @@ class ProgramSink {
   /// statement. The reference stays valid until the parse returns.
   virtual void declarations(const Program& header) = 0;
   /// A scope opens; the scopes and statements up to the matching close_scope are its body.
-  virtual void open_scope(int64_t extent, std::string extent_name, Annot annot, SourceLoc loc) = 0;
+  virtual void open_scope(int64_t extent, std::string extent_name, Annot annot, SourceLoc loc,
+                          ScopeBounds bounds) = 0;
   /// The innermost open scope ends.
   virtual void close_scope() = 0;
   /// A statement of the innermost open scope (or of the top level).
@@ -239,7 +277,8 @@ void replay(const Program& p, ProgramSink& sink);
 class StructuralHasher final : public ProgramSink {
  public:
   void declarations(const Program& header) override;
-  void open_scope(int64_t extent, std::string extent_name, Annot annot, SourceLoc loc) override;
+  void open_scope(int64_t extent, std::string extent_name, Annot annot, SourceLoc loc,
+                  ScopeBounds bounds) override;
   void close_scope() override;
   void statement(Stmt s) override;
   /// The hash, after the last piece.

@@ -51,7 +51,8 @@ void walk(const std::vector<NodePtr>& body, const BufferDecl& b, std::vector<int
   for (const auto& n : body) {
     if (read) return;
     if (n->is_scope) {
-      extents.push_back(n->extent);
+      // A bounded scope may skip some of its extent: it covers nothing (extent 0 to covers).
+      extents.push_back(n->bounds.any() ? 0 : n->extent);
       walk(n->body, b, extents, read, covered);
       extents.pop_back();
       continue;
@@ -104,7 +105,7 @@ PrivateWalk written_before_read(const std::vector<NodePtr>& body, const BufferDe
   w.covered = covered;
   for (const auto& n : body) {
     if (n->is_scope) {
-      extents.push_back(n->extent);
+      extents.push_back(n->bounds.any() ? 0 : n->extent);  // bounded: covers nothing
       PrivateWalk c = written_before_read(n->body, b, slice, depth + 1, extents, w.covered);
       extents.pop_back();
       if (!c.ok) return c;

@@ -41,6 +41,7 @@ enum class Tok {
   kGe,
   kEq,
   kNe,
+  kDotDot,
   kEnd,
   kBad
 };
@@ -128,7 +129,7 @@ std::vector<Token> lex_line(std::string_view line) {
       size_t j = i;
       bool is_float = false;
       while (j < line.size() && std::isdigit(static_cast<unsigned char>(line[j]))) ++j;
-      if (j < line.size() && line[j] == '.') {
+      if (j < line.size() && line[j] == '.' && !(j + 1 < line.size() && line[j + 1] == '.')) {
         is_float = true;
         ++j;
         while (j < line.size() && std::isdigit(static_cast<unsigned char>(line[j]))) ++j;
@@ -168,6 +169,10 @@ std::vector<Token> lex_line(std::string_view line) {
     }
     if (two == "!=") {
       push(Tok::kNe, 2);
+      continue;
+    }
+    if (two == "..") {
+      push(Tok::kDotDot, 2);
       continue;
     }
     switch (c) {
@@ -480,12 +485,39 @@ class LineParser {
     int64_t depth = parse_int(d);
     if (depth > 64) fail(d, "iterator depth " + describe(d) + " is too deep (at most 64)");
     expect(Tok::kRBrace, "'}' after the iterator depth");
+    if (depth >= depth_ && in_bounds_)
+      fail(d, "iterator {" + d.text + "} in the bounds of the scope at depth " +
+                  std::to_string(depth_) +
+                  ": a bound may use only the iterators of the scopes around it (" +
+                  (depth_ == 0   ? std::string("none here")
+                   : depth_ == 1 ? std::string("{0}")
+                                 : "{0}..{" + std::to_string(depth_ - 1) + "}") +
+                  ")");
     if (depth >= depth_)
       fail(d, "iterator {" + d.text + "} is out of range: the statement is inside " +
                   std::to_string(depth_) + " scope(s), so {0}.." +
                   (depth_ > 0 ? "{" + std::to_string(depth_ - 1) + "}" : "(none)") +
                   " are available");
     return Affine::iter(static_cast<int>(depth));
+  }
+
+  // `(LO..HI)` after a scope's extent, either side optional (docs/ir.md, "Bounded scopes"): the
+  // scope at `depth` runs over [max(0, LO), min(extent, HI)). A bound is affine in the iterators
+  // of the scopes around it; a non-affine one, an inner iterator or an empty pair is refused.
+  ScopeBounds parse_bounds(int64_t depth) {
+    Token open = next();  // '('
+    ScopeBounds b;
+    const int64_t saved = depth_;
+    depth_ = depth;
+    in_bounds_ = true;
+    if (peek().kind != Tok::kDotDot) b.lo = parse_index();
+    expect(Tok::kDotDot, "'..' between a scope's lower and upper bound");
+    if (peek().kind != Tok::kRParen) b.hi = parse_index();
+    expect(Tok::kRParen, "')' to close the scope's bounds");
+    in_bounds_ = false;
+    depth_ = saved;
+    if (!b.any()) fail(open, "empty bounds '(..)': give a lower bound, an upper bound or both");
+    return b;
   }
 
   Access parse_access() {
@@ -776,7 +808,8 @@ class LineParser {
   }
 
   size_t pos_ = 0;
-  int64_t depth_ = 0;  ///< scopes enclosing the statement being parsed
+  int64_t depth_ = 0;       ///< scopes enclosing the statement being parsed
+  bool in_bounds_ = false;  ///< parsing a scope's bounds (depth_ is that scope's depth)
 
  private:
   std::vector<Token> toks_;
@@ -947,6 +980,7 @@ std::vector<Diagnostic> parse_lines(LineSource& source, std::string_view file_vi
           std::string extent_name;
           Annot annot = Annot::kNone;
           SourceLoc loc;
+          ScopeBounds bounds;
         };
         std::vector<NewScope> new_scopes;
         while (!(lp.peek().kind == Tok::kIdent && lp.peek(1).kind == Tok::kLBracket)) {
@@ -958,6 +992,8 @@ std::vector<Diagnostic> parse_lines(LineSource& source, std::string_view file_vi
           NewScope b;
           b.loc = lp.loc(t);
           std::tie(b.extent, b.extent_name) = lp.parse_extent("a scope extent");
+          if (lp.peek().kind == Tok::kLParen)
+            b.bounds = lp.parse_bounds(static_cast<int64_t>(bars + new_scopes.size()));
           if (lp.accept(Tok::kColon)) {
             Token a = lp.expect(Tok::kIdent, "an annotation after ':'");
             static const std::pair<const char*, Annot> kAnnots[] = {
@@ -991,7 +1027,8 @@ std::vector<Diagnostic> parse_lines(LineSource& source, std::string_view file_vi
           if (deliver) sink.close_scope();
         for (auto& s : new_scopes) {
           if (deliver)
-            sink.open_scope(s.extent, std::move(s.extent_name), s.annot, std::move(s.loc));
+            sink.open_scope(s.extent, std::move(s.extent_name), s.annot, std::move(s.loc),
+                            std::move(s.bounds));
           ++open;
         }
         if (deliver) sink.statement(std::move(stmt));
@@ -1015,15 +1052,16 @@ std::vector<Diagnostic> parse_lines(LineSource& source, std::string_view file_vi
 class TreeBuilder final : public ProgramSink {
  public:
   void declarations(const Program& header) override { prog_ = header; }
-  void open_scope(int64_t extent, std::string extent_name, Annot annot, SourceLoc loc) override {
-    open_.push_back({extent, std::move(extent_name), annot, std::move(loc), {}});
+  void open_scope(int64_t extent, std::string extent_name, Annot annot, SourceLoc loc,
+                  ScopeBounds bounds) override {
+    open_.push_back({extent, std::move(extent_name), annot, std::move(loc), std::move(bounds), {}});
   }
   void close_scope() override {
     Open o = std::move(open_.back());
     open_.pop_back();
     o.body.shrink_to_fit();
     body().push_back(Node::scope(o.extent, std::move(o.extent_name), o.annot, std::move(o.body),
-                                 std::move(o.loc)));
+                                 std::move(o.loc), std::move(o.bounds)));
   }
   void statement(Stmt s) override { body().push_back(Node::statement(std::move(s))); }
   Program take() {
@@ -1037,6 +1075,7 @@ class TreeBuilder final : public ProgramSink {
     std::string extent_name;
     Annot annot;
     SourceLoc loc;
+    ScopeBounds bounds;
     std::vector<NodePtr> body;
   };
   std::vector<NodePtr>& body() { return open_.empty() ? prog_.body : open_.back().body; }

@@ -138,8 +138,16 @@ void print_expr_to(const Expr& e, int min_prec, std::string& out) {
   }
 }
 
-std::string scope_token(int64_t extent, const std::string& extent_name, Annot annot) {
+std::string scope_token(int64_t extent, const std::string& extent_name, Annot annot,
+                        const ScopeBounds& bounds) {
   std::string s = extent_name.empty() ? std::to_string(extent) : extent_name;
+  if (bounds.any()) {
+    s += "(";
+    if (bounds.lo) s += print_affine(*bounds.lo);
+    s += "..";
+    if (bounds.hi) s += print_affine(*bounds.hi);
+    s += ")";
+  }
   if (annot != Annot::kNone) s += std::string(":") + annot_name(annot);
   return s;
 }
@@ -160,7 +168,7 @@ void print_body(const std::vector<NodePtr>& body, int depth, std::vector<std::st
   for (const auto& child : body) {
     if (child->is_scope) {
       auto inner = pending;
-      inner.push_back(scope_token(child->extent, child->extent_name, child->annot));
+      inner.push_back(scope_token(child->extent, child->extent_name, child->annot, child->bounds));
       print_body(child->body, depth + 1, std::move(inner), out);
     } else {
       print_line(static_cast<size_t>(depth), pending, child->stmt, out);
@@ -280,8 +288,9 @@ std::string print_program(const Program& p) {
 
 void StreamPrinter::declarations(const Program& header) { out_ << print_declarations(header); }
 
-void StreamPrinter::open_scope(int64_t extent, std::string extent_name, Annot annot, SourceLoc) {
-  pending_.push_back(scope_token(extent, extent_name, annot));
+void StreamPrinter::open_scope(int64_t extent, std::string extent_name, Annot annot, SourceLoc,
+                               ScopeBounds bounds) {
+  pending_.push_back(scope_token(extent, extent_name, annot, bounds));
   ++depth_;
 }
 

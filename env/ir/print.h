@@ -20,7 +20,8 @@ class StreamPrinter final : public ProgramSink {
  public:
   explicit StreamPrinter(std::ostream& out) : out_(out) {}
   void declarations(const Program& header) override;
-  void open_scope(int64_t extent, std::string extent_name, Annot annot, SourceLoc loc) override;
+  void open_scope(int64_t extent, std::string extent_name, Annot annot, SourceLoc loc,
+                  ScopeBounds bounds) override;
   void close_scope() override;
   void statement(Stmt s) override;
 

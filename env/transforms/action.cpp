@@ -124,6 +124,8 @@ const char* reason_name(Reason r) {
       return "not_written";
     case Reason::kReadBack:
       return "read_back";
+    case Reason::kNonRectangular:
+      return "non_rectangular";
   }
   return "?";
 }
@@ -183,6 +185,9 @@ std::string explain(const Action& a, const Legality& l) {
     case Reason::kReadBack:
       return what + ": '" + l.buffer +
              "' is read in the kernel; a streamed store would send it past the cache";
+    case Reason::kNonRectangular:
+      return what + ": a bounded (non-rectangular) scope is involved" + buf + at +
+             ", which this move does not handle";
   }
   return what;
 }

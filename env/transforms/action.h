@@ -39,7 +39,8 @@ namespace perfdojo::transforms {
   X(kSwapBufferDims, swap_buffer_dims, kBuffer, kIndex, kLiveRange)    \
   X(kClearAnnotation, clear_annotation, kScope, kNone, kSubtree)       \
   X(kSplitRange, split_range, kScope, kFactor, kSubtree)               \
-  X(kStreamStores, stream_stores, kBuffer, kNone, kLiveRange)
+  X(kStreamStores, stream_stores, kBuffer, kNone, kLiveRange)          \
+  X(kMaskToBounds, mask_to_bounds, kScope, kNone, kEverything)
 
 /// Every transformation, in registry order (the order is part of the action space: append only).
 enum class Kind {
@@ -54,6 +55,13 @@ inline constexpr int kNumKinds = 0
     PERFDOJO_TRANSFORM_KINDS(PERFDOJO_X)
 #undef PERFDOJO_X
     ;
+
+/// The kinds of the flat Discrete space (FlatActionSpace), the first kFlatSpaceKinds of the
+/// registry: the layout a shipped agent's network was trained on. Later kinds are moves of the
+/// registry (check, apply, the searches, the semantics guard, the CLI) that the flat space
+/// leaves out until an agent trained with them ships (docs/actions.md, "The flat Discrete
+/// space").
+inline constexpr int kFlatSpaceKinds = 18;
 
 /// What an action's location names.
 enum class LocKind { kScope, kNode, kBuffer, kBufferPair, kScopeBuffer };
@@ -119,6 +127,7 @@ enum class Reason {
   kNothingToDo,          ///< the action would leave the program unchanged
   kNotWritten,           ///< stream_stores: no statement stores to the buffer
   kReadBack,             ///< stream_stores: a statement reads the buffer
+  kNonRectangular,       ///< a bounded scope is involved that this kind does not handle yet
 };
 
 /// A legality verdict: the reason plus the buffer and scope involved (for the message).

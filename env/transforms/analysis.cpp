@@ -63,8 +63,7 @@ std::vector<NodePtr> rebuild(
   if (depth + 1 == path.size()) return edit(list, path[depth]);
   std::vector<NodePtr> out = list;
   const Node& n = *list[path[depth]];
-  out[path[depth]] =
-      Node::scope(n.extent, n.extent_name, n.annot, rebuild(n.body, path, depth + 1, edit), n.loc);
+  out[path[depth]] = Node::scope_like(n, n.annot, rebuild(n.body, path, depth + 1, edit));
   return out;
 }
 
@@ -134,11 +133,11 @@ NodePtr map_accesses(const NodePtr& n, const AccessMap& f) {
     changed = changed || body.back() != c;
   }
   if (!changed) return n;
-  return Node::scope(n->extent, n->extent_name, n->annot, std::move(body), n->loc);
+  return Node::scope_like(*n, n->annot, std::move(body));
 }
 
 NodePtr map_indices(const NodePtr& n, const std::function<Affine(const Affine&)>& f) {
-  return map_accesses(n, [&](const Access& a) -> std::optional<Access> {
+  const AccessMap on_access = [&](const Access& a) -> std::optional<Access> {
     std::optional<Access> b;  // copied at the first index that changes
     for (size_t i = 0; i < a.index.size(); ++i) {
       Affine ix = f(a.index[i]);
@@ -148,7 +147,27 @@ NodePtr map_indices(const NodePtr& n, const std::function<Affine(const Affine&)>
       b->index[i] = std::move(ix);
     }
     return b;
-  });
+  };
+  if (!n->is_scope) return map_accesses(n, on_access);
+  // A bounded scope's bounds are affine in the same iterators as the accesses: they follow.
+  ir::ScopeBounds bounds = n->bounds;
+  bool changed = false;
+  for (auto* b : {&bounds.lo, &bounds.hi}) {
+    if (!*b) continue;
+    Affine m = f(**b);
+    m.normalise();
+    changed = changed || !(m == **b);
+    **b = std::move(m);
+  }
+  std::vector<NodePtr> body;
+  body.reserve(n->body.size());
+  for (const auto& c : n->body) {
+    body.push_back(map_indices(c, f));
+    changed = changed || body.back() != c;
+  }
+  if (!changed) return n;
+  return Node::scope(n->extent, n->extent_name, n->annot, std::move(body), n->loc,
+                     std::move(bounds));
 }
 
 namespace {
@@ -415,6 +434,7 @@ void ProgramIndex::rebuild(const Program& p) {
   site_buffer_.clear();
   names_.clear();
   hint_ = -1;
+  bounded_ = false;
   for (auto& b : buffer_sites_) b.clear();  // kept with their storage; names_ says how many count
   cur_.clear();
   ext_.clear();
@@ -459,6 +479,7 @@ void ProgramIndex::walk(const std::vector<NodePtr>& body, int parent, Path& cur,
     if (parent < 0) top_nodes_.push_back(me);
     if (n->is_scope) {
       scopes_.push_back(me);
+      bounded_ = bounded_ || n->bounds.any();
       ext.push_back(n->extent);
       walk(n->body, me, cur, ext);
       ext.pop_back();

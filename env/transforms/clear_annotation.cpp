@@ -23,8 +23,7 @@ Precheck precheck_clear_annotation(MaskSummary& sum, const MaskSite& at,
 ir::Program apply_clear_annotation(const ir::Program& p, const Action& a, const Target& t) {
   PERFDOJO_EXPECT_LEGAL(check_clear_annotation, p, a, t);
   const ir::Node* s = node_at(p, a.path);
-  return replace_node(
-      p, a.path, {ir::Node::scope(s->extent, s->extent_name, ir::Annot::kNone, s->body, s->loc)});
+  return replace_node(p, a.path, {ir::Node::scope_like(*s, ir::Annot::kNone, s->body)});
 }
 
 }  // namespace perfdojo::transforms

@@ -62,7 +62,7 @@ class Contractor {
         changed = changed || body.back() != c;
       }
       if (!changed) return n;
-      return ir::Node::scope(n->extent, n->extent_name, n->annot, std::move(body), n->loc);
+      return ir::Node::scope_like(*n, n->annot, std::move(body));
     }
     const ir::BufferDecl* b = p_.find_buffer(n->stmt.lhs.buffer);
     const ir::DType t = b ? b->dtype : ir::DType::kF32;

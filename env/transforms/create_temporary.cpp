@@ -496,8 +496,7 @@ ir::Program apply_forms(const ir::Program& p, const Action& a, Plan& plan) {
         if (plan.forms[k].index == x.index) return tmp_uses[k];
       return std::nullopt;  // unreachable: every access's index has a form
     }));
-  ir::Program q = replace_node(
-      p, a.path, {ir::Node::scope(s.extent, s.extent_name, s.annot, std::move(body), s.loc)});
+  ir::Program q = replace_node(p, a.path, {ir::Node::scope_like(s, s.annot, std::move(body))});
   for (size_t k = p.buffers.size(); k < names.buffers.size(); ++k)
     q.buffers.push_back(std::move(names.buffers[k]));
   return q;
@@ -576,8 +575,7 @@ ir::Program apply_create_temporary(const ir::Program& p, const Action& a, const 
     }));
   if (plan.copy_out) body.push_back(copy_nest(plan, buf_copy, ir::Expr::load(tmp_copy)));
 
-  ir::Program q = replace_node(
-      p, a.path, {ir::Node::scope(s.extent, s.extent_name, s.annot, std::move(body), s.loc)});
+  ir::Program q = replace_node(p, a.path, {ir::Node::scope_like(s, s.annot, std::move(body))});
   q.buffers.push_back(temporary_decl(plan, tmp));
   return q;
 }

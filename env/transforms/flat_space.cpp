@@ -16,7 +16,8 @@ FlatActionSpace::FlatActionSpace(FlatSpaceConfig config, Target target)
     offsets_.push_back(size_);
     Kind kind = static_cast<Kind>(k);
     params_.push_back(param_values(param_kind(kind), target_));
-    counts_.push_back(param_slots(kind));
+    // Kinds after the first kFlatSpaceKinds have no slots here (action.h).
+    counts_.push_back(k < kFlatSpaceKinds ? param_slots(kind) : 0);
     // The mask keeps one bit per parameter value (Precheck, NodeVerdicts).
     if (params_.back().size() > static_cast<size_t>(kMaxParams))
       throw std::invalid_argument(std::string("target '") + target_.name + "' gives " +
@@ -124,6 +125,7 @@ std::optional<Action> FlatActionSpace::decode(const ir::Program& p, int index) c
 
 int FlatActionSpace::encode(const ir::Program& p, const Action& a) const {
   int k = static_cast<int>(a.kind);
+  if (k < 0 || k >= kNumKinds || counts_[k] == 0) return -1;  // not a move of this space
   int pi = -1;
   if (param_kind(a.kind) == ParamKind::kFactor) {
     const ir::Node* s = loc_kind(a.kind) == LocKind::kScope ? node_at(p, a.path) : nullptr;

@@ -89,8 +89,7 @@ ir::Program apply_hoist(const ir::Program& p, const Action& a, const Target& t) 
   if (s->body.size() == 1) return replace_node(p, parent, {moved});
   std::vector<ir::NodePtr> rest = s->body;
   rest.erase(rest.begin() + i);
-  ir::NodePtr shrunk =
-      ir::Node::scope(s->extent, s->extent_name, s->annot, std::move(rest), s->loc);
+  ir::NodePtr shrunk = ir::Node::scope_like(*s, s->annot, std::move(rest));
   if (i == 0) return replace_node(p, parent, {moved, shrunk});
   return replace_node(p, parent, {shrunk, moved});
 }

@@ -52,7 +52,7 @@ ir::Program apply_join_scopes(const ir::Program& p, const Action& a, const Targe
     std::vector<ir::NodePtr> body = s.body;
     body.insert(body.end(), s2.body.begin(), s2.body.end());
     std::vector<ir::NodePtr> out(list.begin(), list.begin() + i);
-    out.push_back(ir::Node::scope(s.extent, s.extent_name, s.annot, std::move(body), s.loc));
+    out.push_back(ir::Node::scope_like(s, s.annot, std::move(body)));
     out.insert(out.end(), list.begin() + i + 2, list.end());
     return out;
   });

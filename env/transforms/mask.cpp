@@ -187,8 +187,8 @@ namespace {
 class MaskPass {
  public:
   MaskPass(const FlatActionSpace& space, const ir::Program& p, MaskMemo::Impl* mem,
-           std::vector<uint8_t>& out)
-      : space_(space), p_(p), mem_(mem), m_(out) {
+           std::vector<uint8_t>& out, bool exhaustive = false)
+      : space_(space), p_(p), mem_(mem), m_(out), exhaustive_(exhaustive) {
     if (mem_) {
       if (mem_->index)
         mem_->index->rebuild(p);
@@ -252,6 +252,13 @@ class MaskPass {
     return bits;
   }
 
+  // The precheck's verdicts, or, on a program with bounded scopes, every one left to the full
+  // check (the summaries describe rectangular scopes); `row` for a row of buffers.
+  Precheck pre(Kind k, const MaskSite& site, std::span<const int64_t> params, bool row) {
+    if (exhaustive_) return {0, row ? ~uint64_t{0} : low_bits(static_cast<int>(params.size()))};
+    return rows_[static_cast<int>(k)].precheck(*sum_, site, params);
+  }
+
   // The legal parameters of kind k at `site`. `locate` fills the action's location.
   template <class Locate>
   uint32_t decide(Kind k, const MaskSite& site, Locate&& locate) {
@@ -263,7 +270,7 @@ class MaskPass {
       derived = factor_values(k, ix_->node(site.node).node->extent);
       params = derived.span();
     }
-    const Precheck pc = rows_[static_cast<int>(k)].precheck(*sum_, site, params);
+    const Precheck pc = pre(k, site, params, false);
     return static_cast<uint32_t>(resolve(k, pc, [&](int i) {
       locate();
       return params[i];
@@ -304,6 +311,7 @@ class MaskPass {
   const ir::Program& p_;
   MaskMemo::Impl* mem_;
   std::vector<uint8_t>& m_;
+  bool exhaustive_ = false;  ///< the program has bounded scopes: no precheck decides
   std::optional<ProgramIndex> own_index_;
   std::optional<MaskSummary> own_summary_;
   ProgramIndex* ix_ = nullptr;
@@ -371,6 +379,7 @@ void MaskPass::node_kinds(const KindList& kinds, NodeVerdicts& v, const MaskSite
   auto locate = [&] { locate_node(site.node); };
   for (Kind kind : kinds) {
     const int k = static_cast<int>(kind);
+    if (space_.param_count(kind) == 0) continue;  // a kind the flat space leaves out
     if (!((v.done >> k) & 1)) {
       v.bits[k] = decide(kind, site, locate);
       v.done |= uint32_t{1} << k;
@@ -403,7 +412,7 @@ void MaskPass::scope_buffer_kind(int j, Kind kind, int s, NodeVerdicts& v) {
   const int known_limit = std::min(nb_, sum_->summarised_buffers());
   const uint64_t all = low_bits(known_limit);
   if (all & ~v.pair_known[j]) {
-    Precheck row = rows_[static_cast<int>(kind)].precheck(*sum_, MaskSite{s, n, -1, -1}, params);
+    Precheck row = pre(kind, MaskSite{s, n, -1, -1}, params, true);
     row.legal &= all;
     row.check &= all;
     v.pair_ok[j] = resolve(kind, row, at_buffer);
@@ -483,7 +492,7 @@ void MaskPass::pairs(Kind kind) {
       return params[0];
     };
     if (i < limit) {
-      Precheck row = rows_[static_cast<int>(kind)].precheck(*sum_, MaskSite{-1, -1, i, -1}, params);
+      Precheck row = pre(kind, MaskSite{-1, -1, i, -1}, params, true);
       const uint64_t partners = low_bits(limit) & ~low_bits(i + 1);
       row.legal &= partners;
       row.check &= partners;
@@ -503,7 +512,10 @@ std::vector<uint8_t> FlatActionSpace::mask(const ir::Program& p, MaskMemo* memo)
   std::vector<uint8_t> m;
   m.reserve(size_ + 1);
   m.resize(size_, 0);
-  MaskPass(*this, p, memo ? memo->impl_.get() : nullptr, m).run();
+  // Bounded (non-rectangular) scopes: every verdict from the full check, none remembered (the
+  // prechecks and the memo's reads assume rectangular scopes).
+  const bool bounded = ir::any_bounded(p.body);
+  MaskPass(*this, p, memo && !bounded ? memo->impl_.get() : nullptr, m, bounded).run();
   return m;
 }
 

@@ -76,8 +76,7 @@ ir::Program apply_parallelize(const ir::Program& p, const Action& a, const Targe
   PERFDOJO_EXPECT_LEGAL(check_parallelize, p, a, t);
   const ir::Node* s = node_at(p, a.path);
   const std::vector<std::string> own = privatised(p, a.path, *s);
-  ir::NodePtr par =
-      ir::Node::scope(s->extent, s->extent_name, ir::Annot::kParallel, s->body, s->loc);
+  ir::NodePtr par = ir::Node::scope_like(*s, ir::Annot::kParallel, s->body);
   if (own.empty()) return replace_node(p, a.path, {par});
   // Each private temporary gets a copy per iteration: a first dimension, the scope's iterator.
   // One used only inside the scope gains the dimension itself (the code generator keeps one

@@ -31,13 +31,76 @@ const std::vector<TransformInfo>& registry() {
 }
 
 namespace {
+
+// Whether a statement under a bounded scope (`under`: one encloses `body`) accesses `buffer`.
+bool bounded_access(const std::vector<ir::NodePtr>& body, const std::string& buffer, bool under) {
+  for (const auto& n : body) {
+    if (n->is_scope) {
+      if (bounded_access(n->body, buffer, under || n->bounds.any())) return true;
+    } else if (under) {
+      if (n->stmt.lhs.buffer == buffer) return true;
+      BufferNames read;
+      loaded_buffers(*n->stmt.rhs, read);
+      if (holds_name(read, buffer)) return true;
+    }
+  }
+  return false;
+}
+
+// Bounded (non-rectangular) scopes, docs/actions.md: the kinds whose checks reason about a
+// scope's iterations through its extent see a bounded scope as running all of it, which is
+// right for what may happen (dependences) and wrong for what must (a store covering a
+// buffer, a hoisted statement running at least once). Until each such kind handles bounds, it
+// is refused where they matter, by what its check reads (the mask's memo relies on that):
+// - annotations (parallelize, clear_annotation) and buffer layout (swap_buffer_dims,
+//   stream_stores) change no iteration: never refused;
+// - tile_scope re-indexes bounds like accesses: refused only on a bounded scope itself;
+// - other kinds at a scope or node: refused when it, or a scope inside it, is bounded; hoist
+//   also when its parent is, move_statement and join_scopes when the next sibling is;
+// - kinds at a buffer: refused when a statement under a bounded scope accesses it.
+Legality bounded_gate(const ir::Program& p, const Action& a) {
+  switch (a.kind) {
+    case Kind::kParallelize:
+    case Kind::kClearAnnotation:
+    case Kind::kSwapBufferDims:
+    case Kind::kStreamStores:
+    case Kind::kMaskToBounds:  // merges with the bounds a scope has; never relies on trip counts
+      return {};
+    default:
+      break;
+  }
+  const LocKind lk = loc_kind(a.kind);
+  if (lk == LocKind::kScope || lk == LocKind::kNode || lk == LocKind::kScopeBuffer) {
+    const ir::Node* n = node_at(p, a.path);
+    if (!n) return {};
+    if (a.kind == Kind::kTileScope ? n->bounds.any() : ir::any_bounded(*n))
+      return {Reason::kNonRectangular, "", a.path};
+    if (a.kind == Kind::kHoist && a.path.size() > 1) {
+      const ir::Node* parent = node_at(p, Path(a.path.begin(), a.path.end() - 1));
+      if (parent && parent->bounds.any()) return {Reason::kNonRectangular, "", a.path};
+    }
+    if (reads(a.kind) == Reads::kNextSibling) {
+      Path next = a.path;
+      ++next.back();
+      if (const ir::Node* s = node_at(p, next); s && ir::any_bounded(*s))
+        return {Reason::kNonRectangular, "", next};
+    }
+  }
+  for (const std::string* b : {&a.buffer, &a.buffer2})
+    if (!b->empty() && bounded_access(p.body, *b, false)) return {Reason::kNonRectangular, *b, {}};
+  return {};
+}
+
 Legality check_with(const ir::Program& p, const Action& a, const Target& t,
                     const ProgramIndex* index) {
   int k = static_cast<int>(a.kind);
   if (k < 0 || k >= kNumKinds) return {Reason::kNoSuchLocation, "", {}};
   if (param_kind(a.kind) == ParamKind::kNone && a.param != 0)
     return {Reason::kBadParameter, "", a.path};
-  return registry()[k].check(p, a, t, index);
+  Legality l = registry()[k].check(p, a, t, index);
+  if (!l.ok()) return l;
+  if (index ? index->bounded() : ir::any_bounded(p.body)) return bounded_gate(p, a);
+  return l;
 }
 }  // namespace
 
@@ -92,7 +155,7 @@ std::optional<ir::Program> resized(const ir::Program& p,
     std::vector<ir::NodePtr> body;
     for (const auto& c : n->body) body.push_back(walk(c));
     int64_t e = n->extent_name.empty() ? n->extent : value[n->extent_name];
-    return ir::Node::scope(e, n->extent_name, n->annot, std::move(body), n->loc);
+    return ir::Node::scope(e, n->extent_name, n->annot, std::move(body), n->loc, n->bounds);
   };
   for (auto& n : q.body) n = walk(n);
   if (!ir::check_program(q).empty()) return std::nullopt;

@@ -187,9 +187,7 @@ ir::Program apply_shrink_buffer(const ir::Program& p, const Action& a, const Tar
   const ir::Node* s = node_at(q, plan.scope);
   std::vector<ir::NodePtr> body = {nest};
   body.insert(body.end(), s->body.begin(), s->body.end());
-  return replace_node(
-      q, plan.scope,
-      {ir::Node::scope(s->extent, s->extent_name, s->annot, std::move(body), s->loc)});
+  return replace_node(q, plan.scope, {ir::Node::scope_like(*s, s->annot, std::move(body))});
 }
 
 }  // namespace perfdojo::transforms

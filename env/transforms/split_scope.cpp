@@ -37,10 +37,9 @@ ir::Program apply_split_scope(const ir::Program& p, const Action& a, const Targe
   const ir::Node* s = node_at(p, a.path);
   std::vector<ir::NodePtr> head(s->body.begin(), s->body.begin() + a.param);
   std::vector<ir::NodePtr> tail(s->body.begin() + a.param, s->body.end());
-  return replace_node(
-      p, a.path,
-      {ir::Node::scope(s->extent, s->extent_name, s->annot, std::move(head), s->loc),
-       ir::Node::scope(s->extent, s->extent_name, s->annot, std::move(tail), s->loc)});
+  return replace_node(p, a.path,
+                      {ir::Node::scope_like(*s, s->annot, std::move(head)),
+                       ir::Node::scope_like(*s, s->annot, std::move(tail))});
 }
 
 }  // namespace perfdojo::transforms

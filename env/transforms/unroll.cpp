@@ -34,9 +34,7 @@ ir::Program apply_unroll(const ir::Program& p, const Action& a, const Target& t)
   const ir::Node* s = node_at(p, a.path);
   int d = static_cast<int>(a.path.size()) - 1;
   if (s->extent == a.param)
-    return replace_node(
-        p, a.path,
-        {ir::Node::scope(s->extent, s->extent_name, ir::Annot::kUnroll, s->body, s->loc)});
+    return replace_node(p, a.path, {ir::Node::scope_like(*s, ir::Annot::kUnroll, s->body)});
   return replace_node(p, a.path, {tile_node(*s, d, a.param, ir::Annot::kUnroll)});
 }
 

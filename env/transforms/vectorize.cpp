@@ -65,9 +65,7 @@ ir::Program apply_vectorize(const ir::Program& p, const Action& a, const Target&
   const ir::Node* s = node_at(p, a.path);
   int d = static_cast<int>(a.path.size()) - 1;
   if (s->extent == a.param)
-    return replace_node(
-        p, a.path,
-        {ir::Node::scope(s->extent, s->extent_name, ir::Annot::kVector, s->body, s->loc)});
+    return replace_node(p, a.path, {ir::Node::scope_like(*s, ir::Annot::kVector, s->body)});
   return replace_node(p, a.path, {tile_node(*s, d, a.param, ir::Annot::kVector)});
 }
 

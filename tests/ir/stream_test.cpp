@@ -42,7 +42,8 @@ class Recorder final : public ProgramSink {
            std::to_string(header.buffers.size()) + " body " + std::to_string(header.body.size()) +
            "\n";
   }
-  void open_scope(int64_t extent, std::string name, Annot annot, SourceLoc loc) override {
+  void open_scope(int64_t extent, std::string name, Annot annot, SourceLoc loc,
+                  ScopeBounds) override {
     log += "open " + std::to_string(extent) + " " + name + " " + annot_name(annot) + " @" +
            std::to_string(loc.line) + ":" + std::to_string(loc.col) + "\n";
   }
@@ -246,8 +247,8 @@ TEST_CASE("checking a large kernel as it streams holds no body: the heap stays f
   constexpr int64_t kLines = 200000;
   struct Sampling final : ProgramSink {
     void declarations(const Program& h) override { checker.declarations(h); }
-    void open_scope(int64_t e, std::string n, Annot a, SourceLoc l) override {
-      checker.open_scope(e, std::move(n), a, std::move(l));
+    void open_scope(int64_t e, std::string n, Annot a, SourceLoc l, ScopeBounds b) override {
+      checker.open_scope(e, std::move(n), a, std::move(l), std::move(b));
     }
     void close_scope() override { checker.close_scope(); }
     void statement(Stmt s) override {

@@ -1,0 +1,92 @@
+// Moves on programs with bounded (non-rectangular) scopes (docs/actions.md, "Bounded scopes"):
+// each either handles them, computing what the program computed, or refuses with
+// non_rectangular; and the flat mask stays the checks' verdicts on such programs.
+#include "support/scaled_kernels.h"
+#include "transforms/flat_space.h"
+#include "transforms/transform_test_support.h"
+
+using namespace perfdojo;
+using namespace perfdojo::transforms_test;
+
+namespace bounded_scopes_cases {
+
+// trmm at a small size: C[i,j] = sum_{k <= i} A[i,k] B[k,j], loops i k j.
+const std::string kTrmm =
+    "N = 8\n"
+    "input A: f32[N, N]\n"
+    "input B: f32[N, N]\n"
+    "output C: f32[N, N] = 0\n"
+    "temp t: f32[N] = 0\n"
+    "\n"
+    "N N(..{0}+1) N C[{0},{2}] += A[{0},{1}] * B[{1},{2}]\n"
+    "N N t[{0}] += C[{0},{1}]\n";
+
+}  // namespace bounded_scopes_cases
+
+using bounded_scopes_cases::kTrmm;
+
+TEST_CASE("moves that do not handle a bounded scope refuse it with non_rectangular") {
+  const ir::Program p = load(kTrmm);
+  // The bounded scope itself, and the scope holding it.
+  require_refused(p, "tile_scope 0.0 2", Reason::kNonRectangular);
+  require_refused(p, "unroll 0.0 2", Reason::kNonRectangular);
+  require_refused(p, "swap_scopes 0", Reason::kNonRectangular);
+  require_refused(p, "swap_scopes 0.0", Reason::kNonRectangular);
+  require_refused(p, "split_range 0 3", Reason::kNonRectangular);
+  // The next sibling is bounded: an independent nest may not trade places with it (yet).
+  require_refused(
+      "N = 8\ninput x: f32[N]\noutput y: f32[N]\noutput z: f32[N] = 0\n\n"
+      "N y[{0}] = x[{0}]\nN N(..{0}+1) z[{0}] += x[{1}]\n",
+      "move_statement 0", Reason::kNonRectangular);
+  // A buffer written under the bounded scope.
+  require_refused(p, "create_temporary 0 C", Reason::kNonRectangular);
+}
+
+TEST_CASE("annotations, tiling around a bounded scope and moves elsewhere compute the same") {
+  const ir::Program p = load(kTrmm);
+  // Tiling the outer scope re-indexes the bound: {0} becomes {0}*2+{1}.
+  const ir::Program tiled = apply_all(p, {"tile_scope 0 2"});
+  CHECK(ir::print_program(tiled).find("2 N(..{0}*2+{1}+1) N C[{0}*2+{1},{3}]") !=
+        std::string::npos);
+  require_same_outputs(p, tiled);
+  // Vectorising the rectangular innermost scope under the bound; parallel rows.
+  const ir::Program fast = apply_all(p, {"vectorize 0.0.0 8", "parallelize 0"});
+  require_same_outputs(p, fast);
+  // The rectangular nest that follows takes its own moves.
+  const ir::Program rest = apply_all(p, {"tile_scope 1.0 4", "swap_scopes 1"});
+  require_same_outputs(p, rest);
+}
+
+TEST_CASE("on bounded kernels the flat mask is the checks' verdict at every index") {
+  const transforms::Target target;
+  const transforms::FlatActionSpace space({}, target);
+  for (const char* name : {"trmm", "syrk-lower", "causal-attention-bounded", "lu-bounded"}) {
+    INFO(name);
+    auto loaded = testing::load_scaled_kernel(name);
+    REQUIRE(loaded.ok());
+    const ir::Program& p = loaded.value();
+    const std::vector<uint8_t> mask = space.mask(p);
+    int legal = 0;
+    for (int i = 0; i < space.size(); ++i) {
+      auto a = space.decode(p, i);
+      const bool ok = a && transforms::check(p, *a, target).ok();
+      CHECK_MESSAGE((mask[i] != 0) == ok, "index ", i);
+      legal += ok;
+    }
+    CHECK(legal > 0);
+  }
+}
+
+TEST_CASE("the flat space leaves out the kinds after its first 18: mask_to_bounds has no index") {
+  const transforms::Target target;
+  const transforms::FlatActionSpace space({}, target);
+  CHECK(space.param_count(Kind::kMaskToBounds) == 0);
+  const ir::Program p = load(
+      "N = 8\ninput x: f32[N]\noutput y: f32[N] = 0\n\nN N y[{0}] += {1} < {0} ? x[{1}] : 0\n");
+  const Action a = action("mask_to_bounds 0.0");
+  CHECK(transforms::check(p, a, target).ok());
+  CHECK(space.encode(p, a) == -1);
+  // Every index still decodes to one of the first 18 kinds.
+  for (int i = 0; i < space.size(); ++i)
+    if (auto d = space.decode(p, i)) CHECK(static_cast<int>(d->kind) < transforms::kFlatSpaceKinds);
+}
