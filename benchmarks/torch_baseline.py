@@ -405,23 +405,38 @@ def forms(name, s, torch):
         q, k, v = r(NH, D), r(L, D), r(L, D)
         scale = 1.0 / (D ** 0.5)
         return [("F.softmax(q @ K.T * scale, 1) @ V", lambda: F.softmax(torch.mm(q, k.t()) * scale, dim=1).mm(v))]
-    if name in ("causal-attention", "sliding-window-attention"):
-        # Model code builds the mask once (a registered buffer), outside the timed call.
+    if name in ("causal-attention", "sliding-window-attention", "causal-attention-bounded",
+                "sliding-window-attention-bounded"):
+        # Model code builds the mask once (a registered buffer), outside the timed call. The
+        # bounded kernels compute the same (their scopes skip the masked part): same forms.
         L, D = s["L"], s["D"]
         q, k, v = r(L, D), r(L, D), r(L, D)
         scale = 1.0 / (D ** 0.5)
         i, j = torch.arange(L)[:, None], torch.arange(L)[None, :]
         keep = j <= i
-        if name == "sliding-window-attention":
+        window = name.startswith("sliding-window")
+        if window:
             keep = keep & (j > i - s["W"])
         hidden = ~keep
         bias = torch.zeros(L, L).masked_fill(hidden, float("-inf"))
         out = torch.empty(L, D)
-        return [("F.softmax((Q @ K.T * scale).masked_fill(~mask, -inf), 1) @ V",
-                 lambda: F.softmax((torch.mm(q, k.t()) * scale).masked_fill(hidden, float("-inf")), dim=1).mm(v)),
-                ("mm(F.softmax(addmm(mask_bias, Q, K.T, alpha=scale), 1), V, out=O)",
-                 lambda: torch.mm(F.softmax(torch.addmm(bias, q, k.t(), alpha=scale), dim=1), v, out=out))]
-    if name == "alibi-attention":
+        out_forms = [("F.softmax((Q @ K.T * scale).masked_fill(~mask, -inf), 1) @ V",
+                      lambda: F.softmax((torch.mm(q, k.t()) * scale).masked_fill(hidden, float("-inf")), dim=1).mm(v)),
+                     ("mm(F.softmax(addmm(mask_bias, Q, K.T, alpha=scale), 1), V, out=O)",
+                      lambda: torch.mm(F.softmax(torch.addmm(bias, q, k.t(), alpha=scale), dim=1), v, out=out))]
+        if hasattr(F, "scaled_dot_product_attention"):  # PyTorch's fused attention (2.0 on)
+            q3, k3, v3 = q[None], k[None], v[None]
+            if window:
+                out_forms.append(("F.scaled_dot_product_attention(Q, K, V, attn_mask=window)",
+                                  lambda: F.scaled_dot_product_attention(q3, k3, v3, attn_mask=keep[None])))
+            else:
+                out_forms.append(("F.scaled_dot_product_attention(Q, K, V, is_causal=True)",
+                                  lambda: F.scaled_dot_product_attention(q3, k3, v3, is_causal=True)))
+        return out_forms
+    if name in ("trmm", "syrk-lower", "trsv-lower", "trsv-lower-bounded", "cholesky",
+                "cholesky-bounded", "lu", "lu-bounded"):
+        return linalg_forms(name, s, torch, r)
+    if name in ("alibi-attention", "alibi-attention-bounded"):
         # BLOOM's form: the ALiBi bias and the causal mask built once, then baddbmm.
         NH, L, D = s["NH"], s["L"], s["D"]
         q, k, v = r(NH, L, D), r(NH, L, D), r(NH, L, D)
@@ -481,6 +496,62 @@ def forms(name, s, torch):
         return [("torch.argmax(x, dim=1)", lambda: torch.argmax(x, dim=1)),
                 ("torch.argmax(x, dim=1, out=i)", lambda: torch.argmax(x, dim=1, out=idx))]
     raise KeyError(name)
+
+
+def linalg_forms(name, s, torch, r):
+    """The triangular and factorisation kernels: PyTorch's calls, and LAPACK/BLAS through scipy
+    where it is installed (the routines a numerical user calls: strmm, ssyrk, spotrf, sgetrf)."""
+    N = s["N"]
+    try:
+        import scipy.linalg as sl
+        import scipy.linalg.blas as sb
+    except ImportError:
+        sl = sb = None
+    out = []
+    if name == "trmm":
+        a, b = r(N, N).tril(), r(N, N)
+        c = torch.empty(N, N)
+        out += [("torch.mm(L, B, out=C) (a full GEMM: PyTorch has no trmm)",
+                 lambda: torch.mm(a, b, out=c))]
+        if sb is not None:
+            an, bn = a.numpy(), b.numpy()
+            out.append(("scipy.linalg.blas.strmm(1, L, B, lower=1)",
+                        lambda: sb.strmm(1.0, an, bn, lower=1)))
+    elif name == "syrk-lower":
+        a = r(N, s["K"])
+        c = torch.empty(N, N)
+        out += [("torch.mm(A, A.t(), out=C) (both triangles)", lambda: torch.mm(a, a.t(), out=c))]
+        if sb is not None:
+            an = a.numpy()
+            out.append(("scipy.linalg.blas.ssyrk(1, A, lower=1)", lambda: sb.ssyrk(1.0, an, lower=1)))
+    elif name.startswith("trsv-lower"):
+        # The kernel's system: strictly lower L (entries ~1/N) with d on the diagonal, built once.
+        t = (r(N, N) * 0.001).tril(-1) + torch.diag(torch.rand(N) + 1)
+        b = r(N, 1)
+        out.append(("torch.linalg.solve_triangular(T, b, upper=False)",
+                    lambda: torch.linalg.solve_triangular(t, b, upper=False)))
+        if sl is not None:
+            tn, bn = t.numpy(), b.numpy()
+            out.append(("scipy.linalg.solve_triangular(T, b, lower=True)",
+                        lambda: sl.solve_triangular(tn, bn, lower=True, check_finite=False)))
+    elif name.startswith("cholesky"):
+        a = r(N, N)
+        eye = torch.eye(N) * (2 * N)
+        out.append(("torch.linalg.cholesky(A + A.T + 2N I)",
+                    lambda: torch.linalg.cholesky(a + a.t() + eye)))
+        if sl is not None:
+            sn = (a + a.t() + eye).numpy()
+            out.append(("scipy.linalg.cholesky(S, lower=True) (LAPACK spotrf; S built once)",
+                        lambda: sl.cholesky(sn, lower=True, check_finite=False)))
+    elif name.startswith("lu"):
+        a = r(N, N) + torch.eye(N) * N
+        out.append(("torch.linalg.lu_factor(A + N I) (partial pivoting: LAPACK has no unpivoted LU)",
+                    lambda: torch.linalg.lu_factor(a)))
+        if sl is not None:
+            an = a.numpy()
+            out.append(("scipy.linalg.lu_factor(A + N I) (LAPACK sgetrf)",
+                        lambda: sl.lu_factor(an, check_finite=False)))
+    return out
 
 
 def best_form(name, s, torch):

@@ -314,6 +314,110 @@ TEST_CASE("the attention kernel computes softmax(Q K^T / sqrt(D)) V like a direc
   check_outputs(r, {{"O", tensor_of({L, D}, O)}});
 }
 
+// ---- bounded (non-rectangular) kernels: the formulas, written out
+// --------------------------------
+
+TEST_CASE("trmm and syrk compute their triangles like direct loops") {
+  const int64_t N = 9, K = 5;
+  {
+    Run r = run_resized("trmm", {{"N", N}}, 23);
+    const auto A = input(r, "A", {N, N});
+    const auto B = input(r, "B", {N, N});
+    std::vector<float> C(static_cast<size_t>(N * N), 0.0f);
+    for (int64_t i = 0; i < N; ++i)  // C[i,j] = sum_{k <= i} A[i,k] B[k,j]
+      for (int64_t k = 0; k <= i; ++k)
+        for (int64_t j = 0; j < N; ++j) C[i * N + j] = C[i * N + j] + A[i * N + k] * B[k * N + j];
+    check_outputs(r, {{"C", tensor_of({N, N}, C)}});
+  }
+  {
+    Run r = run_resized("syrk-lower", {{"N", N}, {"K", K}}, 29);
+    const auto A = input(r, "A", {N, K});
+    std::vector<float> C(static_cast<size_t>(N * N), 0.0f);
+    for (int64_t i = 0; i < N; ++i)  // C[i,j] = sum_k A[i,k] A[j,k], j <= i; 0 above
+      for (int64_t j = 0; j <= i; ++j)
+        for (int64_t k = 0; k < K; ++k) C[i * N + j] = C[i * N + j] + A[i * K + k] * A[j * K + k];
+    check_outputs(r, {{"C", tensor_of({N, N}, C)}});
+  }
+}
+
+TEST_CASE("the bounded solvers factor and solve like the textbook algorithms") {
+  const int64_t N = 10;
+  {
+    Run r = run_resized("trsv-lower-bounded", {{"N", N}}, 31);
+    const auto L = input(r, "L", {N, N});
+    const auto d = input(r, "d", {N});
+    const auto b = input(r, "b", {N});
+    std::vector<float> x(static_cast<size_t>(N), 0.0f);
+    for (int64_t i = 0; i < N; ++i) {  // x[i] = (b[i] - sum_{j<i} L[i,j] x[j]) / d[i]
+      float s = 0.0f;
+      for (int64_t j = 0; j < i; ++j) s = s + L[i * N + j] * x[j];
+      x[i] = (b[i] - s) / d[i];
+    }
+    check_outputs(r, {{"x", tensor_of({N}, x)}});
+  }
+  {
+    Run r = run_resized("cholesky-bounded", {{"N", N}}, 37);
+    const auto A = input(r, "A", {N, N});
+    std::vector<float> C(static_cast<size_t>(N * N), 0.0f);
+    for (int64_t i = 0; i < N; ++i)  // S = A + A^T + 2 N I, its lower triangle
+      for (int64_t j = 0; j <= i; ++j)
+        C[i * N + j] = A[i * N + j] + A[j * N + i] + (i == j ? 2.0f * static_cast<float>(N) : 0.0f);
+    for (int64_t k = 0; k < N; ++k) {  // right-looking Cholesky
+      C[k * N + k] = std::sqrt(C[k * N + k]);
+      for (int64_t i = k + 1; i < N; ++i) C[i * N + k] = C[i * N + k] / C[k * N + k];
+      for (int64_t i = k + 1; i < N; ++i)
+        for (int64_t j = k + 1; j <= i; ++j)
+          C[i * N + j] = C[i * N + j] - C[i * N + k] * C[j * N + k];
+    }
+    std::vector<float> L(static_cast<size_t>(N * N), 0.0f);
+    for (int64_t i = 0; i < N; ++i)
+      for (int64_t j = 0; j <= i; ++j) L[i * N + j] = C[i * N + j];
+    check_outputs(r, {{"L", tensor_of({N, N}, L)}});
+  }
+  {
+    Run r = run_resized("lu-bounded", {{"N", N}}, 41);
+    const auto A = input(r, "A", {N, N});
+    std::vector<float> LU(A);
+    for (int64_t i = 0; i < N; ++i) LU[i * N + i] = A[i * N + i] + static_cast<float>(N);
+    for (int64_t k = 0; k < N; ++k) {  // Doolittle without pivoting, in place
+      for (int64_t i = k + 1; i < N; ++i) LU[i * N + k] = LU[i * N + k] / LU[k * N + k];
+      for (int64_t i = k + 1; i < N; ++i)
+        for (int64_t j = k + 1; j < N; ++j)
+          LU[i * N + j] = LU[i * N + j] - LU[i * N + k] * LU[k * N + j];
+    }
+    check_outputs(r, {{"LU", tensor_of({N, N}, LU)}});
+  }
+}
+
+TEST_CASE("causal and sliding-window attention with bounded scopes attend where the mask allows") {
+  // D stays 64: the bodies scale by the literal 0.125 = 1/sqrt(64).
+  const int64_t L = 11, D = 64, W = 4;
+  for (const bool window : {false, true}) {
+    const std::string form = window ? "sliding window" : "causal";
+    INFO(form);
+    Run r = window ? run_resized("sliding-window-attention-bounded", {{"L", L}, {"W", W}}, 43)
+                   : run_resized("causal-attention-bounded", {{"L", L}}, 43);
+    const auto Q = input(r, "Q", {L, D});
+    const auto Kt = input(r, "K", {L, D});
+    const auto V = input(r, "V", {L, D});
+    std::vector<float> O(static_cast<size_t>(L * D), 0.0f);
+    for (int64_t i = 0; i < L; ++i) {
+      const int64_t first = window ? std::max<int64_t>(0, i - W + 1) : 0;
+      std::vector<float> s;
+      for (int64_t j = first; j <= i; ++j) {
+        float acc = 0.0f;
+        for (int64_t k = 0; k < D; ++k) acc = acc + Q[i * D + k] * Kt[j * D + k];
+        s.push_back(acc * 0.125f);
+      }
+      const auto p = direct_softmax(s, 1, static_cast<int64_t>(s.size()));
+      for (int64_t d = 0; d < D; ++d)
+        for (int64_t j = first; j <= i; ++j)
+          O[i * D + d] = O[i * D + d] + p[static_cast<size_t>(j - first)] * V[j * D + d];
+    }
+    check_outputs(r, {{"O", tensor_of({L, D}, O)}});
+  }
+}
+
 // ---- the suite as a whole -----------------------------------------------------------------------
 
 TEST_CASE("every suite kernel parses, checks cleanly at full size and describes itself") {

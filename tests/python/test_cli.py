@@ -120,7 +120,7 @@ def estimated_work(path):
         for tok in code.split():
             if "[" in tok:
                 break
-            name = tok.split(":")[0]
+            name = tok.split(":")[0].split("(")[0]  # "N(..{0}+1):vec": a bounded scope's extent
             extents.append(int(name) if name.isdigit() else sizes[name])
         open_extents = extents
         work += int(np.prod(extents)) if extents else 1

@@ -20,6 +20,7 @@ inline const std::map<std::string, std::map<std::string, int>>& small_sizes() {
   static const std::map<std::string, std::map<std::string, int>> kSizes = {
       {"add-rmsnorm", {{"T", 4}, {"D", 16}}},
       {"alibi-attention", {{"NH", 2}, {"L", 8}, {"D", 4}}},
+      {"alibi-attention-bounded", {{"NH", 2}, {"L", 8}, {"D", 4}}},
       {"argmax", {{"R", 4}, {"N", 16}}},
       {"attention", {{"L", 8}, {"D", 4}}},
       {"attention-bias", {{"L", 8}, {"D", 4}}},
@@ -29,7 +30,9 @@ inline const std::map<std::string, std::map<std::string, int>>& small_sizes() {
       {"bias-relu", {{"M", 4}, {"N", 16}}},
       {"bmm", {{"BATCH", 2}, {"M", 4}, {"N", 8}, {"K", 4}}},
       {"causal-attention", {{"L", 16}, {"D", 4}}},
+      {"causal-attention-bounded", {{"L", 16}, {"D", 4}}},
       {"cholesky", {{"N", 8}}},
+      {"cholesky-bounded", {{"N", 8}}},
       {"conv2d-3x3", {{"N", 1}, {"C", 2}, {"K", 4}, {"H", 4}, {"W", 4}, {"HI", 6}, {"WI", 6}}},
       {"conv2d-3x3-s2", {{"N", 1}, {"C", 2}, {"K", 4}, {"H", 4}, {"W", 4}, {"HI", 9}, {"WI", 9}}},
       {"depthwise-conv", {{"N", 1}, {"C", 4}, {"H", 4}, {"W", 4}, {"HI", 6}, {"WI", 6}}},
@@ -42,6 +45,7 @@ inline const std::map<std::string, std::map<std::string, int>>& small_sizes() {
       {"lcs", {{"N", 8}, {"M", 6}, {"N1", 9}, {"M1", 7}}},
       {"levinson-durbin", {{"P", 6}, {"Q", 7}, {"R", 14}}},
       {"lu", {{"N", 8}}},
+      {"lu-bounded", {{"N", 8}}},
       {"matmul-1024", {{"M", 8}, {"N", 16}, {"K", 8}}},
       {"matmul-256", {{"M", 8}, {"N", 16}, {"K", 8}}},
       {"matmul-skinny", {{"M", 16}, {"N", 8}, {"K", 4}}},
@@ -56,11 +60,15 @@ inline const std::map<std::string, std::map<std::string, int>>& small_sizes() {
       {"rowsum", {{"M", 8}, {"N", 16}}},
       {"sinusoidal-position", {{"T", 8}, {"D", 16}, {"P", 8}}},
       {"sliding-window-attention", {{"L", 16}, {"D", 4}, {"W", 4}}},
+      {"sliding-window-attention-bounded", {{"L", 16}, {"D", 4}, {"W", 4}}},
       {"softmax", {{"B", 4}, {"N", 16}}},
       {"softmax-temperature", {{"R", 4}, {"N", 16}}},
       {"swiglu-mlp", {{"T", 4}, {"D", 8}, {"H", 16}}},
       {"transpose", {{"M", 8}, {"N", 16}}},
+      {"syrk-lower", {{"N", 8}, {"K", 4}}},
+      {"trmm", {{"N", 8}}},
       {"trsv-lower", {{"N", 16}}},
+      {"trsv-lower-bounded", {{"N", 16}}},
   };
   return kSizes;
 }
