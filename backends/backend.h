@@ -185,7 +185,8 @@ bool cpu_has(const char* feature);
 /// machine's core count; at least 1.
 int usable_cores();
 
-/// Floating-point operations of one run of `p` (each +,-,*,/,max,min and function counts one).
+/// Floating-point operations of one run of `p` (each +,-,*,/,max,min and function counts one;
+/// a bounded scope counts the iterations it runs).
 double flop_count(const ir::Program& p);
 /// Bytes of compulsory traffic: every input read once and every output written once.
 double compulsory_bytes(const ir::Program& p);

@@ -187,8 +187,8 @@ namespace {
 class MaskPass {
  public:
   MaskPass(const FlatActionSpace& space, const ir::Program& p, MaskMemo::Impl* mem,
-           std::vector<uint8_t>& out, bool exhaustive = false)
-      : space_(space), p_(p), mem_(mem), m_(out), exhaustive_(exhaustive) {
+           std::vector<uint8_t>& out, bool bounded = false)
+      : space_(space), p_(p), mem_(mem), m_(out), bounded_(bounded) {
     if (mem_) {
       if (mem_->index)
         mem_->index->rebuild(p);
@@ -252,11 +252,16 @@ class MaskPass {
     return bits;
   }
 
-  // The precheck's verdicts, or, on a program with bounded scopes, every one left to the full
-  // check (the summaries describe rectangular scopes); `row` for a row of buffers.
-  Precheck pre(Kind k, const MaskSite& site, std::span<const int64_t> params, bool row) {
-    if (exhaustive_) return {0, row ? ~uint64_t{0} : low_bits(static_cast<int>(params.size()))};
-    return rows_[static_cast<int>(k)].precheck(*sum_, site, params);
+  // The precheck's verdicts. On a program with bounded scopes its "legal" is only the kind's
+  // own check's verdict, and the registry may still refuse (non_rectangular): those are left to
+  // the full check; its "illegal" stands (the kind's check refuses, so the registry does).
+  Precheck pre(Kind k, const MaskSite& site, std::span<const int64_t> params) {
+    Precheck pc = rows_[static_cast<int>(k)].precheck(*sum_, site, params);
+    if (bounded_) {
+      pc.check |= pc.legal;
+      pc.legal = 0;
+    }
+    return pc;
   }
 
   // The legal parameters of kind k at `site`. `locate` fills the action's location.
@@ -270,7 +275,7 @@ class MaskPass {
       derived = factor_values(k, ix_->node(site.node).node->extent);
       params = derived.span();
     }
-    const Precheck pc = pre(k, site, params, false);
+    const Precheck pc = pre(k, site, params);
     return static_cast<uint32_t>(resolve(k, pc, [&](int i) {
       locate();
       return params[i];
@@ -311,7 +316,7 @@ class MaskPass {
   const ir::Program& p_;
   MaskMemo::Impl* mem_;
   std::vector<uint8_t>& m_;
-  bool exhaustive_ = false;  ///< the program has bounded scopes: no precheck decides
+  bool bounded_ = false;  ///< the program has bounded scopes: no precheck decides "legal"
   std::optional<ProgramIndex> own_index_;
   std::optional<MaskSummary> own_summary_;
   ProgramIndex* ix_ = nullptr;
@@ -412,7 +417,7 @@ void MaskPass::scope_buffer_kind(int j, Kind kind, int s, NodeVerdicts& v) {
   const int known_limit = std::min(nb_, sum_->summarised_buffers());
   const uint64_t all = low_bits(known_limit);
   if (all & ~v.pair_known[j]) {
-    Precheck row = pre(kind, MaskSite{s, n, -1, -1}, params, true);
+    Precheck row = pre(kind, MaskSite{s, n, -1, -1}, params);
     row.legal &= all;
     row.check &= all;
     v.pair_ok[j] = resolve(kind, row, at_buffer);
@@ -492,7 +497,7 @@ void MaskPass::pairs(Kind kind) {
       return params[0];
     };
     if (i < limit) {
-      Precheck row = pre(kind, MaskSite{-1, -1, i, -1}, params, true);
+      Precheck row = pre(kind, MaskSite{-1, -1, i, -1}, params);
       const uint64_t partners = low_bits(limit) & ~low_bits(i + 1);
       row.legal &= partners;
       row.check &= partners;
@@ -512,8 +517,8 @@ std::vector<uint8_t> FlatActionSpace::mask(const ir::Program& p, MaskMemo* memo)
   std::vector<uint8_t> m;
   m.reserve(size_ + 1);
   m.resize(size_, 0);
-  // Bounded (non-rectangular) scopes: every verdict from the full check, none remembered (the
-  // prechecks and the memo's reads assume rectangular scopes).
+  // Bounded (non-rectangular) scopes: no verdict remembered (the memo's reads assume the kinds'
+  // own checks) and every "legal" from the full check.
   const bool bounded = ir::any_bounded(p.body);
   MaskPass(*this, p, memo && !bounded ? memo->impl_.get() : nullptr, m, bounded).run();
   return m;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -80,6 +81,17 @@ inline std::vector<std::string> suite_kernel_names() {
     if (e.path().extension() == ".pdj") names.push_back(e.path().stem().string());
   std::sort(names.begin(), names.end());
   return names;
+}
+
+/// Every `stride`-th suite kernel from `first`: tests that repeat one check per target share
+/// the suite between them (each kernel checked on one of them, all of them on the native one);
+/// PERFDOJO_SUITE_ALL=1 gives every kernel to each.
+inline std::vector<std::string> suite_kernel_share(size_t first, size_t stride) {
+  const auto all = suite_kernel_names();
+  if (const char* e = std::getenv("PERFDOJO_SUITE_ALL"); e && std::string(e) == "1") return all;
+  std::vector<std::string> out;
+  for (size_t k = first; k < all.size(); k += stride) out.push_back(all[k]);
+  return out;
 }
 
 /// The kernel's text with its size lines replaced by the small sizes.
