@@ -65,6 +65,7 @@ Legality bounded_gate(const ir::Program& p, const Action& a) {
     case Kind::kSwapBufferDims:
     case Kind::kStreamStores:
     case Kind::kMaskToBounds:  // merges with the bounds a scope has; never relies on trip counts
+    case Kind::kSwapScopes:    // interchanges a bounded child exactly, or refuses (its own check)
       return {};
     default:
       break;

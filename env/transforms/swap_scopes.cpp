@@ -1,9 +1,77 @@
 #include "transforms/swap_scopes.h"
 
+#include <algorithm>
+#include <optional>
+
 #include "transforms/analysis.h"
 #include "transforms/mask_summary.h"
 
 namespace perfdojo::transforms {
+namespace {
+
+// Bounds after interchanging the scope at depth d (iterator i, rectangular) with its bounded
+// child (iterator j), Fourier-Motzkin style: each bound of j that uses i with coefficient +-1
+// becomes a bound of i in terms of j, and one that does not use i stays on j. After the swap j is
+// {d} and i {d+1}. {outer, inner} bounds; nullopt when a coefficient of i is not +-1 or two
+// constraints bound i on one side (one affine bound a side).
+struct Interchanged {
+  ir::ScopeBounds outer, inner;
+};
+
+std::optional<Interchanged> interchanged_bounds(const ir::ScopeBounds& child, int d) {
+  Interchanged out;
+  // g: x without its {d} term; j: the iterator {d} after the swap.
+  auto rest = [d](const ir::Affine& x) {
+    ir::Affine g = x;
+    if (static_cast<int>(g.coeffs.size()) > d) g.coeffs[d] = 0;
+    g.normalise();
+    return g;
+  };
+  // j_coeff * {d} + g_scale * g + k, as an affine over the post-swap depths.
+  auto make = [d](int64_t j_coeff, const ir::Affine& g, int64_t g_scale, int64_t k) {
+    ir::Affine y;
+    y.coeffs.assign(std::max<size_t>(g.coeffs.size(), d + 1), 0);
+    for (size_t q = 0; q < g.coeffs.size(); ++q) y.coeffs[q] = g_scale * g.coeffs[q];
+    y.coeffs[d] += j_coeff;
+    y.constant = g_scale * g.constant + k;
+    y.normalise();
+    return y;
+  };
+  auto set = [](std::optional<ir::Affine>& side, ir::Affine v) {
+    if (side) return false;
+    side = std::move(v);
+    return true;
+  };
+  if (child.lo) {  // j >= a i + g
+    const int64_t a = child.lo->coeff(d);
+    const ir::Affine g = rest(*child.lo);
+    if (a == 0) {
+      out.outer.lo = g;
+    } else if (a == 1) {  // i <= j - g: i < j - g + 1
+      if (!set(out.inner.hi, make(1, g, -1, 1))) return std::nullopt;
+    } else if (a == -1) {  // i >= g - j
+      if (!set(out.inner.lo, make(-1, g, 1, 0))) return std::nullopt;
+    } else {
+      return std::nullopt;
+    }
+  }
+  if (child.hi) {  // j < b i + h
+    const int64_t b = child.hi->coeff(d);
+    const ir::Affine h = rest(*child.hi);
+    if (b == 0) {
+      out.outer.hi = h;
+    } else if (b == 1) {  // i > j - h: i >= j - h + 1
+      if (!set(out.inner.lo, make(1, h, -1, 1))) return std::nullopt;
+    } else if (b == -1) {  // i < h - j
+      if (!set(out.inner.hi, make(-1, h, 1, 0))) return std::nullopt;
+    } else {
+      return std::nullopt;
+    }
+  }
+  return out;
+}
+
+}  // namespace
 
 Legality check_swap_scopes(const ir::Program& p, const Action& a, const Target&,
                            const ProgramIndex* index) {
@@ -16,6 +84,10 @@ Legality check_swap_scopes(const ir::Program& p, const Action& a, const Target&,
   if (s->annot == ir::Annot::kVector || t.annot == ir::Annot::kVector)
     return {Reason::kAnnotated, "", a.path};
   int d = static_cast<int>(a.path.size()) - 1;
+  // Bounded scopes (docs/actions.md): the outer scope must be rectangular; a bounded child is
+  // interchanged with its bounds rewritten exactly; bounded scopes deeper down are renamed.
+  if (s->bounds.any() || (t.bounds.any() && !interchanged_bounds(t.bounds, d)))
+    return {Reason::kNonRectangular, "", a.path};
   const Path inner = child_path(a.path, 0);
   const ChildSites body(index, p, inner, 0, static_cast<int>(t.body.size()));
   const auto sites = body.sites();
@@ -56,10 +128,13 @@ ir::Program apply_swap_scopes(const ir::Program& p, const Action& a, const Targe
   };
   std::vector<ir::NodePtr> body;
   for (const auto& c : child.body) body.push_back(map_indices(c, swap));
-  auto inner = ir::Node::scope(s->extent, s->extent_name, s->annot, std::move(body), s->loc);
-  return replace_node(
-      p, a.path,
-      {ir::Node::scope(child.extent, child.extent_name, child.annot, {inner}, child.loc)});
+  Interchanged b;
+  if (child.bounds.any()) b = *interchanged_bounds(child.bounds, d);
+  auto inner = ir::Node::scope(s->extent, s->extent_name, s->annot, std::move(body), s->loc,
+                               std::move(b.inner));
+  return replace_node(p, a.path,
+                      {ir::Node::scope(child.extent, child.extent_name, child.annot, {inner},
+                                       child.loc, std::move(b.outer))});
 }
 
 }  // namespace perfdojo::transforms

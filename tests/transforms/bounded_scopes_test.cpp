@@ -30,8 +30,7 @@ TEST_CASE("moves that do not handle a bounded scope refuse it with non_rectangul
   // The bounded scope itself, and the scope holding it.
   require_refused(p, "tile_scope 0.0 2", Reason::kNonRectangular);
   require_refused(p, "unroll 0.0 2", Reason::kNonRectangular);
-  require_refused(p, "swap_scopes 0", Reason::kNonRectangular);
-  require_refused(p, "swap_scopes 0.0", Reason::kNonRectangular);
+  require_refused(p, "swap_scopes 0.0", Reason::kNonRectangular);  // the outer one is bounded
   require_refused(p, "split_range 0 3", Reason::kNonRectangular);
   // The next sibling is bounded: an independent nest may not trade places with it (yet).
   require_refused(
@@ -40,6 +39,30 @@ TEST_CASE("moves that do not handle a bounded scope refuse it with non_rectangul
       "move_statement 0", Reason::kNonRectangular);
   // A buffer written under the bounded scope.
   require_refused(p, "create_temporary 0 C", Reason::kNonRectangular);
+}
+
+TEST_CASE("swap_scopes interchanges a triangle and a band with their bounds rewritten exactly") {
+  // trmm: i outer, k <= i inner -> k outer, i >= k inner.
+  const ir::Program p = load(kTrmm);
+  const ir::Program swapped = apply_all(p, {"swap_scopes 0"});
+  CHECK(ir::print_program(swapped).find("N N({0}..) N C[{1},{2}] += A[{1},{0}] * B[{0},{2}]") !=
+        std::string::npos);
+  require_same_outputs(p, swapped);
+  // Back again: the bounds return to where they were.
+  const ir::Program back = apply_all(swapped, {"swap_scopes 0"});
+  CHECK(ir::print_program(back).find("N N(..{0}+1) N C[{0},{2}]") != std::string::npos);
+  require_same_outputs(p, back);
+  // A band clamped at both ends, under an outer scope its bounds also use.
+  const std::string band =
+      "N = 8\nB = 2\ninput x: f32[B, N]\noutput y: f32[B, N] = 0\n\n"
+      "B N N({1}-2-{0}..{1}+2) y[{0},{1}] += x[{0},{2}] * ({2} + 1)\n";
+  const ir::Program b = load(band);
+  const ir::Program bs = apply_all(b, {"swap_scopes 0.0"});
+  CHECK(ir::print_program(bs).find("B N N({1}-1..{0}+{1}+3) y[{0},{2}]") != std::string::npos);
+  require_same_outputs(b, bs);
+  // A coefficient of 2 on the outer iterator has no exact single bound: refused.
+  require_refused("N = 8\ninput x: f32[N]\noutput y: f32[N] = 0\n\nN N(..{0}*2) y[{0}] += x[{1}]\n",
+                  "swap_scopes 0", Reason::kNonRectangular);
 }
 
 TEST_CASE("annotations, tiling around a bounded scope and moves elsewhere compute the same") {
