@@ -190,10 +190,7 @@ class Interpreter {
   int64_t offset(const Access& a, const Resolved& r) const {
     int64_t off = 0;
     for (size_t d = 0; d < a.index.size(); ++d) {
-      const Affine& ix = a.index[d];
-      int64_t v = ix.constant;
-      for (size_t k = 0; k < ix.coeffs.size(); ++k) v += ix.coeffs[k] * iters_[k];
-      off += v * r.strides[d];
+      off += evaluate(a.index[d], iters_.data()) * r.strides[d];
     }
     return off;
   }
@@ -250,9 +247,7 @@ class Interpreter {
         return static_cast<T>(element(e.access));
       case ExprKind::kIndex: {
         // An integer, converted as C converts int64_t (the generated code does the same).
-        const Affine& f = e.affine();
-        int64_t v = f.constant;
-        for (size_t k = 0; k < f.coeffs.size(); ++k) v += f.coeffs[k] * iters_[k];
+        const int64_t v = evaluate(e.affine(), iters_.data());
         if constexpr (std::is_integral_v<T>)
           return static_cast<T>(round_to(DType::kI32, static_cast<double>(v)));
         else

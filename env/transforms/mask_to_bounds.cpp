@@ -139,13 +139,10 @@ bool no_op(const ir::Program& p, const ir::Stmt& s, const ir::Expr& e) {
   return false;
 }
 
-struct Plan {
-  ir::ScopeBounds bounds;  // the scope's bounds after the move
-};
-
-// Each statement of the subtree: its mask's bounds and which branch it keeps (true: the
-// select's first). Fails with the reason on the first that does not qualify.
-Legality plan_of(const ir::Program& p, const ir::Node& s, int d, const Path& path, Plan* plan) {
+// The scope's bounds after the move, in `out`: every statement's mask gives the same bound on
+// {d}, merged with what the scope has. Fails with the reason on the first that does not qualify.
+Legality plan_of(const ir::Program& p, const ir::Node& s, int d, const Path& path,
+                 ir::ScopeBounds* out) {
   std::optional<ir::ScopeBounds> want;
   Legality bad{Reason::kIrregularAccess, "", path};
   bool ok = true, any = false;
@@ -195,7 +192,7 @@ Legality plan_of(const ir::Program& p, const ir::Node& s, int d, const Path& pat
     if (*mine && !(**mine == **theirs)) return {Reason::kIrregularAccess, "", path};
     *mine = *theirs;
   }
-  plan->bounds = std::move(merged);
+  *out = std::move(merged);
   return {};
 }
 
@@ -220,8 +217,8 @@ Legality check_mask_to_bounds(const ir::Program& p, const Action& a, const Targe
   const ir::Node* s = nullptr;
   if (auto l = scope_location(p, a.path, &s, index); !l.ok()) return l;
   if (s->annot != ir::Annot::kNone) return {Reason::kAnnotated, "", a.path};
-  Plan plan;
-  return plan_of(p, *s, static_cast<int>(a.path.size()) - 1, a.path, &plan);
+  ir::ScopeBounds bounds;
+  return plan_of(p, *s, static_cast<int>(a.path.size()) - 1, a.path, &bounds);
 }
 
 Precheck precheck_mask_to_bounds(MaskSummary& sum, const MaskSite& at,
@@ -233,13 +230,13 @@ Precheck precheck_mask_to_bounds(MaskSummary& sum, const MaskSite& at,
 ir::Program apply_mask_to_bounds(const ir::Program& p, const Action& a, const Target& t) {
   PERFDOJO_EXPECT_LEGAL(check_mask_to_bounds, p, a, t);
   const ir::Node* s = node_at(p, a.path);
-  Plan plan;
-  plan_of(p, *s, static_cast<int>(a.path.size()) - 1, a.path, &plan);
+  ir::ScopeBounds bounds;
+  plan_of(p, *s, static_cast<int>(a.path.size()) - 1, a.path, &bounds);
   std::vector<ir::NodePtr> body;
   for (const auto& c : s->body) body.push_back(unmasked(p, c));
   return replace_node(p, a.path,
                       {ir::Node::scope(s->extent, s->extent_name, s->annot, std::move(body), s->loc,
-                                       std::move(plan.bounds))});
+                                       std::move(bounds))});
 }
 
 }  // namespace perfdojo::transforms

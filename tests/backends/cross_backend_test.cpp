@@ -61,9 +61,7 @@ void check_suite_optimised(const std::string& arch, size_t first = 0, size_t str
   // traces on every run, and the time goes to what is tested, the code under emulation.
   c.max_evaluations = 300;
   int improved = 0, kernels = 0;
-  const auto names = testing::suite_kernel_names();
-  for (size_t k = first; k < names.size(); k += stride) {
-    const std::string& name = names[k];
+  for (const std::string& name : testing::suite_kernel_share(first, stride)) {
     auto p = ir::load_file(std::string(PERFDOJO_KERNEL_DIR) + "/" + name + ".pdj");
     REQUIRE_MESSAGE(p.ok(), name, ": ", p.error_text());
     auto opt = optimizer::Optimizer::make(arch, optimizer::Mode::kBalanced, c);

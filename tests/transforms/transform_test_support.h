@@ -146,8 +146,7 @@ inline ir::Program without_annotation(const ir::Program& p, const transforms::Pa
   const ir::Node* n = transforms::node_at(p, path);
   REQUIRE(n);
   REQUIRE(n->is_scope);
-  return transforms::replace_node(
-      p, path, {ir::Node::scope(n->extent, n->extent_name, ir::Annot::kNone, n->body, n->loc)});
+  return transforms::replace_node(p, path, {ir::Node::scope_like(*n, ir::Annot::kNone, n->body)});
 }
 
 // Applies the actions in order; each must be legal.
