@@ -447,7 +447,7 @@ TEST_CASE("fork gives an independent env in the same state") {
 
 TEST_CASE("validate replays a state, reproduces its time and proves the semantics" *
           doctest::test_suite("slow")) {
-  auto e = make(small_config("perfdojo://suite/matmul-256"));
+  auto e = make(small_config("perfdojo://gen/matmul?seed=3"));
   e->reset(0);
   for (int i = 0; i < 5; ++i) e->step(first_legal(*e));
   auto v = env::validate(e->state(), small_config());

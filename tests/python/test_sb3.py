@@ -42,13 +42,14 @@ def test_maskable_ppo_learns_to_beat_the_stop_first_policy(tmp_path):
     assert out["reward_space"] == "log_speedup_best" and out["stop_after_progress"] is True
 
 
-def test_the_sb3_vec_env_matches_dummy_vec_env_and_maskable_ppo_trains_on_it():
+def test_the_sb3_vec_env_matches_dummy_vec_env_and_maskable_ppo_trains_on_it(tmp_path):
     if not RL_PYTHON.exists():
         if agents_off():
             pytest.skip("skipped: built without the agents, so scripts/bootstrap prepared no .venv-rl "
                         "(Stable-Baselines3 on Debian's PyTorch)")
         pytest.fail(f"{RL_PYTHON} is missing: run scripts/bootstrap")
-    env = dict(os.environ, PERFDOJO_BIN_DIR=str(BIN_DIR))
+    # Its training logs go under the test's folder, not the system's temporary folder.
+    env = dict(os.environ, PERFDOJO_BIN_DIR=str(BIN_DIR), SB3_LOGDIR=str(tmp_path / "sb3"))
     env.pop("PERFDOJO_BRIDGE_ADDRESS", None)
     env.pop("PERFDOJO_BRIDGE_TOKEN", None)
     run = subprocess.run([str(RL_PYTHON), str(ROOT / "tests" / "python" / "sb3_vec_env_check.py")],

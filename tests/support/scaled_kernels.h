@@ -94,6 +94,16 @@ inline std::vector<std::string> suite_kernel_share(size_t first, size_t stride) 
   return out;
 }
 
+/// The suite for the checks that walk random trajectories on every kernel: all of it, except in
+/// the sanitized run (scripts/test sets PERFDOJO_SANITIZED_RUN=1), which takes every other
+/// kernel: ASan and UBSan look for memory and undefined-behaviour errors along the code paths,
+/// which half the suite exercises, while the normal build walks every kernel.
+/// PERFDOJO_SUITE_ALL=1 gives every kernel there too.
+inline std::vector<std::string> suite_kernels_to_walk() {
+  const char* e = std::getenv("PERFDOJO_SANITIZED_RUN");
+  return e && std::string(e) == "1" ? suite_kernel_share(0, 2) : suite_kernel_names();
+}
+
 /// The kernel's text with its size lines replaced by the small sizes.
 inline std::string scaled_kernel_text(const std::string& name) {
   std::ifstream in(std::string(PERFDOJO_KERNEL_DIR) + "/" + name + ".pdj");

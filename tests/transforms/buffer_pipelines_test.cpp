@@ -75,7 +75,7 @@ TEST_CASE("random trajectories rich in buffer transformations keep every suite k
       transforms::Kind::kShrinkBuffer,    transforms::Kind::kInlineTemporary,
       transforms::Kind::kHoist,           transforms::Kind::kSwapBufferDims};
   std::map<transforms::Kind, int> applied;
-  for (const auto& name : testing::suite_kernel_names()) {
+  for (const auto& name : testing::suite_kernels_to_walk()) {
     auto loaded = testing::load_scaled_kernel(name);
     REQUIRE_MESSAGE(loaded.ok(), loaded.error_text());
     const ir::Program& original = loaded.value();

@@ -129,7 +129,7 @@ TEST_CASE("the flat mask is exactly the legality checks, on every state of rando
   // verdicts too.
   transforms::MaskMemo memo;
   int states = 0, legal_seen = 0;
-  for (const auto& name : testing::suite_kernel_names()) {
+  for (const auto& name : testing::suite_kernels_to_walk()) {
     auto loaded = testing::load_scaled_kernel(name);
     REQUIRE(loaded.ok());
     for (int t = 0; t < 4; ++t) {
@@ -168,7 +168,7 @@ TEST_CASE("masks with a memo equal fresh masks along long trajectories that revi
   const transforms::Target target;
   const transforms::FlatActionSpace space({}, target);
   int states = 0;
-  for (const auto& name : testing::suite_kernel_names()) {
+  for (const auto& name : testing::suite_kernels_to_walk()) {
     auto loaded = testing::load_scaled_kernel(name);
     REQUIRE(loaded.ok());
     transforms::MaskMemo memo;
@@ -252,7 +252,7 @@ TEST_CASE("a memo given to another action space starts over instead of reusing i
 TEST_CASE("checks given a program index give exactly the verdicts of checks without one") {
   const transforms::Target target;
   int compared = 0;
-  for (const auto& name : testing::suite_kernel_names()) {
+  for (const auto& name : testing::suite_kernels_to_walk()) {
     auto loaded = testing::load_scaled_kernel(name);
     REQUIRE(loaded.ok());
     for (int t = 0; t < 3; ++t) {
