@@ -35,6 +35,13 @@ const std::vector<Field>& table() {
       {{"total_steps", "env-step budget; > 0 makes the run reproducible", kRun}, &C::total_steps},
       {{"seed", "seed of torch, replay, exploration and envs", kRun}, &C::seed},
       {{"backend", "backend the envs time programs with", kLearn}, &C::backend},
+      {{"measure_budget_ms",
+        "measured backends: timed-run budget per program (ms; each program timed once, cached)",
+        kRun},
+       &C::measure_budget_ms},
+      {{"compile_timeout_s",
+        "measured backends: a program compiling longer fails its step (ends the episode)", kRun},
+       &C::compile_timeout_s},
       {{"kernels", "train, test, all, or comma-separated URIs/.pdj paths", kRun}, &C::kernels},
       {{"num_envs", "actor envs stepped in parallel", kRun}, &C::num_envs},
       {{"learner",
@@ -108,6 +115,9 @@ const std::vector<Field>& table() {
        &C::demo_margin},
       {{"demo_weight", "weight of the large-margin loss", kLearn}, &C::demo_weight},
       {{"demo_pretrain", "updates on demonstrations alone before acting", kRun}, &C::demo_pretrain},
+      {{"demo_backend", "backend the teacher's traces are timed on (empty: the run's backend)",
+        kLearn},
+       &C::demo_backend},
       {{"dagger_rounds",
         "DAgger passes after the pretraining (the teacher labels the states the policy reaches)",
         kRun},
@@ -353,6 +363,10 @@ std::string validate(const AgentConfig& c) {
   if (c.demo_buffer < c.batch_size) return "demo_buffer must be >= batch_size";
   if (c.demo_ratio < 0 || c.demo_ratio > 1) return "demo_ratio must be in [0, 1]";
   if (c.demo_margin < 0 || c.demo_weight < 0) return "demo_margin and demo_weight must be >= 0";
+  if (!(c.measure_budget_ms > 0) || c.measure_budget_ms > 60000)
+    return "measure_budget_ms must be in (0, 60000]";
+  if (!(c.compile_timeout_s > 0) || c.compile_timeout_s > 3600)
+    return "compile_timeout_s must be in (0, 3600]";
   return "";
 }
 

@@ -16,6 +16,14 @@ struct AgentConfig {
   int64_t total_steps = 0;  ///< env-step budget (> 0: the run is reproducible bit for bit)
   uint64_t seed = 1;        ///< seeds torch, the replay sampler, exploration and the envs
   std::string backend = "cost_model";
+  /// On a measured backend (x86_avx512...): the timed runs' budget per program in milliseconds
+  /// (MeasureOptions::time_budget_s, at least 3 runs); the cost model ignores it. Every program
+  /// is timed once per env and cached; timings take the machine's measure lock, one at a time.
+  double measure_budget_ms = 30;
+  /// On a measured backend: a program whose C takes longer than this to compile fails its step
+  /// (the episode ends with the illegal-action penalty, as a crash would), so a policy learns
+  /// that an unroll the cost model calls free costs minutes of compiler time.
+  double compile_timeout_s = 4;
   std::string kernels = "train";  ///< train, test, all, or comma-separated URIs / .pdj paths
   int num_envs = 4;               ///< actor envs stepped in parallel (oneTBB)
   /// How acting and learning share the machine: "sync" steps the actors, then makes the updates
@@ -98,6 +106,10 @@ struct AgentConfig {
   double demo_margin = 0.8;  ///< DQfD's margin: the teacher's action must lead every other by this
   double demo_weight = 1.0;  ///< weight of the large-margin loss beside the TD loss
   int demo_pretrain = 2000;  ///< updates on demonstrations alone before the agent acts
+  /// The backend the teacher's traces are chosen and their transitions timed on; "" = the
+  /// run's backend. A run fine-tuning on measured rewards keeps the cost model's demonstrations
+  /// (seconds to make, where measuring each would take hours) as the margin loss's anchor.
+  std::string demo_backend;
   /// DAgger passes after the pretraining: the greedy policy plays dagger_kernels of the
   /// demonstration kernels, the teacher labels dagger_states states of each episode with its best
   /// trace from there, and dagger_updates demonstration-only updates follow (0 = none).

@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include "agents/train_run.h"
+#include "backends/result_cache.h"
 
 namespace perfdojo::agents {
 
@@ -10,6 +11,15 @@ env::EnvConfig env_config_for(const AgentConfig& c, const std::string& benchmark
   env::EnvConfig e;
   e.benchmark = benchmark;
   e.backend = c.backend;
+  // A measured backend times each new program once per env (the env caches it) and keeps its
+  // results on disk: a program met again in a later run costs a lookup.
+  e.measure.time_budget_s = c.measure_budget_ms / 1000.0;
+  e.measure.min_reps = 3;
+  e.measure.max_reps = 20;
+  if (c.backend.rfind("cost_model", 0) != 0) {
+    e.backend_config.cache_dir = backends::default_cache_dir();
+    e.backend_config.compile_timeout_s = c.compile_timeout_s;
+  }
   e.observation_spaces = {"features"};
   if (c.encoder == "tokens") e.observation_spaces.push_back("tokens");
   e.reward_space = effective_reward_space(c);
@@ -47,12 +57,12 @@ TrainSummary train(const AgentConfig& config_in, const TrainOptions& options) {
     out.error = "bad config: " + e;
     return out;
   }
-  // Set-up, resume, outputs, first episodes and the loop, in that order; the first error ends
-  // the run.
+  // Set-up, init or resume, outputs, first episodes and the loop, in that order; the first
+  // error ends the run.
   detail::TrainRun run(config_in, options, out);
-  for (auto step :
-       {&detail::TrainRun::setup, &detail::TrainRun::resume, &detail::TrainRun::open_outputs,
-        &detail::TrainRun::demonstrate, &detail::TrainRun::start_actors, &detail::TrainRun::loop}) {
+  for (auto step : {&detail::TrainRun::setup, &detail::TrainRun::init, &detail::TrainRun::resume,
+                    &detail::TrainRun::open_outputs, &detail::TrainRun::demonstrate,
+                    &detail::TrainRun::start_actors, &detail::TrainRun::loop}) {
     if (auto e = (run.*step)(); !e.empty()) {
       out.error = e;
       return out;

@@ -19,7 +19,10 @@ namespace perfdojo::agents {
 
 /// How train() talks to its caller.
 struct TrainOptions {
-  std::string resume;                       ///< checkpoint to continue from ("" = fresh run)
+  std::string resume;  ///< checkpoint to continue from ("" = fresh run)
+  /// Checkpoint whose network a fresh run starts from ("" = random weights): fine-tuning, e.g.
+  /// on measured rewards after the cost model. Not with resume.
+  std::string init;
   bool progress_bar = true;                 ///< draw a bar on stderr when it is a terminal
   bool quiet = false;                       ///< no periodic lines on stderr
   const std::atomic<bool>* stop = nullptr;  ///< set by a signal handler: finish cleanly
@@ -36,6 +39,9 @@ struct TrainSummary {
   std::map<std::string, KernelBest> best;  ///< by URI
   std::vector<float> td_losses;            ///< every update's TD loss, in order
   int demo_transitions = 0;  ///< demonstration transitions learnt from (config.demos > 0)
+  /// The actors' backend calls (measured backends; zero on the cost model): programs compiled
+  /// and timed, programs found in a cache, and the wall-clock seconds inside the backend.
+  env::TimingStats timing;
   std::string checkpoint_path;
 };
 

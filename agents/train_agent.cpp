@@ -33,7 +33,9 @@ void on_signal(int) { g_stop = true; }
 void usage(std::FILE* f) {
   std::fprintf(
       f,
-      "usage: train_agent [--config FILE] [--KEY VALUE ...] [--resume CKPT] [--measure] [--json]\n"
+      "usage: train_agent [--config FILE] [--KEY VALUE ...] [--resume CKPT | --init CKPT] "
+      "[--measure]\n"
+      "       [--json]\n"
       "\n"
       "Trains the Max-Q dueling Double DQN agent on the training split with the cost model\n"
       "(10 minutes by default), then prints per kernel the best speed-up found and its trace.\n"
@@ -41,6 +43,9 @@ void usage(std::FILE* f) {
       "  --config FILE     key=value lines or a flat JSON object (flags override it)\n"
       "  --resume CKPT     continue a run from its checkpoint toward the same budget (raise\n"
       "                    --minutes or --steps to extend it); architecture must match\n"
+      "  --init CKPT       a new run that starts from the checkpoint's network (its\n"
+      "                    architecture; counters, optimiser and replay fresh): fine-tuning,\n"
+      "                    e.g. --backend x86_avx512 on measured rewards (docs/agents.md)\n"
       "  --measure         also time each kernel's best program on x86_avx512\n"
       "  --json            print the final summary as JSON on stdout\n"
       "  --no-progress     no progress bar; --quiet: no periodic lines either\n"
@@ -95,7 +100,7 @@ int main(int argc, char** argv) {
   // ones are switches that may be set explicitly (--curriculum false).
   util::ArgSpec spec;
   spec.program = "train_agent";
-  spec.value_options = {"config", "resume"};
+  spec.value_options = {"config", "resume", "init"};
   spec.switch_options = {"measure", "no-progress", "quiet"};
   spec.aliases = {{"steps", "total_steps"}, {"out", "out_dir"}};
   for (const auto& f : config_fields()) {
@@ -119,7 +124,9 @@ int main(int argc, char** argv) {
     usage(stdout);
     return 0;
   }
-  const std::string config_file = args.get("config"), resume = args.get("resume");
+  const std::string config_file = args.get("config"), resume = args.get("resume"),
+                    init = args.get("init");
+  if (!resume.empty() && !init.empty()) return fail("give --init or --resume, not both");
 
   // Defaults, or the checkpoint's config on resume; then the config file; then the flags.
   AgentConfig config;
@@ -131,10 +138,19 @@ int main(int argc, char** argv) {
     const std::string folder = std::filesystem::path(resume).parent_path().string();
     config.out_dir = folder.empty() ? "." : folder;
   }
+  if (!init.empty()) {
+    // A new run from the checkpoint's network: its architecture, everything else as given.
+    auto ck = load_checkpoint(init);
+    if (!ck.ok()) return fail(ck.error_text());
+    for (const auto& f : config_fields())
+      if (f.role == FieldRole::kArchitecture)
+        if (auto e = set_field(config, f.name, get_field(ck.value().config, f.name)); !e.empty())
+          return fail(init + ": " + e);
+  }
   if (!config_file.empty())
     if (auto e = load_config_file(config, config_file); !e.empty()) return fail(e);
   for (const auto& [k, v] : args.values)
-    if (k != "config" && k != "resume")
+    if (k != "config" && k != "resume" && k != "init")
       if (auto e = set_field(config, k, v); !e.empty()) return fail(e);
   if (auto e = validate(config); !e.empty()) return fail(e);
 
@@ -142,6 +158,7 @@ int main(int argc, char** argv) {
   std::signal(SIGTERM, on_signal);
   TrainOptions options;
   options.resume = resume;
+  options.init = init;
   options.progress_bar = progress;
   options.quiet = quiet;
   options.stop = &g_stop;
@@ -209,6 +226,12 @@ int main(int argc, char** argv) {
   summary.add("elapsed_s", s.elapsed_s)
       .add("interrupted", s.interrupted)
       .add("checkpoint", s.checkpoint_path);
+  // The measurement budget the run spent (a measured backend; zeros on the cost model).
+  summary.raw("measurements", util::JsonObject()
+                                  .add("measured", s.timing.measured)
+                                  .add("cached", s.timing.cached)
+                                  .add("seconds", s.timing.seconds)
+                                  .str());
   summary.add("geomean_speedup", geomean)
       .raw("config", to_json(s.config))
       .raw("kernels", kernels.str());

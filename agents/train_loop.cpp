@@ -212,6 +212,11 @@ void TrainRun::write_metrics(double now) {
     loss_sum = q_sum = margin_sum = accuracy_sum = 0;
     loss_n = demo_n = 0;
   }
+  if (const env::TimingStats t = timing_stats(); t.measured + t.cached > 0) {
+    s.push_back({"charts/measured_programs", static_cast<double>(t.measured)});
+    s.push_back({"charts/measure_cache_hits", static_cast<double>(t.cached)});
+    s.push_back({"charts/measure_seconds", t.seconds});
+  }
   metrics.write(global_step, now, s);
   step_at_metrics = global_step;
   last_metrics = now;
@@ -232,6 +237,9 @@ void TrainRun::log(double now) {
                      fmt("%.4f", last_loss) + " | " + explore_text + " | stage " +
                      std::to_string(curriculum->stage() + 1) + "/" +
                      std::to_string(curriculum->stages()) + " |";
+  if (const env::TimingStats t = timing_stats(); t.measured + t.cached > 0)
+    line += " measured " + std::to_string(t.measured) + " (" + std::to_string(t.cached) +
+            " cached, " + fmt("%.0f", t.seconds) + " s) |";
   for (int k = 0; k < curriculum->active(); ++k) {
     auto it = best.find(out.kernels[k].uri);
     if (it != best.end())

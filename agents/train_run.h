@@ -64,6 +64,13 @@ struct TrainRun {
 
   // train_resume.cpp: continues from options.resume (learner, counters, curriculum, RNG).
   std::string resume();
+  // Starts from options.init's network (train_setup.cpp): a new run, its counters, optimiser
+  // state and replay fresh; the architecture must match.
+  std::string init();
+  // The config the teacher's demonstrations are made with: config.demo_backend's backend.
+  AgentConfig teacher_config() const;
+  // The actors' backend calls so far, summed (TimingStats of each env).
+  env::TimingStats timing_stats() const;
 
   // train_loop.cpp: act (one batched forward), step every actor in parallel, store, learn.
   std::string loop();

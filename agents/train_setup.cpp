@@ -20,6 +20,30 @@ std::string fmt(const char* f, double v) {
 TrainRun::TrainRun(const AgentConfig& config, const TrainOptions& options, TrainSummary& out)
     : config(config), options(options), out(out), bar(options.progress_bar) {}
 
+AgentConfig TrainRun::teacher_config() const {
+  AgentConfig c = config;
+  if (!config.demo_backend.empty()) c.backend = config.demo_backend;
+  return c;
+}
+
+std::string TrainRun::init() {
+  if (options.init.empty()) return "";
+  if (!options.resume.empty()) return "give --init or --resume, not both";
+  auto ck = load_checkpoint(options.init);
+  if (!ck.ok()) return ck.error_text();
+  const Checkpoint& c = ck.value();
+  if (auto e =
+          check_compatible(c, config, shape.feature_size, shape.action_count, shape.token_vocab);
+      !e.empty())
+    return options.init + ": " + e;
+  // The network only: Adam's moments, the counters, the replay and the curriculum start afresh,
+  // as fine-tuning on another backend or other kernels wants.
+  if (auto e = learner->load_model_bytes(c.model); !e.empty()) return options.init + ": " + e;
+  say("initialised from " + options.init + " (" + std::to_string(c.updates) +
+      " updates); counters, optimiser state and replay start afresh");
+  return "";
+}
+
 std::map<std::string, double> TrainRun::best_speedups() const {
   std::map<std::string, double> m;
   for (const auto& [k, b] : best) m[k] = b.speedup;
@@ -98,13 +122,14 @@ std::string TrainRun::demonstrate() {
   say("demonstrations: the sketch and the optimiser's proposals on " +
       std::to_string(kernels.size()) + " kernels");
   const auto start = Clock::now();
-  const DemoSummary d = add_demonstrations(config, kernels, *learner, [&](double f) {
+  const AgentConfig teacher = teacher_config();
+  const DemoSummary d = add_demonstrations(teacher, kernels, *learner, [&](double f) {
     bar.update(f, std::chrono::duration<double>(Clock::now() - start).count(), "demonstrations");
   });
   bar.clear();
   say("demonstrations: " + std::to_string(d.demonstrated) + " of " + std::to_string(d.kernels) +
       " kernels, " + std::to_string(d.transitions) + " transitions, teacher's geomean speed-up " +
-      fmt("%.2f", d.geomean_speedup) + " on " + config.backend + ", " + fmt("%.0f", d.seconds) +
+      fmt("%.2f", d.geomean_speedup) + " on " + teacher.backend + ", " + fmt("%.0f", d.seconds) +
       " s" +
       (d.unreachable
            ? ", " + std::to_string(d.unreachable) + " expert traces not playable as actions"
@@ -158,9 +183,10 @@ void TrainRun::dagger(const std::vector<std::string>& kernels) {
     const std::string what =
         "DAgger pass " + std::to_string(round + 1) + "/" + std::to_string(config.dagger_rounds);
     const auto start = Clock::now();
-    const DemoSummary d = add_dagger_demonstrations(config, drawn, q, *learner, [&](double f) {
-      bar.update(f, std::chrono::duration<double>(Clock::now() - start).count(), what);
-    });
+    const DemoSummary d =
+        add_dagger_demonstrations(teacher_config(), drawn, q, *learner, [&](double f) {
+          bar.update(f, std::chrono::duration<double>(Clock::now() - start).count(), what);
+        });
     bar.clear();
     say(what + ": the policy played " + std::to_string(drawn.size()) +
         " kernels; the teacher gained 1% or more from " + std::to_string(d.demonstrated) + " of " +
@@ -228,6 +254,19 @@ void TrainRun::finish() {
   out.elapsed_s = elapsed();
   out.best = best;
   out.checkpoint_path = ckpt_path;
+  out.timing = timing_stats();
+}
+
+env::TimingStats TrainRun::timing_stats() const {
+  env::TimingStats t;
+  for (const auto& a : actors) {
+    if (!a.env) continue;
+    const env::TimingStats& s = a.env->timing_stats();
+    t.measured += s.measured;
+    t.cached += s.cached;
+    t.seconds += s.seconds;
+  }
+  return t;
 }
 
 }  // namespace perfdojo::agents::detail

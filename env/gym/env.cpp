@@ -1,6 +1,7 @@
 #include "gym/env.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
 #include "gym/dataset.h"
@@ -99,10 +100,27 @@ double Env::time_of(const ir::Program& p, std::optional<std::string>* error) {
     return m.ok() ? m.median_s : 0;
   }
   uint64_t h = ir::structural_hash(p);
-  if (auto it = time_cache_.find(h); it != time_cache_.end()) return it->second;
+  if (auto it = time_cache_.find(h); it != time_cache_.end()) {
+    ++timing_stats_.cached;
+    return it->second;
+  }
+  // A program that failed (too slow to compile, crashed, wrong) fails again without a second
+  // compile: a policy that keeps proposing it costs a lookup.
+  if (auto it = failure_cache_.find(h); it != failure_cache_.end()) {
+    ++timing_stats_.cached;
+    *error = it->second;
+    return 0;
+  }
+  const auto start = std::chrono::steady_clock::now();
   backends::Measurement m = backend_->measure(p, o);
+  timing_stats_.seconds +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ++(m.cached ? timing_stats_.cached : timing_stats_.measured);
   if (!m.ok()) {
     *error = m.error;
+    if (static_cast<int>(failure_cache_.size()) >= config_.time_cache_entries)
+      failure_cache_.clear();
+    failure_cache_[h] = m.error.value_or("failed");
     return 0;
   }
   if (static_cast<int>(time_cache_.size()) >= config_.time_cache_entries) time_cache_.clear();
@@ -141,6 +159,7 @@ std::pair<Observation, Info> Env::reset(std::optional<uint64_t> seed, const Rese
     benchmark_ = *options.benchmark;
     original_ = p.value();
     time_cache_.clear();
+    failure_cache_.clear();
   } else if (benchmark_.rfind("perfdojo://gen/", 0) == 0 && seed &&
              benchmark_.find("?seed=") == std::string::npos) {
     // A generator without an explicit seed draws its instance from the reset seed.
@@ -495,6 +514,7 @@ ir::Result<bool> Env::restore(const EpisodeState& s) {
 std::unique_ptr<Env> Env::fork() const {
   std::unique_ptr<Env> e(new Env(config_, backend_->clone()));
   e->time_cache_ = time_cache_;
+  e->failure_cache_ = failure_cache_;
   e->benchmark_ = benchmark_;
   e->original_ = original_;
   e->program_ = program_;

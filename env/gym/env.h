@@ -96,6 +96,14 @@ struct ResetOptions {
   std::optional<std::string> benchmark;  ///< switch benchmark for this and later episodes
 };
 
+/// What an env's backend calls cost so far (a measured backend's; the cost model's estimates
+/// are not counted): the measurement budget a training run reports.
+struct TimingStats {
+  int64_t measured = 0;  ///< programs the backend compiled and timed
+  int64_t cached = 0;    ///< programs timed before: the env's memory or the backend's disk cache
+  double seconds = 0;    ///< wall-clock time inside the backend's measure calls
+};
+
 /// One environment. Not thread-safe; use one per thread (VectorEnv does).
 class Env {
  public:
@@ -144,6 +152,8 @@ class Env {
   const EnvConfig& config() const { return config_; }
   /// Whether rewards are reproducible bit for bit (deterministic backend).
   bool deterministic() const { return backend_->deterministic(); }
+  /// The backend calls so far, over every episode (zero on the cost model).
+  const TimingStats& timing_stats() const { return timing_stats_; }
 
   /// The episode so far, enough to restore or validate it.
   EpisodeState state() const;
@@ -183,7 +193,9 @@ class Env {
   transforms::Target target_;
   transforms::FlatActionSpace flat_;
   transforms::CursorActionSpace cursor_space_;
-  std::map<uint64_t, double> time_cache_;  // structural hash -> time (bounded)
+  std::map<uint64_t, double> time_cache_;          // structural hash -> time (bounded)
+  std::map<uint64_t, std::string> failure_cache_;  // structural hash -> the backend's error
+  TimingStats timing_stats_;
   std::string benchmark_;
   ir::Program original_, program_;
   int cursor_ = 0;

@@ -277,6 +277,51 @@ TEST_CASE("resume continues from the checkpoint's counters" * doctest::test_suit
   CHECK(second.updates > first.updates);
 }
 
+TEST_CASE(
+    "init starts a new run from a checkpoint's network, on measured rewards, and counts them" *
+    doctest::test_suite("slow")) {
+  // The source: a short cost-model run.
+  AgentConfig c = tiny_config(temp_dir("init_src"));
+  c.total_steps = 300;
+  TrainSummary src = train(c, quiet());
+  REQUIRE_MESSAGE(src.error.empty(), src.error);
+  CHECK(src.timing.measured == 0);  // the cost model is not a measurement
+  CHECK(src.timing.cached == 0);
+
+  // Fine-tuning on the scalar x86 backend: real compiles and timings. Fewer steps than
+  // learning_starts, so no update: the network must be the source's exactly.
+  AgentConfig f = c;
+  f.out_dir = temp_dir("init_ft");
+  f.backend = "x86_64";
+  f.measure_budget_ms = 2;
+  f.total_steps = 16;
+  f.num_envs = 1;
+  TrainOptions o = quiet();
+  o.init = src.checkpoint_path;
+  TrainSummary ft = train(f, o);
+  REQUIRE_MESSAGE(ft.error.empty(), ft.error);
+  CHECK(ft.global_step == 16);  // fresh counters, not the source's 300
+  CHECK(ft.updates == 0);
+  // Every step times one program, the start of each episode too, unless the env has timed it.
+  CHECK(ft.timing.measured >= 2);
+  CHECK(ft.timing.measured + ft.timing.cached >= 16);
+  CHECK(ft.timing.seconds > 0);
+  auto a = Policy::load(src.checkpoint_path), b = Policy::load(ft.checkpoint_path);
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  const AgentObs obs = observation_of(kTinyKernel, c);
+  CHECK(a.value()->q_values(obs) == b.value()->q_values(obs));
+  CHECK(load_checkpoint(ft.checkpoint_path)->config.backend == "x86_64");
+
+  // Another architecture is refused, naming what differs; init and resume together too.
+  AgentConfig wide = f;
+  wide.hidden = c.hidden * 2;
+  TrainSummary refused = train(wide, o);
+  CHECK(refused.error.find("hidden") != std::string::npos);
+  o.resume = src.checkpoint_path;
+  CHECK(train(f, o).error.find("not both") != std::string::npos);
+}
+
 TEST_CASE("a decoupled learner trains beside the actors, between its floor and ceiling of updates" *
           doctest::test_suite("slow")) {
   AgentConfig c = tiny_config(temp_dir("async"));
