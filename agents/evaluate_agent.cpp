@@ -224,6 +224,10 @@ int main(int argc, char** argv) {
   if (!backend.empty()) base.backend = backend;
   if (!propose.empty()) {
     if (!policy) return fail("--propose needs a checkpoint");
+    // The searches price their moves with the cost model, even for a policy fine-tuned on
+    // measured time (train_agent --init --backend x86_avx512): the optimiser measures what they
+    // propose, and 128 compiles would not fit its share of the time limit. --backend overrides.
+    if (backend.empty() && base.backend.rfind("cost_model", 0) != 0) base.backend = "cost_model";
     return print_proposals(*policy, base, propose, propose_budget, kind_penalty, json, policy_only)
                ? 0
                : 1;

@@ -6,16 +6,22 @@
 
 namespace perfdojo::agents::detail {
 
+std::string TrainRun::load_network(const std::string& path, Checkpoint* out) {
+  auto ck = load_checkpoint(path);
+  if (!ck.ok()) return ck.error_text();
+  *out = std::move(ck).value();
+  if (auto e =
+          check_compatible(*out, config, shape.feature_size, shape.action_count, shape.token_vocab);
+      !e.empty())
+    return path + ": " + e;
+  if (auto e = learner->load_model_bytes(out->model); !e.empty()) return path + ": " + e;
+  return "";
+}
+
 std::string TrainRun::resume() {
   if (options.resume.empty()) return "";
-  auto ck = load_checkpoint(options.resume);
-  if (!ck.ok()) return ck.error_text();
-  const Checkpoint& c = ck.value();
-  if (auto e =
-          check_compatible(c, config, shape.feature_size, shape.action_count, shape.token_vocab);
-      !e.empty())
-    return options.resume + ": " + e;
-  if (auto e = learner->load_model_bytes(c.model); !e.empty()) return options.resume + ": " + e;
+  Checkpoint c;
+  if (auto e = load_network(options.resume, &c); !e.empty()) return e;
   if (auto e = learner->load_optimizer_bytes(c.optimizer); !e.empty())
     return options.resume + ": " + e;
   learner->set_updates(c.updates);

@@ -29,16 +29,10 @@ AgentConfig TrainRun::teacher_config() const {
 std::string TrainRun::init() {
   if (options.init.empty()) return "";
   if (!options.resume.empty()) return "give --init or --resume, not both";
-  auto ck = load_checkpoint(options.init);
-  if (!ck.ok()) return ck.error_text();
-  const Checkpoint& c = ck.value();
-  if (auto e =
-          check_compatible(c, config, shape.feature_size, shape.action_count, shape.token_vocab);
-      !e.empty())
-    return options.init + ": " + e;
   // The network only: Adam's moments, the counters, the replay and the curriculum start afresh,
   // as fine-tuning on another backend or other kernels wants.
-  if (auto e = learner->load_model_bytes(c.model); !e.empty()) return options.init + ": " + e;
+  Checkpoint c;
+  if (auto e = load_network(options.init, &c); !e.empty()) return e;
   say("initialised from " + options.init + " (" + std::to_string(c.updates) +
       " updates); counters, optimiser state and replay start afresh");
   return "";
