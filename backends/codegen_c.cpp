@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <optional>
@@ -29,19 +30,28 @@ const char* ctype(DType t) {
       return "double";
     case DType::kI32:
       return "int32_t";
+    case DType::kBF16:  // the bits; pd_bf16_to_f32 and pd_f32_to_bf16 convert
+    case DType::kF16:
+      return "uint16_t";
+    case DType::kI8:
+      return "int8_t";
+    case DType::kU8:
+      return "uint8_t";
   }
   return "float";
 }
 
 // Suffix of the scalar helpers: pd_maxf (f32), pd_maxd (f64), pd_maxi (i32).
 const char* sfx(DType t) {
-  switch (t) {
+  switch (ir::compute_type(t)) {
     case DType::kF32:
       return "f";
     case DType::kF64:
       return "d";
     case DType::kI32:
       return "i";
+    default:
+      break;
   }
   return "f";
 }
@@ -86,6 +96,16 @@ bool is_c_reserved(const std::string& n) {
 
 // A C literal of type t holding static_cast<T>(v), as the interpreter converts constants.
 std::string literal(double v, DType t) {
+  if (ir::is_narrow(t)) {  // the stored bits of the narrowed value
+    char buf[48];
+    if (t == DType::kI8)
+      std::snprintf(buf, sizeof buf, "((int8_t)%d)", static_cast<int>(ir::narrow_to(t, v)));
+    else if (t == DType::kU8)
+      std::snprintf(buf, sizeof buf, "((uint8_t)%d)", static_cast<int>(ir::narrow_to(t, v)));
+    else
+      std::snprintf(buf, sizeof buf, "((uint16_t)0x%04x)", ir::narrow_bits(t, v));
+    return buf;
+  }
   if (t == DType::kI32) {  // the interpreter's conversion: NaN 0, infinities saturate, wrap
     if (std::isnan(v)) return "0";
     if (std::isinf(v)) return v < 0 ? "INT32_MIN" : "INT32_MAX";
@@ -149,9 +169,9 @@ std::optional<DType> type_of(const ir::Program& p, const ir::Expr& e) {
     case ir::ExprKind::kConst:
     case ir::ExprKind::kIndex:
       return std::nullopt;
-    case ir::ExprKind::kLoad: {
+    case ir::ExprKind::kLoad: {  // a narrow element widens to its compute type
       const ir::BufferDecl* b = p.find_buffer(e.access.buffer);
-      return b ? std::optional<DType>(b->dtype) : std::nullopt;
+      return b ? std::optional<DType>(ir::compute_type(b->dtype)) : std::nullopt;
     }
     case ir::ExprKind::kUnary:
       if (e.un == ir::UnOp::kCastF32) return DType::kF32;
@@ -297,6 +317,46 @@ PD_INLINE int32_t pd_to_i32(double v) {
   if (c >= -2147483648.0 && c <= 2147483647.0) return (int32_t)c;
   return (int32_t)(uint32_t)(int64_t)fmod(c, 4294967296.0);
 }
+/* Narrow types (docs/ir.md): bf16 and f16 elements are their bits in a uint16_t, widened
+   exactly to float when read and rounded to nearest even when stored; i8 and u8 are read as
+   int32_t and stored saturated. */
+PD_INLINE float pd_bf16_to_f32(uint16_t h) {
+  uint32_t x = (uint32_t)h << 16; float f; memcpy(&f, &x, 4); return f;
+}
+PD_INLINE uint16_t pd_f32_to_bf16(float f) {
+  uint32_t x; memcpy(&x, &f, 4);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u); /* NaN stays NaN */
+  x += 0x7fffu + ((x >> 16) & 1u);
+  return (uint16_t)(x >> 16);
+}
+PD_INLINE float pd_f16_to_f32(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, x;
+  float f;
+  if (e == 0x1fu) x = sign | 0x7f800000u | (m << 13);
+  else if (e) x = sign | ((e + 112u) << 23) | (m << 13);
+  else { f = (float)m * 0x1p-24f; memcpy(&x, &f, 4); x |= sign; }
+  memcpy(&f, &x, 4);
+  return f;
+}
+PD_INLINE uint16_t pd_f32_to_f16(float f) {
+  uint32_t x; memcpy(&x, &f, 4);
+  uint32_t sign = (x >> 16) & 0x8000u, ax = x & 0x7fffffffu;
+  if (ax > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);
+  if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* 65520 and up: infinity */
+  if (ax >= 0x38800000u) { /* a normal f16 */
+    uint32_t r = ax - 0x38000000u;
+    r += 0xfffu + ((r >> 13) & 1u);
+    return (uint16_t)(sign | (r >> 13));
+  }
+  uint32_t e = ax >> 23;
+  if (e < 102u) return (uint16_t)sign; /* below half the smallest subnormal */
+  uint32_t m = (ax & 0x7fffffu) | 0x800000u, shift = 126u - e, r = m >> shift;
+  uint32_t rem = m & ((1u << shift) - 1u), half = 1u << (shift - 1u);
+  if (rem > half || (rem == half && (r & 1u))) ++r;
+  return (uint16_t)(sign | r);
+}
+PD_INLINE int8_t pd_to_i8(int32_t v) { return (int8_t)(v < -128 ? -128 : v > 127 ? 127 : v); }
+PD_INLINE uint8_t pd_to_u8(int32_t v) { return (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v); }
 )";
 
 // Vector helpers for one (element type, lanes) pair, GCC vector extensions (clang accepts them).
@@ -702,6 +762,37 @@ class Printer {
 
   // ----- scalar expressions, computed in type t exactly as the interpreter's eval<T>
 
+  // An element of `t` as a value of its compute type: bf16 and f16 bits to float, i8 and u8 to
+  // int32_t (exact); other types as they are.
+  static std::string widen(const std::string& s, DType t) {
+    switch (t) {
+      case DType::kBF16:
+        return "pd_bf16_to_f32(" + s + ")";
+      case DType::kF16:
+        return "pd_f16_to_f32(" + s + ")";
+      case DType::kI8:
+      case DType::kU8:
+        return "((int32_t)" + s + ")";
+      default:
+        return s;
+    }
+  }
+  // A value of compute_type(t) as stored in an element of `t`: rounded or saturated.
+  static std::string narrow(const std::string& v, DType t) {
+    switch (t) {
+      case DType::kBF16:
+        return "pd_f32_to_bf16(" + unparen(v) + ")";
+      case DType::kF16:
+        return "pd_f32_to_f16(" + unparen(v) + ")";
+      case DType::kI8:
+        return "pd_to_i8(" + unparen(v) + ")";
+      case DType::kU8:
+        return "pd_to_u8(" + unparen(v) + ")";
+      default:
+        return v;
+    }
+  }
+
   static std::string convert(const std::string& s, DType from, DType to) {
     if (from == to) return s;
     if (to == DType::kI32) return "pd_to_i32(" + unparen(s) + ")";
@@ -725,8 +816,10 @@ class Printer {
     switch (e.kind) {
       case ir::ExprKind::kConst:
         return literal(e.value, t);
-      case ir::ExprKind::kLoad:
-        return convert(access(e.access), dtype_.at(e.access.buffer), t);
+      case ir::ExprKind::kLoad: {
+        const DType bt = dtype_.at(e.access.buffer);
+        return convert(widen(access(e.access), bt), ir::compute_type(bt), t);
+      }
       case ir::ExprKind::kIndex: {  // int64_t converted as the interpreter converts it
         const std::string v = "(" + flat_text(flat_of(e.affine())) + ")";
         return t == DType::kI32 ? "pd_to_i32((double)" + v + ")"
@@ -969,6 +1062,16 @@ class Printer {
     }
   }
 
+  // Whether a statement stores into or reads a bf16, f16, i8 or u8 buffer.
+  bool touches_narrow(const ir::Stmt& s) const {
+    if (ir::is_narrow(dtype_.at(s.lhs.buffer))) return true;
+    std::vector<const ir::Access*> loads;
+    collect_loads(*s.rhs, loads);
+    for (const auto* a : loads)
+      if (ir::is_narrow(dtype_.at(a->buffer))) return true;
+    return false;
+  }
+
   // "" when the scope can be printed as vector code, else the reason it stays a loop.
   std::string vectorisable(const ir::Node& v, int d) {
     if (v.bounds.any()) return "a bounded scope runs a varying number of lanes";
@@ -985,6 +1088,8 @@ class Printer {
       if (c->is_scope) return "the body holds a nested scope";
       const ir::Stmt& s = c->stmt;
       if (dtype_.at(s.lhs.buffer) == DType::kI32) return "i32 statements stay scalar";
+      if (touches_narrow(s))
+        return "statements on bf16, f16, i8 or u8 buffers stay scalar (no vector conversions yet)";
       sites.push_back({&s.lhs, true, s.op != ir::Reduce::kNone});
       std::vector<const ir::Access*> loads;
       collect_loads(*s.rhs, loads);
@@ -1279,6 +1384,39 @@ class Printer {
   void print_scalar_stmt(const ir::Stmt& s) {
     DType t = dtype_.at(s.lhs.buffer);
     line("// " + comment_text(ir::print_stmt(s)));
+    if (ir::is_narrow(t)) {
+      // Computed in the compute type from the widened old value, narrowed once as stored.
+      const DType ct = ir::compute_type(t);
+      const std::string lhs = access(s.lhs), old = widen(lhs, t);
+      std::string v;
+      if (ir::fused_update(s)) {
+        v = scalar_fma(sexpr(*s.rhs->args[0], ct), sexpr(*s.rhs->args[1], ct), old, ct);
+      } else {
+        // combine_scalar's update, as an expression of the old value.
+        const std::string rhs = unparen(sexpr(*s.rhs, ct));
+        switch (s.op) {
+          case ir::Reduce::kNone:
+            v = rhs;
+            break;
+          case ir::Reduce::kAdd:
+            v = ct == DType::kI32 ? "pd_addi(" + old + ", " + rhs + ")"
+                                  : "(" + old + " + " + rhs + ")";
+            break;
+          case ir::Reduce::kMul:
+            v = ct == DType::kI32 ? "pd_muli(" + old + ", " + rhs + ")"
+                                  : "(" + old + " * " + rhs + ")";
+            break;
+          case ir::Reduce::kMax:
+            v = std::string("pd_max") + sfx(ct) + "(" + old + ", " + rhs + ")";
+            break;
+          case ir::Reduce::kMin:
+            v = std::string("pd_min") + sfx(ct) + "(" + old + ", " + rhs + ")";
+            break;
+        }
+      }
+      line(lhs + " = " + narrow(v, t) + ";");
+      return;
+    }
     if (ir::fused_update(s)) {
       const std::string lhs = access(s.lhs);
       line(lhs + " = " + scalar_fma(sexpr(*s.rhs->args[0], t), sexpr(*s.rhs->args[1], t), lhs, t) +

@@ -22,6 +22,14 @@ void write_tensor(uint8_t* dst, ir::DType t, const std::vector<double>& v) {
       case ir::DType::kI32:
         reinterpret_cast<int32_t*>(dst)[i] = static_cast<int32_t>(v[i]);
         break;
+      case ir::DType::kBF16:
+      case ir::DType::kF16:
+        reinterpret_cast<uint16_t*>(dst)[i] = static_cast<uint16_t>(ir::narrow_bits(t, v[i]));
+        break;
+      case ir::DType::kI8:
+      case ir::DType::kU8:
+        dst[i] = static_cast<uint8_t>(ir::narrow_bits(t, v[i]));
+        break;
     }
   }
 }
@@ -39,6 +47,14 @@ ir::Tensor read_tensor(const uint8_t* src, const ir::BufferDecl& b) {
       case ir::DType::kI32:
         t.data[i] = reinterpret_cast<const int32_t*>(src)[i];
         break;
+      case ir::DType::kBF16:
+      case ir::DType::kF16:
+        t.data[i] = ir::from_narrow_bits(b.dtype, reinterpret_cast<const uint16_t*>(src)[i]);
+        break;
+      case ir::DType::kI8:
+      case ir::DType::kU8:
+        t.data[i] = ir::from_narrow_bits(b.dtype, src[i]);
+        break;
     }
   }
   return t;
@@ -49,7 +65,8 @@ void prefill_outputs(uint8_t* base, const std::vector<const ir::BufferDecl*>& pa
   for (size_t i = 0; i < params.size(); ++i) {
     const auto& b = *params[i];
     if (b.role != ir::Role::kOutput) continue;
-    double v = b.dtype == ir::DType::kI32 ? 0 : std::numeric_limits<double>::quiet_NaN();
+    const ir::DType ct = ir::compute_type(b.dtype);  // i8 and u8 have no NaN: 0, as i32
+    double v = ct == ir::DType::kI32 ? 0 : std::numeric_limits<double>::quiet_NaN();
     write_tensor(base + offs[i], b.dtype, std::vector<double>(b.elements(), v));
   }
 }
@@ -68,9 +85,24 @@ bool same_bits(double x, double y) { return (std::isnan(x) && std::isnan(y)) || 
 
 // Two units in the last place of `v` in type t.
 double two_ulps(ir::DType t, double v) {
-  const double eps = t == ir::DType::kF32 ? 0x1.0p-23 : t == ir::DType::kF64 ? 0x1.0p-52 : 0;
-  const double tiny = t == ir::DType::kF32 ? 0x1.0p-149 : 0x1.0p-1074;  // one denormal step
-  return t == ir::DType::kI32 ? 0 : 2 * (eps * std::fabs(v) + tiny);
+  double eps = 0, tiny = 0;  // the spacing relative to |v|, and one denormal step
+  switch (t) {
+    case ir::DType::kF32:
+      eps = 0x1.0p-23, tiny = 0x1.0p-149;
+      break;
+    case ir::DType::kF64:
+      eps = 0x1.0p-52, tiny = 0x1.0p-1074;
+      break;
+    case ir::DType::kBF16:
+      eps = 0x1.0p-7, tiny = 0x1.0p-133;
+      break;
+    case ir::DType::kF16:
+      eps = 0x1.0p-10, tiny = 0x1.0p-24;
+      break;
+    default:  // integers
+      return 0;
+  }
+  return 2 * (eps * std::fabs(v) + tiny);
 }
 
 // compare_outputs without setting m.wrong_result.
@@ -83,7 +115,7 @@ bool outputs_agree(const ir::Program& p, const std::map<std::string, ir::Tensor>
   char buf[400];
   const bool exact = how.exact || (!how.bounds && [&] {
                        for (const auto& [n, t] : got)
-                         if (t.dtype != ir::DType::kI32) return false;
+                         if (ir::compute_type(t.dtype) != ir::DType::kI32) return false;
                        return true;  // integers: exact whatever the order
                      }());
   if (exact || how.bounds) {
@@ -102,7 +134,7 @@ bool outputs_agree(const ir::Program& p, const std::map<std::string, ir::Tensor>
       for (size_t i = 0; i < g.data.size(); ++i) {
         const double x = g.data[i], y = w.data[i];
         if (same_bits(x, y)) continue;
-        if (g.dtype == ir::DType::kI32 || exact) {
+        if (ir::compute_type(g.dtype) == ir::DType::kI32 || exact) {
           std::snprintf(buf, sizeof buf,
                         "wrong result: output '%s' element %s is %.9g, the interpreter's %.9g; the "
                         "code keeps the IR's order and rounding, so they must be equal bit for bit",

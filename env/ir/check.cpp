@@ -148,7 +148,7 @@ class StreamChecker::Impl {
         return std::nullopt;  // adapts to its context, as a literal does
       case ExprKind::kLoad: {
         const BufferDecl* b = access(e.access);
-        if (b) return b->dtype;
+        if (b) return compute_type(b->dtype);  // a bf16, f16, i8 or u8 element widens
         return std::nullopt;
       }
       case ExprKind::kUnary: {
@@ -225,10 +225,15 @@ class StreamChecker::Impl {
     if (target && target->role == Role::kInput)
       error(s.lhs.loc, "cannot write to input '" + target->name + "'");
     auto t = type_of(*s.rhs, s.loc);
-    if (target && t && *t != target->dtype) {
-      error(s.loc, std::string("type mismatch: '") + target->name + "' is " +
-                       dtype_name(target->dtype) + " but the value is " + dtype_name(*t) +
-                       "; convert explicitly with " + dtype_name(target->dtype) + "(...)");
+    // A narrow target (bf16, f16, i8, u8) takes a value of its compute type, narrowed as stored.
+    const DType want = target ? compute_type(target->dtype) : DType::kF32;
+    if (target && t && *t != want) {
+      error(s.loc,
+            std::string("type mismatch: '") + target->name + "' is " + dtype_name(target->dtype) +
+                (want != target->dtype ? std::string(" (computed in ") + dtype_name(want) + ")"
+                                       : std::string()) +
+                " but the value is " + dtype_name(*t) + "; convert explicitly with " +
+                dtype_name(want) + "(...)");
     }
   }
 

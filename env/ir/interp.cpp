@@ -25,6 +25,7 @@ void mix(uint64_t& h, uint64_t v) {
 }
 
 double round_to(DType t, double v) {
+  if (is_narrow(t)) return narrow_to(t, v);
   switch (t) {
     case DType::kF32:
       return static_cast<double>(static_cast<float>(v));
@@ -59,7 +60,13 @@ double unit_roundoff(DType t) {
     case DType::kF64:
       return 0x1.0p-53;
     case DType::kI32:
+    case DType::kI8:
+    case DType::kU8:
       return 0;
+    case DType::kBF16:
+      return 0x1.0p-8;
+    case DType::kF16:
+      return 0x1.0p-11;
   }
   return 0;
 }
@@ -210,8 +217,8 @@ class Interpreter {
       case ExprKind::kConst:
       case ExprKind::kIndex:
         return std::nullopt;
-      case ExprKind::kLoad:
-        return resolve(e.access).tensor->dtype;
+      case ExprKind::kLoad:  // a narrow element widens to its compute type
+        return compute_type(resolve(e.access).tensor->dtype);
       case ExprKind::kUnary:
         if (e.un == UnOp::kCastF32) return DType::kF32;
         if (e.un == UnOp::kCastF64) return DType::kF64;
@@ -425,13 +432,15 @@ class Interpreter {
   }
 
   double error_in(DType t, const Expr& e) {
-    switch (t) {
+    switch (compute_type(t)) {
       case DType::kF32:
         return error<float>(e);
       case DType::kF64:
         return error<double>(e);
       case DType::kI32:
         return 0;
+      default:  // compute_type gives f32, f64 or i32
+        break;
     }
     return 0;
   }
@@ -439,6 +448,9 @@ class Interpreter {
   // The bound of the value a statement stores: its right side's, combined with the target's
   // old bound as the reduction combines the values, plus the final rounding.
   double stmt_error(const Stmt& s, DType t, double old, double old_bound, double v) {
+    // A narrow target: the bound in its compute type, plus the rounding of the store.
+    if (is_narrow(t))
+      return stmt_error(s, compute_type(t), old, old_bound, v) + unit_roundoff(t) * std::fabs(v);
     const double u = unit_roundoff(t);
     if (u == 0 || !std::isfinite(v)) return 0;
     if (fused_update(s)) {
@@ -511,13 +523,15 @@ class Interpreter {
   }
 
   double eval_in(DType t, const Expr& e) {
-    switch (t) {
+    switch (compute_type(t)) {
       case DType::kF32:
         return eval<float>(e);
       case DType::kF64:
         return eval<double>(e);
       case DType::kI32:
         return eval<int32_t>(e);
+      default:  // compute_type gives f32, f64 or i32
+        break;
     }
     return 0;
   }
@@ -559,7 +573,7 @@ class Interpreter {
     const double old = s.op == Reduce::kNone ? 0.0 : element(s.lhs);
     DType t = r.tensor->dtype;
     double v = 0;
-    switch (t) {
+    switch (compute_type(t)) {
       case DType::kF32:
         v = combine<float>(s, old);
         break;
@@ -568,6 +582,8 @@ class Interpreter {
         break;
       case DType::kI32:
         v = combine<int32_t>(s, old);
+        break;
+      default:  // compute_type gives f32, f64 or i32
         break;
     }
     double bound = 0;
@@ -670,14 +686,19 @@ Tensor make_input(const BufferDecl& decl, uint64_t seed) {
     std::tie(lo, hi) = *decl.range;
   else if (decl.dtype == DType::kI32)
     lo = -8, hi = 8;
+  else if (decl.dtype == DType::kI8)  // the whole range, as quantised data spans it
+    lo = -128, hi = 128;
+  else if (decl.dtype == DType::kU8)
+    lo = 0, hi = 256;
+  const bool integral = compute_type(decl.dtype) == DType::kI32;
   Tensor t{decl.dtype, decl.shape, std::vector<double>(decl.elements())};
   uint64_t state = h;
   for (auto& v : t.data) {
     double u = static_cast<double>(splitmix64(state) >> 11) * 0x1.0p-53;  // [0, 1)
     double x = lo + (hi - lo) * u;
-    if (decl.dtype == DType::kI32) x = std::floor(x);
+    if (integral) x = std::floor(x);
     v = round_to(decl.dtype, x);
-    if (v >= hi && decl.dtype != DType::kI32) v = lo;  // rounding to f32 can reach hi
+    if (v >= hi && !integral) v = lo;  // rounding to f32 (or bf16, f16) can reach hi
   }
   return t;
 }
@@ -708,9 +729,10 @@ Result<TensorMap> interpret(const Program& p, const TensorMap& inputs,
       for (auto& v : t.data) v = round_to(b.dtype, v);
       mem.emplace(b.name, std::move(t));
     } else {
-      double fill = b.init
-                        ? round_to(b.dtype, *b.init)
-                        : (b.dtype == DType::kI32 ? 0 : std::numeric_limits<double>::quiet_NaN());
+      double fill = b.init ? round_to(b.dtype, *b.init)
+                           : (compute_type(b.dtype) == DType::kI32
+                                  ? 0
+                                  : std::numeric_limits<double>::quiet_NaN());
       mem.emplace(b.name, Tensor{b.dtype, b.shape, std::vector<double>(b.elements(), fill)});
     }
   }

@@ -1,8 +1,10 @@
 #include "ir/ir.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <optional>
 
 namespace perfdojo::ir {
@@ -480,7 +482,22 @@ uint64_t StructuralHasher::finish() {
   return h.value();
 }
 
-int dtype_bytes(DType t) { return t == DType::kF64 ? 8 : 4; }
+int dtype_bytes(DType t) {
+  switch (t) {
+    case DType::kF64:
+      return 8;
+    case DType::kF32:
+    case DType::kI32:
+      return 4;
+    case DType::kBF16:
+    case DType::kF16:
+      return 2;
+    case DType::kI8:
+    case DType::kU8:
+      return 1;
+  }
+  return 4;
+}
 
 const char* dtype_name(DType t) {
   switch (t) {
@@ -490,8 +507,119 @@ const char* dtype_name(DType t) {
       return "f64";
     case DType::kI32:
       return "i32";
+    case DType::kBF16:
+      return "bf16";
+    case DType::kF16:
+      return "f16";
+    case DType::kI8:
+      return "i8";
+    case DType::kU8:
+      return "u8";
   }
   return "?";
+}
+
+std::optional<DType> dtype_by_name(const std::string& name) {
+  for (DType t :
+       {DType::kF32, DType::kF64, DType::kI32, DType::kBF16, DType::kF16, DType::kI8, DType::kU8})
+    if (name == dtype_name(t)) return t;
+  return std::nullopt;
+}
+
+DType compute_type(DType t) {
+  switch (t) {
+    case DType::kBF16:
+    case DType::kF16:
+      return DType::kF32;
+    case DType::kI8:
+    case DType::kU8:
+      return DType::kI32;
+    default:
+      return t;
+  }
+}
+
+namespace {
+
+// `v` rounded to nearest, ties to even, in a binary format with `p` significand bits (the
+// implicit one included) and normal exponents down to `emin` and up to `emax`: subnormals
+// below 2^emin, infinity past the largest finite value. Exact: one rounding of the double.
+double round_binary(double v, int p, int emin, int emax) {
+  if (!std::isfinite(v) || v == 0) return v;
+  int e = 0;
+  std::frexp(v, &e);  // |v| in [2^(e-1), 2^e)
+  const int quantum = std::max(e - 1, emin) - (p - 1);
+  const double r = std::ldexp(std::nearbyint(std::ldexp(v, -quantum)), quantum);
+  const double largest = std::ldexp(2.0 - std::ldexp(1.0, 1 - p), emax);
+  if (std::fabs(r) > largest) return std::copysign(INFINITY, v);
+  return r;
+}
+
+double saturate(double v, double lo, double hi) {
+  if (std::isnan(v)) return 0;
+  return std::clamp(std::trunc(v), lo, hi);
+}
+
+}  // namespace
+
+double narrow_to(DType t, double v) {
+  switch (t) {
+    case DType::kF32:
+      return static_cast<double>(static_cast<float>(v));
+    case DType::kF64:
+      return v;
+    case DType::kI32:
+      return v;  // the interpreter wraps i32 (interp.cpp round_to)
+    case DType::kBF16:
+      return round_binary(v, 8, -126, 127);
+    case DType::kF16:
+      return round_binary(v, 11, -14, 15);
+    case DType::kI8:
+      return saturate(v, -128, 127);
+    case DType::kU8:
+      return saturate(v, 0, 255);
+  }
+  return v;
+}
+
+uint32_t narrow_bits(DType t, double v) {
+  const double n = narrow_to(t, v);
+  if (t == DType::kI8) return static_cast<uint8_t>(static_cast<int8_t>(n));
+  if (t == DType::kU8) return static_cast<uint8_t>(n);
+  const float f = static_cast<float>(n);  // exact: a bf16 or f16 value is a float
+  uint32_t x = 0;
+  std::memcpy(&x, &f, 4);
+  if (t == DType::kBF16) return std::isnan(f) ? ((x >> 16) | 0x40u) : x >> 16;
+  // f16: sign, rebiased exponent and the top 10 bits of the significand; subnormals in units
+  // of 2^-24.
+  const uint32_t sign = (x >> 16) & 0x8000u, e = (x >> 23) & 0xffu, m = x & 0x7fffffu;
+  if (e == 0xff) return sign | 0x7c00u | (m ? 0x200u : 0);
+  if (e >= 113) return sign | ((e - 112) << 10) | (m >> 13);
+  return sign | static_cast<uint32_t>(std::ldexp(std::fabs(n), 24));
+}
+
+double from_narrow_bits(DType t, uint32_t bits) {
+  switch (t) {
+    case DType::kI8:
+      return static_cast<int8_t>(static_cast<uint8_t>(bits));
+    case DType::kU8:
+      return static_cast<uint8_t>(bits);
+    case DType::kBF16: {
+      const uint32_t x = (bits & 0xffffu) << 16;
+      float f = 0;
+      std::memcpy(&f, &x, 4);
+      return f;
+    }
+    case DType::kF16: {
+      const double sign = (bits & 0x8000u) ? -1.0 : 1.0;
+      const uint32_t e = (bits >> 10) & 0x1fu, m = bits & 0x3ffu;
+      if (e == 0x1f) return m ? std::numeric_limits<double>::quiet_NaN() : sign * INFINITY;
+      if (e == 0) return sign * std::ldexp(m, -24);
+      return sign * std::ldexp(1024 + m, static_cast<int>(e) - 25);
+    }
+    default:
+      return 0;
+  }
 }
 
 const char* role_name(Role r) {

@@ -41,8 +41,12 @@ struct SourceLoc {
   int col = 0;
 };
 
-/// Element type of a buffer.
-enum class DType { kF32, kF64, kI32 };
+/// Element type of a buffer. bf16, f16, i8 and u8 are storage types (docs/ir.md, "Narrow
+/// types"): an element widens exactly to its compute type when read (f32, or i32 for the integers)
+/// and a statement storing into one computes in that type and narrows once, at the store (to
+/// nearest even for bf16 and f16, saturating for i8 and u8). New types go at the end: the
+/// structural hash mixes the enumerator's value.
+enum class DType { kF32, kF64, kI32, kBF16, kF16, kI8, kU8 };
 /// What a buffer is for: read-only input, result, or scratch.
 enum class Role { kInput, kOutput, kTemp };
 
@@ -299,8 +303,23 @@ uint64_t structural_hash(const Program& p);
 
 /// Size in bytes of one element.
 int dtype_bytes(DType t);
-/// "f32", "f64", "i32".
+/// "f32", "f64", "i32", "bf16", "f16", "i8", "u8".
 const char* dtype_name(DType t);
+/// The type of that name, or nullopt.
+std::optional<DType> dtype_by_name(const std::string& name);
+/// The type a value of `t` is computed in: f32 for bf16 and f16, i32 for i8 and u8, else `t`.
+DType compute_type(DType t);
+/// Whether `t` is a storage-only type (bf16, f16, i8, u8).
+inline bool is_narrow(DType t) { return compute_type(t) != t; }
+/// `v` (a value of compute_type(t)) as stored in an element of `t`: rounded to nearest even
+/// (f32, bf16, f16; overflow to infinity) or truncated and saturated (i8, u8; NaN to 0); f64
+/// and i32 values unchanged (i32 arithmetic wraps where it is done).
+double narrow_to(DType t, double v);
+/// The bits an element of a narrow type stores for `v` (narrowed first): bf16 and f16 as their
+/// 16-bit encodings, i8 and u8 as the byte. Only for is_narrow(t).
+uint32_t narrow_bits(DType t, double v);
+/// The value of an element of a narrow type with those bits (narrow_bits' inverse).
+double from_narrow_bits(DType t, uint32_t bits);
 /// "input", "output", "temp".
 const char* role_name(Role r);
 /// Annotation keyword as written after ':' ("vec", "par", "unroll", ...), "" for kNone.

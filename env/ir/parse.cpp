@@ -242,8 +242,8 @@ std::vector<Token> lex_line(std::string_view line) {
 
 const std::set<std::string>& reserved() {
   static const std::set<std::string> kWords = {
-      "input", "output", "temp", "f32", "f64", "i32", "in",  "exp",    "log",
-      "sqrt",  "rsqrt",  "tanh", "abs", "max", "min", "inf", "select", "where"};
+      "input", "output", "temp", "f32",   "f64",  "i32", "bf16", "f16", "i8",  "u8",     "in",
+      "exp",   "log",    "sqrt", "rsqrt", "tanh", "abs", "max",  "min", "inf", "select", "where"};
   return kWords;
 }
 
@@ -349,15 +349,12 @@ class LineParser {
     b.name = name.text;
     b.loc = loc(name);
     expect(Tok::kColon, "':' after the buffer name");
-    Token ty = expect(Tok::kIdent, "an element type (f32, f64 or i32)");
-    if (ty.text == "f32")
-      b.dtype = DType::kF32;
-    else if (ty.text == "f64")
-      b.dtype = DType::kF64;
-    else if (ty.text == "i32")
-      b.dtype = DType::kI32;
+    Token ty = expect(Tok::kIdent, "an element type (f32, f64, i32, bf16, f16, i8 or u8)");
+    if (auto t = dtype_by_name(ty.text))
+      b.dtype = *t;
     else
-      fail(ty, "unknown element type " + describe(ty) + "; expected f32, f64 or i32");
+      fail(ty, "unknown element type " + describe(ty) +
+                   "; expected f32, f64, i32, bf16, f16, i8 or u8");
     expect(Tok::kLBracket, "'[' and the buffer's dimensions");
     do {
       auto [v, n] = parse_extent("a dimension");

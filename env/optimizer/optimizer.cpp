@@ -29,7 +29,10 @@ std::string c_header(const ir::Program& p) {
   for (const ir::BufferDecl* b : backends::kernel_parameters(p)) {
     const char* t = b->dtype == ir::DType::kF32   ? "float"
                     : b->dtype == ir::DType::kF64 ? "double"
-                                                  : "int32_t";
+                    : b->dtype == ir::DType::kI32 ? "int32_t"
+                    : b->dtype == ir::DType::kI8  ? "int8_t"
+                    : b->dtype == ir::DType::kU8  ? "uint8_t"
+                                                  : "uint16_t";  // bf16 and f16: their bits
     std::string dims;
     for (size_t i = 0; i < b->shape.size(); ++i)
       dims += (i ? "x" : "") + std::to_string(b->shape[i]);

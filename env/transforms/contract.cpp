@@ -65,7 +65,8 @@ class Contractor {
       return ir::Node::scope_like(*n, n->annot, std::move(body));
     }
     const ir::BufferDecl* b = p_.find_buffer(n->stmt.lhs.buffer);
-    const ir::DType t = b ? b->dtype : ir::DType::kF32;
+    // A narrow target computes in f32 (bf16, f16) or i32 (i8, u8): its fused update too.
+    const ir::DType t = b ? ir::compute_type(b->dtype) : ir::DType::kF32;
     if (t == ir::DType::kI32) return n;
     ir::Stmt s = n->stmt;
     if (s.op == ir::Reduce::kAdd && is_product(*s.rhs)) {
@@ -89,7 +90,7 @@ class Contractor {
   ir::DType arg_type(const ir::Expr& e) const {
     if (e.kind == ir::ExprKind::kLoad) {
       const ir::BufferDecl* b = p_.find_buffer(e.access.buffer);
-      return b ? b->dtype : ir::DType::kF64;
+      return b ? ir::compute_type(b->dtype) : ir::DType::kF64;
     }
     if (e.kind == ir::ExprKind::kUnary) {
       if (e.un == ir::UnOp::kCastF32) return ir::DType::kF32;

@@ -101,12 +101,12 @@ std::optional<ir::ScopeBounds> bounds_of(const ir::Affine& l, const ir::Affine& 
   return b;
 }
 
-// Whether the buffer never holds -0: i32, or it starts at +0 and every statement writing it
-// adds to it (x + y is -0 only when both are -0, so a sum from +0 never is).
+// Whether the buffer never holds -0: an integer type, or it starts at +0 and every statement
+// writing it adds to it (x + y is -0 only when both are -0, so a sum from +0 never is).
 bool never_negative_zero(const ir::Program& p, const std::string& buffer) {
   const ir::BufferDecl* b = p.find_buffer(buffer);
   if (!b) return false;
-  if (b->dtype == ir::DType::kI32) return true;
+  if (ir::compute_type(b->dtype) == ir::DType::kI32) return true;  // i32, i8, u8
   if (!b->init || *b->init != 0 || std::signbit(*b->init)) return false;
   bool only_adds = true;
   auto walk = [&](auto&& self, const std::vector<ir::NodePtr>& body) -> void {

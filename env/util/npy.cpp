@@ -8,9 +8,28 @@
 namespace perfdojo::util {
 
 std::string write_npy(const std::string& path, const ir::Tensor& t) {
-  const char* descr = t.dtype == ir::DType::kF32   ? "<f4"
-                      : t.dtype == ir::DType::kF64 ? "<f8"
-                                                   : "<i4";
+  // NumPy has no bf16: its elements are written as the float32 values they widen to, exactly.
+  const ir::DType file_type = t.dtype == ir::DType::kBF16 ? ir::DType::kF32 : t.dtype;
+  const char* descr = "<i4";
+  switch (file_type) {
+    case ir::DType::kF32:
+      descr = "<f4";
+      break;
+    case ir::DType::kF64:
+      descr = "<f8";
+      break;
+    case ir::DType::kF16:
+      descr = "<f2";
+      break;
+    case ir::DType::kI8:
+      descr = "|i1";
+      break;
+    case ir::DType::kU8:
+      descr = "|u1";
+      break;
+    default:
+      break;
+  }
   std::string shape = "(";
   for (size_t i = 0; i < t.shape.size(); ++i) {
     shape += std::to_string(t.shape[i]);
@@ -31,10 +50,14 @@ std::string write_npy(const std::string& path, const ir::Tensor& t) {
   char lenb[2] = {static_cast<char>(len & 0xff), static_cast<char>(len >> 8)};
   out.write(lenb, 2);
   out.write(header.data(), static_cast<std::streamsize>(header.size()));
-  std::vector<char> bytes(t.data.size() * ir::dtype_bytes(t.dtype));
+  const size_t width = static_cast<size_t>(ir::dtype_bytes(file_type));
+  std::vector<char> bytes(t.data.size() * width);
   for (size_t i = 0; i < t.data.size(); ++i) {
-    char* dst = bytes.data() + i * ir::dtype_bytes(t.dtype);
-    if (t.dtype == ir::DType::kF32) {
+    char* dst = bytes.data() + i * width;
+    if (ir::is_narrow(file_type)) {
+      const uint32_t b = ir::narrow_bits(file_type, t.data[i]);
+      std::memcpy(dst, &b, width);  // little-endian: the low bytes
+    } else if (file_type == ir::DType::kF32) {
       float f = static_cast<float>(t.data[i]);
       std::memcpy(dst, &f, 4);
     } else if (t.dtype == ir::DType::kF64) {

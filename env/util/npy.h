@@ -7,7 +7,8 @@
 
 namespace perfdojo::util {
 
-/// Writes `t` to `path` in its declared dtype (<f4, <f8, <i4); returns "" or an error message.
+/// Writes `t` to `path` in its declared dtype (<f4, <f8, <i4, <f2, |i1, |u1; bf16, which NumPy
+/// lacks, as the <f4 values it widens to); returns "" or an error message.
 std::string write_npy(const std::string& path, const ir::Tensor& t);
 
 }  // namespace perfdojo::util

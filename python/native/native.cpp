@@ -69,6 +69,14 @@ const char* py_dtype_name(ir::DType t) {
       return "float64";
     case ir::DType::kI32:
       return "int32";
+    case ir::DType::kBF16:  // NumPy has no bf16: the float32 values it widens to, exactly
+      return "float32";
+    case ir::DType::kF16:
+      return "float16";
+    case ir::DType::kI8:
+      return "int8";
+    case ir::DType::kU8:
+      return "uint8";
   }
   return "float32";
 }
@@ -102,8 +110,17 @@ py::tuple tensor_bytes(const ir::Tensor& t) {
     for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<T>(t.data[i]);
     return bytes_of(v);
   };
+  auto bits16 = [&] {  // f16: its encoding, which NumPy's float16 reads
+    std::vector<uint16_t> v(t.data.size());
+    for (size_t i = 0; i < v.size(); ++i)
+      v[i] = static_cast<uint16_t>(ir::narrow_bits(t.dtype, t.data[i]));
+    return bytes_of(v);
+  };
   py::bytes b = t.dtype == ir::DType::kF64   ? as(double{})
                 : t.dtype == ir::DType::kI32 ? as(int32_t{})
+                : t.dtype == ir::DType::kI8  ? as(int8_t{})
+                : t.dtype == ir::DType::kU8  ? as(uint8_t{})
+                : t.dtype == ir::DType::kF16 ? bits16()
                                              : as(float{});
   return py::make_tuple(py_dtype_name(t.dtype), py::tuple(py::cast(t.shape)), b);
 }

@@ -144,6 +144,75 @@ TEST_CASE(
   }
 }
 
+// docs/ir.md, "Narrow types": bf16 and f16 kept as their bits and converted by the printed
+// helpers, i8 and u8 saturated, bit for bit what the interpreter computes: rounding ties, f16
+// overflow to infinity, subnormals of both, saturation.
+TEST_CASE("narrow types: the generated code widens and narrows exactly as the interpreter" *
+          doctest::test_suite("hw")) {
+  BACKEND_OR_SKIP(b, "x86_64");
+  const char* conversions =
+      "N = 4096\ninput big: f32[N] in [-70000, 70000]\ninput tiny: f32[N] in [-1e-6, 1e-6]\n"
+      "input mid: f32[N]\noutput hb: bf16[N]\noutput hh: f16[N]\noutput th: f16[N]\n"
+      "output tb: bf16[N]\noutput i: i8[N]\noutput u: u8[N]\noutput back: f32[N]\n\n"
+      "N hb[{0}] = big[{0}] * 3.1\n"
+      "N hh[{0}] = big[{0}]\n"
+      "N th[{0}] = tiny[{0}] * 0.5\n"
+      "N tb[{0}] = mid[{0}] * 1e-38\n"
+      "N i[{0}] = i32(big[{0}] * 0.01)\n"
+      "N u[{0}] = i32(big[{0}] * 0.01)\n"
+      "N back[{0}] = hh[{0}] + th[{0}] + tb[{0}] + hb[{0}]\n";
+  // A bf16 GEMM with f32 accumulation stored as bf16, a u8 x i8 dot product in i32 dequantised
+  // to f32, a bf16 reduction into bf16 (every partial sum rounded), and a hand-written :vec
+  // scope over bf16, which the printer keeps scalar.
+  const char* kernels[] = {
+      "M = 8\nN = 16\nK = 32\ninput A: bf16[M, K]\ninput B: bf16[K, N]\ntemp acc: f32[M, N] = 0\n"
+      "output C: bf16[M, N]\n\nM N K acc[{0},{1}] += A[{0},{2}] * B[{2},{1}]\n"
+      "M N C[{0},{1}] = acc[{0},{1}]\n",
+      "M = 4\nN = 16\nK = 64\ninput X: u8[M, K]\ninput W: i8[N, K]\ninput s: f32[N]\n"
+      "temp acc: i32[M, N] = 0\noutput Y: f32[M, N]\n\n"
+      "M N K acc[{0},{1}] += X[{0},{2}] * W[{1},{2}]\nM N Y[{0},{1}] = f32(acc[{0},{1}]) * "
+      "s[{1}]\n",
+      "N = 256\ninput x: bf16[N] in [0, 4]\noutput s: bf16[1] = 0\n\nN s[0] += x[{0}]\n",
+      "N = 64\ninput x: bf16[N]\noutput y: bf16[N]\noutput z: f16[N]\n\n"
+      "64:vec y[{0}] = x[{0}] * 3 + 1\n64:vec z[{0}] = x[{0}]\n",
+  };
+  std::vector<std::string> all = {conversions};
+  all.insert(all.end(), std::begin(kernels), std::end(kernels));
+  for (const auto& text : all) {
+    const ir::Program p = program_of(text);
+    Measurement m = b->measure(p, quick());
+    CHECK_MESSAGE(m.ok(), m.error.value_or(""), "\n", text);
+    CHECK_MESSAGE(m.verified, text);
+    // Scalar code keeps the IR's order: bit for bit (a :vec scope may be checked to a bound).
+    if (text.find(":vec") == std::string::npos)
+      CHECK_MESSAGE(m.verification == "exact", m.verification, "\n", text);
+  }
+  // The vector ISAs print the same scalar code for them (their :vec scopes stay loops).
+  CHECK(check_matches_on_vector_isas(kernels[3]) >= 0);
+
+  // Random legal trajectories of the GEMM and the quantised product (narrow temporaries, tiles,
+  // unrolled and parallel scopes), compiled for the widest ISA here and checked as above.
+  std::unique_ptr<backends::Backend> wide;
+  for (const char* n : {"x86_avx512", "x86_avx2", "x86_64"})
+    if ((wide = backends::make_backend(n))->available().ok) break;
+  const auto target = *transforms::target_by_name(wide->name());
+  std::mt19937_64 rng(11);
+  for (int k = 0; k < 2; ++k)
+    for (int t = 0; t < 4; ++t) {
+      ir::Program p = program_of(kernels[k]);
+      std::string trace;
+      for (int step = 0; step < 12; ++step) {
+        auto legal = transforms::legal_actions(p, target);
+        if (legal.empty()) break;
+        auto a = legal[std::uniform_int_distribution<size_t>(0, legal.size() - 1)(rng)];
+        trace += transforms::print_action(a) + "; ";
+        p = transforms::apply(p, a, target).value();
+      }
+      check_matches(*wide, p, std::string(k ? "int8 linear" : "bf16 GEMM") + " after " + trace,
+                    rng() % 5);
+    }
+}
+
 TEST_CASE("GCC is told not to unroll-and-jam, and clang gets no flag it refuses" *
           doctest::test_suite("hw")) {
   // Blocking a loop is a move (tile_scope, unroll): GCC's -O3 unroll-and-jam would add one the
