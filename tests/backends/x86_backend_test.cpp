@@ -50,6 +50,20 @@ void check_matches(backends::Backend& b, const ir::Program& p, const std::string
   CHECK(m.median_s > 0);
 }
 
+// Up to `steps` uniformly drawn legal moves applied to `p`; the trace as text.
+std::string random_walk(ir::Program& p, const transforms::Target& target, std::mt19937_64& rng,
+                        int steps) {
+  std::string trace;
+  for (int step = 0; step < steps; ++step) {
+    auto legal = transforms::legal_actions(p, target);
+    if (legal.empty()) break;
+    auto a = legal[std::uniform_int_distribution<size_t>(0, legal.size() - 1)(rng)];
+    trace += transforms::print_action(a) + "; ";
+    p = transforms::apply(p, a, target).value();
+  }
+  return trace;
+}
+
 // check_matches on AVX-512 and on AVX2, each skipped (and said) where the CPU lacks it.
 // check_matches on each vector ISA this CPU runs; how many that was (the caller skips, honestly,
 // when none: a test with no assertion must not pass).
@@ -200,14 +214,7 @@ TEST_CASE("narrow types: the generated code widens and narrows exactly as the in
   for (int k = 0; k < 2; ++k)
     for (int t = 0; t < 4; ++t) {
       ir::Program p = program_of(kernels[k]);
-      std::string trace;
-      for (int step = 0; step < 12; ++step) {
-        auto legal = transforms::legal_actions(p, target);
-        if (legal.empty()) break;
-        auto a = legal[std::uniform_int_distribution<size_t>(0, legal.size() - 1)(rng)];
-        trace += transforms::print_action(a) + "; ";
-        p = transforms::apply(p, a, target).value();
-      }
+      const std::string trace = random_walk(p, target, rng, 12);
       check_matches(*wide, p, std::string(k ? "int8 linear" : "bf16 GEMM") + " after " + trace,
                     rng() % 5);
     }
@@ -457,14 +464,7 @@ TEST_CASE("random legal trajectories compile to code that matches the interprete
   for (const auto& name : testing::suite_kernel_names()) {
     for (int t = 0; t < per_kernel; ++t) {
       ir::Program p = scaled(name);
-      std::string trace;
-      for (int step = 0; step < 12; ++step) {
-        auto legal = transforms::legal_actions(p, target);
-        if (legal.empty()) break;
-        auto a = legal[std::uniform_int_distribution<size_t>(0, legal.size() - 1)(rng)];
-        trace += transforms::print_action(a) + "; ";
-        p = transforms::apply(p, a, target).value();
-      }
+      const std::string trace = random_walk(p, target, rng, 12);
       check_matches(*b, p, name + " after " + trace, rng() % 5);
     }
   }
