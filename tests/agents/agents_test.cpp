@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <numeric>
+#include <optional>
 #include <set>
 
 #include "agents/baselines.h"
@@ -71,6 +73,21 @@ AgentObs observation_of(const std::string& kernel, const AgentConfig& c) {
   auto [obs, info] = e.value()->reset();
   return to_agent_obs(obs, info.action_mask, c);
 }
+
+// $XDG_CACHE_HOME (where backends keep their disk cache) set to `dir` while it lives.
+struct ScopedCacheHome {
+  explicit ScopedCacheHome(const std::string& dir) {
+    if (const char* v = std::getenv("XDG_CACHE_HOME")) before = v;
+    setenv("XDG_CACHE_HOME", dir.c_str(), 1);
+  }
+  ~ScopedCacheHome() {
+    if (before)
+      setenv("XDG_CACHE_HOME", before->c_str(), 1);
+    else
+      unsetenv("XDG_CACHE_HOME");
+  }
+  std::optional<std::string> before;
+};
 
 // A checkpoint of `learner`'s network and optimiser, trained with `c`.
 Checkpoint checkpoint_of(const AgentConfig& c, const NetworkShape& shape, DqnLearner& learner) {
@@ -289,7 +306,9 @@ TEST_CASE(
   CHECK(src.timing.cached == 0);
 
   // Fine-tuning on the scalar x86 backend: real compiles and timings. Fewer steps than
-  // learning_starts, so no update: the network must be the source's exactly.
+  // learning_starts, so no update: the network must be the source's exactly. The backend's
+  // disk cache goes to a folder of the test's own ($XDG_CACHE_HOME), empty at first.
+  const ScopedCacheHome cache_home(temp_dir("init_cache"));
   AgentConfig f = c;
   f.out_dir = temp_dir("init_ft");
   f.backend = "x86_64";
@@ -312,6 +331,13 @@ TEST_CASE(
   const AgentObs obs = observation_of(kTinyKernel, c);
   CHECK(a.value()->q_values(obs) == b.value()->q_values(obs));
   CHECK(load_checkpoint(ft.checkpoint_path)->config.backend == "x86_64");
+
+  // The same run again finds every program in the disk cache: nothing is compiled or timed.
+  f.out_dir = temp_dir("init_ft_again");
+  TrainSummary again = train(f, o);
+  REQUIRE_MESSAGE(again.error.empty(), again.error);
+  CHECK(again.timing.measured == 0);
+  CHECK(again.timing.cached == ft.timing.measured + ft.timing.cached);
 
   // Another architecture is refused, naming what differs; init and resume together too.
   AgentConfig wide = f;
