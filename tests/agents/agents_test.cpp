@@ -332,12 +332,16 @@ TEST_CASE(
   CHECK(a.value()->q_values(obs) == b.value()->q_values(obs));
   CHECK(load_checkpoint(ft.checkpoint_path)->config.backend == "x86_64");
 
-  // The same run again finds every program in the disk cache: nothing is compiled or timed.
+  // The same run again meets the same programs and finds those timed before in the disk cache.
+  // A noisy timing (a busy core: spread over 10% twice) is not kept, so under load a few are
+  // timed again: 17 of 19 came from the cache beside a full ctest -j2.
   f.out_dir = temp_dir("init_ft_again");
   TrainSummary again = train(f, o);
   REQUIRE_MESSAGE(again.error.empty(), again.error);
-  CHECK(again.timing.measured == 0);
-  CHECK(again.timing.cached == ft.timing.measured + ft.timing.cached);
+  MESSAGE("again: " << again.timing.measured << " measured, " << again.timing.cached
+                    << " cached; first: " << ft.timing.measured << ", " << ft.timing.cached);
+  CHECK(again.timing.measured + again.timing.cached == ft.timing.measured + ft.timing.cached);
+  CHECK(again.timing.cached > ft.timing.cached);
 
   // Another architecture is refused, naming what differs; init and resume together too.
   AgentConfig wide = f;
