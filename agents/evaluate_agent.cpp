@@ -20,6 +20,7 @@
 #include "agents/evaluate.h"
 #include "agents/metrics.h"
 #include "agents/train.h"
+#include "backends/backend.h"
 #include "util/args.h"
 #include "util/json.h"
 #include "util/openblas_core.h"
@@ -227,7 +228,7 @@ int main(int argc, char** argv) {
     // The searches price their moves with the cost model, even for a policy fine-tuned on
     // measured time (train_agent --init --backend x86_avx512): the optimiser measures what they
     // propose, and 128 compiles would not fit its share of the time limit. --backend overrides.
-    if (backend.empty() && base.backend.rfind("cost_model", 0) != 0) base.backend = "cost_model";
+    if (backend.empty() && !backends::is_cost_model(base.backend)) base.backend = "cost_model";
     return print_proposals(*policy, base, propose, propose_budget, kind_penalty, json, policy_only)
                ? 0
                : 1;

@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include "agents/train_run.h"
+#include "backends/backend.h"
 #include "backends/result_cache.h"
 
 namespace perfdojo::agents {
@@ -16,7 +17,7 @@ env::EnvConfig env_config_for(const AgentConfig& c, const std::string& benchmark
   e.measure.time_budget_s = c.measure_budget_ms / 1000.0;
   e.measure.min_reps = 3;
   e.measure.max_reps = 20;
-  if (c.backend.rfind("cost_model", 0) != 0) {
+  if (!backends::is_cost_model(c.backend)) {
     e.backend_config.cache_dir = backends::default_cache_dir();
     e.backend_config.compile_timeout_s = c.compile_timeout_s;
   }

@@ -126,7 +126,6 @@ int main(int argc, char** argv) {
   }
   const std::string config_file = args.get("config"), resume = args.get("resume"),
                     init = args.get("init");
-  if (!resume.empty() && !init.empty()) return fail("give --init or --resume, not both");
 
   // Defaults, or the checkpoint's config on resume; then the config file; then the flags.
   AgentConfig config;

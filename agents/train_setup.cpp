@@ -253,13 +253,8 @@ void TrainRun::finish() {
 
 env::TimingStats TrainRun::timing_stats() const {
   env::TimingStats t;
-  for (const auto& a : actors) {
-    if (!a.env) continue;
-    const env::TimingStats& s = a.env->timing_stats();
-    t.measured += s.measured;
-    t.cached += s.cached;
-    t.seconds += s.seconds;
-  }
+  for (const auto& a : actors)
+    if (a.env) t += a.env->timing_stats();
   return t;
 }
 

@@ -174,6 +174,9 @@ bool register_backend(const std::string& name, int order, BackendFactory make);
 std::vector<std::string> backend_names();
 /// A backend by name, or nullptr for an unknown name.
 std::unique_ptr<Backend> make_backend(const std::string& name, const BackendConfig& config = {});
+/// Whether `name` is the analytical cost model ("cost_model" or "cost_model:PROFILE"): an
+/// estimate, deterministic and instant, not a measurement.
+inline bool is_cost_model(const std::string& name) { return name.rfind("cost_model", 0) == 0; }
 
 /// Whether this CPU has x86 feature `feature` ("avx512f", "avx2", "fma"), as
 /// __builtin_cpu_supports says, unless $PERFDOJO_HIDE_CPU_FEATURES (a comma-separated list, e.g.

@@ -98,10 +98,8 @@ bool is_c_reserved(const std::string& n) {
 std::string literal(double v, DType t) {
   if (ir::is_narrow(t)) {  // the stored bits of the narrowed value
     char buf[48];
-    if (t == DType::kI8)
-      std::snprintf(buf, sizeof buf, "((int8_t)%d)", static_cast<int>(ir::narrow_to(t, v)));
-    else if (t == DType::kU8)
-      std::snprintf(buf, sizeof buf, "((uint8_t)%d)", static_cast<int>(ir::narrow_to(t, v)));
+    if (ir::compute_type(t) == DType::kI32)  // i8, u8: the saturated integer
+      std::snprintf(buf, sizeof buf, "((%s)%d)", ctype(t), static_cast<int>(ir::narrow_to(t, v)));
     else
       std::snprintf(buf, sizeof buf, "((uint16_t)0x%04x)", ir::narrow_bits(t, v));
     return buf;
@@ -1362,23 +1360,30 @@ class Printer {
     }
   }
 
-  static std::string combine_scalar(ir::Reduce op, DType t, const std::string& lhs,
-                                    const std::string& v) {
+  // The reduction `op` of the old value `old` with `v`, as an expression in type t.
+  static std::string combined(ir::Reduce op, DType t, const std::string& old,
+                              const std::string& v) {
     switch (op) {
       case ir::Reduce::kNone:
-        return lhs + " = " + v + ";";
+        return v;
       case ir::Reduce::kAdd:
-        return t == DType::kI32 ? lhs + " = pd_addi(" + lhs + ", " + v + ");"
-                                : lhs + " += " + v + ";";
+        return t == DType::kI32 ? "pd_addi(" + old + ", " + v + ")" : "(" + old + " + " + v + ")";
       case ir::Reduce::kMul:
-        return t == DType::kI32 ? lhs + " = pd_muli(" + lhs + ", " + v + ");"
-                                : lhs + " *= " + v + ";";
+        return t == DType::kI32 ? "pd_muli(" + old + ", " + v + ")" : "(" + old + " * " + v + ")";
       case ir::Reduce::kMax:
-        return lhs + " = pd_max" + sfx(t) + "(" + lhs + ", " + v + ");";
+        return std::string("pd_max") + sfx(t) + "(" + old + ", " + v + ")";
       case ir::Reduce::kMin:
-        return lhs + " = pd_min" + sfx(t) + "(" + lhs + ", " + v + ");";
+        return std::string("pd_min") + sfx(t) + "(" + old + ", " + v + ")";
     }
-    return "";
+    return v;
+  }
+
+  // The statement updating `lhs` by `op` with `v` (floats keep C's += and *=, the same sums).
+  static std::string combine_scalar(ir::Reduce op, DType t, const std::string& lhs,
+                                    const std::string& v) {
+    if (t != DType::kI32 && op == ir::Reduce::kAdd) return lhs + " += " + v + ";";
+    if (t != DType::kI32 && op == ir::Reduce::kMul) return lhs + " *= " + v + ";";
+    return lhs + " = " + combined(op, t, lhs, v) + ";";
   }
 
   void print_scalar_stmt(const ir::Stmt& s) {
@@ -1392,27 +1397,7 @@ class Printer {
       if (ir::fused_update(s)) {
         v = scalar_fma(sexpr(*s.rhs->args[0], ct), sexpr(*s.rhs->args[1], ct), old, ct);
       } else {
-        // combine_scalar's update, as an expression of the old value.
-        const std::string rhs = unparen(sexpr(*s.rhs, ct));
-        switch (s.op) {
-          case ir::Reduce::kNone:
-            v = rhs;
-            break;
-          case ir::Reduce::kAdd:
-            v = ct == DType::kI32 ? "pd_addi(" + old + ", " + rhs + ")"
-                                  : "(" + old + " + " + rhs + ")";
-            break;
-          case ir::Reduce::kMul:
-            v = ct == DType::kI32 ? "pd_muli(" + old + ", " + rhs + ")"
-                                  : "(" + old + " * " + rhs + ")";
-            break;
-          case ir::Reduce::kMax:
-            v = std::string("pd_max") + sfx(ct) + "(" + old + ", " + rhs + ")";
-            break;
-          case ir::Reduce::kMin:
-            v = std::string("pd_min") + sfx(ct) + "(" + old + ", " + rhs + ")";
-            break;
-        }
+        v = combined(s.op, ct, old, unparen(sexpr(*s.rhs, ct)));
       }
       line(lhs + " = " + narrow(v, t) + ";");
       return;

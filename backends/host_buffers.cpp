@@ -85,23 +85,10 @@ bool same_bits(double x, double y) { return (std::isnan(x) && std::isnan(y)) || 
 
 // Two units in the last place of `v` in type t.
 double two_ulps(ir::DType t, double v) {
-  double eps = 0, tiny = 0;  // the spacing relative to |v|, and one denormal step
-  switch (t) {
-    case ir::DType::kF32:
-      eps = 0x1.0p-23, tiny = 0x1.0p-149;
-      break;
-    case ir::DType::kF64:
-      eps = 0x1.0p-52, tiny = 0x1.0p-1074;
-      break;
-    case ir::DType::kBF16:
-      eps = 0x1.0p-7, tiny = 0x1.0p-133;
-      break;
-    case ir::DType::kF16:
-      eps = 0x1.0p-10, tiny = 0x1.0p-24;
-      break;
-    default:  // integers
-      return 0;
-  }
+  const auto f = ir::float_format(t);
+  if (!f) return 0;  // integers
+  // The spacing relative to |v|, and one denormal step.
+  const double eps = std::ldexp(1.0, 1 - f->p), tiny = std::ldexp(1.0, f->emin + 1 - f->p);
   return 2 * (eps * std::fabs(v) + tiny);
 }
 

@@ -47,7 +47,7 @@ Env::Env(EnvConfig config, std::unique_ptr<backends::Backend> backend)
     : config_(std::move(config)),
       reward_space_(*parse_reward_space(config_.reward_space)),
       action_kind_(*parse_action_space(config_.action_space)),
-      model_backend_(config_.backend.rfind("cost_model", 0) == 0),
+      model_backend_(backends::is_cost_model(config_.backend)),
       backend_(std::move(backend)),
       target_(target_for(*backend_)),
       flat_(config_.flat, target_),

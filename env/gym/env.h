@@ -102,6 +102,12 @@ struct TimingStats {
   int64_t measured = 0;  ///< programs the backend compiled and timed
   int64_t cached = 0;    ///< programs timed before: the env's memory or the backend's disk cache
   double seconds = 0;    ///< wall-clock time inside the backend's measure calls
+  TimingStats& operator+=(const TimingStats& o) {
+    measured += o.measured;
+    cached += o.cached;
+    seconds += o.seconds;
+    return *this;
+  }
 };
 
 /// One environment. Not thread-safe; use one per thread (VectorEnv does).

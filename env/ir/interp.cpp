@@ -54,21 +54,8 @@ struct Resolved {
 
 // The unit roundoff of a type: half its epsilon (0 for i32, whose arithmetic is exact).
 double unit_roundoff(DType t) {
-  switch (t) {
-    case DType::kF32:
-      return 0x1.0p-24;
-    case DType::kF64:
-      return 0x1.0p-53;
-    case DType::kI32:
-    case DType::kI8:
-    case DType::kU8:
-      return 0;
-    case DType::kBF16:
-      return 0x1.0p-8;
-    case DType::kF16:
-      return 0x1.0p-11;
-  }
-  return 0;
+  const auto f = float_format(t);
+  return f ? std::ldexp(1.0, -f->p) : 0;
 }
 
 // exp, log, tanh, sin and cos are within a few units in the last place, in libm (about 1) and

@@ -539,12 +539,27 @@ DType compute_type(DType t) {
   }
 }
 
+std::optional<FloatFormat> float_format(DType t) {
+  switch (t) {
+    case DType::kF32:
+      return FloatFormat{24, -126, 127};
+    case DType::kF64:
+      return FloatFormat{53, -1022, 1023};
+    case DType::kBF16:
+      return FloatFormat{8, -126, 127};
+    case DType::kF16:
+      return FloatFormat{11, -14, 15};
+    default:
+      return std::nullopt;
+  }
+}
+
 namespace {
 
-// `v` rounded to nearest, ties to even, in a binary format with `p` significand bits (the
-// implicit one included) and normal exponents down to `emin` and up to `emax`: subnormals
-// below 2^emin, infinity past the largest finite value. Exact: one rounding of the double.
-double round_binary(double v, int p, int emin, int emax) {
+// `v` rounded to nearest, ties to even, in the format: subnormals below 2^emin, infinity past
+// the largest finite value. Exact: one rounding of the double.
+double round_binary(double v, FloatFormat f) {
+  const int p = f.p, emin = f.emin, emax = f.emax;
   if (!std::isfinite(v) || v == 0) return v;
   int e = 0;
   std::frexp(v, &e);  // |v| in [2^(e-1), 2^e)
@@ -571,9 +586,9 @@ double narrow_to(DType t, double v) {
     case DType::kI32:
       return v;  // the interpreter wraps i32 (interp.cpp round_to)
     case DType::kBF16:
-      return round_binary(v, 8, -126, 127);
+      return round_binary(v, *float_format(t));
     case DType::kF16:
-      return round_binary(v, 11, -14, 15);
+      return round_binary(v, *float_format(t));
     case DType::kI8:
       return saturate(v, -128, 127);
     case DType::kU8:

@@ -311,6 +311,14 @@ std::optional<DType> dtype_by_name(const std::string& name);
 DType compute_type(DType t);
 /// Whether `t` is a storage-only type (bf16, f16, i8, u8).
 inline bool is_narrow(DType t) { return compute_type(t) != t; }
+/// A binary floating-point format: `p` significand bits (the implicit one included), normal
+/// exponents from `emin` to `emax`. Its unit roundoff is 2^-p, its spacing at 1 is 2^(1-p)
+/// and its smallest subnormal 2^(emin+1-p).
+struct FloatFormat {
+  int p, emin, emax;
+};
+/// The format of f32, f64, bf16 or f16; nullopt for the integer types.
+std::optional<FloatFormat> float_format(DType t);
 /// `v` (a value of compute_type(t)) as stored in an element of `t`: rounded to nearest even
 /// (f32, bf16, f16; overflow to infinity) or truncated and saturated (i8, u8; NaN to 0); f64
 /// and i32 values unchanged (i32 arithmetic wraps where it is done).
