@@ -14,6 +14,7 @@
 #include "ir/load.h"
 #include "ir/parse.h"
 #include "ir/print.h"
+#include "support/skip.h"
 #include "transforms/registry.h"
 
 using namespace perfdojo;
@@ -765,4 +766,38 @@ TEST_CASE("every suite kernel belongs to a family, and family splits partition t
   CHECK(std::find(held.begin(), held.end(), "perfdojo://suite/swiglu-mlp") != held.end());
   for (const auto& u : rest) CHECK(env::kernel_family(u) != "attention");
   CHECK(env::kernel_family("perfdojo://suite/no-such") == "");
+}
+
+TEST_CASE("a measured env counts its timings and times a program, good or failed, once" *
+          doctest::test_suite("hw")) {
+  // x86_64 with the crash hook on programs declaring `crashme` (the backends' test hook).
+  const std::string good = temp_path("timing_good.pdj"), bad = temp_path("timing_bad.pdj");
+  std::ofstream(good) << "input x: f32[64]\noutput y: f32[64]\n\n64 y[{0}] = x[{0}] * 2\n";
+  std::ofstream(bad) << "input x: f32[64]\noutput crashme: f32[64]\n\n64 crashme[{0}] = x[{0}]\n";
+  EnvConfig c = small_config(good);
+  c.backend = "x86_64";
+  c.backend_config.inject = "segv:crashme";
+  auto probe = backends::make_backend(c.backend, c.backend_config);
+  if (!probe->available().ok) PERFDOJO_SKIP("x86_64 cannot run here: " << probe->available().why);
+  auto e = make(c);
+  CHECK(e->timing_stats().measured == 0);
+  CHECK_FALSE(e->reset(0).second.error);
+  CHECK(e->timing_stats().measured == 1);
+  CHECK(e->timing_stats().seconds > 0);
+  CHECK_FALSE(e->reset(0).second.error);  // the same start: from the env's cache
+  CHECK(e->timing_stats().measured == 1);
+  CHECK(e->timing_stats().cached == 1);
+
+  // A program that crashes fails again from the cache, not from a second run.
+  EnvConfig cb = c;
+  cb.benchmark = bad;
+  auto f = make(cb);
+  const auto first = f->reset(0).second;
+  REQUIRE(first.error);
+  CHECK(f->timing_stats().measured == 1);
+  const auto second = f->reset(0).second;
+  REQUIRE(second.error);
+  CHECK(*second.error == *first.error);
+  CHECK(f->timing_stats().measured == 1);
+  CHECK(f->timing_stats().cached == 1);
 }
