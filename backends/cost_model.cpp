@@ -181,7 +181,7 @@ constexpr char kN1[] = "neoverse-n1", kV1[] = "neoverse-v1", kSnitch[] = "snitch
 
 // The cost model on a cross target's built-in profile: the instant, deterministic env and agent
 // for a core this machine is not (the cross backends compile and verify too).
-[[maybe_unused]] const bool kRegistered =
+[[maybe_unused]] const bool kCostModelRegistered =
     register_backend("cost_model", 30,
                      [](const BackendConfig& c) { return make_cost_model_backend(c); }) &&
     register_backend("cost_model:neoverse-n1", 40, model_on<kN1>) &&

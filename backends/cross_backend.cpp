@@ -403,7 +403,7 @@ std::unique_ptr<Backend> cross_by_name(const BackendConfig& c) {
   return make_cross_backend(*cross_target(kName), c);
 }
 constexpr char kNeon[] = "aarch64_neon", kSve[] = "aarch64_sve", kRvv[] = "riscv64_rvv";
-[[maybe_unused]] const bool kRegistered =
+[[maybe_unused]] const bool kCrossBackendRegistered =
     register_backend("aarch64_neon", 10, cross_by_name<kNeon>) &&
     register_backend("aarch64_sve", 11, cross_by_name<kSve>) &&
     register_backend("riscv64_rvv", 12, cross_by_name<kRvv>) &&

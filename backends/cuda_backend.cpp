@@ -39,7 +39,7 @@ const CrossTarget& default_cuda() {
   static const CrossTarget kCuda = cuda_target();
   return kCuda;
 }
-[[maybe_unused]] const bool kRegistered =
+[[maybe_unused]] const bool kCudaBackendRegistered =
     register_cross_target(&default_cuda()) &&
     register_backend("cuda", 20, [](const BackendConfig& c) { return make_cuda_backend(c); });
 }  // namespace

@@ -45,7 +45,7 @@ std::unique_ptr<Backend> make_interpreter_backend(const BackendConfig& config) {
 }
 
 namespace {
-[[maybe_unused]] const bool kRegistered = register_backend(
+[[maybe_unused]] const bool kInterpreterBackendRegistered = register_backend(
     "interpreter", 31, [](const BackendConfig& c) { return make_interpreter_backend(c); });
 }  // namespace
 

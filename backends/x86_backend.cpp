@@ -795,7 +795,7 @@ std::unique_ptr<Backend> make_x86_backend(X86Isa isa, const BackendConfig& confi
 }
 
 namespace {
-[[maybe_unused]] const bool kRegistered =
+[[maybe_unused]] const bool kX86BackendRegistered =
     register_backend("x86_avx512", 0,
                      [](const BackendConfig& c) { return make_x86_backend(X86Isa::kAvx512, c); }) &&
     register_backend("x86_avx2", 1,
