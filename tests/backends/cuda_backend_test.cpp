@@ -68,11 +68,12 @@ TEST_SUITE("cuda") {
     auto r =
         // One device front end (cicc, ~85% of the time) for compute_80, and ptxas's machine code
         // for both sm_80 and sm_90 from it: both architectures' code checked for half the time of
-        // two front-end runs.
-        util::run_process(
-            {nvcc, "-c", "-O3", "-std=c++17", "-w", "-x", "cu", "-gencode",
-             "arch=compute_80,code=[sm_80,sm_90]", dir + "/all.cu", "-o", dir + "/all.o"},
-            po);
+        // two front-end runs. The device passes at -O1: the same front end and code generator
+        // run (what this test checks is that they accept the code), in 15 s instead of 36.
+        util::run_process({nvcc, "-c", "-O3", "-Xcicc", "-O1", "-Xptxas", "-O1", "-std=c++17", "-w",
+                           "-x", "cu", "-gencode", "arch=compute_80,code=[sm_80,sm_90]",
+                           dir + "/all.cu", "-o", dir + "/all.o"},
+                          po);
     CHECK_MESSAGE(r.ok(), r.output.substr(0, 3000));
     MESSAGE(units << " CUDA units (" << unit.size() / 1024 << " KiB) compiled for sm_80 and sm_90; "
                   << parallel_launches << " launches over many threads");
