@@ -178,6 +178,9 @@ bool cpu_has(const char* feature) {
   if (f == "avx512f") return __builtin_cpu_supports("avx512f");
   if (f == "avx2") return __builtin_cpu_supports("avx2");
   if (f == "fma") return __builtin_cpu_supports("fma");
+  if (f == "avx512vnni") return __builtin_cpu_supports("avx512vnni");
+  if (f == "avx512bf16") return __builtin_cpu_supports("avx512bf16");
+  if (f == "avxvnni") return __builtin_cpu_supports("avxvnni");
   return false;
 }
 

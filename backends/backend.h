@@ -178,7 +178,8 @@ std::unique_ptr<Backend> make_backend(const std::string& name, const BackendConf
 /// estimate, deterministic and instant, not a measurement.
 inline bool is_cost_model(const std::string& name) { return name.rfind("cost_model", 0) == 0; }
 
-/// Whether this CPU has x86 feature `feature` ("avx512f", "avx2", "fma"), as
+/// Whether this CPU has x86 feature `feature` ("avx512f", "avx2", "fma", "avx512vnni",
+/// "avx512bf16", "avxvnni"), as
 /// __builtin_cpu_supports says, unless $PERFDOJO_HIDE_CPU_FEATURES (a comma-separated list, e.g.
 /// "avx512f") hides it: on a larger machine, the backends, the calibration and the tests then
 /// behave as on a smaller one (the AVX2 path of an AVX-512 machine, its skips included).

@@ -1,5 +1,6 @@
 #include "backends/machine_profile.h"
 
+#include <immintrin.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -33,6 +34,10 @@ const std::vector<Field>& fields() {
        "FMA peak, 16 lanes (0: no AVX-512)", true},
       {"peak_gflops_avx2", &MachineProfile::peak_gflops_avx2, "FMA peak, 8 lanes", false},
       {"peak_gflops_scalar", &MachineProfile::peak_gflops_scalar, "FMA peak, scalar", false},
+      {"peak_gops_vnni", &MachineProfile::peak_gops_vnni,
+       "int8 dot-product peak, vpdpbusd (0: no VNNI)", true},
+      {"peak_gflops_bf16", &MachineProfile::peak_gflops_bf16,
+       "bf16 dot-product peak, vdpbf16ps (0: no AVX-512 BF16)", true},
       {"fma_latency_cycles", &MachineProfile::fma_latency_cycles, "dependent FMA latency", false},
       {"add_latency_cycles", &MachineProfile::add_latency_cycles, "dependent add latency", false},
       {"freq_ghz", &MachineProfile::freq_ghz, "core clock", false},
@@ -453,6 +458,43 @@ __attribute__((target("fma"), noipa)) float fma_chains_scalar(long iters, float 
   return r;
 }
 
+// Twelve independent chains of the dot-product instructions, as FMA chains above: vpdpbusd
+// (16 lanes x 4 u8*i8 products into i32: 128 operations; AVX-VNNI's ymm form, 64) and
+// vdpbf16ps (16 lanes x 2 bf16 products into f32: 64 operations). Intrinsics: GCC's vector
+// extensions have no form of these instructions.
+__attribute__((target("avx2"))) inline int sum_lanes_epi32(__m256i v) {
+  alignas(32) int x[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(x), v);
+  int r = 0;
+  for (int k = 0; k < 8; ++k) r += x[k];
+  return r;
+}
+
+#define PERFDOJO_DOT_CHAINS(NAME, V, TARGET, ZERO, STEP, REDUCE, A, B)    \
+  __attribute__((target(TARGET), noipa)) double NAME(long iters, int s) { \
+    V c[12];                                                              \
+    for (int k = 0; k < 12; ++k) c[k] = ZERO;                             \
+    const auto a = A;                                                     \
+    const auto b = B;                                                     \
+    for (long i = 0; i < iters; ++i) {                                    \
+      for (int k = 0; k < 12; ++k) c[k] = STEP(c[k], a, b);               \
+    }                                                                     \
+    double r = 0;                                                         \
+    for (int k = 0; k < 12; ++k) r += REDUCE(c[k]);                       \
+    return r;                                                             \
+  }
+
+PERFDOJO_DOT_CHAINS(vnni_chains_avx512, __m512i, "avx512f,avx512vnni", _mm512_setzero_si512(),
+                    _mm512_dpbusd_epi32, _mm512_reduce_add_epi32,
+                    _mm512_set1_epi32(0x01010101 * (s & 3)), _mm512_set1_epi32(0x01020304))
+PERFDOJO_DOT_CHAINS(vnni_chains_avx2, __m256i, "avx2,avxvnni", _mm256_setzero_si256(),
+                    _mm256_dpbusd_avx_epi32, sum_lanes_epi32,
+                    _mm256_set1_epi32(0x01010101 * (s & 3)), _mm256_set1_epi32(0x01020304))
+PERFDOJO_DOT_CHAINS(bf16_chains_avx512, __m512, "avx512f,avx512bf16", _mm512_setzero_ps(),
+                    _mm512_dpbf16_ps, _mm512_reduce_add_ps,
+                    _mm512_cvtne2ps_pbh(_mm512_set1_ps(1e-3f * (s & 3)), _mm512_set1_ps(1e-3f)),
+                    _mm512_cvtne2ps_pbh(_mm512_set1_ps(1e-3f), _mm512_set1_ps(2e-3f)))
+
 // One dependent chain: its time per step is the FMA latency.
 __attribute__((target("fma"), noipa)) float fma_chain_latency(long iters, float m, float a) {
   float c = 1;
@@ -659,6 +701,31 @@ MachineProfile calibrate_once(const CalibrateOptions& o) {
                                    [&](long n) { g_sink = fma_chains_avx2(n * 1000, m, a); }) *
                          1000;
     say("fma avx2: " + std::to_string(p.peak_gflops_avx2) + " GFLOP/s");
+  }
+  // The dot-product units, where the CPU has them (0 where not: the int8 and bf16 kernels'
+  // targets then refuse, and their figures say so).
+  p.peak_gops_vnni = p.peak_gflops_bf16 = 0;
+  if (has512 && cpu_has("avx512vnni")) {
+    p.peak_gops_vnni = best_rate(secs, 12 * 128 * 1e-9,
+                                 [&](long n) { g_sink = vnni_chains_avx512(n * 1000, 1); }) *
+                       1000;
+  } else if (has2 && cpu_has("avxvnni")) {
+    p.peak_gops_vnni =
+        best_rate(secs, 12 * 64 * 1e-9, [&](long n) { g_sink = vnni_chains_avx2(n * 1000, 1); }) *
+        1000;
+  }
+  say(p.peak_gops_vnni > 0
+          ? "int8 dot products (vpdpbusd): " + std::to_string(p.peak_gops_vnni) + " Gop/s"
+          : std::string("int8 dot products: no VNNI"));
+  if (has512 && cpu_has("avx512bf16")) {
+    p.peak_gflops_bf16 =
+        best_rate(secs, 12 * 64 * 1e-9, [&](long n) { g_sink = bf16_chains_avx512(n * 1000, 1); }) *
+        1000;
+  }
+  say(p.peak_gflops_bf16 > 0
+          ? "bf16 dot products (vdpbf16ps): " + std::to_string(p.peak_gflops_bf16) + " GFLOP/s"
+          : std::string("bf16 dot products: no AVX-512 BF16"));
+  if (has2) {
     p.peak_gflops_scalar = best_rate(secs, 12 * 2 * 1e-9,
                                      [&](long n) { g_sink = fma_chains_scalar(n * 1000, m, a); }) *
                            1000;

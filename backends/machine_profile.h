@@ -21,6 +21,12 @@ struct MachineProfile {
   double peak_gflops_avx512 = 223;  ///< 0: the machine has no AVX-512
   double peak_gflops_avx2 = 167;
   double peak_gflops_scalar = 14;
+  // Dot-product peaks, single core, a multiply and its add counted as two operations: the int8
+  // one (vpdpbusd, u8 x i8 summed in fours into i32; AVX-VNNI's 256-bit form where AVX-512 VNNI
+  // is missing) and the bf16 one (vdpbf16ps, bf16 pairs summed into f32). 0: the machine lacks
+  // the instruction, or the profile was calibrated before these were measured.
+  double peak_gops_vnni = 0;
+  double peak_gflops_bf16 = 0;
   double fma_latency_cycles = 4;  ///< one dependent FMA after another
   double add_latency_cycles = 4;  ///< one dependent add after another
   double freq_ghz = 3.5;          ///< core clock the cycle counts convert with
@@ -136,8 +142,8 @@ struct CalibrateOptions {
 };
 
 /// The calibration's method; a profile cached by an older one is measured again (2: L3
-/// bandwidth just past L2, L3 size as the bandwidth sweep saw it).
-inline constexpr int kCalibrationVersion = 2;
+/// bandwidth just past L2, L3 size as the bandwidth sweep saw it; 3: the dot-product peaks).
+inline constexpr int kCalibrationVersion = 3;
 
 /// The L3 size the bandwidth sweep (working set in bytes, read GB/s) saw: where a working set of
 /// at most 60% of `l3_bytes` (the share the cost model counts on) already reads slower than the
