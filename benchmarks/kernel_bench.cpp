@@ -2,7 +2,7 @@
 // interleaved with its baseline in one process on one core: a call of ours, a call of theirs, and
 // again, warm, at least 10 repetitions each, min and median reported.
 //
-//   kernel_bench [--budget S] [--kernels a,b,...] [--reps N] [--threads N] [--arch A]
+//   kernel_bench [--budget S] [--kernels a,b,...|FILE.pdj,...] [--reps N] [--threads N] [--arch A]
 //                [--python PY] [--json FILE] [--out DIR] [--trace FILE]
 //
 // --threads N (default 1): ours, OpenBLAS and PyTorch all on N threads (the cores the process may
@@ -48,6 +48,7 @@
 
 #include "backends/codegen_c.h"
 #include "backends/compiler.h"
+#include "backends/host_buffers.h"
 #include "backends/x86_backend.h"
 #include "bench_text.h"
 #include "blas_reference.h"
@@ -331,8 +332,13 @@ int main(int argc, char** argv) {
   std::vector<Row> rows;
   std::vector<void*> handles;
   util::JsonArray manifest;
-  for (const auto& name : o.kernels) {
-    auto program = ir::load_file(std::string(PERFDOJO_KERNEL_DIR) + "/" + name + ".pdj");
+  for (const auto& named : o.kernels) {
+    // A shipped kernel's name, or a .pdj file's path (its stem names it).
+    const bool is_path = named.size() > 4 && named.compare(named.size() - 4, 4, ".pdj") == 0;
+    const std::string pdj =
+        is_path ? named : std::string(PERFDOJO_KERNEL_DIR) + "/" + named + ".pdj";
+    const std::string name = is_path ? fs::path(named).stem().string() : named;
+    auto program = ir::load_file(pdj);
     if (!program.ok()) {
       std::fprintf(stderr, "%s\n", program.error_text().c_str());
       return 1;
@@ -427,16 +433,14 @@ int main(int argc, char** argv) {
     std::vector<void*> args;
     const ir::TensorMap inputs = ir::make_inputs(p, 1);
     for (const auto* b : backends::kernel_parameters(q)) {
-      if (b->dtype != ir::DType::kF32) {
-        std::fprintf(stderr, "kernel_bench: %s has a non-f32 parameter %s\n", name.c_str(),
-                     b->name.c_str());
-        return 1;
-      }
-      bufs.push_back(std::make_unique<Buffer>(static_cast<size_t>(b->elements())));
+      // Room for the elements in their own type (an int8 GEMM's u8 and i8 operands, its i32
+      // sums), written as the backends write them.
+      const size_t bytes = static_cast<size_t>(b->elements()) * ir::dtype_bytes(b->dtype);
+      bufs.push_back(std::make_unique<Buffer>((bytes + sizeof(float) - 1) / sizeof(float)));
       row.elements.push_back(b->elements());
       if (auto it = inputs.find(b->name); it != inputs.end())
-        for (size_t i = 0; i < it->second.data.size(); ++i)
-          bufs.back()->p[i] = static_cast<float>(it->second.data[i]);
+        backends::write_tensor(reinterpret_cast<uint8_t*>(bufs.back()->p), b->dtype,
+                               it->second.data);
       args.push_back(bufs.back()->p);
     }
     auto ours = [&] { entry(args.data()); };
@@ -461,7 +465,7 @@ int main(int argc, char** argv) {
     for (int64_t e : row.elements) el.add(e);
     manifest.raw(util::JsonObject()
                      .add("kernel", name)
-                     .add("pdj", std::string(PERFDOJO_KERNEL_DIR) + "/" + name + ".pdj")
+                     .add("pdj", pdj)
                      .add("so", row.so)
                      .raw("elements", el.str())
                      .add("reps", o.reps)

@@ -47,7 +47,7 @@ def dtypes_of(path):
     out = []
     with open(path) as f:
         for line in f:
-            m = re.match(r"\s*(input|output)\s+\w+\s*:\s*(f32|f64|i32)\s*\[", line)
+            m = re.match(r"\s*(input|output)\s+\w+\s*:\s*(f32|f64|i32|u8|i8)\s*\[", line)
             if m:
                 out.append(m.group(2))
     return out
@@ -59,6 +59,8 @@ def forms(name, s, torch):
     module would hold its weights in). The fastest one here is the baseline (see best_form)."""
     F = torch.nn.functional
     r = lambda *shape: torch.rand(*shape, dtype=torch.float32) * 2 - 1  # noqa: E731
+    if name.startswith("gemm-u8i8"):  # int8 GEMM, u8 x i8 -> i32 (benchmarks/unseen/gemm-u8i8-*)
+        return int8_gemm_forms(s, torch)
     if name == "gemv":
         a, x = r(s["M"], s["K"]), r(s["K"])  # kernels/gemv.pdj: y[M] = A[M, K] x[K]
         y = torch.empty(s["M"])
@@ -498,6 +500,58 @@ def forms(name, s, torch):
     raise KeyError(name)
 
 
+def int8_gemm_forms(s, torch):
+    """An int8 GEMM's forms, u8 activations times i8 weights summed in i32, as users run it: ONNX
+    Runtime's MatMulInteger (the same operation), PyTorch's quantised linear on each of its CPU
+    engines (fbgemm, oneDNN, x86: quint8 x qint8, the result requantised to quint8, which the
+    i32 output here leaves out), and torch._int_mm (i8 x i8 -> i32: the same arithmetic with
+    signed activations). One thread each."""
+    m, n, k = s["M"], s["N"], s["K"]
+    out = []
+    try:
+        import numpy as np
+        import onnx
+        import onnxruntime as ort
+        from onnx import TensorProto, helper
+        graph = helper.make_graph(
+            [helper.make_node("MatMulInteger", ["A", "B"], ["Y"])], "int8_gemm",
+            [helper.make_tensor_value_info("A", TensorProto.UINT8, [m, k]),
+             helper.make_tensor_value_info("B", TensorProto.INT8, [k, n])],
+            [helper.make_tensor_value_info("Y", TensorProto.INT32, [m, n])])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads_asked()
+        options.inter_op_num_threads = 1
+        session = ort.InferenceSession(model.SerializeToString(), options,
+                                       providers=["CPUExecutionProvider"])
+        rng = np.random.default_rng(0)
+        feeds = {"A": rng.integers(0, 256, (m, k), dtype=np.uint8),
+                 "B": rng.integers(-128, 128, (k, n), dtype=np.int8)}
+        binding = session.io_binding()
+        for key, value in feeds.items():
+            binding.bind_cpu_input(key, value)
+        binding.bind_output("Y")
+        out.append((f"onnxruntime {ort.__version__} MatMulInteger(A u8, B i8)",
+                    lambda: session.run_with_iobinding(binding)))
+    except ImportError:
+        pass  # no ONNX Runtime in this interpreter: PyTorch's forms only
+    x = torch.quantize_per_tensor(torch.rand(m, k), 1 / 255, 0, torch.quint8)
+    engines = [e for e in ("fbgemm", "onednn", "x86") if e in torch.backends.quantized.supported_engines]
+    for engine in engines:
+        torch.backends.quantized.engine = engine  # the weights are packed for the engine
+        w = torch.quantize_per_tensor(torch.rand(n, k) * 2 - 1, 1 / 127, 0, torch.qint8)
+        packed = torch.ops.quantized.linear_prepack(w, None)
+
+        def run(engine=engine, packed=packed):
+            torch.backends.quantized.engine = engine
+            return torch.ops.quantized.linear(x, packed, 0.05, 128)
+        out.append((f"torch.ops.quantized.linear ({engine}: quint8 x qint8, requantised)", run))
+    a8 = torch.randint(-128, 128, (m, k), dtype=torch.int8)
+    b8 = torch.randint(-128, 128, (k, n), dtype=torch.int8)
+    out.append(("torch._int_mm(A i8, B i8)", lambda: torch._int_mm(a8, b8)))
+    return out
+
+
 def linalg_forms(name, s, torch, r):
     """The triangular and factorisation kernels: PyTorch's calls, and LAPACK/BLAS through scipy
     where it is installed (the routines a numerical user calls: strmm, ssyrk, spotrf, sgetrf)."""
@@ -600,7 +654,14 @@ def interleaved(entry_spec, torch, settle_s=0.0):
     if len(types) != len(entry_spec["elements"]):
         raise ValueError(f"{name}: {len(entry_spec['elements'])} buffer sizes for {len(types)} declared "
                          "inputs and outputs")
-    bufs = [(torch.rand(n, dtype=torch.float64) * 2 - 1).to(kinds[t]) for n, t in zip(entry_spec["elements"], types)]
+
+    def buffer(n, t):
+        if t == "u8":
+            return torch.randint(0, 256, (n,), dtype=torch.uint8)
+        if t == "i8":
+            return torch.randint(-128, 128, (n,), dtype=torch.int8)
+        return (torch.rand(n, dtype=torch.float64) * 2 - 1).to(kinds[t])
+    bufs = [buffer(n, t) for n, t in zip(entry_spec["elements"], types)]
     ptrs = (ctypes.c_void_p * len(bufs))(*[b.data_ptr() for b in bufs])
 
     def ours():
