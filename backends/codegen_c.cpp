@@ -1047,7 +1047,7 @@ class Printer {
           std::string why = vectorisable(n, depth);
           if (why.empty()) {
             vectorised_.insert(path);
-            plan_accumulators(n, path, depth);
+            if (!dots_.count(&n)) plan_accumulators(n, path, depth);
           } else {
             fallback_why_[path] = why;
           }
@@ -1082,6 +1082,7 @@ class Printer {
       bool reduce;
     };
     std::vector<Site> sites;
+    if (!v.body.empty() && v.body[0]->is_scope) return dot_product_why(v, d);
     for (const auto& c : v.body) {
       if (c->is_scope) return "the body holds a nested scope";
       const ir::Stmt& s = c->stmt;
@@ -1129,6 +1130,45 @@ class Printer {
       if (!vexpr(*c->stmt.rhs, t, d, chunk_lanes(c->stmt, w)))
         return "an expression has no vector form (i32, gather or mixed widths)";
     }
+    return "";
+  }
+
+  // A `:vec` scope of 4-term dot products (transforms/dot_product.h), checked again on the
+  // flattened offsets the code uses: one scope of 4 (depth d + 1) holding `C += U * S`, C an i32
+  // element per lane, U and S one u8 and one i8 operand, one broadcast (4 consecutive bytes at
+  // q) and one packed (its own 4 at 4 lane + q). "" when it prints as vpdpbusd, else why not.
+  std::string dot_product_why(const ir::Node& v, int d) {
+    const char* shape = "the body holds a nested scope (not a 4-term u8 x i8 dot product)";
+    if (v.body.size() != 1) return shape;
+    const ir::Node& q = *v.body[0];
+    if (q.annot != ir::Annot::kNone || q.bounds.any() || q.extent != 4 || q.body.size() != 1 ||
+        q.body[0]->is_scope)
+      return shape;
+    const ir::Stmt& s = q.body[0]->stmt;
+    const ir::Expr& e = *s.rhs;
+    if (s.op != ir::Reduce::kAdd || dtype_.at(s.lhs.buffer) != DType::kI32 ||
+        e.kind != ir::ExprKind::kBinary || e.bin != ir::BinOp::kMul ||
+        e.args[0]->kind != ir::ExprKind::kLoad || e.args[1]->kind != ir::ExprKind::kLoad)
+      return shape;
+    const ir::Access* u = &e.args[0]->access;
+    const ir::Access* i = &e.args[1]->access;
+    if (dtype_.at(u->buffer) == DType::kI8) std::swap(u, i);
+    if (dtype_.at(u->buffer) != DType::kU8 || dtype_.at(i->buffer) != DType::kI8) return shape;
+    auto is = [&](const ir::Access& a, int64_t lane, int64_t step) {
+      const Flat f = flat(a);
+      return f.coeff(d) == lane && f.coeff(d + 1) == step;
+    };
+    const bool u_broadcast = is(*u, 0, 1) && is(*i, 4, 1);
+    if (!is(s.lhs, 1, 0) || !(u_broadcast || (is(*i, 0, 1) && is(*u, 4, 1))))
+      return "a dot-product scope's accesses are not one element per lane, 4 broadcast bytes and "
+             "4 packed bytes per lane";
+    const int64_t bytes = v.extent * 4;
+    if (bytes != 32 && bytes != 64) return "a dot-product scope needs 8 or 16 lanes";
+    if (o_.vnni_bytes < bytes)
+      return std::string("u8 x i8 dot products need ") +
+             (bytes == 64 ? "AVX-512 VNNI" : "AVX-512 VNNI or AVX-VNNI") +
+             " (vpdpbusd), which this target lacks";
+    dots_[&v] = Dot{&s, u, i, u_broadcast};
     return "";
   }
 
@@ -1223,6 +1263,11 @@ class Printer {
       sig += std::string(b->role == ir::Role::kInput ? "const " : "") + ctype(b->dtype) +
              "* restrict " + cname_.at(b->name);
     }
+    // Dot-product instructions: the kernel is compiled for them whatever -march says (the
+    // code compiles anywhere; it runs where the backend found the feature).
+    if (!dots_.empty())
+      line(o_.vnni_bytes >= 64 ? "__attribute__((target(\"avx512f,avx512bw,avx512vl,avx512vnni\")))"
+                               : "__attribute__((target(\"avx2,avxvnni\")))");
     line("void kernel(" + sig + ") {");
     ++indent_;
     for (const auto& b : p_.buffers)
@@ -1559,7 +1604,8 @@ class Printer {
     std::string it = "i" + std::to_string(depth);
     switch (n.annot) {
       case ir::Annot::kVector:
-        if (vectorised_.count(path)) return print_vector_scope(n, path, depth);
+        if (vectorised_.count(path))
+          return dots_.count(&n) ? print_dot_scope(n, depth) : print_vector_scope(n, path, depth);
         if (auto w = fallback_why_.find(path); w != fallback_why_.end())
           line("// :vec scope kept scalar: " + w->second);
         return plain_loop(n, path, depth);
@@ -1655,6 +1701,45 @@ class Printer {
           line(V + "_store(" + addr + ", " + update(V + "_load(" + addr + ")") + ");");
       }
     }
+    --indent_;
+    line("}");
+  }
+
+  // One vpdpbusd per register: every lane adds its 4 products (u8 x i8, summed in i32 with
+  // wrap-around, as the interpreter's i32 adds) to its element; exact in any order.
+  void print_dot_scope(const ir::Node& v, int d) {
+    const Dot& dot = dots_.at(&v);
+    const bool wide = v.extent == 16;
+    const std::string T = wide ? "__m512i" : "__m256i";
+    const std::string dp = wide                  ? "_mm512_dpbusd_epi32"
+                           : o_.vnni_bytes >= 64 ? "_mm256_dpbusd_epi32"
+                                                 : "_mm256_dpbusd_avx_epi32";
+    // The address of an access at lane 0, q = 0.
+    auto at = [&](const ir::Access& a) {
+      Flat f = flat(a);
+      for (int k : {d, d + 1})
+        if (k < static_cast<int>(f.c.size())) f.c[k] = 0;
+      return "&" + cname_.at(a.buffer) + "[" + flat_text(f) + "]";
+    };
+    line("{  // " + std::to_string(v.extent) + " lanes of i" + std::to_string(d) +
+         " (:vec), each the sum of 4 u8 x i8 products over i" + std::to_string(d + 1) +
+         " (vpdpbusd)");
+    ++indent_;
+    line("// " + comment_text(ir::print_stmt(*dot.stmt)));
+    const ir::Access& packed = dot.unsigned_broadcast ? *dot.signed_operand : *dot.unsigned_operand;
+    const ir::Access& bcast = dot.unsigned_broadcast ? *dot.unsigned_operand : *dot.signed_operand;
+    const std::string load =
+        wide ? "_mm512_loadu_si512((const void*)" : "_mm256_loadu_si256((const __m256i*)";
+    const std::string set1 = wide ? "_mm512_set1_epi32" : "_mm256_set1_epi32";
+    line("const " + T + " pd_p = " + load + at(packed) + ");");
+    line("const " + T + " pd_b = " + set1 + "(pd_load4(" + at(bcast) + "));");
+    const std::string c = at(dot.stmt->lhs);
+    const std::string old = wide ? "_mm512_loadu_si512((const void*)" + c + ")"
+                                 : "_mm256_loadu_si256((const __m256i*)" + c + ")";
+    const std::string sum =
+        dp + "(" + old + ", " + (dot.unsigned_broadcast ? "pd_b, pd_p" : "pd_p, pd_b") + ")";
+    line(wide ? "_mm512_storeu_si512((void*)" + c + ", " + sum + ");"
+              : "_mm256_storeu_si256((__m256i*)" + c + ", " + sum + ");");
     --indent_;
     line("}");
   }
@@ -1885,6 +1970,8 @@ class Printer {
     s += kScalarHelpers;
     const bool guard_exp = computes_infinity(p_);
     for (const auto& [t, w] : vtypes_) s += vector_helpers(t, w, o_.libmvec, guard_exp);
+    if (!dots_.empty())  // a dot product's 4 broadcast bytes, from any alignment
+      s += "PD_INLINE int32_t pd_load4(const void* p) { int32_t v; memcpy(&v, p, 4); return v; }\n";
     if (!stream_types_.empty()) {
       s += "#include <immintrin.h>\n";
       for (const auto& [t, w] : stream_types_) s += stream_helper(t, w);
@@ -1900,6 +1987,13 @@ class Printer {
   std::vector<const ir::Node*> ancestors_;
   const int64_t max_extent_;  ///< largest scope extent: every iterator value lies below it
   std::set<Path> vectorised_;
+  struct Dot {
+    const ir::Stmt* stmt;
+    const ir::Access* unsigned_operand;
+    const ir::Access* signed_operand;
+    bool unsigned_broadcast;
+  };
+  std::map<const ir::Node*, Dot> dots_;  ///< `:vec` scopes printed as dot-product instructions
   std::map<Path, std::string> fallback_why_;
   std::map<Path, std::vector<Acc>> accs_at_;
   std::map<Path, Acc> acc_of_;            // by the path of its update

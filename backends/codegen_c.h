@@ -16,7 +16,7 @@
 namespace perfdojo::backends {
 
 /// Version of the printer's output; part of every result-cache key so a new printer re-measures.
-inline constexpr const char* kCodegenVersion = "c11";
+inline constexpr const char* kCodegenVersion = "c12";
 
 /// Vector registers the accumulators of one `:vec` scope share, rotated over the copies of an
 /// unrolled scope right around it so their updates are in flight together (the cost model counts
@@ -42,6 +42,11 @@ struct CodegenOptions {
   /// Vector stores to buffers declared `stream` are x86 non-temporal stores (immintrin.h) when
   /// the address is aligned to the vector; else every store is a plain one.
   bool stream_stores = false;
+  /// Widest register of the int8 dot-product instruction (vpdpbusd): 64 with AVX-512 VNNI (its
+  /// 256-bit form too), 32 with AVX-VNNI only, 0 without. A `:vec` scope of 4-term u8 x i8 dot
+  /// products (transforms/dot_product.h) prints as one instruction per register where it fits,
+  /// the kernel compiled for the feature (a target attribute); elsewhere as the loop it is.
+  int vnni_bytes = 0;
   /// A register tile's copy-in (a fully unrolled nest filling a local temporary from another
   /// buffer, followed by a loop: the tile's updates) prefetches, before that loop, the lines the
   /// copy reads in the enclosing loop's next iteration (BLIS prefetches the next tile of C the

@@ -163,6 +163,25 @@ void Model::plan_registers() {
   }
 }
 
+bool Model::dot_scope(int q) const {
+  const ScopeInfo& sc = f.scopes[q];
+  if (sc.extent != 4 || sc.box != 4 || sc.annot != Annot::kNone ||
+      sc.kids_end - sc.kids_begin != 1 || f.kids[sc.kids_begin] >= 0)
+    return false;
+  const StmtInfo& st = f.stmts[~f.kids[sc.kids_begin]];
+  const ir::Stmt& s = *st.stmt;
+  if (s.op != ir::Reduce::kAdd || st.acc_end - st.acc_begin != 4) return false;
+  const ir::Expr& e = *s.rhs;
+  if (e.kind != ir::ExprKind::kBinary || e.bin != ir::BinOp::kMul ||
+      e.args[0]->kind != ir::ExprKind::kLoad || e.args[1]->kind != ir::ExprKind::kLoad)
+    return false;
+  // Accesses: the target, its read, then the operands in order.
+  auto type = [&](int i) { return f.bufs[f.accs[st.acc_begin + i].buf].decl->dtype; };
+  const ir::DType a = type(2), b = type(3);
+  return type(0) == ir::DType::kI32 && ((a == ir::DType::kU8 && b == ir::DType::kI8) ||
+                                        (a == ir::DType::kI8 && b == ir::DType::kU8));
+}
+
 void Model::plan_lanes() {
   const size_t n = f.scopes.size();
   const std::vector<char>& early = x.early;
@@ -174,6 +193,10 @@ void Model::plan_lanes() {
     const double e = static_cast<double>(sc.extent);
     if (sc.annot == Annot::kVector) {
       run[s].lanes = std::min(e, native);
+      // A vector of 4-term dot products: the scope of 4 is inside the instruction.
+      if (sc.kids_end - sc.kids_begin == 1 && f.kids[sc.kids_begin] >= 0 &&
+          dot_scope(f.kids[sc.kids_begin]) && dot_rate(run[s].lanes) > 0 && (e == 16 || e == 8))
+        run[f.kids[sc.kids_begin]].dot = true;
       continue;
     }
     // The innermost real loop: everything inside it is written out.
@@ -237,6 +260,7 @@ void Model::plan_straight_line(int s, double native) {
 // outer-loop vectorisation's whole remainder, one scalar iteration each (a conv2d row of 28
 // outputs at 16 lanes: 1 vector step and 12 scalar ones, each a full chain of its reduction).
 double Model::chunks_of(const ScopeInfo& sc, const ScopeRun& r) const {
+  if (r.dot) return 1;
   const double e = static_cast<double>(sc.extent);
   if (r.lanes <= 1 || sc.annot == Annot::kVector) return std::ceil(e / r.lanes);
   const double full = std::floor(e / r.lanes);
@@ -325,7 +349,12 @@ void Model::cost_group(int owner, const std::vector<int>& stmts) {
     OpCounts ops;
     count_ops(*stmt.rhs, ir::fused_update(stmt), ops);
     if (stmt.op != ir::Reduce::kNone) ops.fp += 1;  // the accumulation (an FMA when fused)
-    t.fp += instr * ops.fp / pipe_rate(lanes);
+    if (vdepth >= 0 && run[f.chains[s.chain_off + s.depth - 1]].dot) {
+      ops.fp = 1;  // one vpdpbusd: its own rate
+      t.fp += instr / dot_rate(lanes);
+    } else {
+      t.fp += instr * ops.fp / pipe_rate(lanes);
+    }
     t.div += instr * ops.div *
              (lanes > 1 ? m.div_cycles_vector * lanes / m.native_lanes() : m.div_cycles_scalar);
     // exp, log, tanh: a call per vector (libmvec) or per element, as the profile measured.
@@ -367,6 +396,7 @@ std::pair<int, double> Model::stmt_lanes(const StmtInfo& s) const {
   const double esz = f.bufs[f.accs[s.acc_begin].buf].esz;
   for (int k = s.depth - 1; k >= 0 && k >= s.depth - 2; --k) {
     const int sc = f.chains[s.chain_off + k];
+    if (run[sc].dot) continue;  // the dot product's lanes are its parent's
     if (run[sc].lanes > 1) return {k, std::min(run[sc].lanes, m.native_lanes() * 4 / esz)};
   }
   return {-1, 1.0};

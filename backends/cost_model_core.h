@@ -29,6 +29,9 @@ struct ScopeRun {
   double chunks = 1;
   double trips = 1;       // steps of this scope over the whole run: product of chunks down to it
   bool unrolled = false;  // written out as copies: no loop bookkeeping, copies can be registers
+  /// The scope of 4 inside a `:vec` scope of u8 x i8 dot products (transforms/dot_product.h)
+  /// that one vpdpbusd per register runs: 1 chunk, no lanes of its own.
+  bool dot = false;
 };
 
 // The Model's vectors, kept per thread with the Flat: their storage outlives one estimate.
@@ -102,6 +105,13 @@ struct Model {
     }
     return std::max(0.25, peak / (2.0 * width * m.freq_ghz));
   }
+  /// vpdpbusd instructions per cycle (each `lanes` x 4 products), 0 without VNNI.
+  double dot_rate(double lanes) const {
+    return m.peak_gops_vnni > 0 ? m.peak_gops_vnni / (8.0 * lanes * m.freq_ghz) : 0;
+  }
+  /// Whether scope `q`, the only child of a `:vec` scope, is the scope of 4 of a u8 x i8 dot
+  /// product the C printer prints as vpdpbusd on a machine with VNNI.
+  bool dot_scope(int q) const;
 
   // Whether GCC's vectoriser can take the iterations of depth d over every statement inside
   // `scope`: every access unit-stride or invariant in them, no libm call (no vector variants

@@ -48,6 +48,11 @@ CodegenOptions x86_codegen_options(X86Isa isa, int threads = 0) {
   co.native_vector_bytes = isa == X86Isa::kAvx512 ? 64 : isa == X86Isa::kAvx2 ? 32 : 16;
   co.libmvec = have_libmvec();
   co.stream_stores = true;
+  // vpdpbusd where this CPU has it (PERFDOJO_HIDE_CPU_FEATURES hides it like any feature).
+  if (isa == X86Isa::kAvx512 && cpu_has("avx512vnni"))
+    co.vnni_bytes = 64;
+  else if (isa != X86Isa::kPortable && cpu_has("avxvnni"))
+    co.vnni_bytes = 32;
   return co;
 }
 

@@ -181,7 +181,8 @@ int cmd_measure(const Args& a) {
     backends::BackendConfig pc = profile_config();
     backends::MachineProfile prof;
     peak_source = optimizer::resolve_machine_profile(pc, &prof);
-    peak = optimizer::fma_peak_gflops(*arch->isa, prof) * cores;
+    peak = optimizer::kernel_peak_gflops(r.value(), optimizer::fma_peak_gflops(*arch->isa, prof),
+                                         cores, prof.peak_gops_vnni);
   }
   const bool verified = !verified_on.empty();
   std::string verdict = verified ? "verified on the " + verified_on

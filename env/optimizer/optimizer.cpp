@@ -202,7 +202,37 @@ bool cold_timing(const ir::Program& p, const backends::MachineProfile& profile,
   return backends::flop_count(p) / bytes < peak_gflops / profile.dram_bw_gbs;
 }
 
-double kernel_peak_gflops(const ir::Program& p, double peak_gflops, double threads) {
+namespace {
+
+// Whether a statement of `body` multiplies two 8-bit integers into an i32 sum (an int8 GEMM's).
+bool has_int8_products(const ir::Program& p, const std::vector<ir::NodePtr>& body) {
+  auto type = [&](const ir::Expr& e) {
+    const ir::BufferDecl* b =
+        e.kind == ir::ExprKind::kLoad ? p.find_buffer(e.access.buffer) : nullptr;
+    return b ? b->dtype : ir::DType::kF32;
+  };
+  for (const auto& n : body) {
+    if (n->is_scope) {
+      if (has_int8_products(p, n->body)) return true;
+      continue;
+    }
+    const ir::Stmt& s = n->stmt;
+    const ir::BufferDecl* t = p.find_buffer(s.lhs.buffer);
+    const ir::Expr& e = *s.rhs;
+    if (t && t->dtype == ir::DType::kI32 && s.op == ir::Reduce::kAdd &&
+        e.kind == ir::ExprKind::kBinary && e.bin == ir::BinOp::kMul &&
+        ir::dtype_bytes(type(*e.args[0])) == 1 && ir::dtype_bytes(type(*e.args[1])) == 1)
+      return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+double kernel_peak_gflops(const ir::Program& p, double peak_gflops, double threads,
+                          double int8_peak) {
+  // An int8 GEMM's products run on the dot-product unit, at its own peak.
+  if (int8_peak > 0 && has_int8_products(p, p.body)) return int8_peak * threads;
   // The peak counts f32 lanes; a kernel whose outputs are all f64 computes in half as many.
   int outputs = 0, f64_outputs = 0;
   for (const ir::BufferDecl& b : p.buffers)
@@ -220,7 +250,8 @@ void Optimizer::finish(Result& res, bool interrupted) const {
     r.flops = backends::flop_count(res.program);
     r.gflops = r.flops / r.final_s / 1e9;
     const double threads = transforms::parallel_scopes(res.program.body) > 0 ? r.threads : 1;
-    const double peak = kernel_peak_gflops(res.program, r.peak_gflops, threads);
+    const double peak =
+        kernel_peak_gflops(res.program, r.peak_gflops, threads, profile_.peak_gops_vnni);
     r.peak_fraction = peak > 0 ? r.gflops / peak : 0;
     if (r.peak_fraction > 1) {
       char buf[200];

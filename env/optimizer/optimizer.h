@@ -233,8 +233,11 @@ double fma_peak_gflops(backends::X86Isa isa, const backends::MachineProfile& pro
 /// there (plain stores over streaming ones).
 bool cold_timing(const ir::Program& p, const backends::MachineProfile& profile, double peak_gflops);
 /// The FMA peak `p` can reach on `threads` cores whose f32 peak per core is `peak_gflops`: half of
-/// it when every output is f64 (a vector holds half the lanes).
-double kernel_peak_gflops(const ir::Program& p, double peak_gflops, double threads);
+/// it when every output is f64 (a vector holds half the lanes). A program that sums products of
+/// 8-bit integers into i32 (an int8 GEMM) is held to `int8_peak` per core instead, the calibrated
+/// dot-product peak (MachineProfile::peak_gops_vnni), when it is known (> 0).
+double kernel_peak_gflops(const ir::Program& p, double peak_gflops, double threads,
+                          double int8_peak = 0);
 
 /// Where the calibrated profile of this machine is kept under `cache_dir` ("" without one).
 std::string cached_profile_path(const std::string& cache_dir);

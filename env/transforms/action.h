@@ -40,7 +40,8 @@ namespace perfdojo::transforms {
   X(kClearAnnotation, clear_annotation, kScope, kNone, kSubtree)       \
   X(kSplitRange, split_range, kScope, kFactor, kSubtree)               \
   X(kStreamStores, stream_stores, kBuffer, kNone, kLiveRange)          \
-  X(kMaskToBounds, mask_to_bounds, kScope, kNone, kEverything)
+  X(kMaskToBounds, mask_to_bounds, kScope, kNone, kEverything)         \
+  X(kDotProduct, dot_product, kScope, kWidth, kSubtree)
 
 /// Every transformation, in registry order (the order is part of the action space: append only).
 enum class Kind {

@@ -6,6 +6,7 @@
 
 #include "ir/print.h"
 #include "transforms/analysis.h"
+#include "transforms/dot_sketch.h"
 #include "transforms/registry.h"
 #include "transforms/transform.h"
 
@@ -881,9 +882,22 @@ SketchExpansion sketch_program(const ir::Program& p, const Target& target, size_
   const SketchExpansion isolated = isolate_gemm_nests(p, target);
   SketchExpansion out{isolated.trace, isolated.program};
   bool any = false;
+  // int8 GEMMs with packed weights take the dot-product sketch (dot_sketch.h), which adds no
+  // top-level node: the other nests' paths stay.
+  const auto dots = dot_nests(out.program);
+  for (auto it = dots.rbegin(); it != dots.rend(); ++it) {
+    const auto cands = dot_candidates(*it, target);
+    if (cands.empty()) continue;
+    auto e =
+        expand_dot_sketch(out.program, it->path, cands[std::min(choice, cands.size() - 1)], target);
+    if (!e.ok()) continue;
+    out.program = std::move(e->program);
+    out.trace.insert(out.trace.end(), e->trace.begin(), e->trace.end());
+    any = true;
+  }
   // Last nest first: an expansion may add siblings after its own nest (split_range's remainder
   // at the top level), which would move every later nest's path but never an earlier one's.
-  const auto nests = gemm_nests(isolated.program);
+  const auto nests = gemm_nests(out.program);
   for (auto it = nests.rbegin(); it != nests.rend(); ++it) {
     const auto& nest = *it;
     const auto cands = microkernel_candidates(nest, target);
@@ -900,7 +914,10 @@ SketchExpansion sketch_program(const ir::Program& p, const Target& target, size_
 
 size_t sketch_choices(const ir::Program& p, const Target& target) {
   size_t most = 0;
-  for (const auto& nest : gemm_nests(isolate_gemm_nests(p, target).program))
+  const ir::Program isolated = isolate_gemm_nests(p, target).program;
+  for (const auto& nest : dot_nests(isolated))
+    most = std::max(most, dot_candidates(nest, target).size());
+  for (const auto& nest : gemm_nests(isolated))
     most = std::max(most, microkernel_candidates(nest, target).size());
   return most;
 }

@@ -76,4 +76,12 @@ ir::NodePtr tile_node(const ir::Node& s, int d, int64_t f, ir::Annot inner_annot
   return ir::Node::scope(s.extent / f, "", s.annot, {inner}, s.loc);
 }
 
+ir::Program annotate_lanes(const ir::Program& p, const Path& path, int64_t w) {
+  const ir::Node* s = node_at(p, path);
+  if (s->extent == w)
+    return replace_node(p, path, {ir::Node::scope_like(*s, ir::Annot::kVector, s->body)});
+  return replace_node(p, path,
+                      {tile_node(*s, static_cast<int>(path.size()) - 1, w, ir::Annot::kVector)});
+}
+
 }  // namespace perfdojo::transforms

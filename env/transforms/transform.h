@@ -54,6 +54,15 @@ struct Precheck {
 /// The most parameter values a kind may have.
 inline constexpr int kMaxParams = 32;
 
+/// The precheck of a move that runs a scope W lanes at a time (vectorize, dot_product): every
+/// W dividing `extent` is left to the check, the others are illegal.
+inline Precheck check_dividing_widths(int64_t extent, std::span<const int64_t> params) {
+  Precheck out;
+  for (size_t i = 0; i < params.size(); ++i)
+    if (params[i] > 0 && extent % params[i] == 0) out.check |= uint64_t{1} << i;
+  return out;
+}
+
 /// Verdicts of one kind at one location (or one row) for each of `params` (at most
 /// kMaxParams), from a summary of the program. Never decides legal what check refuses or
 /// illegal what it accepts (a tested invariant). It sees no target: what depends on the target
@@ -103,5 +112,8 @@ Legality scope_location(const ir::Program& p, const Path& path, const ir::Node**
 ir::Affine tile_index(const ir::Affine& a, int d, int64_t f);
 /// A scope at depth d of extent E split into (E/f) x f, body re-indexed; annotation on the inner.
 ir::NodePtr tile_node(const ir::Node& s, int d, int64_t f, ir::Annot inner_annot);
+/// The scope at `path` run `w` lanes at a time: annotated :vec when its extent is w, else tiled
+/// by w with the inner scope :vec (vectorize, dot_product). The extent must be a multiple of w.
+ir::Program annotate_lanes(const ir::Program& p, const Path& path, int64_t w);
 
 }  // namespace perfdojo::transforms

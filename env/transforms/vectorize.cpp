@@ -53,20 +53,13 @@ Legality check_vectorize(const ir::Program& p, const Action& a, const Target& t,
 
 Precheck precheck_vectorize(MaskSummary& sum, const MaskSite& at, std::span<const int64_t> params) {
   const ir::Node& s = sum.scope(at.scope);
-  Precheck out;
-  if (s.annot != ir::Annot::kNone || !sum.innermost(at.scope)) return out;
-  for (size_t i = 0; i < params.size(); ++i)
-    if (params[i] > 0 && s.extent % params[i] == 0) out.check |= uint64_t{1} << i;
-  return out;
+  if (s.annot != ir::Annot::kNone || !sum.innermost(at.scope)) return {};
+  return check_dividing_widths(s.extent, params);
 }
 
 ir::Program apply_vectorize(const ir::Program& p, const Action& a, const Target& t) {
   PERFDOJO_EXPECT_LEGAL(check_vectorize, p, a, t);
-  const ir::Node* s = node_at(p, a.path);
-  int d = static_cast<int>(a.path.size()) - 1;
-  if (s->extent == a.param)
-    return replace_node(p, a.path, {ir::Node::scope_like(*s, ir::Annot::kVector, s->body)});
-  return replace_node(p, a.path, {tile_node(*s, d, a.param, ir::Annot::kVector)});
+  return annotate_lanes(p, a.path, a.param);
 }
 
 }  // namespace perfdojo::transforms

@@ -96,6 +96,30 @@ TEST_CASE("vectorising matmul's inner scope with 16 lanes lowers the estimate") 
   CHECK(vec < scalar / 4);
 }
 
+TEST_CASE("a vector of u8 x i8 dot products costs one vpdpbusd per register where VNNI is") {
+  // An int8 GEMM with packed weights, 16 columns as lanes of 4-term dot products: priced as one
+  // instruction per register at the profile's VNNI rate; without VNNI (the printer's loops) as
+  // the four multiply-adds per lane it is.
+  const std::string gemm =
+      "M = 64\nN = 64\nK = 256\nKB = 64\ninput A: u8[M, K]\ninput B4: i8[KB, N, 4]\n"
+      "output C: i32[M, N] = 0\n\n";
+  const ir::Program dots =
+      load(gemm + "M KB 4 16:vec 4 C[{0},{2}*16+{3}] += A[{0},{1}*4+{4}] * B4[{1},{2}*16+{3},{4}]");
+  backends::MachineProfile with = backends::default_profile(), without = with;
+  with.peak_gops_vnni = 4 * with.peak_gflops_avx512;  // 4x the f32 FMA rate, as on Xeons
+  without.peak_gops_vnni = 0;
+  const double t_with = backends::estimate_cost(dots, with).time_s;
+  const double t_without = backends::estimate_cost(dots, without).time_s;
+  MESSAGE((t_with * 1e6) << " us with VNNI, " << (t_without * 1e6) << " us without");
+  CHECK(t_with * 2.5 < t_without);
+  // Not a dot product (f32 operands): the VNNI rate changes nothing.
+  const ir::Program f32 = load(
+      "M = 64\nN = 64\nK = 256\nKB = 64\ninput A: f32[M, K]\ninput B4: f32[KB, N, 4]\n"
+      "output C: f32[M, N] = 0\n\n"
+      "M KB 4 16:vec 4 C[{0},{2}*16+{3}] += A[{0},{1}*4+{4}] * B4[{1},{2}*16+{3},{4}]");
+  CHECK(backends::estimate_cost(f32, with).time_s == backends::estimate_cost(f32, without).time_s);
+}
+
 TEST_CASE("parallelizing matmul's outer scope lowers the estimate") {
   double serial = estimate(matmul(256, kIKJ));
   double par = estimate(matmul(256, "S:par S S C[{0},{2}] += A[{0},{1}] * B[{1},{2}]"));

@@ -220,6 +220,79 @@ TEST_CASE("narrow types: the generated code widens and narrows exactly as the in
     }
 }
 
+// transforms/dot_product.h: a :vec scope of 4-term u8 x i8 dot products is one vpdpbusd per
+// register where the CPU has VNNI (integer sums: bit for bit), a loop with the reason where not;
+// the instruction's code compiles on any x86 machine (a target attribute on the kernel).
+TEST_CASE("u8 x i8 dot products print as vpdpbusd where the CPU has VNNI, bit for bit" *
+          doctest::test_suite("hw")) {
+  if (backends::find_executable("cc").empty()) PERFDOJO_SKIP("no C compiler (cc) on PATH");
+  const char* gemm =
+      "M = 8\nN = 48\nK = 64\nKB = 16\ninput A: u8[M, K]\ninput B4: i8[KB, N, 4]\n"
+      "output C: i32[M, N] = 5\n\nM N KB 4 C[{0},{1}] += A[{0},{2}*4+{3}] * B4[{2},{1},{3}]\n";
+  const auto target = *transforms::target_by_name("x86_avx512");
+  auto with = [&](const char* moves) {
+    auto trace = transforms::parse_trace(moves);
+    REQUIRE_MESSAGE(trace.ok(), trace.error_text());
+    auto r = transforms::replay(program_of(gemm), trace.value(), target);
+    REQUIRE_MESSAGE(r.ok(), r.error_text());
+    return r.value();
+  };
+  // 16 lanes; 8 lanes (tiled); 16 lanes with the rows unrolled around them.
+  const std::vector<ir::Program> dots = {
+      with("swap_scopes 0.0\ndot_product 0.0.0 16\n"),
+      with("swap_scopes 0.0\ndot_product 0.0.0 8\n"),
+      with("swap_scopes 0.0\ndot_product 0.0.0 16\nunroll 0.0.0 3\n"),
+  };
+  TempDir dir;
+  for (size_t k = 0; k < dots.size(); ++k) {
+    const ir::Program& p = dots[k];
+    backends::CodegenOptions co;
+    co.vnni_bytes = 64;
+    auto g = backends::generate_c(p, co);
+    CHECK(g.source.find("_dpbusd_epi32(") != std::string::npos);
+    CHECK(g.exact);
+    auto r = backends::compile_shared_object(
+        "cc", backends::x86_compile_flags(backends::X86Isa::kAvx2), g.source, dir.path);
+    CHECK_MESSAGE(!r.error, r.error.value_or(""), "\n", g.source);
+    co.vnni_bytes = 32;  // AVX-VNNI: the 256-bit form only
+    g = backends::generate_c(p, co);
+    CHECK((g.source.find("_mm256_dpbusd_avx_epi32(") != std::string::npos) == (k == 1));
+    co.vnni_bytes = 0;
+    g = backends::generate_c(p, co);
+    CHECK(g.source.find("_dpbusd_") == std::string::npos);
+    CHECK(g.source.find("which this target lacks") != std::string::npos);
+  }
+  // Where the CPU has no VNNI the backend prints loops (PERFDOJO_HIDE_CPU_FEATURES hides it),
+  // and they compute the same.
+  BACKEND_OR_SKIP(b, "x86_avx512");
+  {
+    setenv("PERFDOJO_HIDE_CPU_FEATURES", "avx512vnni,avxvnni", 1);
+    auto hidden = backends::make_backend("x86_avx512");
+    Measurement m = hidden->measure(dots[0], quick());
+    unsetenv("PERFDOJO_HIDE_CPU_FEATURES");
+    CHECK_MESSAGE(m.verified, m.error.value_or(""));
+    const bool printed =
+        backends::x86_generate_c(backends::X86Isa::kAvx512, dots[0]).source.find("dpbusd") !=
+        std::string::npos;
+    CHECK(printed == backends::cpu_has("avx512vnni"));
+  }
+  if (!backends::cpu_has("avx512vnni"))
+    PERFDOJO_SKIP("this CPU has no AVX-512 VNNI: vpdpbusd compiled, not run");
+  for (const auto& p : dots) {
+    Measurement m = b->measure(p, quick());
+    CHECK_MESSAGE(m.verified, m.error.value_or(""));
+    CHECK(m.verification == "exact");
+  }
+  // Random legal moves after the dot products (tiles, unrolls, temporaries, parallel scopes),
+  // printed again and checked bit for bit.
+  std::mt19937_64 rng(5);
+  for (int t = 0; t < 4; ++t) {
+    ir::Program p = dots[t % dots.size()];
+    const std::string trace = random_walk(p, target, rng, 8);
+    check_matches(*b, p, "the dot products after " + trace, rng() % 5);
+  }
+}
+
 TEST_CASE("GCC is told not to unroll-and-jam, and clang gets no flag it refuses" *
           doctest::test_suite("hw")) {
   // Blocking a loop is a move (tile_scope, unroll): GCC's -O3 unroll-and-jam would add one the

@@ -2,7 +2,8 @@
 // proposals produce, on every suite, unseen and generated kernel, replays step by step through
 // the env's flat action space, each step an index the mask allows and that decodes back to the
 // same action. An agent can then reach every kernel the experts reach, and learn from their
-// traces as demonstrations (docs/actions.md, "Parameters").
+// traces as demonstrations (docs/actions.md, "Parameters"). A move outside the shipped flat
+// layout (dot_product) ends a trace early, counted.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -66,7 +67,7 @@ std::vector<std::pair<std::string, std::vector<Action>>> expert_traces(
 TEST_CASE(
     "every expert trace replays through the flat action space, each step allowed by the mask") {
   const auto kernels = every_kernel(8);
-  int traces = 0, steps = 0, failures = 0, deepest = 0;
+  int traces = 0, steps = 0, failures = 0, deepest = 0, beyond = 0;
   std::map<std::string, int> why;  // failure kind -> count
   std::ostringstream first;
   for (const char* target_name : {"x86_avx512", "x86_avx2"}) {
@@ -78,6 +79,14 @@ TEST_CASE(
         ir::Program cur = k.program;
         for (size_t i = 0; i < trace.size(); ++i) {
           const Action& a = trace[i];
+          // Moves of the registry the shipped layout leaves out (action.h, kFlatSpaceKinds):
+          // today only dot_product, which the int8 sketch ends with. The agent reaches them
+          // through its sketch actions; the rest of the trace is counted, not replayed.
+          if (static_cast<int>(a.kind) >= transforms::kFlatSpaceKinds) {
+            CHECK(a.kind == transforms::Kind::kDotProduct);
+            ++beyond;
+            break;
+          }
           const auto scopes = transforms::scope_paths(cur);
           const int at = transforms::position_of(scopes, a.path);
           std::string fail;
@@ -110,11 +119,13 @@ TEST_CASE(
   std::ostringstream summary;
   for (const auto& [w, n] : why) summary << "  " << n << " x " << w << "\n";
   INFO(kernels.size() << " kernels, " << traces << " traces, " << steps
-                      << " steps replayed, deepest scope slot " << deepest << "\n"
+                      << " steps replayed, deepest scope slot " << deepest << ", " << beyond
+                      << " traces stopped at a move outside the flat space\n"
                       << summary.str() << first.str());
   CHECK(traces > 2000);
   CHECK(steps > 50000);
   CHECK(failures == 0);
+  CHECK(beyond <= traces / 50);  // only the int8 GEMMs' sketches
   // The sketch followed by the fused rest reaches scope slot 86 of 96 (gqa-attention on AVX2).
   CHECK(deepest < transforms::FlatSpaceConfig{}.max_scopes);
 }
