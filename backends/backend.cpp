@@ -1,5 +1,6 @@
 #include "backends/backend.h"
 
+#include <cpuid.h>
 #include <sched.h>
 
 #include <algorithm>
@@ -180,7 +181,13 @@ bool cpu_has(const char* feature) {
   if (f == "fma") return __builtin_cpu_supports("fma");
   if (f == "avx512vnni") return __builtin_cpu_supports("avx512vnni");
   if (f == "avx512bf16") return __builtin_cpu_supports("avx512bf16");
-  if (f == "avxvnni") return __builtin_cpu_supports("avxvnni");
+  if (f == "avxvnni") {
+    // Not every compiler's __builtin_cpu_supports knows it (clang 14 does not): CPUID leaf 7,
+    // sub-leaf 1, EAX bit 4, with the AVX state the OS saves (which avx2 implies).
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    return __builtin_cpu_supports("avx2") && __get_cpuid_count(7, 1, &a, &b, &c, &d) &&
+           (a >> 4 & 1u);
+  }
   return false;
 }
 
