@@ -47,7 +47,7 @@ def dtypes_of(path):
     out = []
     with open(path) as f:
         for line in f:
-            m = re.match(r"\s*(input|output)\s+\w+\s*:\s*(f32|f64|i32|u8|i8)\s*\[", line)
+            m = re.match(r"\s*(input|output)\s+\w+\s*:\s*(f32|f64|i32|bf16|f16|u8|i8)\s*\[", line)
             if m:
                 out.append(m.group(2))
     return out
@@ -66,6 +66,13 @@ def forms(name, s, torch):
         y = torch.empty(s["M"])
         return [("torch.mv(A, x)", lambda: torch.mv(a, x)),
                 ("torch.mv(A, x, out=y)", lambda: torch.mv(a, x, out=y))]
+    if name.startswith("matmul-bf16"):  # bf16 in and out, summed in f32 (benchmarks/unseen)
+        a = r(s["M"], s["K"]).to(torch.bfloat16)
+        b = r(s["K"], s["N"]).to(torch.bfloat16)
+        c = torch.empty(s["M"], s["N"], dtype=torch.bfloat16)
+        return [("torch.mm(A, B) on bf16 (oneDNN)", lambda: torch.mm(a, b)),
+                ("torch.mm(A, B, out=C) on bf16", lambda: torch.mm(a, b, out=c)),
+                ("torch.matmul(A, B) on bf16", lambda: torch.matmul(a, b))]
     if name.startswith("matmul") and name != "matmul-at":  # A^T B has its form below
         a, b = r(s["M"], s["K"]), r(s["K"], s["N"])
         c = torch.empty(s["M"], s["N"])
@@ -649,7 +656,8 @@ def interleaved(entry_spec, torch, settle_s=0.0):
     entry.restype = None
     # Our buffers, every one in [-1, 1) and of its declared type (an f64 kernel reads 8-byte
     # elements): the kernel initialises its outputs as it declares them.
-    kinds = {"f32": torch.float32, "f64": torch.float64, "i32": torch.int32}
+    kinds = {"f32": torch.float32, "f64": torch.float64, "i32": torch.int32,
+             "bf16": torch.bfloat16, "f16": torch.float16}  # the bits the kernel reads
     types = dtypes_of(entry_spec["pdj"])
     if len(types) != len(entry_spec["elements"]):
         raise ValueError(f"{name}: {len(entry_spec['elements'])} buffer sizes for {len(types)} declared "
