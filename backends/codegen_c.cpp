@@ -377,6 +377,15 @@ std::string vector_helpers(DType t, int64_t w, bool libmvec, bool guard_exp) {
   s += "PD_INLINE " + V + " " + V + "_load(const " + S + "* p) { return *(const " + V + "u*)p; }\n";
   s += "PD_INLINE void " + V + "_store(" + S + "* p, " + V + " v) { *(" + V + "u*)p = v; }\n";
   s += "PD_INLINE " + V + " " + V + "_splat(" + S + " x) { return (" + V + "){" + splat + "}; }\n";
+  if (t == DType::kF32) {
+    // w bf16 elements widened exactly: each one's bits are the top half of its f32's.
+    s += "typedef uint16_t " + V + "h __attribute__((vector_size(" + std::to_string(2 * w) +
+         "), aligned(2), may_alias));\n";
+    s += "typedef uint32_t " + V + "w __attribute__((vector_size(" + std::to_string(4 * w) +
+         ")));\n";
+    s += "PD_INLINE " + V + " " + V + "_ldbf16(const uint16_t* p) { return (" + V +
+         ")(__builtin_convertvector(*(const " + V + "h*)p, " + V + "w) << 16); }\n";
+  }
   // Lanes b, b+s, b+2s, ...: integers converted as scalars are (exact, whatever their size).
   std::string iota;
   for (int64_t l = 0; l < w; ++l) iota += (l ? ", b + s * " : "b + s * ") + std::to_string(l);
@@ -932,8 +941,17 @@ class Printer {
         return V + "_iota(" + flat_text(f, d) + ", " + std::to_string(c) + ")";
       }
       case ir::ExprKind::kLoad: {
-        if (dtype_.at(e.access.buffer) != t) return std::nullopt;
+        const DType bt = dtype_.at(e.access.buffer);
         int64_t c = flat(e.access).coeff(d);
+        if (ir::is_narrow(bt) && ir::compute_type(bt) == t) {
+          // bf16 widens lane by lane exactly (its bits are the f32's top half); f16 and the
+          // integers only as one widened scalar splat.
+          if (c == 0) return V + "_splat(" + widen(access(e.access), bt) + ")";
+          if (c == 1 && bt == DType::kBF16)
+            return V + "_ldbf16(&" + access(e.access, d, lane0) + ")";
+          return std::nullopt;
+        }
+        if (bt != t) return std::nullopt;
         if (c == 1) return V + "_load(&" + access(e.access, d, lane0) + ")";
         if (c == 0) return V + "_splat(" + access(e.access) + ")";
         return std::nullopt;
@@ -1087,8 +1105,8 @@ class Printer {
       if (c->is_scope) return "the body holds a nested scope";
       const ir::Stmt& s = c->stmt;
       if (dtype_.at(s.lhs.buffer) == DType::kI32) return "i32 statements stay scalar";
-      if (touches_narrow(s))
-        return "statements on bf16, f16, i8 or u8 buffers stay scalar (no vector conversions yet)";
+      if (ir::is_narrow(dtype_.at(s.lhs.buffer)))
+        return "stores to bf16, f16, i8 or u8 buffers stay scalar (no vector narrowing yet)";
       sites.push_back({&s.lhs, true, s.op != ir::Reduce::kNone});
       std::vector<const ir::Access*> loads;
       collect_loads(*s.rhs, loads);
@@ -1128,7 +1146,10 @@ class Printer {
     for (const auto& c : v.body) {
       DType t = dtype_.at(c->stmt.lhs.buffer);
       if (!vexpr(*c->stmt.rhs, t, d, chunk_lanes(c->stmt, w)))
-        return "an expression has no vector form (i32, gather or mixed widths)";
+        return touches_narrow(c->stmt) ? "a narrow load has no vector form (only bf16 loads "
+                                         "widen lane by lane, the others as broadcasts)"
+                                       : "an expression has no vector form (i32, gather or "
+                                         "mixed widths)";
     }
     return "";
   }

@@ -41,7 +41,8 @@ namespace perfdojo::transforms {
   X(kSplitRange, split_range, kScope, kFactor, kSubtree)               \
   X(kStreamStores, stream_stores, kBuffer, kNone, kLiveRange)          \
   X(kMaskToBounds, mask_to_bounds, kScope, kNone, kEverything)         \
-  X(kDotProduct, dot_product, kScope, kWidth, kSubtree)
+  X(kDotProduct, dot_product, kScope, kWidth, kSubtree)                \
+  X(kWidenBuffer, widen_buffer, kBuffer, kNone, kEverything)
 
 /// Every transformation, in registry order (the order is part of the action space: append only).
 enum class Kind {

@@ -70,9 +70,19 @@ class Expander {
   // A packing create_temporary (optional): the number of copy nests it put at the top of the
   // scope's body, 0 when refused (more than one when the scope reads `b` through several
   // indices: C = A A^T packs A's row block and its column panel apart).
+  // A panel packed from a narrow buffer (bf16, f16) is widened to f32 as it is packed
+  // (widen_buffer), so the tile reads it with plain vector loads.
   int pack(const Path& p, const std::string& b) {
     const size_t before = node_at(cur_, p)->body.size();
-    return temporary(p, b, false) ? static_cast<int>(node_at(cur_, p)->body.size() - before) : 0;
+    const size_t buffers = cur_.buffers.size();
+    if (!temporary(p, b, false)) return 0;
+    const int nests = static_cast<int>(node_at(cur_, p)->body.size() - before);
+    for (size_t i = buffers; i < cur_.buffers.size(); ++i) {
+      const ir::BufferDecl d = cur_.buffers[i];
+      if (ir::is_narrow(d.dtype) && ir::compute_type(d.dtype) == ir::DType::kF32)
+        step({Kind::kWidenBuffer, {}, d.name, "", 0}, false);
+    }
+    return nests;
   }
   bool vectorize(const Path& p, int64_t w, bool required) {
     return step({Kind::kVectorize, p, "", "", w}, required);
@@ -326,8 +336,8 @@ bool unit_stride(const ir::Access& a, int depth) {
 }
 
 // The loads of the statement by the roles they use: k and j, not i (B-like panels, packed at
-// Ko; `b_strided`: those not unit-stride in j, which must be packed even without Ko); i and k,
-// not j (A-like blocks, packed at Mo).
+// Ko; `b_strided`: those the tile cannot load as vectors, not unit-stride in j or of a narrow
+// type, which must be packed even without Ko); i and k, not j (A-like blocks, packed at Mo).
 void operand_roles(const ir::Program& p, const GemmNest& g, std::vector<std::string>& b_like,
                    std::vector<std::string>& b_strided, std::vector<std::string>& a_like) {
   const int d = static_cast<int>(g.path.size()) - 1;
@@ -342,7 +352,12 @@ void operand_roles(const ir::Program& p, const GemmNest& g, std::vector<std::str
     if (!uk || ui == uj) continue;
     auto& list = uj ? b_like : a_like;
     if (std::find(list.begin(), list.end(), a->buffer) == list.end()) list.push_back(a->buffer);
-    if (uj && !unit_stride(*a, d + g.j) &&
+    // The tile loads neither a strided panel nor a bf16 or f16 one as vectors: packed (and
+    // widened) first.
+    const ir::BufferDecl* decl = find_decl(p, a->buffer);
+    const bool narrow =
+        decl && ir::is_narrow(decl->dtype) && ir::compute_type(decl->dtype) == ir::DType::kF32;
+    if (uj && (!unit_stride(*a, d + g.j) || narrow) &&
         std::find(b_strided.begin(), b_strided.end(), a->buffer) == b_strided.end())
       b_strided.push_back(a->buffer);
   }
@@ -450,18 +465,26 @@ void expand_into(Expander& x, const GemmNest& g, const MicrokernelParams& m) {
     c.child(b_home) = nb;
   }
   // (without Mo or Ko, at the outermost batch scope: conv2d's filters once per image)
-  const int a_home = c.has(Level::kMo)   ? c.pos(Level::kMo)
-                     : c.has(Level::kKo) ? c.pos(Level::kKo)
-                     : nbatch > 0        ? 0
-                                         : -1;
+  auto narrow = [&](const std::string& b) {
+    const ir::BufferDecl* decl = find_decl(x.program(), b);
+    return decl && ir::is_narrow(decl->dtype) && ir::compute_type(decl->dtype) == ir::DType::kF32;
+  };
+  // (a narrow block with none of them: at the outermost scope, once, as it is widened)
+  const bool narrow_a = std::any_of(a_like.begin(), a_like.end(), narrow);
+  const int a_home = c.has(Level::kMo)                                   ? c.pos(Level::kMo)
+                     : c.has(Level::kKo)                                 ? c.pos(Level::kKo)
+                     : nbatch > 0 || (narrow_a && c.pos(Level::kKi) > 0) ? 0
+                                                                         : -1;
   // A block packed at Mo or Ko pays only when more than one column panel reads it: with the
   // columns in one panel (a narrow nest, or a remainder split off) each element is read once
   // and the copy is pure traffic (4096 x 20 x 256: 0.65 ms packed, 0.51 read in place).
+  // A bf16 or f16 block is packed, widened, in any case: the tile broadcasts only f32.
   const bool one_panel = !c.has(Level::kNo) && !c.has(Level::kNc);
-  if (a_home >= 0 && !g.transposed && !(one_panel && (c.has(Level::kMo) || c.has(Level::kKo)))) {
+  const bool packs_all = !(one_panel && (c.has(Level::kMo) || c.has(Level::kKo)));
+  if (a_home >= 0 && !g.transposed) {
     int na = 0;
     for (const std::string& a : current_a_like(x.program(), c, a_like))
-      na += x.pack(c.path(a_home), a);
+      if (packs_all || narrow(a)) na += x.pack(c.path(a_home), a);
     c.child(a_home) += na;
   }
   // the register tile at the inner panel loop (Mio, or No with rows_outer), else at the scope

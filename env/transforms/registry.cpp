@@ -53,7 +53,7 @@ bool bounded_access(const std::vector<ir::NodePtr>& body, const std::string& buf
 // buffer, a hoisted statement running at least once). Until each such kind handles bounds, it
 // is refused where they matter, by what its check reads (the mask's memo relies on that):
 // - annotations (parallelize, clear_annotation) and buffer layout (swap_buffer_dims,
-//   stream_stores) change no iteration: never refused;
+//   stream_stores, widen_buffer) change no iteration: never refused;
 // - tile_scope re-indexes bounds like accesses: refused only on a bounded scope itself;
 // - other kinds at a scope or node: refused when it, or a scope inside it, is bounded; hoist
 //   also when its parent is, move_statement and join_scopes when the next sibling is;
@@ -64,6 +64,7 @@ Legality bounded_gate(const ir::Program& p, const Action& a) {
     case Kind::kClearAnnotation:
     case Kind::kSwapBufferDims:
     case Kind::kStreamStores:
+    case Kind::kWidenBuffer:   // changes a type, no iteration
     case Kind::kMaskToBounds:  // merges with the bounds a scope has; never relies on trip counts
     case Kind::kSwapScopes:    // interchanges a bounded child exactly, or refuses (its own check)
       return {};

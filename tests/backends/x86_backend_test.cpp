@@ -293,6 +293,37 @@ TEST_CASE("u8 x i8 dot products print as vpdpbusd where the CPU has VNNI, bit fo
   }
 }
 
+// transforms/widen_buffer.h: the sketch packs a bf16 GEMM's panels widened to f32, so the tile
+// is the f32 one; a vector statement reads bf16 as widened vectors or broadcasts; every value
+// as the interpreter's.
+TEST_CASE("bf16 loads widen lane by lane in vector code, and the sketched bf16 GEMM is exact" *
+          doctest::test_suite("hw")) {
+  const ir::Program p = program_of(
+      "M = 64\nN = 64\nK = 96\ninput A: bf16[M, K]\ninput B: bf16[K, N]\n"
+      "temp acc: f32[M, N] = 0\noutput C: bf16[M, N]\n\n"
+      "M N K acc[{0},{1}] += A[{0},{2}] * B[{2},{1}]\nM N C[{0},{1}] = acc[{0},{1}]\n");
+  const auto target = *transforms::target_by_name("x86_avx512");
+  const auto e = transforms::sketch_program(p, target, 0);
+  // (transforms_test checks the sketch widens both panels)
+  const std::string c = backends::x86_generate_c(backends::X86Isa::kAvx512, e.program).source;
+  CHECK(c.find("no vector form") == std::string::npos);          // the tile is vector code
+  CHECK(c.find("_splat(pd_bf16_to_f32(") == std::string::npos);  // no narrow broadcast left
+  CHECK(c.find("stay scalar") == std::string::npos);
+  BACKEND_OR_SKIP(b, "x86_avx512");
+  Measurement m = b->measure(e.program, quick());
+  CHECK_MESSAGE(m.verified, m.error.value_or(""));
+  CHECK(m.verification == "exact");
+  // A broadcast bf16 operand and a widened vector one in one statement.
+  const ir::Program axpy = program_of(
+      "N = 64\ninput a: bf16[1]\ninput x: bf16[N]\noutput y: f32[N] = 1\n\n"
+      "64:vec y[{0}] += a[0] * x[{0}]\n");
+  const std::string ca = backends::x86_generate_c(backends::X86Isa::kAvx512, axpy).source;
+  CHECK(ca.find("_splat(pd_bf16_to_f32(a[0]))") != std::string::npos);
+  CHECK(ca.find("_ldbf16(&x[") != std::string::npos);
+  m = b->measure(axpy, quick());
+  CHECK_MESSAGE(m.verified, m.error.value_or(""));
+}
+
 TEST_CASE("GCC is told not to unroll-and-jam, and clang gets no flag it refuses" *
           doctest::test_suite("hw")) {
   // Blocking a loop is a move (tile_scope, unroll): GCC's -O3 unroll-and-jam would add one the
