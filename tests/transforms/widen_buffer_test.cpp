@@ -43,10 +43,10 @@ TEST_CASE("widen_buffer refuses what would change a stored value, and what is no
                   Reason::kIrregularAccess, "T");
   require_refused(kWidenHead + "M N T[{0},{1}] = H[{0},{1}]\n" + kWidenRead, "widen_buffer T",
                   Reason::kIrregularAccess, "T");
-  require_refused(kWidenHead + "M N T[{0},{1}] = A[{0},{1}] + A[{0},{1}]\n" + kWidenRead, "widen_buffer T",
-                  Reason::kIrregularAccess, "T");
-  require_refused(kWidenHead + copy + "M N T[{0},{1}] += A[{0},{1}]\n" + kWidenRead, "widen_buffer T",
-                  Reason::kIrregularAccess, "T");
+  require_refused(kWidenHead + "M N T[{0},{1}] = A[{0},{1}] + A[{0},{1}]\n" + kWidenRead,
+                  "widen_buffer T", Reason::kIrregularAccess, "T");
+  require_refused(kWidenHead + copy + "M N T[{0},{1}] += A[{0},{1}]\n" + kWidenRead,
+                  "widen_buffer T", Reason::kIrregularAccess, "T");
   require_refused(kWidenHead + "M N Y[{0},{1}] += A[{0},{1}]\n", "widen_buffer T",
                   Reason::kIrregularAccess, "T");
 }
@@ -57,8 +57,8 @@ TEST_CASE("widen_buffer gives a copied temporary its compute type and every outp
   CHECK(ir::print_program(after).find("temp T: f32[M, N]") != std::string::npos);
   require_same_outputs(before, after);
   // Written twice, each a copy of a bf16 element: still exact.
-  const ir::Program twice =
-      load(kWidenHead + "M N T[{0},{1}] = A[{0},{1}]\nM 4 T[{0},{1}+4] = A[{0},{1}]\n" + kWidenRead);
+  const ir::Program twice = load(
+      kWidenHead + "M N T[{0},{1}] = A[{0},{1}]\nM 4 T[{0},{1}+4] = A[{0},{1}]\n" + kWidenRead);
   require_same_outputs(twice, apply_all(twice, {"widen_buffer T"}));
 }
 
