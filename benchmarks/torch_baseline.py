@@ -61,6 +61,8 @@ def forms(name, s, torch):
     r = lambda *shape: torch.rand(*shape, dtype=torch.float32) * 2 - 1  # noqa: E731
     if name.startswith("gemm-u8i8"):  # int8 GEMM, u8 x i8 -> i32 (benchmarks/unseen/gemm-u8i8-*)
         return int8_gemm_forms(s, torch)
+    if name.startswith("linear-int8"):  # f32(X u8 W^T i8) * scale + bias (benchmarks/unseen)
+        return int8_linear_forms(s, torch)
     if name == "gemv":
         a, x = r(s["M"], s["K"]), r(s["K"])  # kernels/gemv.pdj: y[M] = A[M, K] x[K]
         y = torch.empty(s["M"])
@@ -517,7 +519,6 @@ def int8_gemm_forms(s, torch):
     out = []
     try:
         import numpy as np
-        import onnx
         import onnxruntime as ort
         from onnx import TensorProto, helper
         graph = helper.make_graph(
@@ -525,12 +526,7 @@ def int8_gemm_forms(s, torch):
             [helper.make_tensor_value_info("A", TensorProto.UINT8, [m, k]),
              helper.make_tensor_value_info("B", TensorProto.INT8, [k, n])],
             [helper.make_tensor_value_info("Y", TensorProto.INT32, [m, n])])
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads_asked()
-        options.inter_op_num_threads = 1
-        session = ort.InferenceSession(model.SerializeToString(), options,
-                                       providers=["CPUExecutionProvider"])
+        session = ort_session(graph)
         rng = np.random.default_rng(0)
         feeds = {"A": rng.integers(0, 256, (m, k), dtype=np.uint8),
                  "B": rng.integers(-128, 128, (k, n), dtype=np.int8)}
@@ -556,6 +552,82 @@ def int8_gemm_forms(s, torch):
     a8 = torch.randint(-128, 128, (m, k), dtype=torch.int8)
     b8 = torch.randint(-128, 128, (k, n), dtype=torch.int8)
     out.append(("torch._int_mm(A i8, B i8)", lambda: torch._int_mm(a8, b8)))
+    return out
+
+
+def ort_session(graph):
+    """An ONNX Runtime session on `graph` at the asked threads, or None without ONNX Runtime."""
+    try:
+        import onnxruntime as ort
+        from onnx import helper
+    except ImportError:
+        return None
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads_asked()
+    options.inter_op_num_threads = 1
+    return ort.InferenceSession(model.SerializeToString(), options,
+                                providers=["CPUExecutionProvider"])
+
+
+def int8_linear_forms(s, torch):
+    """A quantised linear layer, Y = f32(X W^T) * scale + bias with X u8, W i8 [N, K] and a scale
+    per output channel, as users run it: ONNX Runtime's MatMulInteger with the dequantising Mul
+    and Add (W^T held as an initializer), PyTorch's quantised linear on each engine with
+    per-channel weights and the bias, dequantised (its output is requantised to quint8 first,
+    which ours leaves out), and torch._int_mm with the epilogue in place. One thread each."""
+    m, n, k = s["M"], s["N"], s["K"]
+    out = []
+    try:
+        import numpy as np
+        from onnx import TensorProto, helper, numpy_helper
+        rng = np.random.default_rng(0)
+        wt = rng.integers(-128, 128, (k, n), dtype=np.int8)
+        graph = helper.make_graph(
+            [helper.make_node("MatMulInteger", ["X", "WT"], ["acc"]),
+             helper.make_node("Cast", ["acc"], ["accf"], to=TensorProto.FLOAT),
+             helper.make_node("Mul", ["accf", "scale"], ["scaled"]),
+             helper.make_node("Add", ["scaled", "bias"], ["Y"])], "int8_linear",
+            [helper.make_tensor_value_info("X", TensorProto.UINT8, [m, k])],
+            [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [m, n])],
+            initializer=[numpy_helper.from_array(wt, "WT"),
+                         numpy_helper.from_array(rng.random(n, dtype=np.float32) * 1e-3, "scale"),
+                         numpy_helper.from_array(rng.random(n, dtype=np.float32), "bias")])
+        session = ort_session(graph)
+        if session is not None:
+            import onnxruntime as ort
+            binding = session.io_binding()
+            binding.bind_cpu_input("X", rng.integers(0, 256, (m, k), dtype=np.uint8))
+            binding.bind_output("Y")
+            out.append((f"onnxruntime {ort.__version__} MatMulInteger + Cast + Mul + Add",
+                        lambda: session.run_with_iobinding(binding)))
+    except ImportError:
+        pass  # no ONNX Runtime or numpy in this interpreter: PyTorch's forms only
+    x = torch.quantize_per_tensor(torch.rand(m, k), 1 / 255, 0, torch.quint8)
+    bias = torch.rand(n)
+    engines = [e for e in ("fbgemm", "onednn", "x86") if e in torch.backends.quantized.supported_engines]
+    for engine in engines:
+        torch.backends.quantized.engine = engine
+        w = torch.quantize_per_channel(torch.rand(n, k) * 2 - 1, torch.rand(n) * 1e-2 + 1e-3,
+                                       torch.zeros(n, dtype=torch.long), 0, torch.qint8)
+        try:
+            packed = torch.ops.quantized.linear_prepack(w, bias)
+        except RuntimeError:
+            continue  # this engine takes no per-channel weights here
+
+        def run(engine=engine, packed=packed):
+            torch.backends.quantized.engine = engine
+            return torch.ops.quantized.linear(x, packed, 0.05, 128).dequantize()
+        out.append((f"torch.ops.quantized.linear ({engine}, per-channel) + dequantize()", run))
+    a8 = torch.randint(-128, 128, (m, k), dtype=torch.int8)
+    w8t = torch.randint(-128, 128, (n, k), dtype=torch.int8).t()
+    scale = torch.rand(n) * 1e-3
+    y = torch.empty(m, n)
+
+    def int_mm():
+        torch.mul(torch._int_mm(a8, w8t), scale, out=y)
+        return y.add_(bias)
+    out.append(("torch._int_mm(X i8, W^T i8) * scale + bias (in place)", int_mm))
     return out
 
 
