@@ -385,6 +385,12 @@ std::string vector_helpers(DType t, int64_t w, bool libmvec, bool guard_exp) {
          ")));\n";
     s += "PD_INLINE " + V + " " + V + "_ldbf16(const uint16_t* p) { return (" + V +
          ")(__builtin_convertvector(*(const " + V + "h*)p, " + V + "w) << 16); }\n";
+    // w i32 elements converted to f32 as a cast does (rounded to nearest): a dequantisation.
+    s += "typedef int32_t " + V + "i __attribute__((vector_size(" + std::to_string(4 * w) +
+         "), aligned(4), may_alias));\n";
+    s += "PD_INLINE " + V + " " + V +
+         "_cvti32(const int32_t* p) { return __builtin_convertvector(*(const " + V + "i*)p, " + V +
+         "); }\n";
   }
   // Lanes b, b+s, b+2s, ...: integers converted as scalars are (exact, whatever their size).
   std::string iota;
@@ -960,6 +966,15 @@ class Printer {
         if (is_cast(e.un)) {
           DType ti = type_of(p_, *e.args[0]).value_or(DType::kF64);
           DType tc = cast_type(e.un);
+          // f32(acc[...]) of an i32 element: converted lane by lane, or one broadcast.
+          const ir::Expr& arg = *e.args[0];
+          if (ti == DType::kI32 && tc == DType::kF32 && t == DType::kF32 &&
+              arg.kind == ir::ExprKind::kLoad && dtype_.at(arg.access.buffer) == DType::kI32) {
+            const int64_t c = flat(arg.access).coeff(d);
+            if (c == 0) return V + "_splat((float)" + access(arg.access) + ")";
+            if (c == 1) return V + "_cvti32(&" + access(arg.access, d, lane0) + ")";
+            return std::nullopt;
+          }
           if (ti == DType::kI32 || tc == DType::kI32) return std::nullopt;
           auto a = vexpr(*e.args[0], ti, d, lanes, lane0);
           if (!a) return std::nullopt;

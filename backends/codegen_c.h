@@ -16,7 +16,7 @@
 namespace perfdojo::backends {
 
 /// Version of the printer's output; part of every result-cache key so a new printer re-measures.
-inline constexpr const char* kCodegenVersion = "c13";
+inline constexpr const char* kCodegenVersion = "c14";
 
 /// Vector registers the accumulators of one `:vec` scope share, rotated over the copies of an
 /// unrolled scope right around it so their updates are in flight together (the cost model counts

@@ -18,17 +18,25 @@ Path at_position(const Path& top, int pos) {
   return out;
 }
 
-}  // namespace dot_sketch_detail
-
-std::optional<DotNest> dot_nest_at(const ir::Program& p, const Path& path) {
+// The statement under exactly `depth` perfectly nested plain scopes (no annotation, no bounds)
+// from `path`, the scopes in `scopes`; nullptr when the nest is not that.
+const ir::Node* plain_chain(const ir::Program& p, const Path& path, size_t depth,
+                            std::vector<const ir::Node*>& scopes) {
   const ir::Node* n = node_at(p, path);
-  std::vector<const ir::Node*> scopes;
-  while (n && n->is_scope && scopes.size() < 4) {
-    if (n->annot != ir::Annot::kNone || n->bounds.any() || n->body.size() != 1) return std::nullopt;
+  while (n && n->is_scope && scopes.size() < depth) {
+    if (n->annot != ir::Annot::kNone || n->bounds.any() || n->body.size() != 1) return nullptr;
     scopes.push_back(n);
     n = n->body[0].get();
   }
-  if (scopes.size() != 4 || !n || n->is_scope) return std::nullopt;
+  return scopes.size() == depth && n && !n->is_scope ? n : nullptr;
+}
+
+}  // namespace dot_sketch_detail
+
+std::optional<DotNest> dot_nest_at(const ir::Program& p, const Path& path) {
+  std::vector<const ir::Node*> scopes;
+  const ir::Node* n = dot_sketch_detail::plain_chain(p, path, 4, scopes);
+  if (!n) return std::nullopt;
   // The statement must be a dot product over its innermost scope's role layout; dot_form checks
   // the types and the shape of the expression (not the access pattern, checked below by role).
   const ir::Stmt& s = n->stmt;
@@ -50,23 +58,34 @@ std::optional<DotNest> dot_nest_at(const ir::Program& p, const Path& path) {
   DotNest out;
   out.path = path;
   const int base = static_cast<int>(path.size()) - 1;
+  // j first: stride 1 in C, read by exactly one operand (the packed one); the other is the
+  // broadcast one. Then q (stride 0 in C, extent 4, 1 in the broadcast operand: its 4 bytes are
+  // adjacent), p (stride 0 in C, read by both) and i (read by C and the broadcast operand).
   int found[4] = {-1, -1, -1, -1};  // i, j, p, q
   const ir::Access* packed = nullptr;
   for (int k = 0; k < 4; ++k) {
     const int d = base + k;
-    const int64_t c = element_stride(p, s.lhs, d), a = element_stride(p, x, d),
-                  b = element_stride(p, y, d);
-    int role = -1;
-    if (c == 1 && ((a == 4 && b == 0) || (a == 0 && b == 4))) {
-      role = 1;
-      packed = a == 4 ? &x : &y;
-    } else if (c == 0 && a == 1 && b == 1 && scopes[k]->extent == 4) {
-      role = 3;
-    } else if (c == 0 && a != 0 && b != 0) {
-      role = 2;
-    } else if (c != 0 && (a == 0) != (b == 0)) {
-      role = 0;
+    const int64_t a = element_stride(p, x, d), b = element_stride(p, y, d);
+    if (element_stride(p, s.lhs, d) == 1 && (a == 0) != (b == 0)) {
+      if (found[1] >= 0) return std::nullopt;
+      found[1] = k;
+      packed = a != 0 ? &x : &y;
     }
+  }
+  if (!packed) return std::nullopt;
+  const ir::Access& bcast = packed == &x ? y : x;
+  for (int k = 0; k < 4; ++k) {
+    if (k == found[1]) continue;
+    const int d = base + k;
+    const int64_t c = element_stride(p, s.lhs, d), a = element_stride(p, *packed, d),
+                  b = element_stride(p, bcast, d);
+    int role = -1;
+    if (c == 0 && b == 1 && a != 0 && scopes[k]->extent == 4 && found[3] < 0)
+      role = 3;
+    else if (c == 0 && a != 0 && b != 0)
+      role = 2;
+    else if (c != 0 && a == 0 && b != 0)
+      role = 0;
     if (role < 0 || found[role] >= 0) return std::nullopt;
     found[role] = k;
   }
@@ -74,14 +93,40 @@ std::optional<DotNest> dot_nest_at(const ir::Program& p, const Path& path) {
   out.j = found[1];
   out.p = found[2];
   out.q = found[3];
-  // The row iterator reads the broadcast operand only.
-  const ir::Access& bcast = packed == &x ? y : x;
-  if (element_stride(p, *packed, base + out.i) != 0 || element_stride(p, bcast, base + out.i) == 0)
-    return std::nullopt;
+  // Weights not yet four k per column at stride 4 are packed so by the sketch's panel copy.
+  out.needs_pack = element_stride(p, *packed, base + out.j) != 4 ||
+                   element_stride(p, *packed, base + out.q) != 1;
   out.packed = packed->buffer;
   out.m = scopes[out.i]->extent;
   out.n = scopes[out.j]->extent;
   return out;
+}
+
+std::optional<Action> dot_blocking(const ir::Program& p, const Path& path) {
+  std::vector<const ir::Node*> scopes;
+  const ir::Node* n = dot_sketch_detail::plain_chain(p, path, 3, scopes);
+  if (!n) return std::nullopt;
+  // The reduction: stride 0 in the target, read by both operands, a multiple of 4.
+  const ir::Stmt& s = n->stmt;
+  if (s.op != ir::Reduce::kAdd || s.rhs->kind != ir::ExprKind::kBinary || s.rhs->args.size() != 2)
+    return std::nullopt;
+  const int base = static_cast<int>(path.size()) - 1;
+  for (int k = 0; k < 3; ++k) {
+    const int d = base + k;
+    const auto& args = s.rhs->args;
+    if (args[0]->kind != ir::ExprKind::kLoad || args[1]->kind != ir::ExprKind::kLoad)
+      return std::nullopt;
+    if (element_stride(p, s.lhs, d) != 0 || element_stride(p, args[0]->access, d) == 0 ||
+        element_stride(p, args[1]->access, d) == 0 || scopes[k]->extent % 4 != 0 ||
+        scopes[k]->extent == 4)
+      continue;
+    Path at = path;
+    for (int j = 0; j < k; ++j) at.push_back(0);
+    const Action tile{Kind::kTileScope, at, "", "", 4};
+    auto tiled = apply(p, tile, Target{});
+    if (tiled.ok() && dot_nest_at(tiled.value(), path)) return tile;
+  }
+  return std::nullopt;
 }
 
 std::vector<DotNest> dot_nests(const ir::Program& p) {
@@ -156,7 +201,7 @@ ir::Result<SketchExpansion> expand_dot_sketch(const ir::Program& p, const Path& 
   // Pack the packed operand's column panel at Jo: the rest of the nest becomes its second child.
   Path inner = path;  // the scope at position 1 of the order, wherever it now is
   int first = 0;      // its position
-  if (order[0] == kJo) {
+  if (order[0] == kJo || nest->needs_pack) {
     if (!step({Kind::kCreateTemporary, path, nest->packed, "", 0})) return refused("packing");
     inner.push_back(1);
     first = 1;

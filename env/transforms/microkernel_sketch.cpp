@@ -901,12 +901,32 @@ bool transposed_first(const GemmNest& g, const MicrokernelParams& plain,
   return t_share > plain_share;
 }
 
+namespace {
+// `p` with every top-level three-scope int8 GEMM's reduction tiled by 4 (dot_blocking), where
+// the target has the lanes for a dot product; the moves are appended to `trace`.
+ir::Program with_dot_blocking(ir::Program p, const Target& target, std::vector<Action>* trace) {
+  for (size_t k = 0; k < p.body.size(); ++k) {
+    const Path at{static_cast<int>(k)};
+    auto tile = dot_blocking(p, at);
+    if (!tile) continue;
+    auto tiled = apply(p, *tile, target);
+    if (!tiled.ok()) continue;
+    auto nest = dot_nest_at(tiled.value(), at);
+    if (!nest || dot_candidates(*nest, target).empty()) continue;
+    p = std::move(tiled).value();
+    if (trace) trace->push_back(*tile);
+  }
+  return p;
+}
+}  // namespace
+
 SketchExpansion sketch_program(const ir::Program& p, const Target& target, size_t choice) {
   const SketchExpansion isolated = isolate_gemm_nests(p, target);
   SketchExpansion out{isolated.trace, isolated.program};
   bool any = false;
-  // int8 GEMMs with packed weights take the dot-product sketch (dot_sketch.h), which adds no
-  // top-level node: the other nests' paths stay.
+  // int8 GEMMs take the dot-product sketch (dot_sketch.h), their reduction first tiled by 4
+  // where it is whole; neither adds a top-level node, so the other nests' paths stay.
+  out.program = with_dot_blocking(out.program, target, &out.trace);
   const auto dots = dot_nests(out.program);
   for (auto it = dots.rbegin(); it != dots.rend(); ++it) {
     const auto cands = dot_candidates(*it, target);
@@ -938,7 +958,7 @@ SketchExpansion sketch_program(const ir::Program& p, const Target& target, size_
 size_t sketch_choices(const ir::Program& p, const Target& target) {
   size_t most = 0;
   const ir::Program isolated = isolate_gemm_nests(p, target).program;
-  for (const auto& nest : dot_nests(isolated))
+  for (const auto& nest : dot_nests(with_dot_blocking(isolated, target, nullptr)))
     most = std::max(most, dot_candidates(nest, target).size());
   for (const auto& nest : gemm_nests(isolated))
     most = std::max(most, microkernel_candidates(nest, target).size());

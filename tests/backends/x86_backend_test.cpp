@@ -296,8 +296,9 @@ TEST_CASE("u8 x i8 dot products print as vpdpbusd where the CPU has VNNI, bit fo
 // transforms/widen_buffer.h: the sketch packs a bf16 GEMM's panels widened to f32, so the tile
 // is the f32 one; a vector statement reads bf16 as widened vectors or broadcasts; every value
 // as the interpreter's.
-TEST_CASE("bf16 loads widen lane by lane in vector code, and the sketched bf16 GEMM is exact" *
-          doctest::test_suite("hw")) {
+TEST_CASE(
+    "bf16 and i32 loads widen lane by lane in vector code, and the sketched bf16 GEMM is exact" *
+    doctest::test_suite("hw")) {
   const ir::Program p = program_of(
       "M = 64\nN = 64\nK = 96\ninput A: bf16[M, K]\ninput B: bf16[K, N]\n"
       "temp acc: f32[M, N] = 0\noutput C: bf16[M, N]\n\n"
@@ -322,6 +323,19 @@ TEST_CASE("bf16 loads widen lane by lane in vector code, and the sketched bf16 G
   CHECK(ca.find("_ldbf16(&x[") != std::string::npos);
   m = b->measure(axpy, quick());
   CHECK_MESSAGE(m.verified, m.error.value_or(""));
+  // A dequantisation: i32 elements converted lane by lane (rounded as the cast rounds, values
+  // past 2^24 included) or broadcast, bit for bit.
+  const ir::Program deq = program_of(
+      "M = 8\nN = 64\ninput acc: i32[M, N] in [-100000000, 100000000]\ninput s: f32[N]\n"
+      "input z: i32[M]\noutput Y: f32[M, N]\noutput Z: f32[M, N]\n\n"
+      "M 64:vec Y[{0},{1}] = f32(acc[{0},{1}]) * s[{1}] + 1\n"
+      "M 64:vec Z[{0},{1}] = f32(z[{0}]) * s[{1}]\n");
+  const std::string cd = backends::x86_generate_c(backends::X86Isa::kAvx512, deq).source;
+  CHECK(cd.find("_cvti32(&acc") != std::string::npos);
+  CHECK(cd.find("_splat((float)z[") != std::string::npos);
+  m = b->measure(deq, quick());
+  CHECK_MESSAGE(m.verified, m.error.value_or(""));
+  CHECK(m.verification == "exact");
 }
 
 TEST_CASE("GCC is told not to unroll-and-jam, and clang gets no flag it refuses" *

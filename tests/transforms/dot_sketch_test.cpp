@@ -12,7 +12,7 @@ namespace dot_sketch_cases {
 std::string packed_gemm(int m, int n, int k, const std::string& body) {
   return "M = " + std::to_string(m) + "\nN = " + std::to_string(n) + "\nK = " + std::to_string(k) +
          "\nKB = " + std::to_string(k / 4) +
-         "\ninput A: u8[M, K]\ninput B4: i8[KB, N, 4]\ninput W: i8[N, K]\n"
+         "\ninput A: u8[M, K]\ninput B4: i8[KB, N, 4]\ninput W: i8[N, K]\ninput Bk: i8[K, N]\n"
          "input F: f32[M, K]\ninput G: f32[K, N]\noutput C: i32[M, N] = 3\n"
          "output D: f32[M, N] = 0\n\n" +
          body + "\n";
@@ -93,4 +93,31 @@ TEST_CASE("the program-wide sketch takes int8 dot nests with the dot sketch") {
   const std::string trace = transforms::print_trace(e.trace);
   CHECK(trace.find("dot_product 0.1.0.0.0 16") != std::string::npos);
   require_same_outputs(p, e.program);
+}
+
+TEST_CASE("an int8 GEMM over weights as they come is blocked by 4 and packed by the sketch") {
+  const transforms::Target target;
+  // W[N, K] (a linear layer's weights) and B[K, N]; both operand orders.
+  for (const char* body : {"M N K C[{0},{1}] += A[{0},{2}] * W[{1},{2}]",
+                           "M N K C[{0},{1}] += Bk[{2},{1}] * A[{0},{2}]",
+                           "M K N C[{0},{2}] += A[{0},{1}] * W[{2},{1}]"}) {
+    INFO(body);
+    const ir::Program p = load(packed_gemm(16, 64, 32, body));
+    CHECK_FALSE(transforms::dot_nest_at(p, {0}));
+    const auto tile = transforms::dot_blocking(p, {0});
+    REQUIRE(tile);
+    CHECK(tile->kind == transforms::Kind::kTileScope);
+    CHECK(tile->param == 4);
+    const auto e = transforms::sketch_program(p, target, 0);
+    const std::string trace = transforms::print_trace(e.trace);
+    CHECK(trace.find("dot_product") != std::string::npos);
+    CHECK(trace.find("create_temporary") != std::string::npos);
+    require_same_outputs(p, e.program);
+  }
+  // Nothing to block: a reduction not a multiple of 4, an f32 GEMM, an already blocked nest.
+  CHECK_FALSE(transforms::dot_blocking(
+      load(packed_gemm(16, 64, 30, "M N K C[{0},{1}] += A[{0},{2}] * W[{1},{2}]")), {0}));
+  CHECK_FALSE(transforms::dot_blocking(
+      load(packed_gemm(16, 64, 32, "M N K D[{0},{1}] += F[{0},{2}] * G[{2},{1}]")), {0}));
+  CHECK_FALSE(transforms::dot_blocking(load(packed_gemm(16, 64, 32, kDotBody)), {0}));
 }
