@@ -1199,7 +1199,14 @@ class Printer {
       return "a dot-product scope's accesses are not one element per lane, 4 broadcast bytes and "
              "4 packed bytes per lane";
     const int64_t bytes = v.extent * 4;
-    if (bytes != 32 && bytes != 64) return "a dot-product scope needs 8 or 16 lanes";
+    if (bytes == 16) {
+      if (!o_.arm_usdot)
+        return "a dot-product scope of 4 lanes needs AArch64's usdot (i8mm), which this target "
+               "lacks";
+      dots_[&v] = Dot{&s, u, i, u_broadcast};
+      return "";
+    }
+    if (bytes != 32 && bytes != 64) return "a dot-product scope needs 4, 8 or 16 lanes";
     if (o_.vnni_bytes < bytes)
       return std::string("u8 x i8 dot products need ") +
              (bytes == 64 ? "AVX-512 VNNI" : "AVX-512 VNNI or AVX-VNNI") +
@@ -1302,8 +1309,10 @@ class Printer {
     // Dot-product instructions: the kernel is compiled for them whatever -march says (the
     // code compiles anywhere; it runs where the backend found the feature).
     if (!dots_.empty())
-      line(o_.vnni_bytes >= 64 ? "__attribute__((target(\"avx512f,avx512bw,avx512vl,avx512vnni\")))"
-                               : "__attribute__((target(\"avx2,avxvnni\")))");
+      line(o_.arm_usdot ? "__attribute__((target(\"+i8mm\")))"
+           : o_.vnni_bytes >= 64
+               ? "__attribute__((target(\"avx512f,avx512bw,avx512vl,avx512vnni\")))"
+               : "__attribute__((target(\"avx2,avxvnni\")))");
     line("void kernel(" + sig + ") {");
     ++indent_;
     for (const auto& b : p_.buffers)
@@ -1741,9 +1750,37 @@ class Printer {
     line("}");
   }
 
+  // AArch64's usdot: 4 i32 lanes, each adding its 4 u8 x i8 products (exact, as vpdpbusd).
+  void print_usdot_scope(const ir::Node& v, int d) {
+    const Dot& dot = dots_.at(&v);
+    auto at = [&](const ir::Access& a) {
+      Flat f = flat(a);
+      for (int k : {d, d + 1})
+        if (k < static_cast<int>(f.c.size())) f.c[k] = 0;
+      return "&" + cname_.at(a.buffer) + "[" + flat_text(f) + "]";
+    };
+    line("{  // 4 lanes of i" + std::to_string(d) +
+         " (:vec), each the sum of 4 u8 x i8 products over i" + std::to_string(d + 1) + " (usdot)");
+    ++indent_;
+    line("// " + comment_text(ir::print_stmt(*dot.stmt)));
+    const ir::Access& packed = dot.unsigned_broadcast ? *dot.signed_operand : *dot.unsigned_operand;
+    const ir::Access& bcast = dot.unsigned_broadcast ? *dot.unsigned_operand : *dot.signed_operand;
+    const std::string b = "vreinterpretq_u8_s32(vdupq_n_s32(pd_load4(" + at(bcast) + ")))";
+    const std::string c = at(dot.stmt->lhs);
+    if (dot.unsigned_broadcast)
+      line("vst1q_s32(" + c + ", vusdotq_s32(vld1q_s32(" + c + "), " + b + ", vld1q_s8(" +
+           at(packed) + ")));");
+    else
+      line("vst1q_s32(" + c + ", vusdotq_s32(vld1q_s32(" + c + "), vld1q_u8(" + at(packed) +
+           "), vreinterpretq_s8_u8(" + b + ")));");
+    --indent_;
+    line("}");
+  }
+
   // One vpdpbusd per register: every lane adds its 4 products (u8 x i8, summed in i32 with
   // wrap-around, as the interpreter's i32 adds) to its element; exact in any order.
   void print_dot_scope(const ir::Node& v, int d) {
+    if (v.extent == 4) return print_usdot_scope(v, d);
     const Dot& dot = dots_.at(&v);
     const bool wide = v.extent == 16;
     const std::string T = wide ? "__m512i" : "__m256i";
@@ -2002,7 +2039,9 @@ class Printer {
       s += "//" + comment_text(l[0] == ' ' ? l : " " + l) + "\n";
     s += "// IR structural hash " + std::to_string(ir::structural_hash(p_)) + "\n";
     s += "#include <math.h>\n#include <stdint.h>\n#include <stdlib.h>\n#include <string.h>\n";
-    s += "#if defined(__x86_64__) && !defined(__CUDACC__)\n#include <immintrin.h>\n#endif\n\n";
+    s += "#if defined(__x86_64__) && !defined(__CUDACC__)\n#include <immintrin.h>\n#endif\n";
+    if (o_.arm_usdot && !dots_.empty()) s += "#include <arm_neon.h>\n";
+    s += "\n";
     s += kScalarHelpers;
     const bool guard_exp = computes_infinity(p_);
     for (const auto& [t, w] : vtypes_) s += vector_helpers(t, w, o_.libmvec, guard_exp);

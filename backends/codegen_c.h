@@ -16,7 +16,7 @@
 namespace perfdojo::backends {
 
 /// Version of the printer's output; part of every result-cache key so a new printer re-measures.
-inline constexpr const char* kCodegenVersion = "c14";
+inline constexpr const char* kCodegenVersion = "c15";
 
 /// Vector registers the accumulators of one `:vec` scope share, rotated over the copies of an
 /// unrolled scope right around it so their updates are in flight together (the cost model counts
@@ -47,6 +47,10 @@ struct CodegenOptions {
   /// products (transforms/dot_product.h) prints as one instruction per register where it fits,
   /// the kernel compiled for the feature (a target attribute); elsewhere as the loop it is.
   int vnni_bytes = 0;
+  /// AArch64 with the int8 matrix-multiply extension's mixed-sign dot product (usdot, i8mm):
+  /// a `:vec` scope of 4 such lanes (16 bytes) prints as one vusdotq_s32, the kernel compiled
+  /// for +i8mm (the cross targets run it under qemu's `-cpu max`).
+  bool arm_usdot = false;
   /// A register tile's copy-in (a fully unrolled nest filling a local temporary from another
   /// buffer, followed by a loop: the tile's updates) prefetches, before that loop, the lines the
   /// copy reads in the enclosing loop's next iteration (BLIS prefetches the next tile of C the

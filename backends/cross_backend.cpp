@@ -422,6 +422,8 @@ GeneratedC cross_generate_c(const CrossTarget& target, const ir::Program& p,
   if (target.locals_only) co.small_temp_elements = std::numeric_limits<int64_t>::max();
   co.cuda = target.cuda;
   co.cuda_namespace = cuda_namespace;
+  // The AArch64 targets run under qemu's `-cpu max`, which has i8mm's usdot.
+  co.arm_usdot = target.name.rfind("aarch64", 0) == 0;
   co.inject = codegen_test_hook(config, p);
   return generate_c(p, co);
 }

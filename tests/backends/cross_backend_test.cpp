@@ -250,6 +250,39 @@ TEST_SUITE("cross") {
     check_suite_optimised("riscv64_rvv", 2, 3);
   }
 
+  TEST_CASE("aarch64: u8 x i8 dot products print as usdot and match the interpreter under qemu") {
+    // transforms/dot_product.h at 4 lanes: one vusdotq_s32 per register (i8mm), either operand
+    // order; printed whatever the host, run where the cross tools are.
+    const char* head =
+        "M = 8\nN = 16\nK = 64\nKB = 16\ninput A: u8[M, K]\ninput B4: i8[KB, N, 4]\n"
+        "output C: i32[M, N] = 5\n\n";
+    const auto target = *transforms::target_by_name("aarch64_neon");
+    std::vector<ir::Program> dots;
+    for (const char* body : {"M N KB 4 C[{0},{1}] += A[{0},{2}*4+{3}] * B4[{2},{1},{3}]\n",
+                             "M N KB 4 C[{0},{1}] += B4[{2},{1},{3}] * A[{0},{2}*4+{3}]\n"}) {
+      auto p = ir::parse_program(std::string(head) + body);
+      REQUIRE_MESSAGE(p.ok(), p.error_text());
+      auto trace = transforms::parse_trace("swap_scopes 0.0\ndot_product 0.0.0 4\nunroll 0.0 2\n");
+      REQUIRE(trace.ok());
+      auto r = transforms::replay(p.value(), trace.value(), target);
+      REQUIRE_MESSAGE(r.ok(), r.error_text());
+      dots.push_back(r.value());
+    }
+    for (const auto& p : dots) {
+      const auto g = backends::cross_generate_c(*backends::cross_target("aarch64_neon"), p, {}, "");
+      CHECK(g.source.find("vusdotq_s32(") != std::string::npos);
+      CHECK(g.source.find("target(\"+i8mm\")") != std::string::npos);
+    }
+    std::string why;
+    if (!available_or_skip_message("aarch64_neon", &why)) PERFDOJO_SKIP(why);
+    auto b = backends::make_backend("aarch64_neon");
+    for (const auto& p : dots) {
+      auto m = b->measure(p, backends::MeasureOptions{});
+      CHECK_MESSAGE(m.ok(), m.error.value_or(""));
+      CHECK(m.verified);
+    }
+  }
+
   TEST_CASE(
       "a kernel that crashes, hangs or computes wrongly under qemu is an error, not a crash") {
     std::string why;
