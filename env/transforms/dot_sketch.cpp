@@ -139,7 +139,9 @@ std::vector<DotNest> dot_nests(const ir::Program& p) {
 std::vector<DotTile> dot_candidates(const DotNest& nest, const Target& target) {
   int64_t lanes = 0;
   for (int w : target.vector_widths) lanes = std::max<int64_t>(lanes, w);
-  if (lanes < 8) return {};
+  // x86's vpdpbusd takes 8 or 16 lanes; AArch64's usdot 4 (the C printer's forms).
+  const bool arm = target.name.rfind("aarch64", 0) == 0;
+  if (lanes < 8 && !(arm && lanes == 4)) return {};
   std::vector<DotTile> out;
   const int64_t registers = target.registers() - 4;  // the operands' registers besides
   for (auto [mr, regs] : std::vector<std::pair<int64_t, int64_t>>{

@@ -55,8 +55,9 @@ struct DotTile {
   int64_t mr = 8, nr = 32, lanes = 16;
   bool operator==(const DotTile&) const = default;
 };
-/// The tiles to try on `nest` for `target`, best guess first: the target's widest lanes, at
-/// most 24 accumulators, sizes that divide the extents (8 x 2 registers, 4 x 4, 8 x 1, ...).
+/// The tiles to try on `nest` for `target`, best guess first: the target's widest lanes (8 or
+/// more, or the 4 of an AArch64 target's usdot), at most 24 accumulators, sizes that divide the
+/// extents (8 x 2 registers, 4 x 4, 8 x 1, ...).
 std::vector<DotTile> dot_candidates(const DotNest& nest, const Target& target);
 
 /// Expands the sketch at the dot nest at `path`; refused (a diagnostic naming the step) when the

@@ -252,7 +252,8 @@ TEST_SUITE("cross") {
 
   TEST_CASE("aarch64: u8 x i8 dot products print as usdot and match the interpreter under qemu") {
     // transforms/dot_product.h at 4 lanes: one vusdotq_s32 per register (i8mm), either operand
-    // order; printed whatever the host, run where the cross tools are.
+    // order, by hand and by the dot sketch; printed whatever the host, run where the cross tools
+    // are.
     const char* head =
         "M = 8\nN = 16\nK = 64\nKB = 16\ninput A: u8[M, K]\ninput B4: i8[KB, N, 4]\n"
         "output C: i32[M, N] = 5\n\n";
@@ -267,6 +268,10 @@ TEST_SUITE("cross") {
       auto r = transforms::replay(p.value(), trace.value(), target);
       REQUIRE_MESSAGE(r.ok(), r.error_text());
       dots.push_back(r.value());
+      // The dot sketch at NEON's 4 lanes: tiles, the packed panel, usdot, unrolls.
+      const auto e = transforms::sketch_program(p.value(), target, 0);
+      CHECK(transforms::print_trace(e.trace).find("dot_product") != std::string::npos);
+      dots.push_back(e.program);
     }
     for (const auto& p : dots) {
       const auto g = backends::cross_generate_c(*backends::cross_target("aarch64_neon"), p, {}, "");

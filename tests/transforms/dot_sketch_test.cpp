@@ -81,6 +81,11 @@ TEST_CASE("the dot sketch expands into legal moves that keep every output, for e
   auto e = transforms::expand_dot_sketch(before, {0}, narrow[0], avx2);
   REQUIRE_MESSAGE(e.ok(), e.error_text());
   require_same_outputs(before, e->program);
+  // AArch64's usdot: 4 lanes; other 4-lane targets get no dot sketch.
+  const auto neon = transforms::dot_candidates(*nest, *transforms::target_by_name("aarch64_neon"));
+  REQUIRE_FALSE(neon.empty());
+  CHECK(neon[0].lanes == 4);
+  CHECK(transforms::dot_candidates(*nest, *transforms::target_by_name("riscv64_rvv")).empty());
   // A tile that does not divide is refused, with the reason.
   CHECK_FALSE(transforms::expand_dot_sketch(before, {0}, {6, 32, 16}, target).ok());
 }
