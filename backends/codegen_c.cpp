@@ -1199,19 +1199,15 @@ class Printer {
       return "a dot-product scope's accesses are not one element per lane, 4 broadcast bytes and "
              "4 packed bytes per lane";
     const int64_t bytes = v.extent * 4;
-    if (bytes == 16) {
-      if (!o_.arm_usdot)
-        return "a dot-product scope of 4 lanes needs AArch64's usdot (i8mm), which this target "
-               "lacks";
-      dots_[&v] = Dot{&s, u, i, u_broadcast};
-      return "";
-    }
-    if (bytes != 32 && bytes != 64) return "a dot-product scope needs 4, 8 or 16 lanes";
-    if (o_.vnni_bytes < bytes)
+    if (bytes != 16 && bytes != 32 && bytes != 64)
+      return "a dot-product scope needs 4, 8 or 16 lanes";
+    if (bytes == 16 && !o_.arm_usdot)
+      return "a dot-product scope of 4 lanes needs AArch64's usdot (i8mm), which this target lacks";
+    if (bytes != 16 && o_.vnni_bytes < bytes)
       return std::string("u8 x i8 dot products need ") +
              (bytes == 64 ? "AVX-512 VNNI" : "AVX-512 VNNI or AVX-VNNI") +
              " (vpdpbusd), which this target lacks";
-    dots_[&v] = Dot{&s, u, i, u_broadcast};
+    dots_[&v] = Dot{&s, u_broadcast ? i : u, u_broadcast ? u : i, u_broadcast};
     return "";
   }
 
@@ -1750,21 +1746,24 @@ class Printer {
     line("}");
   }
 
+  // The address of `a` at a dot-product scope's lane 0 and q = 0 (the scope at depth d).
+  std::string dot_address(const ir::Access& a, int d) const {
+    Flat f = flat(a);
+    for (int k : {d, d + 1})
+      if (k < static_cast<int>(f.c.size())) f.c[k] = 0;
+    return "&" + cname_.at(a.buffer) + "[" + flat_text(f) + "]";
+  }
+
   // AArch64's usdot: 4 i32 lanes, each adding its 4 u8 x i8 products (exact, as vpdpbusd).
   void print_usdot_scope(const ir::Node& v, int d) {
     const Dot& dot = dots_.at(&v);
-    auto at = [&](const ir::Access& a) {
-      Flat f = flat(a);
-      for (int k : {d, d + 1})
-        if (k < static_cast<int>(f.c.size())) f.c[k] = 0;
-      return "&" + cname_.at(a.buffer) + "[" + flat_text(f) + "]";
-    };
     line("{  // 4 lanes of i" + std::to_string(d) +
          " (:vec), each the sum of 4 u8 x i8 products over i" + std::to_string(d + 1) + " (usdot)");
     ++indent_;
     line("// " + comment_text(ir::print_stmt(*dot.stmt)));
-    const ir::Access& packed = dot.unsigned_broadcast ? *dot.signed_operand : *dot.unsigned_operand;
-    const ir::Access& bcast = dot.unsigned_broadcast ? *dot.unsigned_operand : *dot.signed_operand;
+    auto at = [&](const ir::Access& a) { return dot_address(a, d); };
+    const ir::Access& packed = *dot.packed;
+    const ir::Access& bcast = *dot.broadcast;
     const std::string b = "vreinterpretq_u8_s32(vdupq_n_s32(pd_load4(" + at(bcast) + ")))";
     const std::string c = at(dot.stmt->lhs);
     if (dot.unsigned_broadcast)
@@ -1787,20 +1786,14 @@ class Printer {
     const std::string dp = wide                  ? "_mm512_dpbusd_epi32"
                            : o_.vnni_bytes >= 64 ? "_mm256_dpbusd_epi32"
                                                  : "_mm256_dpbusd_avx_epi32";
-    // The address of an access at lane 0, q = 0.
-    auto at = [&](const ir::Access& a) {
-      Flat f = flat(a);
-      for (int k : {d, d + 1})
-        if (k < static_cast<int>(f.c.size())) f.c[k] = 0;
-      return "&" + cname_.at(a.buffer) + "[" + flat_text(f) + "]";
-    };
     line("{  // " + std::to_string(v.extent) + " lanes of i" + std::to_string(d) +
          " (:vec), each the sum of 4 u8 x i8 products over i" + std::to_string(d + 1) +
          " (vpdpbusd)");
     ++indent_;
     line("// " + comment_text(ir::print_stmt(*dot.stmt)));
-    const ir::Access& packed = dot.unsigned_broadcast ? *dot.signed_operand : *dot.unsigned_operand;
-    const ir::Access& bcast = dot.unsigned_broadcast ? *dot.unsigned_operand : *dot.signed_operand;
+    auto at = [&](const ir::Access& a) { return dot_address(a, d); };
+    const ir::Access& packed = *dot.packed;
+    const ir::Access& bcast = *dot.broadcast;
     const std::string load =
         wide ? "_mm512_loadu_si512((const void*)" : "_mm256_loadu_si256((const __m256i*)";
     const std::string set1 = wide ? "_mm512_set1_epi32" : "_mm256_set1_epi32";
@@ -2064,9 +2057,9 @@ class Printer {
   std::set<Path> vectorised_;
   struct Dot {
     const ir::Stmt* stmt;
-    const ir::Access* unsigned_operand;
-    const ir::Access* signed_operand;
-    bool unsigned_broadcast;
+    const ir::Access* packed;     ///< 4 bytes of its own per lane
+    const ir::Access* broadcast;  ///< the same 4 bytes for every lane
+    bool unsigned_broadcast;      ///< the broadcast operand is the u8 one
   };
   std::map<const ir::Node*, Dot> dots_;  ///< `:vec` scopes printed as dot-product instructions
   std::map<Path, std::string> fallback_why_;

@@ -79,10 +79,7 @@ std::optional<DotForm> dot_form(const ir::Program& p, const ir::Node& s, int d, 
 Legality check_dot_product(const ir::Program& p, const Action& a, const Target& t,
                            const ProgramIndex* index) {
   const ir::Node* s = nullptr;
-  if (auto l = scope_location(p, a.path, &s, index); !l.ok()) return l;
-  if (std::find(t.vector_widths.begin(), t.vector_widths.end(), a.param) == t.vector_widths.end())
-    return {Reason::kUnsupportedByTarget, "", a.path};
-  if (s->annot != ir::Annot::kNone) return {Reason::kAnnotated, "", a.path};
+  if (auto l = lanes_location(p, a, t, &s, index); !l.ok()) return l;
   if (s->extent % a.param != 0) return {Reason::kNotDivisible, "", a.path};
   Legality why;
   if (!dot_form(p, *s, static_cast<int>(a.path.size()) - 1, &why)) {

@@ -31,30 +31,33 @@ const ir::Node* plain_chain(const ir::Program& p, const Path& path, size_t depth
   return scopes.size() == depth && n && !n->is_scope ? n : nullptr;
 }
 
+// Whether `s` is `C += U * S`, C i32 and U, S one u8 and one i8 load (either order).
+bool int8_product(const ir::Program& p, const ir::Stmt& s) {
+  const ir::Expr& e = *s.rhs;
+  if (s.op != ir::Reduce::kAdd || e.kind != ir::ExprKind::kBinary || e.bin != ir::BinOp::kMul ||
+      e.args[0]->kind != ir::ExprKind::kLoad || e.args[1]->kind != ir::ExprKind::kLoad)
+    return false;
+  auto type = [&](const std::string& b) {
+    const ir::BufferDecl* d = p.find_buffer(b);
+    return d ? d->dtype : ir::DType::kF32;
+  };
+  const ir::DType tx = type(e.args[0]->access.buffer), ty = type(e.args[1]->access.buffer);
+  return type(s.lhs.buffer) == ir::DType::kI32 && ((tx == ir::DType::kU8 && ty == ir::DType::kI8) ||
+                                                   (tx == ir::DType::kI8 && ty == ir::DType::kU8));
+}
+
 }  // namespace dot_sketch_detail
 
 std::optional<DotNest> dot_nest_at(const ir::Program& p, const Path& path) {
   std::vector<const ir::Node*> scopes;
   const ir::Node* n = dot_sketch_detail::plain_chain(p, path, 4, scopes);
   if (!n) return std::nullopt;
-  // The statement must be a dot product over its innermost scope's role layout; dot_form checks
-  // the types and the shape of the expression (not the access pattern, checked below by role).
+  // The statement must be `C(i32) += U(u8) * S(i8)` (either order); the access pattern is
+  // checked below by role.
   const ir::Stmt& s = n->stmt;
-  if (s.op != ir::Reduce::kAdd) return std::nullopt;
-  const ir::Expr& e = *s.rhs;
-  if (e.kind != ir::ExprKind::kBinary || e.bin != ir::BinOp::kMul ||
-      e.args[0]->kind != ir::ExprKind::kLoad || e.args[1]->kind != ir::ExprKind::kLoad)
-    return std::nullopt;
-  auto type = [&](const std::string& b) {
-    const ir::BufferDecl* d = p.find_buffer(b);
-    return d ? d->dtype : ir::DType::kF32;
-  };
-  const ir::Access& x = e.args[0]->access;
-  const ir::Access& y = e.args[1]->access;
-  const ir::DType tx = type(x.buffer), ty = type(y.buffer);
-  if (type(s.lhs.buffer) != ir::DType::kI32 || !((tx == ir::DType::kU8 && ty == ir::DType::kI8) ||
-                                                 (tx == ir::DType::kI8 && ty == ir::DType::kU8)))
-    return std::nullopt;
+  if (!dot_sketch_detail::int8_product(p, s)) return std::nullopt;
+  const ir::Access& x = s.rhs->args[0]->access;
+  const ir::Access& y = s.rhs->args[1]->access;
   DotNest out;
   out.path = path;
   const int base = static_cast<int>(path.size()) - 1;
@@ -108,14 +111,11 @@ std::optional<Action> dot_blocking(const ir::Program& p, const Path& path) {
   if (!n) return std::nullopt;
   // The reduction: stride 0 in the target, read by both operands, a multiple of 4.
   const ir::Stmt& s = n->stmt;
-  if (s.op != ir::Reduce::kAdd || s.rhs->kind != ir::ExprKind::kBinary || s.rhs->args.size() != 2)
-    return std::nullopt;
+  if (!dot_sketch_detail::int8_product(p, s)) return std::nullopt;  // before any move is tried
+  const auto& args = s.rhs->args;
   const int base = static_cast<int>(path.size()) - 1;
   for (int k = 0; k < 3; ++k) {
     const int d = base + k;
-    const auto& args = s.rhs->args;
-    if (args[0]->kind != ir::ExprKind::kLoad || args[1]->kind != ir::ExprKind::kLoad)
-      return std::nullopt;
     if (element_stride(p, s.lhs, d) != 0 || element_stride(p, args[0]->access, d) == 0 ||
         element_stride(p, args[1]->access, d) == 0 || scopes[k]->extent % 4 != 0 ||
         scopes[k]->extent == 4)

@@ -23,6 +23,13 @@ Path cat(const Path& p, std::initializer_list<int> tail) {
   return out;
 }
 
+// Whether `buffer` holds bf16 or f16 (computed in f32): the tile reads it only packed and
+// widened (widen_buffer).
+bool narrow_float(const ir::Program& p, const std::string& buffer) {
+  const ir::BufferDecl* d = find_decl(p, buffer);
+  return d && ir::is_narrow(d->dtype) && ir::compute_type(d->dtype) == ir::DType::kF32;
+}
+
 bool uses_iterator(const ir::Access& a, int depth) {
   for (const ir::Affine& f : a.index)
     if (f.coeff(depth) != 0) return true;
@@ -77,11 +84,9 @@ class Expander {
     const size_t buffers = cur_.buffers.size();
     if (!temporary(p, b, false)) return 0;
     const int nests = static_cast<int>(node_at(cur_, p)->body.size() - before);
-    for (size_t i = buffers; i < cur_.buffers.size(); ++i) {
-      const ir::BufferDecl d = cur_.buffers[i];
-      if (ir::is_narrow(d.dtype) && ir::compute_type(d.dtype) == ir::DType::kF32)
-        step({Kind::kWidenBuffer, {}, d.name, "", 0}, false);
-    }
+    for (size_t i = buffers; i < cur_.buffers.size(); ++i)
+      if (const std::string name = cur_.buffers[i].name; narrow_float(cur_, name))
+        step({Kind::kWidenBuffer, {}, name, "", 0}, false);
     return nests;
   }
   bool vectorize(const Path& p, int64_t w, bool required) {
@@ -354,10 +359,7 @@ void operand_roles(const ir::Program& p, const GemmNest& g, std::vector<std::str
     if (std::find(list.begin(), list.end(), a->buffer) == list.end()) list.push_back(a->buffer);
     // The tile loads neither a strided panel nor a bf16 or f16 one as vectors: packed (and
     // widened) first.
-    const ir::BufferDecl* decl = find_decl(p, a->buffer);
-    const bool narrow =
-        decl && ir::is_narrow(decl->dtype) && ir::compute_type(decl->dtype) == ir::DType::kF32;
-    if (uj && (!unit_stride(*a, d + g.j) || narrow) &&
+    if (uj && (!unit_stride(*a, d + g.j) || narrow_float(p, a->buffer)) &&
         std::find(b_strided.begin(), b_strided.end(), a->buffer) == b_strided.end())
       b_strided.push_back(a->buffer);
   }
@@ -465,10 +467,7 @@ void expand_into(Expander& x, const GemmNest& g, const MicrokernelParams& m) {
     c.child(b_home) = nb;
   }
   // (without Mo or Ko, at the outermost batch scope: conv2d's filters once per image)
-  auto narrow = [&](const std::string& b) {
-    const ir::BufferDecl* decl = find_decl(x.program(), b);
-    return decl && ir::is_narrow(decl->dtype) && ir::compute_type(decl->dtype) == ir::DType::kF32;
-  };
+  auto narrow = [&](const std::string& b) { return narrow_float(x.program(), b); };
   // (a narrow block with none of them: at the outermost scope, once, as it is widened)
   const bool narrow_a = std::any_of(a_like.begin(), a_like.end(), narrow);
   const int a_home = c.has(Level::kMo)                                   ? c.pos(Level::kMo)

@@ -1,5 +1,6 @@
 #include "transforms/transform.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -74,6 +75,15 @@ ir::NodePtr tile_node(const ir::Node& s, int d, int64_t f, ir::Annot inner_annot
     body.push_back(map_indices(c, [&](const ir::Affine& a) { return tile_index(a, d, f); }));
   auto inner = ir::Node::scope(f, "", inner_annot, std::move(body), s.loc);
   return ir::Node::scope(s.extent / f, "", s.annot, {inner}, s.loc);
+}
+
+Legality lanes_location(const ir::Program& p, const Action& a, const Target& t,
+                        const ir::Node** scope, const ProgramIndex* index) {
+  if (auto l = scope_location(p, a.path, scope, index); !l.ok()) return l;
+  if (std::find(t.vector_widths.begin(), t.vector_widths.end(), a.param) == t.vector_widths.end())
+    return {Reason::kUnsupportedByTarget, "", a.path};
+  if ((*scope)->annot != ir::Annot::kNone) return {Reason::kAnnotated, "", a.path};
+  return {};
 }
 
 ir::Program annotate_lanes(const ir::Program& p, const Path& path, int64_t w) {

@@ -115,5 +115,10 @@ ir::NodePtr tile_node(const ir::Node& s, int d, int64_t f, ir::Annot inner_annot
 /// The scope at `path` run `w` lanes at a time: annotated :vec when its extent is w, else tiled
 /// by w with the inner scope :vec (vectorize, dot_product). The extent must be a multiple of w.
 ir::Program annotate_lanes(const ir::Program& p, const Path& path, int64_t w);
+/// The first checks of a move that runs a scope `a.param` lanes at a time (vectorize,
+/// dot_product): the location is a scope (`*scope`), the width one of the target's, the scope
+/// not annotated.
+Legality lanes_location(const ir::Program& p, const Action& a, const Target& t,
+                        const ir::Node** scope, const ProgramIndex* index);
 
 }  // namespace perfdojo::transforms

@@ -19,10 +19,7 @@ bool invariant_in(const ir::Access& a, int d) {
 Legality check_vectorize(const ir::Program& p, const Action& a, const Target& t,
                          const ProgramIndex* index) {
   const ir::Node* s = nullptr;
-  if (auto l = scope_location(p, a.path, &s, index); !l.ok()) return l;
-  if (std::find(t.vector_widths.begin(), t.vector_widths.end(), a.param) == t.vector_widths.end())
-    return {Reason::kUnsupportedByTarget, "", a.path};
-  if (s->annot != ir::Annot::kNone) return {Reason::kAnnotated, "", a.path};
+  if (auto l = lanes_location(p, a, t, &s, index); !l.ok()) return l;
   for (const auto& c : s->body)
     if (c->is_scope) return {Reason::kNotInnermost, "", a.path};
   if (s->extent % a.param != 0) return {Reason::kNotDivisible, "", a.path};
