@@ -26,10 +26,10 @@ ir::Result<std::shared_ptr<Policy>> Policy::load(const std::string& path) {
                 " features, this build's env gives " + std::to_string(env::kFeatureSize));
   if (c.action_count < 1 || c.action_count > 1000000)
     return fail("implausible action count in the checkpoint");
-  if (c.config.head == "factored")
-    if (auto l = flat_action_layout(c.action_count, c.config.sketch_actions); !l.ok())
-      return fail("the checkpoint's header does not fit its network: " + l.errors()[0].message);
   use_single_thread();
+  // A checkpoint trained before the flat space's last kinds were added acts in today's space.
+  if (auto m = migrate_network(c); !m.ok())
+    return fail("the checkpoint's header does not fit its network: " + m.errors()[0].message);
   QNetwork net(c.config, NetworkShape{c.feature_size, c.action_count, c.token_vocab});
   if (auto e = load_network_bytes(net, c.model); !e.empty()) return fail(e);
   net->eval();

@@ -35,8 +35,20 @@ torch::Tensor to_tensor(const std::vector<int64_t>& v) {
 
 }  // namespace
 
-ir::Result<ActionLayout> flat_action_layout(int action_count, int sketch_actions) {
-  const transforms::FlatSpaceConfig fc;
+int flat_space_kinds(int action_count, int sketch_actions) {
+  for (int k = transforms::kNumKinds; k > 0; --k) {
+    transforms::FlatSpaceConfig fc;
+    fc.kinds = k;
+    if (transforms::FlatActionSpace(fc, transforms::Target{}).size() + sketch_actions + 1 ==
+        action_count)
+      return k;
+  }
+  return 0;
+}
+
+ir::Result<ActionLayout> flat_action_layout(int action_count, int sketch_actions, int kinds) {
+  transforms::FlatSpaceConfig fc;
+  fc.kinds = kinds;
   const transforms::FlatActionSpace space(fc, transforms::Target{});
   if (space.size() + sketch_actions + 1 != action_count)
     return std::vector<ir::Diagnostic>{
@@ -112,7 +124,7 @@ QNetworkImpl::QNetworkImpl(const AgentConfig& c, const NetworkShape& shape) {
                                               torch::nn::Linear(c.hidden, shape.action_count)));
     return;
   }
-  auto layout = flat_action_layout(shape.action_count, c.sketch_actions);
+  auto layout = flat_action_layout(shape.action_count, c.sketch_actions, shape.kinds);
   if (!layout.ok()) throw std::invalid_argument(layout.error_text());
   layout_ = std::move(layout).value();
   kind_param_ = to_tensor(layout_.kind_param);
@@ -277,6 +289,67 @@ void soft_update(QNetwork& to, const QNetwork& from, double tau) {
   auto dst = to->named_parameters(true);
   for (const auto& p : from->named_parameters(true))
     dst[p.key()].mul_(1.0 - tau).add_(p.value(), tau);
+}
+
+ir::Result<int> migrate_network(Checkpoint& c) {
+  auto fail = [](const std::string& m) -> ir::Result<int> {
+    return std::vector<ir::Diagnostic>{{{}, m}};
+  };
+  const int sketch = c.config.sketch_actions;
+  const int kinds = flat_space_kinds(c.action_count, sketch);
+  if (kinds == 0 && c.config.head != "factored") return transforms::kNumKinds;  // a custom space
+  if (kinds == 0)
+    return fail("the checkpoint's " + std::to_string(c.action_count) +
+                " actions fit no layout of the flat space with " + std::to_string(sketch) +
+                " sketch actions");
+  if (kinds == transforms::kNumKinds) return kinds;
+  transforms::FlatSpaceConfig old_config;
+  old_config.kinds = kinds;
+  const transforms::Target any;
+  const int old_flat = transforms::FlatActionSpace(old_config, any).size();
+  const transforms::FlatActionSpace space(transforms::FlatSpaceConfig{}, any);
+  const int new_flat = space.size();
+  const NetworkShape old_shape{c.feature_size, c.action_count, c.token_vocab, kinds};
+  const NetworkShape new_shape{c.feature_size, new_flat + sketch + 1, c.token_vocab};
+  try {
+    QNetwork from(c.config, old_shape), to(c.config, new_shape);
+    if (auto e = load_network_bytes(from, c.model); !e.empty()) return fail(e);
+    // Kind-and-parameter ids: the old flat kinds' come first in both layouts, then the new
+    // kinds', then the sketch actions' and stop's.
+    int old_kp = 0, new_kp = 0;
+    for (int k = 0; k < transforms::kNumKinds; ++k) {
+      const int n = space.param_count(static_cast<transforms::Kind>(k));
+      (k < kinds ? old_kp : new_kp) += n;
+    }
+    const int64_t kp_at = env::kScopeFeatures + 2 * env::kBufferFeatures + old_kp;
+    torch::NoGradGuard no_grad;
+    auto old_params = from->named_parameters(true);
+    for (auto& p : to->named_parameters(true)) {
+      const torch::Tensor& old = old_params[p.key()];
+      torch::Tensor& now = p.value();
+      if (old.sizes() == now.sizes()) {
+        now.copy_(old);
+      } else if (p.key() == "factored_action.weight") {  // [w, inputs]: columns inserted
+        now.zero_();
+        now.narrow(1, 0, kp_at).copy_(old.narrow(1, 0, kp_at));
+        const int64_t rest = old.size(1) - kp_at;
+        now.narrow(1, kp_at + new_kp, rest).copy_(old.narrow(1, kp_at, rest));
+      } else if (p.key() == "advantage_head.2.weight" || p.key() == "advantage_head.2.bias") {
+        now.zero_();  // rows per action: the new kinds' inserted before the sketch and stop rows
+        now.narrow(0, 0, old_flat).copy_(old.narrow(0, 0, old_flat));
+        now.narrow(0, new_flat, sketch + 1).copy_(old.narrow(0, old_flat, sketch + 1));
+      } else {
+        return fail("cannot migrate " + p.key() + " to the current action space");
+      }
+    }
+    for (auto& b : to->named_buffers(true)) b.value().copy_(from->named_buffers(true)[b.key()]);
+    c.model = network_bytes(to);
+  } catch (const std::exception& e) {
+    return fail(std::string("cannot migrate the checkpoint's network: ") + e.what());
+  }
+  c.action_count = new_shape.action_count;
+  c.optimizer.clear();
+  return kinds;
 }
 
 }  // namespace perfdojo::agents

@@ -6,8 +6,10 @@
 
 #include <string>
 
+#include "agents/checkpoint.h"
 #include "agents/config.h"
 #include "ir/diagnostic.h"
+#include "transforms/action.h"
 
 namespace perfdojo::agents {
 
@@ -22,15 +24,22 @@ struct ActionLayout {
   int scopes = 0, nodes = 0, buffers = 0;  ///< slot counts of the flat space
 };
 
-/// The layout of the agents' env action space (the default flat space, `sketch_actions` sketch
-/// macro actions, then stop), or why it cannot be built for `action_count` actions.
-ir::Result<ActionLayout> flat_action_layout(int action_count, int sketch_actions = 0);
+/// The layout of the agents' env action space (the default flat space with the registry's first
+/// `kinds` kinds, `sketch_actions` sketch macro actions, then stop), or why it cannot be built
+/// for `action_count` actions.
+ir::Result<ActionLayout> flat_action_layout(int action_count, int sketch_actions = 0,
+                                            int kinds = transforms::kNumKinds);
+
+/// How many of the registry's kinds the flat space of a network with `action_count` actions
+/// (`sketch_actions` sketch actions and stop included) holds, or 0 when no layout fits.
+int flat_space_kinds(int action_count, int sketch_actions);
 
 /// Shapes of the network; all of them must match a checkpoint.
 struct NetworkShape {
-  int feature_size = 0;  ///< env::kFeatureSize
-  int action_count = 0;  ///< env action_spec().n (stop included)
-  int token_vocab = 0;   ///< env::token_vocabulary_size(), used by the token encoder
+  int feature_size = 0;               ///< env::kFeatureSize
+  int action_count = 0;               ///< env action_spec().n (stop included)
+  int token_vocab = 0;                ///< env::token_vocabulary_size(), used by the token encoder
+  int kinds = transforms::kNumKinds;  ///< kinds of the flat space (fewer: an older layout)
 };
 
 /// Value written into illegal entries before any max/argmax: far below any reachable Q-value,
@@ -84,6 +93,15 @@ torch::Tensor masked_argmax(const torch::Tensor& q, const torch::Tensor& mask);
 std::string network_bytes(QNetwork& net);
 /// Loads weights written by network_bytes; returns "" or why not (never throws).
 std::string load_network_bytes(QNetwork& net, const std::string& bytes);
+
+/// Brings the network of a checkpoint trained on an older flat space (the registry's first K
+/// kinds; kinds are append-only, so its action indices are today's) to today's space: every
+/// weight is kept, and the kinds added since start from zero in the factored head's
+/// kind-and-parameter columns (rows of the plain advantage head), so they score as an action at
+/// that location of no particular kind until training says more. Sets `c.action_count` and
+/// `c.model`, drops the optimiser's state (its moments are shaped like the old weights), and
+/// returns the kinds the checkpoint had (kNumKinds: nothing to do), or an error message.
+ir::Result<int> migrate_network(Checkpoint& c);
 
 /// One compute thread for torch and for the OpenBLAS it calls: results do not depend on thread
 /// scheduling (reproducible runs), and the actors' oneTBB threads get the other cores.

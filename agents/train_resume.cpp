@@ -6,10 +6,23 @@
 
 namespace perfdojo::agents::detail {
 
-std::string TrainRun::load_network(const std::string& path, Checkpoint* out) {
+std::string TrainRun::load_network(const std::string& path, Checkpoint* out, bool migrate) {
   auto ck = load_checkpoint(path);
   if (!ck.ok()) return ck.error_text();
   *out = std::move(ck).value();
+  const int kinds = flat_space_kinds(out->action_count, out->config.sketch_actions);
+  if (kinds > 0 && kinds < transforms::kNumKinds) {
+    // Trained before the flat space's last kinds were added: the network carries over, its
+    // optimiser state and replay cannot.
+    if (!migrate)
+      return path + ": the checkpoint was trained on the flat space's first " +
+             std::to_string(kinds) + " kinds, this build's has " +
+             std::to_string(transforms::kNumKinds) +
+             "; start a new run from its network with --init instead";
+    if (auto m = migrate_network(*out); !m.ok()) return path + ": " + m.error_text();
+    say("migrated " + path + " from the flat space's first " + std::to_string(kinds) +
+        " kinds to all " + std::to_string(transforms::kNumKinds));
+  }
   if (auto e =
           check_compatible(*out, config, shape.feature_size, shape.action_count, shape.token_vocab);
       !e.empty())
@@ -21,7 +34,7 @@ std::string TrainRun::load_network(const std::string& path, Checkpoint* out) {
 std::string TrainRun::resume() {
   if (options.resume.empty()) return "";
   Checkpoint c;
-  if (auto e = load_network(options.resume, &c); !e.empty()) return e;
+  if (auto e = load_network(options.resume, &c, false); !e.empty()) return e;
   if (auto e = learner->load_optimizer_bytes(c.optimizer); !e.empty())
     return options.resume + ": " + e;
   learner->set_updates(c.updates);

@@ -65,8 +65,10 @@ struct TrainRun {
   // train_resume.cpp: continues from options.resume (learner, counters, curriculum, RNG).
   std::string resume();
   // Reads the checkpoint at `path` into `out`, checks it fits this run's network and loads its
-  // weights into the learner (resume and init both start so).
-  std::string load_network(const std::string& path, Checkpoint* out);
+  // weights into the learner (resume and init both start so). A checkpoint of an older flat
+  // space is migrated when `migrate` (init), refused otherwise (resume: its optimiser state is
+  // shaped like the old weights).
+  std::string load_network(const std::string& path, Checkpoint* out, bool migrate);
   // Starts from options.init's network (train_setup.cpp): a new run, its counters, optimiser
   // state and replay fresh; the architecture must match.
   std::string init();

@@ -32,7 +32,7 @@ std::string TrainRun::init() {
   // The network only: Adam's moments, the counters, the replay and the curriculum start afresh,
   // as fine-tuning on another backend or other kernels wants.
   Checkpoint c;
-  if (auto e = load_network(options.init, &c); !e.empty()) return e;
+  if (auto e = load_network(options.init, &c, true); !e.empty()) return e;
   say("initialised from " + options.init + " (" + std::to_string(c.updates) +
       " updates); counters, optimiser state and replay start afresh");
   return "";

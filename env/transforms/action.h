@@ -58,13 +58,6 @@ inline constexpr int kNumKinds = 0
 #undef PERFDOJO_X
     ;
 
-/// The kinds of the flat Discrete space (FlatActionSpace), the first kFlatSpaceKinds of the
-/// registry: the layout a shipped agent's network was trained on. Later kinds are moves of the
-/// registry (check, apply, the searches, the semantics guard, the CLI) that the flat space
-/// leaves out until an agent trained with them ships (docs/actions.md, "The flat Discrete
-/// space").
-inline constexpr int kFlatSpaceKinds = 18;
-
 /// What an action's location names.
 enum class LocKind { kScope, kNode, kBuffer, kBufferPair, kScopeBuffer };
 /// What an action's parameter means.

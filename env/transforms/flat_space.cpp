@@ -16,8 +16,8 @@ FlatActionSpace::FlatActionSpace(FlatSpaceConfig config, Target target)
     offsets_.push_back(size_);
     Kind kind = static_cast<Kind>(k);
     params_.push_back(param_values(param_kind(kind), target_));
-    // Kinds after the first kFlatSpaceKinds have no slots here (action.h).
-    counts_.push_back(k < kFlatSpaceKinds ? param_slots(kind) : 0);
+    // Kinds after the config's first `kinds` have no slots (an older layout).
+    counts_.push_back(k < config_.kinds ? param_slots(kind) : 0);
     // The mask keeps one bit per parameter value (Precheck, NodeVerdicts).
     if (params_.back().size() > static_cast<size_t>(kMaxParams))
       throw std::invalid_argument(std::string("target '") + target_.name + "' gives " +

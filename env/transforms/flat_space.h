@@ -20,6 +20,10 @@ struct FlatSpaceConfig {
   int max_scopes = 96;   ///< scopes, in pre-order (the experts' traces reach slot 86)
   int max_nodes = 32;    ///< statements and scopes, in pre-order
   int max_buffers = 16;  ///< buffers, in declaration order
+  /// The first `kinds` kinds of the registry have slots; the default is all of them. A smaller
+  /// value gives an older layout (kinds are append-only, so its indices are the same), which is
+  /// how an agent trained before a kind was added is read and migrated (agents/q_network.h).
+  int kinds = kNumKinds;
 };
 
 /// Verdicts of the last program's checks, kept for the next mask.

@@ -841,6 +841,66 @@ TEST_CASE(
   }
 }
 
+TEST_CASE("a checkpoint of the flat space's first 18 kinds is migrated: same Q, new kinds added") {
+  for (const char* head : {"factored", "flat"}) {
+    CAPTURE(head);
+    AgentConfig c = tiny_config(temp_dir(std::string("migrate_") + head));
+    c.head = head;
+    const AgentObs now = observation_of(kTinyKernel, c);
+    transforms::FlatSpaceConfig first;
+    first.kinds = 18;
+    const int old_flat = transforms::FlatActionSpace(first, transforms::Target{}).size();
+    const int new_flat = transforms::FlatActionSpace({}, transforms::Target{}).size();
+    const int tail = c.sketch_actions + 1;  // sketch actions, then stop
+    REQUIRE(static_cast<int>(now.mask.size()) == new_flat + tail);
+    REQUIRE(new_flat > old_flat);
+    // The same state as the old env saw it: the old layout's actions are a prefix, then the
+    // sketch actions and stop.
+    AgentObs then = now;
+    then.mask.assign(now.mask.begin(), now.mask.begin() + old_flat);
+    then.mask.insert(then.mask.end(), now.mask.end() - tail, now.mask.end());
+    for (int i = old_flat; i < new_flat; ++i) REQUIRE(now.mask[i] == 0);  // f32: none is legal
+    const NetworkShape shape{env::kFeatureSize, old_flat + tail, env::token_vocabulary_size(), 18};
+    CHECK(flat_space_kinds(shape.action_count, c.sketch_actions) == 18);
+    torch::manual_seed(5);
+    DqnLearner learner(c, shape);
+    for (int i = 0; i < 64; ++i) learner.remember(then, i % 3, 0.1 * i, then, i % 5 == 0);
+    for (int i = 0; i < 3; ++i) learner.update(1.0);
+    const std::string path = c.out_dir + "/first.ckpt";
+    REQUIRE(save_checkpoint(checkpoint_of(c, shape, learner), path).empty());
+
+    auto policy = Policy::load(path);
+    REQUIRE_MESSAGE(policy.ok(), policy.error_text());
+    CHECK(policy.value()->checkpoint().action_count == new_flat + tail);
+    const torch::Tensor before = learner.q_values({&then}).contiguous();
+    const std::vector<float> after = policy.value()->q_values(now);
+    REQUIRE(static_cast<int>(after.size()) == new_flat + tail);
+    auto same = [](float a, float b) { return std::abs(a - b) <= 1e-5f * (1 + std::abs(a)); };
+    int compared = 0;
+    for (int i = 0; i < old_flat + tail; ++i) {
+      if (!then.mask[i]) continue;  // illegal entries are unspecified
+      const int j = i < old_flat ? i : i + (new_flat - old_flat);
+      REQUIRE(same(before.data_ptr<float>()[i], after[j]));
+      ++compared;
+    }
+    CHECK(compared > 10);
+
+    // A new kind's action is scored, not refused: where one is legal, it gets a finite Q.
+    AgentObs with_new = now;
+    with_new.mask[new_flat - 1] = 1;
+    const std::vector<float> q = policy.value()->q_values(with_new);
+    CHECK(std::isfinite(q[new_flat - 1]));
+
+    // Resuming needs the optimiser's state, which is shaped like the old weights: refused, and
+    // --init named; --init migrates.
+    TrainOptions resume = quiet();
+    resume.resume = path;
+    TrainSummary refused = train(c, resume);
+    CHECK_MESSAGE(refused.error.find("first 18 kinds") != std::string::npos, refused.error);
+    CHECK(refused.error.find("--init") != std::string::npos);
+  }
+}
+
 TEST_CASE("a checkpoint from before the head was a choice loads as the flat head it was") {
   AgentConfig c = tiny_config(temp_dir("old_header"));
   c.head = "flat";

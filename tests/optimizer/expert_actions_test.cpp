@@ -67,7 +67,7 @@ std::vector<std::pair<std::string, std::vector<Action>>> expert_traces(
 TEST_CASE(
     "every expert trace replays through the flat action space, each step allowed by the mask") {
   const auto kernels = every_kernel(8);
-  int traces = 0, steps = 0, failures = 0, deepest = 0, beyond = 0;
+  int traces = 0, steps = 0, failures = 0, deepest = 0, narrow = 0;
   std::map<std::string, int> why;  // failure kind -> count
   std::ostringstream first;
   for (const char* target_name : {"x86_avx512", "x86_avx2"}) {
@@ -79,21 +79,6 @@ TEST_CASE(
         ir::Program cur = k.program;
         for (size_t i = 0; i < trace.size(); ++i) {
           const Action& a = trace[i];
-          // Moves of the registry the shipped layout leaves out (action.h, kFlatSpaceKinds):
-          // dot_product, which the int8 sketch ends with, and widen_buffer, which the bf16 sketch
-          // packs with. The agent reaches them through its sketch actions; the rest of the trace
-          // is counted, not replayed.
-          if (static_cast<int>(a.kind) >= transforms::kFlatSpaceKinds) {
-            CHECK((a.kind == transforms::Kind::kDotProduct ||
-                   a.kind == transforms::Kind::kWidenBuffer));
-            // ... and only on kernels of narrow types (int8 and bf16 GEMMs).
-            CHECK_MESSAGE(
-                std::any_of(k.program.buffers.begin(), k.program.buffers.end(),
-                            [](const ir::BufferDecl& b) { return ir::is_narrow(b.dtype); }),
-                k.name);
-            ++beyond;
-            break;
-          }
           const auto scopes = transforms::scope_paths(cur);
           const int at = transforms::position_of(scopes, a.path);
           std::string fail;
@@ -115,6 +100,9 @@ TEST_CASE(
             break;  // the rest of this trace is not reachable through the space
           }
           ++steps;
+          // The int8 sketch ends with dot_product and the bf16 sketch widens its panels.
+          if (a.kind == transforms::Kind::kDotProduct || a.kind == transforms::Kind::kWidenBuffer)
+            ++narrow;
           if (transforms::loc_kind(a.kind) == transforms::LocKind::kScope ||
               transforms::loc_kind(a.kind) == transforms::LocKind::kScopeBuffer)
             deepest = std::max(deepest, at);
@@ -126,13 +114,13 @@ TEST_CASE(
   std::ostringstream summary;
   for (const auto& [w, n] : why) summary << "  " << n << " x " << w << "\n";
   INFO(kernels.size() << " kernels, " << traces << " traces, " << steps
-                      << " steps replayed, deepest scope slot " << deepest << ", " << beyond
-                      << " traces stopped at a move outside the flat space\n"
+                      << " steps replayed, deepest scope slot " << deepest << ", " << narrow
+                      << " of them dot_product or widen_buffer\n"
                       << summary.str() << first.str());
   CHECK(traces > 2000);
   CHECK(steps > 50000);
   CHECK(failures == 0);
-  CHECK(beyond < traces / 20);
+  CHECK(narrow > 50);  // the narrow-type kernels' traces replay to their last move
   // The sketch followed by the fused rest reaches scope slot 86 of 96 (gqa-attention on AVX2).
   CHECK(deepest < transforms::FlatSpaceConfig{}.max_scopes);
 }

@@ -100,16 +100,28 @@ TEST_CASE("on bounded kernels the flat mask is the checks' verdict at every inde
   }
 }
 
-TEST_CASE("the flat space leaves out the kinds after its first 18: mask_to_bounds has no index") {
+TEST_CASE("mask_to_bounds is an action of the flat space; an older layout of 18 kinds has none") {
   const transforms::Target target;
   const transforms::FlatActionSpace space({}, target);
-  CHECK(space.param_count(Kind::kMaskToBounds) == 0);
+  CHECK(space.param_count(Kind::kMaskToBounds) == 1);
   const ir::Program p = load(
       "N = 8\ninput x: f32[N]\noutput y: f32[N] = 0\n\nN N y[{0}] += {1} < {0} ? x[{1}] : 0\n");
   const Action a = action("mask_to_bounds 0.0");
   CHECK(transforms::check(p, a, target).ok());
-  CHECK(space.encode(p, a) == -1);
-  // Every index still decodes to one of the first 18 kinds.
-  for (int i = 0; i < space.size(); ++i)
-    if (auto d = space.decode(p, i)) CHECK(static_cast<int>(d->kind) < transforms::kFlatSpaceKinds);
+  const int index = space.encode(p, a);
+  REQUIRE(index >= 0);
+  CHECK(space.decode(p, index) == a);
+  CHECK(space.mask(p)[index]);
+  // The layout the first shipped agent was trained on: the registry's first 18 kinds, with the
+  // same indices for them (kinds are append-only).
+  transforms::FlatSpaceConfig old;
+  old.kinds = 18;
+  const transforms::FlatActionSpace first(old, target);
+  CHECK(first.param_count(Kind::kMaskToBounds) == 0);
+  CHECK(first.encode(p, a) == -1);
+  CHECK(first.size() < space.size());
+  const Action tile = action("tile_scope 0.0 4");
+  CHECK(first.encode(p, tile) == space.encode(p, tile));
+  for (int i = 0; i < first.size(); ++i)
+    if (auto d = first.decode(p, i)) CHECK(static_cast<int>(d->kind) < 18);
 }
