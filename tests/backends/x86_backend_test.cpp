@@ -497,16 +497,26 @@ TEST_CASE(
       "| | w[{0},{1}] = {0}-{1} < 5 ? x[{0},{1}] - ({0}-{1}) * 0.5 + {1}*3 : 0\n";  // strides -1, 3
   const ir::Program p = program_of(text);
   check_matches(*b, p, "as written");
-  for (const char* actions : {"vectorize 0.0 16", "vectorize 0.0 8", "tile_scope 0.0 16"}) {
+  // The widths the backend's target vectorises this mix of f32 and f64 at: AVX-512 16 and 8,
+  // AVX2 8 (a Zen 3 has no AVX-512), scalar x86-64 none.
+  const std::string name = b->name();
+  const std::vector<std::string> widths = name == "x86_avx512" ? std::vector<std::string>{"16", "8"}
+                                          : name == "x86_avx2" ? std::vector<std::string>{"8"}
+                                                               : std::vector<std::string>{};
+  std::vector<std::string> moves = {"tile_scope 0.0 16"};
+  for (const auto& w : widths) moves.push_back("vectorize 0.0 " + w);
+  for (const auto& actions : moves) {
     auto q = transforms::apply(p, transforms::parse_action(actions).value(), target);
-    REQUIRE_MESSAGE(q.ok(), actions);
+    REQUIRE_MESSAGE(q.ok(), actions << " on " << name);
     check_matches(*b, q.value(), actions);
   }
+  if (widths.empty()) return;
   // Vectorised after tiling: the lanes' iota starts at the tile's first element.
   auto t =
       transforms::apply(p, transforms::parse_action("tile_scope 0.0 16").value(), target).value();
-  auto v = transforms::apply(t, transforms::parse_action("vectorize 0.0.0 16").value(), target);
-  REQUIRE(v.ok());
+  auto v = transforms::apply(t, transforms::parse_action("vectorize 0.0.0 " + widths[0]).value(),
+                             target);
+  REQUIRE_MESSAGE(v.ok(), "vectorize 0.0.0 " << widths[0] << " on " << name);
   check_matches(*b, v.value(), "tiled and vectorised");
 }
 
