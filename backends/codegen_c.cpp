@@ -1105,7 +1105,10 @@ class Printer {
 
   // "" when the scope can be printed as vector code, else the reason it stays a loop.
   std::string vectorisable(const ir::Node& v, int d) {
-    if (v.bounds.any()) return "a bounded scope runs a varying number of lanes";
+    // A bounded scope prints its whole tiles as vector code and its partial ones as the loop
+    // (print_bounded_vector): the loop writes memory, so no lane-invariant accumulator may hold
+    // a value in registers across them.
+    const bool bounded = v.bounds.any();
     int64_t w = v.extent;
     if (w < 2 || w > 64 || (w & (w - 1)) != 0)
       return "extent " + std::to_string(w) + " is not a power of two in [2, 64]";
@@ -1115,7 +1118,8 @@ class Printer {
       bool reduce;
     };
     std::vector<Site> sites;
-    if (!v.body.empty() && v.body[0]->is_scope) return dot_product_why(v, d);
+    if (!v.body.empty() && v.body[0]->is_scope)
+      return bounded ? "a bounded scope of dot products stays a loop" : dot_product_why(v, d);
     for (const auto& c : v.body) {
       if (c->is_scope) return "the body holds a nested scope";
       const ir::Stmt& s = c->stmt;
@@ -1157,6 +1161,9 @@ class Printer {
       }
       if (f.coeff(d) == 0 && (!s.reduce || same_buffer != 1))
         return "every lane writes the same element of " + s.a->buffer;
+      if (f.coeff(d) == 0 && bounded)
+        return "a bounded scope's reduction into one element of " + s.a->buffer +
+               " stays a loop (its partial tiles would bypass the vector accumulator)";
     }
     for (const auto& c : v.body) {
       DType t = dtype_.at(c->stmt.lhs.buffer);
@@ -1645,8 +1652,10 @@ class Printer {
     std::string it = "i" + std::to_string(depth);
     switch (n.annot) {
       case ir::Annot::kVector:
-        if (vectorised_.count(path))
+        if (vectorised_.count(path)) {
+          if (n.bounds.any()) return print_bounded_vector(n, path, depth);
           return dots_.count(&n) ? print_dot_scope(n, depth) : print_vector_scope(n, path, depth);
+        }
         if (auto w = fallback_why_.find(path); w != fallback_why_.end())
           line("// :vec scope kept scalar: " + w->second);
         return plain_loop(n, path, depth);
@@ -1692,6 +1701,22 @@ class Printer {
 
   static std::string acc_name(int id, int64_t chunk) {
     return "acc" + std::to_string(id) + "_" + std::to_string(chunk);
+  }
+
+  // A bounded `:vec` scope: where its bounds keep every lane (a whole tile) the vector code,
+  // elsewhere the loop over the lanes inside them (vectorisable: no accumulator across them).
+  void print_bounded_vector(const ir::Node& v, Path& path, int d) {
+    const auto [first, end] = loop_range(v);
+    line("if (" + first + " == 0 && " + end + " == " + std::to_string(v.extent) +
+         ") {  // every lane of the bounded i" + std::to_string(d) + " is inside its bounds");
+    ++indent_;
+    print_vector_scope(v, path, d);
+    --indent_;
+    line("} else {  // a partial tile: the lanes inside the bounds, one at a time");
+    ++indent_;
+    plain_loop(v, path, d);
+    --indent_;
+    line("}");
   }
 
   void print_vector_scope(const ir::Node& v, Path& path, int d) {

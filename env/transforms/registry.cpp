@@ -54,7 +54,8 @@ bool bounded_access(const std::vector<ir::NodePtr>& body, const std::string& buf
 // is refused where they matter, by what its check reads (the mask's memo relies on that):
 // - annotations (parallelize, clear_annotation) and buffer layout (swap_buffer_dims,
 //   stream_stores, widen_buffer) change no iteration: never refused;
-// - tile_scope re-indexes bounds like accesses: refused only on a bounded scope itself;
+// - tile_scope re-indexes bounds like accesses and moves a scope's own bounds to its inner
+//   scope: never refused; vectorize: allowed on an innermost bounded scope;
 // - other kinds at a scope or node: refused when it, or a scope inside it, is bounded; hoist
 //   also when its parent is, move_statement and join_scopes when the next sibling is;
 // - kinds at a buffer: refused when a statement under a bounded scope accesses it.
@@ -75,8 +76,13 @@ Legality bounded_gate(const ir::Program& p, const Action& a) {
   if (lk == LocKind::kScope || lk == LocKind::kNode || lk == LocKind::kScopeBuffer) {
     const ir::Node* n = node_at(p, a.path);
     if (!n) return {};
-    if (a.kind == Kind::kTileScope ? n->bounds.any() : ir::any_bounded(*n))
-      return {Reason::kNonRectangular, "", a.path};
+    // tile_scope moves a scope's bounds to its inner scope (tile_node); vectorize at an
+    // innermost bounded scope runs it whole tiles at a time, its checks over the extent
+    // over-approximating the iterations (every one of them a "may" fact).
+    const bool refused = a.kind == Kind::kTileScope   ? false
+                         : a.kind == Kind::kVectorize ? ir::any_bounded(n->body)
+                                                      : ir::any_bounded(*n);
+    if (refused) return {Reason::kNonRectangular, "", a.path};
     if (a.kind == Kind::kHoist && a.path.size() > 1) {
       const ir::Node* parent = node_at(p, Path(a.path.begin(), a.path.end() - 1));
       if (parent && parent->bounds.any()) return {Reason::kNonRectangular, "", a.path};

@@ -73,7 +73,18 @@ ir::NodePtr tile_node(const ir::Node& s, int d, int64_t f, ir::Annot inner_annot
   body.reserve(s.body.size());
   for (const auto& c : s.body)
     body.push_back(map_indices(c, [&](const ir::Affine& a) { return tile_index(a, d, f); }));
-  auto inner = ir::Node::scope(f, "", inner_annot, std::move(body), s.loc);
+  // A bounded scope's bounds (in the iterators around it) go to the inner scope, less the outer
+  // one's start: lo <= {d}*f + {d+1} < hi is lo - {d}*f <= {d+1} < hi - {d}*f. The outer scope
+  // runs every tile, the inner one the part of it inside the bounds (none where it is outside),
+  // so the iterations and their order are the same.
+  ir::ScopeBounds bounds = s.bounds;
+  for (auto* b : {&bounds.lo, &bounds.hi}) {
+    if (!*b) continue;
+    if (static_cast<int>((*b)->coeffs.size()) <= d) (*b)->coeffs.resize(d + 1, 0);
+    (*b)->coeffs[d] -= f;
+    (*b)->normalise();
+  }
+  auto inner = ir::Node::scope(f, "", inner_annot, std::move(body), s.loc, std::move(bounds));
   return ir::Node::scope(s.extent / f, "", s.annot, {inner}, s.loc);
 }
 

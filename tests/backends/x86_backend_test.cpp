@@ -18,6 +18,7 @@
 #include "backends/x86_test_support.h"
 #include "ir/load.h"
 #include "ir/parse.h"
+#include "ir/print.h"
 #include "support/skip.h"
 #include "transforms/microkernel_sketch.h"
 #include "transforms/registry.h"
@@ -31,6 +32,16 @@ using testing::scaled;
 using testing::transformed;
 
 namespace {
+
+// The widest vector x86 backend this machine runs, else the last one tried (unavailable).
+std::unique_ptr<backends::Backend> vector_backend() {
+  std::unique_ptr<backends::Backend> b;
+  for (const char* n : {"x86_avx512", "x86_avx2"}) {
+    b = backends::make_backend(n);
+    if (b->available().ok) break;
+  }
+  return b;
+}
 
 namespace fs = std::filesystem;
 
@@ -524,11 +535,7 @@ TEST_CASE(
     "a register tile of vector partial sums across the k loop compiles and matches the "
     "interpreter" *
     doctest::test_suite("hw")) {
-  std::unique_ptr<backends::Backend> b;
-  for (const char* n : {"x86_avx512", "x86_avx2"}) {
-    b = backends::make_backend(n);
-    if (b->available().ok) break;
-  }
+  std::unique_ptr<backends::Backend> b = vector_backend();
   if (!b->available().ok) PERFDOJO_SKIP("no vector x86 backend runs here: " << b->available().why);
   // A 4-row GEMV: 2 rows x 4 batches of partial sums (codegen_c_test has the source's form),
   // and a max over the lanes with 2 x 2 copies.
@@ -547,11 +554,7 @@ TEST_CASE(
 
 TEST_CASE("streamed stores compile and match the interpreter, aligned or not, parallel or not" *
           doctest::test_suite("hw")) {
-  std::unique_ptr<backends::Backend> b;
-  for (const char* n : {"x86_avx512", "x86_avx2"}) {
-    b = backends::make_backend(n);
-    if (b->available().ok) break;
-  }
+  std::unique_ptr<backends::Backend> b = vector_backend();
   if (!b->available().ok) PERFDOJO_SKIP("no vector x86 backend runs here: " << b->available().why);
   const auto target = *transforms::target_by_name(b->name());
   // y's rows are 100 floats: most rows start off the 64-byte boundary (plain stores there).
@@ -569,6 +572,48 @@ TEST_CASE("streamed stores compile and match the interpreter, aligned or not, pa
     REQUIRE_MESSAGE(q.ok(), trace << q.error_text());
     CHECK(q->find_buffer("y")->stream);
     check_matches(*b, q.value(), trace);
+  }
+}
+
+TEST_CASE(
+    "bounded scopes tiled and vectorised: whole tiles as vectors, partial ones as loops, as the "
+    "interpreter" *
+    doctest::test_suite("hw")) {
+  std::unique_ptr<backends::Backend> b = vector_backend();
+  if (!b->available().ok) PERFDOJO_SKIP("no vector x86 backend runs here: " << b->available().why);
+  const auto target = *transforms::target_by_name(b->name());
+  // A triangle (an upper bound), a band clamped at both ends (20 below, 3 above the diagonal),
+  // and a row sum over the triangle, whose one-element reduction stays a loop.
+  const ir::Program p = program_of(
+      "N = 40\ninput x: f32[N, N]\noutput y: f32[N, N] = 0\noutput z: f32[N, N] = 0\n"
+      "output r: f32[N] = 0\n\n"
+      "N N(..{0}+1) y[{0},{1}] = x[{0},{1}] * 2 + {1}\n"
+      "N N({0}-20..{0}+3) z[{0},{1}] += x[{0},{1}] * x[{0},{1}] + {0}\n"
+      "N N(..{0}+1) r[{0}] += x[{0},{1}]\n");
+  ir::Program q = p;
+  for (const char* a :
+       {"tile_scope 0.0 8", "vectorize 0.0.0 8", "vectorize 1.0 8", "vectorize 2.0 8"}) {
+    auto next = transforms::apply(q, transforms::parse_action(a).value(), target);
+    REQUIRE_MESSAGE(next.ok(), a << ": " << next.error_text());
+    q = std::move(next).value();
+  }
+  // tile_scope gave the inner scope the bounds less the tile's start.
+  CHECK(ir::print_program(q).find("8(..{0}-{1}*8+1):vec y") != std::string::npos);
+  const auto g = backends::x86_generate_c(
+      b->name() == "x86_avx512" ? backends::X86Isa::kAvx512 : backends::X86Isa::kAvx2, q);
+  CHECK(g.source.find("every lane of the bounded") != std::string::npos);
+  CHECK(g.source.find("f32x8_store") != std::string::npos);
+  CHECK(g.source.find("reduction into one element of r stays a loop") != std::string::npos);
+  check_matches(*b, q, "tiled and vectorised bounded scopes");
+  // Random walks over the bounded suite kernels, whose moves now include these.
+  std::mt19937_64 rng(57);
+  for (const char* name : {"trmm", "syrk-lower", "causal-attention-bounded",
+                           "sliding-window-attention-bounded", "trsv-lower-bounded"}) {
+    for (int t = 0; t < 3; ++t) {
+      ir::Program w = scaled(name);
+      const std::string trace = random_walk(w, target, rng, 12);
+      check_matches(*b, w, std::string(name) + " after " + trace, rng() % 5);
+    }
   }
 }
 

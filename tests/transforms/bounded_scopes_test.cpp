@@ -27,8 +27,8 @@ using bounded_scopes_cases::kTrmm;
 
 TEST_CASE("moves that do not handle a bounded scope refuse it with non_rectangular") {
   const ir::Program p = load(kTrmm);
-  // The bounded scope itself, and the scope holding it.
-  require_refused(p, "tile_scope 0.0 2", Reason::kNonRectangular);
+  // The bounded scope itself, and the scope holding it (tile_scope and vectorize handle them:
+  // the next test).
   require_refused(p, "unroll 0.0 2", Reason::kNonRectangular);
   require_refused(p, "swap_scopes 0.0", Reason::kNonRectangular);  // the outer one is bounded
   require_refused(p, "split_range 0 3", Reason::kNonRectangular);
@@ -39,6 +39,25 @@ TEST_CASE("moves that do not handle a bounded scope refuse it with non_rectangul
       "move_statement 0", Reason::kNonRectangular);
   // A buffer written under the bounded scope.
   require_refused(p, "create_temporary 0 C", Reason::kNonRectangular);
+}
+
+TEST_CASE("tile_scope moves a scope's bounds to its inner scope; vectorize runs a bounded one") {
+  const ir::Program p = load(kTrmm);
+  // k <= i tiled by 4: the inner scope keeps k = {1}*4+{2} <= {0}, the outer runs every tile.
+  const ir::Program tiled = apply_all(p, {"tile_scope 0.0 4"});
+  CHECK(ir::print_program(tiled).find("N 2 4(..{0}-{1}*4+1) N C[{0},{3}] += A[{0},{1}*4+{2}]") !=
+        std::string::npos);
+  require_same_outputs(p, tiled);
+  // A band clamped at both ends, tiled, then its inner scope vectorised.
+  const std::string band =
+      "N = 16\ninput x: f32[N, N]\noutput y: f32[N, N] = 0\n\n"
+      "N N({0}-5..{0}+3) y[{0},{1}] = x[{0},{1}] * 2\n";
+  const ir::Program b = load(band);
+  const ir::Program bv = apply_all(b, {"tile_scope 0.0 8", "vectorize 0.0.0 8"});
+  CHECK(ir::print_program(bv).find("N 2 8({0}-{1}*8-5..{0}-{1}*8+3):vec y") != std::string::npos);
+  require_same_outputs(b, bv);
+  // vectorize at a bounded scope that is not innermost, or holds a bounded one, is refused.
+  require_refused(p, "vectorize 0.0 8", Reason::kNotInnermost);
 }
 
 TEST_CASE("swap_scopes interchanges a triangle and a band with their bounds rewritten exactly") {
