@@ -998,7 +998,6 @@ TEST_CASE(
 TEST_CASE("DAgger: the teacher labels the states the policy reaches, from where they are" *
           doctest::test_suite("slow")) {
   torch::set_num_threads(1);
-  torch::manual_seed(7);  // the untrained policy's episode, the same on every run
   AgentConfig c = tiny_config(temp_dir("dagger"));
   c.max_episode_steps = 6;
   c.dagger_states = 3;
@@ -1007,25 +1006,34 @@ TEST_CASE("DAgger: the teacher labels the states the policy reaches, from where 
   REQUIRE(e.ok());
   const NetworkShape shape{env::kFeatureSize, e.value()->action_spec().n,
                            env::token_vocabulary_size()};
-  DqnLearner learner(c, shape);
+  std::unique_ptr<DqnLearner> learner;
   const QFunction q = [&](const AgentObs& o) {
-    const torch::Tensor t = learner.q_values({&o}).contiguous();
+    const torch::Tensor t = learner->q_values({&o}).contiguous();
     return std::vector<float>(t.data_ptr<float>(), t.data_ptr<float>() + t.numel());
   };
-  // An untrained policy's episode: legal moves, one time per state.
-  const PolicyEpisode ep = greedy_episode(c, kernel, q);
-  REQUIRE(ep.actions.size() >= 3);
-  REQUIRE(ep.times.size() == ep.actions.size() + 1);
+  // An untrained policy's episode: legal moves, one time per state. The teacher from the end of
+  // it: its trace starts at that state (the first observation is the state's), every step legal
+  // there, and it gains over that state. A random policy may leave a state the teacher cannot
+  // improve by 1% (a k loop split twice, where no sketch applies): the first of a few seeded
+  // policies whose end state it improves is taken (7 of the seeds 1 to 11 are).
+  PolicyEpisode ep;
+  std::optional<Demonstration> d;
+  std::string error;
+  int unreachable = 0;
+  for (int seed : {1, 2, 3, 5, 7}) {
+    torch::manual_seed(seed);  // the untrained policy, the same on every run
+    learner = std::make_unique<DqnLearner>(c, shape);
+    ep = greedy_episode(c, kernel, q);
+    REQUIRE(ep.actions.size() >= 3);
+    REQUIRE(ep.times.size() == ep.actions.size() + 1);
+    d = demonstrate(c, kernel, &error, &unreachable, ep.actions);
+    if (d) break;
+  }
+  INFO(error);
+  REQUIRE(d.has_value());
   const auto states = dagger_states(ep, c.dagger_states);
   CHECK(states.size() == 3);
   for (size_t s : states) CHECK((s >= 1 && s <= ep.actions.size()));
-  // The teacher from the end of the policy's episode: its trace starts at that state (the first
-  // observation is the state's), every step legal there, and it gains over that state.
-  std::string error;
-  int unreachable = 0;
-  auto d = demonstrate(c, kernel, &error, &unreachable, ep.actions);
-  INFO(error);
-  REQUIRE(d.has_value());
   // From a state off the teacher's path some expert traces may not be addressable in the flat
   // space (a scope past the slots, a factor not offered there): they are counted and passed
   // over, never stored (the steps checked below): the 0 the kernels as written guarantee does
@@ -1044,10 +1052,10 @@ TEST_CASE("DAgger: the teacher labels the states the policy reaches, from where 
   CHECK_FALSE(demonstrate(c, kernel, &error, &unreachable, {-5}).has_value());
   CHECK(error.find("could not be replayed") != std::string::npos);
   // One pass stores what the teacher showed.
-  const DemoSummary sum = add_dagger_demonstrations(c, {kernel}, q, learner, nullptr);
+  const DemoSummary sum = add_dagger_demonstrations(c, {kernel}, q, *learner, nullptr);
   CHECK(sum.kernels == 3);
   CHECK(sum.demonstrated >= 1);
-  CHECK(learner.demo_size() == sum.transitions);
+  CHECK(learner->demo_size() == sum.transitions);
   AgentConfig bad;
   bad.dagger_states = -1;
   CHECK(validate(bad).find("dagger_states") != std::string::npos);
