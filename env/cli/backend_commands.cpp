@@ -175,7 +175,7 @@ int cmd_measure(const Args& a) {
   // Peak of the cores the program may use (one, or all this process may run on with a parallel
   // scope), from this machine's calibrated profile.
   double peak = 0;
-  std::string peak_source;
+  std::string peak_source, peak_note;
   int cores = any_parallel(r->body) ? backend->capabilities().threads : 1;
   if (arch && arch->isa) {
     backends::BackendConfig pc = profile_config();
@@ -183,6 +183,7 @@ int cmd_measure(const Args& a) {
     peak_source = optimizer::resolve_machine_profile(pc, &prof);
     peak = optimizer::kernel_peak_gflops(r.value(), optimizer::fma_peak_gflops(*arch->isa, prof),
                                          cores, prof.peak_gops_vnni);
+    peak_note = optimizer::int8_peak_note(r.value(), prof.peak_gops_vnni);
   }
   const bool verified = !verified_on.empty();
   std::string verdict = verified ? "verified on the " + verified_on
@@ -206,6 +207,7 @@ int cmd_measure(const Args& a) {
       j.add("peak_gflops", peak)
           .add("fraction_of_peak", gflops / peak)
           .add("peak_from", peak_source);
+    if (!peak_note.empty()) j.add("peak_note", peak_note);
     j.add("isa", backends::this_machine_isa()).add("cores", cores).add("noisy", m.noisy);
     j.add("verified", verified)
         .add("verified_on", verified_on)
@@ -230,6 +232,7 @@ int cmd_measure(const Args& a) {
                     backends::this_machine_isa().c_str(), peak_source.c_str());
       std::cout << buf;
     }
+    if (!peak_note.empty()) std::cout << "\n  note: " << peak_note;
     if (m.noisy)
       std::cout << "\n  warning: the spread stayed above 10% after a repeat: the core was busy";
     char err[256] = "";

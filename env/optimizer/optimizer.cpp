@@ -240,6 +240,13 @@ double kernel_peak_gflops(const ir::Program& p, double peak_gflops, double threa
   return peak_gflops * threads / (outputs > 0 && f64_outputs == outputs ? 2 : 1);
 }
 
+std::string int8_peak_note(const ir::Program& p, double int8_peak) {
+  if (int8_peak > 0 || !has_int8_products(p, p.body)) return "";
+  return "this CPU has no int8 dot-product instruction (AVX-512 VNNI or AVX-VNNI): dot_product "
+         "scopes print as loops and the u8 x i8 products run as i32 code, so the fraction of "
+         "peak is against the f32 FMA peak";
+}
+
 void Optimizer::finish(Result& res, bool interrupted) const {
   Report& r = res.report;
   r.interrupted = r.interrupted || interrupted;
@@ -253,6 +260,9 @@ void Optimizer::finish(Result& res, bool interrupted) const {
     const double peak =
         kernel_peak_gflops(res.program, r.peak_gflops, threads, profile_.peak_gops_vnni);
     r.peak_fraction = peak > 0 ? r.gflops / peak : 0;
+    if (!r.modelled)
+      if (const std::string n = int8_peak_note(res.program, profile_.peak_gops_vnni); !n.empty())
+        r.note += std::string(r.note.empty() ? "" : "; ") + n;
     if (r.peak_fraction > 1) {
       char buf[200];
       std::snprintf(buf, sizeof buf,

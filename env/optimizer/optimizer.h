@@ -238,6 +238,11 @@ bool cold_timing(const ir::Program& p, const backends::MachineProfile& profile, 
 /// dot-product peak (MachineProfile::peak_gops_vnni), when it is known (> 0).
 double kernel_peak_gflops(const ir::Program& p, double peak_gflops, double threads,
                           double int8_peak = 0);
+/// "" unless `p` sums products of 8-bit integers (an int8 GEMM) and this machine has no int8
+/// dot-product instruction (`int8_peak` 0: no AVX-512 VNNI or AVX-VNNI): then what that means,
+/// said in the report and by `perfdojo measure`, since the VNNI targets cannot be run
+/// here.
+std::string int8_peak_note(const ir::Program& p, double int8_peak);
 
 /// Where the calibrated profile of this machine is kept under `cache_dir` ("" without one).
 std::string cached_profile_path(const std::string& cache_dir);

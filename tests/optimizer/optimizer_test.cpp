@@ -163,6 +163,19 @@ TEST_CASE("an f64 kernel's peak is half the f32 FMA peak") {
   CHECK(optimizer::kernel_peak_gflops(f32.value(), 100, 2) == doctest::Approx(200));
 }
 
+TEST_CASE("an int8 GEMM is held to the VNNI peak, and without one the report says why not") {
+  auto i8 = ir::load_file(std::string(PERFDOJO_UNSEEN_DIR) + "/gemm-u8i8-packed.pdj");
+  auto f32 = ir::load_file(std::string(PERFDOJO_KERNEL_DIR) + "/matmul-256.pdj");
+  REQUIRE((i8.ok() && f32.ok()));
+  CHECK(optimizer::kernel_peak_gflops(i8.value(), 100, 1, 400) == doctest::Approx(400));
+  CHECK(optimizer::int8_peak_note(i8.value(), 400).empty());
+  // A CPU without VNNI (a Zen 3): the f32 peak, and the note naming the missing instruction.
+  CHECK(optimizer::kernel_peak_gflops(i8.value(), 100, 1, 0) == doctest::Approx(100));
+  CHECK(optimizer::int8_peak_note(i8.value(), 0).find("no int8 dot-product instruction") !=
+        std::string::npos);
+  CHECK(optimizer::int8_peak_note(f32.value(), 0).empty());
+}
+
 TEST_CASE(
     "auto times memory-bound kernels larger than half the last-level cache cold, the rest warm") {
   backends::MachineProfile prof;  // built in: 15 GB/s from memory, 223 GFLOP/s
