@@ -75,13 +75,15 @@ void usage(std::FILE* f) {
       "folder)\n"
       "  --json             print the table as JSON on stdout\n"
       "\n"
-      "evaluate_agent --checkpoint CKPT --propose FILE [--budget N] [--policy-only] [--json]\n"
+      "evaluate_agent --checkpoint CKPT --propose FILE [--budget N] [--seconds S] [--policy-only] "
+      "[--json]\n"
       "  The policy's proposals for one kernel (a .pdj file or URI), as `perfdojo optimize "
       "--agent`\n"
       "  reads them: the best trace of each of the four searches, each\n"
       "  after N cost-model evaluations (default 2000; agent-probe N/50, each of its evaluations\n"
       "  walking the policy to the end of an episode), with the speed-up the model gives it.\n"
-      "  --policy-only: only the policy's one greedy episode ('policy' above).\n");
+      "  --seconds S: no search starts after S seconds (at least one runs); the rest are skipped\n"
+      "  and counted. --policy-only: only the policy's one greedy episode ('policy' above).\n");
 }
 
 struct Job {
@@ -92,7 +94,8 @@ struct Job {
 
 // `--propose`: the policy's four searches on one kernel, their best traces as JSON (or text).
 bool print_proposals(Policy& policy, const AgentConfig& base, const std::string& kernel, int budget,
-                     double kind_penalty, bool json, bool policy_only) {
+                     double kind_penalty, bool json, bool policy_only, double seconds) {
+  const auto start = std::chrono::steady_clock::now();
   env::EnvConfig ec = env_config_for(base, kernel, 0);
   util::JsonArray proposals;
   std::string text, error;
@@ -100,7 +103,15 @@ bool print_proposals(Policy& policy, const AgentConfig& base, const std::string&
       policy_only
           ? std::vector<std::string>{"policy"}
           : std::vector<std::string>{"agent", "agent-rollout", "agent-greedy", "agent-probe"};
+  int skipped = 0, done = 0;
   for (const std::string& method : methods) {
+    // Past --seconds no further search starts: what is done is printed (a loaded machine
+    // otherwise lost all four to the caller's time limit).
+    if (seconds > 0 && done > 0 &&
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > seconds) {
+      ++skipped;
+      continue;
+    }
     SearchResult r =
         method == "policy"  ? agent_policy(policy, ec, {ec.max_episode_steps})
         : method == "agent" ? agent_best_first(policy, ec, {budget})
@@ -116,6 +127,7 @@ bool print_proposals(Policy& policy, const AgentConfig& base, const std::string&
       error = r.error;
       break;
     }
+    ++done;
     util::JsonArray trace;
     for (const auto& a : r.best_trace) trace.add(a);
     proposals.raw(util::JsonObject()
@@ -139,11 +151,14 @@ bool print_proposals(Policy& policy, const AgentConfig& base, const std::string&
     std::printf("%s\n", util::JsonObject()
                             .add("kernel", kernel)
                             .add("backend", ec.backend)
+                            .add("skipped_after_deadline", skipped)
                             .raw("proposals", proposals.str())
                             .str()
                             .c_str());
   else
-    std::printf("%s", text.c_str());
+    std::printf(
+        "%s%s", text.c_str(),
+        skipped ? (std::to_string(skipped) + " searches skipped: past --seconds\n").c_str() : "");
   return true;
 }
 
@@ -172,8 +187,9 @@ int main(int argc, char** argv) {
   util::choose_openblas_core(argv, "evaluate_agent", /*quiet=*/true);
   util::ArgSpec spec;
   spec.program = "evaluate_agent";
-  spec.value_options = {"checkpoint", "kernels", "budgets", "seeds",  "methods",      "backend",
-                        "out",        "epsilon", "propose", "budget", "kind-penalty", "beam-width"};
+  spec.value_options = {"checkpoint",   "kernels",    "budgets", "seeds",   "methods",
+                        "backend",      "out",        "epsilon", "propose", "budget",
+                        "kind-penalty", "beam-width", "seconds"};
   spec.switch_options = {"baselines", "no-agent", "no-progress", "policy-only"};
   util::Args args;
   const std::string parse_error = util::parse_args(spec, argc, argv, &args);
@@ -198,12 +214,14 @@ int main(int argc, char** argv) {
   int propose_budget = 2000, seeds = 3, beam_width = 4;
   std::vector<int> budgets = {10, 100, 1000};
   double epsilon = -1, kind_penalty = kKindPenalty;  // epsilon < 0: the checkpoint's
+  double propose_seconds = 0;                        // 0: no deadline
   for (const std::string& e : {args.get_int_list("budgets", 1, 1000000000, &budgets),
                                args.get_int("seeds", 1, 1000000, &seeds),
                                args.get_int("beam-width", 1, 1000000, &beam_width),
                                args.get_int("budget", 1, 1000000000, &propose_budget),
                                args.get_double("epsilon", 0, 1, &epsilon),
-                               args.get_double("kind-penalty", 0, 100, &kind_penalty)})
+                               args.get_double("kind-penalty", 0, 100, &kind_penalty),
+                               args.get_double("seconds", 0, 1e6, &propose_seconds)})
     if (!e.empty()) return fail(e);
   if (!std::is_sorted(budgets.begin(), budgets.end()))
     return fail("--budgets must be ascending, got '" + args.get("budgets") + "'");
@@ -229,7 +247,8 @@ int main(int argc, char** argv) {
     // measured time (train_agent --init --backend x86_avx512): the optimiser measures what they
     // propose, and 128 compiles would not fit its share of the time limit. --backend overrides.
     if (backend.empty() && !backends::is_cost_model(base.backend)) base.backend = "cost_model";
-    return print_proposals(*policy, base, propose, propose_budget, kind_penalty, json, policy_only)
+    return print_proposals(*policy, base, propose, propose_budget, kind_penalty, json, policy_only,
+                           propose_seconds)
                ? 0
                : 1;
   }

@@ -77,8 +77,11 @@ Proposals agent_proposals(const std::string& checkpoint, const std::string& file
   // forward passes and the env's steps); 150 per second ran past the limit there, so the
   // optimisation got no proposals. 40 leaves room for a loaded machine.
   const int evals = static_cast<int>(std::clamp(timeout_s * 40, 100.0, 2000.0));
-  std::vector<std::string> argv = {tool,       "--checkpoint",        checkpoint, "--propose", file,
-                                   "--budget", std::to_string(evals), "--json"};
+  // No search starts after 70% of the limit, so the searches done by then are kept (a loaded
+  // machine otherwise ran the four past the limit and returned none).
+  std::vector<std::string> argv = {
+      tool,       "--checkpoint",        checkpoint, "--propose", file,
+      "--budget", std::to_string(evals), "--json",   "--seconds", std::to_string(0.7 * timeout_s)};
   if (policy_only) argv.push_back("--policy-only");
   util::ProcessResult run = util::run_process(argv, {.timeout_s = timeout_s});
   const std::string& text = run.output;
