@@ -299,6 +299,22 @@ def forms(name, s, torch):
         return [("x * rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * g",
                  lambda: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * g),
                 ("vector_norm(x, -1)^2 / N + eps -> rsqrt; mul(x, r, out=y).mul_(g)", rms)]
+    if name == "attention-bf16":  # bf16 in and out, computed in f32 (benchmarks/unseen)
+        bf = torch.bfloat16
+        q, k, v = (r(s["L"], s["D"]).to(bf) for _ in range(3))
+        scale = 1.0 / (s["D"] ** 0.5)
+        out = [("F.softmax(Q @ K.T * scale, dim=1) @ V on bf16",
+                lambda: F.softmax(torch.mm(q, k.t()) * scale, dim=1).mm(v)),
+               ("the same in f32 from bf16 inputs, O back to bf16",
+                lambda: F.softmax(torch.mm(q.float(), k.float().t()) * scale, dim=1)
+                .mm(v.float()).to(bf))]
+        if hasattr(F, "scaled_dot_product_attention"):
+            out += [("F.scaled_dot_product_attention on bf16",
+                     lambda: F.scaled_dot_product_attention(q[None], k[None], v[None])),
+                    ("F.scaled_dot_product_attention in f32, O back to bf16",
+                     lambda: F.scaled_dot_product_attention(q.float()[None], k.float()[None],
+                                                            v.float()[None]).to(bf))]
+        return out
     if name == "attention":
         q, k, v = r(s["L"], s["D"]), r(s["L"], s["D"]), r(s["L"], s["D"])
         scale = 1.0 / (s["D"] ** 0.5)
