@@ -177,7 +177,8 @@ std::unique_ptr<Backend> model_on(const BackendConfig& config) {
   c.machine_profile = std::string("builtin:") + kProfile;
   return make_cost_model_backend(c);
 }
-constexpr char kN1[] = "neoverse-n1", kV1[] = "neoverse-v1", kSnitch[] = "snitch", kA100[] = "a100";
+constexpr char kN1[] = "neoverse-n1", kV1[] = "neoverse-v1", kSnitch[] = "snitch", kA100[] = "a100",
+               kZen3[] = "zen3";
 
 // The cost model on a cross target's built-in profile: the instant, deterministic env and agent
 // for a core this machine is not (the cross backends compile and verify too).
@@ -187,7 +188,8 @@ constexpr char kN1[] = "neoverse-n1", kV1[] = "neoverse-v1", kSnitch[] = "snitch
     register_backend("cost_model:neoverse-n1", 40, model_on<kN1>) &&
     register_backend("cost_model:neoverse-v1", 41, model_on<kV1>) &&
     register_backend("cost_model:snitch", 42, model_on<kSnitch>) &&
-    register_backend("cost_model:a100", 43, model_on<kA100>);
+    register_backend("cost_model:a100", 43, model_on<kA100>) &&
+    register_backend("cost_model:zen3", 44, model_on<kZen3>);
 
 }  // namespace
 

@@ -190,6 +190,31 @@ std::optional<MachineProfile> builtin_profile(const std::string& name) {
     p.issue_width = 5, p.loads_per_cycle = 3, p.stores_per_cycle = 2, p.window_uops = 256;
     return p;
   }
+  if (name == "zen3") {  // one core of an AMD EPYC Zen 3 (AVX2, no AVX-512): `perfdojo
+    // calibrate` on a 2-core Zen 3 VM (docs/cross.md), so that an agent can train on an AVX2
+    // core's widths (8 lanes) and prices instantly
+    p.name = "builtin-zen3";
+    p.isa = "x86_avx2";
+    p.freq_ghz = 3.2;
+    p.vector_lanes = 8;
+    p.peak_gflops_vector = p.peak_gflops_avx2 = 102.4;
+    p.peak_gflops_scalar = 19.3;
+    p.fma_latency_cycles = 4;
+    p.add_latency_cycles = 3;
+    p.l1_bytes = 32 * 1024.0, p.l1_ways = 8;
+    p.l2_bytes = 512 * 1024.0, p.l2_ways = 8;
+    p.l3_bytes = 32 * 1024 * 1024.0, p.l3_ways = 16;
+    p.l1_bw_gbs = 205.8, p.l2_bw_gbs = 101.8, p.l3_bw_gbs = 77.9;
+    p.dram_bw_gbs = 22.7, p.dram_bw_all_gbs = 33.1;
+    p.cores = 1;  // the env's one core (the model's parallel scopes are not this profile's use)
+    p.exp_cycles_scalar = 11, p.exp_cycles_vector = 12;
+    p.div_cycles_scalar = 4, p.div_cycles_vector = 10;
+    p.vector_registers = 16;
+    p.issue_width = 4, p.loads_per_cycle = 2, p.stores_per_cycle = 1, p.window_uops = 192;
+    p.fork_join_us = 9.8, p.fork_join_hot_us = 0.7, p.parallel_efficiency = 0.9;
+    p.call_overhead_us = 0.3;
+    return p;
+  }
   if (name == "snitch") {  // one compute core of an 8-core Snitch cluster at 1 GHz (Occamy)
     p.name = "builtin-snitch";
     p.isa = "riscv64_rvv";
@@ -245,7 +270,7 @@ std::optional<MachineProfile> builtin_profile(const std::string& name) {
 }
 
 std::vector<std::string> builtin_profile_names() {
-  return {"neoverse-n1", "neoverse-v1", "snitch", "a100"};
+  return {"neoverse-n1", "neoverse-v1", "snitch", "a100", "zen3"};
 }
 
 namespace {

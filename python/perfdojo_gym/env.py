@@ -22,8 +22,8 @@ from .client import (BridgeConnectionError, BridgeError, Client, acquire_local_s
 # (cross targets and cuda compile and verify, the time is their core's model).
 DETERMINISTIC_BACKENDS = frozenset({
     "cost_model", "interpreter", "cost_model:neoverse-n1", "cost_model:neoverse-v1",
-    "cost_model:snitch", "cost_model:a100", "aarch64_neon", "aarch64_sve", "riscv64_rvv", "cuda",
-    "x86_memcheck"})
+    "cost_model:snitch", "cost_model:a100", "cost_model:zen3", "aarch64_neon", "aarch64_sve",
+    "riscv64_rvv", "cuda", "x86_memcheck"})
 # ir_text observations: printable ASCII (the canonical printer's alphabet). Other characters,
 # which can only come from comments in a user's kernel, are replaced by "?".
 IR_TEXT_CHARSET = string.printable

@@ -89,6 +89,18 @@ TEST_CASE(
   CHECK(backend->available().ok);
 }
 
+TEST_CASE("cost_model:zen3 is one AVX2 core: 8 lanes, no 16, and the Zen 3's FMA peak") {
+  auto zen3 = backends::make_backend("cost_model:zen3");
+  REQUIRE(zen3);
+  REQUIRE(zen3->available().ok);
+  CHECK(zen3->capabilities().vector_widths == std::vector<int>{8});
+  auto m = zen3->measure(load(matmul(64, kIKJ)), {});
+  REQUIRE(m.ok());
+  CHECK(m.flags == "cost_model builtin-zen3");
+  CHECK(m.median_s > 0);
+  CHECK(backends::builtin_profile("zen3")->vector_peak_gflops() == doctest::Approx(102.4));
+}
+
 TEST_CASE("vectorising matmul's inner scope with 16 lanes lowers the estimate") {
   double scalar = estimate(matmul(256, kIJKBt));
   double vec =
