@@ -76,13 +76,11 @@ Legality bounded_gate(const ir::Program& p, const Action& a) {
   if (lk == LocKind::kScope || lk == LocKind::kNode || lk == LocKind::kScopeBuffer) {
     const ir::Node* n = node_at(p, a.path);
     if (!n) return {};
-    // tile_scope moves a scope's bounds to its inner scope (tile_node); vectorize at an
-    // innermost bounded scope runs it whole tiles at a time, its checks over the extent
-    // over-approximating the iterations (every one of them a "may" fact).
-    const bool refused = a.kind == Kind::kTileScope   ? false
-                         : a.kind == Kind::kVectorize ? ir::any_bounded(n->body)
-                                                      : ir::any_bounded(*n);
-    if (refused) return {Reason::kNonRectangular, "", a.path};
+    // tile_scope moves a scope's bounds to its inner scope (tile_node); vectorize, whose own
+    // check has already required an innermost scope, runs a bounded one whole tiles at a time,
+    // its checks over the extent over-approximating the iterations (all "may" facts).
+    if (a.kind != Kind::kTileScope && a.kind != Kind::kVectorize && ir::any_bounded(*n))
+      return {Reason::kNonRectangular, "", a.path};
     if (a.kind == Kind::kHoist && a.path.size() > 1) {
       const ir::Node* parent = node_at(p, Path(a.path.begin(), a.path.end() - 1));
       if (parent && parent->bounds.any()) return {Reason::kNonRectangular, "", a.path};

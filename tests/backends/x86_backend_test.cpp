@@ -590,13 +590,11 @@ TEST_CASE(
       "N N(..{0}+1) y[{0},{1}] = x[{0},{1}] * 2 + {1}\n"
       "N N({0}-20..{0}+3) z[{0},{1}] += x[{0},{1}] * x[{0},{1}] + {0}\n"
       "N N(..{0}+1) r[{0}] += x[{0},{1}]\n");
-  ir::Program q = p;
-  for (const char* a :
-       {"tile_scope 0.0 8", "vectorize 0.0.0 8", "vectorize 1.0 8", "vectorize 2.0 8"}) {
-    auto next = transforms::apply(q, transforms::parse_action(a).value(), target);
-    REQUIRE_MESSAGE(next.ok(), a << ": " << next.error_text());
-    q = std::move(next).value();
-  }
+  const std::string trace =
+      "tile_scope 0.0 8\nvectorize 0.0.0 8\nvectorize 1.0 8\nvectorize 2.0 8\n";
+  auto replayed = transforms::replay(p, transforms::parse_trace(trace).value(), target);
+  REQUIRE_MESSAGE(replayed.ok(), replayed.error_text());
+  const ir::Program q = std::move(replayed).value();
   // tile_scope gave the inner scope the bounds less the tile's start.
   CHECK(ir::print_program(q).find("8(..{0}-{1}*8+1):vec y") != std::string::npos);
   const auto g = backends::x86_generate_c(

@@ -141,6 +141,21 @@ def test_propose_policy_only_gives_the_policy_alone(softmax, checkpoint):
     assert proposals[0]["speedup"] >= 1.0
 
 
+def test_propose_starts_no_search_past_its_seconds_and_counts_the_rest(softmax, checkpoint):
+    def propose(*extra):
+        r = subprocess.run([str(BIN_DIR / "evaluate_agent"), "--checkpoint", str(checkpoint),
+                            "--propose", str(softmax), "--budget", "5", "--json", *extra],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr[-2000:]
+        return json.loads(r.stdout.strip().splitlines()[-1])
+    # The first search always runs; a microsecond later the deadline has passed.
+    late = propose("--seconds", "0.000001")
+    assert [p["method"] for p in late["proposals"]] == ["agent"]
+    assert late["skipped_after_deadline"] == 3
+    free = propose()
+    assert len(free["proposals"]) == 4 and free["skipped_after_deadline"] == 0
+
+
 def test_a_corrupt_checkpoint_is_an_error_before_any_search(tmp_path, softmax, checkpoint):
     bad = tmp_path / "bad.ckpt"
     data = checkpoint.read_bytes()

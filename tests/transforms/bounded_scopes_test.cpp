@@ -56,7 +56,7 @@ TEST_CASE("tile_scope moves a scope's bounds to its inner scope; vectorize runs 
   const ir::Program bv = apply_all(b, {"tile_scope 0.0 8", "vectorize 0.0.0 8"});
   CHECK(ir::print_program(bv).find("N 2 8({0}-{1}*8-5..{0}-{1}*8+3):vec y") != std::string::npos);
   require_same_outputs(b, bv);
-  // vectorize at a bounded scope that is not innermost, or holds a bounded one, is refused.
+  // vectorize at a bounded scope that is not innermost is refused by its own check.
   require_refused(p, "vectorize 0.0 8", Reason::kNotInnermost);
 }
 
