@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/x86_backend.h"
 #include "bridge/reply.h"
 #include "bridge/request.h"
 #include "gym/dataset.h"
@@ -655,6 +656,16 @@ std::string this_isa() {
   return "";
 }
 
+// The x86 backend's compiler flags and link libraries for `arch`, so that a library built
+// outside the backend (perfdojo.torch_import) compiles its kernels as they were measured.
+py::tuple build_flags(const std::string& arch) {
+  auto isa = backends::x86_isa_by_name(arch);
+  if (!isa)
+    throw py::value_error("build_flags: '" + arch +
+                          "' is not an x86 ISA (x86_avx512, x86_avx2, x86_64)");
+  return py::make_tuple(backends::x86_compile_flags(*isa), backends::x86_link_libraries());
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_native, m) {
@@ -681,6 +692,8 @@ PYBIND11_MODULE(_native, m) {
     if (!r.ok()) return py::make_tuple(py::none(), diagnostics(r.errors()));
     return py::make_tuple(PyProgram{std::move(r).value()}, py::list());
   });
+  m.def("build_flags", &build_flags, py::arg("arch"),
+        "(compile flags, link libraries) the x86 backend builds a kernel with");
   m.def("this_isa", &this_isa, "the widest x86 ISA this CPU runs: x86_avx512, x86_avx2 or x86_64");
 
   py::class_<PyEnv>(m, "Env")

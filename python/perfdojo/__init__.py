@@ -7,6 +7,9 @@
 - `PerfDojo(arch, mode).transform(ir, timeout)`: the optimiser (`perfdojo optimize`), a kernel in,
   the fastest verified kernel out.
 - `Program`: the IR as an object: parse, print, check, interpret into numpy arrays, apply an action.
+- `from_torch(module, example_inputs)` / `compile(module, example_inputs, timeout)`: a PyTorch
+  module's operators lowered to IR kernels, optimised, built into one library and run as the
+  module (docs/models.md; needs PyTorch).
 - `InProcessEnv` / `InProcessVectorEnv`: Gymnasium envs over the C++ env in this process,
   registered as "PerfDojoInProcess-v0" (the socket bridge's "PerfDojo-v0" is perfdojo_gym's).
 """
@@ -52,8 +55,10 @@ def this_isa() -> str:
 
 
 from .env import InProcessEnv, InProcessVectorEnv  # noqa: E402
+from .torch_import import (CompiledModule, Imported, ModelImportError, ShapeError, compile,  # noqa: E402,A004
+                           from_torch)
 
-__all__ = ["Diagnostic", "IRError", "IllegalActionError", "InProcessEnv", "InProcessVectorEnv",
+__all__ = ["CompiledModule", "Imported", "ModelImportError", "ShapeError", "compile", "from_torch", "Diagnostic", "IRError", "IllegalActionError", "InProcessEnv", "InProcessVectorEnv",
            "PerfDojo", "Program", "Transformed", "load", "parse", "this_isa"]
 
 from gymnasium.envs.registration import register, registry  # noqa: E402

@@ -1,0 +1,1180 @@
+"""From a PyTorch module to PerfDojo kernels, and back into PyTorch (docs/models.md).
+
+    imported = perfdojo.from_torch(module, example_inputs)    # the kernels and the report
+    fast = perfdojo.compile(module, example_inputs, timeout=120)
+    y = fast(*example_inputs)                                  # the same function, our kernels
+
+`from_torch` traces the module with torch.fx, records every value's shape on the example inputs,
+and lowers each run of operators that fuse into one IR kernel: an optional elementwise prologue,
+at most one anchor (a GEMM: linear, matmul, bmm; or a reduction along the last dimension:
+layer_norm, softmax, mean, sum) and an elementwise epilogue (bias, activation, scaling, residual
+add). Weights stay tensors: a kernel takes them as inputs. Every other operator stays in PyTorch
+and the report says why.
+
+`compile` optimises the kernels under one budget, split by each kernel's share of the eager
+model's time, keeps every optimised kernel in a cache keyed by its IR text (shapes included),
+target, mode, threads and machine, builds them into one shared library with a header, and returns
+a module that runs them (a torch.library custom op per kernel where PyTorch has torch.library,
+2.4 and later) and checks itself against eager PyTorch on the example inputs.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import json
+import math
+import operator
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from . import _native
+from .ir import parse
+
+# Bump when the lowering or the library layout changes: it is part of every cache key.
+_FORMAT = "pdj-torch-1"
+
+
+class ModelImportError(ValueError):
+    """The module cannot be traced, or its example inputs do not run through it."""
+
+
+class ShapeError(ValueError):
+    """A compiled model was called with inputs whose shapes or types differ from the traced ones."""
+
+
+class _Unsupported(Exception):
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+# ------------------------------------------------------------------------------ the operators
+
+
+def _torch():
+    import torch  # imported lazily: `import perfdojo` must not need PyTorch
+    return torch
+
+
+@dataclass
+class _Op:
+    """One operator as the lowering sees it."""
+    kind: str          # "ew" (elementwise), "gemm" or "reduce"
+    name: str          # what the report calls it: linear, gelu, layer_norm...
+    args: list         # operands: fx nodes, _Param, or Python numbers
+    attrs: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _Param:
+    """A tensor the module holds (a weight, a bias), by its qualified name."""
+    qualname: str
+
+
+def _classify(gm, node) -> _Op:
+    """What `node` computes, or _Unsupported with the reason it stays in PyTorch."""
+    torch = _torch()
+    F = torch.nn.functional
+    nn = torch.nn
+    meta = node.meta.get("tensor_meta")
+    if meta is None or not hasattr(meta, "shape"):
+        raise _Unsupported("its result is not one tensor")
+    if meta.dtype != torch.float32:
+        raise _Unsupported(f"its result is {meta.dtype}; the lowering takes float32 only")
+    if len(meta.shape) == 0:
+        raise _Unsupported("a 0-dimensional result")
+
+    def kw(name, pos, default=None):
+        if name in node.kwargs:
+            return node.kwargs[name]
+        return node.args[pos] if len(node.args) > pos else default
+
+    if node.op == "call_module":
+        m = gm.get_submodule(node.target)
+        x = node.args[0]
+        if isinstance(m, nn.Linear):
+            args = [x, _Param(f"{node.target}.weight")]
+            if m.bias is not None:
+                args.append(_Param(f"{node.target}.bias"))
+            return _Op("gemm", "linear", args)
+        if isinstance(m, nn.LayerNorm):
+            if len(m.normalized_shape) != 1:
+                raise _Unsupported("layer_norm over more than the last dimension")
+            args = [x]
+            if m.elementwise_affine:
+                args.append(_Param(f"{node.target}.weight"))
+                args.append(_Param(f"{node.target}.bias") if m.bias is not None else None)
+            return _Op("reduce", "layer_norm", args, {"eps": float(m.eps)})
+        if isinstance(m, nn.ReLU):
+            return _Op("ew", "relu", [x])
+        if isinstance(m, nn.GELU):
+            if m.approximate != "tanh":
+                raise _Unsupported("exact GELU needs erf, which the IR does not have (nn.GELU(approximate='tanh') lowers)")
+            return _Op("ew", "gelu_tanh", [x])
+        if isinstance(m, nn.SiLU):
+            return _Op("ew", "silu", [x])
+        if isinstance(m, nn.Sigmoid):
+            return _Op("ew", "sigmoid", [x])
+        if isinstance(m, nn.Tanh):
+            return _Op("ew", "tanh", [x])
+        if isinstance(m, nn.Softmax):
+            return _softmax_op(node, x, m.dim)
+        if isinstance(m, (nn.Dropout, nn.Identity)):
+            if isinstance(m, nn.Dropout) and m.training and m.p > 0:
+                raise _Unsupported("dropout in training mode is random")
+            return _Op("ew", "identity", [x])
+        raise _Unsupported(f"module {type(m).__name__} has no IR lowering")
+
+    if node.op == "call_function":
+        t = node.target
+        if t in (F.linear,):
+            w = kw("weight", 1)
+            b = kw("bias", 2)
+            return _Op("gemm", "linear", [node.args[0], w] + ([b] if b is not None else []))
+        if t in (torch.matmul, operator.matmul, torch.bmm, torch.mm):
+            return _Op("gemm", "matmul", [node.args[0], node.args[1]])
+        if t in (operator.add, torch.add, operator.iadd):
+            if kw("alpha", 2, 1) != 1:
+                raise _Unsupported("add with alpha")
+            return _Op("ew", "add", [node.args[0], node.args[1]])
+        if t in (operator.sub, torch.sub):
+            return _Op("ew", "sub", [node.args[0], node.args[1]])
+        if t in (operator.mul, torch.mul, operator.imul):
+            return _Op("ew", "mul", [node.args[0], node.args[1]])
+        if t in (operator.truediv, torch.div):
+            if kw("rounding_mode", 2) is not None:
+                raise _Unsupported("div with a rounding mode")
+            return _Op("ew", "div", [node.args[0], node.args[1]])
+        if t in (operator.neg, torch.neg):
+            return _Op("ew", "neg", [node.args[0]])
+        if t in (F.relu, torch.relu):
+            return _Op("ew", "relu", [node.args[0]])
+        if t is F.gelu:
+            if kw("approximate", 1, "none") != "tanh":
+                raise _Unsupported("exact GELU needs erf, which the IR does not have (approximate='tanh' lowers)")
+            return _Op("ew", "gelu_tanh", [node.args[0]])
+        if t in (F.silu,):
+            return _Op("ew", "silu", [node.args[0]])
+        if t in (torch.sigmoid, F.sigmoid):
+            return _Op("ew", "sigmoid", [node.args[0]])
+        if t in (torch.tanh, F.tanh):
+            return _Op("ew", "tanh", [node.args[0]])
+        if t is torch.exp:
+            return _Op("ew", "exp", [node.args[0]])
+        if t is torch.rsqrt:
+            return _Op("ew", "rsqrt", [node.args[0]])
+        if t is torch.sqrt:
+            return _Op("ew", "sqrt", [node.args[0]])
+        if t in (torch.pow, operator.pow):
+            return _pow_op(node.args[0], node.args[1])
+        if t in (F.softmax, torch.softmax):
+            return _softmax_op(node, node.args[0], kw("dim", 1))
+        if t is F.layer_norm:
+            shape = kw("normalized_shape", 1)
+            if len(shape) != 1:
+                raise _Unsupported("layer_norm over more than the last dimension")
+            return _Op("reduce", "layer_norm", [node.args[0], kw("weight", 2), kw("bias", 3)],
+                       {"eps": float(kw("eps", 4, 1e-5))})
+        if t in (torch.mean, torch.sum):
+            return _reduce_op(node, "mean" if t is torch.mean else "sum", node.args[0], kw("dim", 1),
+                              kw("keepdim", 2, False))
+        if getattr(t, "__name__", "") in _LAYOUT or t is operator.getitem:
+            raise _Unsupported(f"a layout operation ({getattr(t, '__name__', t)}): PyTorch makes it a view, no kernel computes it")
+        raise _Unsupported(f"{getattr(t, '__name__', t)} has no IR lowering")
+
+    if node.op == "call_method":
+        t = node.target
+        self_ = node.args[0]
+        if t in ("add", "sub", "mul", "div") and len(node.args) == 2 and not node.kwargs:
+            return _Op("ew", t, [self_, node.args[1]])
+        if t in ("relu", "sigmoid", "tanh", "exp", "rsqrt", "sqrt", "neg") and len(node.args) == 1:
+            return _Op("ew", t, [self_])
+        if t == "softmax":
+            return _softmax_op(node, self_, kw("dim", 1))
+        if t == "pow":
+            return _pow_op(self_, node.args[1])
+        if t in ("mean", "sum"):
+            return _reduce_op(node, t, self_, kw("dim", 1), kw("keepdim", 2, False))
+        if t in ("float", "contiguous") or (t == "to" and _to_is_identity(node)):
+            src = self_.meta.get("tensor_meta") if hasattr(self_, "meta") else None
+            if src is not None and getattr(src, "dtype", None) == torch.float32:
+                return _Op("ew", "identity", [self_])
+        if t in _LAYOUT:
+            raise _Unsupported(f"a layout operation (.{t}()): PyTorch makes it a view, no kernel computes it")
+        raise _Unsupported(f"method .{t}() has no IR lowering")
+    raise _Unsupported(f"{node.op} has no IR lowering")
+
+
+_LAYOUT = {"view", "reshape", "transpose", "permute", "split", "chunk", "expand", "unsqueeze", "squeeze",
+           "flatten", "t", "narrow", "unflatten"}
+
+
+def _to_is_identity(node) -> bool:
+    torch = _torch()
+    rest = list(node.args[1:]) + list(node.kwargs.values())
+    return all(a == torch.float32 or isinstance(a, bool) for a in rest)
+
+
+def _softmax_op(node, x, dim) -> _Op:
+    rank = len(node.meta["tensor_meta"].shape)
+    if dim is None or dim not in (-1, rank - 1):
+        raise _Unsupported("softmax over a dimension other than the last")
+    return _Op("reduce", "softmax", [x])
+
+
+def _reduce_op(node, name, x, dim, keepdim) -> _Op:
+    src = x.meta["tensor_meta"].shape
+    if isinstance(dim, (list, tuple)) and len(dim) == 1:
+        dim = dim[0]
+    if dim not in (-1, len(src) - 1):
+        raise _Unsupported(f"{name} over a dimension other than the last")
+    if not keepdim and len(src) > 2:
+        raise _Unsupported(f"{name} without keepdim over a tensor of more than two dimensions")
+    return _Op("reduce", name, [x], {"keepdim": bool(keepdim)})
+
+
+def _pow_op(x, e) -> _Op:
+    if e == 2 or e == 2.0:
+        return _Op("ew", "square", [x])
+    if e == 0.5:
+        return _Op("ew", "sqrt", [x])
+    if e == -0.5:
+        return _Op("ew", "rsqrt", [x])
+    raise _Unsupported(f"pow with exponent {e!r} (2, 0.5 and -0.5 lower)")
+
+
+# ------------------------------------------------------------------------------ the kernels
+
+_CONSTS: dict = {}  # the import in progress: node name -> its Python number (shape arithmetic)
+
+_KEYWORDS = {"input", "output", "temp", "f32", "f64", "i32", "in", "exp", "log", "sqrt", "rsqrt", "tanh",
+             "abs", "max", "min", "inf", "sin", "cos", "fma", "select", "where", "bf16", "f16", "i8", "u8"}
+
+
+def _num(v: float) -> str:
+    if isinstance(v, bool):
+        v = int(v)
+    if math.isinf(v):
+        return "inf" if v > 0 else "(-inf)"
+    r = repr(float(v))
+    return f"({r})" if r.startswith("-") else r
+
+
+@dataclass
+class Kernel:
+    """One IR kernel of an imported model."""
+    name: str
+    ir: str                    # the kernel's IR text, shapes included
+    ops: list                  # the operators it computes (report names)
+    nodes: list                # their fx node names
+    inputs: list               # external values: ("node", name) or ("param", qualified name)
+    input_shapes: list         # the traced torch shapes of the inputs
+    outputs: list              # fx node names whose values leave the kernel
+    output_shapes: list
+    eager_s: float = 0.0       # its operators' eager time on the example inputs (min of runs)
+
+
+class _Emitter:
+    """Writes one group of operators as one IR kernel."""
+
+    def __init__(self, gm, group, ops, users_outside, canon3):
+        self.gm, self.group, self.ops = gm, group, ops
+        self.users_outside = users_outside
+        self.canon3 = canon3               # collapse to [batch, rows, cols] (a group with bmm)
+        self.decls: list[str] = []         # buffer declarations, in order
+        self.stmts: list[str] = []
+        self.names: set[str] = set()
+        self.inputs: list = []             # external values, in declaration order
+        self.input_shapes: list = []
+        self.outputs: list = []
+        self.output_shapes: list = []
+        self.value: dict = {}              # node name -> ("buf", name, shape) | ("expr", text, shape, uses)
+        self.external: dict = {}           # external key -> buffer name
+        self.sizes: dict = {}              # extent -> size name
+
+    # shapes
+    def canon(self, shape) -> tuple:
+        shape = tuple(int(d) for d in shape)
+        if len(shape) <= 1:
+            return shape
+        if self.canon3 and len(shape) >= 3:
+            return (math.prod(shape[:-2]), shape[-2], shape[-1])
+        return (math.prod(shape[:-1]), shape[-1])
+
+    def fresh(self, base: str) -> str:
+        base = "".join(c if c.isalnum() or c == "_" else "_" for c in base) or "t"
+        if not base[0].isalpha():
+            base = "v" + base
+        if base in _KEYWORDS:
+            base = base + "_"
+        name, k = base, 1
+        while name in self.names:
+            name, k = f"{base}_{k}", k + 1
+        self.names.add(name)
+        return name
+
+    def size(self, v: int) -> str:
+        """The size name of extent `v`: named sizes let the optimiser verify on a scaled-down
+        instance (docs/optimizer.md); equal extents share a name, 1 stays a number."""
+        v = int(v)
+        if v == 1:
+            return "1"
+        if v not in self.sizes:
+            self.sizes[v] = f"D{v}"
+            self.names.add(self.sizes[v])
+        return self.sizes[v]
+
+    def declare(self, role: str, name: str, shape: tuple, init: Optional[str] = None):
+        dims = ", ".join(self.size(d) for d in shape) if shape else "1"
+        self.decls.append(f"{role} {name}: f32[{dims}]" + (f" = {init}" if init is not None else ""))
+
+    # operands
+    def operand(self, a) -> tuple:
+        """("buf", name, canonical shape) or ("expr", ...) or ("num", value)."""
+        torch = _torch()
+        if a is None:
+            return ("none",)
+        if isinstance(a, (int, float)) and not isinstance(a, bool):
+            return ("num", float(a))
+        if isinstance(a, _Param):
+            key = ("param", a.qualname)
+            t = self.gm.get_parameter(a.qualname) if _is_parameter(self.gm, a.qualname) else self.gm.get_buffer(a.qualname)
+            shape = tuple(t.shape)
+            if t.dtype != torch.float32:
+                raise _Unsupported(f"{a.qualname} is {t.dtype}; the lowering takes float32 only")
+        elif hasattr(a, "op"):
+            if a.name in self.value:
+                return self.value[a.name]
+            if a.name in _CONSTS:
+                return ("num", float(_CONSTS[a.name]))
+            if a.op == "get_attr":
+                key = ("param", a.target)
+            else:
+                key = ("node", a.name)
+            meta = a.meta.get("tensor_meta")
+            if meta is None or not hasattr(meta, "shape"):
+                raise _Unsupported(f"operand {a.name} is not a tensor")
+            if meta.dtype != torch.float32:
+                raise _Unsupported(f"operand {a.name} is {meta.dtype}; the lowering takes float32 only")
+            shape = tuple(meta.shape)
+        else:
+            raise _Unsupported(f"operand {a!r} is neither a tensor nor a number")
+        if len(shape) == 0:
+            raise _Unsupported("a 0-dimensional tensor operand")
+        if key not in self.external:
+            name = self.fresh(key[1].replace(".", "_"))
+            self.external[key] = name
+            self.inputs.append(key)
+            self.input_shapes.append(shape)
+            self.declare("input", name, self.canon(shape))
+        return ("buf", self.external[key], self.canon(shape), shape)
+
+    def read(self, v, out_shape: tuple, orig_out=None, orig_in=None) -> str:
+        """`v` read at each point of a statement over `out_shape` (iterators {0}..)."""
+        if v[0] == "num":
+            return _num(v[1])
+        if v[0] == "expr":
+            if v[2] != out_shape:
+                raise _Unsupported("an intermediate broadcast inside a fused group")
+            return v[1]
+        _, name, shape = v[0], v[1], v[2]
+        r = len(out_shape)
+        if len(shape) > r:
+            raise _Unsupported("an operand with more dimensions than the result")
+        if orig_in is not None and orig_out is not None and tuple(orig_in) != tuple(orig_out):
+            # Broadcasting: pad the operand's torch shape on the left, collapse it as the result's
+            # is, and accept it only when each collapsed run is either all equal or all ones.
+            pad = (1,) * (len(orig_out) - len(orig_in)) + tuple(orig_in)
+            shape = self.canon_like(pad, tuple(orig_out))
+        off = r - len(shape)
+        idx = []
+        for i, d in enumerate(shape):
+            o = out_shape[off + i]
+            if d == o:
+                idx.append(f"{{{off + i}}}")
+            elif d == 1:
+                idx.append("0")
+            else:
+                raise _Unsupported(f"a broadcast of {tuple(orig_in or shape)} to {tuple(orig_out or out_shape)} the collapsed layout cannot express")
+        if len(shape) != len(v[2]):
+            # the padded shape has more dimensions than the buffer: drop the leading ones
+            drop = len(shape) - len(v[2])
+            if any(x != "0" for x in idx[:drop]) or any(s != 1 for s in shape[:drop]):
+                raise _Unsupported("a broadcast the collapsed layout cannot express")
+            idx = idx[drop:]
+        return f"{name}[{','.join(idx)}]"
+
+    def canon_like(self, padded: tuple, out: tuple) -> tuple:
+        """`padded` collapsed along the runs the result's layout collapses."""
+        if len(out) <= 1:
+            return padded
+        if self.canon3 and len(out) >= 3:
+            runs = [padded[:-2], padded[-2:-1], padded[-1:]]
+            oruns = [out[:-2], out[-2:-1], out[-1:]]
+        else:
+            runs = [padded[:-1], padded[-1:]]
+            oruns = [out[:-1], out[-1:]]
+        res = []
+        for run, orun in zip(runs, oruns):
+            if tuple(run) == tuple(orun):
+                res.append(math.prod(run))
+            elif all(x == 1 for x in run):
+                res.append(1)
+            else:
+                raise _Unsupported(f"a broadcast of {padded} to {out} the collapsed layout cannot express")
+        return tuple(res)
+
+    def materialize(self, node_name: str, v, out_role=None) -> tuple:
+        if v[0] == "buf":
+            return v
+        shape = v[2]
+        name = self.fresh(node_name)
+        self.declare(out_role or "temp", name, shape)
+        self.stmt(shape, f"{name}[{self.iters(len(shape))}] = {v[1]}")
+        return ("buf", name, shape)
+
+    @staticmethod
+    def iters(r: int) -> str:
+        return ",".join(f"{{{i}}}" for i in range(r))
+
+    def stmt(self, scopes, body: str):
+        self.stmts.append(" ".join(self.size(d) for d in scopes) + " " + body)
+
+    def store(self, a, v) -> tuple:
+        """Stores the group value of node `a` (an expression) in a temp, once."""
+        v = self.materialize(a.name, v)
+        self.value[a.name] = v
+        return v
+
+    def buffer_operand(self, node_name: str, a) -> tuple:
+        v = self.operand(a)
+        if v[0] == "expr":
+            v = self.store(a, v)
+        if v[0] != "buf":
+            raise _Unsupported("a GEMM or reduction operand that is not a tensor")
+        return v
+
+    # operators
+    def lower(self, node, op: _Op):
+        out_orig = tuple(node.meta["tensor_meta"].shape)
+        out = self.canon(out_orig)
+        if op.kind == "ew":
+            self.value[node.name] = self.lower_ew(node, op, out, out_orig)
+        elif op.name == "linear":
+            self.value[node.name] = self.lower_linear(node, op, out)
+        elif op.name == "matmul":
+            self.value[node.name] = self.lower_matmul(node, op, out, out_orig)
+        elif op.name == "layer_norm":
+            self.value[node.name] = self.lower_layer_norm(node, op, out)
+        elif op.name == "softmax":
+            self.value[node.name] = self.lower_softmax(node, op, out)
+        elif op.name in ("mean", "sum"):
+            self.value[node.name] = self.lower_reduce(node, op, out, out_orig)
+        else:
+            raise _Unsupported(f"{op.name} has no lowering")
+
+    def lower_ew(self, node, op, out, out_orig):
+        vals = []
+        n_uses = {"gelu_tanh": 4, "silu": 2, "square": 2}.get(op.name, 1)
+        for a in op.args:
+            v = self.operand(a)
+            orig = None
+            if v[0] == "buf":
+                orig = v[3] if len(v) > 3 else tuple(a.meta["tensor_meta"].shape)
+            elif v[0] == "expr":
+                orig = tuple(a.meta["tensor_meta"].shape)
+                # an intermediate read more than once, or broadcast, is stored first
+                if n_uses > 1 or v[2] != out:
+                    v = self.store(a, v)
+            vals.append((v, orig))
+        r = [self.read(v, out, out_orig, orig) for v, orig in vals]
+        f = {
+            "identity": lambda: r[0],
+            "add": lambda: f"({r[0]} + {r[1]})",
+            "sub": lambda: f"({r[0]} - {r[1]})",
+            "mul": lambda: f"({r[0]} * {r[1]})",
+            "div": lambda: f"({r[0]} / {r[1]})",
+            "neg": lambda: f"(-{r[0]})",
+            "relu": lambda: f"max({r[0]}, 0)",
+            "gelu_tanh": lambda: (f"(0.5 * {r[0]} * (1 + tanh(0.7978845608028654 * ({r[0]} + 0.044715 * "
+                                  f"{r[0]} * {r[0]} * {r[0]}))))"),
+            "silu": lambda: f"({r[0]} / (1 + exp(-{r[0]})))",
+            "sigmoid": lambda: f"(1 / (1 + exp(-{r[0]})))",
+            "tanh": lambda: f"tanh({r[0]})",
+            "exp": lambda: f"exp({r[0]})",
+            "rsqrt": lambda: f"rsqrt({r[0]})",
+            "sqrt": lambda: f"sqrt({r[0]})",
+            "square": lambda: f"({r[0]} * {r[0]})",
+        }[op.name]
+        if op.name in ("add", "sub", "mul", "div") and all(v[0] == "num" for v, _ in vals):
+            raise _Unsupported("arithmetic on numbers only")
+        return ("expr", f(), out)
+
+    def lower_linear(self, node, op, out):
+        x = self.buffer_operand(node.name, op.args[0])
+        w = self.buffer_operand(node.name, op.args[1])
+        if len(w[2]) != 2:
+            raise _Unsupported("a linear weight that is not a matrix")
+        n, k = w[2]
+        if x[2][-1] != k or out[-1] != n:
+            raise _Unsupported("linear shapes that do not match")
+        h = self.fresh(node.name + "_acc")
+        self.declare("temp", h, out, "0")
+        r = len(out)
+        lead = self.iters(r - 1)
+        lead_c = (lead + ",") if lead else ""
+        self.stmt(list(out) + [k], f"{h}[{self.iters(r)}] += {x[1]}[{lead_c}{{{r}}}] * {w[1]}[{{{r - 1}}},{{{r}}}]")
+        e = f"{h}[{self.iters(r)}]"
+        if len(op.args) > 2 and op.args[2] is not None:
+            b = self.buffer_operand(node.name, op.args[2])
+            if b[2] != (n,):
+                raise _Unsupported("a linear bias that is not a vector")
+            e = f"({e} + {b[1]}[{{{r - 1}}}])"
+        return ("expr", e, out)
+
+    def lower_matmul(self, node, op, out, out_orig):
+        a = self.buffer_operand(node.name, op.args[0])
+        b = self.buffer_operand(node.name, op.args[1])
+        ao = tuple(op.args[0].meta["tensor_meta"].shape)
+        bo = tuple(op.args[1].meta["tensor_meta"].shape)
+        if len(ao) < 2 or len(bo) < 2:
+            raise _Unsupported("matmul with a vector operand")
+        k = ao[-1]
+        if bo[-2] != k:
+            raise _Unsupported("matmul shapes that do not match")
+        h = self.fresh(node.name + "_acc")
+        self.declare("temp", h, out, "0")
+        if len(out) == 2:
+            if len(a[2]) != 2 or len(b[2]) != 2:
+                raise _Unsupported("a batched operand in an unbatched matmul")
+            self.stmt([out[0], out[1], k], f"{h}[{{0}},{{1}}] += {a[1]}[{{0}},{{2}}] * {b[1]}[{{2}},{{1}}]")
+        else:
+            ai = "{0},{1},{3}" if len(a[2]) == 3 and a[2][0] == out[0] else ("{1},{3}" if len(a[2]) == 2 else None)
+            bi = "{0},{3},{2}" if len(b[2]) == 3 and b[2][0] == out[0] else ("{3},{2}" if len(b[2]) == 2 else None)
+            if len(a[2]) == 3 and a[2][0] == 1 and out[0] != 1:
+                ai = "0,{1},{3}"
+            if len(b[2]) == 3 and b[2][0] == 1 and out[0] != 1:
+                bi = "0,{3},{2}"
+            if ai is None or bi is None or (len(ao) > 3 and ao[:-2] != out_orig[:-2] and math.prod(ao[:-2]) != 1) or \
+                    (len(bo) > 3 and bo[:-2] != out_orig[:-2] and math.prod(bo[:-2]) != 1):
+                raise _Unsupported("a matmul broadcast the collapsed layout cannot express")
+            self.stmt([out[0], out[1], out[2], k], f"{h}[{{0}},{{1}},{{2}}] += {a[1]}[{ai}] * {b[1]}[{bi}]")
+        return ("buf", h, out)
+
+    def rows(self, out):
+        """(outer scopes, outer index text) of a last-dimension reduction over `out`."""
+        return list(out[:-1]), self.iters(len(out) - 1)
+
+    def lower_layer_norm(self, node, op, out):
+        x = self.buffer_operand(node.name, op.args[0])
+        n = out[-1]
+        outer, o = self.rows(out)
+        r = len(out) - 1
+        sh = tuple(outer) or (1,)
+        oi = o if o else "0"
+        s, mu, c, v, rs = (self.fresh(f"{node.name}_{k}") for k in ("sum", "mean", "c", "var", "rstd"))
+        self.declare("temp", s, sh, "0")
+        self.declare("temp", mu, sh)
+        self.declare("temp", c, out)
+        self.declare("temp", v, sh, "0")
+        self.declare("temp", rs, sh)
+        x_at = f"{x[1]}[{self.iters(r + 1)}]"
+        self.stmt(outer + [n], f"{s}[{oi}] += {x_at}")
+        self.stmt(outer or [1], f"{mu}[{oi}] = {s}[{oi}] / {self.size(n)}")
+        self.stmt(outer + [n], f"{c}[{self.iters(r + 1)}] = {x_at} - {mu}[{oi}]")
+        self.stmt(outer + [n], f"{v}[{oi}] += {c}[{self.iters(r + 1)}] * {c}[{self.iters(r + 1)}]")
+        self.stmt(outer or [1], f"{rs}[{oi}] = rsqrt({v}[{oi}] / {self.size(n)} + {_num(op.attrs['eps'])})")
+        e = f"{c}[{self.iters(r + 1)}] * {rs}[{oi}]"
+        if len(op.args) > 1 and op.args[1] is not None:
+            g = self.buffer_operand(node.name, op.args[1])
+            e = f"{e} * {g[1]}[{{{r}}}]"
+        if len(op.args) > 2 and op.args[2] is not None:
+            b = self.buffer_operand(node.name, op.args[2])
+            e = f"{e} + {b[1]}[{{{r}}}]"
+        return ("expr", f"({e})", out)
+
+    def lower_softmax(self, node, op, out):
+        x = self.buffer_operand(node.name, op.args[0])
+        outer, o = self.rows(out)
+        r = len(out) - 1
+        sh = tuple(outer) or (1,)
+        oi = o if o else "0"
+        m, e, a, i = (self.fresh(f"{node.name}_{k}") for k in ("max", "exp", "sum", "inv"))
+        self.declare("temp", m, sh, "-inf")
+        self.declare("temp", e, out)
+        self.declare("temp", a, sh, "0")
+        self.declare("temp", i, sh)
+        full = self.iters(r + 1)
+        self.stmt(list(out), f"{m}[{oi}] = max({x[1]}[{full}])")
+        self.stmt(list(out), f"{e}[{full}] = exp({x[1]}[{full}] - {m}[{oi}])")
+        self.stmt(list(out), f"{a}[{oi}] += {e}[{full}]")
+        self.stmt(outer or [1], f"{i}[{oi}] = 1 / {a}[{oi}]")
+        return ("expr", f"({e}[{full}] * {i}[{oi}])", out)
+
+    def lower_reduce(self, node, op, out, out_orig):
+        x = self.buffer_operand(node.name, op.args[0])
+        xs = x[2]
+        s = self.fresh(node.name + "_sum")
+        rows = xs[:-1]
+        n = xs[-1]
+        self.declare("temp", s, tuple(rows) or (1,), "0")
+        oi = self.iters(len(rows)) or "0"
+        self.stmt(list(rows) + [n], f"{s}[{oi}] += {x[1]}[{self.iters(len(xs))}]")
+        val = f"{s}[{oi}]" if op.name == "sum" else f"({s}[{oi}] / {self.size(n)})"
+        # the result's canonical shape: rows then a 1 (keepdim) or rows alone
+        if out != tuple(rows) + ((1,) if op.attrs["keepdim"] else ()):
+            raise _Unsupported(f"{op.name}'s result layout")
+        if op.attrs["keepdim"]:
+            val = val.replace(f"[{oi}]", f"[{self.iters(len(rows))}]") if rows else val
+        return ("expr", val, out)
+
+    def finish(self):
+        """Makes the group's outputs output buffers; returns the kernel's text."""
+        for node in self.group:
+            if node.name not in self.users_outside:
+                continue
+            v = self.value[node.name]
+            shape_orig = tuple(node.meta["tensor_meta"].shape)
+            if v[0] == "buf" and v[1] in {self.external.get(k) for k in self.external}:
+                v = ("expr", f"{v[1]}[{self.iters(len(v[2]))}]", v[2])
+            if v[0] == "buf":
+                # a temp that leaves the kernel: declare it as an output instead
+                for i, d in enumerate(self.decls):
+                    if d.startswith(f"temp {v[1]}:"):
+                        self.decls[i] = "output" + d[len("temp"):]
+                        break
+            else:
+                v = self.materialize(node.name, v, out_role="output")
+            self.value[node.name] = v
+            self.outputs.append(node.name)
+            self.output_shapes.append(shape_orig)
+        # statements computing an expression nobody stored are dropped (there are none left:
+        # every value either feeds a later statement or leaves the kernel)
+        return self.decls, self.stmts
+
+
+def _is_parameter(gm, qualname) -> bool:
+    try:
+        gm.get_parameter(qualname)
+        return True
+    except AttributeError:
+        return False
+
+
+@dataclass
+class Fallback:
+    """An operator left in PyTorch, with the reason."""
+    node: str
+    op: str
+    reason: str
+
+
+@dataclass
+class Imported:
+    """What from_torch found: the traced graph, its kernels and the operators left in PyTorch."""
+    graph_module: Any
+    kernels: list
+    fallbacks: list
+    groups: list                           # per kernel, the fx nodes it replaces
+    eager_total_s: float = 0.0
+
+    def report(self) -> dict:
+        covered = sum(len(k.ops) for k in self.kernels)
+        return {
+            "kernels": [{"name": k.name, "ops": k.ops, "nodes": k.nodes, "eager_s": k.eager_s,
+                         "inputs": [list(i) for i in k.inputs], "outputs": k.outputs} for k in self.kernels],
+            "in_pytorch": [{"node": f.node, "op": f.op, "reason": f.reason} for f in self.fallbacks],
+            "operators_in_kernels": covered,
+            "operators_in_pytorch": len(self.fallbacks),
+            "eager_s": self.eager_total_s,
+        }
+
+    def summary(self) -> str:
+        lines = [f"{len(self.kernels)} kernels cover {sum(len(k.ops) for k in self.kernels)} operators; "
+                 f"{len(self.fallbacks)} stay in PyTorch"]
+        for k in self.kernels:
+            lines.append(f"  {k.name}: {' + '.join(k.ops)}  ({k.eager_s * 1e3:.3f} ms eager)")
+        for f in self.fallbacks:
+            lines.append(f"  in PyTorch: {f.node} ({f.op}): {f.reason}")
+        return "\n".join(lines)
+
+
+def _op_label(gm, node) -> str:
+    if node.op == "call_module":
+        return type(gm.get_submodule(node.target)).__name__
+    if node.op == "call_function":
+        return getattr(node.target, "__name__", str(node.target))
+    return f".{node.target}()"
+
+
+def _trace(module, example_inputs):
+    torch = _torch()
+    from torch.fx.passes.shape_prop import ShapeProp
+    if not isinstance(module, torch.nn.Module):
+        raise ModelImportError("from_torch takes a torch.nn.Module")
+    if isinstance(example_inputs, torch.Tensor):
+        example_inputs = (example_inputs,)
+    example_inputs = tuple(example_inputs)
+    try:
+        gm = torch.fx.symbolic_trace(module)
+    except Exception as e:  # torch.fx raises many kinds
+        raise ModelImportError(f"torch.fx cannot trace {type(module).__name__}: {type(e).__name__}: {e}") from None
+    try:
+        with torch.no_grad():
+            ShapeProp(gm).propagate(*example_inputs)
+    except Exception as e:
+        raise ModelImportError(f"the example inputs do not run through {type(module).__name__}: "
+                               f"{type(e).__name__}: {e}") from None
+    return gm, example_inputs
+
+
+def _users_outside(group_names, group) -> set:
+    out = set()
+    for node in group:
+        for u in node.users:
+            if u.name not in group_names:
+                out.add(node.name)
+    return out
+
+
+def _emit(gm, group, ops, name) -> Kernel:
+    names = {n.name for n in group}
+    outside = _users_outside(names, group)
+    canon3 = any(op.name == "matmul" and len(n.meta["tensor_meta"].shape) >= 3 for n, op in zip(group, ops))
+    em = _Emitter(gm, group, ops, outside, canon3)
+    for node, op in zip(group, ops):
+        em.lower(node, op)
+    decls, stmts = em.finish()
+    desc = " + ".join(op.name for op in ops)
+    sizes = "".join(f"{name} = {v}\n" for v, name in em.sizes.items())
+    text = (f"# {desc}, imported from PyTorch ({', '.join(n.name for n in group)})\n" + sizes
+            + "\n".join(decls) + "\n\n" + "\n".join(stmts) + "\n")
+    parse(text, f"{name}.pdj")  # raises IRError: a lowering bug, not the user's
+    return Kernel(name=name, ir=text, ops=[op.name for op in ops], nodes=[n.name for n in group],
+                  inputs=list(em.inputs), input_shapes=list(em.input_shapes), outputs=list(em.outputs),
+                  output_shapes=list(em.output_shapes))
+
+
+def _time_nodes(gm, example_inputs, consts: dict, repeats=5) -> dict:
+    """Each node's eager time on the example inputs: the minimum over warm runs. Nodes whose
+    value is a Python number (shape arithmetic) go into `consts`: the compiled model refuses
+    other shapes, so they are constants of its kernels."""
+    torch = _torch()
+    times: dict = {}
+
+    class Timer(torch.fx.Interpreter):
+        def run_node(self, n):
+            t0 = time.perf_counter()
+            r = super().run_node(n)
+            dt = time.perf_counter() - t0
+            times[n.name] = min(times.get(n.name, dt), dt)
+            if isinstance(r, (int, float)) and not isinstance(r, bool):
+                consts[n.name] = r
+            return r
+
+    with torch.no_grad():
+        for _ in range(repeats):
+            Timer(gm).run(*example_inputs)
+    return times
+
+
+def from_torch(module, example_inputs) -> Imported:
+    """Traces `module` on `example_inputs` and lowers what fuses into IR kernels (module doc)."""
+    gm, example_inputs = _trace(module, example_inputs)
+    consts: dict = {}
+    times = _time_nodes(gm, example_inputs, consts)
+    nodes = [n for n in gm.graph.nodes]
+    classified: list = []
+    fallbacks: list = []
+    _CONSTS.clear()
+    _CONSTS.update(consts)
+    for n in nodes:
+        if n.op in ("placeholder", "output", "get_attr"):
+            classified.append((n, None, None))
+            continue
+        meta = n.meta.get("tensor_meta")
+        if n.name in consts or (meta is not None and not hasattr(meta, "shape")) or \
+                (meta is None and n.op != "output"):
+            classified.append((n, "python", None))  # shape arithmetic, tuples: not operators
+            continue
+        try:
+            classified.append((n, _classify(gm, n), None))
+        except _Unsupported as e:
+            classified.append((n, None, e.reason))
+
+    # Runs of operators: [elementwise*] [one GEMM or reduction] [elementwise*]; anything left in
+    # PyTorch ends a run.
+    runs: list = []
+    cur: list = []
+    anchored = False
+    for n, op, reason in classified:
+        if n.op in ("placeholder", "get_attr") or op == "python":
+            continue
+        if op is None:
+            if cur:
+                runs.append(cur)
+            cur, anchored = [], False
+            if reason is not None:
+                fallbacks.append(Fallback(n.name, _op_label(gm, n), reason))
+            continue
+        if op.kind != "ew" and anchored:
+            runs.append(cur)
+            cur, anchored = [], False
+        cur.append((n, op))
+        anchored = anchored or op.kind != "ew"
+    if cur:
+        runs.append(cur)
+
+    kernels: list = []
+    groups: list = []
+    pending = list(runs)
+    while pending:
+        run = pending.pop(0)
+        # a run that is only identities computes nothing worth a kernel
+        if all(op.name == "identity" for _, op in run):
+            for n, _ in run:
+                fallbacks.append(Fallback(n.name, _op_label(gm, n), "a no-op or a copy, left to PyTorch"))
+            continue
+        try:
+            k = _emit(gm, [n for n, _ in run], [op for _, op in run], f"k{len(kernels)}_{'_'.join(dict.fromkeys(op.name for _, op in run))}")
+        except _Unsupported as e:
+            if len(run) == 1:
+                n = run[0][0]
+                fallbacks.append(Fallback(n.name, _op_label(gm, n), e.reason))
+                continue
+            # split: the longest prefix that lowers, then the rest
+            for cut in range(len(run) - 1, 0, -1):
+                try:
+                    _emit(gm, [n for n, _ in run[:cut]], [op for _, op in run[:cut]], "probe")
+                except _Unsupported:
+                    continue
+                pending[:0] = [run[:cut], run[cut:]]
+                break
+            else:
+                pending[:0] = [run[:1], run[1:]]
+            continue
+        k.eager_s = sum(times.get(n, 0.0) for n in k.nodes)
+        kernels.append(k)
+        groups.append([n for n, _ in run])
+    total = sum(times.get(n.name, 0.0) for n in nodes if n.op not in ("placeholder", "output"))
+    return Imported(gm, kernels, fallbacks, groups, total)
+
+
+# ------------------------------------------------------------------------------ compile
+
+
+def _cache_root(cache_dir) -> Path:
+    if cache_dir:
+        return Path(cache_dir)
+    if os.environ.get("PERFDOJO_CACHE_DIR"):
+        return Path(os.environ["PERFDOJO_CACHE_DIR"])
+    return Path(os.environ.get("HOME", tempfile.gettempdir())) / ".cache" / "perfdojo" / "models"
+
+
+def _machine_id(arch: str) -> str:
+    model = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{platform.machine()}|{model or platform.processor()}|{arch}"
+
+
+def _kernel_key(k: Kernel, arch, mode, threads) -> str:
+    h = hashlib.sha256("\n".join([_FORMAT, k.ir, arch, mode, str(threads), _machine_id(arch)]).encode())
+    return h.hexdigest()[:20]
+
+
+@dataclass
+class _Built:
+    key: str
+    c_source: str
+    c_header: str
+    report: dict
+    cached: bool
+
+
+def _optimise(kernels, keys, shares, arch, mode, threads, root: Path, progress) -> list:
+    from .optimizer import PerfDojo
+    out = []
+    opt = None
+    for i, (k, key, share) in enumerate(zip(kernels, keys, shares)):
+        d = root / "kernels" / key
+        if (d / "kernel.c").exists() and (d / "report.json").exists():
+            out.append(_Built(key, (d / "kernel.c").read_text(), (d / "kernel.h").read_text(),
+                              json.loads((d / "report.json").read_text()), True))
+            continue
+        if opt is None:
+            opt = PerfDojo(arch=arch, mode=mode, threads=threads)
+        if progress:
+            sys.stderr.write(f"[{i + 1}/{len(kernels)}] {k.name} ({' + '.join(k.ops)}): {share:.1f} s\n")
+        r = opt.transform(k.ir, timeout=max(share, 0.5), progress=bool(progress))
+        report = dict(r.report)
+        report["timeout_s"] = share
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "kernel.pdj").write_text(r.ir)
+        (d / "original.pdj").write_text(k.ir)
+        (d / "trace.txt").write_text("\n".join(r.trace) + "\n")
+        (d / "kernel.h").write_text(r.c_header)
+        (d / "report.json").write_text(json.dumps(report, indent=1, default=str) + "\n")
+        (d / "kernel.c").write_text(r.c_source)  # last: its presence marks the entry complete
+        out.append(_Built(key, r.c_source, r.c_header, report, False))
+    return out
+
+
+def _build_library(built: list, arch: str, root: Path) -> tuple:
+    """Compiles every kernel into one shared library and writes its header; cached by content."""
+    flags, libs = _native.build_flags(arch)
+    cc = os.environ.get("CC", "cc")
+    lib_key = hashlib.sha256("\n".join([_FORMAT, cc, " ".join(flags)] + [b.key + b.c_source for b in built]).encode()).hexdigest()[:20]
+    d = root / "libs" / lib_key
+    so = d / "libperfdojo_model.so"
+    header = d / "perfdojo_model.h"
+    if so.exists():
+        return so, header, True
+    d.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="build-", dir=d))
+
+    def one(b):
+        src = work / f"k_{b.key}.c"
+        src.write_text(b.c_source)
+        obj = work / f"k_{b.key}.o"
+        cmd = [cc, *flags, "-fPIC", "-c", f"-Dkernel=pd_k_{b.key}", f"-Dperfdojo_entry=pd_k_{b.key}_entry",
+               str(src), "-o", str(obj)]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        if r.returncode != 0:
+            raise RuntimeError(f"cannot compile kernel {b.key}: {r.stderr[-2000:]}")
+        return str(obj)
+
+    with ThreadPoolExecutor(max_workers=max(1, min(len(built), os.cpu_count() or 1))) as pool:
+        objs = list(pool.map(one, built))
+    tmp_so = work / "lib.so"
+    r = subprocess.run([cc, "-shared", "-fopenmp", *objs, "-o", str(tmp_so), *libs], capture_output=True, text=True,
+                       timeout=600)
+    if r.returncode != 0:
+        raise RuntimeError(f"cannot link the model library: {r.stderr[-2000:]}")
+    decls = []
+    for b in built:
+        body = [ln for ln in b.c_header.splitlines() if ln.startswith("void kernel(")]
+        decls += [ln.replace("void kernel(", f"void pd_k_{b.key}(", 1) for ln in body]
+        decls.append(f"void pd_k_{b.key}_entry(void* const* buffers); /* inputs then outputs, in order */")
+    header.write_text("/* Generated by PerfDojo: the kernels of one imported model. */\n#pragma once\n"
+                      "#ifdef __cplusplus\nextern \"C\" {\n#endif\n" + "\n".join(decls) +
+                      "\n#ifdef __cplusplus\n}\n#endif\n")
+    os.replace(tmp_so, so)
+    for p in work.iterdir():
+        p.unlink()
+    work.rmdir()
+    return so, header, False
+
+
+_REGISTERED: dict = {}
+
+
+class _KernelCall:
+    """Calls one kernel of the library on torch tensors: inputs then freshly allocated outputs."""
+
+    def __init__(self, lib, key, kernel: Kernel):
+        torch = _torch()
+        self.fn = getattr(lib, f"pd_k_{key}_entry")
+        self.fn.restype = None
+        self.fn.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
+        self.key = key
+        self.in_shapes = [tuple(s) for s in kernel.input_shapes]
+        self.out_shapes = [tuple(s) for s in kernel.output_shapes]
+        self.n = len(self.in_shapes) + len(self.out_shapes)
+        self.name = kernel.name
+        self.torch = torch
+
+    def __call__(self, *xs):
+        torch = self.torch
+        if len(xs) != len(self.in_shapes):
+            raise ShapeError(f"{self.name}: {len(xs)} inputs, expected {len(self.in_shapes)}")
+        ins = []
+        for i, (x, s) in enumerate(zip(xs, self.in_shapes)):
+            if tuple(x.shape) != s or x.dtype != torch.float32 or x.device.type != "cpu":
+                raise ShapeError(f"{self.name}: input {i} is {x.dtype}{tuple(x.shape)} on {x.device}, the kernel "
+                                 f"was generated for float32{s} on the CPU")
+            ins.append(x.contiguous())
+        outs = [torch.empty(s, dtype=torch.float32) for s in self.out_shapes]
+        ptrs = (ctypes.c_void_p * self.n)(*[t.data_ptr() for t in ins + outs])
+        self.fn(ptrs)
+        return outs
+
+
+def _as_op(call: _KernelCall):
+    """A torch.library custom op for the kernel (PyTorch 2.4 and later), else the Python call."""
+    torch = _torch()
+    if not hasattr(torch, "library") or not hasattr(torch.library, "custom_op"):
+        return lambda *xs: tuple(call(*xs))
+    qual = f"perfdojo::k_{call.key}"
+    if qual in _REGISTERED:
+        return _REGISTERED[qual]
+    args = ", ".join(f"Tensor x{i}" for i in range(len(call.in_shapes)))
+    rets = ", ".join("Tensor" for _ in call.out_shapes)
+    schema = f"({args}) -> ({rets})" if len(call.out_shapes) > 1 else f"({args}) -> Tensor"
+    try:
+        def impl(*xs):
+            outs = call(*xs)
+            return tuple(outs) if len(outs) > 1 else outs[0]
+        op = torch.library.custom_op(qual, impl, mutates_args=(), schema=schema)
+
+        def fake(*xs):
+            outs = [xs[0].new_empty(s) for s in call.out_shapes]
+            return tuple(outs) if len(outs) > 1 else outs[0]
+        op.register_fake(fake)
+        opfn = getattr(torch.ops.perfdojo, f"k_{call.key}")
+
+        def run(*xs):
+            r = opfn(*xs)
+            return tuple(r) if isinstance(r, (tuple, list)) else (r,)
+    except Exception:  # an older torch.library: the plain call computes the same
+        def run(*xs):
+            return tuple(call(*xs))
+    _REGISTERED[qual] = run
+    return run
+
+
+def _rewrite(imported: Imported, calls: list):
+    """The traced graph with each kernel's operators replaced by one call of the kernel."""
+    torch = _torch()
+    gm = imported.graph_module
+    graph = gm.graph
+    replaced: dict = {}  # a kernel's output node -> the getitem of its call that replaced it
+    for idx, (k, group, call) in enumerate(zip(imported.kernels, imported.groups, calls)):
+        mod_name = f"perfdojo_{k.name}"
+
+        class KernelModule(torch.nn.Module):
+            def __init__(self, fn, label):
+                super().__init__()
+                self.fn, self.label = fn, label
+
+            def forward(self, *xs):
+                return self.fn(*xs)
+
+            def extra_repr(self):
+                return self.label
+
+        gm.add_submodule(mod_name, KernelModule(_as_op(call), f"{k.name}: {' + '.join(k.ops)}"))
+        last = group[-1]
+        by_name = {n.name: n for n in graph.nodes}
+        by_name.update(replaced)
+        # inserting before the node after the group keeps the new nodes in creation order
+        with graph.inserting_before(last.next):
+            args = []
+            for kind, ref in k.inputs:
+                if kind == "node":
+                    args.append(by_name[ref])
+                else:
+                    args.append(graph.get_attr(ref))
+            call_node = graph.call_module(mod_name, tuple(args))
+            getters = [graph.call_function(operator.getitem, (call_node, i)) for i in range(len(k.outputs))]
+        for out_name, g in zip(k.outputs, getters):
+            by_name[out_name].replace_all_uses_with(g)
+            g.args = (call_node, k.outputs.index(out_name))
+            replaced[out_name] = g
+        for n in reversed(group):
+            if not n.users:
+                graph.erase_node(n)
+    graph.lint()
+    gm.recompile()
+    return gm
+
+
+class CompiledModule:
+    """A module computing what the original computes through PerfDojo's kernels (module doc).
+
+    Inputs whose shapes differ from the traced ones raise ShapeError, or run the original module
+    when compiled with fallback="eager"."""
+
+    def __init__(self, original, gm, imported, example_shapes, report, library, header, fallback):
+        self.original, self.gm, self.imported = original, gm, imported
+        self.example_shapes = example_shapes
+        self.report, self.library, self.header = report, library, header
+        self.fallback = fallback
+
+    def __call__(self, *xs):
+        torch = _torch()
+        shapes = [(tuple(x.shape), x.dtype) if isinstance(x, torch.Tensor) else None for x in xs]
+        if shapes != self.example_shapes:
+            if self.fallback == "eager":
+                return self.original(*xs)
+            raise ShapeError(f"inputs {[s and (str(s[1]), s[0]) for s in shapes]} differ from the traced "
+                             f"{[s and (str(s[1]), s[0]) for s in self.example_shapes]}: the kernels are "
+                             "generated for the traced shapes (compile again, or fallback='eager')")
+        with torch.no_grad():
+            return self.gm(*xs)
+
+    forward = __call__
+
+
+def compile(module, example_inputs, timeout: float = 120, *, arch: Optional[str] = None, mode: str = "balanced",
+            threads: int = 1, cache_dir=None, tolerance: float = 1e-3, fallback: str = "error",
+            progress: bool = True) -> CompiledModule:
+    """Imports `module`, optimises its kernels within `timeout` seconds in all, builds them into
+    one shared library and returns a CompiledModule checked against eager on `example_inputs`:
+    max |ours - eager| <= tolerance * max(1, max |eager|) for every output, else ValueError."""
+    torch = _torch()
+    if fallback not in ("error", "eager"):
+        raise ValueError("fallback must be 'error' or 'eager'")
+    t_start = time.perf_counter()
+    arch = arch or _native.this_isa()
+    imported = from_torch(module, example_inputs)
+    if isinstance(example_inputs, torch.Tensor):
+        example_inputs = (example_inputs,)
+    example_inputs = tuple(example_inputs)
+    root = _cache_root(cache_dir)
+    keys = [_kernel_key(k, arch, mode, threads) for k in imported.kernels]
+    todo = [i for i, key in enumerate(keys) if not (root / "kernels" / key / "kernel.c").exists()]
+    weights = [max(imported.kernels[i].eager_s, 1e-9) for i in todo]
+    # Each kernel to optimise gets a floor (a small kernel still needs its sketches measured),
+    # the rest of the budget by its share of the eager time.
+    shares = [0.0] * len(keys)
+    if todo:
+        floor = min(timeout / len(todo), max(2.0, 0.05 * timeout))
+        rest = max(0.0, timeout - floor * len(todo))
+        for i, w in zip(todo, weights):
+            shares[i] = floor + rest * w / sum(weights)
+    built = _optimise(imported.kernels, keys, shares, arch, mode, threads, root, progress)
+    so, header, lib_cached = _build_library(built, arch, root) if built else (None, None, True)
+    lib = ctypes.CDLL(str(so)) if so else None
+    calls = [_KernelCall(lib, b.key, k) for b, k in zip(built, imported.kernels)]
+    # the reference: eager on the example inputs, before the graph is rewritten
+    with torch.no_grad():
+        ref = module(*example_inputs)
+    gm = _rewrite(imported, calls)
+    shapes = [(tuple(x.shape), x.dtype) if isinstance(x, torch.Tensor) else None for x in example_inputs]
+    report = imported.report()
+    for entry, b in zip(report["kernels"], built):
+        entry.update({"key": b.key, "cached": b.cached, "speedup": b.report.get("speedup"),
+                      "verified": b.report.get("verified"), "original_s": b.report.get("original_s"),
+                      "optimized_s": b.report.get("optimized_s")})
+    cm = CompiledModule(module, gm, imported, shapes, report, so, header, fallback)
+    with torch.no_grad():
+        got = cm(*example_inputs)
+    refs = ref if isinstance(ref, (tuple, list)) else (ref,)
+    gots = got if isinstance(got, (tuple, list)) else (got,)
+    worst = 0.0
+    for r_, g_ in zip(refs, gots):
+        scale = max(1.0, float(r_.abs().max()))
+        err = float((r_ - g_).abs().max()) / scale
+        worst = max(worst, err)
+    report.update({"arch": arch, "mode": mode, "threads": threads, "timeout_s": timeout, "library": str(so),
+                   "header": str(header), "library_cached": lib_cached, "max_scaled_error": worst,
+                   "tolerance": tolerance, "compile_s": time.perf_counter() - t_start})
+    if not worst <= tolerance:
+        raise ValueError(f"the compiled model differs from eager PyTorch on the example inputs: max scaled error "
+                         f"{worst:.3g} > {tolerance:g} (report: {json.dumps(report)[:2000]})")
+    return cm
