@@ -9,9 +9,11 @@ Each block is compiled once (its kernels optimised within --timeout seconds in a
 inputs, then eager, Inductor and PerfDojo run round-robin --reps times; min and median per form.
 Run it pinned to one core (taskset -c 1) for one-thread figures.
 
-The blocks are written here in torch.nn, the way GPT-2, Llama and BERT write them (pre-norm MLP
-with the tanh GELU; RMSNorm and SwiGLU; post-norm feed-forward; causal self-attention with
-PyTorch's scaled_dot_product_attention, which stays in PyTorch).
+The blocks are Hugging Face transformers' GPT-2 block, BERT layer and Llama decoder layer, built
+from their configs with random weights (no download; attention through PyTorch's
+scaled_dot_product_attention, eager's fastest form, which stays in PyTorch), and torchvision's
+ResNet-50 bottleneck (256 channels at 56 x 56). ONNX Runtime runs each block exported with
+torch.onnx (all graph optimisations, the same thread count).
 """
 
 from __future__ import annotations
@@ -27,90 +29,91 @@ from pathlib import Path
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
 import perfdojo  # noqa: E402
 
 
-class GPT2MLP(nn.Module):
-    """x + c_proj(gelu_tanh(c_fc(ln_2(x)))): GPT-2's MLP sub-block."""
+def hf_blocks(tokens: int) -> dict:
+    """Hugging Face transformers blocks built from their configs with random weights (no
+    download), and torchvision's ResNet-50 bottleneck: real code nobody here wrote."""
+    from transformers import BertConfig, GPT2Config, LlamaConfig
+    from transformers.models.bert.modeling_bert import BertLayer
+    from transformers.models.gpt2.modeling_gpt2 import GPT2Block
+    from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRotaryEmbedding
+    from torchvision.models.resnet import Bottleneck
 
-    def __init__(self, d=768):
-        super().__init__()
-        self.ln_2 = nn.LayerNorm(d)
-        self.c_fc = nn.Linear(d, 4 * d)
-        self.act = nn.GELU(approximate="tanh")
-        self.c_proj = nn.Linear(4 * d, d)
+    def configured(cfg):
+        cfg._attn_implementation = "sdpa"  # eager PyTorch's fastest attention
+        return cfg
 
-    def forward(self, x):
-        return x + self.c_proj(self.act(self.c_fc(self.ln_2(x))))
+    class Llama(nn.Module):
+        """A Llama decoder layer (RMSNorm, rotary, grouped-query attention, SwiGLU) and the
+        rotary table it is called with."""
 
+        def __init__(self, cfg):
+            super().__init__()
+            self.layer = LlamaDecoderLayer(cfg, 0)
+            self.rope = LlamaRotaryEmbedding(cfg)
 
-class RMSNorm(nn.Module):
-    def __init__(self, d, eps=1e-6):
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(d))
-        self.eps = eps
+        def forward(self, x):
+            pos = torch.arange(x.shape[1]).unsqueeze(0)
+            out = self.layer(x, position_embeddings=self.rope(x, pos), position_ids=pos)
+            return out[0] if isinstance(out, tuple) else out
 
-    def forward(self, x):
-        return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps))
+    class Single(nn.Module):
+        """The block's first output (GPT-2 and BERT blocks return tuples in some versions)."""
 
+        def __init__(self, block):
+            super().__init__()
+            self.block = block
 
-class LlamaMLP(nn.Module):
-    """x + down(silu(gate(h)) * up(h)), h = rmsnorm(x): Llama's MLP sub-block."""
+        def forward(self, x):
+            out = self.block(x)
+            return out[0] if isinstance(out, tuple) else out
 
-    def __init__(self, d=512, h=1408):
-        super().__init__()
-        self.norm = RMSNorm(d)
-        self.gate = nn.Linear(d, h, bias=False)
-        self.up = nn.Linear(d, h, bias=False)
-        self.down = nn.Linear(h, d, bias=False)
+    def bottleneck():
+        m = Bottleneck(256, 64)
+        g = torch.Generator().manual_seed(1)
+        for mod in m.modules():  # inference statistics that are not the identity
+            if isinstance(mod, nn.BatchNorm2d):
+                mod.running_mean.uniform_(-0.5, 0.5, generator=g)
+                mod.running_var.uniform_(0.5, 2.0, generator=g)
+        return m
 
-    def forward(self, x):
-        h = self.norm(x)
-        return x + self.down(F.silu(self.gate(h)) * self.up(h))
-
-
-class BertFFN(nn.Module):
-    """LayerNorm(x + out(gelu_tanh(inter(x)))): BERT's post-norm feed-forward (tanh GELU)."""
-
-    def __init__(self, d=768):
-        super().__init__()
-        self.inter = nn.Linear(d, 4 * d)
-        self.out = nn.Linear(4 * d, d)
-        self.norm = nn.LayerNorm(d, eps=1e-12)
-
-    def forward(self, x):
-        return self.norm(x + self.out(F.gelu(self.inter(x), approximate="tanh")))
-
-
-class GPT2Attention(nn.Module):
-    """x + c_proj(sdpa(q, k, v, causal)), [q k v] = c_attn(ln_1(x)): GPT-2's attention sub-block."""
-
-    def __init__(self, d=768, heads=12):
-        super().__init__()
-        self.ln_1 = nn.LayerNorm(d)
-        self.c_attn = nn.Linear(d, 3 * d)
-        self.c_proj = nn.Linear(d, d)
-        self.heads = heads
-
-    def forward(self, x):
-        b, t, c = x.shape
-        q, k, v = self.c_attn(self.ln_1(x)).split(c, dim=2)
-        q = q.view(b, t, self.heads, c // self.heads).transpose(1, 2)
-        k = k.view(b, t, self.heads, c // self.heads).transpose(1, 2)
-        v = v.view(b, t, self.heads, c // self.heads).transpose(1, 2)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        return x + self.c_proj(y.transpose(1, 2).reshape(b, t, c))
+    return {
+        "gpt2-block": (lambda: Single(GPT2Block(configured(GPT2Config(n_embd=768, n_head=12)))), (1, tokens, 768)),
+        "bert-layer": (lambda: Single(BertLayer(configured(BertConfig(hidden_size=768, num_attention_heads=12,
+                                                                      intermediate_size=3072)))), (1, tokens, 768)),
+        "llama-layer": (lambda: Llama(configured(LlamaConfig(hidden_size=512, intermediate_size=1408,
+                                                             num_attention_heads=8, num_key_value_heads=2))),
+                        (1, tokens, 512)),
+        "resnet50-bottleneck": (bottleneck, (1, 256, 56, 56)),
+    }
 
 
-MODELS = {
-    "gpt2-mlp": (GPT2MLP, 768),
-    "gpt2-attention": (GPT2Attention, 768),
-    "llama-mlp": (LlamaMLP, 512),
-    "bert-ffn": (BertFFN, 768),
-}
+MODEL_NAMES = ["gpt2-block", "bert-layer", "llama-layer", "resnet50-bottleneck"]
+
+
+def onnx_runtime(model, x, threads: int, folder: Path):
+    """The model exported to ONNX and run by ONNX Runtime (all graph optimisations), or the
+    reason it could not be."""
+    try:
+        import onnxruntime as ort
+        path = folder / "model.onnx"
+        torch.onnx.export(model, (x,), str(path), input_names=["x"], dynamo=False)
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = threads
+        so.inter_op_num_threads = 1
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        sess = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+        xn = x.numpy()
+        ref = model(x)
+        got = torch.from_numpy(sess.run(None, {"x": xn})[0])
+        err = float((ref - got).abs().max())
+        return (lambda: sess.run(None, {"x": xn})), err, None
+    except Exception as e:  # a model the exporter or the runtime refuses
+        return None, None, f"{type(e).__name__}: {str(e)[:300]}"
 
 
 def time_interleaved(fns: dict, reps: int) -> dict:
@@ -139,13 +142,14 @@ def cpu_name() -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--models", default=",".join(MODELS), help="comma-separated: " + ", ".join(MODELS))
+    ap.add_argument("--models", default=",".join(MODEL_NAMES), help="comma-separated: " + ", ".join(MODEL_NAMES))
     ap.add_argument("--tokens", type=int, default=128, help="sequence length (batch 1)")
     ap.add_argument("--timeout", type=float, default=120, help="optimisation seconds per model, all kernels")
     ap.add_argument("--mode", default="balanced")
     ap.add_argument("--threads", default="1", help="1, or 'all' (the process's CPUs)")
     ap.add_argument("--reps", type=int, default=50)
     ap.add_argument("--no-inductor", action="store_true")
+    ap.add_argument("--no-onnx", action="store_true")
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--plot", help="write a bar chart (matplotlib) here")
     a = ap.parse_args()
@@ -162,11 +166,14 @@ def main() -> int:
            "inductor_vec_isa": inductor_isa, "tokens": a.tokens, "timeout_s": a.timeout, "models": {}}
     print(f"{out['cpu']} ({isa}), PyTorch {torch.__version__}, {threads} thread(s), Inductor's vector ISA: "
           f"{inductor_isa}", file=sys.stderr)
+    blocks = hf_blocks(a.tokens)
+    import tempfile
+    work = Path(tempfile.mkdtemp(prefix="perfdojo-models-"))
     for name in a.models.split(","):
-        cls, d = MODELS[name]
+        make, shape = blocks[name]
         torch.manual_seed(0)
-        model = cls().eval()
-        x = torch.randn(1, a.tokens, d)
+        model = make().eval()
+        x = torch.randn(*shape)
         t0 = time.perf_counter()
         fast = perfdojo.compile(model, (x,), timeout=a.timeout, mode=a.mode, threads=threads,
                                 progress=sys.stderr.isatty())
@@ -177,6 +184,12 @@ def main() -> int:
             with torch.no_grad():
                 ind(x)
             fns["inductor"] = lambda: ind(x)
+        ort_note = None
+        if not a.no_onnx:
+            with torch.no_grad():
+                run_ort, ort_err, ort_note = onnx_runtime(model, x, threads, work)
+            if run_ort:
+                fns["onnxruntime"] = run_ort
         t = time_interleaved(fns, a.reps)
         rep = fast.report
         row = {"times": t, "compile_s": compile_s, "kernels": len(rep["kernels"]),
@@ -187,16 +200,25 @@ def main() -> int:
                                   for e in rep["kernels"]]}
         if "inductor" in t:
             row["speedup_vs_inductor"] = t["inductor"]["min_s"] / t["perfdojo"]["min_s"]
+        if "onnxruntime" in t:
+            row["speedup_vs_onnxruntime"] = t["onnxruntime"]["min_s"] / t["perfdojo"]["min_s"]
+            row["onnxruntime_max_error"] = ort_err
+        if ort_note:
+            row["onnxruntime_note"] = ort_note
         out["models"][name] = row
         line = "  ".join(f"{k} {v['min_s'] * 1e3:.3f} ms (median {v['median_s'] * 1e3:.3f})" for k, v in t.items())
         print(f"{name}: {line}; x{row['speedup_vs_eager']:.2f} eager"
               + (f", x{row['speedup_vs_inductor']:.2f} Inductor" if "inductor" in t else "")
+              + (f", x{row['speedup_vs_onnxruntime']:.2f} ONNX Runtime" if "onnxruntime" in t else "")
+              + (f" (ONNX Runtime: {ort_note})" if ort_note else "")
               + f"; {row['kernels']} kernels, {len(row['in_pytorch'])} operators in PyTorch; compile {compile_s:.0f} s",
               flush=True)
     ratios = [m["speedup_vs_eager"] for m in out["models"].values()]
     out["geomean_vs_eager"] = statistics.geometric_mean(ratios) if ratios else None
-    if all("speedup_vs_inductor" in m for m in out["models"].values()) and out["models"]:
-        out["geomean_vs_inductor"] = statistics.geometric_mean([m["speedup_vs_inductor"] for m in out["models"].values()])
+    for base in ("inductor", "onnxruntime"):
+        vals = [m[f"speedup_vs_{base}"] for m in out["models"].values() if f"speedup_vs_{base}" in m]
+        if vals:
+            out[f"geomean_vs_{base}"] = statistics.geometric_mean(vals)
     if a.json:
         Path(a.json).write_text(json.dumps(out, indent=1) + "\n")
     if a.plot:
@@ -204,11 +226,14 @@ def main() -> int:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
         names = list(out["models"])
-        forms = list(next(iter(out["models"].values()))["times"]) if names else []
-        fig, ax = plt.subplots(figsize=(1.8 + 1.6 * len(names), 3.6))
+        forms = []
+        for n in names:
+            forms += [f for f in out["models"][n]["times"] if f not in forms]
+        fig, ax = plt.subplots(figsize=(2.0 + 2.0 * len(names), 3.8))
         w = 0.8 / max(1, len(forms))
         for i, f in enumerate(forms):
-            ys = [out["models"][n]["times"]["eager"]["min_s"] / out["models"][n]["times"][f]["min_s"] for n in names]
+            ys = [out["models"][n]["times"]["eager"]["min_s"] / out["models"][n]["times"][f]["min_s"]
+                  if f in out["models"][n]["times"] else 0.0 for n in names]
             ax.bar([j + i * w for j in range(len(names))], ys, w, label=f)
         ax.axhline(1.0, color="grey", lw=0.8)
         ax.set_xticks([j + w * (len(forms) - 1) / 2 for j in range(len(names))], names)

@@ -114,11 +114,26 @@ def _classify(gm, node) -> _Op:
                 args.append(_Param(f"{node.target}.weight"))
                 args.append(_Param(f"{node.target}.bias") if m.bias is not None else None)
             return _Op("reduce", "layer_norm", args, {"eps": float(m.eps)})
+        if isinstance(m, nn.Conv2d):
+            if m.padding_mode != "zeros":
+                raise _Unsupported(f"padding_mode='{m.padding_mode}'")
+            args = _conv_op(node, x, _Param(f"{node.target}.weight"),
+                            _Param(f"{node.target}.bias") if m.bias is not None else None,
+                            list(m.stride), list(m.padding), list(m.dilation), m.groups)
+            return args
+        if isinstance(m, nn.BatchNorm2d):
+            if m.training or m.running_mean is None:
+                raise _Unsupported("batch_norm in training mode (batch statistics)")
+            pre = node.target
+            return _Op("ew", "batch_norm", [x, _Param(f"{pre}.weight") if m.affine else None,
+                                            _Param(f"{pre}.bias") if m.affine else None,
+                                            _Param(f"{pre}.running_mean"), _Param(f"{pre}.running_var")],
+                       {"eps": float(m.eps)})
         if isinstance(m, nn.ReLU):
             return _Op("ew", "relu", [x])
         if isinstance(m, nn.GELU):
             if m.approximate != "tanh":
-                raise _Unsupported("exact GELU needs erf, which the IR does not have (nn.GELU(approximate='tanh') lowers)")
+                return _Op("ew", "gelu_erf", [x])
             return _Op("ew", "gelu_tanh", [x])
         if isinstance(m, nn.SiLU):
             return _Op("ew", "silu", [x])
@@ -133,6 +148,9 @@ def _classify(gm, node) -> _Op:
                 raise _Unsupported("dropout in training mode is random")
             return _Op("ew", "identity", [x])
         raise _Unsupported(f"module {type(m).__name__} has no IR lowering")
+
+    if node.op == "call_function" and hasattr(node.target, "_schema"):
+        return _classify_aten(node, node.target._schema.name.split("::")[-1], kw)
 
     if node.op == "call_function":
         t = node.target
@@ -160,7 +178,7 @@ def _classify(gm, node) -> _Op:
             return _Op("ew", "relu", [node.args[0]])
         if t is F.gelu:
             if kw("approximate", 1, "none") != "tanh":
-                raise _Unsupported("exact GELU needs erf, which the IR does not have (approximate='tanh' lowers)")
+                return _Op("ew", "gelu_erf", [node.args[0]])
             return _Op("ew", "gelu_tanh", [node.args[0]])
         if t in (F.silu,):
             return _Op("ew", "silu", [node.args[0]])
@@ -168,8 +186,8 @@ def _classify(gm, node) -> _Op:
             return _Op("ew", "sigmoid", [node.args[0]])
         if t in (torch.tanh, F.tanh):
             return _Op("ew", "tanh", [node.args[0]])
-        if t is torch.exp:
-            return _Op("ew", "exp", [node.args[0]])
+        if t in (torch.exp, torch.sin, torch.cos, torch.log, torch.abs):
+            return _Op("ew", t.__name__, [node.args[0]])
         if t is torch.rsqrt:
             return _Op("ew", "rsqrt", [node.args[0]])
         if t is torch.sqrt:
@@ -196,7 +214,8 @@ def _classify(gm, node) -> _Op:
         self_ = node.args[0]
         if t in ("add", "sub", "mul", "div") and len(node.args) == 2 and not node.kwargs:
             return _Op("ew", t, [self_, node.args[1]])
-        if t in ("relu", "sigmoid", "tanh", "exp", "rsqrt", "sqrt", "neg") and len(node.args) == 1:
+        if t in ("relu", "sigmoid", "tanh", "exp", "rsqrt", "sqrt", "neg", "sin", "cos", "log", "abs") and \
+                len(node.args) == 1:
             return _Op("ew", t, [self_])
         if t == "softmax":
             return _softmax_op(node, self_, kw("dim", 1))
@@ -217,11 +236,111 @@ def _classify(gm, node) -> _Op:
 _LAYOUT = {"view", "reshape", "transpose", "permute", "split", "chunk", "expand", "unsqueeze", "squeeze",
            "flatten", "t", "narrow", "unflatten"}
 
+_RESHAPES = {"view", "reshape", "_unsafe_view", "flatten", "unflatten", "squeeze", "unsqueeze"}
+_IDENTITIES = {"contiguous", "clone", "alias", "lift_fresh_copy", "detach"}
+_ATEN_UNARY = {"relu": "relu", "silu": "silu", "sigmoid": "sigmoid", "tanh": "tanh", "exp": "exp",
+               "rsqrt": "rsqrt", "sqrt": "sqrt", "neg": "neg", "sin": "sin", "cos": "cos", "log": "log",
+               "abs": "abs"}
+_ATEN_BINARY = {"add": "add", "sub": "sub", "mul": "mul", "div": "div"}
+
+
+def _classify_aten(node, op: str, kw) -> _Op:
+    """An ATen operator (torch.export's graphs)."""
+    torch = _torch()
+    a = node.args
+    if op.endswith("_") and not op.startswith("_"):
+        # In place (relu_, add_): the functional form computes the same value; safe when nothing
+        # else reads the tensor it overwrites and that tensor is not the caller's or a weight.
+        t = a[0]
+        if not hasattr(t, "op") or t.op in ("placeholder", "get_attr") or len(t.users) != 1:
+            raise _Unsupported(f"aten.{op} overwrites a tensor that is read elsewhere or is the caller's")
+        op = op[:-1]
+    if op in ("conv2d", "convolution"):
+        if op == "convolution" and (kw("transposed", 6, False) or any(kw("output_padding", 7, [0, 0]))):
+            raise _Unsupported("a transposed convolution")
+        return _conv_op(node, a[0], a[1], kw("bias", 2), kw("stride", 3, [1, 1]), kw("padding", 4, [0, 0]),
+                        kw("dilation", 5, [1, 1]), kw("groups", 8 if op == "convolution" else 6, 1))
+    if op == "batch_norm":
+        if kw("training", 5, False):
+            raise _Unsupported("batch_norm in training mode (batch statistics)")
+        return _Op("ew", "batch_norm", [a[0], kw("weight", 1), kw("bias", 2), kw("running_mean", 3),
+                                        kw("running_var", 4)], {"eps": float(kw("eps", 7, 1e-5))})
+    if op in ("linear",):
+        return _Op("gemm", "linear", [a[0], a[1]] + ([kw("bias", 2)] if kw("bias", 2) is not None else []))
+    if op == "addmm":
+        if kw("beta", 3, 1) != 1 or kw("alpha", 4, 1) != 1:
+            raise _Unsupported("addmm with beta or alpha")
+        return _Op("gemm", "matmul", [a[1], a[2]], {"bias": a[0]})
+    if op in ("matmul", "mm", "bmm"):
+        return _Op("gemm", "matmul", [a[0], a[1]])
+    if op in _ATEN_BINARY:
+        if kw("alpha", 2, 1) != 1:
+            raise _Unsupported(f"{op} with alpha")
+        if op == "div" and kw("rounding_mode", 2) is not None:
+            raise _Unsupported("div with a rounding mode")
+        return _Op("ew", _ATEN_BINARY[op], [a[0], a[1]])
+    if op == "rsub":
+        if kw("alpha", 2, 1) != 1:
+            raise _Unsupported("rsub with alpha")
+        return _Op("ew", "sub", [a[1], a[0]])
+    if op in _ATEN_UNARY:
+        return _Op("ew", _ATEN_UNARY[op], [a[0]])
+    if op == "gelu":
+        if kw("approximate", 1, "none") != "tanh":
+            return _Op("ew", "gelu_erf", [a[0]])
+        return _Op("ew", "gelu_tanh", [a[0]])
+    if op == "pow":
+        return _pow_op(a[0], a[1])
+    if op in ("softmax", "_softmax"):
+        return _softmax_op(node, a[0], kw("dim", 1))
+    if op == "layer_norm":
+        shape = kw("normalized_shape", 1)
+        if len(shape) != 1:
+            raise _Unsupported("layer_norm over more than the last dimension")
+        return _Op("reduce", "layer_norm", [a[0], kw("weight", 2), kw("bias", 3)], {"eps": float(kw("eps", 4, 1e-5))})
+    if op in ("mean", "sum"):
+        if op == "sum" and len(a) < 2:
+            raise _Unsupported("a sum over every dimension")
+        return _reduce_op(node, op, a[0], kw("dim", 1), kw("keepdim", 2, False))
+    if op == "dropout":
+        if kw("train", 2, False) and kw("p", 1, 0.0) > 0:
+            raise _Unsupported("dropout in training mode is random")
+        return _Op("ew", "identity", [a[0]])
+    if op in ("to", "_to_copy"):
+        if _to_is_identity(node):
+            return _Op("ew", "identity", [a[0]])
+        raise _Unsupported("a conversion to another type or device")
+    if op in _IDENTITIES:
+        return _Op("ew", "identity", [a[0]])
+    if op in _RESHAPES:
+        return _Op("ew", "reshape", [a[0]])
+    if op in _LAYOUT or op in ("slice", "select", "expand", "permute", "split_with_sizes"):
+        raise _Unsupported(f"a layout operation (aten.{op}): PyTorch makes it a view, no kernel computes it")
+    raise _Unsupported(f"aten.{op} has no IR lowering")
+
 
 def _to_is_identity(node) -> bool:
     torch = _torch()
-    rest = list(node.args[1:]) + list(node.kwargs.values())
-    return all(a == torch.float32 or isinstance(a, bool) for a in rest)
+    rest = list(node.args[1:]) + [v for k, v in node.kwargs.items() if k in ("dtype",)]
+    return all(a == torch.float32 or isinstance(a, bool) or a is None for a in rest)
+
+
+def _conv_op(node, x, w, b, stride, padding, dilation, groups) -> _Op:
+    xs = tuple(x.meta["tensor_meta"].shape)
+    if len(xs) != 4:
+        raise _Unsupported("a convolution that is not 2-D over NCHW")
+    if isinstance(padding, str):
+        raise _Unsupported(f"padding='{padding}'")
+    stride = list(stride) * (2 if len(stride) == 1 else 1)
+    padding = list(padding) * (2 if len(padding) == 1 else 1)
+    dilation = list(dilation) * (2 if len(dilation) == 1 else 1)
+    if any(d != 1 for d in dilation):
+        raise _Unsupported("a dilated convolution")
+    cout = int(node.meta["tensor_meta"].shape[1])
+    if groups != 1 and not (groups == xs[1] == cout):
+        raise _Unsupported("a grouped convolution other than depthwise")
+    args = [x, w] + ([b] if b is not None else [])
+    return _Op("gemm", "conv2d", args, {"stride": stride, "padding": padding, "groups": int(groups)})
 
 
 def _softmax_op(node, x, dim) -> _Op:
@@ -245,11 +364,13 @@ def _reduce_op(node, name, x, dim, keepdim) -> _Op:
 def _pow_op(x, e) -> _Op:
     if e == 2 or e == 2.0:
         return _Op("ew", "square", [x])
+    if e == 3 or e == 3.0:
+        return _Op("ew", "cube", [x])
     if e == 0.5:
         return _Op("ew", "sqrt", [x])
     if e == -0.5:
         return _Op("ew", "rsqrt", [x])
-    raise _Unsupported(f"pow with exponent {e!r} (2, 0.5 and -0.5 lower)")
+    raise _Unsupported(f"pow with exponent {e!r} (2, 3, 0.5 and -0.5 lower)")
 
 
 # ------------------------------------------------------------------------------ the kernels
@@ -269,6 +390,18 @@ def _num(v: float) -> str:
     return f"({r})" if r.startswith("-") else r
 
 
+def _gelu_erf(x: str) -> str:
+    """0.5 x (1 + erf(x / sqrt 2)), erf by Abramowitz and Stegun 7.1.26 (absolute error at most
+    1.5e-7, about one float32 ulp of 1): the IR has no erf. The C compiler shares the repeated
+    t = 1 / (1 + p |z|)."""
+    z = f"(abs({x}) * 0.7071067811865476)"
+    t = f"(1 / (1 + 0.3275911 * {z}))"
+    poly = (f"({t} * (0.254829592 + {t} * (-0.284496736 + {t} * (1.421413741 + {t} * "
+            f"(-1.453152027 + {t} * 1.061405429)))))")
+    y = f"(1 - {poly} * exp(-({z} * {z})))"
+    return f"(0.5 * {x} * (1 + (({x} >= 0) ? 1 : -1) * {y}))"
+
+
 @dataclass
 class Kernel:
     """One IR kernel of an imported model."""
@@ -286,10 +419,12 @@ class Kernel:
 class _Emitter:
     """Writes one group of operators as one IR kernel."""
 
-    def __init__(self, gm, group, ops, users_outside, canon3):
+    def __init__(self, gm, group, ops, users_outside, layout):
         self.gm, self.group, self.ops = gm, group, ops
         self.users_outside = users_outside
-        self.canon3 = canon3               # collapse to [batch, rows, cols] (a group with bmm)
+        # "2d": collapse to [rows, cols]; "3d": to [batch, rows, cols] (a group with a batched
+        # matmul); "full": no collapse (a group with a convolution: per-channel broadcasts)
+        self.layout = layout
         self.decls: list[str] = []         # buffer declarations, in order
         self.stmts: list[str] = []
         self.names: set[str] = set()
@@ -304,9 +439,9 @@ class _Emitter:
     # shapes
     def canon(self, shape) -> tuple:
         shape = tuple(int(d) for d in shape)
-        if len(shape) <= 1:
+        if len(shape) <= 1 or self.layout == "full":
             return shape
-        if self.canon3 and len(shape) >= 3:
+        if self.layout == "3d" and len(shape) >= 3:
             return (math.prod(shape[:-2]), shape[-2], shape[-1])
         return (math.prod(shape[:-1]), shape[-1])
 
@@ -322,19 +457,21 @@ class _Emitter:
         self.names.add(name)
         return name
 
-    def size(self, v: int) -> str:
+    def size(self, v: int, tag: str = "D") -> str:
         """The size name of extent `v`: named sizes let the optimiser verify on a scaled-down
-        instance (docs/optimizer.md); equal extents share a name, 1 stays a number."""
+        instance (docs/optimizer.md); equal extents share a name, 1 stays a number. A padded
+        extent (tag "P") gets a name of its own, apart from an equal extent of another role."""
         v = int(v)
         if v == 1:
             return "1"
-        if v not in self.sizes:
-            self.sizes[v] = f"D{v}"
-            self.names.add(self.sizes[v])
-        return self.sizes[v]
+        if (v, tag) not in self.sizes:
+            self.sizes[(v, tag)] = f"{tag}{v}"
+            self.names.add(self.sizes[(v, tag)])
+        return self.sizes[(v, tag)]
 
-    def declare(self, role: str, name: str, shape: tuple, init: Optional[str] = None):
-        dims = ", ".join(self.size(d) for d in shape) if shape else "1"
+    def declare(self, role: str, name: str, shape: tuple, init: Optional[str] = None, tags=None):
+        tags = tags or ["D"] * len(shape)
+        dims = ", ".join(self.size(d, t) for d, t in zip(shape, tags)) if shape else "1"
         self.decls.append(f"{role} {name}: f32[{dims}]" + (f" = {init}" if init is not None else ""))
 
     # operands
@@ -415,9 +552,9 @@ class _Emitter:
 
     def canon_like(self, padded: tuple, out: tuple) -> tuple:
         """`padded` collapsed along the runs the result's layout collapses."""
-        if len(out) <= 1:
+        if len(out) <= 1 or self.layout == "full":
             return padded
-        if self.canon3 and len(out) >= 3:
+        if self.layout == "3d" and len(out) >= 3:
             runs = [padded[:-2], padded[-2:-1], padded[-1:]]
             oruns = [out[:-2], out[-2:-1], out[-1:]]
         else:
@@ -467,12 +604,16 @@ class _Emitter:
     def lower(self, node, op: _Op):
         out_orig = tuple(node.meta["tensor_meta"].shape)
         out = self.canon(out_orig)
-        if op.kind == "ew":
+        if op.name == "batch_norm":
+            self.value[node.name] = self.lower_batch_norm(node, op, out)
+        elif op.kind == "ew":
             self.value[node.name] = self.lower_ew(node, op, out, out_orig)
         elif op.name == "linear":
             self.value[node.name] = self.lower_linear(node, op, out)
         elif op.name == "matmul":
             self.value[node.name] = self.lower_matmul(node, op, out, out_orig)
+        elif op.name == "conv2d":
+            self.value[node.name] = self.lower_conv(node, op, out)
         elif op.name == "layer_norm":
             self.value[node.name] = self.lower_layer_norm(node, op, out)
         elif op.name == "softmax":
@@ -484,7 +625,16 @@ class _Emitter:
 
     def lower_ew(self, node, op, out, out_orig):
         vals = []
-        n_uses = {"gelu_tanh": 4, "silu": 2, "square": 2}.get(op.name, 1)
+        n_uses = {"gelu_tanh": 4, "gelu_erf": 3, "silu": 2, "square": 2, "cube": 3}.get(op.name, 1)
+        if op.name == "reshape":
+            # a reshape of row-major data is the identity where both shapes collapse alike
+            src = tuple(op.args[0].meta["tensor_meta"].shape)
+            if self.canon(src) != out:
+                raise _Unsupported(f"a reshape from {src} to {out_orig} that the collapsed layout does not keep")
+            v = self.operand(op.args[0])
+            if v[0] == "buf" and tuple(v[2]) == tuple(out):
+                return ("buf", v[1], out) + tuple(v[3:4] and (out_orig,))
+            return ("expr", self.read(v, out), out) if v[0] != "num" else v
         for a in op.args:
             v = self.operand(a)
             orig = None
@@ -507,13 +657,19 @@ class _Emitter:
             "relu": lambda: f"max({r[0]}, 0)",
             "gelu_tanh": lambda: (f"(0.5 * {r[0]} * (1 + tanh(0.7978845608028654 * ({r[0]} + 0.044715 * "
                                   f"{r[0]} * {r[0]} * {r[0]}))))"),
+            "gelu_erf": lambda: _gelu_erf(r[0]),
             "silu": lambda: f"({r[0]} / (1 + exp(-{r[0]})))",
             "sigmoid": lambda: f"(1 / (1 + exp(-{r[0]})))",
             "tanh": lambda: f"tanh({r[0]})",
             "exp": lambda: f"exp({r[0]})",
+            "sin": lambda: f"sin({r[0]})",
+            "cos": lambda: f"cos({r[0]})",
+            "log": lambda: f"log({r[0]})",
+            "abs": lambda: f"abs({r[0]})",
             "rsqrt": lambda: f"rsqrt({r[0]})",
             "sqrt": lambda: f"sqrt({r[0]})",
             "square": lambda: f"({r[0]} * {r[0]})",
+            "cube": lambda: f"({r[0]} * {r[0]} * {r[0]})",
         }[op.name]
         if op.name in ("add", "sub", "mul", "div") and all(v[0] == "num" for v, _ in vals):
             raise _Unsupported("arithmetic on numbers only")
@@ -553,22 +709,81 @@ class _Emitter:
             raise _Unsupported("matmul shapes that do not match")
         h = self.fresh(node.name + "_acc")
         self.declare("temp", h, out, "0")
-        if len(out) == 2:
-            if len(a[2]) != 2 or len(b[2]) != 2:
-                raise _Unsupported("a batched operand in an unbatched matmul")
-            self.stmt([out[0], out[1], k], f"{h}[{{0}},{{1}}] += {a[1]}[{{0}},{{2}}] * {b[1]}[{{2}},{{1}}]")
-        else:
-            ai = "{0},{1},{3}" if len(a[2]) == 3 and a[2][0] == out[0] else ("{1},{3}" if len(a[2]) == 2 else None)
-            bi = "{0},{3},{2}" if len(b[2]) == 3 and b[2][0] == out[0] else ("{3},{2}" if len(b[2]) == 2 else None)
-            if len(a[2]) == 3 and a[2][0] == 1 and out[0] != 1:
-                ai = "0,{1},{3}"
-            if len(b[2]) == 3 and b[2][0] == 1 and out[0] != 1:
-                bi = "0,{3},{2}"
-            if ai is None or bi is None or (len(ao) > 3 and ao[:-2] != out_orig[:-2] and math.prod(ao[:-2]) != 1) or \
-                    (len(bo) > 3 and bo[:-2] != out_orig[:-2] and math.prod(bo[:-2]) != 1):
+        # batch dimensions first, then rows, columns and the reduction: {B}, {B+1}, {B+2}
+        nb = len(out) - 2
+
+        def index(shape, tail, orig):
+            if len(shape) - 2 > nb:
+                raise _Unsupported("a matmul operand with more batch dimensions than its result")
+            if self.layout != "full" and len(orig) > 3 and len(shape) > 2 and \
+                    tuple(orig[:-2]) != tuple(out_orig[:-2]) and math.prod(orig[:-2]) != 1:
                 raise _Unsupported("a matmul broadcast the collapsed layout cannot express")
-            self.stmt([out[0], out[1], out[2], k], f"{h}[{{0}},{{1}},{{2}}] += {a[1]}[{ai}] * {b[1]}[{bi}]")
+            off = nb - (len(shape) - 2)
+            idx = []
+            for i, d in enumerate(shape[:-2]):
+                if d == out[off + i]:
+                    idx.append(f"{{{off + i}}}")
+                elif d == 1:
+                    idx.append("0")
+                else:
+                    raise _Unsupported("a matmul broadcast the layout cannot express")
+            return ",".join(idx + tail)
+
+        ai = index(a[2], [f"{{{nb}}}", f"{{{nb + 2}}}"], ao)
+        bi = index(b[2], [f"{{{nb + 2}}}", f"{{{nb + 1}}}"], bo)
+        self.stmt(list(out) + [k], f"{h}[{self.iters(len(out))}] += {a[1]}[{ai}] * {b[1]}[{bi}]")
+        if op.attrs.get("bias") is not None:
+            bias = self.operand(op.attrs["bias"])
+            borig = tuple(op.attrs["bias"].meta["tensor_meta"].shape) if hasattr(op.attrs["bias"], "meta") else None
+            if bias[0] == "buf" and len(bias) > 3:
+                borig = bias[3]
+            return ("expr", f"({h}[{self.iters(len(out))}] + {self.read(bias, out, out_orig, borig)})", out)
         return ("buf", h, out)
+
+    def lower_conv(self, node, op, out):
+        x = self.buffer_operand(node.name, op.args[0])
+        w = self.buffer_operand(node.name, op.args[1])
+        n, c, h, wd = x[2]
+        co, ci, kh, kw = w[2]
+        (sh, sw), (ph, pw) = op.attrs["stride"], op.attrs["padding"]
+        src = x[1]
+        if ph or pw:
+            # zero padding as a padded copy: every read then stays inside its buffer
+            src = self.fresh(node.name + "_pad")
+            self.declare("temp", src, (n, c, h + 2 * ph, wd + 2 * pw), "0", ["D", "D", "P" if ph else "D", "P" if pw else "D"])
+            self.stmt([n, c, h, wd], f"{src}[{{0}},{{1}},{{2}}+{ph},{{3}}+{pw}] = {x[1]}[{{0}},{{1}},{{2}},{{3}}]")
+        acc = self.fresh(node.name + "_acc")
+        self.declare("temp", acc, out, "0")
+        row = lambda i, s_, k: f"{{{i}}}*{s_}+{{{k}}}" if s_ != 1 else f"{{{i}}}+{{{k}}}"  # noqa: E731
+        if op.attrs["groups"] == 1:
+            self.stmt(list(out) + [ci, kh, kw], f"{acc}[{{0}},{{1}},{{2}},{{3}}] += {src}[{{0}},{{4}},{row(2, sh, 5)},"
+                      f"{row(3, sw, 6)}] * {w[1]}[{{1}},{{4}},{{5}},{{6}}]")
+        else:  # depthwise
+            self.stmt(list(out) + [kh, kw], f"{acc}[{{0}},{{1}},{{2}},{{3}}] += {src}[{{0}},{{1}},{row(2, sh, 4)},"
+                      f"{row(3, sw, 5)}] * {w[1]}[{{1}},0,{{4}},{{5}}]")
+        e = f"{acc}[{{0}},{{1}},{{2}},{{3}}]"
+        if len(op.args) > 2 and op.args[2] is not None:
+            b = self.buffer_operand(node.name, op.args[2])
+            e = f"({e} + {b[1]}[{{1}}])"
+        return ("expr", e, out)
+
+    def lower_batch_norm(self, node, op, out):
+        """Inference batch norm over dimension 1 (channels)."""
+        if len(out) < 2:
+            raise _Unsupported("batch_norm of a tensor without channels")
+        v = self.operand(op.args[0])
+        if v[0] == "expr" and v[2] != out:
+            raise _Unsupported("batch_norm of a broadcast value")
+        if v[0] == "buf" and tuple(v[2]) != tuple(out):
+            raise _Unsupported("batch_norm of a broadcast value")
+        x = self.read(v, out)
+        ch = lambda a: f"{self.buffer_operand(node.name, a)[1]}[{{1}}]"  # noqa: E731
+        e = f"({x} - {ch(op.args[3])}) * rsqrt({ch(op.args[4])} + {_num(op.attrs['eps'])})"
+        if op.args[1] is not None:
+            e = f"{e} * {ch(op.args[1])}"
+        if op.args[2] is not None:
+            e = f"{e} + {ch(op.args[2])}"
+        return ("expr", f"({e})", out)
 
     def rows(self, out):
         """(outer scopes, outer index text) of a last-dimension reduction over `out`."""
@@ -657,9 +872,17 @@ class _Emitter:
             self.value[node.name] = v
             self.outputs.append(node.name)
             self.output_shapes.append(shape_orig)
-        # statements computing an expression nobody stored are dropped (there are none left:
-        # every value either feeds a later statement or leaves the kernel)
-        return self.decls, self.stmts
+        # The generated kernel() takes its inputs and outputs in declaration order, and the
+        # library passes inputs then outputs: declare them in that order, the temps after.
+        def name_of(d):
+            return d.split(" ", 1)[1].split(":", 1)[0]
+        ins = [d for d in self.decls if d.startswith("input ")]
+        by_name = {name_of(d): d for d in self.decls if d.startswith("output ")}
+        outs = [by_name[self.value[n][1]] for n in self.outputs]
+        if len(set(self.value[n][1] for n in self.outputs)) != len(outs) or len(outs) != len(by_name):
+            raise _Unsupported("two results of the group share a buffer")
+        temps = [d for d in self.decls if d.startswith("temp ")]
+        return ins + outs + temps, self.stmts
 
 
 def _is_parameter(gm, qualname) -> bool:
@@ -716,23 +939,49 @@ def _op_label(gm, node) -> str:
     return f".{node.target}()"
 
 
-def _trace(module, example_inputs):
+def _trace(module, example_inputs, frontend: str = "auto"):
+    """The module as an fx graph with every value's shape recorded. frontend "export":
+    torch.export (PyTorch 2.x: ATen operators, and it traces real models' Python: Hugging Face
+    blocks); "fx": torch.fx.symbolic_trace (torch.nn-level calls); "auto": export where PyTorch
+    has it, else fx. A GraphModule passed in is taken as it is."""
     torch = _torch()
     from torch.fx.passes.shape_prop import ShapeProp
     if not isinstance(module, torch.nn.Module):
         raise ModelImportError("from_torch takes a torch.nn.Module")
+    if frontend not in ("auto", "export", "fx"):
+        raise ValueError("frontend must be 'auto', 'export' or 'fx'")
     if isinstance(example_inputs, torch.Tensor):
         example_inputs = (example_inputs,)
     example_inputs = tuple(example_inputs)
-    try:
-        gm = torch.fx.symbolic_trace(module)
-    except Exception as e:  # torch.fx raises many kinds
-        raise ModelImportError(f"torch.fx cannot trace {type(module).__name__}: {type(e).__name__}: {e}") from None
+    gm = module if isinstance(module, torch.fx.GraphModule) else None
+    name = type(module).__name__
+    if gm is None and frontend in ("auto", "export") and hasattr(torch, "export"):
+        try:
+            with torch.no_grad():
+                gm = torch.export.export(module, example_inputs).module()
+        except Exception as e:  # torch.export raises many kinds
+            if frontend == "export":
+                raise ModelImportError(f"torch.export cannot trace {name}: {type(e).__name__}: {e}") from None
+            gm = None
+    if gm is None:
+        if frontend == "export":
+            raise ModelImportError("this PyTorch has no torch.export (PyTorch 2.1 and later): use frontend='fx'")
+        try:
+            gm = torch.fx.symbolic_trace(module)
+        except Exception as e:  # torch.fx raises many kinds
+            raise ModelImportError(f"torch.fx cannot trace {name}: {type(e).__name__}: {e}") from None
+    # torch.export's dtype and device assertions: the kernels take float32 CPU tensors and check
+    # that themselves; left in, they would keep every value they assert on alive in PyTorch
+    for n in list(gm.graph.nodes):
+        if n.op == "call_function" and getattr(getattr(n.target, "_schema", None), "name", "") == \
+                "aten::_assert_tensor_metadata" and not n.users:
+            gm.graph.erase_node(n)
+    gm.recompile()
     try:
         with torch.no_grad():
             ShapeProp(gm).propagate(*example_inputs)
     except Exception as e:
-        raise ModelImportError(f"the example inputs do not run through {type(module).__name__}: "
+        raise ModelImportError(f"the example inputs do not run through {name}: "
                                f"{type(e).__name__}: {e}") from None
     return gm, example_inputs
 
@@ -746,16 +995,39 @@ def _users_outside(group_names, group) -> set:
     return out
 
 
-def _emit(gm, group, ops, name) -> Kernel:
+def _emit(gm, group, ops, name, layout=None) -> Kernel:
     names = {n.name for n in group}
     outside = _users_outside(names, group)
-    canon3 = any(op.name == "matmul" and len(n.meta["tensor_meta"].shape) >= 3 for n, op in zip(group, ops))
-    em = _Emitter(gm, group, ops, outside, canon3)
+    em = _Emitter(gm, group, ops, outside, layout or _layout(group, ops))
     for node, op in zip(group, ops):
         em.lower(node, op)
+    return _kernel_of(em, group, ops, name)
+
+
+def _emit_any(gm, group, ops, name) -> Kernel:
+    """_emit in the group's layout, else with every dimension kept: a broadcast the collapsed
+    layout cannot express (rotary's cos and sin over the heads) may be expressible then."""
+    try:
+        return _emit(gm, group, ops, name)
+    except _Unsupported:
+        if _layout(group, ops) == "full":
+            raise
+        return _emit(gm, group, ops, name, "full")
+
+
+def _layout(group, ops) -> str:
+    layout = "2d"
+    if any(op.name == "matmul" and len(n.meta["tensor_meta"].shape) >= 3 for n, op in zip(group, ops)):
+        layout = "3d"
+    if any(op.name in ("conv2d", "batch_norm") for op in ops):
+        layout = "full"
+    return layout
+
+
+def _kernel_of(em, group, ops, name) -> Kernel:
     decls, stmts = em.finish()
     desc = " + ".join(op.name for op in ops)
-    sizes = "".join(f"{name} = {v}\n" for v, name in em.sizes.items())
+    sizes = "".join(f"{size} = {v}\n" for (v, _), size in em.sizes.items())
     text = (f"# {desc}, imported from PyTorch ({', '.join(n.name for n in group)})\n" + sizes
             + "\n".join(decls) + "\n\n" + "\n".join(stmts) + "\n")
     parse(text, f"{name}.pdj")  # raises IRError: a lowering bug, not the user's
@@ -787,9 +1059,10 @@ def _time_nodes(gm, example_inputs, consts: dict, repeats=5) -> dict:
     return times
 
 
-def from_torch(module, example_inputs) -> Imported:
-    """Traces `module` on `example_inputs` and lowers what fuses into IR kernels (module doc)."""
-    gm, example_inputs = _trace(module, example_inputs)
+def from_torch(module, example_inputs, *, frontend: str = "auto") -> Imported:
+    """Traces `module` on `example_inputs` and lowers what fuses into IR kernels (module doc).
+    `frontend`: "auto" (torch.export where PyTorch has it, else torch.fx), "export" or "fx"."""
+    gm, example_inputs = _trace(module, example_inputs, frontend)
     consts: dict = {}
     times = _time_nodes(gm, example_inputs, consts)
     nodes = [n for n in gm.graph.nodes]
@@ -802,9 +1075,11 @@ def from_torch(module, example_inputs) -> Imported:
             classified.append((n, None, None))
             continue
         meta = n.meta.get("tensor_meta")
-        if n.name in consts or (meta is not None and not hasattr(meta, "shape")) or \
-                (meta is None and n.op != "output"):
-            classified.append((n, "python", None))  # shape arithmetic, tuples: not operators
+        if n.name in consts or meta is None:
+            classified.append((n, "python", None))  # shape arithmetic, guards: not operators
+            continue
+        if not hasattr(meta, "shape"):
+            classified.append((n, None, "its result is several tensors (a split, a tuple): left to PyTorch"))
             continue
         try:
             classified.append((n, _classify(gm, n), None))
@@ -840,12 +1115,13 @@ def from_torch(module, example_inputs) -> Imported:
     while pending:
         run = pending.pop(0)
         # a run that is only identities computes nothing worth a kernel
-        if all(op.name == "identity" for _, op in run):
+        if all(op.name in ("identity", "reshape") for _, op in run):
             for n, _ in run:
                 fallbacks.append(Fallback(n.name, _op_label(gm, n), "a no-op or a copy, left to PyTorch"))
             continue
+        name = f"k{len(kernels)}_{'_'.join(dict.fromkeys(op.name for _, op in run if op.name not in ('identity', 'reshape')))}"
         try:
-            k = _emit(gm, [n for n, _ in run], [op for _, op in run], f"k{len(kernels)}_{'_'.join(dict.fromkeys(op.name for _, op in run))}")
+            k = _emit_any(gm, [n for n, _ in run], [op for _, op in run], name)
         except _Unsupported as e:
             if len(run) == 1:
                 n = run[0][0]
@@ -854,7 +1130,7 @@ def from_torch(module, example_inputs) -> Imported:
             # split: the longest prefix that lowers, then the rest
             for cut in range(len(run) - 1, 0, -1):
                 try:
-                    _emit(gm, [n for n, _ in run[:cut]], [op for _, op in run[:cut]], "probe")
+                    _emit_any(gm, [n for n, _ in run[:cut]], [op for _, op in run[:cut]], "probe")
                 except _Unsupported:
                     continue
                 pending[:0] = [run[:cut], run[cut:]]
@@ -978,6 +1254,18 @@ def _build_library(built: list, arch: str, root: Path) -> tuple:
         p.unlink()
     work.rmdir()
     return so, header, False
+
+
+def _check_signature(c_header: str, k: Kernel) -> None:
+    """The generated kernel() takes the library's buffers in the library's order: its inputs then
+    its outputs, each with as many elements as the torch tensor passed (the header's comments
+    give role and extents). A mismatch would let a kernel write outside a tensor."""
+    import re
+    params = re.findall(r"/\* (input|output) ([0-9x]+)", c_header)
+    want = [("input", math.prod(s)) for s in k.input_shapes] + [("output", math.prod(s)) for s in k.output_shapes]
+    got = [(role, math.prod(int(d) for d in dims.split("x"))) for role, dims in params]
+    if got != want:
+        raise RuntimeError(f"{k.name}: the generated kernel takes {got}, the library would pass {want}")
 
 
 _REGISTERED: dict = {}
@@ -1122,7 +1410,7 @@ class CompiledModule:
 
 def compile(module, example_inputs, timeout: float = 120, *, arch: Optional[str] = None, mode: str = "balanced",
             threads: int = 1, cache_dir=None, tolerance: float = 1e-3, fallback: str = "error",
-            progress: bool = True) -> CompiledModule:
+            progress: bool = True, frontend: str = "auto") -> CompiledModule:
     """Imports `module`, optimises its kernels within `timeout` seconds in all, builds them into
     one shared library and returns a CompiledModule checked against eager on `example_inputs`:
     max |ours - eager| <= tolerance * max(1, max |eager|) for every output, else ValueError."""
@@ -1131,7 +1419,7 @@ def compile(module, example_inputs, timeout: float = 120, *, arch: Optional[str]
         raise ValueError("fallback must be 'error' or 'eager'")
     t_start = time.perf_counter()
     arch = arch or _native.this_isa()
-    imported = from_torch(module, example_inputs)
+    imported = from_torch(module, example_inputs, frontend=frontend)
     if isinstance(example_inputs, torch.Tensor):
         example_inputs = (example_inputs,)
     example_inputs = tuple(example_inputs)
@@ -1150,6 +1438,8 @@ def compile(module, example_inputs, timeout: float = 120, *, arch: Optional[str]
     built = _optimise(imported.kernels, keys, shares, arch, mode, threads, root, progress)
     so, header, lib_cached = _build_library(built, arch, root) if built else (None, None, True)
     lib = ctypes.CDLL(str(so)) if so else None
+    for b, k in zip(built, imported.kernels):
+        _check_signature(b.c_header, k)
     calls = [_KernelCall(lib, b.key, k) for b, k in zip(built, imported.kernels)]
     # the reference: eager on the example inputs, before the graph is rewritten
     with torch.no_grad():
