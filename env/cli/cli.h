@@ -76,5 +76,6 @@ std::vector<Command> bridge_commands();
 std::vector<Command> optimize_commands();
 /// Subcommands of the measurement farm (measure-worker).
 std::vector<Command> farm_commands();
+std::vector<Command> model_commands();
 
 }  // namespace perfdojo::cli

@@ -65,6 +65,7 @@ std::vector<Command> all_commands() {
   for (auto& c : cost_commands()) cmds.push_back(std::move(c));
   for (auto& c : optimize_commands()) cmds.push_back(std::move(c));
   for (auto& c : farm_commands()) cmds.push_back(std::move(c));
+  for (auto& c : model_commands()) cmds.push_back(std::move(c));
   for (auto& c : bridge_commands()) cmds.push_back(std::move(c));
   return cmds;
 }

@@ -982,6 +982,12 @@ def _trace(module, example_inputs, frontend: str = "auto"):
     example_inputs = tuple(example_inputs)
     gm = module if isinstance(module, torch.fx.GraphModule) else None
     name = type(module).__name__
+    try:  # inputs the module itself refuses: say so before any tracer does, in its words
+        with torch.no_grad():
+            module(*example_inputs)
+    except Exception as e:
+        raise ModelImportError(f"the example inputs do not run through {name}: "
+                               f"{type(e).__name__}: {e}") from None
     if gm is None and frontend in ("auto", "export") and hasattr(torch, "export"):
         try:
             with torch.no_grad():
@@ -1501,3 +1507,94 @@ def compile(module, example_inputs, timeout: float = 120, *, arch: Optional[str]
         raise ValueError(f"the compiled model differs from eager PyTorch on the example inputs: max scaled error "
                          f"{worst:.3g} > {tolerance:g} (report: {json.dumps(report)[:2000]})")
     return cm
+
+
+# ------------------------------------------------------------------------------ command line
+
+
+def _load_spec(spec: str):
+    """`path/to/module.py:Name`: Name (a torch.nn.Module class or a function returning a module)
+    called with no arguments."""
+    import importlib.util
+    path, sep, attr = spec.rpartition(":")
+    if not sep or not path or not attr:
+        raise ModelImportError(f"'{spec}': expected FILE.py:NAME (a module class or a function returning one)")
+    if not os.path.isfile(path):
+        raise ModelImportError(f"{path}: no such file")
+    mod_spec = importlib.util.spec_from_file_location(Path(path).stem, path)
+    module = importlib.util.module_from_spec(mod_spec)
+    sys.path.insert(0, str(Path(path).resolve().parent))
+    try:
+        mod_spec.loader.exec_module(module)
+    except Exception as e:
+        raise ModelImportError(f"{path}: importing it raised {type(e).__name__}: {e}") from None
+    if not hasattr(module, attr):
+        raise ModelImportError(f"{path} has no '{attr}'")
+    try:
+        return getattr(module, attr)()
+    except Exception as e:
+        raise ModelImportError(f"{path}:{attr}(): {type(e).__name__}: {e}") from None
+
+
+def main(argv=None) -> int:
+    """perfdojo import FILE.py:NAME --shape 1,128,768 [...]: import, optimise and build a model."""
+    import argparse
+    ap = argparse.ArgumentParser(prog="perfdojo import", description=main.__doc__)
+    ap.add_argument("spec", help="FILE.py:NAME, a torch.nn.Module class or a function returning a module")
+    ap.add_argument("--shape", action="append", required=True,
+                    help="an example input's shape, comma-separated (float32, seeded normal values); once per input")
+    ap.add_argument("--timeout", type=float, default=120, help="optimisation seconds for all kernels")
+    ap.add_argument("--mode", default="balanced")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--frontend", default="auto", choices=["auto", "export", "fx"])
+    ap.add_argument("--out", help="copy the library, its header and report.json here")
+    ap.add_argument("--import-only", action="store_true", help="lower and report; optimise nothing")
+    ap.add_argument("--json", action="store_true", help="the report as JSON on stdout")
+    a = ap.parse_args(argv)
+    torch = _torch()
+    try:
+        shapes = [tuple(int(d) for d in s.split(",")) for s in a.shape]
+    except ValueError:
+        print(f"perfdojo import: --shape takes integers separated by commas, not {a.shape}", file=sys.stderr)
+        return 2
+    try:
+        model = _load_spec(a.spec)
+        if not isinstance(model, torch.nn.Module):
+            raise ModelImportError(f"{a.spec} gave a {type(model).__name__}, not a torch.nn.Module")
+        model.eval()
+        g = torch.Generator().manual_seed(0)
+        xs = tuple(torch.randn(*s, generator=g) for s in shapes)
+        if a.import_only:
+            imported = from_torch(model, xs, frontend=a.frontend)
+            report = imported.report()
+            report["kernel_ir"] = {k.name: k.ir for k in imported.kernels}
+            summary = imported.summary()
+        else:
+            cm = compile(model, xs, timeout=a.timeout, mode=a.mode, threads=a.threads, frontend=a.frontend,
+                         progress=not a.json and sys.stderr.isatty())
+            report, summary = cm.report, cm.imported.summary()
+            if a.out:
+                import shutil
+                out = Path(a.out)
+                out.mkdir(parents=True, exist_ok=True)
+                shutil.copy(cm.library, out / "libperfdojo_model.so")
+                shutil.copy(cm.header, out / "perfdojo_model.h")
+                (out / "report.json").write_text(json.dumps(report, indent=1, default=str) + "\n")
+    except (ModelImportError, ShapeError, ValueError) as e:
+        if a.json:
+            print(json.dumps({"error": str(e)}))
+        else:
+            print(f"perfdojo import: {e}", file=sys.stderr)
+        return 1
+    if a.json:
+        print(json.dumps(report, default=str))
+    else:
+        print(summary)
+        if not a.import_only:
+            print(f"library {report['library']}\nheader {report['header']}\nmax scaled error against eager "
+                  f"{report['max_scaled_error']:.3g} (tolerance {report['tolerance']:g}); {report['compile_s']:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -36,3 +36,37 @@ def test_a_model_imports_compiles_and_computes_what_eager_computes(tmp_path):
     assert out["ok"]
     assert out["warm_compile_s"] < 10
     assert out["mlp_error"] < 1e-3
+
+
+def test_perfdojo_import_lowers_a_model_file_and_reports_bad_input(tmp_path):
+    py = torch_python()
+    if py is None:
+        pytest.skip("skipped: no interpreter with PyTorch (see the test above)")
+    bin_dir = Path(os.environ.get("PERFDOJO_BIN_DIR", ROOT / "build" / "bin"))
+    (tmp_path / "block.py").write_text(
+        "import torch, torch.nn as nn\n"
+        "class Block(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.fc = nn.Linear(16, 16)\n"
+        "    def forward(self, x):\n"
+        "        return torch.relu(self.fc(x)).cumsum(-1)\n")
+    env = dict(os.environ, PERFDOJO_PYTHON=str(py))
+    run = subprocess.run([str(bin_dir / "perfdojo"), "import", "block.py:Block", "--shapes", "4,16",
+                          "--import-only", "--json"], capture_output=True, text=True, env=env,
+                         cwd=tmp_path, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    report = json.loads(run.stdout.strip().splitlines()[-1])
+    assert [k["ops"] for k in report["kernels"]] == [["linear", "relu"]]
+    assert [f["node"] for f in report["in_pytorch"]] == ["cumsum"]
+    assert "linear_acc" in next(iter(report["kernel_ir"].values()))
+    # a shape the model refuses, and a name the file lacks: exit 1 with the reason
+    bad = subprocess.run([str(bin_dir / "perfdojo"), "import", "block.py:Block", "--shapes", "4,15",
+                          "--import-only"], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    assert bad.returncode == 1 and "do not run through Block" in bad.stderr, bad.stderr[-2000:]
+    missing = subprocess.run([str(bin_dir / "perfdojo"), "import", "block.py:Nope", "--shapes", "4,16",
+                              "--import-only"], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    assert missing.returncode == 1 and "has no 'Nope'" in missing.stderr, missing.stderr[-2000:]
+    usage = subprocess.run([str(bin_dir / "perfdojo"), "import", "block.py:Block"], capture_output=True,
+                           text=True, env=env, cwd=tmp_path, timeout=60)
+    assert usage.returncode == 2 and "--shapes" in usage.stderr

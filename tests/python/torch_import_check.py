@@ -116,7 +116,7 @@ def main():
 
     # 2. Compile: the same outputs as eager, through the library's kernels.
     t0 = time.perf_counter()
-    fast = perfdojo.compile(mlp, (x,), timeout=6, cache_dir=cache, progress=False)
+    fast = perfdojo.compile(mlp, (x,), timeout=3, cache_dir=cache, progress=False)
     first_s = time.perf_counter() - t0
     with torch.no_grad():
         ref = mlp(x)
@@ -133,7 +133,7 @@ def main():
 
     # 3. A second compile of the same model optimises nothing.
     t0 = time.perf_counter()
-    again = perfdojo.compile(mlp, (x,), timeout=6, cache_dir=cache, progress=False)
+    again = perfdojo.compile(mlp, (x,), timeout=3, cache_dir=cache, progress=False)
     warm_s = time.perf_counter() - t0
     check(all(k["cached"] for k in again.report["kernels"]) and again.report["library_cached"],
           again.report["kernels"])
@@ -146,7 +146,7 @@ def main():
         raise AssertionError("a different shape ran")
     except perfdojo.ShapeError as e:
         check("traced" in str(e), str(e))
-    lenient = perfdojo.compile(mlp, (x,), timeout=6, cache_dir=cache, progress=False, fallback="eager")
+    lenient = perfdojo.compile(mlp, (x,), timeout=3, cache_dir=cache, progress=False, fallback="eager")
     x9 = torch.randn(2, 9, 32)
     with torch.no_grad():
         check(torch.equal(lenient(x9), mlp(x9)), "fallback='eager' did not run eager")
@@ -154,7 +154,7 @@ def main():
     # 5. Attention: batched matmuls, scaling and softmax as kernels; views stay in PyTorch.
     att = Attention().eval()
     xa = torch.randn(1, 16, 32)
-    fa = perfdojo.compile(att, (xa,), timeout=8, cache_dir=cache, progress=False)
+    fa = perfdojo.compile(att, (xa,), timeout=3, cache_dir=cache, progress=False)
     names = [k["ops"] for k in fa.report["kernels"]]
     check(any("matmul" in k for k in names) and any("softmax" in k for k in names), names)
     check(any("layout" in f["reason"] for f in fa.report["in_pytorch"]), fa.report["in_pytorch"])
@@ -165,7 +165,7 @@ def main():
     # 6. RMSNorm written as operators (pow, mean keepdim, rsqrt: broadcasts) and SwiGLU.
     sw = RMSNormSwiGLU().eval()
     xs = torch.randn(3, 5, 32)
-    fs = perfdojo.compile(sw, (xs,), timeout=8, cache_dir=cache, progress=False)
+    fs = perfdojo.compile(sw, (xs,), timeout=3, cache_dir=cache, progress=False)
     check(fs.report["operators_in_pytorch"] == 0, fs.report["in_pytorch"])
     with torch.no_grad():
         e = float((sw(xs) - fs(xs)).abs().max())
@@ -174,7 +174,7 @@ def main():
     # 7. A convolution block with inference batch norm (per-channel broadcasts, zero padding).
     conv = ConvBlock().eval()
     xc = torch.randn(1, 8, 10, 10)
-    fc = perfdojo.compile(conv, (xc,), timeout=8, cache_dir=cache, progress=False)
+    fc = perfdojo.compile(conv, (xc,), timeout=3, cache_dir=cache, progress=False)
     check(fc.report["operators_in_pytorch"] == 0, fc.report["in_pytorch"])
     check(any("conv2d" in k["ops"] and "batch_norm" in k["ops"] for k in fc.report["kernels"]), fc.report["kernels"])
     with torch.no_grad():
