@@ -239,7 +239,7 @@ def main() -> int:
         ax.set_xticks([j + w * (len(forms) - 1) / 2 for j in range(len(names))], names)
         ax.set_ylabel("speed-up over eager (min time)")
         ax.set_title(f"{out['cpu']} ({isa}), {threads} thread(s), {a.tokens} tokens", fontsize=9)
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
         fig.tight_layout()
         fig.savefig(a.plot, dpi=120)
     return 0
