@@ -252,8 +252,9 @@ def _classify_aten(node, op: str, kw) -> _Op:
         # In place (relu_, add_): the functional form computes the same value; safe when nothing
         # else reads the tensor it overwrites and that tensor is not the caller's or a weight.
         t = a[0]
-        if not hasattr(t, "op") or t.op in ("placeholder", "get_attr") or len(t.users) != 1:
-            raise _Unsupported(f"aten.{op} overwrites a tensor that is read elsewhere or is the caller's")
+        if not hasattr(t, "op") or t.op in ("placeholder", "get_attr") or len(t.users) != 1 or _may_alias(t):
+            raise _Unsupported(f"aten.{op} overwrites a tensor that is read elsewhere, may share storage "
+                               "with one, or is the caller's")
         op = op[:-1]
     if op in ("conv2d", "convolution"):
         if op == "convolution" and (kw("transposed", 6, False) or any(kw("output_padding", 7, [0, 0]))):
@@ -323,6 +324,17 @@ def _to_is_identity(node) -> bool:
     torch = _torch()
     rest = list(node.args[1:]) + [v for k, v in node.kwargs.items() if k in ("dtype",)]
     return all(a == torch.float32 or isinstance(a, bool) or a is None for a in rest)
+
+
+def _may_alias(node) -> bool:
+    """Whether `node`'s tensor may share storage with another value (a view, an identity, an
+    item of a tuple): overwriting it in place would change that value too."""
+    if node.op != "call_function" or node.target is operator.getitem:
+        return True
+    name = getattr(getattr(node.target, "_schema", None), "name", "").split("::")[-1]
+    return (not name or name in _RESHAPES or name in _IDENTITIES or name in _LAYOUT
+            or name in ("slice", "select", "expand", "permute", "t", "as_strided", "to", "_to_copy",
+                        "split_with_sizes", "diagonal", "view_as", "expand_as", "unbind", "narrow"))
 
 
 def _conv_op(node, x, w, b, stride, padding, dilation, groups) -> _Op:

@@ -59,7 +59,9 @@ def test_perfdojo_import_lowers_a_model_file_and_reports_bad_input(tmp_path):
     report = json.loads(run.stdout.strip().splitlines()[-1])
     assert [k["ops"] for k in report["kernels"]] == [["linear", "relu"]]
     assert [f["node"] for f in report["in_pytorch"]] == ["cumsum"]
-    assert "linear_acc" in next(iter(report["kernel_ir"].values()))
+    # the weight goes in transposed (both front ends name it by its qualified name)
+    ir = next(iter(report["kernel_ir"].values()))
+    assert "input fc_weight_t: f32[D16, D16]" in ir and "_acc[{0},{1}] += x[{0},{2}] * fc_weight_t[{2},{1}]" in ir, ir
     # a shape the model refuses, and a name the file lacks: exit 1 with the reason
     bad = subprocess.run([str(bin_dir / "perfdojo"), "import", "block.py:Block", "--shapes", "4,15",
                           "--import-only"], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)

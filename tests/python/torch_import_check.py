@@ -81,6 +81,13 @@ class ConvBlock(nn.Module):
         return torch.relu(self.bn2(self.conv2(y)) + x)
 
 
+class InPlaceThroughView(nn.Module):
+    def forward(self, x):
+        h = x * 2
+        h.view(-1).relu_()  # overwrites h through a view
+        return h + 1
+
+
 class Branchy(nn.Module):
     def forward(self, x):
         if x.sum() > 0:  # data-dependent control flow: torch.fx cannot trace it
@@ -182,7 +189,15 @@ def main():
     check(e <= 1e-3, f"conv block differs from eager by {e}")
     out["frontend"] = "export" if hasattr(torch, "export") else "fx"
 
-    # 8. A module that cannot be traced: a clear error, not a crash.
+    # 8. An in-place operator through a view overwrites the tensor the view shares: it stays in
+    # PyTorch, so the later read sees the overwritten values, as in eager.
+    alias = InPlaceThroughView().eval()
+    xi = torch.randn(4, 8)
+    fi = perfdojo.compile(alias, (xi,), timeout=3, cache_dir=cache, progress=False)
+    with torch.no_grad():
+        check(torch.allclose(fi(xi), alias(xi)), "an in-place update through a view was lost")
+
+    # 9. A module that cannot be traced: a clear error, not a crash.
     try:
         perfdojo.from_torch(Branchy(), (torch.randn(3),), frontend="fx")
         raise AssertionError("an untraceable module imported")
@@ -195,7 +210,7 @@ def main():
     except perfdojo.ModelImportError as e:
         check("do not run through" in str(e), str(e))
 
-    # 9. A kernel whose buffers the library would pass in another order or size is refused
+    # 10. A kernel whose buffers the library would pass in another order or size is refused
     # before it runs (it could write outside a tensor).
     from perfdojo import torch_import as ti
     k = imp.kernels[0]
