@@ -4,7 +4,8 @@
     fast = perfdojo.compile(module, example_inputs, timeout=120)
     y = fast(*example_inputs)                                  # the same function, our kernels
 
-`from_torch` traces the module with torch.fx, records every value's shape on the example inputs,
+`from_torch` traces the module (torch.export where PyTorch has it, else torch.fx), records every
+value's shape on the example inputs,
 and lowers each run of operators that fuse into one IR kernel: an optional elementwise prologue,
 at most one anchor (a GEMM: linear, matmul, bmm; or a reduction along the last dimension:
 layer_norm, softmax, mean, sum) and an elementwise epilogue (bias, activation, scaling, residual
@@ -21,6 +22,7 @@ a module that runs them (a torch.library custom op per kernel where PyTorch has 
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import json
 import math
@@ -238,15 +240,12 @@ _LAYOUT = {"view", "reshape", "transpose", "permute", "split", "chunk", "expand"
 
 _RESHAPES = {"view", "reshape", "_unsafe_view", "flatten", "unflatten", "squeeze", "unsqueeze"}
 _IDENTITIES = {"contiguous", "clone", "alias", "lift_fresh_copy", "detach"}
-_ATEN_UNARY = {"relu": "relu", "silu": "silu", "sigmoid": "sigmoid", "tanh": "tanh", "exp": "exp",
-               "rsqrt": "rsqrt", "sqrt": "sqrt", "neg": "neg", "sin": "sin", "cos": "cos", "log": "log",
-               "abs": "abs"}
-_ATEN_BINARY = {"add": "add", "sub": "sub", "mul": "mul", "div": "div"}
+_ATEN_UNARY = {"relu", "silu", "sigmoid", "tanh", "exp", "rsqrt", "sqrt", "neg", "sin", "cos", "log", "abs"}
+_ATEN_BINARY = {"add", "sub", "mul", "div"}
 
 
 def _classify_aten(node, op: str, kw) -> _Op:
     """An ATen operator (torch.export's graphs)."""
-    torch = _torch()
     a = node.args
     if op.endswith("_") and not op.startswith("_"):
         # In place (relu_, add_): the functional form computes the same value; safe when nothing
@@ -279,13 +278,13 @@ def _classify_aten(node, op: str, kw) -> _Op:
             raise _Unsupported(f"{op} with alpha")
         if op == "div" and kw("rounding_mode", 2) is not None:
             raise _Unsupported("div with a rounding mode")
-        return _Op("ew", _ATEN_BINARY[op], [a[0], a[1]])
+        return _Op("ew", op, [a[0], a[1]])
     if op == "rsub":
         if kw("alpha", 2, 1) != 1:
             raise _Unsupported("rsub with alpha")
         return _Op("ew", "sub", [a[1], a[0]])
     if op in _ATEN_UNARY:
-        return _Op("ew", _ATEN_UNARY[op], [a[0]])
+        return _Op("ew", op, [a[0]])
     if op == "gelu":
         if kw("approximate", 1, "none") != "tanh":
             return _Op("ew", "gelu_erf", [a[0]])
@@ -387,8 +386,6 @@ def _pow_op(x, e) -> _Op:
 
 # ------------------------------------------------------------------------------ the kernels
 
-_CONSTS: dict = {}  # the import in progress: node name -> its Python number (shape arithmetic)
-
 _KEYWORDS = {"input", "output", "temp", "f32", "f64", "i32", "in", "exp", "log", "sqrt", "rsqrt", "tanh",
              "abs", "max", "min", "inf", "sin", "cos", "fma", "select", "where", "bf16", "f16", "i8", "u8"}
 
@@ -431,8 +428,9 @@ class Kernel:
 class _Emitter:
     """Writes one group of operators as one IR kernel."""
 
-    def __init__(self, gm, group, ops, users_outside, layout):
+    def __init__(self, gm, group, ops, users_outside, layout, consts):
         self.gm, self.group, self.ops = gm, group, ops
+        self.consts = consts               # node name -> its Python number (shape arithmetic)
         self.users_outside = users_outside
         # "2d": collapse to [rows, cols]; "3d": to [batch, rows, cols] (a group with a batched
         # matmul); "full": no collapse (a group with a convolution: per-channel broadcasts)
@@ -444,7 +442,7 @@ class _Emitter:
         self.input_shapes: list = []
         self.outputs: list = []
         self.output_shapes: list = []
-        self.value: dict = {}              # node name -> ("buf", name, shape) | ("expr", text, shape, uses)
+        self.value: dict = {}              # node name -> ("buf", name, shape) | ("expr", text, shape)
         self.external: dict = {}           # external key -> buffer name
         self.sizes: dict = {}              # extent -> size name
 
@@ -503,15 +501,12 @@ class _Emitter:
             return ("num", float(a))
         if isinstance(a, _Param):
             key = ("param", a.qualname)
-            t = self.gm.get_parameter(a.qualname) if _is_parameter(self.gm, a.qualname) else self.gm.get_buffer(a.qualname)
-            shape = tuple(t.shape)
-            if t.dtype != torch.float32:
-                raise _Unsupported(f"{a.qualname} is {t.dtype}; the lowering takes float32 only")
+            shape = tuple(self._param_tensor(a.qualname).shape)
         elif hasattr(a, "op"):
             if a.name in self.value:
                 return self.value[a.name]
-            if a.name in _CONSTS:
-                return ("num", float(_CONSTS[a.name]))
+            if a.name in self.consts:
+                return ("num", float(self.consts[a.name]))
             if a.op == "get_attr":
                 key = ("param", a.target)
             else:
@@ -589,6 +584,14 @@ class _Emitter:
                 raise _Unsupported(f"a broadcast of {padded} to {out} the collapsed layout cannot express")
         return tuple(res)
 
+    @staticmethod
+    def torch_shape(a, v):
+        """The torch shape of operand `a` (operand() value `v`), None for a number: external
+        buffers carry it, group values have their node's."""
+        if v[0] == "buf" and len(v) > 3:
+            return v[3]
+        return tuple(a.meta["tensor_meta"].shape) if v[0] in ("buf", "expr") else None
+
     def materialize(self, node_name: str, v, out_role=None) -> tuple:
         if v[0] == "buf":
             return v
@@ -652,19 +655,14 @@ class _Emitter:
                 raise _Unsupported(f"a reshape from {src} to {out_orig} that the collapsed layout does not keep")
             v = self.operand(op.args[0])
             if v[0] == "buf" and tuple(v[2]) == tuple(out):
-                return ("buf", v[1], out) + tuple(v[3:4] and (out_orig,))
+                return ("buf", v[1], out)
             return ("expr", self.read(v, out), out) if v[0] != "num" else v
         for a in op.args:
             v = self.operand(a)
-            orig = None
-            if v[0] == "buf":
-                orig = v[3] if len(v) > 3 else tuple(a.meta["tensor_meta"].shape)
-            elif v[0] == "expr":
-                orig = tuple(a.meta["tensor_meta"].shape)
-                # an intermediate read more than once, or broadcast, is stored first
-                if n_uses > 1 or v[2] != out:
-                    v = self.store(a, v)
-            vals.append((v, orig))
+            # an intermediate read more than once, or broadcast, is stored first
+            if v[0] == "expr" and (n_uses > 1 or v[2] != out):
+                v = self.store(a, v)
+            vals.append((v, self.torch_shape(a, v)))
         r = [self.read(v, out, out_orig, orig) for v, orig in vals]
         f = {
             "identity": lambda: r[0],
@@ -773,9 +771,7 @@ class _Emitter:
         self.stmt(list(out) + [k], f"{h}[{self.iters(len(out))}] += {a[1]}[{ai}] * {b[1]}[{bi}]")
         if op.attrs.get("bias") is not None:
             bias = self.operand(op.attrs["bias"])
-            borig = tuple(op.attrs["bias"].meta["tensor_meta"].shape) if hasattr(op.attrs["bias"], "meta") else None
-            if bias[0] == "buf" and len(bias) > 3:
-                borig = bias[3]
+            borig = self.torch_shape(op.attrs["bias"], bias)
             return ("expr", f"({h}[{self.iters(len(out))}] + {self.read(bias, out, out_orig, borig)})", out)
         return ("buf", h, out)
 
@@ -811,9 +807,7 @@ class _Emitter:
         if len(out) < 2:
             raise _Unsupported("batch_norm of a tensor without channels")
         v = self.operand(op.args[0])
-        if v[0] == "expr" and v[2] != out:
-            raise _Unsupported("batch_norm of a broadcast value")
-        if v[0] == "buf" and tuple(v[2]) != tuple(out):
+        if v[0] in ("expr", "buf") and tuple(v[2]) != tuple(out):
             raise _Unsupported("batch_norm of a broadcast value")
         x = self.read(v, out)
         ch = lambda a: f"{self.buffer_operand(node.name, a)[1]}[{{1}}]"  # noqa: E731
@@ -825,16 +819,16 @@ class _Emitter:
         return ("expr", f"({e})", out)
 
     def rows(self, out):
-        """(outer scopes, outer index text) of a last-dimension reduction over `out`."""
-        return list(out[:-1]), self.iters(len(out) - 1)
+        """A last-dimension reduction over `out`: its outer scopes, the shape of its per-row
+        temps ([1] for a vector) and their index text."""
+        outer = list(out[:-1])
+        return outer, tuple(outer) or (1,), self.iters(len(outer)) or "0"
 
     def lower_layer_norm(self, node, op, out):
         x = self.buffer_operand(node.name, op.args[0])
         n = out[-1]
-        outer, o = self.rows(out)
+        outer, sh, oi = self.rows(out)
         r = len(out) - 1
-        sh = tuple(outer) or (1,)
-        oi = o if o else "0"
         s, mu, c, v, rs = (self.fresh(f"{node.name}_{k}") for k in ("sum", "mean", "c", "var", "rstd"))
         self.declare("temp", s, sh, "0")
         self.declare("temp", mu, sh)
@@ -858,10 +852,8 @@ class _Emitter:
 
     def lower_softmax(self, node, op, out):
         x = self.buffer_operand(node.name, op.args[0])
-        outer, o = self.rows(out)
+        outer, sh, oi = self.rows(out)
         r = len(out) - 1
-        sh = tuple(outer) or (1,)
-        oi = o if o else "0"
         m, e, a, i = (self.fresh(f"{node.name}_{k}") for k in ("max", "exp", "sum", "inv"))
         self.declare("temp", m, sh, "-inf")
         self.declare("temp", e, out)
@@ -885,10 +877,9 @@ class _Emitter:
         self.stmt(list(rows) + [n], f"{s}[{oi}] += {x[1]}[{self.iters(len(xs))}]")
         val = f"{s}[{oi}]" if op.name == "sum" else f"({s}[{oi}] / {self.size(n)})"
         # the result's canonical shape: rows then a 1 (keepdim) or rows alone
+        # (with keepdim the trailing 1's iterator indexes nothing: s[{0}] over [rows, 1])
         if out != tuple(rows) + ((1,) if op.attrs["keepdim"] else ()):
             raise _Unsupported(f"{op.name}'s result layout")
-        if op.attrs["keepdim"]:
-            val = val.replace(f"[{oi}]", f"[{self.iters(len(rows))}]") if rows else val
         return ("expr", val, out)
 
     def finish(self):
@@ -898,7 +889,7 @@ class _Emitter:
                 continue
             v = self.value[node.name]
             shape_orig = tuple(node.meta["tensor_meta"].shape)
-            if v[0] == "buf" and v[1] in {self.external.get(k) for k in self.external}:
+            if v[0] == "buf" and v[1] in set(self.external.values()):
                 v = ("expr", f"{v[1]}[{self.iters(len(v[2]))}]", v[2])
             if v[0] == "buf":
                 # a temp that leaves the kernel: declare it as an output instead
@@ -1040,24 +1031,24 @@ def _users_outside(group_names, group) -> set:
     return out
 
 
-def _emit(gm, group, ops, name, layout=None) -> Kernel:
+def _emit(gm, group, ops, name, consts, layout=None) -> Kernel:
     names = {n.name for n in group}
     outside = _users_outside(names, group)
-    em = _Emitter(gm, group, ops, outside, layout or _layout(group, ops))
+    em = _Emitter(gm, group, ops, outside, layout or _layout(group, ops), consts)
     for node, op in zip(group, ops):
         em.lower(node, op)
     return _kernel_of(em, group, ops, name)
 
 
-def _emit_any(gm, group, ops, name) -> Kernel:
+def _emit_any(gm, group, ops, name, consts) -> Kernel:
     """_emit in the group's layout, else with every dimension kept: a broadcast the collapsed
     layout cannot express (rotary's cos and sin over the heads) may be expressible then."""
     try:
-        return _emit(gm, group, ops, name)
+        return _emit(gm, group, ops, name, consts)
     except _Unsupported:
         if _layout(group, ops) == "full":
             raise
-        return _emit(gm, group, ops, name, "full")
+        return _emit(gm, group, ops, name, consts, "full")
 
 
 def _layout(group, ops) -> str:
@@ -1110,11 +1101,9 @@ def from_torch(module, example_inputs, *, frontend: str = "auto") -> Imported:
     gm, example_inputs = _trace(module, example_inputs, frontend)
     consts: dict = {}
     times = _time_nodes(gm, example_inputs, consts)
-    nodes = [n for n in gm.graph.nodes]
+    nodes = list(gm.graph.nodes)
     classified: list = []
     fallbacks: list = []
-    _CONSTS.clear()
-    _CONSTS.update(consts)
     for n in nodes:
         if n.op in ("placeholder", "output", "get_attr"):
             classified.append((n, None, None))
@@ -1166,7 +1155,7 @@ def from_torch(module, example_inputs, *, frontend: str = "auto") -> Imported:
             continue
         name = f"k{len(kernels)}_{'_'.join(dict.fromkeys(op.name for _, op in run if op.name not in ('identity', 'reshape')))}"
         try:
-            k = _emit_any(gm, [n for n, _ in run], [op for _, op in run], name)
+            k = _emit_any(gm, [n for n, _ in run], [op for _, op in run], name, consts)
         except _Unsupported as e:
             if len(run) == 1:
                 n = run[0][0]
@@ -1175,7 +1164,7 @@ def from_torch(module, example_inputs, *, frontend: str = "auto") -> Imported:
             # split: the longest prefix that lowers, then the rest
             for cut in range(len(run) - 1, 0, -1):
                 try:
-                    _emit_any(gm, [n for n, _ in run[:cut]], [op for _, op in run[:cut]], "probe")
+                    _emit_any(gm, [n for n, _ in run[:cut]], [op for _, op in run[:cut]], "probe", consts)
                 except _Unsupported:
                     continue
                 pending[:0] = [run[:cut], run[cut:]]
@@ -1201,6 +1190,7 @@ def _cache_root(cache_dir) -> Path:
     return Path(os.environ.get("HOME", tempfile.gettempdir())) / ".cache" / "perfdojo" / "models"
 
 
+@functools.lru_cache(maxsize=None)
 def _machine_id(arch: str) -> str:
     model = ""
     try:
@@ -1227,13 +1217,18 @@ class _Built:
     cached: bool
 
 
+def _cached(d: Path) -> bool:
+    """Whether the kernel cache entry `d` is complete (kernel.c is written last)."""
+    return (d / "kernel.c").exists() and (d / "report.json").exists()
+
+
 def _optimise(kernels, keys, shares, arch, mode, threads, root: Path, progress) -> list:
     from .optimizer import PerfDojo
     out = []
     opt = None
     for i, (k, key, share) in enumerate(zip(kernels, keys, shares)):
         d = root / "kernels" / key
-        if (d / "kernel.c").exists() and (d / "report.json").exists():
+        if _cached(d):
             out.append(_Built(key, (d / "kernel.c").read_text(), (d / "kernel.h").read_text(),
                               json.loads((d / "report.json").read_text()), True))
             continue
@@ -1380,32 +1375,35 @@ def _as_op(call: _KernelCall):
     return run
 
 
+def _kernel_module(fn, label):
+    """An nn.Module whose forward is `fn` (one kernel call), printed as `label`."""
+    torch = _torch()
+
+    class KernelModule(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fn, self.label = fn, label
+
+        def forward(self, *xs):
+            return self.fn(*xs)
+
+        def extra_repr(self):
+            return self.label
+
+    return KernelModule()
+
+
 def _rewrite(imported: Imported, calls: list):
     """The traced graph with each kernel's operators replaced by one call of the kernel."""
-    torch = _torch()
     gm = imported.graph_module
     graph = gm.graph
-    replaced: dict = {}  # a kernel's output node -> the getitem of its call that replaced it
-    for idx, (k, group, call) in enumerate(zip(imported.kernels, imported.groups, calls)):
+    # node name -> node; a kernel's output node is replaced by the getitem of its call
+    by_name = {n.name: n for n in graph.nodes}
+    for k, group, call in zip(imported.kernels, imported.groups, calls):
         mod_name = f"perfdojo_{k.name}"
-
-        class KernelModule(torch.nn.Module):
-            def __init__(self, fn, label):
-                super().__init__()
-                self.fn, self.label = fn, label
-
-            def forward(self, *xs):
-                return self.fn(*xs)
-
-            def extra_repr(self):
-                return self.label
-
-        gm.add_submodule(mod_name, KernelModule(_as_op(call), f"{k.name}: {' + '.join(k.ops)}"))
-        last = group[-1]
-        by_name = {n.name: n for n in graph.nodes}
-        by_name.update(replaced)
+        gm.add_submodule(mod_name, _kernel_module(_as_op(call), f"{k.name}: {' + '.join(k.ops)}"))
         # inserting before the node after the group keeps the new nodes in creation order
-        with graph.inserting_before(last.next):
+        with graph.inserting_before(group[-1].next):
             args = []
             for kind, ref in k.inputs:
                 if kind == "node":
@@ -1422,8 +1420,7 @@ def _rewrite(imported: Imported, calls: list):
             getters = [graph.call_function(operator.getitem, (call_node, i)) for i in range(len(k.outputs))]
         for out_name, g in zip(k.outputs, getters):
             by_name[out_name].replace_all_uses_with(g)
-            g.args = (call_node, k.outputs.index(out_name))
-            replaced[out_name] = g
+            by_name[out_name] = g
         for n in reversed(group):
             if not n.users:
                 graph.erase_node(n)
@@ -1476,7 +1473,7 @@ def compile(module, example_inputs, timeout: float = 120, *, arch: Optional[str]
     example_inputs = tuple(example_inputs)
     root = _cache_root(cache_dir)
     keys = [_kernel_key(k, arch, mode, threads) for k in imported.kernels]
-    todo = [i for i, key in enumerate(keys) if not (root / "kernels" / key / "kernel.c").exists()]
+    todo = [i for i, key in enumerate(keys) if not _cached(root / "kernels" / key)]
     weights = [max(imported.kernels[i].eager_s, 1e-9) for i in todo]
     # Each kernel to optimise gets a floor (a small kernel still needs its sketches measured),
     # the rest of the budget by its share of the eager time.
@@ -1500,8 +1497,8 @@ def compile(module, example_inputs, timeout: float = 120, *, arch: Optional[str]
     report = imported.report()
     for entry, b in zip(report["kernels"], built):
         entry.update({"key": b.key, "cached": b.cached, "speedup": b.report.get("speedup"),
-                      "verified": b.report.get("verified"), "original_s": b.report.get("original_s"),
-                      "optimized_s": b.report.get("optimized_s")})
+                      "verified": b.report.get("verified"), "baseline_s": b.report.get("baseline_s"),
+                      "final_s": b.report.get("final_s")})
     cm = CompiledModule(module, gm, imported, shapes, report, so, header, fallback)
     with torch.no_grad():
         got = cm(*example_inputs)

@@ -64,7 +64,8 @@ class RMSNormSwiGLU(nn.Module):
 
 
 class ConvBlock(nn.Module):
-    """A ResNet basic block: 3x3 convolutions (padding 1), inference batch norm, residual add."""
+    """A ResNet basic block (3x3 convolutions with padding 1, inference batch norm, residual add),
+    then a depthwise 3x3 convolution with stride 2 and a bias."""
 
     def __init__(self, c=8):
         super().__init__()
@@ -75,10 +76,11 @@ class ConvBlock(nn.Module):
         for bn in (self.bn1, self.bn2):
             bn.running_mean.uniform_(-0.5, 0.5)
             bn.running_var.uniform_(0.5, 2.0)
+        self.dw = nn.Conv2d(c, c, 3, stride=2, padding=1, groups=c)  # depthwise, strided
 
     def forward(self, x):
         y = torch.relu(self.bn1(self.conv1(x)))
-        return torch.relu(self.bn2(self.conv2(y)) + x)
+        return self.dw(torch.relu(self.bn2(self.conv2(y)) + x))
 
 
 class InPlaceThroughView(nn.Module):
@@ -134,6 +136,8 @@ def main():
     header = Path(fast.header).read_text()
     check(header.count("_entry(") == len(imp.kernels), header)
     check(not fast.report["library_cached"], "a fresh cache had the library already")
+    # each kernel's optimiser report: the original's and the returned kernel's times
+    check(all(k["baseline_s"] > 0 and k["final_s"] > 0 for k in fast.report["kernels"]), fast.report["kernels"])
     # the graph calls the kernels and keeps the two operators PyTorch runs
     code = fast.gm.code
     check(code.count("self.perfdojo_k") == len(imp.kernels) and "cumsum" in code, code)
