@@ -1,5 +1,6 @@
 #include "ir/check.h"
 
+#include <cmath>
 #include <optional>
 #include <set>
 
@@ -51,6 +52,17 @@ class StreamChecker::Impl {
                        " bound of the scope at depth " + std::to_string(depth) + " uses {" +
                        std::to_string((*b)->max_depth()) +
                        "}: a bound may use only the iterators of the scopes around it");
+    // A bound's indirect term reads an i32 input that declares its range, in bounds (its value
+    // needs no range of its own: the clamp to the extent keeps the iterator inside).
+    for (const auto* g : {&bounds.lo_gather, &bounds.hi_gather}) {
+      if (!*g) continue;
+      Access bound;
+      bound.buffer =
+          "the scope's " + std::string(g == &bounds.lo_gather ? "lower" : "upper") + " bound";
+      bound.loc = loc;
+      int64_t lo = 0, hi = 0;
+      gather(**g, bound, &lo, &hi);
+    }
     extents_.push_back(extent);
     open_.push_back({loc, false});
   }
@@ -109,35 +121,97 @@ class StreamChecker::Impl {
       return b;
     }
     for (size_t i = 0; i < a.index.size(); ++i) {
-      const Affine& ix = a.index[i];
-      int64_t lo = ix.constant, hi = ix.constant;
-      bool in_scope = true;
-      for (int k = 0; k < static_cast<int>(ix.coeffs.size()); ++k) {
-        int64_t c = ix.coeffs[k];
-        if (c == 0) continue;
-        if (k >= static_cast<int>(extents_.size())) {
-          error(a.loc, "iterator {" + std::to_string(k) + "} in '" + print_access(a) +
-                           "' is out of range: the statement is inside " +
-                           std::to_string(extents_.size()) + " scope(s)");
-          in_scope = false;
-          break;
-        }
-        int64_t span = 0;
-        if (__builtin_mul_overflow(c, extents_[k] - 1, &span) ||
-            __builtin_add_overflow(span < 0 ? lo : hi, span, span < 0 ? &lo : &hi)) {
+      int64_t lo = 0, hi = 0;
+      if (!affine_range(a.index[i], i, a, &lo, &hi)) continue;
+      if (const Gather* g = a.gather_at(i)) {
+        int64_t glo = 0, ghi = 0;
+        if (!gather(*g, a, &glo, &ghi)) continue;
+        if (__builtin_add_overflow(lo, glo, &lo) || __builtin_add_overflow(hi, ghi, &hi)) {
           error(a.loc, "index " + std::to_string(i) + " of '" + print_access(a) + "' overflows");
-          in_scope = false;
-          break;
+          continue;
         }
       }
-      if (in_scope && (lo < 0 || hi >= b->shape[i])) {
+      if (lo < 0 || hi >= b->shape[i]) {
         error(a.loc, "index " + std::to_string(i) + " of '" + print_access(a) + "' ranges over [" +
                          std::to_string(lo) + ", " + std::to_string(hi) +
                          "] but the dimension has extent " + std::to_string(b->shape[i]) +
-                         " (valid 0.." + std::to_string(b->shape[i] - 1) + ")");
+                         " (valid 0.." + std::to_string(b->shape[i] - 1) +
+                         (a.gather_at(i) ? std::string("; its indirect term over the range '") +
+                                               a.gather_at(i)->buffer + "' declares"
+                                         : std::string()) +
+                         ")");
       }
     }
     return b;
+  }
+
+  // The range [*lo, *hi] of index `ix` (dimension `i` of `a`) over the enclosing scopes'
+  // extents; false (after the error) when it names an iterator outside them or overflows.
+  bool affine_range(const Affine& ix, size_t i, const Access& a, int64_t* lo, int64_t* hi) {
+    *lo = *hi = ix.constant;
+    for (int k = 0; k < static_cast<int>(ix.coeffs.size()); ++k) {
+      int64_t c = ix.coeffs[k];
+      if (c == 0) continue;
+      if (k >= static_cast<int>(extents_.size())) {
+        error(a.loc, "iterator {" + std::to_string(k) + "} in '" + print_access(a) +
+                         "' is out of range: the statement is inside " +
+                         std::to_string(extents_.size()) + " scope(s)");
+        return false;
+      }
+      int64_t span = 0;
+      if (__builtin_mul_overflow(c, extents_[k] - 1, &span) ||
+          __builtin_add_overflow(span < 0 ? *lo : *hi, span, span < 0 ? lo : hi)) {
+        error(a.loc, "index " + std::to_string(i) + " of '" + print_access(a) + "' overflows");
+        return false;
+      }
+    }
+    return true;
+  }
+
+  // An indirect term of `a` (docs/ir.md, "Indirect indices"): it reads an i32 input that
+  // declares its values' range, in bounds; [*lo, *hi] is that range. False after an error.
+  bool gather(const Gather& g, const Access& a, int64_t* lo, int64_t* hi) {
+    const BufferDecl* b = p_->find_buffer(g.buffer);
+    const std::string where = "the indirect index '" + g.buffer + "[...]' of '" + a.buffer + "'";
+    if (!b) {
+      error(g.loc, p_->find_size(g.buffer) ? "'" + g.buffer + "' is a size, not a buffer"
+                                           : "undeclared buffer '" + g.buffer + "'");
+      return false;
+    }
+    if (b->role != Role::kInput || b->dtype != DType::kI32) {
+      error(g.loc, where + " must read an i32 input ('" + g.buffer + "' is " +
+                       (b->role == Role::kInput ? "an " : "a ") + role_name(b->role) + " of " +
+                       dtype_name(b->dtype) + ")");
+      return false;
+    }
+    if (!b->range || b->range->first != std::floor(b->range->first) ||
+        b->range->second != std::floor(b->range->second)) {
+      error(g.loc, where + ": input '" + g.buffer +
+                       "' must declare the integer range of its values, 'in [LO, HI)'");
+      return false;
+    }
+    if (g.index.size() != b->shape.size()) {
+      error(g.loc, "'" + g.buffer + "' has rank " + std::to_string(b->shape.size()) +
+                       " but is indexed with " + std::to_string(g.index.size()) + " index(es)");
+      return false;
+    }
+    Access inner;
+    inner.buffer = g.buffer;
+    inner.index = g.index;
+    inner.loc = g.loc;
+    for (size_t i = 0; i < g.index.size(); ++i) {
+      int64_t l = 0, h = 0;
+      if (!affine_range(g.index[i], i, inner, &l, &h)) return false;
+      if (l < 0 || h >= b->shape[i]) {
+        error(g.loc, "index " + std::to_string(i) + " of '" + print_access(inner) +
+                         "' ranges over [" + std::to_string(l) + ", " + std::to_string(h) +
+                         "] but the dimension has extent " + std::to_string(b->shape[i]));
+        return false;
+      }
+    }
+    *lo = static_cast<int64_t>(b->range->first);
+    *hi = static_cast<int64_t>(b->range->second) - 1;
+    return true;
   }
 
   // The element type of `e`, or nullopt for a bare literal (which adapts to its context).
@@ -217,6 +291,19 @@ class StreamChecker::Impl {
                      print_access(a) + "' would read memory never written");
   }
 
+  // Indirect reads are of inputs: nothing the kernel writes is read through an index it cannot
+  // analyse, so every dependence the moves test stays exact.
+  void indirect_reads(const Expr& e) {
+    if (e.kind == ExprKind::kLoad && e.access.indirect()) {
+      const BufferDecl* b = p_->find_buffer(e.access.buffer);
+      if (b && b->role != Role::kInput)
+        error(e.access.loc, "'" + print_access(e.access) + "' reads " + role_name(b->role) + " '" +
+                                b->name +
+                                "' through an indirect index: only inputs may be read that way");
+    }
+    for (const auto& a : e.args) indirect_reads(*a);
+  }
+
   void stmt(const Stmt& s) {
     unwritten_reads(*s.rhs);
     if (s.op != Reduce::kNone) read_of(s.lhs);
@@ -224,6 +311,11 @@ class StreamChecker::Impl {
     const BufferDecl* target = access(s.lhs);
     if (target && target->role == Role::kInput)
       error(s.lhs.loc, "cannot write to input '" + target->name + "'");
+    if (s.lhs.indirect())
+      error(s.lhs.loc, "'" + print_access(s.lhs) +
+                           "' writes through an indirect index (a scatter): not supported yet; "
+                           "indirect indices may stand in reads only");
+    indirect_reads(*s.rhs);
     auto t = type_of(*s.rhs, s.loc);
     // A narrow target (bf16, f16, i8, u8) takes a value of its compute type, narrowed as stored.
     const DType want = target ? compute_type(target->dtype) : DType::kF32;

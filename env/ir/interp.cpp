@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdio>
+#include <functional>
 #include <limits>
 #include <random>
 #include <unordered_map>
@@ -50,6 +52,18 @@ struct Resolved {
   std::vector<int64_t> strides;
   std::vector<char>* written = nullptr;  // per element, when uninitialised reads are refused
   std::vector<double>* bound = nullptr;  // per element, when error bounds are tracked
+  // An indirect access's index buffers, per dimension (null where the index is affine), with
+  // their strides.
+  std::vector<const Tensor*> gather;
+  std::vector<std::vector<int64_t>> gather_strides;
+  std::vector<std::pair<double, double>> gather_range;  // the values each index buffer declares
+};
+
+// Thrown where an indirect index reads a value outside the range its buffer declares.
+struct IndexOutOfRange {
+  const Gather* gather;
+  int64_t offset;  // of the element read in the index buffer
+  double value;
 };
 
 // The unit roundoff of a type: half its epsilon (0 for i32, whose arithmetic is exact).
@@ -105,7 +119,7 @@ class Interpreter {
           touched_.clear();
         }
         // A bounded scope runs over its range at the enclosing iterators' values.
-        const auto [first, end] = scope_range(n->extent, n->bounds, iters_.data());
+        const auto [first, end] = range_of(*n);
         iters_.push_back(0);
         if (par && options_->par_order != InterpretOptions::ParOrder::kForward) {
           std::vector<int64_t> order;
@@ -178,6 +192,22 @@ class Interpreter {
       if (w != written_->end()) r.written = &w->second;
     }
     if (bounds_) r.bound = &bounds_->at(a.buffer).data;
+    if (a.indirect()) {
+      r.gather.assign(a.index.size(), nullptr);
+      r.gather_strides.resize(a.index.size());
+      r.gather_range.resize(a.index.size());
+      for (size_t d = 0; d < a.index.size(); ++d) {
+        const Gather* g = a.gather_at(d);
+        if (!g) continue;
+        const Tensor& t = mem_.at(g->buffer);
+        r.gather[d] = &t;
+        r.gather_range[d] = *p_.find_buffer(g->buffer)->range;
+        auto& st = r.gather_strides[d];
+        st.assign(t.shape.size(), 1);
+        for (int i = static_cast<int>(t.shape.size()) - 2; i >= 0; --i)
+          st[i] = st[i + 1] * t.shape[i + 1];
+      }
+    }
     return cache_.emplace(&a, std::move(r)).first->second;
   }
 
@@ -185,6 +215,44 @@ class Interpreter {
     int64_t off = 0;
     for (size_t d = 0; d < a.index.size(); ++d) {
       off += evaluate(a.index[d], iters_.data()) * r.strides[d];
+    }
+    if (a.indirect()) off += gathered(a, r);
+    return off;
+  }
+
+  // A scope's range at the enclosing iterators' values; an indirect bound reads its index
+  // buffer, whose value must lie in its declared range.
+  std::pair<int64_t, int64_t> range_of(const Node& n) const {
+    if (!n.bounds.indirect()) return scope_range(n.extent, n.bounds, iters_.data());
+    return scope_range(n.extent, n.bounds, iters_.data(), [&](const Gather& g) {
+      const Tensor& t = mem_.at(g.buffer);
+      int64_t at = 0, stride = 1;
+      for (int i = static_cast<int>(g.index.size()) - 1; i >= 0; --i) {
+        at += evaluate(g.index[i], iters_.data()) * stride;
+        stride *= t.shape[i];
+      }
+      const double v = t.data[at];
+      const auto range = *p_.find_buffer(g.buffer)->range;
+      if (!(v >= range.first && v < range.second)) throw IndexOutOfRange{&g, at, v};
+      return static_cast<int64_t>(v);
+    });
+  }
+
+  // The indirect terms' part of an access's offset: each reads its index buffer, whose value
+  // must lie in the range the buffer declares (the checker's proof of the access's bounds rests
+  // on it), else the run stops before the read.
+  int64_t gathered(const Access& a, const Resolved& r) const {
+    int64_t off = 0;
+    for (size_t d = 0; d < a.index.size(); ++d) {
+      const Gather* g = a.gather_at(d);
+      if (!g) continue;
+      int64_t at = 0;
+      for (size_t i = 0; i < g->index.size(); ++i)
+        at += evaluate(g->index[i], iters_.data()) * r.gather_strides[d][i];
+      const double v = r.gather[d]->data[at];
+      const auto [lo, hi] = r.gather_range[d];
+      if (!(v >= lo && v < hi)) throw IndexOutOfRange{g, at, v};
+      off += static_cast<int64_t>(v) * r.strides[d];
     }
     return off;
   }
@@ -599,7 +667,7 @@ class Interpreter {
     for (const auto& c : n.body)
       if (c->is_scope) return false;
     const size_t depth = iters_.size();
-    const auto [first, end] = scope_range(n.extent, n.bounds, iters_.data());
+    const auto [first, end] = range_of(n);
     iters_.push_back(0);
     std::vector<Pending> lanes(static_cast<size_t>(n.extent));
     for (const auto& c : n.body) {
@@ -687,6 +755,7 @@ Tensor make_input(const BufferDecl& decl, uint64_t seed) {
     v = round_to(decl.dtype, x);
     if (v >= hi && !integral) v = lo;  // rounding to f32 (or bf16, f16) can reach hi
   }
+  if (decl.sorted) std::sort(t.data.begin(), t.data.end());
   return t;
 }
 
@@ -697,10 +766,65 @@ TensorMap make_inputs(const Program& p, uint64_t seed) {
   return m;
 }
 
+std::string index_range_message(const BufferDecl& b, int64_t offset, double value) {
+  char v[64];
+  std::snprintf(v, sizeof v, "%.17g", value);
+  return "index buffer '" + b.name + "' holds " + v + " at " + element_text(b.shape, offset) +
+         ", outside the range [" + std::to_string(static_cast<int64_t>(b.range->first)) + ", " +
+         std::to_string(static_cast<int64_t>(b.range->second)) +
+         ") it declares: an indirect index there would read outside its buffer";
+}
+
+bool used_as_index(const Program& p, const std::string& name) {
+  bool found = false;
+  std::function<void(const Expr&)> expr = [&](const Expr& e) {
+    if (e.kind == ExprKind::kLoad)
+      for (const auto& g : e.access.gather) found = found || (g && g->buffer == name);
+    for (const auto& a : e.args) expr(*a);
+  };
+  std::function<void(const std::vector<NodePtr>&)> walk = [&](const std::vector<NodePtr>& body) {
+    for (const auto& n : body) {
+      if (found) return;
+      if (n->is_scope) {
+        for (const auto* g : {&n->bounds.lo_gather, &n->bounds.hi_gather})
+          found = found || (*g && (*g)->buffer == name);
+        walk(n->body);
+      } else {
+        expr(*n->stmt.rhs);
+      }
+    }
+  };
+  walk(p.body);
+  return found;
+}
+
+std::vector<Diagnostic> check_index_data(const Program& p, const TensorMap& inputs) {
+  if (!any_indirect(p.body)) return {};
+  for (const auto& b : p.buffers) {
+    if (b.role != Role::kInput || b.dtype != DType::kI32 || !b.range) continue;
+    auto it = inputs.find(b.name);
+    if (it == inputs.end() || !used_as_index(p, b.name)) continue;
+    const auto& d = it->second.data;
+    for (size_t i = 0; i < d.size(); ++i) {
+      if (!(d[i] >= b.range->first && d[i] < b.range->second))
+        return {{b.loc, index_range_message(b, static_cast<int64_t>(i), d[i])}};
+      if (b.sorted && i > 0 && d[i] < d[i - 1]) {
+        char m[160];
+        std::snprintf(m, sizeof m, "%.17g at %s is below %.17g at %s", d[i],
+                      element_text(b.shape, static_cast<int64_t>(i)).c_str(), d[i - 1],
+                      element_text(b.shape, static_cast<int64_t>(i) - 1).c_str());
+        return {{b.loc, "index buffer '" + b.name + "' is declared sorted but holds " + m}};
+      }
+    }
+  }
+  return {};
+}
+
 Result<TensorMap> interpret(const Program& p, const TensorMap& inputs,
                             const InterpretOptions& options) {
   auto errors = check_program(p);
   if (!errors.empty()) return errors;
+  if (auto e = check_index_data(p, inputs); !e.empty()) return e;
   TensorMap mem;
   for (const auto& b : p.buffers) {
     if (b.role == Role::kInput) {
@@ -750,6 +874,9 @@ Result<TensorMap> interpret(const Program& p, const TensorMap& inputs,
                                std::string(role_name(b->role)) + " '" + b->name + "' element " +
                                at + ", which " + other + (race.other_wrote ? " wrote" : " read") +
                                " in the same execution of the scope"}};
+  } catch (const IndexOutOfRange& o) {
+    const BufferDecl* b = p.find_buffer(o.gather->buffer);
+    return std::vector<Diagnostic>{{o.gather->loc, index_range_message(*b, o.offset, o.value)}};
   } catch (const UninitialisedRead& u) {
     const BufferDecl* b = p.find_buffer(u.access->buffer);
     const std::string at = element_text(b->shape, u.offset);

@@ -67,6 +67,16 @@ std::string element_text(const std::vector<int64_t>& shape, int64_t offset);
 Result<TensorMap> interpret(const Program& p, const TensorMap& inputs,
                             const InterpretOptions& options = {});
 
+/// Every value of the i32 inputs that indirect indices read lies in the range the input
+/// declares (`in [LO, HI)`): else one error naming the buffer, the element and the value. Run
+/// before a kernel touches data it did not generate (interpret runs it first; the generated
+/// code relies on it, as it reads through the values unchecked outside debug builds).
+std::vector<Diagnostic> check_index_data(const Program& p, const TensorMap& inputs);
+/// The message of an index value `value` at row-major `offset` of `b` outside its range.
+std::string index_range_message(const BufferDecl& b, int64_t offset, double value);
+/// Whether an indirect index of `p` reads the buffer `name`.
+bool used_as_index(const Program& p, const std::string& name);
+
 /// Largest elementwise error between two tensors: max |a-b| / max(1, |a|, |b|);
 /// NaN in exactly one of them, or a shape mismatch, gives +infinity.
 double max_relative_error(const Tensor& a, const Tensor& b);

@@ -192,6 +192,43 @@ bool any_bounded(const std::vector<NodePtr>& body) {
   return false;
 }
 
+double indirect_mean_trips(int64_t extent, const ScopeBounds& bounds,
+                           const std::vector<int64_t>& outer) {
+  // The iterators the indirect terms read their elements by: one range per combination.
+  std::vector<bool> used(outer.size(), false);
+  for (const auto* g : {&bounds.lo_gather, &bounds.hi_gather})
+    if (*g)
+      for (const auto& ix : (*g)->index)
+        for (size_t k = 0; k < ix.coeffs.size() && k < outer.size(); ++k)
+          used[k] = used[k] || ix.coeffs[k] != 0;
+  double ranges = 1;
+  for (size_t k = 0; k < outer.size(); ++k)
+    if (used[k]) ranges *= static_cast<double>(outer[k]);
+  // One side indirect: half the extent on average.
+  const double share = bounds.lo_gather && bounds.hi_gather ? 1.0 : 0.5;
+  return std::max(1.0, share * static_cast<double>(extent) / ranges);
+}
+
+namespace {
+bool expr_indirect(const Expr& e) {
+  if (e.kind == ExprKind::kLoad && e.access.indirect()) return true;
+  for (const auto& a : e.args)
+    if (expr_indirect(*a)) return true;
+  return false;
+}
+}  // namespace
+
+bool any_indirect(const std::vector<NodePtr>& body) {
+  for (const auto& c : body) {
+    if (c->is_scope) {
+      if (c->bounds.indirect() || any_indirect(c->body)) return true;
+    } else if (c->stmt.lhs.indirect() || expr_indirect(*c->stmt.rhs)) {
+      return true;
+    }
+  }
+  return false;
+}
+
 NodePtr Node::statement(Stmt s) {
   auto n = std::make_shared<Node>();
   n->loc = s.loc;
@@ -242,7 +279,7 @@ bool same_decl(const BufferDecl& a, const BufferDecl& b) {
                                   same_double(a.range->second, b.range->second)));
   return a.name == b.name && a.role == b.role && a.dtype == b.dtype && a.shape == b.shape &&
          a.shape_names == b.shape_names && same_opt(a.init, b.init) && same_range &&
-         a.stream == b.stream;
+         a.range_names == b.range_names && a.sorted == b.sorted && a.stream == b.stream;
 }
 
 bool same_body(const std::vector<NodePtr>& a, const std::vector<NodePtr>& b) {
@@ -286,6 +323,15 @@ class Hasher {
     str(a.buffer);
     u64(a.index.size());
     for (const auto& i : a.index) affine(i);
+    // Only an indirect access hashes its gathers, so every other program keeps its hash.
+    if (!a.indirect()) return;
+    u64(0x6761746865720000ULL);  // "gather"
+    for (const auto& g : a.gather) {
+      u64(g ? g->index.size() : 0);
+      if (!g) continue;
+      str(g->buffer);
+      for (const auto& i : g->index) affine(i);
+    }
   }
   void expr(const Expr& e) {
     u64(static_cast<uint64_t>(e.kind));
@@ -320,6 +366,15 @@ class Hasher {
     u64(static_cast<uint64_t>(annot) + (bounds.lo ? 64 : 0) + (bounds.hi ? 128 : 0));
     if (bounds.lo) affine(*bounds.lo);
     if (bounds.hi) affine(*bounds.hi);
+    if (!bounds.indirect()) return;  // only indirect bounds hash their terms
+    u64(0x6761746865720001ULL);
+    for (const auto* g : {&bounds.lo_gather, &bounds.hi_gather}) {
+      u64(g->has_value());
+      if (!*g) continue;
+      str((*g)->buffer);
+      u64((*g)->index.size());
+      for (const auto& i : (*g)->index) affine(i);
+    }
   }
   void statement(const Stmt& s) {
     u64(0);
@@ -359,7 +414,12 @@ class Hasher {
       if (b.range) {
         f64(b.range->first);
         f64(b.range->second);
+        if (!b.range_names.first.empty() || !b.range_names.second.empty()) {  // only when named
+          str(b.range_names.first);
+          str(b.range_names.second);
+        }
       }
+      if (b.sorted) u64(0x534f52544544ULL);  // only when set, as `stream`
       if (b.stream) {  // only when set: hashes of programs without it stay as they were
         u64(0x53545245414dULL);
       }

@@ -74,12 +74,33 @@ struct Affine {
   bool operator==(const Affine&) const = default;
 };
 
+/// An indirect index term (docs/ir.md, "Indirect indices"): the value of `buffer[index...]`, an
+/// element of an i32 input whose declaration bounds its values (`in [LO, HI)`).
+struct Gather {
+  std::string buffer;
+  std::vector<Affine> index;
+  SourceLoc loc;
+  bool operator==(const Gather& o) const { return buffer == o.buffer && index == o.index; }
+};
+
 /// A buffer element reference: name[index_0, ..., index_{r-1}].
 struct Access {
   std::string buffer;
   std::vector<Affine> index;
   SourceLoc loc;
-  bool operator==(const Access& o) const { return buffer == o.buffer && index == o.index; }
+  /// Indirect terms: empty when there are none (the common case), else one entry per dimension,
+  /// gather[d] (when set) adding the value it reads to index[d]. Never non-empty with every entry
+  /// unset (the parser's rule, which the moves keep), so equal accesses compare equal.
+  std::vector<std::optional<Gather>> gather;
+  bool operator==(const Access& o) const {
+    return buffer == o.buffer && index == o.index && gather == o.gather;
+  }
+  /// Whether some dimension reads its index from a buffer.
+  bool indirect() const { return !gather.empty(); }
+  /// The gather of dimension d, or nullptr.
+  const Gather* gather_at(size_t d) const {
+    return d < gather.size() && gather[d] ? &*gather[d] : nullptr;
+  }
 };
 
 /// Expression node kinds. kIndex is the integer value of an affine function of the iterators
@@ -166,7 +187,13 @@ enum class Annot { kNone, kVector, kParallel, kUnroll, kGpuBlock, kGpuThread };
 /// reasons about a scope's iterator range through its extent stays true (an over-approximation).
 struct ScopeBounds {
   std::optional<Affine> lo, hi;
+  /// A bound's indirect term (docs/ir.md, "Indirect indices"): the value it reads is added to
+  /// the bound (`lo`, resp. `hi`, is then set too, zero when the bound is the term alone), as a
+  /// CSR row's range reads its row pointers: `NNZ(rowptr[{0}]..rowptr[{0}+1])`.
+  std::optional<Gather> lo_gather, hi_gather;
   bool any() const { return lo.has_value() || hi.has_value(); }
+  /// Whether a bound reads a buffer.
+  bool indirect() const { return lo_gather.has_value() || hi_gather.has_value(); }
   bool operator==(const ScopeBounds&) const = default;
 };
 
@@ -178,14 +205,30 @@ inline int64_t evaluate(const Affine& a, const int64_t* iters) {
 }
 
 /// The first and one-past-last value of a scope's iterator of `extent` with `bounds`, where the
-/// enclosing iterators are `iters`; first >= end when the scope runs no iteration there.
-inline std::pair<int64_t, int64_t> scope_range(int64_t extent, const ScopeBounds& bounds,
-                                               const int64_t* iters) {
+/// enclosing iterators are `iters`; first >= end when the scope runs no iteration there. A
+/// bound's indirect term adds `gathered(term)`: the value its index buffer holds there (callers
+/// without the data pass none and must not ask about indirect bounds).
+template <class Gathered>
+std::pair<int64_t, int64_t> scope_range(int64_t extent, const ScopeBounds& bounds,
+                                        const int64_t* iters, Gathered&& gathered) {
   int64_t first = 0, end = extent;
-  if (bounds.lo) first = std::max<int64_t>(0, evaluate(*bounds.lo, iters));
-  if (bounds.hi) end = std::min<int64_t>(extent, evaluate(*bounds.hi, iters));
+  if (bounds.lo)
+    first = std::max<int64_t>(
+        0, evaluate(*bounds.lo, iters) + (bounds.lo_gather ? gathered(*bounds.lo_gather) : 0));
+  if (bounds.hi)
+    end = std::min<int64_t>(
+        extent, evaluate(*bounds.hi, iters) + (bounds.hi_gather ? gathered(*bounds.hi_gather) : 0));
   return {first, end};
 }
+inline std::pair<int64_t, int64_t> scope_range(int64_t extent, const ScopeBounds& bounds,
+                                               const int64_t* iters) {
+  return scope_range(extent, bounds, iters, [](const Gather&) { return int64_t{0}; });
+}
+/// What a model that has no data assumes of a scope with an indirect bound: its ranges split
+/// the extent evenly among the index elements its bounds read (a CSR matrix's rows share its
+/// non-zeros), `outer` holding the enclosing extents. The mean trip count.
+double indirect_mean_trips(int64_t extent, const ScopeBounds& bounds,
+                           const std::vector<int64_t>& outer);
 
 struct Node;
 /// Shared immutable tree node.
@@ -195,6 +238,8 @@ using NodePtr = std::shared_ptr<const Node>;
 bool any_bounded(const Node& n);
 /// Whether a scope in `body` (or below) is bounded.
 bool any_bounded(const std::vector<NodePtr>& body);
+/// Whether a statement in `body` (or below) has an indirect index (Access::indirect).
+bool any_indirect(const std::vector<NodePtr>& body);
 
 /// A scope (a loop of `extent` iterations over its body) or a statement.
 struct Node {
@@ -232,6 +277,11 @@ struct BufferDecl {
   std::vector<std::string> shape_names;  ///< per dim: size name used, "" for a literal
   std::optional<double> init;            ///< value every element holds before the body runs
   std::optional<std::pair<double, double>> range;  ///< input value range for generated data
+  /// Per bound of `range`: the size name it was written with, "" for a number.
+  std::pair<std::string, std::string> range_names;
+  /// `sorted` (i32 inputs): the values never decrease along the row-major order (a CSR row
+  /// pointer); generated data is sorted, and given data is checked (check_index_data).
+  bool sorted = false;
   /// `stream`: its vector stores bypass the cache (non-temporal, x86 only; no read-for-ownership,
   /// the lines not left in cache). Says how stores run, never what they store.
   bool stream = false;

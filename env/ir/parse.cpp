@@ -296,6 +296,8 @@ class LineParser {
         fail(t, "number " + describe(t) + " is out of range");
     } else if (t.kind == Tok::kIdent && t.text == "inf") {
       v = std::numeric_limits<double>::infinity();
+    } else if (const SizeDecl* s = t.kind == Tok::kIdent ? prog_.find_size(t.text) : nullptr) {
+      v = static_cast<double>(s->value);  // a size's value (`in [0, V)`); printed as the number
     } else {
       fail(t, "expected " + what + ", found " + describe(t));
     }
@@ -372,13 +374,30 @@ class LineParser {
       Token in = next();
       if (b.role != Role::kInput) fail(in, "only inputs take a value range 'in [LO, HI]'");
       expect(Tok::kLBracket, "'[' to start the value range");
+      // A bound written as a size keeps its name, as a dimension does, so a resized kernel's
+      // index range follows the table it indexes (`in [0, V)`).
+      auto size_named = [&]() -> std::string {
+        return peek().kind == Tok::kIdent && prog_.find_size(peek().text) ? peek().text : "";
+      };
+      b.range_names.first = size_named();
       double lo = parse_number("the range's lower bound");
       expect(Tok::kComma, "',' between the range's bounds");
+      b.range_names.second = size_named();
       double hi = parse_number("the range's upper bound");
-      Token close = expect(Tok::kRBracket, "']' to close the value range");
+      // [LO, HI) says what the range always meant (generated values lie in [LO, HI)); both
+      // spellings parse, and the canonical text prints ']'.
+      Token close = peek().kind == Tok::kRParen
+                        ? next()
+                        : expect(Tok::kRBracket, "']' or ')' to close the value range");
       if (!(lo < hi) || std::isinf(lo) || std::isinf(hi))
         fail(close, "the value range must be finite with LO < HI");
       b.range = {lo, hi};
+    }
+    if (peek().kind == Tok::kIdent && peek().text == "sorted") {
+      Token so = next();
+      if (b.role != Role::kInput || b.dtype != DType::kI32)
+        fail(so, "only i32 inputs can be declared 'sorted' (a CSR row pointer)");
+      b.sorted = true;
     }
     if (peek().kind == Tok::kIdent && peek().text == "stream") {
       Token st = next();
@@ -409,11 +428,61 @@ class LineParser {
     while (peek().kind == Tok::kPlus || peek().kind == Tok::kMinus) {
       Token op = next();
       bool minus = op.kind == Tok::kMinus;
+      const bool had = gather_taken();
       Affine b = parse_iterm();
+      if (minus && !had && gather_taken())
+        fail(op, "an indirect index term is added, never subtracted");
       add_into(a, b, minus ? -1 : 1, op);
     }
     a.normalise();
     return a;
+  }
+
+  // Whether the index being parsed has taken its indirect term (docs/ir.md, "Indirect indices").
+  bool gather_taken() const { return gather_slot_ && *gather_slot_; }
+
+  // One dimension of an access's index: affine terms plus at most one indirect term.
+  Affine parse_access_index(std::optional<Gather>& g) {
+    SlotScope in(gather_slot_, &g);
+    return parse_index();
+  }
+
+  // Sets the indirect-term slot for a parse and restores it on every exit (errors throw, and a
+  // backtracking parse goes on after them).
+  struct SlotScope {
+    std::optional<Gather>*& slot;
+    std::optional<Gather>* saved;
+    SlotScope(std::optional<Gather>*& s, std::optional<Gather>* to) : slot(s), saved(s) { s = to; }
+    ~SlotScope() { slot = saved; }
+    SlotScope(const SlotScope&) = delete;
+    SlotScope& operator=(const SlotScope&) = delete;
+  };
+
+  // `NAME[i, ...]` as a term of an access's index, after its name: an indirect term. Its own
+  // indices are affine: a read inside them does not nest.
+  Affine parse_gather(const Token& name) {
+    if (!gather_slot_)
+      fail(name, "'" + name.text +
+                     "[' reads a buffer: an indirect term may stand only in a buffer access's "
+                     "index or a scope's bound, added once (W[idx[{0}],{1}], "
+                     "NNZ(rowptr[{0}]..rowptr[{0}+1]))");
+    if (*gather_slot_) fail(name, "at most one indirect term ('" + name.text + "[...]') per index");
+    Gather g;
+    g.buffer = name.text;
+    g.loc = loc(name);
+    expect(Tok::kLBracket, "'['");
+    if (peek().kind == Tok::kRBracket)
+      fail(peek(), "expected an index, found ']' (buffers have rank 1 or more)");
+    std::optional<Gather>* const slot = gather_slot_;
+    {
+      SlotScope inner(gather_slot_, nullptr);
+      do {
+        g.index.push_back(parse_index());
+      } while (accept(Tok::kComma));
+      expect(Tok::kRBracket, "',' or ']' in the index list of '" + name.text + "'");
+    }
+    *slot = std::move(g);
+    return Affine{};
   }
 
   // Index arithmetic stays within +-2^40: far beyond any real buffer, and far from overflow in
@@ -434,11 +503,18 @@ class LineParser {
   }
 
   Affine parse_iterm() {
+    const Token first = peek();
     bool neg = accept(Tok::kMinus);
+    const bool had = gather_taken();
     Affine a = parse_ifactor();
+    if (!had && gather_taken() && (neg || peek().kind == Tok::kStar))
+      fail(first, "an indirect index term is added as it is: no sign or factor");
     while (peek().kind == Tok::kStar) {
       Token star = next();
+      const bool before = gather_taken();
       Affine b = parse_ifactor();
+      if (!before && gather_taken())
+        fail(star, "an indirect index term is added as it is: no sign or factor");
       bool a_const = a.max_depth() < 0, b_const = b.max_depth() < 0;
       if (!a_const && !b_const)
         fail(star, "index expressions must be affine: one side of '*' must be a constant");
@@ -459,6 +535,7 @@ class LineParser {
       case Tok::kInt:
         return Affine::constant_of(checked(t, parse_int(t)));
       case Tok::kIdent: {
+        if (peek().kind == Tok::kLBracket) return parse_gather(t);
         if (const SizeDecl* s = prog_.find_size(t.text)) return Affine::constant_of(s->value);
         fail(t, "unknown size '" + t.text + "' in an index expression");
       }
@@ -466,6 +543,7 @@ class LineParser {
         return parse_iterator();
       case Tok::kLParen: {
         if (++nesting_ > kMaxNesting) fail_limit(t, "index expression nests too deeply");
+        SlotScope none(gather_slot_, nullptr);  // no indirect term inside parentheses
         Affine a = parse_index();
         expect(Tok::kRParen, "')' to close the index subexpression");
         --nesting_;
@@ -507,9 +585,10 @@ class LineParser {
     const int64_t saved = depth_;
     depth_ = depth;
     in_bounds_ = true;
-    if (peek().kind != Tok::kDotDot) b.lo = parse_index();
+    // Each bound may add one indirect term (a CSR row's range: rowptr[{0}]..rowptr[{0}+1]).
+    if (peek().kind != Tok::kDotDot) b.lo = parse_access_index(b.lo_gather);
     expect(Tok::kDotDot, "'..' between a scope's lower and upper bound");
-    if (peek().kind != Tok::kRParen) b.hi = parse_index();
+    if (peek().kind != Tok::kRParen) b.hi = parse_access_index(b.hi_gather);
     expect(Tok::kRParen, "')' to close the scope's bounds");
     in_bounds_ = false;
     depth_ = saved;
@@ -526,8 +605,14 @@ class LineParser {
     if (peek().kind == Tok::kRBracket)
       fail(peek(), "expected an index, found ']' (buffers have rank 1 or more)");
     do {
-      a.index.push_back(parse_index());
+      std::optional<Gather> g;
+      a.index.push_back(parse_access_index(g));
+      if (g) {
+        a.gather.resize(a.index.size());
+        a.gather.back() = std::move(g);
+      }
     } while (accept(Tok::kComma));
+    if (a.indirect()) a.gather.resize(a.index.size());
     expect(Tok::kRBracket, "',' or ']' in the index list of '" + name.text + "'");
     return a;
   }
@@ -807,6 +892,8 @@ class LineParser {
   size_t pos_ = 0;
   int64_t depth_ = 0;       ///< scopes enclosing the statement being parsed
   bool in_bounds_ = false;  ///< parsing a scope's bounds (depth_ is that scope's depth)
+  /// Where an access's index being parsed keeps its indirect term; null where none may stand.
+  std::optional<Gather>* gather_slot_ = nullptr;
 
  private:
   std::vector<Token> toks_;

@@ -138,14 +138,38 @@ void print_expr_to(const Expr& e, int min_prec, std::string& out) {
   }
 }
 
+namespace {
+std::string print_indices(const std::vector<Affine>& index) {
+  std::string s;
+  for (size_t i = 0; i < index.size(); ++i) {
+    if (i) s += ",";
+    s += print_affine(index[i]);
+  }
+  return s;
+}
+
+// An index or bound with an indirect term: the term first, then the affine rest when there is
+// one (idx[{0}]+{1}, rowptr[{0}]).
+std::string print_indirect(const Gather& g, const Affine& rest) {
+  std::string s = g.buffer + "[" + print_indices(g.index) + "]";
+  if (rest.max_depth() < 0 && rest.constant == 0) return s;
+  const std::string r = print_affine(rest);
+  return s + (r[0] == '-' ? r : "+" + r);
+}
+}  // namespace
+
 std::string scope_token(int64_t extent, const std::string& extent_name, Annot annot,
                         const ScopeBounds& bounds) {
   std::string s = extent_name.empty() ? std::to_string(extent) : extent_name;
   if (bounds.any()) {
     s += "(";
-    if (bounds.lo) s += print_affine(*bounds.lo);
+    if (bounds.lo)
+      s += bounds.lo_gather ? print_indirect(*bounds.lo_gather, *bounds.lo)
+                            : print_affine(*bounds.lo);
     s += "..";
-    if (bounds.hi) s += print_affine(*bounds.hi);
+    if (bounds.hi)
+      s += bounds.hi_gather ? print_indirect(*bounds.hi_gather, *bounds.hi)
+                            : print_affine(*bounds.hi);
     s += ")";
   }
   if (annot != Annot::kNone) s += std::string(":") + annot_name(annot);
@@ -220,6 +244,10 @@ std::string print_access(const Access& a) {
   std::string s = a.buffer + "[";
   for (size_t i = 0; i < a.index.size(); ++i) {
     if (i) s += ",";
+    if (const Gather* g = a.gather_at(i)) {
+      s += print_indirect(*g, a.index[i]);
+      continue;
+    }
     s += print_affine(a.index[i]);
   }
   return s + "]";
@@ -271,8 +299,14 @@ std::string print_declarations(const Program& p) {
   for (const auto& b : p.buffers) {
     out += std::string(role_name(b.role)) + " " + b.name + ": " + dtype_name(b.dtype) + dims(b);
     if (b.init) out += " = " + print_number(*b.init);
-    if (b.range)
-      out += " in [" + print_number(b.range->first) + ", " + print_number(b.range->second) + "]";
+    if (b.range) {
+      auto bound = [](const std::string& name, double v) {
+        return name.empty() ? print_number(v) : name;
+      };
+      out += " in [" + bound(b.range_names.first, b.range->first) + ", " +
+             bound(b.range_names.second, b.range->second) + "]";
+    }
+    if (b.sorted) out += " sorted";
     if (b.stream) out += " stream";
     out += "\n";
   }
