@@ -126,6 +126,8 @@ const char* reason_name(Reason r) {
       return "read_back";
     case Reason::kNonRectangular:
       return "non_rectangular";
+    case Reason::kIndirect:
+      return "indirect";
   }
   return "?";
 }
@@ -188,6 +190,9 @@ std::string explain(const Action& a, const Legality& l) {
     case Reason::kNonRectangular:
       return what + ": a bounded (non-rectangular) scope is involved" + buf + at +
              ", which this move does not handle";
+    case Reason::kIndirect:
+      return what + ": the kernel reads through an indirect index" + buf + at +
+             ", which this move does not handle yet";
   }
   return what;
 }

@@ -123,6 +123,7 @@ enum class Reason {
   kNotWritten,           ///< stream_stores: no statement stores to the buffer
   kReadBack,             ///< stream_stores: a statement reads the buffer
   kNonRectangular,       ///< a bounded scope is involved that this kind does not handle yet
+  kIndirect,             ///< an indirect index is involved that this move does not handle yet
 };
 
 /// A legality verdict: the reason plus the buffer and scope involved (for the message).

@@ -146,6 +146,18 @@ NodePtr map_indices(const NodePtr& n, const std::function<Affine(const Affine&)>
       if (!b) b = a;
       b->index[i] = std::move(ix);
     }
+    // An indirect term's own indices are affine in the same iterators: they follow.
+    for (size_t d = 0; d < a.gather.size(); ++d) {
+      if (!a.gather[d]) continue;
+      const auto& gi = a.gather[d]->index;
+      for (size_t i = 0; i < gi.size(); ++i) {
+        Affine ix = f(gi[i]);
+        ix.normalise();
+        if (ix == gi[i]) continue;
+        if (!b) b = a;
+        b->gather[d]->index[i] = std::move(ix);
+      }
+    }
     return b;
   };
   if (!n->is_scope) return map_accesses(n, on_access);
@@ -158,6 +170,15 @@ NodePtr map_indices(const NodePtr& n, const std::function<Affine(const Affine&)>
     m.normalise();
     changed = changed || !(m == **b);
     **b = std::move(m);
+  }
+  for (auto* g : {&bounds.lo_gather, &bounds.hi_gather}) {  // an indirect bound's indices too
+    if (!*g) continue;
+    for (auto& ix : (*g)->index) {
+      Affine m = f(ix);
+      m.normalise();
+      changed = changed || !(m == ix);
+      ix = std::move(m);
+    }
   }
   std::vector<NodePtr> body;
   body.reserve(n->body.size());
@@ -435,6 +456,7 @@ void ProgramIndex::rebuild(const Program& p) {
   names_.clear();
   hint_ = -1;
   bounded_ = false;
+  indirect_ = false;
   for (auto& b : buffer_sites_) b.clear();  // kept with their storage; names_ says how many count
   cur_.clear();
   ext_.clear();
@@ -484,7 +506,10 @@ void ProgramIndex::walk(const std::vector<NodePtr>& body, int parent, Path& cur,
       walk(n->body, me, cur, ext);
       ext.pop_back();
     } else {
+      const size_t first = sites_.size();
       collect_statement(n, ext, sites_);
+      for (size_t s = first; s < sites_.size() && !indirect_; ++s)
+        indirect_ = sites_[s].access->indirect();
       site_node_.resize(sites_.size(), me);
     }
     nodes_[me].site_end = static_cast<int>(sites_.size());

@@ -216,6 +216,8 @@ class ProgramIndex {
   const ir::Program& program() const { return *p_; }
   /// Whether some scope of the program is bounded (non-rectangular).
   bool bounded() const { return bounded_; }
+  /// Whether some access has an indirect index (ir::any_indirect).
+  bool indirect() const { return indirect_; }
   /// Number of nodes; node indices are pre-order positions.
   int size() const { return static_cast<int>(nodes_.size()); }
   const NodeInfo& node(int i) const { return nodes_[i]; }
@@ -266,6 +268,7 @@ class ProgramIndex {
   std::vector<std::vector<int>> buffer_sites_;  ///< the first names_.size() are in use
   int hint_ = -1;                               ///< set_hint's node
   bool bounded_ = false;                        ///< some scope is bounded
+  bool indirect_ = false;                       ///< some access has an indirect index
   Path cur_;                                    ///< walk's scratch
   std::vector<int64_t> ext_;
 };

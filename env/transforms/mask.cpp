@@ -519,7 +519,9 @@ std::vector<uint8_t> FlatActionSpace::mask(const ir::Program& p, MaskMemo* memo)
   m.resize(size_, 0);
   // Bounded (non-rectangular) scopes: no verdict remembered (the memo's reads assume the kinds'
   // own checks) and every "legal" from the full check.
-  const bool bounded = ir::any_bounded(p.body);
+  // An indirect index gates moves as a bounded scope does (registry.cpp): the prechecks'
+  // "legal" is left to the full check.
+  const bool bounded = ir::any_bounded(p.body) || ir::any_indirect(p.body);
   MaskPass(*this, p, memo && !bounded ? memo->impl_.get() : nullptr, m, bounded).run();
   return m;
 }

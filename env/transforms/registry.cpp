@@ -97,6 +97,30 @@ Legality bounded_gate(const ir::Program& p, const Action& a) {
   return {};
 }
 
+// Indirect indices (docs/ir.md, "Indirect indices"): they read i32 inputs and index reads of
+// inputs only, so no dependence passes through them, and the moves whose rewrites go through
+// map_indices (which rewrites an indirect term's indices too) and whose checks reason by
+// dependences handle them: tiling, interchange, unrolling, splitting and fusing scopes,
+// annotations. vectorize's own check refuses lanes that would gather. Every other move asks
+// questions of the affine indices alone (which iterators a statement uses, the form of a
+// buffer's accesses) and is refused on a kernel with an indirect index until it handles one.
+Legality indirect_gate(const Action& a) {
+  switch (a.kind) {
+    case Kind::kTileScope:
+    case Kind::kSwapScopes:
+    case Kind::kSplitScope:
+    case Kind::kJoinScopes:
+    case Kind::kVectorize:
+    case Kind::kUnroll:
+    case Kind::kParallelize:
+    case Kind::kClearAnnotation:
+    case Kind::kStreamStores:
+      return {};
+    default:
+      return {Reason::kIndirect, a.buffer, a.path};
+  }
+}
+
 Legality check_with(const ir::Program& p, const Action& a, const Target& t,
                     const ProgramIndex* index) {
   int k = static_cast<int>(a.kind);
@@ -105,7 +129,11 @@ Legality check_with(const ir::Program& p, const Action& a, const Target& t,
     return {Reason::kBadParameter, "", a.path};
   Legality l = registry()[k].check(p, a, t, index);
   if (!l.ok()) return l;
-  if (index ? index->bounded() : ir::any_bounded(p.body)) return bounded_gate(p, a);
+  if (index ? index->bounded() : ir::any_bounded(p.body)) {
+    l = bounded_gate(p, a);
+    if (!l.ok()) return l;
+  }
+  if (index ? index->indirect() : ir::any_indirect(p.body)) return indirect_gate(a);
   return l;
 }
 }  // namespace
@@ -153,9 +181,15 @@ std::optional<ir::Program> resized(const ir::Program& p,
     s.value = set(s.name, s.value);
     value[s.name] = s.value;
   }
-  for (auto& b : q.buffers)
+  for (auto& b : q.buffers) {
     for (size_t i = 0; i < b.shape.size(); ++i)
       if (!b.shape_names[i].empty()) b.shape[i] = value[b.shape_names[i]];
+    // A range written with sizes (an index buffer's `in [0, V)`) follows them.
+    if (b.range && !b.range_names.first.empty())
+      b.range->first = static_cast<double>(value[b.range_names.first]);
+    if (b.range && !b.range_names.second.empty())
+      b.range->second = static_cast<double>(value[b.range_names.second]);
+  }
   std::function<ir::NodePtr(const ir::NodePtr&)> walk = [&](const ir::NodePtr& n) -> ir::NodePtr {
     if (!n->is_scope) return n;
     std::vector<ir::NodePtr> body;

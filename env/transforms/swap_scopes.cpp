@@ -88,6 +88,8 @@ Legality check_swap_scopes(const ir::Program& p, const Action& a, const Target&,
   // interchanged with its bounds rewritten exactly; bounded scopes deeper down are renamed.
   if (s->bounds.any() || (t.bounds.any() && !interchanged_bounds(t.bounds, d)))
     return {Reason::kNonRectangular, "", a.path};
+  // A bound read from a buffer (a CSR row's range) has no interchanged form.
+  if (t.bounds.indirect()) return {Reason::kIndirect, "", a.path};
   const Path inner = child_path(a.path, 0);
   const ChildSites body(index, p, inner, 0, static_cast<int>(t.body.size()));
   const auto sites = body.sites();

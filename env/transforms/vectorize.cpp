@@ -33,6 +33,12 @@ Legality check_vectorize(const ir::Program& p, const Action& a, const Target& t,
       if (ix[k].coeff(d) != 0) return {Reason::kNonContiguous, site.access->buffer, a.path};
     int64_t c = ix.back().coeff(d);
     if (c != 0 && c != 1) return {Reason::kNonContiguous, site.access->buffer, a.path};
+    // An indirect term that varies by lane would gather; one the lanes share moves the whole
+    // vector (docs/ir.md, "Indirect indices").
+    for (const auto& g : site.access->gather)
+      if (g)
+        for (const auto& gi : g->index)
+          if (gi.coeff(d) != 0) return {Reason::kIndirect, site.access->buffer, a.path};
   }
   const DirList dirs = eq_dirs(d, {Dir::kLt});
   for (const auto& x : sites) {

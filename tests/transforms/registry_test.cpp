@@ -138,11 +138,13 @@ TEST_CASE("every kind's precheck agrees with its check at every location of rand
           const transforms::Precheck pc = verdicts(row, sum, site, values);
           for (size_t i = 0; i < values.size(); ++i) {
             a.param = values[i];
-            // On a program with bounded scopes the mask asks no precheck (docs/actions.md,
-            // "Bounded scopes"), and registry-level refusals (non_rectangular) come after the
-            // kind's own check: there a precheck answers for that check alone.
-            const bool legal = ir::any_bounded(cur.body) ? row.check(cur, a, target, nullptr).ok()
-                                                         : transforms::check(cur, a, target).ok();
+            // On a program with bounded scopes or indirect indices the mask asks no precheck
+            // (docs/actions.md, "Bounded scopes", "Indirect indices"), and registry-level
+            // refusals (non_rectangular, indirect) come after the kind's own check: there a
+            // precheck answers for that check alone.
+            const bool legal = ir::any_bounded(cur.body) || ir::any_indirect(cur.body)
+                                   ? row.check(cur, a, target, nullptr).ok()
+                                   : transforms::check(cur, a, target).ok();
             const bool said_legal = (pc.legal >> i) & 1, open = (pc.check >> i) & 1;
             INFO(name << ": " << transforms::print_action(a) << "\n" << ir::print_program(cur));
             CHECK_FALSE((said_legal && open));
