@@ -54,7 +54,7 @@ double expr_flops(const ir::Expr& e) {
 // range value by value while `budget` (scope iterations) lasts, so a triangle counts the flops
 // it does (trmm: half a GEMM's), and past the budget at the range's midpoint value.
 double body_flops(const std::vector<ir::NodePtr>& body, std::vector<int64_t>& iters,
-                  double& budget) {
+                  std::vector<int64_t>& extents, double& budget) {
   double n = 0;
   for (const auto& c : body) {
     if (!c->is_scope) {
@@ -62,7 +62,16 @@ double body_flops(const std::vector<ir::NodePtr>& body, std::vector<int64_t>& it
       continue;
     }
     if (!ir::any_bounded(*c)) {
-      n += static_cast<double>(c->extent) * body_flops(c->body, iters, budget);
+      n += static_cast<double>(c->extent) * body_flops(c->body, iters, extents, budget);
+      continue;
+    }
+    if (c->bounds.indirect()) {  // the data decides; the model's even split (a CSR's rows)
+      const double trips = ir::indirect_mean_trips(c->extent, c->bounds, extents);
+      iters.push_back(c->extent / 2);
+      extents.push_back(c->extent);
+      n += trips * body_flops(c->body, iters, extents, budget);
+      extents.pop_back();
+      iters.pop_back();
       continue;
     }
     const auto [first, end] = ir::scope_range(c->extent, c->bounds, iters.data());
@@ -70,16 +79,20 @@ double body_flops(const std::vector<ir::NodePtr>& body, std::vector<int64_t>& it
     const auto trips = static_cast<double>(end - first);
     if (!ir::any_bounded(c->body) || budget < trips) {
       iters.push_back(first + (end - first - 1) / 2);
-      n += trips * body_flops(c->body, iters, budget);
+      extents.push_back(c->extent);
+      n += trips * body_flops(c->body, iters, extents, budget);
+      extents.pop_back();
       iters.pop_back();
       continue;
     }
     budget -= trips;
+    extents.push_back(c->extent);
     for (int64_t i = first; i < end; ++i) {
       iters.push_back(i);
-      n += body_flops(c->body, iters, budget);
+      n += body_flops(c->body, iters, extents, budget);
       iters.pop_back();
     }
+    extents.pop_back();
   }
   return n;
 }
@@ -145,7 +158,8 @@ const char* cache_flush_name(CacheFlush how) {
 double flop_count(const ir::Program& p) {
   std::vector<int64_t> iters;
   double budget = 1e6;
-  return body_flops(p.body, iters, budget);
+  std::vector<int64_t> extents;
+  return body_flops(p.body, iters, extents, budget);
 }
 
 double compulsory_bytes(const ir::Program& p) {

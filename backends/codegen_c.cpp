@@ -153,14 +153,27 @@ std::string comment_text(const std::string& s) {
 struct Flat {
   std::vector<int64_t> c;
   int64_t k0 = 0;
+  /// An indirect access's terms read from its index buffers (" + pd_idx(...) * 128"), as C; the
+  /// vectorize check keeps them the same in every lane of a `:vec` scope.
+  std::string gathered;
   int64_t coeff(int d) const { return d < static_cast<int>(c.size()) ? c[d] : 0; }
   bool operator==(const Flat& o) const {
     size_t n = std::max(c.size(), o.c.size());
     for (size_t d = 0; d < n; ++d)
       if (coeff(static_cast<int>(d)) != o.coeff(static_cast<int>(d))) return false;
-    return k0 == o.k0;
+    return k0 == o.k0 && gathered == o.gathered;
   }
 };
+
+// Whether an indirect term of `a` reads a different index element for each value of the
+// iterator at depth d (a gather across a `:vec` scope's lanes).
+bool gathers_along(const ir::Access& a, int d) {
+  for (const auto& g : a.gather)
+    if (g)
+      for (const auto& ix : g->index)
+        if (ix.coeff(d) != 0) return true;
+  return false;
+}
 
 std::optional<DType> type_of(const ir::Program& p, const ir::Expr& e) {
   switch (e.kind) {
@@ -287,6 +300,24 @@ std::string fma_helper(DType t, int64_t w) {
   if (!x86.empty()) s += "#endif\n";
   return s + "}\n";
 }
+
+// An indirect index's value (docs/ir.md, "Indirect indices"). The data is checked against the
+// declared range before a kernel runs on it; a build with PERFDOJO_CHECK_INDICES also checks
+// every read, reporting the buffer and the value before stopping the process.
+const char* kIndexHelpers = R"(#if defined(PERFDOJO_CHECK_INDICES) && !defined(__CUDACC__)
+#include <stdio.h>
+PD_INLINE int64_t pd_idx(int32_t v, int64_t lo, int64_t hi, const char* name) {
+  if (v < lo || v >= hi) {
+    fprintf(stderr, "perfdojo: index buffer '%s' holds %d, outside the range [%lld, %lld) it declares\n",
+            name, (int)v, (long long)lo, (long long)hi);
+    abort();
+  }
+  return v;
+}
+#else
+#define pd_idx(v, lo, hi, name) ((int64_t)(v))
+#endif
+)";
 
 const char* kScalarHelpers = R"(#define PD_INLINE static inline __attribute__((always_inline))
 /* max/min follow the IR: a > b ? a : b, a < b ? a : b; abs is a < 0 ? -a : a. */
@@ -730,8 +761,34 @@ class Printer {
       f.k0 += ix.constant * st[d];
       if (f.c.size() < ix.coeffs.size()) f.c.resize(ix.coeffs.size(), 0);
       for (size_t k = 0; k < ix.coeffs.size(); ++k) f.c[k] += ix.coeffs[k] * st[d];
+      if (const ir::Gather* g = a.gather_at(d)) {
+        f.gathered += " + " + gather_value(*g);
+        if (st[d] != 1) f.gathered += " * " + std::to_string(st[d]);
+      }
     }
     return f;
+  }
+
+  // The offset of an indirect term's element in its index buffer.
+  Flat gather_offset(const ir::Gather& g) const {
+    Flat at;
+    const auto& gs = strides_.at(g.buffer);
+    for (size_t i = 0; i < g.index.size() && i < gs.size(); ++i) {
+      at.k0 += g.index[i].constant * gs[i];
+      if (at.c.size() < g.index[i].coeffs.size()) at.c.resize(g.index[i].coeffs.size(), 0);
+      for (size_t k = 0; k < g.index[i].coeffs.size(); ++k) at.c[k] += g.index[i].coeffs[k] * gs[i];
+    }
+    return at;
+  }
+
+  // An indirect term's value read at `pos` in its index buffer (its element's offset when ""):
+  // checked against the range the buffer declares in builds with PERFDOJO_CHECK_INDICES.
+  std::string gather_value(const ir::Gather& g, const std::string& pos = "") const {
+    const ir::BufferDecl* b = p_.find_buffer(g.buffer);
+    return "pd_idx(" + cname_.at(g.buffer) + "[" +
+           (pos.empty() ? flat_text(gather_offset(g)) : pos) + "], " +
+           std::to_string(static_cast<int64_t>(b->range->first)) + ", " +
+           std::to_string(static_cast<int64_t>(b->range->second)) + ", \"" + g.buffer + "\")";
   }
 
   // "i0 * 1024 + i2 + 3"; the iterator at `drop` (a vector scope's lanes) is left out and `add`
@@ -766,6 +823,7 @@ class Printer {
       else
         s += (f.k0 < 0 ? " - " : " + ") + std::to_string(f.k0 < 0 ? -f.k0 : f.k0);
     }
+    if (!f.gathered.empty()) s = s == "0" ? f.gathered.substr(3) : s + f.gathered;
     return s;
   }
 
@@ -948,6 +1006,7 @@ class Printer {
       }
       case ir::ExprKind::kLoad: {
         const DType bt = dtype_.at(e.access.buffer);
+        if (gathers_along(e.access, d)) return std::nullopt;
         int64_t c = flat(e.access).coeff(d);
         if (ir::is_narrow(bt) && ir::compute_type(bt) == t) {
           // bf16 widens lane by lane exactly (its bits are the f32's top half); f16 and the
@@ -969,7 +1028,8 @@ class Printer {
           // f32(acc[...]) of an i32 element: converted lane by lane, or one broadcast.
           const ir::Expr& arg = *e.args[0];
           if (ti == DType::kI32 && tc == DType::kF32 && t == DType::kF32 &&
-              arg.kind == ir::ExprKind::kLoad && dtype_.at(arg.access.buffer) == DType::kI32) {
+              arg.kind == ir::ExprKind::kLoad && dtype_.at(arg.access.buffer) == DType::kI32 &&
+              !gathers_along(arg.access, d)) {
             const int64_t c = flat(arg.access).coeff(d);
             if (c == 0) return V + "_splat((float)" + access(arg.access) + ")";
             if (c == 1) return V + "_cvti32(&" + access(arg.access, d, lane0) + ")";
@@ -1135,6 +1195,10 @@ class Printer {
       int64_t c = flat(*s.a).coeff(d);
       if (c != 0 && c != 1)
         return "access to " + s.a->buffer + " is neither unit-stride nor invariant in the lanes";
+      if (gathers_along(*s.a, d))
+        return "access to " + s.a->buffer +
+               " reads its index buffer at a different element in "
+               "each lane (a gather)";
     }
     // Lanes run each statement for all lanes before the next statement: equivalent when every
     // lane touches its own element of each written buffer, or the write is a reduction into one
@@ -1572,7 +1636,7 @@ class Printer {
           }
           const ir::Access& a = st.rhs->access;
           Flat f = flat(a);
-          if (static_cast<int>(f.c.size()) <= depth || f.c[depth] == 0) {
+          if (a.indirect() || static_cast<int>(f.c.size()) <= depth || f.c[depth] == 0) {
             ok = false;  // the next iteration reads the same elements: nothing to fetch
             return;
           }
@@ -1612,17 +1676,92 @@ class Printer {
     ++prefetch_blocks_;
   }
 
+  // At the top of the loop `loop` (iterator i<depth>): for each indirect read below it whose
+  // index element this loop walks in order (coefficient 1 in the index buffer's offset, nothing
+  // deeper), prefetch the table row named gather_prefetch elements further on in the index
+  // buffer (clamped to its last element: every read stays inside it), at most 16 lines. A hint:
+  // the row is never read by it, and its address lies inside the table.
+  void prefetch_gathered_rows(const ir::Node& loop, int depth) {
+    if (o_.gather_prefetch <= 0 || o_.cuda || !ir::any_indirect(loop.body)) return;
+    std::vector<const ir::Access*> loads;
+    std::function<void(const ir::Node&)> walk = [&](const ir::Node& n) {
+      if (!n.is_scope) return collect_loads(*n.stmt.rhs, loads);
+      for (const auto& c : n.body) walk(*c);
+    };
+    walk(loop);
+    std::set<std::string> printed;
+    for (const ir::Access* a : loads) {
+      if (!a->indirect()) continue;
+      const auto& st = strides_.at(a->buffer);
+      const int64_t esz = ir::dtype_bytes(dtype_.at(a->buffer));
+      for (size_t d = 0; d < a->index.size(); ++d) {
+        const ir::Gather* g = a->gather_at(d);
+        if (!g || st[d] * esz < 64) continue;  // rows under a line: nothing to gain
+        // The index element's offset in its buffer, walked by this loop alone.
+        const Flat at = gather_offset(*g);
+        bool deeper = false;
+        for (size_t k = depth + 1; k < at.c.size(); ++k) deeper = deeper || at.c[k] != 0;
+        if (at.coeff(depth) != 1 || deeper) continue;
+        const ir::BufferDecl* ib = p_.find_buffer(g->buffer);
+        const std::string last = std::to_string(ib->elements() - 1);
+        const std::string ahead = "(" + flat_text(at) + " + " + std::to_string(o_.gather_prefetch);
+        const std::string pos = ahead + " < " + last + " ? " + ahead + ") : " + last + ")";
+        // The row's start: the other dimensions at their values from the enclosing loops.
+        Flat row;
+        for (size_t e = 0; e < a->index.size(); ++e) {
+          if (e == d) continue;
+          const ir::Affine& ix = a->index[e];
+          row.k0 += ix.constant * st[e];
+          for (size_t k = 0; k < ix.coeffs.size() && static_cast<int>(k) < depth; ++k) {
+            if (row.c.size() <= k) row.c.resize(k + 1, 0);
+            row.c[k] += ix.coeffs[k] * st[e];
+          }
+        }
+        row.k0 += a->index[d].constant * st[d];
+        for (size_t k = 0; k < a->index[d].coeffs.size() && static_cast<int>(k) < depth; ++k) {
+          if (row.c.size() <= k) row.c.resize(k + 1, 0);
+          row.c[k] += a->index[d].coeffs[k] * st[d];
+        }
+        const std::string value = gather_value(*g, pos);
+        // Lines of the row from its start, inside it; from elsewhere in the row (the enclosing
+        // loops pick a part of it) the one line there.
+        const bool whole = row.k0 == 0 && std::all_of(row.c.begin(), row.c.end(),
+                                                      [](int64_t c) { return c == 0; });
+        const int64_t per_line = std::max<int64_t>(1, 64 / esz);
+        const int64_t lines = whole ? std::min<int64_t>(16, (st[d] * esz + 63) / 64) : 1;
+        const std::string base = flat_text(row);
+        const std::string key = cname_.at(a->buffer) + "|" + value + "|" + base;
+        if (!printed.insert(key).second) continue;
+        line("{  // the row " + g->buffer + " names " + std::to_string(o_.gather_prefetch) +
+             " elements on, fetched while this one is read");
+        ++indent_;
+        line("const int64_t pd_row = " + value + " * " + std::to_string(st[d]) + " + " + base +
+             ";");
+        for (int64_t j = 0; j < lines; ++j)
+          line("__builtin_prefetch(&" + cname_.at(a->buffer) + "[pd_row + " +
+               std::to_string(j * per_line) + "], 0, 3);");
+        --indent_;
+        line("}");
+      }
+    }
+  }
+
   // A scope's iterator range as C: its first value and one past its last. A bounded scope's
   // bounds are clamped to [0, extent) (docs/ir.md), written out rather than through helpers so
   // that the host loops of CUDA launches print them too.
-  static std::pair<std::string, std::string> loop_range(const ir::Node& n) {
+  std::pair<std::string, std::string> loop_range(const ir::Node& n) const {
     std::string first = "0", end = std::to_string(n.extent);
+    auto bound = [&](const ir::Affine& a, const std::optional<ir::Gather>& g) {
+      Flat f = flat_of(a);
+      if (g) f.gathered = " + " + gather_value(*g);  // an indirect bound: a CSR row's range
+      return "(" + flat_text(f) + ")";
+    };
     if (n.bounds.lo) {
-      const std::string lo = "(" + flat_text(flat_of(*n.bounds.lo)) + ")";
+      const std::string lo = bound(*n.bounds.lo, n.bounds.lo_gather);
       first = "(" + lo + " > 0 ? " + lo + " : 0)";
     }
     if (n.bounds.hi) {
-      const std::string hi = "(" + flat_text(flat_of(*n.bounds.hi)) + ")";
+      const std::string hi = bound(*n.bounds.hi, n.bounds.hi_gather);
       end = "(" + hi + " < " + end + " ? " + hi + " : " + end + ")";
     }
     return {first, end};
@@ -1636,6 +1775,7 @@ class Printer {
     if (auto own = private_at_.find(path); own != private_at_.end())
       for (const auto& b : own->second) declare_temp(*p_.find_buffer(b), true);
     const int streams_before = streams_printed_;
+    prefetch_gathered_rows(n, depth);
     for (size_t i = 0; i < n.body.size(); ++i) {
       path.push_back(static_cast<int>(i));
       print_node(*n.body[i], path, depth + 1);
@@ -2041,6 +2181,7 @@ class Printer {
                     "#define PD_INLINE static __device__ __forceinline__");
     s += "#ifndef restrict\n#define restrict __restrict__\n#endif\n";
     if (!o_.cuda_namespace.empty()) s += "namespace " + o_.cuda_namespace + " {\n";
+    if (ir::any_indirect(p_.body)) helpers += kIndexHelpers;
     return s + helpers + "\n";
   }
 
@@ -2061,6 +2202,7 @@ class Printer {
     if (o_.arm_usdot && !dots_.empty()) s += "#include <arm_neon.h>\n";
     s += "\n";
     s += kScalarHelpers;
+    if (ir::any_indirect(p_.body)) s += kIndexHelpers;
     const bool guard_exp = computes_infinity(p_);
     for (const auto& [t, w] : vtypes_) s += vector_helpers(t, w, o_.libmvec, guard_exp);
     if (!dots_.empty())  // a dot product's 4 broadcast bytes, from any alignment

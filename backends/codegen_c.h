@@ -56,6 +56,11 @@ struct CodegenOptions {
   /// copy reads in the enclosing loop's next iteration (BLIS prefetches the next tile of C the
   /// same way). matmul-1024's 8 x 32 sketch: 0.96x to 1.02x OpenBLAS.
   bool prefetch_tiles = true;
+  /// An indirect read of a table's row (docs/ir.md, "Indirect indices") in a loop whose iterator
+  /// walks its index buffer in order: at each iteration, prefetch the row the index element this
+  /// many positions later names (its lines up to 1 KiB), so that the random rows' memory latency
+  /// overlaps the work on earlier ones, as FBGEMM's embedding kernels do. 0: none.
+  int64_t gather_prefetch = 16;
   /// CUDA C++ instead of C (cuda_backend.h): every top-level nest becomes a `__global__` kernel
   /// (one thread per iteration of its top-level `:par` scope, else one thread), temporaries live
   /// in device memory, and `perfdojo_entry` (host code) copies, launches and copies back.

@@ -37,8 +37,32 @@ void add_access(Flat& f, const ir::Access& a, bool write, int stmt, int depth) {
     for (size_t k = 0; k < ix.coeffs.size() && static_cast<int>(k) < depth; ++k)
       f.coefs[ai.coef_off + k] += ix.coeffs[k] * stride;
     ai.constant += ix.constant * stride;
+    // An indirect term is priced as if the index element's position were the index: each new
+    // index element a new row, rows in the order the index buffer lists them. That is the
+    // gather's footprint when its rows are distinct; their real order (random, repeated) is not
+    // modelled, so a gather costs what streaming the same rows costs.
+    if (const ir::Gather* g = a.gather_at(d)) {
+      const int gb = find_buffer(f, g->buffer);
+      if (gb < 0) continue;
+      const BufInfo& gi = f.bufs[gb];
+      for (size_t i = 0; i < g->index.size() && i < gi.decl->shape.size(); ++i) {
+        const int64_t s = f.strides[gi.stride_off + i] * stride;
+        const ir::Affine& x = g->index[i];
+        for (size_t k = 0; k < x.coeffs.size() && static_cast<int>(k) < depth; ++k)
+          f.coefs[ai.coef_off + k] += x.coeffs[k] * s;
+        ai.constant += x.constant * s;
+      }
+    }
   }
   f.accs.push_back(ai);
+  // The index elements are loads of their own.
+  for (const auto& g : a.gather) {
+    if (!g) continue;
+    ir::Access read;
+    read.buffer = g->buffer;
+    read.index = g->index;
+    add_access(f, read, false, stmt, depth);
+  }
 }
 
 void add_loads(Flat& f, const ir::Expr& e, int stmt, int depth) {
@@ -97,7 +121,9 @@ void walk_node(Flat& f, const ir::Node& n, int parent, int depth, int nest, int 
       // A bounded scope: its mean trip count over the enclosing iterators' values.
       std::vector<int64_t> outer;
       for (int c : chain) outer.push_back(f.scopes[c].box);
-      s.extent = std::max<int64_t>(1, std::llround(mean_trips(n.extent, n.bounds, outer)));
+      s.extent = std::max<int64_t>(
+          1, std::llround(n.bounds.indirect() ? ir::indirect_mean_trips(n.extent, n.bounds, outer)
+                                              : mean_trips(n.extent, n.bounds, outer)));
     }
     s.annot = n.annot;
     s.depth = depth;

@@ -22,6 +22,7 @@
 #include "support/skip.h"
 #include "transforms/microkernel_sketch.h"
 #include "transforms/registry.h"
+#include "util/process.h"
 
 using namespace perfdojo;
 using backends::BackendConfig;
@@ -1087,4 +1088,39 @@ TEST_CASE("reductions whose unrolled updates rotate over register sets match the
       "| 5:unroll 32:vec b[{0}] += x[{0},{1}*32+{2}]\n"
       "| 12:unroll 8:vec c[{0}] += z[{0},{1}*8+{2}] * z[{0},{1}*8+{2}]\n";
   if (check_matches_on_vector_isas(text) == 0) PERFDOJO_SKIP("neither AVX-512 nor AVX2 runs here");
+}
+
+// docs/ir.md, "Indirect indices": the generated code reads through the index as the interpreter
+// does (the suite's embedding kernels are among those matched above); built with
+// PERFDOJO_CHECK_INDICES it stops at a value outside the declared range, naming the buffer and
+// the value, where a normal build would read outside the table.
+TEST_CASE("a debug build of a gather kernel stops at an index outside its range" *
+          doctest::test_suite("hw")) {
+  if (backends::find_executable("cc").empty()) PERFDOJO_SKIP("no C compiler (cc) on PATH");
+  TempDir dir;
+  const ir::Program p = testing::transformed(
+      program_of("B = 2\nL = 3\nD = 8\nV = 5\ninput W: f32[V, D]\ninput idx: i32[B, L] in [0, V)\n"
+                 "output out: f32[B, D] = 0\n\nB L D out[{0},{2}] += W[idx[{0},{1}],{2}]\n"),
+      "vectorize 0.0.0 8", "x86_avx2");
+  auto g = backends::x86_generate_c(backends::X86Isa::kPortable, p);
+  const std::string driver =
+      "\nint main(int argc, char** argv) {\n"
+      "  static float W[40], out[16];\n"
+      "  static int32_t idx[6] = {0, 4, 2, 1, 3, 0};\n"
+      "  idx[4] = argc > 1 ? atoi(argv[1]) : 3;\n"
+      "  kernel(W, idx, out);\n"
+      "  return 0;\n"
+      "}\n";
+  const std::string src = dir.path + "/gather.c", exe = dir.path + "/gather";
+  { std::ofstream(src) << g.source << driver; }
+  auto built =
+      util::run_process({"cc", "-O1", "-DPERFDOJO_CHECK_INDICES", "-o", exe, src, "-lm"}, {60});
+  REQUIRE_MESSAGE(built.ok(), built.output);
+  CHECK(util::run_process({exe, "4"}, {20}).ok());
+  for (const char* bad : {"5", "-1"}) {
+    auto r = util::run_process({exe, bad}, {20});
+    CHECK_FALSE(r.ok());
+    CHECK(r.output.find(std::string("perfdojo: index buffer 'idx' holds ") + bad +
+                        ", outside the range [0, 5) it declares") != std::string::npos);
+  }
 }
