@@ -53,12 +53,91 @@ def dtypes_of(path):
     return out
 
 
+def ranges_of(path):
+    """The declared value ranges of the inputs and outputs `path` declares, in order (None where
+    a buffer declares none): (LO, HI, sorted) for an index buffer's `in [0, V)`, sizes
+    resolved, sorted when it is declared `sorted` (a CSR row pointer)."""
+    sizes = sizes_of(path)
+    out = []
+    with open(path) as f:
+        for line in f:
+            m = re.match(r"\s*(input|output)\s+\w+\s*:[^#]*?(?:\bin\s*\[\s*([\w.+-]+)\s*,\s*([\w.+-]+)\s*[\])])?(\s+sorted)?\s*(#.*)?$", line)
+            if m:
+                lo, hi = m.group(2), m.group(3)
+                out.append(None if lo is None else
+                           tuple(sizes[v] if v in sizes else float(v) for v in (lo, hi))
+                           + (m.group(4) is not None,))
+    return out
+
+
+def csr_forms(name, s, torch):
+    """A CSR matrix (M x N, NNZ non-zeros, rows of random lengths, columns uniform) times a
+    vector or a dense K-column matrix, as users run it: PyTorch's CSR tensor (torch.mv,
+    torch.sparse.mm, A @ B; MKL's sparse BLAS where PyTorch has it) and scipy.sparse where it is
+    installed. The structure has the same distribution as ours (sorted uniform row pointers)."""
+    m, n, nnz = s["M"], s["N"], s["NNZ"]
+    rowptr = torch.sort(torch.randint(0, nnz + 1, (m + 1,)))[0]
+    rowptr[0], rowptr[-1] = 0, nnz
+    col = torch.randint(0, n, (nnz,))
+    val = torch.rand(nnz) * 2 - 1
+    a = torch.sparse_csr_tensor(rowptr, col, val, (m, n))
+    out = []
+    try:
+        import numpy as np
+        import scipy.sparse as sp
+        an = sp.csr_matrix((val.numpy(), col.numpy().astype(np.int32), rowptr.numpy().astype(np.int32)),
+                           shape=(m, n))
+    except ImportError:
+        an = None
+    if name == "csr-spmv":
+        x = torch.rand(n) * 2 - 1
+        out += [("torch.mv(A_csr, x)", lambda: torch.mv(a, x)), ("A_csr @ x", lambda: a @ x)]
+        if an is not None:
+            xn = x.numpy()
+            out.append(("scipy.sparse csr_matrix @ x", lambda: an @ xn))
+        return out
+    b = torch.rand(n, s["K"]) * 2 - 1
+    out += [("torch.sparse.mm(A_csr, B)", lambda: torch.sparse.mm(a, b)), ("A_csr @ B", lambda: a @ b)]
+    if an is not None:
+        bn = b.numpy()
+        out.append(("scipy.sparse csr_matrix @ B", lambda: an @ bn))
+    return out
+
+
+def embedding_forms(name, s, torch):
+    """Gathers of table rows (kernels/embedding*.pdj), as users write them: F.embedding_bag on
+    fixed-length bags (a 2-D index, PyTorch's fused kernel, FBGEMM's where it is built in), the
+    gather then the reduction, and index_select; indices uniform over the table, as ours."""
+    F = torch.nn.functional
+    w = torch.rand(s["V"], s["D"]) * 2 - 1
+    if name == "embedding":
+        idx = torch.randint(0, s["V"], (s["N"],))
+        y = torch.empty(s["N"], s["D"])
+        return [("F.embedding(idx, W)", lambda: F.embedding(idx, w)),
+                ("torch.index_select(W, 0, idx, out=y)", lambda: torch.index_select(w, 0, idx, out=y))]
+    mode = "mean" if name.endswith("mean") else "sum"
+    idx = torch.randint(0, s["V"], (s["B"], s["L"]))
+    flat, offsets = idx.reshape(-1), torch.arange(0, s["B"] * s["L"], s["L"])
+    reduce = torch.mean if mode == "mean" else torch.sum
+    bag = torch.nn.EmbeddingBag.from_pretrained(w, mode=mode)
+    return [(f"F.embedding_bag(idx[B, L], W, mode='{mode}')",
+             lambda: F.embedding_bag(idx, w, mode=mode)),
+            (f"F.embedding_bag(flat idx, W, offsets, mode='{mode}')",
+             lambda: F.embedding_bag(flat, w, offsets, mode=mode)),
+            (f"nn.EmbeddingBag(mode='{mode}')", lambda: bag(idx)),
+            (f"F.embedding(idx, W).{mode}(1)", lambda: reduce(F.embedding(idx, w), 1))]
+
+
 def forms(name, s, torch):
     """[(description, zero-argument callable)]: the reasonable ways a PyTorch user writes kernel
     `name` with sizes `s` (library calls, preallocated outputs, in-place epilogues, the layout a
     module would hold its weights in). The fastest one here is the baseline (see best_form)."""
     F = torch.nn.functional
     r = lambda *shape: torch.rand(*shape, dtype=torch.float32) * 2 - 1  # noqa: E731
+    if name.startswith("embedding"):  # row gathers through an index buffer
+        return embedding_forms(name, s, torch)
+    if name.startswith("csr-"):  # CSR sparse times dense
+        return csr_forms(name, s, torch)
     if name.startswith("gemm-u8i8"):  # int8 GEMM, u8 x i8 -> i32 (benchmarks/unseen/gemm-u8i8-*)
         return int8_gemm_forms(s, torch)
     if name.startswith("linear-int8"):  # f32(X u8 W^T i8) * scale + bias (benchmarks/unseen)
@@ -751,13 +830,18 @@ def interleaved(entry_spec, torch, settle_s=0.0):
         raise ValueError(f"{name}: {len(entry_spec['elements'])} buffer sizes for {len(types)} declared "
                          "inputs and outputs")
 
-    def buffer(n, t):
+    ranges = ranges_of(entry_spec["pdj"])
+
+    def buffer(n, t, rng=None):
+        if t == "i32" and rng is not None:  # an index buffer: values in the range it declares
+            v = torch.randint(int(rng[0]), int(rng[1]), (n,), dtype=torch.int32)
+            return torch.sort(v)[0] if rng[2] else v
         if t == "u8":
             return torch.randint(0, 256, (n,), dtype=torch.uint8)
         if t == "i8":
             return torch.randint(-128, 128, (n,), dtype=torch.int8)
         return (torch.rand(n, dtype=torch.float64) * 2 - 1).to(kinds[t])
-    bufs = [buffer(n, t) for n, t in zip(entry_spec["elements"], types)]
+    bufs = [buffer(n, t, rng) for n, t, rng in zip(entry_spec["elements"], types, ranges)]
     ptrs = (ctypes.c_void_p * len(bufs))(*[b.data_ptr() for b in bufs])
 
     def ours():

@@ -177,6 +177,11 @@ const std::map<std::string, std::string>& kernel_families() {
       {"syrk-lower", "linalg"},
       {"levinson-durbin", "linalg"},
       {"lcs", "dp"},
+      {"embedding", "gather"},
+      {"embedding-bag-sum", "gather"},
+      {"embedding-bag-mean", "gather"},
+      {"csr-spmv", "gather"},
+      {"csr-spmm", "gather"},
   };
   return kFamilies;
 }

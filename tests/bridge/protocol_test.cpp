@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <set>
@@ -385,6 +386,43 @@ TEST_CASE("reset refuses unknown options and file benchmarks without --allow-fil
   CHECK(error_type_of(op(*e, "{\"id\":1,\"op\":\"reset\",\"session\":1,\"seed\":\"1\"}")) ==
         "bad_request");
   CHECK(e->state().trace == before.trace);
+}
+
+TEST_CASE(
+    "a gather kernel plays through the bridge; one whose index range leaves its table "
+    "is refused at reset naming the place") {
+  // docs/ir.md, "Indirect indices": the suite's embedding bag plays as any kernel; a file kernel
+  // declaring indices past its table is refused at reset with the checker's file:line:col.
+  auto e = small_env();
+  e->reset(1);
+  const std::string ok = op(*e,
+                            "{\"id\":1,\"op\":\"reset\",\"session\":1,\"options\":{"
+                            "\"benchmark\":\"perfdojo://suite/embedding-bag-sum\"}}");
+  REQUIRE_MESSAGE(doc_of(ok)["ok"].GetBool(), ok);
+  CHECK(e->state().benchmark == "perfdojo://suite/embedding-bag-sum");
+  CHECK(doc_of(op(*e, "{\"id\":2,\"op\":\"step\",\"session\":1,\"action\":" +
+                          std::to_string(first_legal(*e)) + "}"))["ok"]
+            .GetBool());
+  namespace fs = std::filesystem;
+  const std::string path = (fs::temp_directory_path() / "perfdojo-bad-gather.pdj").string();
+  std::ofstream(path) << "V = 10\ninput W: f32[V, 4]\ninput idx: i32[3] in [0, 11)\n"
+                         "output y: f32[3, 4]\n\n3 4 y[{0},{1}] = W[idx[{0}],{1}]\n";
+  ConfigPolicy files;
+  files.allow_files = true;
+  const std::string bad = op(*e,
+                             "{\"id\":3,\"op\":\"reset\",\"session\":1,\"options\":{"
+                             "\"benchmark\":\"" +
+                                 path + "\"}}",
+                             files);
+  // Reset keeps the session on its kernel and says why in info.error (docs/bridge.md).
+  INFO(bad);
+  const json::Document reply = doc_of(bad);
+  REQUIRE(reply["ok"].GetBool());
+  const std::string why = reply["result"]["info"]["error"].GetString();
+  CHECK(why.find("perfdojo-bad-gather.pdj:6:18: error: index 0 of 'W[idx[{0}],{1}]' ranges over "
+                 "[0, 10] but the dimension has extent 10") != std::string::npos);
+  CHECK(e->state().benchmark == "perfdojo://suite/embedding-bag-sum");  // the session goes on
+  fs::remove(path);
 }
 
 TEST_CASE("save and restore round-trip in both formats; a bad state changes nothing") {

@@ -214,3 +214,56 @@ def test_argmax(rng):
     out = run("argmax", {"R": R, "N": N}, {"x": x})
     np.testing.assert_array_equal(out["a"], np.argmax(x, axis=1))
     assert out["a"][2] == 5
+
+
+# Gathers through an index buffer (docs/ir.md, "Indirect indices"), against numpy's fancy
+# indexing and a CSR matrix expanded to its dense form.
+
+def test_embedding_bags(rng):
+    B, L, D, V = 5, 3, 16, 11
+    W = rand(rng, V, D)
+    idx = rng.integers(0, V, size=(B, L)).astype(np.float64)
+    sizes = {"B": B, "L": L, "D": D, "V": V}
+    out = run("embedding-bag-sum", sizes, {"W": W, "idx": idx})
+    close(out["out"], W[idx.astype(int)].sum(axis=1))
+    out = run("embedding-bag-mean", sizes, {"W": W, "idx": idx})
+    close(out["out"], W[idx.astype(int)].mean(axis=1))
+    out = run("embedding", {"N": 7, "D": D, "V": V}, {"W": W, "idx": idx.reshape(-1)[:7]})
+    close(out["y"], W[idx.reshape(-1)[:7].astype(int)])
+
+
+def random_csr(rng, m, n, nnz):
+    rowptr = np.sort(rng.integers(0, nnz + 1, size=m + 1))
+    rowptr[0], rowptr[-1] = 0, nnz
+    col = rng.integers(0, n, size=nnz)
+    val = rand(rng, nnz)
+    dense = np.zeros((m, n))
+    for r in range(m):
+        for k in range(rowptr[r], rowptr[r + 1]):
+            dense[r, col[k]] += val[k]
+    return rowptr.astype(np.float64), col.astype(np.float64), val, dense
+
+
+def test_csr_products(rng):
+    M, N, K, NNZ = 6, 9, 16, 14
+    rowptr, col, val, A = random_csr(rng, M, N, NNZ)
+    sizes = {"M": M, "N": N, "NNZ": NNZ, "M1": M + 1, "NNZ1": NNZ + 1}
+    x = rand(rng, N)
+    out = run("csr-spmv", sizes, {"rowptr": rowptr, "col": col, "val": val, "x": x})
+    close(out["y"], A @ x)
+    Bm = rand(rng, N, K)
+    out = run("csr-spmm", dict(sizes, K=K), {"rowptr": rowptr, "col": col, "val": val, "B": Bm})
+    close(out["C"], A @ Bm)
+
+
+def test_index_data_outside_its_range_is_a_clear_error(rng):
+    W = rand(rng, 11, 16)
+    idx = np.array([[0, 3, 11]] * 5, dtype=np.float64)  # 11 is past the table (V = 11)
+    with pytest.raises(Exception, match=r"index buffer 'idx' holds 11 at \[0,2\], outside the "
+                                        r"range \[0, 11\)"):
+        run("embedding-bag-sum", {"B": 5, "L": 3, "D": 16, "V": 11}, {"W": W, "idx": idx})
+    rowptr, col, val, _ = random_csr(rng, 6, 9, 14)
+    rowptr[3], rowptr[4] = rowptr[4] + 1, rowptr[3]  # out of order where sorted is declared
+    with pytest.raises(Exception, match="declared sorted"):
+        run("csr-spmv", {"M": 6, "N": 9, "NNZ": 14, "M1": 7, "NNZ1": 15},
+            {"rowptr": rowptr, "col": col, "val": val, "x": rand(rng, 9)})
