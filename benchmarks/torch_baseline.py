@@ -85,10 +85,12 @@ def csr_forms(name, s, torch):
     try:
         import numpy as np
         import scipy.sparse as sp
+    except ImportError:
+        sp = None  # no scipy in this interpreter: PyTorch's forms only
+    an = None
+    if sp is not None and isinstance(torch.Tensor, type) and isinstance(val, torch.Tensor):
         an = sp.csr_matrix((val.numpy(), col.numpy().astype(np.int32), rowptr.numpy().astype(np.int32)),
                            shape=(m, n))
-    except ImportError:
-        an = None
     if name == "csr-spmv":
         x = torch.rand(n) * 2 - 1
         out += [("torch.mv(A_csr, x)", lambda: torch.mv(a, x)), ("A_csr @ x", lambda: a @ x)]
@@ -128,6 +130,42 @@ def embedding_forms(name, s, torch):
             (f"F.embedding(idx, W).{mode}(1)", lambda: reduce(F.embedding(idx, w), 1))]
 
 
+def structured_sparse_forms(name, s, torch):
+    """Block-sparse (16 x 16 BSR) and 2:4 structured-sparse matrices times a dense one: PyTorch's
+    BSR and CSR tensors where its CPU build multiplies them, and the dense GEMM of the same shape
+    (torch.mm on the expanded matrix: what the sparsity must beat, issue 64)."""
+    out = []
+    if name == "bsr-spmm":
+        mb, nb, n, nnzb = s["MB"], s["NB"], s["N"], s["NNZB"]
+        crow = torch.sort(torch.randint(0, nnzb + 1, (mb + 1,)))[0]
+        crow[0], crow[-1] = 0, nnzb
+        col = torch.randint(0, nb, (nnzb,))
+        val = torch.rand(nnzb, 16, 16) * 2 - 1
+        a = torch.sparse_bsr_tensor(crow, col, val, (mb * 16, nb * 16))
+        b = torch.rand(nb * 16, n) * 2 - 1
+        dense = a.to_dense()
+        for what, fn in (("A_bsr @ B", lambda: a @ b), ("torch.sparse.mm(A_bsr.to_sparse_csr(), B)",
+                                                        (lambda c: lambda: torch.sparse.mm(c, b))(a.to_sparse_csr()))):
+            try:
+                fn()
+                out.append((what, fn))
+            except (RuntimeError, NotImplementedError):
+                pass  # not in this CPU build
+        out.append(("torch.mm(A dense, B) (the dense GEMM of the same shape)", lambda: torch.mm(dense, b)))
+        return out
+    m, g, n = s["M"], s["G"], s["N"]
+    dense = torch.rand(m, g * 4) * 2 - 1
+    keep = torch.rand(m, g, 4).argsort(dim=2)[:, :, :2]  # 2 of each 4, as 2:4 pruning keeps
+    mask = torch.zeros(m, g, 4).scatter_(2, keep, 1.0).reshape(m, g * 4)
+    a = dense * mask
+    b = torch.rand(g * 4, n) * 2 - 1
+    out.append(("torch.mm(A dense, B) (the dense GEMM of the same shape; PyTorch's 2:4 kernels are "
+                "CUDA-only)", lambda: torch.mm(a, b)))
+    csr = a.to_sparse_csr()
+    out.append(("torch.sparse.mm(A_csr, B) (the 2:4 matrix as CSR)", lambda: torch.sparse.mm(csr, b)))
+    return out
+
+
 def forms(name, s, torch):
     """[(description, zero-argument callable)]: the reasonable ways a PyTorch user writes kernel
     `name` with sizes `s` (library calls, preallocated outputs, in-place epilogues, the layout a
@@ -138,6 +176,8 @@ def forms(name, s, torch):
         return embedding_forms(name, s, torch)
     if name.startswith("csr-"):  # CSR sparse times dense
         return csr_forms(name, s, torch)
+    if name in ("bsr-spmm", "sparse24-gemm"):  # block and 2:4 structured sparsity
+        return structured_sparse_forms(name, s, torch)
     if name.startswith("gemm-u8i8"):  # int8 GEMM, u8 x i8 -> i32 (benchmarks/unseen/gemm-u8i8-*)
         return int8_gemm_forms(s, torch)
     if name.startswith("linear-int8"):  # f32(X u8 W^T i8) * scale + bias (benchmarks/unseen)

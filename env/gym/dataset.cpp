@@ -182,6 +182,8 @@ const std::map<std::string, std::string>& kernel_families() {
       {"embedding-bag-mean", "gather"},
       {"csr-spmv", "gather"},
       {"csr-spmm", "gather"},
+      {"bsr-spmm", "gather"},
+      {"sparse24-gemm", "gather"},
   };
   return kFamilies;
 }

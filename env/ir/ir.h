@@ -91,7 +91,7 @@ struct Access {
   /// Indirect terms: empty when there are none (the common case), else one entry per dimension,
   /// gather[d] (when set) adding the value it reads to index[d]. Never non-empty with every entry
   /// unset (the parser's rule, which the moves keep), so equal accesses compare equal.
-  std::vector<std::optional<Gather>> gather;
+  std::vector<std::optional<Gather>> gather = {};
   bool operator==(const Access& o) const {
     return buffer == o.buffer && index == o.index && gather == o.gather;
   }

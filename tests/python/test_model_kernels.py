@@ -267,3 +267,29 @@ def test_index_data_outside_its_range_is_a_clear_error(rng):
     with pytest.raises(Exception, match="declared sorted"):
         run("csr-spmv", {"M": 6, "N": 9, "NNZ": 14, "M1": 7, "NNZ1": 15},
             {"rowptr": rowptr, "col": col, "val": val, "x": rand(rng, 9)})
+
+
+def test_block_and_structured_sparse_products(rng):
+    MB, NB, N, NNZB = 3, 4, 8, 5
+    browptr, bcol, _, _ = random_csr(rng, MB, NB, NNZB)
+    V = rand(rng, NNZB, 16, 16)
+    B = rand(rng, NB, 16, N)
+    A = np.zeros((MB * 16, NB * 16))
+    for r in range(MB):
+        for k in range(int(browptr[r]), int(browptr[r + 1])):
+            c = int(bcol[k])
+            A[r * 16:(r + 1) * 16, c * 16:(c + 1) * 16] += V[k]
+    sizes = {"MB": MB, "NB": NB, "N": N, "NNZB": NNZB, "MB1": MB + 1, "NNZB1": NNZB + 1}
+    out = run("bsr-spmm", sizes, {"browptr": browptr, "bcol": bcol, "V": V, "B": B})
+    close(out["C"].reshape(MB * 16, N), A @ B.reshape(NB * 16, N))
+    M, G, N = 5, 3, 8
+    Av = rand(rng, M, G, 2)
+    Ai = np.stack([np.sort(rng.choice(4, 2, replace=False)) for _ in range(M * G)]).reshape(M, G, 2)
+    B = rand(rng, G, 4, N)
+    A = np.zeros((M, G, 4))
+    for m in range(M):
+        for g in range(G):
+            for j in range(2):
+                A[m, g, Ai[m, g, j]] += Av[m, g, j]
+    out = run("sparse24-gemm", {"M": M, "G": G, "N": N}, {"Av": Av, "Ai": Ai.astype(np.float64), "B": B})
+    close(out["C"], A.reshape(M, G * 4) @ B.reshape(G * 4, N))

@@ -19,7 +19,8 @@ def load_baseline():
 
 
 class Stub:
-    """Any attribute, call, index or arithmetic of torch or a tensor: another Stub."""
+    """Any attribute, call, index (read or written) or arithmetic of torch or a tensor: another
+    Stub."""
 
     def __getattr__(self, name):
         return self
@@ -29,6 +30,9 @@ class Stub:
 
     def __getitem__(self, key):
         return self
+
+    def __setitem__(self, key, value):
+        pass
 
     def __iter__(self):
         return iter([self, self])

@@ -38,6 +38,8 @@ inline const std::map<std::string, std::map<std::string, int>>& small_sizes() {
       {"conv2d-3x3-s2", {{"N", 1}, {"C", 2}, {"K", 4}, {"H", 4}, {"W", 4}, {"HI", 9}, {"WI", 9}}},
       {"depthwise-conv", {{"N", 1}, {"C", 4}, {"H", 4}, {"W", 4}, {"HI", 6}, {"WI", 6}}},
       {"geglu-mlp", {{"T", 4}, {"D", 8}, {"H", 16}}},
+      {"bsr-spmm", {{"MB", 2}, {"NB", 3}, {"N", 8}, {"NNZB", 4}, {"MB1", 3}, {"NNZB1", 5}}},
+      {"sparse24-gemm", {{"M", 4}, {"G", 3}, {"N", 8}}},
       {"csr-spmm", {{"M", 5}, {"N", 6}, {"K", 16}, {"NNZ", 12}, {"M1", 6}, {"NNZ1", 13}}},
       {"csr-spmv", {{"M", 5}, {"N", 6}, {"NNZ", 12}, {"M1", 6}, {"NNZ1", 13}}},
       {"embedding", {{"N", 6}, {"D", 16}, {"V", 10}}},
