@@ -190,6 +190,14 @@ class StreamChecker::Impl {
                        "' must declare the integer range of its values, 'in [LO, HI)'");
       return false;
     }
+    // As index arithmetic, within +-2^40: far from overflow in every offset computed from it.
+    constexpr double kMaxIndexValue = 1099511627776.0;
+    if (std::fabs(b->range->first) > kMaxIndexValue ||
+        std::fabs(b->range->second) > kMaxIndexValue) {
+      error(g.loc, where + ": the range of input '" + g.buffer +
+                       "' reaches past 2^40 in magnitude, beyond any index");
+      return false;
+    }
     if (g.index.size() != b->shape.size()) {
       error(g.loc, "'" + g.buffer + "' has rank " + std::to_string(b->shape.size()) +
                        " but is indexed with " + std::to_string(g.index.size()) + " index(es)");

@@ -189,3 +189,9 @@ TEST_CASE("a scope's bounds read from a buffer: a CSR matrix's rows") {
                     "4 4(p[{0}]..) y[{0}] += x[{1}]\n")
             .find("must declare the integer range of its values") != std::string::npos);
 }
+
+TEST_CASE("an index range past any index is refused, not converted") {
+  CHECK(first_error("input W: f32[4]\ninput idx: i32[2] in [0, 1e30)\noutput y: f32[2]\n\n"
+                    "2 y[{0}] = W[idx[{0}]]\n")
+            .find("reaches past 2^40 in magnitude") != std::string::npos);
+}
