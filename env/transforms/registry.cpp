@@ -101,11 +101,40 @@ Legality bounded_gate(const ir::Program& p, const Action& a) {
 // inputs only, so no dependence passes through them, and the moves whose rewrites go through
 // map_indices (which rewrites an indirect term's indices too) and whose checks reason by
 // dependences handle them: tiling, interchange, unrolling, splitting and fusing scopes,
-// annotations. vectorize's own check refuses lanes that would gather. Every other move asks
-// questions of the affine indices alone (which iterators a statement uses, the form of a
-// buffer's accesses) and is refused on a kernel with an indirect index until it handles one.
-Legality indirect_gate(const Action& a) {
+// annotations. vectorize's own check refuses lanes that would gather. create_temporary asks
+// about the accesses of its one buffer only (their common index, the statements that write it):
+// it takes a buffer that no index reads and that is read through none (the accumulators of an
+// embedding bag, a sparse product's output rows). Every other move asks questions of the affine
+// indices alone (which iterators a statement uses, the form of a buffer's accesses) and is
+// refused on a kernel with an indirect index until it handles one.
+bool indirect_use(const std::vector<ir::NodePtr>& body, const std::string& buffer) {
+  std::function<bool(const ir::Expr&)> expr = [&](const ir::Expr& e) {
+    if (e.kind == ir::ExprKind::kLoad && e.access.indirect()) {
+      if (e.access.buffer == buffer) return true;
+      for (const auto& g : e.access.gather)
+        if (g && g->buffer == buffer) return true;
+    }
+    for (const auto& x : e.args)
+      if (expr(*x)) return true;
+    return false;
+  };
+  for (const auto& n : body) {
+    if (n->is_scope) {
+      for (const auto* g : {&n->bounds.lo_gather, &n->bounds.hi_gather})
+        if (*g && (*g)->buffer == buffer) return true;
+      if (indirect_use(n->body, buffer)) return true;
+    } else if (expr(*n->stmt.rhs)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+Legality indirect_gate(const ir::Program& p, const Action& a) {
   switch (a.kind) {
+    case Kind::kCreateTemporary:
+      if (indirect_use(p.body, a.buffer)) return {Reason::kIndirect, a.buffer, a.path};
+      return {};
     case Kind::kTileScope:
     case Kind::kSwapScopes:
     case Kind::kSplitScope:
@@ -133,7 +162,7 @@ Legality check_with(const ir::Program& p, const Action& a, const Target& t,
     l = bounded_gate(p, a);
     if (!l.ok()) return l;
   }
-  if (index ? index->indirect() : ir::any_indirect(p.body)) return indirect_gate(a);
+  if (index ? index->indirect() : ir::any_indirect(p.body)) return indirect_gate(p, a);
   return l;
 }
 }  // namespace

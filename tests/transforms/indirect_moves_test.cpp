@@ -62,11 +62,11 @@ TEST_CASE("vectorize refuses lanes that would gather; other moves refuse with in
   // Moves that ask questions of the affine indices alone wait until they handle an indirect one:
   // none of their candidates is legal, and some that their own checks accept say `indirect`.
   const std::set<transforms::Kind> handled = {
-      transforms::Kind::kTileScope,   transforms::Kind::kSwapScopes,
-      transforms::Kind::kSplitScope,  transforms::Kind::kJoinScopes,
-      transforms::Kind::kVectorize,   transforms::Kind::kUnroll,
-      transforms::Kind::kParallelize, transforms::Kind::kClearAnnotation,
-      transforms::Kind::kStreamStores};
+      transforms::Kind::kTileScope,    transforms::Kind::kSwapScopes,
+      transforms::Kind::kSplitScope,   transforms::Kind::kJoinScopes,
+      transforms::Kind::kVectorize,    transforms::Kind::kUnroll,
+      transforms::Kind::kParallelize,  transforms::Kind::kClearAnnotation,
+      transforms::Kind::kStreamStores, transforms::Kind::kCreateTemporary};
   const transforms::Target target;
   const transforms::FlatActionSpace space({}, target);
   std::set<transforms::Kind> gated;
@@ -84,10 +84,21 @@ TEST_CASE("vectorize refuses lanes that would gather; other moves refuse with in
       if (l.reason == Reason::kIndirect) gated.insert(a->kind);
     }
   }
-  for (auto k : {transforms::Kind::kHoist, transforms::Kind::kCreateTemporary,
-                 transforms::Kind::kSplitRange, transforms::Kind::kMoveStatement})
+  for (auto k :
+       {transforms::Kind::kHoist, transforms::Kind::kSplitRange, transforms::Kind::kMoveStatement})
     CHECK_MESSAGE(gated.count(k), std::string(transforms::kind_name(k))
                                       << " never refused with indirect");
+}
+
+TEST_CASE("create_temporary stages a buffer no index touches, never the table or the index") {
+  const ir::Program p = load(kBagMean);
+  // The bag's accumulators, one row per bag, held across its rows: a register tile.
+  const ir::Program staged = apply_all(p, {"create_temporary 0.0 out"});
+  CHECK(ir::print_program(staged).find("out_t0[{2}] += W[idx[{0},{1}],{2}]") != std::string::npos);
+  require_same_outputs(p, staged);
+  // The table read through the index: refused; the index buffer has no access of its own.
+  require_refused(p, "create_temporary 0 W", Reason::kIndirect, "W");
+  CHECK_FALSE(transforms::check(p, action("create_temporary 0 idx"), transforms::Target{}).ok());
 }
 
 TEST_CASE("the flat mask is the checks' verdicts on a gather kernel") {
