@@ -753,14 +753,22 @@ class Printer {
     }
   }
 
-  Flat flat(const ir::Access& a) const {
+  // The row-major offset of `index` in a buffer of `strides`, affine part only.
+  static Flat flat_index(const std::vector<ir::Affine>& index, const std::vector<int64_t>& st) {
     Flat f;
-    const auto& st = strides_.at(a.buffer);
-    for (size_t d = 0; d < a.index.size() && d < st.size(); ++d) {
-      const ir::Affine& ix = a.index[d];
+    for (size_t d = 0; d < index.size() && d < st.size(); ++d) {
+      const ir::Affine& ix = index[d];
       f.k0 += ix.constant * st[d];
       if (f.c.size() < ix.coeffs.size()) f.c.resize(ix.coeffs.size(), 0);
       for (size_t k = 0; k < ix.coeffs.size(); ++k) f.c[k] += ix.coeffs[k] * st[d];
+    }
+    return f;
+  }
+
+  Flat flat(const ir::Access& a) const {
+    const auto& st = strides_.at(a.buffer);
+    Flat f = flat_index(a.index, st);
+    for (size_t d = 0; d < a.gather.size() && d < st.size(); ++d) {
       if (const ir::Gather* g = a.gather_at(d)) {
         f.gathered += " + " + gather_value(*g);
         if (st[d] != 1) f.gathered += " * " + std::to_string(st[d]);
@@ -771,14 +779,7 @@ class Printer {
 
   // The offset of an indirect term's element in its index buffer.
   Flat gather_offset(const ir::Gather& g) const {
-    Flat at;
-    const auto& gs = strides_.at(g.buffer);
-    for (size_t i = 0; i < g.index.size() && i < gs.size(); ++i) {
-      at.k0 += g.index[i].constant * gs[i];
-      if (at.c.size() < g.index[i].coeffs.size()) at.c.resize(g.index[i].coeffs.size(), 0);
-      for (size_t k = 0; k < g.index[i].coeffs.size(); ++k) at.c[k] += g.index[i].coeffs[k] * gs[i];
-    }
-    return at;
+    return flat_index(g.index, strides_.at(g.buffer));
   }
 
   // An indirect term's value read at `pos` in its index buffer (its element's offset when ""):
@@ -1006,7 +1007,6 @@ class Printer {
       }
       case ir::ExprKind::kLoad: {
         const DType bt = dtype_.at(e.access.buffer);
-        if (gathers_along(e.access, d)) return std::nullopt;
         int64_t c = flat(e.access).coeff(d);
         if (ir::is_narrow(bt) && ir::compute_type(bt) == t) {
           // bf16 widens lane by lane exactly (its bits are the f32's top half); f16 and the
@@ -1028,8 +1028,7 @@ class Printer {
           // f32(acc[...]) of an i32 element: converted lane by lane, or one broadcast.
           const ir::Expr& arg = *e.args[0];
           if (ti == DType::kI32 && tc == DType::kF32 && t == DType::kF32 &&
-              arg.kind == ir::ExprKind::kLoad && dtype_.at(arg.access.buffer) == DType::kI32 &&
-              !gathers_along(arg.access, d)) {
+              arg.kind == ir::ExprKind::kLoad && dtype_.at(arg.access.buffer) == DType::kI32) {
             const int64_t c = flat(arg.access).coeff(d);
             if (c == 0) return V + "_splat((float)" + access(arg.access) + ")";
             if (c == 1) return V + "_cvti32(&" + access(arg.access, d, lane0) + ")";
@@ -1706,22 +1705,10 @@ class Printer {
         const std::string last = std::to_string(ib->elements() - 1);
         const std::string ahead = "(" + flat_text(at) + " + " + std::to_string(o_.gather_prefetch);
         const std::string pos = ahead + " < " + last + " ? " + ahead + ") : " + last + ")";
-        // The row's start: the other dimensions at their values from the enclosing loops.
-        Flat row;
-        for (size_t e = 0; e < a->index.size(); ++e) {
-          if (e == d) continue;
-          const ir::Affine& ix = a->index[e];
-          row.k0 += ix.constant * st[e];
-          for (size_t k = 0; k < ix.coeffs.size() && static_cast<int>(k) < depth; ++k) {
-            if (row.c.size() <= k) row.c.resize(k + 1, 0);
-            row.c[k] += ix.coeffs[k] * st[e];
-          }
-        }
-        row.k0 += a->index[d].constant * st[d];
-        for (size_t k = 0; k < a->index[d].coeffs.size() && static_cast<int>(k) < depth; ++k) {
-          if (row.c.size() <= k) row.c.resize(k + 1, 0);
-          row.c[k] += a->index[d].coeffs[k] * st[d];
-        }
+        // The row's start: every dimension at its value from the enclosing loops (the indirect
+        // term aside), the loops at this depth and inside at their first values.
+        Flat row = flat_index(a->index, st);
+        if (row.c.size() > static_cast<size_t>(depth)) row.c.resize(depth);
         const std::string value = gather_value(*g, pos);
         // Lines of the row from its start, inside it; from elsewhere in the row (the enclosing
         // loops pick a part of it) the one line there.

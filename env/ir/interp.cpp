@@ -53,10 +53,9 @@ struct Resolved {
   std::vector<char>* written = nullptr;  // per element, when uninitialised reads are refused
   std::vector<double>* bound = nullptr;  // per element, when error bounds are tracked
   // An indirect access's index buffers, per dimension (null where the index is affine), with
-  // their strides.
+  // the range of values each declares.
   std::vector<const Tensor*> gather;
-  std::vector<std::vector<int64_t>> gather_strides;
-  std::vector<std::pair<double, double>> gather_range;  // the values each index buffer declares
+  std::vector<std::pair<double, double>> gather_range;
 };
 
 // Thrown where an indirect index reads a value outside the range its buffer declares.
@@ -194,18 +193,12 @@ class Interpreter {
     if (bounds_) r.bound = &bounds_->at(a.buffer).data;
     if (a.indirect()) {
       r.gather.assign(a.index.size(), nullptr);
-      r.gather_strides.resize(a.index.size());
       r.gather_range.resize(a.index.size());
       for (size_t d = 0; d < a.index.size(); ++d) {
         const Gather* g = a.gather_at(d);
         if (!g) continue;
-        const Tensor& t = mem_.at(g->buffer);
-        r.gather[d] = &t;
+        r.gather[d] = &mem_.at(g->buffer);
         r.gather_range[d] = *p_.find_buffer(g->buffer)->range;
-        auto& st = r.gather_strides[d];
-        st.assign(t.shape.size(), 1);
-        for (int i = static_cast<int>(t.shape.size()) - 2; i >= 0; --i)
-          st[i] = st[i + 1] * t.shape[i + 1];
       }
     }
     return cache_.emplace(&a, std::move(r)).first->second;
@@ -225,36 +218,31 @@ class Interpreter {
   std::pair<int64_t, int64_t> range_of(const Node& n) const {
     if (!n.bounds.indirect()) return scope_range(n.extent, n.bounds, iters_.data());
     return scope_range(n.extent, n.bounds, iters_.data(), [&](const Gather& g) {
-      const Tensor& t = mem_.at(g.buffer);
-      int64_t at = 0, stride = 1;
-      for (int i = static_cast<int>(g.index.size()) - 1; i >= 0; --i) {
-        at += evaluate(g.index[i], iters_.data()) * stride;
-        stride *= t.shape[i];
-      }
-      const double v = t.data[at];
-      const auto range = *p_.find_buffer(g.buffer)->range;
-      if (!(v >= range.first && v < range.second)) throw IndexOutOfRange{&g, at, v};
-      return static_cast<int64_t>(v);
+      return index_value(g, mem_.at(g.buffer), *p_.find_buffer(g.buffer)->range);
     });
   }
 
-  // The indirect terms' part of an access's offset: each reads its index buffer, whose value
-  // must lie in the range the buffer declares (the checker's proof of the access's bounds rests
-  // on it), else the run stops before the read.
+  // The indirect terms' part of an access's offset.
   int64_t gathered(const Access& a, const Resolved& r) const {
     int64_t off = 0;
-    for (size_t d = 0; d < a.index.size(); ++d) {
-      const Gather* g = a.gather_at(d);
-      if (!g) continue;
-      int64_t at = 0;
-      for (size_t i = 0; i < g->index.size(); ++i)
-        at += evaluate(g->index[i], iters_.data()) * r.gather_strides[d][i];
-      const double v = r.gather[d]->data[at];
-      const auto [lo, hi] = r.gather_range[d];
-      if (!(v >= lo && v < hi)) throw IndexOutOfRange{g, at, v};
-      off += static_cast<int64_t>(v) * r.strides[d];
-    }
+    for (size_t d = 0; d < a.index.size(); ++d)
+      if (const Gather* g = a.gather_at(d))
+        off += index_value(*g, *r.gather[d], r.gather_range[d]) * r.strides[d];
     return off;
+  }
+
+  // The element of index buffer `t` that `g` reads now. It must lie in the buffer's declared
+  // `range` (the checker's proof of the access's bounds rests on it), else the run stops before
+  // the read that would use it.
+  int64_t index_value(const Gather& g, const Tensor& t, std::pair<double, double> range) const {
+    int64_t at = 0, stride = 1;
+    for (int i = static_cast<int>(g.index.size()) - 1; i >= 0; --i) {
+      at += evaluate(g.index[i], iters_.data()) * stride;
+      stride *= t.shape[i];
+    }
+    const double v = t.data[at];
+    if (!(v >= range.first && v < range.second)) throw IndexOutOfRange{&g, at, v};
+    return static_cast<int64_t>(v);
   }
 
   // The element `a` reads now.

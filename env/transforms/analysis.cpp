@@ -502,6 +502,7 @@ void ProgramIndex::walk(const std::vector<NodePtr>& body, int parent, Path& cur,
     if (n->is_scope) {
       scopes_.push_back(me);
       bounded_ = bounded_ || n->bounds.any();
+      indirect_ = indirect_ || n->bounds.indirect();  // as ir::any_indirect counts it
       ext.push_back(n->extent);
       walk(n->body, me, cur, ext);
       ext.pop_back();

@@ -489,3 +489,24 @@ TEST_CASE("a register tile's copy-in prefetches the next iteration's lines befor
       "4 16:vec T[{1}] = x[{0},{1}]\n| 16:vec y[{0},{1}] = T[{1}]\n");
   CHECK(generate_c(no_loop).prefetched_tiles == 0);
 }
+
+// docs/ir.md, "Indirect indices": the index element read (through pd_idx) times the row's
+// stride, a data-bounded loop's bounds read the same way, and the row 16 index elements on
+// prefetched, its position clamped to the index buffer's last element.
+TEST_CASE("indirect reads print through pd_idx, with the row ahead prefetched") {
+  auto g = generate_c(scaled("embedding-bag-sum"));  // B = 4, L = 3, D = 16, V = 10
+  CHECK(
+      has(g.source, "out[i0 * 16 + i2] += W[i2 + pd_idx(idx[i0 * 3 + i1], 0, 10, \"idx\") * 16];"));
+  CHECK(has(g.source, "#define pd_idx(v, lo, hi, name) ((int64_t)(v))"));
+  CHECK(has(g.source,
+            "const int64_t pd_row = pd_idx(idx[(i0 * 3 + i1 + 16 < 11 ? (i0 * 3 + i1 + "
+            "16) : 11)], 0, 10, \"idx\") * 16 + 0;"));
+  CHECK(count_of(g.source, "__builtin_prefetch(&W[pd_row + ") == 1);  // 64 bytes: one line
+  CodegenOptions none;
+  none.gather_prefetch = 0;
+  CHECK_FALSE(has(generate_c(scaled("embedding-bag-sum"), none).source, "__builtin_prefetch"));
+  CHECK_FALSE(has(generate_c(scaled("softmax")).source, "pd_idx"));
+  auto csr = generate_c(scaled("csr-spmv"));  // M = 5, NNZ = 12
+  CHECK(has(csr.source, "for (int64_t i1 = ((pd_idx(rowptr[i0], 0, 13, \"rowptr\")) > 0 ? "));
+  CHECK(has(csr.source, "x[pd_idx(col[i1], 0, 6, \"col\")]"));
+}

@@ -641,3 +641,15 @@ TEST_CASE("a memo notices a changed buffer declaration and another machine's cac
   CHECK(copy.size() == 0);
   CHECK(memo.size() == 2);
 }
+
+// docs/cost_model.md: a data-bounded scope runs an even split of its extent among the index
+// elements its bounds read, so a CSR product counts the flops of its non-zeros.
+TEST_CASE("a CSR kernel's flops are those of its non-zeros, and its estimate is finite") {
+  const ir::Program spmv = testing::load_scaled_kernel("csr-spmv").value();  // NNZ = 12
+  CHECK(backends::flop_count(spmv) == doctest::Approx(2 * 12));
+  const ir::Program spmm = testing::load_scaled_kernel("csr-spmm").value();  // K = 16
+  CHECK(backends::flop_count(spmm) == doctest::Approx(2 * 12 * 16));
+  const auto e = backends::estimate_cost(spmm, backends::default_profile());
+  CHECK(std::isfinite(e.time_s));
+  CHECK(e.time_s > 0);
+}

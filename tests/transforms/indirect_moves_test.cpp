@@ -101,6 +101,17 @@ TEST_CASE("create_temporary stages a buffer no index touches, never the table or
   CHECK_FALSE(transforms::check(p, action("create_temporary 0 idx"), transforms::Target{}).ok());
 }
 
+TEST_CASE("a resized gather kernel's index range follows the size it was written with") {
+  // `in [0, V)` keeps V's name: halving V halves the range, so the smaller instance checks.
+  const ir::Program p = load(kBagMean);
+  auto half =
+      transforms::resize(p, [](const std::string& n, int64_t v) { return n == "V" ? v / 2 : v; });
+  REQUIRE(half);
+  CHECK(half->find_buffer("idx")->range->second == 5);
+  CHECK(half->find_buffer("W")->shape[0] == 5);
+  CHECK(ir::print_program(*half).find("input idx: i32[B, L] in [0, V]") != std::string::npos);
+}
+
 TEST_CASE("the flat mask is the checks' verdicts on a gather kernel") {
   const transforms::Target target;
   const transforms::FlatActionSpace space({}, target);
