@@ -1,6 +1,7 @@
 #include "transforms/registry.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -377,7 +378,27 @@ const std::vector<int64_t>& vector_width_params() {
   return kWidths;
 }
 
-const std::vector<int64_t>& param_values(ParamKind k, const Target&) {
+const std::vector<int64_t>& vector_width_params(const Target& t) {
+  // One order per native width, built once: the native width, the narrower ones descending,
+  // then the wider ones ascending (which the target lacks, so the check refuses them).
+  static const std::array<std::vector<int64_t>, 4> kOrders = [] {
+    std::array<std::vector<int64_t>, 4> orders;
+    const auto& all = vector_width_params();
+    for (size_t n = 0; n < all.size(); ++n) {
+      for (size_t i = n; i < all.size(); ++i) orders[n].push_back(all[i]);
+      for (size_t i = n; i-- > 0;) orders[n].push_back(all[i]);
+    }
+    return orders;
+  }();
+  int64_t native = 0;
+  for (int w : t.vector_widths) native = std::max<int64_t>(native, w);
+  const auto& all = vector_width_params();
+  for (size_t n = 0; n < all.size(); ++n)
+    if (all[n] == native) return kOrders[n];
+  return all;  // no vectors, or a width the space does not offer: the fixed order
+}
+
+const std::vector<int64_t>& param_values(ParamKind k, const Target& t) {
   static const std::vector<int64_t> kNone = {0};
   static const std::vector<int64_t> kFactors = {};  // derived at each scope: factor_values
   static const std::vector<int64_t> kIndices = {0, 1, 2, 3, 4, 5, 6, 7};
@@ -389,7 +410,7 @@ const std::vector<int64_t>& param_values(ParamKind k, const Target&) {
     case ParamKind::kIndex:
       return kIndices;
     case ParamKind::kWidth:
-      return vector_width_params();
+      return vector_width_params(t);
   }
   return kNone;
 }
@@ -489,10 +510,10 @@ int param_slots(Kind k) {
   return static_cast<int>(param_values(param_kind(k), Target{}).size());
 }
 
-ParamList params_at(Kind k, int64_t e) {
+ParamList params_at(Kind k, int64_t e, const Target& t) {
   if (param_kind(k) == ParamKind::kFactor) return factor_values(k, e);
   ParamList out;
-  for (int64_t x : param_values(param_kind(k), Target{})) out.v[out.n++] = x;
+  for (int64_t x : param_values(param_kind(k), t)) out.v[out.n++] = x;
   return out;
 }
 
@@ -514,7 +535,7 @@ std::vector<Action> candidate_actions(const ir::Program& p, const Target& t) {
     switch (loc_kind(kind)) {
       case LocKind::kScope:
         for (const auto& s : scopes)
-          emit({kind, s, "", "", 0}, params_at(kind, node_at(p, s)->extent).span());
+          emit({kind, s, "", "", 0}, params_at(kind, node_at(p, s)->extent, t).span());
         break;
       case LocKind::kNode:
         for (const auto& n : nodes) emit({kind, n, "", "", 0}, params);

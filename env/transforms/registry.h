@@ -68,8 +68,9 @@ std::optional<std::pair<ir::Program, ir::Program>> small_instance(const ir::Prog
                                                                   double max_work = 2e7);
 
 /// The fixed parameter values of the width, index and no-parameter kinds (documented in
-/// docs/actions.md). The same on every target, so an action space is one across backends: a
-/// width the target lacks is refused by the check (unsupported_by_target), not left out. Factor
+/// docs/actions.md). The same set on every target, so an action space is one across backends: a
+/// width the target lacks is refused by the check (unsupported_by_target), not left out; the
+/// widths' order puts the target's native width first (vector_width_params(t)). Factor
 /// kinds have no fixed set (empty here): their values are derived at each scope (factor_values).
 const std::vector<int64_t>& param_values(ParamKind k, const Target& t);
 
@@ -105,11 +106,17 @@ ParamList factor_values(Kind k, int64_t e);
 int param_slots(Kind k);
 
 /// The parameter values of kind k at a scope of extent `e` (ignored by kinds whose values are
-/// fixed): factor_values for factor kinds, param_values otherwise.
-ParamList params_at(Kind k, int64_t e);
+/// fixed) on target `t`: factor_values for factor kinds, param_values otherwise.
+ParamList params_at(Kind k, int64_t e, const Target& t = Target{});
 /// The vector widths (f32 lanes) every target's action space offers: 16, 8, 4, 2 (x86 AVX-512
 /// and AVX2, NEON and SVE at 128/256 bits, RVV at 64).
 const std::vector<int64_t>& vector_width_params();
+/// The same widths in the order target `t`'s width slots hold them: the target's widest first,
+/// then the narrower ones descending, then those wider than it (which it lacks) ascending. Slot
+/// 0 is "the native vector" on every target (16 on AVX-512, 8 on AVX2, 4 on NEON, 2 on RVV), so
+/// a policy trained on one ISA proposes the same move on another; a target without vectors
+/// keeps 16, 8, 4, 2.
+const std::vector<int64_t>& vector_width_params(const Target& t);
 
 /// An action together with its verdict.
 struct Candidate {

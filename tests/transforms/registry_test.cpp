@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <map>
 #include <random>
 
 #include "ir/load.h"
@@ -195,17 +196,33 @@ M y[{0}] = x[{0}]
 TEST_CASE(
     "the flat space is one across targets: the same size and the same action at every index") {
   // A policy trained on one backend (the cost model) proposes on another: widths a target lacks
-  // are in its space and refused by the check, never left out.
+  // are in its space and refused by the check, never left out. A width slot means the same
+  // relative width everywhere: slot 0 is the target's native vector (16 lanes on AVX-512, 8 on
+  // AVX2, 4 on NEON), the next ones narrower, then the wider ones it lacks.
   const transforms::FlatActionSpace ref({}, *transforms::target_by_name("x86_avx512"));
   const ir::Program p = testing::load_scaled_kernel("softmax").value();
-  for (const char* name :
-       {"x86_avx2", "x86_64", "aarch64_neon", "aarch64_sve", "riscv64_rvv", "cuda"}) {
+  const std::map<std::string, std::vector<int64_t>> orders = {
+      {"x86_avx2", {8, 4, 2, 16}},     {"x86_64", {16, 8, 4, 2}},
+      {"aarch64_neon", {4, 2, 8, 16}}, {"aarch64_sve", {8, 4, 2, 16}},
+      {"riscv64_rvv", {2, 4, 8, 16}},  {"cuda", {16, 8, 4, 2}}};
+  CHECK(ref.params(transforms::Kind::kVectorize) == std::vector<int64_t>{16, 8, 4, 2});
+  for (const auto& [name, order] : orders) {
     INFO(name);
     const auto t = *transforms::target_by_name(name);
     const transforms::FlatActionSpace space({}, t);
     REQUIRE(space.size() == ref.size());
+    CHECK(space.params(transforms::Kind::kVectorize) == order);
+    CHECK(space.params(transforms::Kind::kDotProduct) == order);
     for (int i = 0; i < ref.size(); ++i) {
-      REQUIRE(space.describe(i) == ref.describe(i));
+      const auto a = space.parts(i), b = ref.parts(i);
+      REQUIRE(a.kind == b.kind);
+      REQUIRE(a.param_index == b.param_index);
+      REQUIRE(a.scope == b.scope);
+      REQUIRE(a.node == b.node);
+      REQUIRE(a.buffer == b.buffer);
+      REQUIRE(a.buffer2 == b.buffer2);
+      if (transforms::param_kind(a.kind) != transforms::ParamKind::kWidth)
+        REQUIRE(space.describe(i) == ref.describe(i));
     }
     // A width the target lacks: in the space, masked, refused with its reason.
     const auto mask = space.mask(p);
