@@ -133,6 +133,13 @@ std::vector<std::string> backend_names() {
 std::unique_ptr<Backend> make_backend(const std::string& name, const BackendConfig& config) {
   for (const auto& r : registry())
     if (r.name == name) return r.make(config);
+  // "cost_model:FILE": the cost model on a machine profile file (perfdojo calibrate writes one).
+  constexpr std::string_view kModelOn = "cost_model:";
+  if (name.size() > kModelOn.size() && name.compare(0, kModelOn.size(), kModelOn) == 0) {
+    BackendConfig c = config;
+    c.machine_profile = name.substr(kModelOn.size());
+    return make_backend("cost_model", c);
+  }
   return nullptr;
 }
 

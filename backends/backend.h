@@ -172,7 +172,9 @@ bool register_backend(const std::string& name, int order, BackendFactory make);
 
 /// Names of every registered backend.
 std::vector<std::string> backend_names();
-/// A backend by name, or nullptr for an unknown name.
+/// A backend by name, or nullptr for an unknown name. Besides the registered names,
+/// "cost_model:FILE" is the cost model on the machine profile in FILE (`perfdojo calibrate`
+/// writes one; an unreadable file makes the backend unavailable, saying why).
 std::unique_ptr<Backend> make_backend(const std::string& name, const BackendConfig& config = {});
 /// Whether `name` is the analytical cost model ("cost_model" or "cost_model:PROFILE"): an
 /// estimate, deterministic and instant, not a measurement.

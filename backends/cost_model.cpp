@@ -133,8 +133,12 @@ class CostModelBackend final : public Backend {
       c.vector_registers = static_cast<int>(profile_.registers());
       return c;
     }
-    Capabilities c{{16, 8}, true, std::max(1, profile_.cores)};
-    c.stream_stores = true;  // an x86 core
+    // An x86 core: the widths of its ISA (a calibrated AVX2 core has no 16-lane vectors).
+    std::vector<int> widths = {16, 8};
+    if (profile_.isa == "x86_avx2") widths = {8};
+    if (profile_.isa == "x86_64") widths = {};
+    Capabilities c{widths, true, std::max(1, profile_.cores)};
+    c.stream_stores = !widths.empty();
     return c;
   }
   bool deterministic() const override { return true; }

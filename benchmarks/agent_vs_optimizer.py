@@ -6,7 +6,8 @@ timed interleaved in this one process (docs/agents.md, "Measured").
 
 Usage:
   taskset -c 1 benchmarks/agent_vs_optimizer.py --agent default --timeout 60 \\
-      perfdojo://suite/conv2d-3x3 kernels/rmsnorm.pdj ... [--with-agent] [--reps 15] [--json]
+      perfdojo://suite/conv2d-3x3 kernels/rmsnorm.pdj ... [--with-agent] [--arch x86_avx2]
+      [--also-bin old=/tmp/old-bin] [--reps 15] [--json]
 
 Kernels are .pdj paths or perfdojo:// URIs (written to a temporary .pdj first). Each method's
 `optimize` runs in its own process with the same --timeout; then every returned kernel.c and
@@ -46,8 +47,9 @@ def kernel_file(spec, work):
     return path
 
 
-def optimize(pdj, out, timeout, extra):
-    cmd = [retime.perfdojo_bin(), "optimize", str(pdj), "--timeout", str(timeout), "--out", str(out), *extra]
+def optimize(pdj, out, timeout, extra, binary=None):
+    cmd = [binary or retime.perfdojo_bin(), "optimize", str(pdj), "--timeout", str(timeout), "--out", str(out),
+           *extra]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if not (Path(out) / "report.json").exists():
         raise RuntimeError(f"{' '.join(cmd)} failed: {r.stderr[-600:]}")
@@ -111,11 +113,23 @@ def main():
                     "(default: the shipped agent)")
     ap.add_argument("--timeout", type=float, default=60)
     ap.add_argument("--with-agent", action="store_true", help="also optimize --agent CKPT at the same timeout")
+    ap.add_argument("--arch", help="optimize --arch (default: the widest ISA this CPU runs); x86_avx2 on "
+                    "an AVX-512 machine times the AVX2 code a smaller core would run")
+    ap.add_argument("--also-bin", action="append", default=[], metavar="LABEL=DIR",
+                    help="also play the policy with another build's perfdojo (DIR/perfdojo, its evaluate_agent "
+                    "beside it), as 'policy@LABEL': two versions of the code in one interleaved run")
     ap.add_argument("--reps", type=int, default=15)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     print(f"agent_vs_optimizer: cores {sorted(os.sched_getaffinity(0))}, timeout {args.timeout:g} s, "
-          f"agent {args.agent}", file=sys.stderr, flush=True)
+          f"agent {args.agent}" + (f", arch {args.arch}" if args.arch else ""), file=sys.stderr, flush=True)
+    arch = ["--arch", args.arch] if args.arch else []
+    other_bins = {}
+    for spec in args.also_bin:
+        label, sep, d = spec.partition("=")
+        if not sep or not (Path(d) / "perfdojo").exists():
+            ap.error(f"--also-bin {spec}: expected LABEL=DIR with DIR/perfdojo")
+        other_bins[label] = str(Path(d) / "perfdojo")
     ratios = {}
     # One checkpoint is "policy"; several (seeds) are "policy:NAME", NAME the file's folder or stem.
     ckpts = [c for c in args.agent.split(",") if c]
@@ -130,17 +144,19 @@ def main():
         for i, spec in enumerate(args.kernels):
             pdj = kernel_file(spec, work)
             outs = {}
-            methods = {"optimize": []}
+            methods = {"optimize": (arch, None)}
             for name, ckpt in agents.items():
-                methods["policy" + name] = ["--agent", ckpt, "--policy-only"]
+                methods["policy" + name] = (["--agent", ckpt, "--policy-only", *arch], None)
+                for b, binary in other_bins.items():
+                    methods[f"policy{name}@{b}"] = (["--agent", ckpt, "--policy-only", *arch], binary)
             if args.with_agent:
                 for name, ckpt in agents.items():
-                    methods["optimize+agent" + name] = ["--agent", ckpt]
+                    methods["optimize+agent" + name] = (["--agent", ckpt, *arch], None)
             reports = {}
-            for label, extra in methods.items():
+            for label, (extra, binary) in methods.items():
                 print(f"[{i + 1}/{len(args.kernels)}] {spec}: {label}", file=sys.stderr, flush=True)
-                outs[label] = Path(work) / f"k{i}-{label}"
-                reports[label] = optimize(pdj, outs[label], args.timeout, extra)
+                outs[label] = Path(work) / f"k{i}-{label.replace('@', '-at-')}"
+                reports[label] = optimize(pdj, outs[label], args.timeout, extra, binary)
             t = time_interleaved(pdj, outs, args.reps)
             rec = {"kernel": spec, "arch": reports["optimize"]["arch"],
                    "peak_gflops_per_core": reports["optimize"]["peak_gflops_per_core"],
@@ -152,16 +168,18 @@ def main():
                 rec[f"{label}_peak_fraction"] = reports[label]["peak_fraction"] * reports[label]["final_s"] / t[label][1]
                 ratios.setdefault(label, []).append(rec[f"{label}_speedup"])
             for name in agents:
-                key = "policy_vs_optimize" + name
-                rec[key] = t["optimize"][1] / t["policy" + name][1]
-                ratios.setdefault(key, []).append(rec[key])
+                for suffix in ["", *(f"@{b}" for b in other_bins)]:
+                    key = "policy_vs_optimize" + name + suffix
+                    rec[key] = t["optimize"][1] / t["policy" + name + suffix][1]
+                    ratios.setdefault(key, []).append(rec[key])
             if args.json:
                 print(json.dumps(rec), flush=True)
             else:
                 print(f"{spec} ({rec['arch']}): original {rec['original_ms']:.3f} ms; " + "; ".join(
                     f"{l} {rec[l + '_ms']:.3f} ms x{rec[l + '_speedup']:.2f} ({100 * rec[l + '_peak_fraction']:.0f}% of peak)"
                     for l in outs) + "".join(f"; policy{n} / optimize {rec['policy_vs_optimize' + n]:.2f}"
-                                             for n in agents), flush=True)
+                                             for a in agents for n in [a, *(f"{a}@{b}" for b in other_bins)]),
+                      flush=True)
     geo = {k: math.exp(sum(map(math.log, v)) / len(v)) for k, v in ratios.items()}
     summary = {"geomean": geo}
     if len(agents) > 1:  # one geomean per checkpoint: their mean and sd over the seeds

@@ -56,7 +56,7 @@ struct Proposals {
 // separate process next to this one: LibTorch stays out of the CLI, and a crash or hang there
 // costs the proposals, never the optimisation.
 Proposals agent_proposals(const std::string& checkpoint, const std::string& file, double timeout_s,
-                          bool policy_only) {
+                          bool policy_only, const std::string& model) {
   Proposals out;
   std::error_code ec;
   fs::path self = fs::read_symlink("/proc/self/exe", ec);
@@ -83,6 +83,7 @@ Proposals agent_proposals(const std::string& checkpoint, const std::string& file
       tool,       "--checkpoint",        checkpoint, "--propose", file,
       "--budget", std::to_string(evals), "--json",   "--seconds", std::to_string(0.7 * timeout_s)};
   if (policy_only) argv.push_back("--policy-only");
+  if (!model.empty()) argv.insert(argv.end(), {"--backend", model});
   util::ProcessResult run = util::run_process(argv, {.timeout_s = timeout_s});
   const std::string& text = run.output;
   const int rc = run.exit_code;
@@ -129,6 +130,19 @@ Proposals agent_proposals(const std::string& checkpoint, const std::string& file
     out.traces.push_back(std::move(trace).value());
   }
   return out;
+}
+
+// The cost model the policy proposes on: the optimiser's own when its profile describes the
+// target's ISA (this machine, calibrated; a cross target's core), else a built-in core of that
+// ISA. The policy's moves are then moves of the target: a 16-lane vector is none on an AVX2 core,
+// and a policy playing on the AVX-512 model would propose it there.
+std::string proposal_model(const optimizer::Optimizer& o, const std::string& arch) {
+  if (o.profile_isa() == arch)
+    return o.machine_profile().empty() ? "" : "cost_model:" + o.machine_profile();
+  if (arch == "x86_avx2") return "cost_model:zen3";
+  // x86_avx512: the built-in profile. x86_64 has no model of its own: its vector moves are
+  // refused as the proposals are replayed.
+  return "";
 }
 
 int cmd_optimize(const Args& a) {
@@ -205,7 +219,8 @@ int cmd_optimize(const Args& a) {
     const double agent_s = policy_only
                                ? std::max(3.0, timeout * 0.5)
                                : std::min({120.0, timeout * 0.5, std::max(3.0, timeout * 0.25)});
-    auto proposals = agent_proposals(a.get("agent"), a.positional[0], agent_s, policy_only);
+    auto proposals = agent_proposals(a.get("agent"), a.positional[0], agent_s, policy_only,
+                                     proposal_model(*opt.value(), arch));
     if (!proposals.error.empty()) {
       ir::Diagnostic d;
       d.loc.file = a.get("agent");
