@@ -34,7 +34,11 @@ const std::vector<Field>& table() {
        &C::minutes},
       {{"total_steps", "env-step budget; > 0 makes the run reproducible", kRun}, &C::total_steps},
       {{"seed", "seed of torch, replay, exploration and envs", kRun}, &C::seed},
-      {{"backend", "backend the envs time programs with", kLearn}, &C::backend},
+      {{"backend",
+        "backend the envs time programs with; a comma-separated list trains on several (actor i on "
+        "the i-th, the demonstrations spread over them)",
+        kLearn},
+       &C::backend},
       {{"measure_budget_ms",
         "measured backends: timed-run budget per program (ms; each program timed once, cached)",
         kRun},

@@ -21,12 +21,15 @@ ir::Result<std::shared_ptr<Policy>> Policy::load(const std::string& path) {
     return std::vector<ir::Diagnostic>{{{path, 0, 0}, m}};
   };
   if (auto e = validate(c.config); !e.empty()) return fail("checkpoint config: " + e);
-  if (c.feature_size != env::kFeatureSize)
-    return fail("the checkpoint's network reads " + std::to_string(c.feature_size) +
-                " features, this build's env gives " + std::to_string(env::kFeatureSize));
   if (c.action_count < 1 || c.action_count > 1000000)
     return fail("implausible action count in the checkpoint");
   use_single_thread();
+  // A checkpoint trained before the features' target block reads today's vector.
+  if (auto m = migrate_features(c); !m.ok())
+    return fail("the checkpoint's header does not fit its network: " + m.errors()[0].message);
+  if (c.feature_size != env::kFeatureSize)
+    return fail("the checkpoint's network reads " + std::to_string(c.feature_size) +
+                " features, this build's env gives " + std::to_string(env::kFeatureSize));
   // A checkpoint trained before the flat space's last kinds were added acts in today's space.
   if (auto m = migrate_network(c); !m.ok())
     return fail("the checkpoint's header does not fit its network: " + m.errors()[0].message);

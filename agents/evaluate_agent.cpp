@@ -241,6 +241,8 @@ int main(int argc, char** argv) {
   }
   if (!policy && !baselines) return fail("nothing to evaluate (--no-agent without --baselines)");
   if (!backend.empty()) base.backend = backend;
+  // A checkpoint trained on several backends is evaluated on the first (--backend picks another).
+  if (const auto list = backend_list(base.backend); list.size() > 1) base.backend = list[0];
   if (!propose.empty()) {
     if (!policy) return fail("--propose needs a checkpoint");
     // The searches price their moves with the cost model, even for a policy fine-tuned on

@@ -291,6 +291,39 @@ void soft_update(QNetwork& to, const QNetwork& from, double tau) {
     dst[p.key()].mul_(1.0 - tau).add_(p.value(), tau);
 }
 
+namespace {
+
+// Rebuilds checkpoint `c`'s network from `old_shape` to `new_shape`: each parameter of the same
+// size is copied, every other one is left to `adapt(key, old, now)`, which fills `now` from
+// `old` and returns whether it could. Sets `c.model` and drops the optimiser's state (its
+// moments are shaped like the old weights); returns "" or why not.
+template <class Adapt>
+std::string reshape_network(Checkpoint& c, const NetworkShape& old_shape,
+                            const NetworkShape& new_shape, const std::string& what, Adapt adapt) {
+  try {
+    QNetwork from(c.config, old_shape), to(c.config, new_shape);
+    if (auto e = load_network_bytes(from, c.model); !e.empty()) return e;
+    torch::NoGradGuard no_grad;
+    auto old_params = from->named_parameters(true);
+    for (auto& p : to->named_parameters(true)) {
+      const torch::Tensor& old = old_params[p.key()];
+      torch::Tensor& now = p.value();
+      if (old.sizes() == now.sizes())
+        now.copy_(old);
+      else if (!adapt(p.key(), old, now))
+        return "cannot migrate " + p.key() + " to the current " + what;
+    }
+    for (auto& b : to->named_buffers(true)) b.value().copy_(from->named_buffers(true)[b.key()]);
+    c.model = network_bytes(to);
+  } catch (const std::exception& e) {
+    return std::string("cannot migrate the checkpoint's network: ") + e.what();
+  }
+  c.optimizer.clear();
+  return "";
+}
+
+}  // namespace
+
 ir::Result<int> migrate_network(Checkpoint& c) {
   auto fail = [](const std::string& m) -> ir::Result<int> {
     return std::vector<ir::Diagnostic>{{{}, m}};
@@ -311,45 +344,57 @@ ir::Result<int> migrate_network(Checkpoint& c) {
   const int new_flat = space.size();
   const NetworkShape old_shape{c.feature_size, c.action_count, c.token_vocab, kinds};
   const NetworkShape new_shape{c.feature_size, new_flat + sketch + 1, c.token_vocab};
-  try {
-    QNetwork from(c.config, old_shape), to(c.config, new_shape);
-    if (auto e = load_network_bytes(from, c.model); !e.empty()) return fail(e);
-    // Kind-and-parameter ids: the old flat kinds' come first in both layouts, then the new
-    // kinds', then the sketch actions' and stop's.
-    int old_kp = 0, new_kp = 0;
-    for (int k = 0; k < transforms::kNumKinds; ++k) {
-      const int n = space.param_count(static_cast<transforms::Kind>(k));
-      (k < kinds ? old_kp : new_kp) += n;
-    }
-    const int64_t kp_at = env::kScopeFeatures + 2 * env::kBufferFeatures + old_kp;
-    torch::NoGradGuard no_grad;
-    auto old_params = from->named_parameters(true);
-    for (auto& p : to->named_parameters(true)) {
-      const torch::Tensor& old = old_params[p.key()];
-      torch::Tensor& now = p.value();
-      if (old.sizes() == now.sizes()) {
-        now.copy_(old);
-      } else if (p.key() == "factored_action.weight") {  // [w, inputs]: columns inserted
-        now.zero_();
-        now.narrow(1, 0, kp_at).copy_(old.narrow(1, 0, kp_at));
-        const int64_t rest = old.size(1) - kp_at;
-        now.narrow(1, kp_at + new_kp, rest).copy_(old.narrow(1, kp_at, rest));
-      } else if (p.key() == "advantage_head.2.weight" || p.key() == "advantage_head.2.bias") {
-        now.zero_();  // rows per action: the new kinds' inserted before the sketch and stop rows
-        now.narrow(0, 0, old_flat).copy_(old.narrow(0, 0, old_flat));
-        now.narrow(0, new_flat, sketch + 1).copy_(old.narrow(0, old_flat, sketch + 1));
-      } else {
-        return fail("cannot migrate " + p.key() + " to the current action space");
-      }
-    }
-    for (auto& b : to->named_buffers(true)) b.value().copy_(from->named_buffers(true)[b.key()]);
-    c.model = network_bytes(to);
-  } catch (const std::exception& e) {
-    return fail(std::string("cannot migrate the checkpoint's network: ") + e.what());
+  // Kind-and-parameter ids: the old flat kinds' come first in both layouts, then the new
+  // kinds', then the sketch actions' and stop's.
+  int old_kp = 0, new_kp = 0;
+  for (int k = 0; k < transforms::kNumKinds; ++k) {
+    const int n = space.param_count(static_cast<transforms::Kind>(k));
+    (k < kinds ? old_kp : new_kp) += n;
   }
+  const int64_t kp_at = env::kScopeFeatures + 2 * env::kBufferFeatures + old_kp;
+  auto adapt = [&](const std::string& key, const torch::Tensor& old, torch::Tensor& now) {
+    if (key == "factored_action.weight") {  // [w, inputs]: columns inserted
+      now.zero_();
+      now.narrow(1, 0, kp_at).copy_(old.narrow(1, 0, kp_at));
+      const int64_t rest = old.size(1) - kp_at;
+      now.narrow(1, kp_at + new_kp, rest).copy_(old.narrow(1, kp_at, rest));
+      return true;
+    }
+    if (key == "advantage_head.2.weight" || key == "advantage_head.2.bias") {
+      now.zero_();  // rows per action: the new kinds' inserted before the sketch and stop rows
+      now.narrow(0, 0, old_flat).copy_(old.narrow(0, 0, old_flat));
+      now.narrow(0, new_flat, sketch + 1).copy_(old.narrow(0, old_flat, sketch + 1));
+      return true;
+    }
+    return false;
+  };
+  if (auto e = reshape_network(c, old_shape, new_shape, "action space", adapt); !e.empty())
+    return fail(e);
   c.action_count = new_shape.action_count;
-  c.optimizer.clear();
   return kinds;
+}
+
+ir::Result<bool> migrate_features(Checkpoint& c) {
+  if (c.feature_size != env::kFeatureSize - env::kTargetFeatures) return false;
+  const int kinds = flat_space_kinds(c.action_count, c.config.sketch_actions);
+  const NetworkShape old_shape{c.feature_size, c.action_count, c.token_vocab,
+                               kinds > 0 ? kinds : transforms::kNumKinds};
+  NetworkShape new_shape = old_shape;
+  new_shape.feature_size = env::kFeatureSize;
+  const int64_t old_size = c.feature_size;
+  auto adapt = [&](const std::string&, const torch::Tensor& old, torch::Tensor& now) {
+    // The features' first layer: the target block's columns start at zero.
+    if (old.dim() != 2 || now.dim() != 2 || old.size(0) != now.size(0) || old.size(1) != old_size ||
+        now.size(1) != env::kFeatureSize)
+      return false;
+    now.zero_();
+    now.narrow(1, 0, old_size).copy_(old);
+    return true;
+  };
+  if (auto e = reshape_network(c, old_shape, new_shape, "feature vector", adapt); !e.empty())
+    return std::vector<ir::Diagnostic>{{{}, e}};
+  c.feature_size = env::kFeatureSize;
+  return true;
 }
 
 }  // namespace perfdojo::agents

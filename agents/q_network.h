@@ -103,6 +103,13 @@ std::string load_network_bytes(QNetwork& net, const std::string& bytes);
 /// returns the kinds the checkpoint had (kNumKinds: nothing to do), or an error message.
 ir::Result<int> migrate_network(Checkpoint& c);
 
+/// Brings the network of a checkpoint trained before the features' target block
+/// (env::kTargetFeatures) to today's feature vector: the feature encoder's first layer gets zero
+/// columns for the block, so the network computes what it did, whatever the target, until
+/// training says more. Sets `c.feature_size` and `c.model`, drops the optimiser's state; returns
+/// whether it migrated (false: nothing to do), or an error message.
+ir::Result<bool> migrate_features(Checkpoint& c);
+
 /// One compute thread for torch and for the OpenBLAS it calls: results do not depend on thread
 /// scheduling (reproducible runs), and the actors' oneTBB threads get the other cores.
 void use_single_thread();

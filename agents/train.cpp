@@ -8,16 +8,35 @@
 
 namespace perfdojo::agents {
 
+std::vector<std::string> backend_list(const std::string& backends) {
+  std::vector<std::string> out;
+  size_t at = 0;
+  while (at <= backends.size()) {
+    const size_t comma = std::min(backends.find(',', at), backends.size());
+    if (comma > at) out.push_back(backends.substr(at, comma - at));
+    at = comma + 1;
+  }
+  return out;
+}
+
+std::string backend_for(const std::string& backends, const std::string& benchmark, uint64_t seed) {
+  const std::vector<std::string> list = backend_list(backends);
+  if (list.size() <= 1) return list.empty() ? backends : list[0];
+  uint64_t h = 1469598103934665603ull ^ seed;  // FNV-1a over the kernel, from the seed
+  for (unsigned char ch : benchmark) h = (h ^ ch) * 1099511628211ull;
+  return list[h % list.size()];
+}
+
 env::EnvConfig env_config_for(const AgentConfig& c, const std::string& benchmark, uint64_t seed) {
   env::EnvConfig e;
   e.benchmark = benchmark;
-  e.backend = c.backend;
+  e.backend = backend_for(c.backend, benchmark, seed);
   // A measured backend times each new program once per env (the env caches it) and keeps its
   // results on disk: a program met again in a later run costs a lookup.
   e.measure.time_budget_s = c.measure_budget_ms / 1000.0;
   e.measure.min_reps = 3;
   e.measure.max_reps = 20;
-  if (!backends::is_cost_model(c.backend)) {
+  if (!backends::is_cost_model(e.backend)) {
     e.backend_config.cache_dir = backends::default_cache_dir();
     e.backend_config.compile_timeout_s = c.compile_timeout_s;
   }

@@ -45,6 +45,12 @@ struct TrainSummary {
   std::string checkpoint_path;
 };
 
+/// The names in a comma-separated backend list ("cost_model,cost_model:zen3").
+std::vector<std::string> backend_list(const std::string& backends);
+/// The backend of `backends` (one name, or a list: a run that trains on several targets) that
+/// an env for `benchmark` made with `seed` uses: drawn from both, so the demonstrations and
+/// DAgger's episodes spread over the list.
+std::string backend_for(const std::string& backends, const std::string& benchmark, uint64_t seed);
 /// The env config the agent trains and evaluates with (observation spaces, reward space...).
 env::EnvConfig env_config_for(const AgentConfig& c, const std::string& benchmark, uint64_t seed);
 

@@ -10,6 +10,16 @@ std::string TrainRun::load_network(const std::string& path, Checkpoint* out, boo
   auto ck = load_checkpoint(path);
   if (!ck.ok()) return ck.error_text();
   *out = std::move(ck).value();
+  if (out->feature_size == env::kFeatureSize - env::kTargetFeatures) {
+    // Trained before the features' target block: the network carries over, its optimiser state
+    // and replay cannot.
+    if (!migrate)
+      return path + ": the checkpoint reads " + std::to_string(out->feature_size) +
+             " features, this build's env gives " + std::to_string(env::kFeatureSize) +
+             "; start a new run from its network with --init instead";
+    if (auto m = migrate_features(*out); !m.ok()) return path + ": " + m.error_text();
+    say("migrated " + path + " to the feature vector with the target block");
+  }
   const int kinds = flat_space_kinds(out->action_count, out->config.sketch_actions);
   if (kinds > 0 && kinds < transforms::kNumKinds) {
     // Trained before the flat space's last kinds were added: the network carries over, its

@@ -56,13 +56,13 @@ Env::Env(EnvConfig config, std::unique_ptr<backends::Backend> backend)
 }
 
 ir::Result<std::unique_ptr<Env>> Env::make(const EnvConfig& config) {
-  auto names = backends::backend_names();
-  if (std::find(names.begin(), names.end(), config.backend) == names.end()) {
-    std::string all;
-    for (const auto& n : names) all += (all.empty() ? "" : ", ") + n;
-    return config_error("unknown backend '" + config.backend + "'; expected one of " + all);
-  }
   auto backend = backends::make_backend(config.backend, config.backend_config);
+  if (!backend) {
+    std::string all;
+    for (const auto& n : backends::backend_names()) all += (all.empty() ? "" : ", ") + n;
+    return config_error("unknown backend '" + config.backend + "'; expected one of " + all +
+                        ", or cost_model:FILE (a machine profile)");
+  }
   if (auto av = backend->available(); !av.ok)
     return config_error("backend '" + config.backend + "' is not available here: " + av.why);
   if (!parse_reward_space(config.reward_space))
@@ -304,7 +304,16 @@ bool Env::stop_allowed(const std::vector<uint8_t>& mask) const {
 
 Observation Env::observe_now() const {
   // The cursor features say -1 without a cursor space (docs/env.md), as info.cursor does.
-  return observe(program_, observe_, cursor_on() ? cursor_ : -1, &feature_memo_);
+  const TargetTraits traits = target_traits();
+  return observe(program_, observe_, cursor_on() ? cursor_ : -1, &feature_memo_, &traits);
+}
+
+TargetTraits Env::target_traits() const {
+  TargetTraits t;
+  for (int w : target_.vector_widths) t.lanes = std::max(t.lanes, w);
+  t.registers = t.lanes > 0 ? target_.registers() : 0;
+  t.fma = target_.fma;
+  return t;
 }
 
 Info Env::make_info() const {

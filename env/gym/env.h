@@ -152,6 +152,8 @@ class Env {
   }
   /// The target the env's actions are checked for (its backend's).
   const transforms::Target& target() const { return target_; }
+  /// The target as the features' last block describes it (observation.h).
+  TargetTraits target_traits() const;
   /// The current program.
   const ir::Program& program() const { return program_; }
   /// The configuration.

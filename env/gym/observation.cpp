@@ -147,7 +147,7 @@ int token_vocabulary_size() {
 const std::vector<ObservationSpaceInfo>& observation_spaces() {
   static const std::vector<ObservationSpaceInfo> kSpaces = {
       {"ir_text", "str", {}, true, false},
-      {"features", "float32", {kFeatureSize}, true, false},
+      {"features", "float32", {kFeatureSize}, true, true},
       {"tokens", "int32", {kMaxTokens}, true, false},
       {"graph", "graph", {}, true, false},
   };
@@ -261,7 +261,8 @@ FeatureBounds feature_bounds() {
   return b;
 }
 
-std::vector<float> features(const ir::Program& p, int cursor, FeatureMemo* memo) {
+std::vector<float> features(const ir::Program& p, int cursor, FeatureMemo* memo,
+                            const TargetTraits* target) {
   std::vector<float> f(kFeatureSize, 0.0f);
   NodeMemo<NestFeatures>* mem = memo ? &memo->impl_->nests : nullptr;
   if (mem) mem->begin();
@@ -324,6 +325,14 @@ std::vector<float> features(const ir::Program& p, int cursor, FeatureMemo* memo)
     row[3] = log2p(static_cast<double>(b.elements()));
     row[4] = count(static_cast<double>(b.shape.size()));
     row[5] = b.init.has_value();
+  }
+  // Target block: lanes / 16, registers / 32, FMA, and 1 (a target is described).
+  if (target) {
+    float* row = &f[kTargetFeaturesAt];
+    row[0] = std::clamp(target->lanes / 16.0f, 0.0f, 1.0f);
+    row[1] = std::clamp(target->registers / 32.0f, 0.0f, 1.0f);
+    row[2] = target->fma;
+    row[3] = 1.0f;
   }
   return f;
 }
@@ -474,10 +483,10 @@ bool ObservationSet::add(const std::string& name) {
 }
 
 Observation observe(const ir::Program& p, const ObservationSet& spaces, int cursor,
-                    FeatureMemo* memo) {
+                    FeatureMemo* memo, const TargetTraits* target) {
   Observation o;
   if (spaces.ir_text) o.ir_text = ir::print_program(p);
-  if (spaces.features) o.features = features(p, cursor, memo);
+  if (spaces.features) o.features = features(p, cursor, memo, target);
   if (spaces.tokens) o.tokens = tokens(p);
   if (spaces.graph) o.graph = graph(p);
   return o;

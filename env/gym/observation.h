@@ -1,5 +1,6 @@
 // Observation spaces over the IR. Each space declares whether it is deterministic and whether it
-// depends on the platform (none of these do: they read the IR alone). Layouts: docs/env.md.
+// depends on the platform (the features do: their last block describes the target; the others
+// read the IR alone). Layouts: docs/env.md.
 #pragma once
 
 #include <cstdint>
@@ -41,9 +42,13 @@ inline constexpr int kFeatureBuffers = 16;
 inline constexpr int kGlobalFeatures = 10;
 inline constexpr int kScopeFeatures = 12;
 inline constexpr int kBufferFeatures = 6;
+/// The target block, last: what the moves are for (TargetTraits).
+inline constexpr int kTargetFeatures = 4;
 /// Length of the feature vector.
-inline constexpr int kFeatureSize =
-    kGlobalFeatures + kFeatureScopes * kScopeFeatures + kFeatureBuffers * kBufferFeatures;
+inline constexpr int kFeatureSize = kGlobalFeatures + kFeatureScopes * kScopeFeatures +
+                                    kFeatureBuffers * kBufferFeatures + kTargetFeatures;
+/// Where the target block starts.
+inline constexpr int kTargetFeaturesAt = kFeatureSize - kTargetFeatures;
 /// Counts among the features (statements, scopes, depth, children, ...) are capped here.
 inline constexpr int kFeatureCountCap = 1 << 20;
 /// Each feature entry's bounds, always respected: log2(1+v) entries in [0, 1024], counts in [0,
@@ -77,6 +82,15 @@ const std::vector<ObservationSpaceInfo>& observation_spaces();
 /// The description of `name`, or nullptr.
 const ObservationSpaceInfo* find_observation_space(const std::string& name);
 
+/// What the feature vector's last block says of the target the env's moves are for: the same
+/// program asks for different tiles on a 16-lane, 32-register core than on an 8-lane,
+/// 16-register one, and a policy that plays on both must see which it is on.
+struct TargetTraits {
+  int lanes = 0;      ///< f32 lanes of its widest vector (0: no vectors)
+  int registers = 0;  ///< architectural vector registers
+  bool fma = false;   ///< fused multiply-add
+};
+
 /// What features() made of each top-level node of the last program it saw with this memo: the
 /// node's rows and totals, which depend on its subtree alone. A transformation shares the nodes
 /// it did not change, so the next program's unchanged nests are copied. Features are
@@ -100,19 +114,21 @@ class FeatureMemo {
 
  private:
   std::unique_ptr<Impl> impl_;
-  friend std::vector<float> features(const ir::Program&, int, FeatureMemo*);
+  friend std::vector<float> features(const ir::Program&, int, FeatureMemo*, const TargetTraits*);
 };
 
-/// The fixed-size feature vector; `cursor` is the cursor space's scope index or -1.
+/// The fixed-size feature vector; `cursor` is the cursor space's scope index or -1; `target`
+/// fills the target block (null: zeros, no target).
 std::vector<float> features(const ir::Program& p, int cursor);
 /// The same, reusing what `memo` (may be null) remembers of `p`'s unchanged nests.
-std::vector<float> features(const ir::Program& p, int cursor, FeatureMemo* memo);
+std::vector<float> features(const ir::Program& p, int cursor, FeatureMemo* memo,
+                            const TargetTraits* target = nullptr);
 /// Token ids of the canonical IR text (fixed vocabulary; buffer and size names by slot).
 std::vector<int32_t> tokens(const ir::Program& p);
 /// The loop-tree graph.
 Graph graph(const ir::Program& p);
 /// Fills `spaces` of an observation, the features with `memo` (may be null).
 Observation observe(const ir::Program& p, const ObservationSet& spaces, int cursor,
-                    FeatureMemo* memo = nullptr);
+                    FeatureMemo* memo = nullptr, const TargetTraits* target = nullptr);
 
 }  // namespace perfdojo::env

@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
+#include <memory>
 #include <numeric>
 #include <optional>
 #include <set>
@@ -841,6 +843,28 @@ TEST_CASE(
   }
 }
 
+// A learner of `shape` (seeded) after a few updates on `o`, its checkpoint saved at `path`: a
+// network of an older layout, for the migrations.
+std::unique_ptr<DqnLearner> saved_learner(const AgentConfig& c, const NetworkShape& shape,
+                                          const AgentObs& o, uint64_t seed,
+                                          const std::string& path) {
+  torch::manual_seed(seed);
+  auto learner = std::make_unique<DqnLearner>(c, shape);
+  for (int i = 0; i < 64; ++i) learner->remember(o, i % 3, 0.1 * i, o, i % 5 == 0);
+  for (int i = 0; i < 3; ++i) learner->update(1.0);
+  REQUIRE(save_checkpoint(checkpoint_of(c, shape, *learner), path).empty());
+  return learner;
+}
+
+// --resume of a checkpoint that must be migrated is refused, saying `why` and naming --init.
+void check_resume_refused(const AgentConfig& c, const std::string& path, const std::string& why) {
+  TrainOptions resume = quiet();
+  resume.resume = path;
+  TrainSummary refused = train(c, resume);
+  CHECK_MESSAGE(refused.error.find(why) != std::string::npos, refused.error);
+  CHECK(refused.error.find("--init") != std::string::npos);
+}
+
 TEST_CASE("a checkpoint of the flat space's first 18 kinds is migrated: same Q, new kinds added") {
   for (const char* head : {"factored", "flat"}) {
     CAPTURE(head);
@@ -862,12 +886,9 @@ TEST_CASE("a checkpoint of the flat space's first 18 kinds is migrated: same Q, 
     for (int i = old_flat; i < new_flat; ++i) REQUIRE(now.mask[i] == 0);  // f32: none is legal
     const NetworkShape shape{env::kFeatureSize, old_flat + tail, env::token_vocabulary_size(), 18};
     CHECK(flat_space_kinds(shape.action_count, c.sketch_actions) == 18);
-    torch::manual_seed(5);
-    DqnLearner learner(c, shape);
-    for (int i = 0; i < 64; ++i) learner.remember(then, i % 3, 0.1 * i, then, i % 5 == 0);
-    for (int i = 0; i < 3; ++i) learner.update(1.0);
     const std::string path = c.out_dir + "/first.ckpt";
-    REQUIRE(save_checkpoint(checkpoint_of(c, shape, learner), path).empty());
+    const auto trained = saved_learner(c, shape, then, 5, path);
+    DqnLearner& learner = *trained;
 
     auto policy = Policy::load(path);
     REQUIRE_MESSAGE(policy.ok(), policy.error_text());
@@ -893,12 +914,66 @@ TEST_CASE("a checkpoint of the flat space's first 18 kinds is migrated: same Q, 
 
     // Resuming needs the optimiser's state, which is shaped like the old weights: refused, and
     // --init named; --init migrates.
-    TrainOptions resume = quiet();
-    resume.resume = path;
-    TrainSummary refused = train(c, resume);
-    CHECK_MESSAGE(refused.error.find("first 18 kinds") != std::string::npos, refused.error);
-    CHECK(refused.error.find("--init") != std::string::npos);
+    check_resume_refused(c, path, "first 18 kinds");
   }
+}
+
+TEST_CASE("a checkpoint from before the features' target block is migrated: same Q anywhere") {
+  for (const char* head : {"factored", "flat"}) {
+    CAPTURE(head);
+    AgentConfig c = tiny_config(temp_dir(std::string("migrate_features_") + head));
+    c.head = head;
+    const AgentObs now = observation_of(kTinyKernel, c);
+    REQUIRE(now.features.size() == static_cast<size_t>(env::kFeatureSize));
+    REQUIRE(now.features[env::kTargetFeaturesAt + 3] == 1.0f);  // a target is described
+    // The same state as a network of 1,258 features saw it: the vector without its last block.
+    AgentObs then = now;
+    then.features.resize(env::kTargetFeaturesAt);
+    const NetworkShape shape{env::kTargetFeaturesAt, static_cast<int>(now.mask.size()),
+                             env::token_vocabulary_size()};
+    const std::string path = c.out_dir + "/before-target.ckpt";
+    const auto trained = saved_learner(c, shape, then, 9, path);
+    DqnLearner& learner = *trained;
+
+    auto policy = Policy::load(path);
+    REQUIRE_MESSAGE(policy.ok(), policy.error_text());
+    CHECK(policy.value()->checkpoint().feature_size == env::kFeatureSize);
+    const torch::Tensor before = learner.q_values({&then}).contiguous();
+    // Whatever the target block says, the migrated network gives the old Q-values.
+    AgentObs other = now;
+    for (int i = env::kTargetFeaturesAt; i < env::kFeatureSize; ++i) other.features[i] = 0.25f;
+    for (const AgentObs* o : std::vector<const AgentObs*>{&now, &other}) {
+      const std::vector<float> after = policy.value()->q_values(*o);
+      int compared = 0;
+      for (size_t i = 0; i < after.size(); ++i) {
+        if (!now.mask[i]) continue;  // illegal entries are unspecified
+        const float a = before.data_ptr<float>()[i];
+        REQUIRE(std::abs(a - after[i]) <= 1e-5f * (1 + std::abs(a)));
+        ++compared;
+      }
+      CHECK(compared > 2);
+    }
+
+    // Resuming needs the optimiser's state, shaped like the old weights: refused, --init named.
+    check_resume_refused(c, path, "features");
+  }
+}
+
+TEST_CASE("a run on several backends gives its actors one each, and its kernels both") {
+  CHECK(backend_list("cost_model,cost_model:zen3") ==
+        std::vector<std::string>{"cost_model", "cost_model:zen3"});
+  CHECK(backend_list("cost_model") == std::vector<std::string>{"cost_model"});
+  CHECK(backend_for("x86_avx512", "perfdojo://suite/softmax", 3) == "x86_avx512");
+  std::map<std::string, int> drawn;
+  for (int i = 0; i < 64; ++i)
+    ++drawn[backend_for("cost_model,cost_model:zen3",
+                        "perfdojo://gen/softmax?seed=" + std::to_string(i), 1)];
+  CHECK(drawn.size() == 2);
+  CHECK(drawn["cost_model"] > 16);
+  CHECK(drawn["cost_model:zen3"] > 16);
+  // The same kernel and seed always draw the same backend (demonstrations are reproducible).
+  CHECK(backend_for("cost_model,cost_model:zen3", "perfdojo://suite/softmax", 7) ==
+        backend_for("cost_model,cost_model:zen3", "perfdojo://suite/softmax", 7));
 }
 
 TEST_CASE("a checkpoint from before the head was a choice loads as the flat head it was") {

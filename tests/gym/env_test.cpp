@@ -639,25 +639,57 @@ TEST_CASE(
       auto e = make(c);
       std::mt19937 rng(7);
       auto [obs, info] = e->reset(0);
-      CHECK(obs.features == env::features(e->program(), info.cursor));
+      const env::TargetTraits traits = e->target_traits();
+      auto fresh = [&](int cursor) {
+        return env::features(e->program(), cursor, nullptr, &traits);
+      };
+      CHECK(obs.features == fresh(info.cursor));
       for (int s = 0; s < 60; ++s) {
         std::vector<int> legal;
         for (int i = 0; i + 1 < static_cast<int>(info.action_mask.size()); ++i)
           if (info.action_mask[i]) legal.push_back(i);
         if (legal.empty()) break;
         auto r = e->step(legal[rng() % legal.size()]);
-        REQUIRE_MESSAGE(r.observation.features == env::features(e->program(), r.info.cursor),
+        REQUIRE_MESSAGE(r.observation.features == fresh(r.info.cursor),
                         kernel << " " << space << " step " << s);
         ++checked;
         info = r.info;
         if (r.terminated || r.truncated) {
           std::tie(obs, info) = e->reset();
-          REQUIRE(obs.features == env::features(e->program(), info.cursor));
+          REQUIRE(obs.features == fresh(info.cursor));
         }
       }
     }
   }
   CHECK(checked > 300);
+}
+
+TEST_CASE("the features' last block describes the env's target, and only that block differs") {
+  // The same program on an AVX-512 and an AVX2 target: a policy that plays on both sees which.
+  auto wide = small_config("perfdojo://suite/softmax");
+  auto narrow = wide;
+  narrow.backend = "cost_model:zen3";
+  auto a = make(wide), b = make(narrow);
+  const auto fa = a->reset(0).first.features, fb = b->reset(0).first.features;
+  REQUIRE(fa.size() == static_cast<size_t>(env::kFeatureSize));
+  REQUIRE(fb.size() == fa.size());
+  CHECK(std::equal(fa.begin(), fa.begin() + env::kTargetFeaturesAt, fb.begin()));
+  const float* ta = &fa[env::kTargetFeaturesAt];
+  const float* tb = &fb[env::kTargetFeaturesAt];
+  CHECK(ta[0] == 1.0f);  // 16 lanes
+  CHECK(tb[0] == 0.5f);  // 8 lanes
+  CHECK(ta[1] == 1.0f);  // 32 registers
+  CHECK(tb[1] == 0.5f);  // 16 registers
+  CHECK(ta[3] == 1.0f);
+  CHECK(tb[3] == 1.0f);
+  // Without a target the block is zeros, and the bounds hold either way.
+  const auto none = env::features(a->program(), -1);
+  for (int i = env::kTargetFeaturesAt; i < env::kFeatureSize; ++i) CHECK(none[i] == 0.0f);
+  const auto bounds = env::feature_bounds();
+  for (int i = env::kTargetFeaturesAt; i < env::kFeatureSize; ++i) {
+    CHECK(ta[i - env::kTargetFeaturesAt] <= bounds.high[i]);
+    CHECK(tb[i - env::kTargetFeaturesAt] >= bounds.low[i]);
+  }
 }
 
 TEST_CASE("a feature memo copies only nests it saw and starts empty when copied") {

@@ -201,7 +201,7 @@ def test_the_in_process_vector_env_matches_single_envs():
     with pytest.raises(ValueError, match="out of range"):
         vec.step([0, 0, vec.single_action_space.n])
     vec2 = gym.make_vec("PerfDojoInProcess-v0", num_envs=2, vectorization_mode="vector_entry_point", benchmark=BENCH)
-    assert vec2.reset(seed=0)[0].shape == (2, 1258)
+    assert vec2.reset(seed=0)[0].shape == (2, 1262)
     with pytest.raises(ValueError, match="numeric observations only"):
         InProcessVectorEnv(2, BENCH, observation_spaces=["ir_text"])
 

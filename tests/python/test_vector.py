@@ -112,7 +112,7 @@ def test_make_vec_builds_the_vector_env(shared):
     vec = gym.make_vec("PerfDojo-v0", num_envs=2, vectorization_mode="vector_entry_point", benchmark=BENCH)
     assert isinstance(vec.unwrapped, PerfDojoVectorEnv)
     obs, info = vec.reset(seed=0)
-    assert obs.shape == (2, 1258)
+    assert obs.shape == (2, 1262)
     vec.close()
 
 
@@ -130,7 +130,7 @@ def test_malformed_binary_frames_get_json_errors_and_the_connection_stays(shared
         c.request_binary(struct.pack("<BBHI", 0xB5, 2, 1, 7) + b"\0" * 20)
     # Unknown sessions fail their own record only.
     body = c.request_binary(binary.encode(9, [(s, 3, binary.RESET_SEED), (s + 999, 0, binary.STEP)]))
-    rid, batch = binary.decode_batch(body, n_actions, 1258 * 4)
+    rid, batch = binary.decode_batch(body, n_actions, 1262 * 4)
     assert rid == 9 and batch.ok[0] and not batch.ok[1]
     assert batch.message[1].startswith("unknown_session: no session")
     assert c.request("ping") == {}
