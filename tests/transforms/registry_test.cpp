@@ -206,7 +206,9 @@ TEST_CASE(
       {"aarch64_neon", {4, 2, 8, 16}}, {"aarch64_sve", {8, 4, 2, 16}},
       {"riscv64_rvv", {2, 4, 8, 16}},  {"cuda", {16, 8, 4, 2}}};
   CHECK(ref.params(transforms::Kind::kVectorize) == std::vector<int64_t>{16, 8, 4, 2});
-  for (const auto& [name, order] : orders) {
+  for (const auto& entry : orders) {
+    const std::string& name = entry.first;
+    const std::vector<int64_t>& order = entry.second;
     INFO(name);
     const auto t = *transforms::target_by_name(name);
     const transforms::FlatActionSpace space({}, t);
