@@ -132,16 +132,16 @@ Proposals agent_proposals(const std::string& checkpoint, const std::string& file
   return out;
 }
 
-// The cost model the policy proposes on: the optimiser's own when its profile describes the
-// target's ISA (this machine, calibrated; a cross target's core), else a built-in core of that
-// ISA. The policy's moves are then moves of the target: a 16-lane vector is none on an AVX2 core,
-// and a policy playing on the AVX-512 model would propose it there.
+// The cost model the policy proposes on: a built-in core of the target's ISA, so the policy's
+// moves are moves of the target (a 16-lane vector is none on an AVX2 core, and a policy playing
+// on the AVX-512 model proposed it there): the Zen 3 model for x86_avx2, a cross target's own
+// core, and for x86_avx512 the built-in model the shipped agent trained on. (This machine's
+// calibrated profile measured no better there: optimize --agent 0.92 of optimize alone against
+// 0.98, one run each, docs/agents.md.) x86_64 has no model of its own: its vector moves are
+// refused as the proposals are replayed.
 std::string proposal_model(const optimizer::Optimizer& o, const std::string& arch) {
-  if (o.profile_isa() == arch)
-    return o.machine_profile().empty() ? "" : "cost_model:" + o.machine_profile();
   if (arch == "x86_avx2") return "cost_model:zen3";
-  // x86_avx512: the built-in profile. x86_64 has no model of its own: its vector moves are
-  // refused as the proposals are replayed.
+  if (o.machine_profile().rfind("builtin:", 0) == 0) return "cost_model:" + o.machine_profile();
   return "";
 }
 

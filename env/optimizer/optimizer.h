@@ -180,8 +180,6 @@ class Optimizer {
   /// The cost model's machine profile for the target: a file (this machine, calibrated) or
   /// "builtin:NAME" (a cross target's core); empty for the built-in AVX-512 profile.
   const std::string& machine_profile() const { return config_.machine_profile; }
-  /// That profile's ISA (x86_avx512, x86_avx2, ...): the one the model's estimates assume.
-  const std::string& profile_isa() const { return profile_.isa; }
   /// Searches for at most `timeout_s` seconds (measurement included). Never returns nothing:
   /// on timeout or cancel it returns the best verified program so far (the original at worst).
   Result transform(const ir::Program& program, double timeout_s, const Progress& progress = {},

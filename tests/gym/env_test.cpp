@@ -8,6 +8,7 @@
 #include <fstream>
 #include <random>
 
+#include "backends/machine_profile.h"
 #include "gym/dataset.h"
 #include "gym/observation.h"
 #include "gym/vector_env.h"
@@ -690,6 +691,35 @@ TEST_CASE("the features' last block describes the env's target, and only that bl
     CHECK(ta[i - env::kTargetFeaturesAt] <= bounds.high[i]);
     CHECK(tb[i - env::kTargetFeaturesAt] >= bounds.low[i]);
   }
+}
+
+TEST_CASE("cost_model:FILE is the cost model on a profile file, with its ISA's vectors") {
+  // A calibrated AVX2 core's profile (no vector_lanes of its own): 8-lane vectors only.
+  backends::MachineProfile avx2 = backends::default_profile();
+  avx2.isa = "x86_avx2";
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "perfdojo-env-test-avx2.profile").string();
+  std::string err;
+  REQUIRE_MESSAGE(backends::save_profile(avx2, path, &err), err);
+  auto c = small_config("perfdojo://suite/softmax");
+  c.backend = "cost_model:" + path;
+  auto e = make(c);
+  CHECK(e->target().vector_widths == std::vector<int>{8});
+  CHECK(e->target_traits().lanes == 8);
+  CHECK(e->reset(0).second.initial_time_s > 0);
+  std::filesystem::remove(path);
+  // A built-in profile by name, and a file that is not there: refused, saying why.
+  c.backend = "cost_model:builtin:zen3";
+  CHECK(make(c)->target().vector_widths == std::vector<int>{8});
+  c.backend = "cost_model:/nonexistent/perfdojo.profile";
+  auto bad = Env::make(c);
+  REQUIRE_FALSE(bad.ok());
+  CHECK_MESSAGE(bad.error_text().find("/nonexistent/perfdojo.profile") != std::string::npos,
+                bad.error_text());
+  c.backend = "no_such_backend";
+  bad = Env::make(c);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error_text().find("cost_model:FILE") != std::string::npos);
 }
 
 TEST_CASE("a feature memo copies only nests it saw and starts empty when copied") {
