@@ -4,6 +4,7 @@
 
 #include "agents/train_run.h"
 #include "backends/backend.h"
+#include "backends/compiler.h"
 #include "backends/result_cache.h"
 
 namespace perfdojo::agents {
@@ -22,9 +23,14 @@ std::vector<std::string> backend_list(const std::string& backends) {
 std::string backend_for(const std::string& backends, const std::string& benchmark, uint64_t seed) {
   const std::vector<std::string> list = backend_list(backends);
   if (list.size() <= 1) return list.empty() ? backends : list[0];
-  uint64_t h = 1469598103934665603ull ^ seed;  // FNV-1a over the kernel, from the seed
-  for (unsigned char ch : benchmark) h = (h ^ ch) * 1099511628211ull;
+  const uint64_t h = backends::stable_hash(benchmark, 0xcbf29ce484222325ULL ^ seed);
   return list[h % list.size()];
+}
+
+std::string actor_backend(const std::string& backends, int actor) {
+  const std::vector<std::string> list = backend_list(backends);
+  if (list.size() <= 1) return list.empty() ? backends : list[0];
+  return list[static_cast<size_t>(actor) % list.size()];
 }
 
 env::EnvConfig env_config_for(const AgentConfig& c, const std::string& benchmark, uint64_t seed) {

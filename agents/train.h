@@ -51,6 +51,8 @@ std::vector<std::string> backend_list(const std::string& backends);
 /// an env for `benchmark` made with `seed` uses: drawn from both, so the demonstrations and
 /// DAgger's episodes spread over the list.
 std::string backend_for(const std::string& backends, const std::string& benchmark, uint64_t seed);
+/// The backend actor `actor` of a run plays on: the list's entries round robin.
+std::string actor_backend(const std::string& backends, int actor);
 /// The env config the agent trains and evaluates with (observation spaces, reward space...).
 env::EnvConfig env_config_for(const AgentConfig& c, const std::string& benchmark, uint64_t seed);
 

@@ -63,10 +63,9 @@ std::string TrainRun::setup() {
   // Actors. Each env has its own backend and seed; with several backends, actor i plays on the
   // i-th (round robin).
   actors.resize(config.num_envs);
-  const std::vector<std::string> backends = backend_list(config.backend);
   for (int i = 0; i < config.num_envs; ++i) {
     env::EnvConfig ec = env_config_for(config, out.kernels[0].uri, config.seed * 1000 + i);
-    if (backends.size() > 1) ec.backend = backends[static_cast<size_t>(i) % backends.size()];
+    ec.backend = actor_backend(config.backend, i);
     auto e = env::Env::make(ec);
     if (!e.ok()) return e.error_text();
     actors[i].env = std::move(e).value();

@@ -310,7 +310,7 @@ Observation Env::observe_now() const {
 
 TargetTraits Env::target_traits() const {
   TargetTraits t;
-  for (int w : target_.vector_widths) t.lanes = std::max(t.lanes, w);
+  t.lanes = target_.widest_lanes();
   t.registers = t.lanes > 0 ? target_.registers() : 0;
   t.fma = target_.fma;
   return t;

@@ -117,10 +117,11 @@ class FeatureMemo {
   friend std::vector<float> features(const ir::Program&, int, FeatureMemo*, const TargetTraits*);
 };
 
-/// The fixed-size feature vector; `cursor` is the cursor space's scope index or -1; `target`
-/// fills the target block (null: zeros, no target).
+/// The fixed-size feature vector; `cursor` is the cursor space's scope index or -1. The target
+/// block is zeros (no target).
 std::vector<float> features(const ir::Program& p, int cursor);
-/// The same, reusing what `memo` (may be null) remembers of `p`'s unchanged nests.
+/// The same, reusing what `memo` (may be null) remembers of `p`'s unchanged nests; `target`
+/// fills the target block (null: zeros).
 std::vector<float> features(const ir::Program& p, int cursor, FeatureMemo* memo,
                             const TargetTraits* target = nullptr);
 /// Token ids of the canonical IR text (fixed vocabulary; buffer and size names by slot).

@@ -4,6 +4,7 @@
 // the registry, so ids are stable: new kinds are appended, never renumbered.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -154,9 +155,15 @@ struct Target {
   /// The threads a parallel scope runs on (with `parallel`): what the optimiser's parallel
   /// proposals divide among (legality never depends on it).
   int threads = 2;
+  /// f32 lanes of the widest vector (0: no vectors).
+  int widest_lanes() const {
+    int lanes = 0;
+    for (int w : vector_widths) lanes = std::max(lanes, w);
+    return lanes;
+  }
   int registers() const {
     if (vector_registers > 0) return vector_registers;
-    return !vector_widths.empty() && vector_widths.front() >= 16 ? 32 : 16;
+    return widest_lanes() >= 16 ? 32 : 16;
   }
 };
 

@@ -137,8 +137,7 @@ std::vector<DotNest> dot_nests(const ir::Program& p) {
 }
 
 std::vector<DotTile> dot_candidates(const DotNest& nest, const Target& target) {
-  int64_t lanes = 0;
-  for (int w : target.vector_widths) lanes = std::max<int64_t>(lanes, w);
+  const int64_t lanes = target.widest_lanes();
   // x86's vpdpbusd takes 8 or 16 lanes; AArch64's usdot 4 (the C printer's forms).
   const bool arm = target.name.rfind("aarch64", 0) == 0;
   if (lanes < 8 && !(arm && lanes == 4)) return {};

@@ -390,8 +390,7 @@ const std::vector<int64_t>& vector_width_params(const Target& t) {
     }
     return orders;
   }();
-  int64_t native = 0;
-  for (int w : t.vector_widths) native = std::max<int64_t>(native, w);
+  const int64_t native = t.widest_lanes();
   const auto& all = vector_width_params();
   for (size_t n = 0; n < all.size(); ++n)
     if (all[n] == native) return kOrders[n];

@@ -971,6 +971,11 @@ TEST_CASE("a run on several backends gives its actors one each, and its kernels 
   CHECK(drawn.size() == 2);
   CHECK(drawn["cost_model"] > 16);
   CHECK(drawn["cost_model:zen3"] > 16);
+  // The actors take the list round robin.
+  CHECK(actor_backend("cost_model,cost_model:zen3", 0) == "cost_model");
+  CHECK(actor_backend("cost_model,cost_model:zen3", 1) == "cost_model:zen3");
+  CHECK(actor_backend("cost_model,cost_model:zen3", 2) == "cost_model");
+  CHECK(actor_backend("x86_avx512", 3) == "x86_avx512");
   // The same kernel and seed always draw the same backend (demonstrations are reproducible).
   CHECK(backend_for("cost_model,cost_model:zen3", "perfdojo://suite/softmax", 7) ==
         backend_for("cost_model,cost_model:zen3", "perfdojo://suite/softmax", 7));

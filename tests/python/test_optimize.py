@@ -119,6 +119,22 @@ def test_policy_only_with_the_shipped_agent_measures_its_trace_and_nothing_else(
     assert report["sketches_used"] == 0  # no proposal of the optimiser's own
     assert report["evaluations"] <= 2  # the original and the policy's program: no search
     assert report["verified"] is True
+    if report["arch"] == "x86_avx512":  # the built-in AVX-512 model the agent trained on
+        assert report["agent_proposals"].endswith(" on cost_model"), report["agent_proposals"]
+
+
+def test_policy_only_on_avx2_proposes_on_the_avx2_model(softmax):
+    # A 16-lane move is none on an AVX2 core: the policy plays on the Zen 3 model there.
+    r = optimize(softmax, "--arch", "x86_avx2", "--timeout", 20, "--threads", 1, "--no-cache", "--agent",
+                 "default", "--policy-only", "--json")
+    if r.returncode != 0 and "not available here" in r.stdout + r.stderr:
+        pytest.skip("this CPU does not run x86_avx2 code")
+    assert r.returncode == 0, r.stderr[-2000:]
+    report = json.loads(r.stdout)["report"]
+    assert report["arch"] == "x86_avx2"
+    assert report["agent_proposals"].startswith("policy: ")
+    assert report["agent_proposals"].endswith(" on cost_model:zen3"), report["agent_proposals"]
+    assert report["verified"] is True
 
 
 def test_propose_names_each_search_in_its_text_form(softmax, checkpoint):
